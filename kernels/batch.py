@@ -1,0 +1,152 @@
+"""PagedBatch: every tensor and option one paged-attention call needs.
+
+A batch is described by a `BatchSpec` (per-sequence query and KV lengths, model heads,
+cache layout, dtype, features, seed) and built by `build_batch`, deterministically from the
+seed on any machine. Physical cache blocks are handed out in shuffled order, so block
+tables are never contiguous and a kernel that ignores the table cannot pass. The cache is
+sized from the batch (the blocks the sequences need plus a few unused ones).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+FP8_DTYPE = torch.float8_e4m3fn  # KV-cache fp8 format (OCP e4m3, the one vLLM uses on H100)
+_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+SPARE_BLOCKS = 3  # unused blocks in every cache, so "block 0" or "last block" bugs show
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """What a batch looks like; hashable, JSON-friendly, the same on every machine."""
+
+    query_lens: tuple[int, ...]  # new tokens per sequence (1 = decode)
+    kv_lens: tuple[int, ...]  # total KV length per sequence, new tokens included
+    num_q_heads: int = 32
+    num_kv_heads: int = 8
+    head_size: int = 128
+    block_size: int = 16
+    dtype: str = "float16"  # q, k, v and output dtype
+    fp8_kv: bool = False  # store K/V in float8_e4m3fn with per-tensor scales
+    sliding_window: int | None = None  # keys with pos - key_pos >= window are masked
+    softcap: float | None = None  # scores -> softcap * tanh(scores / softcap)
+    sinks: bool = False  # one learned logit per query head joins the softmax denominator
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "query_lens", tuple(int(x) for x in self.query_lens))
+        object.__setattr__(self, "kv_lens", tuple(int(x) for x in self.kv_lens))
+        if len(self.query_lens) != len(self.kv_lens) or not self.query_lens:
+            raise ValueError("query_lens and kv_lens must be non-empty and of equal length")
+        for q, kv in zip(self.query_lens, self.kv_lens):
+            if q < 1 or kv < q:
+                raise ValueError(f"need 1 <= query_len <= kv_len, got ({q}, {kv})")
+        if self.num_q_heads % self.num_kv_heads:
+            raise ValueError("num_q_heads must be a multiple of num_kv_heads")
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.query_lens)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.query_lens)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return _DTYPES[self.dtype]
+
+    def blocks_per_seq(self) -> list[int]:
+        return [math.ceil(kv / self.block_size) for kv in self.kv_lens]
+
+    def digest(self) -> str:
+        """Stable hash of the description: equal digests mean identical batches."""
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class PagedBatch:
+    """The tensors of one call, in the layout of the kernel contract (DESIGN section 4)."""
+
+    spec: BatchSpec
+    q: torch.Tensor  # [num_tokens, num_q_heads, head_size]
+    k_cache: torch.Tensor  # [num_blocks, block_size, num_kv_heads, head_size]
+    v_cache: torch.Tensor  # [num_blocks, block_size, num_kv_heads, head_size]
+    block_table: torch.Tensor  # [num_seqs, max_blocks] int32: logical block -> physical block
+    cu_seqlens_q: torch.Tensor  # [num_seqs + 1] int32: start of each sequence's queries in q
+    seq_lens: torch.Tensor  # [num_seqs] int32: KV length including the new tokens
+    options: dict = field(default_factory=dict)  # scale, sliding_window, softcap, sinks, k/v_scale
+
+    def args(self) -> tuple:
+        return (self.q, self.k_cache, self.v_cache, self.block_table, self.cu_seqlens_q,
+                self.seq_lens)
+
+    def to(self, device: str | torch.device) -> PagedBatch:
+        moved = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
+                 for k, v in self.options.items()}
+        return PagedBatch(self.spec, *(t.to(device) for t in self.args()), options=moved)
+
+    def new_output(self) -> torch.Tensor:
+        """An output buffer poisoned with NaN, so unwritten elements fail any comparison."""
+        return torch.full_like(self.q, float("nan"))
+
+
+def build_batch(spec: BatchSpec, device: str | torch.device = "cpu") -> PagedBatch:
+    """Make the batch `spec` describes; the same seed gives the same tensors everywhere."""
+    gen = torch.Generator().manual_seed(spec.seed)
+    dtype = spec.torch_dtype
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen, dtype=torch.float32)
+
+    blocks = spec.blocks_per_seq()
+    num_blocks = sum(blocks) + SPARE_BLOCKS
+    physical = torch.randperm(num_blocks, generator=gen).to(torch.int32)
+    block_table = torch.zeros(spec.num_seqs, max(blocks), dtype=torch.int32)
+    start = 0
+    for i, n in enumerate(blocks):
+        block_table[i, :n] = physical[start:start + n]
+        start += n
+
+    cache_shape = (num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
+    q = randn(spec.num_tokens, spec.num_q_heads, spec.head_size).to(dtype)
+    k_cache, v_cache = randn(*cache_shape), randn(*cache_shape)
+    options: dict = {"scale": 1.0 / math.sqrt(spec.head_size)}
+    if spec.fp8_kv:
+        # Per-tensor scales as vLLM computes them: amax / the format's largest finite value.
+        fp8_max = torch.finfo(FP8_DTYPE).max
+        k_scale, v_scale = k_cache.abs().max() / fp8_max, v_cache.abs().max() / fp8_max
+        k_cache = (k_cache / k_scale).to(FP8_DTYPE)
+        v_cache = (v_cache / v_scale).to(FP8_DTYPE)
+        options["k_scale"], options["v_scale"] = k_scale.reshape(1), v_scale.reshape(1)
+    else:
+        k_cache, v_cache = k_cache.to(dtype), v_cache.to(dtype)
+    if spec.sliding_window is not None:
+        options["sliding_window"] = spec.sliding_window
+    if spec.softcap is not None:
+        options["softcap"] = spec.softcap
+    if spec.sinks:
+        options["sinks"] = randn(spec.num_q_heads) * 2.0  # float32 logits, like gpt-oss
+
+    cu = [0]
+    for n in spec.query_lens:
+        cu.append(cu[-1] + n)
+    batch = PagedBatch(
+        spec=spec,
+        q=q,
+        k_cache=k_cache,
+        v_cache=v_cache,
+        block_table=block_table,
+        cu_seqlens_q=torch.tensor(cu, dtype=torch.int32),
+        seq_lens=torch.tensor(spec.kv_lens, dtype=torch.int32),
+        options=options,
+    )
+    return batch.to(device)

@@ -1,0 +1,127 @@
+"""Input checks and feature detection shared by every variant's entry point.
+
+Bad input ends in a `ValueError` naming the argument, raised before any launch. Checks of
+shapes, dtypes and strides cost nothing; checks of metadata *values* (cu_seqlens_q,
+seq_lens, block-table coverage) read device memory, so they are skipped while a CUDA/HIP
+graph is being captured and inside `trusted_metadata()`, which the timing harness uses
+after validating a batch once outside the timed region.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import torch
+
+from kernels.batch import FP8_DTYPE
+
+FEATURES = (
+    "sliding_window",  # keys more than window-1 positions back are masked
+    "softcap",  # tanh soft-capping of scores (Gemma 2)
+    "sinks",  # one extra softmax logit per query head (gpt-oss)
+    "fp8_kv",  # float8_e4m3fn KV cache with per-tensor k_scale / v_scale
+    "head_size_non_pow2",  # e.g. 80, 96: padded to the next power of two
+    "block_size_non_pow2",  # e.g. 544 (hybrid attention/SSM models)
+)
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def trusted_metadata():
+    """Skip value checks (host syncs) for calls whose batch was validated already."""
+    previous = getattr(_state, "trusted", False)
+    _state.trusted = True
+    try:
+        yield
+    finally:
+        _state.trusted = previous
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def required_features(q, k_cache, *, sliding_window=None, softcap=None, sinks=None,
+                      k_scale=None, v_scale=None, **_) -> set[str]:
+    """The features a call needs; a variant lacking one raises NotImplementedError."""
+    needed = set()
+    if sliding_window is not None and sliding_window > 0:
+        needed.add("sliding_window")
+    if softcap is not None and softcap > 0:
+        needed.add("softcap")
+    if sinks is not None:
+        needed.add("sinks")
+    if k_cache.dtype == FP8_DTYPE:
+        needed.add("fp8_kv")
+    if not _is_pow2(q.shape[-1]):
+        needed.add("head_size_non_pow2")
+    if not _is_pow2(k_cache.shape[1]):
+        needed.add("block_size_non_pow2")
+    return needed
+
+
+def _require(cond: bool, arg: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"{arg}: {msg}")
+
+
+def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=None,
+             sliding_window=None, softcap=None, sinks=None, k_scale=None, v_scale=None,
+             out=None) -> None:
+    """Raise ValueError naming the first bad argument; launches nothing."""
+    _require(q.dim() == 3, "q", f"expected [num_tokens, num_q_heads, head_size], got {tuple(q.shape)}")
+    _require(q.dtype in _FLOAT_DTYPES, "q", f"dtype {q.dtype} is not float16/bfloat16/float32")
+    _require(k_cache.dim() == 4, "k_cache",
+             f"expected [num_blocks, block_size, num_kv_heads, head_size], got {tuple(k_cache.shape)}")
+    _require(v_cache.shape == k_cache.shape, "v_cache",
+             f"shape {tuple(v_cache.shape)} differs from k_cache {tuple(k_cache.shape)}")
+    _require(v_cache.dtype == k_cache.dtype, "v_cache", f"dtype {v_cache.dtype} != k_cache {k_cache.dtype}")
+    _require(k_cache.dtype in (q.dtype, FP8_DTYPE), "k_cache",
+             f"dtype {k_cache.dtype} must equal q's ({q.dtype}) or be {FP8_DTYPE}")
+    _require(k_cache.shape[3] == q.shape[2], "k_cache",
+             f"head_size {k_cache.shape[3]} differs from q's {q.shape[2]}")
+    _require(q.shape[1] % k_cache.shape[2] == 0, "q",
+             f"num_q_heads {q.shape[1]} is not a multiple of num_kv_heads {k_cache.shape[2]}")
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        _require(t.stride(-1) == 1, name, "head dimension must be contiguous (stride 1)")
+    _require(block_table.dim() == 2 and block_table.dtype == torch.int32, "block_table",
+             f"expected 2-D int32, got {block_table.dim()}-D {block_table.dtype}")
+    num_seqs = block_table.shape[0]
+    _require(seq_lens.dim() == 1 and seq_lens.dtype == torch.int32 and seq_lens.numel() == num_seqs,
+             "seq_lens", f"expected int32 [{num_seqs}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
+    _require(cu_seqlens_q.dim() == 1 and cu_seqlens_q.dtype == torch.int32
+             and cu_seqlens_q.numel() == num_seqs + 1, "cu_seqlens_q",
+             f"expected int32 [{num_seqs + 1}], got {cu_seqlens_q.dtype} {tuple(cu_seqlens_q.shape)}")
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
+                    ("cu_seqlens_q", cu_seqlens_q), ("seq_lens", seq_lens)):
+        _require(t.device == q.device, name, f"on {t.device}, q on {q.device}")
+    if k_cache.dtype == FP8_DTYPE:
+        for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+            _require(t is not None and t.numel() == 1, name, "fp8 caches need a one-element scale tensor")
+    if sinks is not None:
+        _require(sinks.shape == (q.shape[1],), "sinks", f"expected [{q.shape[1]}], got {tuple(sinks.shape)}")
+    if out is not None:
+        _require(out.shape == q.shape and out.dtype == q.dtype, "out",
+                 f"expected {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+        _require(out.stride(-1) == 1, "out", "head dimension must be contiguous (stride 1)")
+    if sliding_window is not None:
+        _require(sliding_window >= 0, "sliding_window", f"must be >= 0, got {sliding_window}")
+
+    capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
+    if capturing or getattr(_state, "trusted", False):
+        return
+    cu = cu_seqlens_q.tolist()
+    lens = seq_lens.tolist()
+    _require(cu[0] == 0 and cu[-1] == q.shape[0], "cu_seqlens_q",
+             f"must start at 0 and end at num_tokens={q.shape[0]}, got {cu[0]}..{cu[-1]}")
+    capacity = block_table.shape[1] * k_cache.shape[1]
+    for i in range(num_seqs):
+        q_len = cu[i + 1] - cu[i]
+        _require(q_len >= 0, "cu_seqlens_q", f"decreases at sequence {i}")
+        _require(lens[i] >= q_len, "seq_lens",
+                 f"sequence {i} has seq_len {lens[i]} shorter than its query length {q_len}")
+        _require(lens[i] <= capacity, "block_table",
+                 f"sequence {i} needs {lens[i]} positions but the table holds "
+                 f"{block_table.shape[1]} blocks of {k_cache.shape[1]} = {capacity}")

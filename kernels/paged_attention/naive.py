@@ -1,0 +1,108 @@
+"""Variant `naive` (paper section 4.3, Listing 1): one program per (query token, query head).
+
+Each program loads its query vector [HEAD_SIZE], walks the sequence's KV-cache blocks up
+to its own causal position through the block table, and runs the online softmax with the
+tile equal to one cache block. Decode batches therefore get one program per (sequence,
+query head). There are no matrix products: scores are elementwise products summed over
+the head dimension, which is why this variant is slow on prefill (the baseline of the
+paper's progression). It supports only the basic contract; the production features live
+in the later variants.
+
+Shapes: q [num_tokens, num_q_heads, HEAD_SIZE]; caches [num_blocks, BLOCK_SIZE,
+num_kv_heads, HEAD_SIZE]; grid (num_tokens, num_q_heads).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kernels.launch import KernelLaunch
+from kernels.paged_attention.common import LOG2E, find_seq_idx, next_pow2
+
+FEATURES = frozenset({"head_size_non_pow2"})
+
+
+@triton.jit
+def _naive_kernel(
+    out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
+    scale, num_seqs,
+    stride_q_token, stride_q_head,
+    stride_k_block, stride_k_pos, stride_k_head,
+    stride_v_block, stride_v_pos, stride_v_head,
+    stride_bt_seq,
+    stride_o_token, stride_o_head,
+    QUERIES_PER_KV: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+):
+    token = tl.program_id(0)
+    head = tl.program_id(1)
+    seq = find_seq_idx(cu_seqlens_q_ptr, token, num_seqs, 1, False)
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    seq_len = tl.load(seq_lens_ptr + seq)
+    position = seq_len - q_len + (token - q_start)  # absolute position of this query
+    kv_head = head // QUERIES_PER_KV
+
+    dims = tl.arange(0, HEAD_SIZE_PADDED)
+    dim_mask = dims < HEAD_SIZE
+    q = tl.load(q_ptr + token * stride_q_token + head * stride_q_head + dims,
+                mask=dim_mask, other=0.0).to(tl.float32)
+    qk_scale = scale * LOG2E
+
+    m_i = tl.full([], float("-inf"), tl.float32)  # running max (log2 domain)
+    l_i = tl.full([], 0.0, tl.float32)  # running denominator
+    acc = tl.zeros([HEAD_SIZE_PADDED], dtype=tl.float32)
+    offs = tl.arange(0, BLOCK_SIZE)
+    num_blocks = tl.cdiv(position + 1, BLOCK_SIZE)
+    for j in range(0, num_blocks):
+        physical = tl.load(block_table_ptr + seq * stride_bt_seq + j).to(tl.int64)
+        k = tl.load(k_cache_ptr + physical * stride_k_block + offs[:, None] * stride_k_pos
+                    + kv_head * stride_k_head + dims[None, :],
+                    mask=dim_mask[None, :], other=0.0).to(tl.float32)  # [BLOCK_SIZE, D]
+        s = tl.sum(k * q[None, :], axis=1) * qk_scale  # [BLOCK_SIZE]
+        s = tl.where(j * BLOCK_SIZE + offs <= position, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=0))
+        p = tl.exp2(s - m_new)
+        alpha = tl.exp2(m_i - m_new)
+        v = tl.load(v_cache_ptr + physical * stride_v_block + offs[:, None] * stride_v_pos
+                    + kv_head * stride_v_head + dims[None, :],
+                    mask=dim_mask[None, :], other=0.0).to(tl.float32)
+        acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
+        l_i = l_i * alpha + tl.sum(p, axis=0)
+        m_i = m_new
+    tl.store(out_ptr + token * stride_o_token + head * stride_o_head + dims,
+             (acc / l_i).to(out_ptr.dtype.element_ty), mask=dim_mask)
+
+
+def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale=None,
+         **_) -> list[KernelLaunch]:
+    num_tokens, num_q_heads, head_size = q.shape
+    scale = head_size ** -0.5 if scale is None else float(scale)
+    return [KernelLaunch(
+        kernel=_naive_kernel,
+        grid=(num_tokens, num_q_heads),
+        args=dict(
+            out_ptr=out, q_ptr=q, k_cache_ptr=k_cache, v_cache_ptr=v_cache,
+            block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
+            scale=scale, num_seqs=block_table.shape[0],
+            stride_q_token=q.stride(0), stride_q_head=q.stride(1),
+            stride_k_block=k_cache.stride(0), stride_k_pos=k_cache.stride(1),
+            stride_k_head=k_cache.stride(2),
+            stride_v_block=v_cache.stride(0), stride_v_pos=v_cache.stride(1),
+            stride_v_head=v_cache.stride(2),
+            stride_bt_seq=block_table.stride(0),
+            stride_o_token=out.stride(0), stride_o_head=out.stride(1),
+        ),
+        constexprs=dict(
+            QUERIES_PER_KV=num_q_heads // k_cache.shape[2],
+            BLOCK_SIZE=k_cache.shape[1],
+            HEAD_SIZE=head_size,
+            HEAD_SIZE_PADDED=next_pow2(head_size),
+        ),
+        # Triton's defaults, untuned on purpose: naive is the baseline of the progression.
+        num_warps=4,
+        num_stages=2,
+    )]

@@ -1,0 +1,171 @@
+"""Variant `qblock` (paper section 4.4, Listing 2): Q-blocks and tensor-core products.
+
+A Q-block packs the QUERIES_PER_KV query heads that share one KV head with BLOCK_Q
+consecutive query tokens of one sequence into BLOCK_M = BLOCK_Q * QUERIES_PER_KV (rounded
+up to a power of two) rows, so each K/V tile loaded from the cache serves all of them and
+both products (Q K^T and P V) are `tl.dot`s. Grid: (Q-blocks, KV heads). A program finds
+its sequence by binary search over the cumulative Q-block counts; the tile is one cache
+block. Row r of a Q-block is query token r // QUERIES_PER_KV and head r % QUERIES_PER_KV
+of the KV head's group.
+
+Supports the production features as masks: sliding window (masked, not yet pruned),
+softcap, sinks and fp8 caches (dequantized to the query dtype per tile).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.batch import FP8_DTYPE
+from kernels.launch import KernelLaunch
+from kernels.paged_attention.common import LOG2E, apply_softcap, find_seq_idx, next_pow2
+
+FEATURES = frozenset({"sliding_window", "softcap", "sinks", "fp8_kv", "head_size_non_pow2"})
+MIN_BLOCK_M = 16  # tl.dot needs M >= 16
+
+
+@triton.jit
+def _qblock_kernel(
+    out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
+    sinks_ptr, k_scale_ptr, v_scale_ptr,
+    scale, softcap, sliding_window, num_seqs,
+    stride_q_token, stride_q_head,
+    stride_k_block, stride_k_pos, stride_k_head,
+    stride_v_block, stride_v_pos, stride_v_head,
+    stride_bt_seq,
+    stride_o_token, stride_o_head,
+    QUERIES_PER_KV: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
+    USE_SLIDING_WINDOW: tl.constexpr,
+    USE_SINKS: tl.constexpr,
+    USE_FP8: tl.constexpr,
+):
+    q_block = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    seq = find_seq_idx(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, True)
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    local_block = q_block - (q_start // BLOCK_Q + seq)
+    if local_block * BLOCK_Q >= q_len:
+        return  # a gap left by the Q-block upper bound
+    seq_len = tl.load(seq_lens_ptr + seq)
+    context_len = seq_len - q_len
+
+    rows = tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, HEAD_SIZE_PADDED)
+    q_pos = local_block * BLOCK_Q + rows // QUERIES_PER_KV  # query index within the sequence
+    head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
+    row_mask = (rows < BLOCK_Q * QUERIES_PER_KV) & (q_pos < q_len)
+    dim_mask = dims < HEAD_SIZE
+    q_offs = (q_start + q_pos)[:, None] * stride_q_token + head[:, None] * stride_q_head + dims[None, :]
+    q = tl.load(q_ptr + q_offs, mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
+
+    if USE_SINKS:
+        m_i = tl.load(sinks_ptr + head, mask=row_mask, other=float("-inf")).to(tl.float32) * LOG2E
+        l_i = tl.where(row_mask, 1.0, 0.0).to(tl.float32)  # exp2(sink - m_i) = 1
+    else:
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_SIZE_PADDED], dtype=tl.float32)
+    if USE_FP8:
+        k_scale = tl.load(k_scale_ptr)
+        v_scale = tl.load(v_scale_ptr)
+
+    abs_pos = context_len + q_pos  # absolute position of each row's query
+    # Tiles up to the last query of this Q-block (causal), never beyond the sequence.
+    last = tl.minimum(context_len + local_block * BLOCK_Q + BLOCK_Q, seq_len)
+    num_tiles = tl.cdiv(last, BLOCK_SIZE)
+    offs = tl.arange(0, BLOCK_SIZE)
+    for j in range(0, num_tiles):
+        physical = tl.load(block_table_ptr + seq * stride_bt_seq + j).to(tl.int64)
+        k = tl.load(k_cache_ptr + physical * stride_k_block + offs[None, :] * stride_k_pos
+                    + kv_head * stride_k_head + dims[:, None],
+                    mask=dim_mask[:, None], other=0.0)  # [D, BLOCK_SIZE]
+        v = tl.load(v_cache_ptr + physical * stride_v_block + offs[:, None] * stride_v_pos
+                    + kv_head * stride_v_head + dims[None, :],
+                    mask=dim_mask[None, :], other=0.0)  # [BLOCK_SIZE, D]
+        if USE_FP8:
+            k = (k.to(tl.float32) * k_scale).to(q.dtype)
+            v = (v.to(tl.float32) * v_scale).to(q.dtype)
+        s = tl.dot(q, k) * scale  # [BLOCK_M, BLOCK_SIZE], natural units
+        if USE_SOFTCAP:
+            s = apply_softcap(s, softcap)
+        s = s * LOG2E
+        key_pos = j * BLOCK_SIZE + offs
+        visible = row_mask[:, None] & (key_pos[None, :] <= abs_pos[:, None])
+        if USE_SLIDING_WINDOW:
+            visible = visible & (abs_pos[:, None] - key_pos[None, :] < sliding_window)
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_new = tl.where(m_new > float("-inf"), m_new, 0.0)  # rows with nothing visible yet
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+    l_i = tl.where(l_i > 0.0, l_i, 1.0)
+    out_offs = (q_start + q_pos)[:, None] * stride_o_token + head[:, None] * stride_o_head + dims[None, :]
+    tl.store(out_ptr + out_offs, (acc / l_i[:, None]).to(out_ptr.dtype.element_ty),
+             mask=row_mask[:, None] & dim_mask[None, :])
+
+
+def block_shape(queries_per_kv: int) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_Q): at least 16 rows for tl.dot, whole head groups per token."""
+    block_m = max(MIN_BLOCK_M, next_pow2(queries_per_kv))
+    return block_m, block_m // queries_per_kv
+
+
+def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale=None,
+         sliding_window=None, softcap=None, sinks=None, k_scale=None, v_scale=None,
+         **_) -> list[KernelLaunch]:
+    num_tokens, num_q_heads, head_size = q.shape
+    num_kv_heads = k_cache.shape[2]
+    num_seqs = block_table.shape[0]
+    queries_per_kv = num_q_heads // num_kv_heads
+    block_m, block_q = block_shape(queries_per_kv)
+    dummy = q.new_empty(1, dtype=torch.float32)  # stands in for absent optional tensors
+    return [KernelLaunch(
+        kernel=_qblock_kernel,
+        # Upper bound on Q-blocks: every sequence may leave one partial block.
+        grid=(num_tokens // block_q + num_seqs, num_kv_heads),
+        args=dict(
+            out_ptr=out, q_ptr=q, k_cache_ptr=k_cache, v_cache_ptr=v_cache,
+            block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
+            sinks_ptr=sinks if sinks is not None else dummy,
+            k_scale_ptr=k_scale if k_scale is not None else dummy,
+            v_scale_ptr=v_scale if v_scale is not None else dummy,
+            scale=head_size ** -0.5 if scale is None else float(scale),
+            softcap=float(softcap or 0.0),
+            sliding_window=int(sliding_window or 0),
+            num_seqs=num_seqs,
+            stride_q_token=q.stride(0), stride_q_head=q.stride(1),
+            stride_k_block=k_cache.stride(0), stride_k_pos=k_cache.stride(1),
+            stride_k_head=k_cache.stride(2),
+            stride_v_block=v_cache.stride(0), stride_v_pos=v_cache.stride(1),
+            stride_v_head=v_cache.stride(2),
+            stride_bt_seq=block_table.stride(0),
+            stride_o_token=out.stride(0), stride_o_head=out.stride(1),
+        ),
+        constexprs=dict(
+            QUERIES_PER_KV=queries_per_kv,
+            BLOCK_SIZE=k_cache.shape[1],
+            HEAD_SIZE=head_size,
+            HEAD_SIZE_PADDED=next_pow2(head_size),
+            BLOCK_M=block_m,
+            BLOCK_Q=block_q,
+            USE_SOFTCAP=bool(softcap),
+            USE_SLIDING_WINDOW=bool(sliding_window),
+            USE_SINKS=sinks is not None,
+            USE_FP8=k_cache.dtype == FP8_DTYPE,
+        ),
+        # Triton's defaults; per-vendor tuning belongs to the later variants' heuristics.
+        num_warps=4,
+        num_stages=2,
+    )]

@@ -1,0 +1,49 @@
+"""Variant: one member of the kernel family, its planner and the features it supports.
+
+Calling a variant validates the inputs, refuses features it lacks with a
+`NotImplementedError` naming them, plans its launches and runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from kernels import inputs
+from kernels.launch import KernelLaunch
+
+Planner = Callable[..., list[KernelLaunch]]
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    paper_section: str  # where "The Anatomy of a Triton Attention Kernel" describes it
+    planner: Planner  # (q, k_cache, ..., out=..., **options) -> launches
+    features: frozenset[str]  # subset of kernels.inputs.FEATURES
+
+    def check_supported(self, q, k_cache, **options) -> None:
+        missing = inputs.required_features(q, k_cache, **options) - self.features
+        if missing:
+            raise NotImplementedError(
+                f"variant {self.name!r} does not support {', '.join(sorted(missing))}"
+            )
+
+    def plan(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,
+             out: torch.Tensor | None = None, **options) -> tuple[torch.Tensor, list[KernelLaunch]]:
+        """Validate and plan without launching; returns (out, launches)."""
+        args = (q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens)
+        inputs.validate(*args, out=out, **options)
+        self.check_supported(q, k_cache, **options)
+        out = torch.empty_like(q) if out is None else out
+        return out, self.planner(*args, out=out, **options)
+
+    def __call__(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,
+                 out: torch.Tensor | None = None, **options) -> torch.Tensor:
+        out, launches = self.plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens,
+                                  out=out, **options)
+        for launch in launches:
+            launch()
+        return out

@@ -1,0 +1,1 @@
+"""The harness: scenarios, timing, A/B, statistics, thresholds, gates and reports."""

@@ -1,0 +1,47 @@
+"""Test session setup: pick the device, and fall back to Triton's interpreter on CPU.
+
+Without a GPU, TRITON_INTERPRET=1 must be set before triton is imported; this file does
+that so `pytest` alone works on a laptop as well as under `nox -s tests`. On CPU only the
+`cpu_subset` of the correctness grid runs; the rest is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+HAS_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+if not HAS_GPU:
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("triton was imported before TRITON_INTERPRET=1 could be set")
+    os.environ["TRITON_INTERPRET"] = "1"
+
+DEVICE = "cuda" if HAS_GPU else "cpu"
+NO_GPU_REASON = "no CUDA/ROCm GPU: Triton's interpreter runs only the cpu_subset of the grid"
+
+
+def pytest_report_header(config):
+    from kernels import platform
+
+    p = platform.current()
+    return f"kernels platform: vendor={p.vendor} arch={p.arch} device={p.device_name}"
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_GPU:
+        return
+    skip_full = pytest.mark.skip(reason=NO_GPU_REASON)
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA/ROCm GPU (none found)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+        elif "grid" in item.keywords and "cpu_subset" not in item.keywords:
+            item.add_marker(skip_full)
+
+
+@pytest.fixture(scope="session")
+def device() -> str:
+    return DEVICE

@@ -1,0 +1,119 @@
+"""Every registered variant against the fp32 reference over a grid of awkward shapes.
+
+The whole grid runs on a GPU; on CPU, Triton's interpreter runs the cases marked
+`cpu_subset` (small head counts, fp16) within CI's budget. A variant that lacks a feature
+raises NotImplementedError, and the case is skipped with that message as its reason.
+Tolerances: fp16 outputs carry the rounding of P to fp16 before the P·V product (as on the
+tensor cores, ~1e-3 relative), hence 3e-3; bf16 has 8 bits of mantissa, hence 1.5e-2 /
+1e-2 (the foundation issue's starting point). fp8 caches are dequantized identically by
+the reference, so they need no extra allowance.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from kernels import VARIANTS
+from kernels.batch import BatchSpec, build_batch
+from kernels.reference import paged_attention_reference
+
+TOLERANCES = {"float16": (3e-3, 3e-3), "bfloat16": (1.5e-2, 1e-2)}  # dtype -> (atol, rtol)
+
+MODELS = {  # name -> (num_q_heads, num_kv_heads); head counts kept small, ratios are the point
+    "mha": (4, 4),  # 1:1
+    "gqa4": (8, 2),  # 4:1
+    "gqa5": (10, 2),  # 5:1, not a power of two
+    "llama3_8b": (32, 8),  # 8:1
+    "mqa": (8, 1),
+}
+HEAD_SIZES = (64, 80, 128, 256)
+BLOCK_SIZES = (16, 32, 544)  # 544: hybrid attention/SSM models, not a power of two
+CASES = {  # name -> (query_lens, kv_lens), one entry per sequence
+    "q1_kv1": ((1,), (1,)),
+    "decode_1328": ((1,), (1328,)),
+    "prefill_5_18": ((5,), (18,)),
+    "chunked_129_463": ((129,), (463,)),
+    "mixed": ((1, 5, 129, 17, 1, 40), (1328, 18, 463, 17, 1, 97)),
+    # Interpreter-sized versions (the interpreter runs programs one by one, in Python).
+    "chunked_33_97": ((33,), (97,)),
+    "mixed_small": ((1, 5, 17, 1), (300, 18, 40, 1)),
+}
+FEATURES = {  # name -> BatchSpec fields
+    "sliding_window": {"sliding_window": 37},
+    "softcap": {"softcap": 20.0},
+    "sinks": {"sinks": True},
+    "fp8_kv": {"fp8_kv": True},
+}
+
+# Interpreter subset: every model ratio, head size, case and feature appears at least once,
+# on small head counts and short sequences.
+CPU_SUBSET = {
+    ("gqa5", 80, 16, "prefill_5_18", "float16", "none"),
+    ("mqa", 64, 32, "decode_1328", "float16", "none"),
+    ("mha", 128, 16, "q1_kv1", "float16", "none"),
+    ("gqa4", 64, 16, "mixed_small", "float16", "none"),
+    ("gqa4", 256, 32, "prefill_5_18", "float16", "none"),
+    ("mqa", 64, 16, "chunked_33_97", "float16", "none"),
+    ("gqa5", 64, 544, "prefill_5_18", "float16", "none"),
+    ("gqa4", 64, 16, "mixed_small", "float16", "sliding_window"),
+    ("gqa5", 80, 16, "prefill_5_18", "float16", "softcap"),
+    ("gqa4", 64, 16, "mixed_small", "float16", "sinks"),
+    ("gqa4", 64, 32, "mixed_small", "float16", "fp8_kv"),
+}
+
+
+def _params():
+    base = itertools.product(MODELS, HEAD_SIZES, BLOCK_SIZES, CASES, ["bfloat16"], ["none"])
+    fp16 = itertools.product(MODELS, (64, 80, 128), (16, 544), CASES, ["float16"], ["none"])
+    feats = itertools.product(["llama3_8b", "gqa5"], (64, 128), (16, 544), ["mixed", "chunked_129_463"],
+                              ["float16", "bfloat16"], FEATURES)
+    seen = set()
+    for case in itertools.chain(base, fp16, feats, sorted(CPU_SUBSET)):
+        if case in seen:
+            continue
+        seen.add(case)
+        marks = [pytest.mark.grid] + ([pytest.mark.cpu_subset] if case in CPU_SUBSET else [])
+        yield pytest.param(*case, marks=marks, id="-".join(str(x) for x in case))
+
+
+def make_spec(model, head_size, block_size, case, dtype, feature, seed=0) -> BatchSpec:
+    num_q, num_kv = MODELS[model]
+    q_lens, kv_lens = CASES[case]
+    return BatchSpec(q_lens, kv_lens, num_q_heads=num_q, num_kv_heads=num_kv,
+                     head_size=head_size, block_size=block_size, dtype=dtype, seed=seed,
+                     **FEATURES.get(feature, {}))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("model,head_size,block_size,case,dtype,feature", _params())
+def test_matches_reference(variant, model, head_size, block_size, case, dtype, feature, device):
+    seed = hash((model, head_size, block_size, case, dtype, feature)) % 2**31
+    batch = build_batch(make_spec(model, head_size, block_size, case, dtype, feature, seed), device)
+    out = batch.new_output()  # NaN-poisoned: an unwritten element fails below
+    try:
+        VARIANTS[variant](*batch.args(), out=out, **batch.options)
+    except NotImplementedError as exc:
+        pytest.skip(str(exc))
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    atol, rtol = TOLERANCES[dtype]
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_variant_runs_in_interpreter(variant):
+    """Kernels must stay interpreter-compatible: run each once on CPU tensors."""
+    import subprocess
+    import sys
+    code = (
+        "import torch; from kernels import VARIANTS; from kernels.batch import BatchSpec, build_batch;"
+        "from kernels.reference import paged_attention_reference as ref;"
+        "b = build_batch(BatchSpec((3, 1), (9, 21), num_q_heads=4, num_kv_heads=2, head_size=64));"
+        f"o = VARIANTS[{variant!r}](*b.args(), **b.options);"
+        "torch.testing.assert_close(o, ref(*b.args(), **b.options), atol=3e-3, rtol=3e-3)"
+    )
+    env = {**__import__("os").environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
