@@ -12,6 +12,7 @@ the reference, so they need no extra allowance.
 from __future__ import annotations
 
 import itertools
+import zlib
 
 import pytest
 import torch
@@ -90,7 +91,7 @@ def make_spec(model, head_size, block_size, case, dtype, feature, seed=0) -> Bat
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("model,head_size,block_size,case,dtype,feature", _params())
 def test_matches_reference(variant, model, head_size, block_size, case, dtype, feature, device):
-    seed = hash((model, head_size, block_size, case, dtype, feature)) % 2**31
+    seed = zlib.crc32(repr((model, head_size, block_size, case, dtype, feature)).encode())
     batch = build_batch(make_spec(model, head_size, block_size, case, dtype, feature, seed), device)
     out = batch.new_output()  # NaN-poisoned: an unwritten element fails below
     try:
