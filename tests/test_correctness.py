@@ -12,8 +12,12 @@ the reference, so they need no extra allowance.
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import zlib
 
+import numpy as np
 import pytest
 import torch
 
@@ -89,7 +93,7 @@ def make_spec(model, head_size, block_size, case, dtype, feature, seed=0) -> Bat
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("model,head_size,block_size,case,dtype,feature", _params())
+@pytest.mark.parametrize("model,head_size,block_size,case,dtype,feature", list(_params()))
 def test_matches_reference(variant, model, head_size, block_size, case, dtype, feature, device):
     seed = zlib.crc32(repr((model, head_size, block_size, case, dtype, feature)).encode())
     batch = build_batch(make_spec(model, head_size, block_size, case, dtype, feature, seed), device)
@@ -103,11 +107,12 @@ def test_matches_reference(variant, model, head_size, block_size, case, dtype, f
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
+@pytest.mark.skipif(tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 4),
+                    reason=f"NumPy {np.__version__}: triton 3.6's interpreter breaks on loop bounds "
+                    "under NumPy >= 2.4 (the nox sessions pin numpy<2.4)")
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_every_variant_runs_in_interpreter(variant):
     """Kernels must stay interpreter-compatible: run each once on CPU tensors."""
-    import subprocess
-    import sys
     code = (
         "import torch; from kernels import VARIANTS; from kernels.batch import BatchSpec, build_batch;"
         "from kernels.reference import paged_attention_reference as ref;"
@@ -115,6 +120,6 @@ def test_every_variant_runs_in_interpreter(variant):
         f"o = VARIANTS[{variant!r}](*b.args(), **b.options);"
         "torch.testing.assert_close(o, ref(*b.args(), **b.options), atol=3e-3, rtol=3e-3)"
     )
-    env = {**__import__("os").environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
