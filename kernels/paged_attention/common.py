@@ -44,3 +44,261 @@ def apply_softcap(s, cap):
 def next_pow2(n: int) -> int:
     return triton.next_power_of_2(n)
 
+
+
+def largest_pow2_divisor(n: int) -> int:
+    return n & -n
+
+
+# ---------------------------------------------------------------------------------------
+# The tiled online softmax of one Q-block, shared by `parallel`, `flex_tile` and
+# `static_grid` (paper sections 4.5-4.7). A Q-block is BLOCK_M rows: BLOCK_Q consecutive
+# query tokens of one sequence times the QUERIES_PER_KV query heads that read one KV head
+# (row r = token r // QUERIES_PER_KV, head r % QUERIES_PER_KV of the group), as in qblock.
+# Scores live in the log2 domain (multiplied by LOG2E) so the kernels use exp2.
+# ---------------------------------------------------------------------------------------
+
+
+@triton.jit
+def tile_bounds(first_pos, last_pos, window, TILE_SIZE: tl.constexpr,
+                USE_SLIDING_WINDOW: tl.constexpr):
+    """Tiles of one Q-block whose queries sit at absolute positions first_pos..last_pos.
+
+    Returns (lo, full_lo, full_hi, hi): tiles [lo, hi) hold every key some query sees
+    (sliding-window pruning: tiles wholly before the window are never loaded); tiles
+    [full_lo, full_hi) are seen whole by every query and run without masks. Always
+    lo <= full_lo <= full_hi <= hi.
+    """
+    hi = last_pos // TILE_SIZE + 1
+    full_hi = (first_pos + 1) // TILE_SIZE
+    if USE_SLIDING_WINDOW:
+        lo = tl.maximum(first_pos - window + 1, 0) // TILE_SIZE
+        full_lo = tl.cdiv(tl.maximum(last_pos - window + 1, 0), TILE_SIZE)
+    else:
+        lo = hi * 0
+        full_lo = hi * 0
+    no_full = full_lo >= full_hi  # e.g. a window narrower than the Q-block: all tiles masked
+    full_lo = tl.where(no_full, lo, full_lo)
+    full_hi = tl.where(no_full, lo, full_hi)
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def _load(ptrs, mask, NEED_MASK: tl.constexpr):
+    if NEED_MASK:
+        return tl.load(ptrs, mask=mask, other=0.0)
+    else:
+        return tl.load(ptrs)
+
+
+@triton.jit
+def attend_tiles(
+    acc, m_i, l_i, q, tile_lo, tile_hi,
+    k_cache_ptr, v_cache_ptr, block_table_ptr,
+    seq, seq_len, kv_head, abs_pos, qk_scale, softcap, window,
+    stride_k_block, stride_k_pos, stride_k_head,
+    stride_v_block, stride_v_pos, stride_v_head,
+    stride_bt_seq,
+    TILE_SIZE: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+    MASKED: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
+    USE_SLIDING_WINDOW: tl.constexpr,
+):
+    """Online softmax over KV tiles [tile_lo, tile_hi); returns the updated (acc, m_i, l_i).
+
+    A tile is TILE_SIZE consecutive key positions, independent of the cache's BLOCK_SIZE:
+    when BLOCK_SIZE is a multiple of TILE_SIZE a tile lies inside one cache block (one
+    block-table read); otherwise each position looks its block up (a gather, as for tiles
+    larger than a block or blocks such as 544 that no power-of-two tile divides).
+    MASKED tiles apply the causal/window masks and guard reads past seq_len; the others
+    are seen whole by every row. fp8 caches are converted exactly to q's dtype; their
+    scales are folded into qk_scale (k) and the caller's epilogue (v).
+    """
+    offs = tl.arange(0, TILE_SIZE)
+    dims = tl.arange(0, HEAD_SIZE_PADDED)
+    dim_ok = dims < HEAD_SIZE
+    PAD_HEAD: tl.constexpr = HEAD_SIZE_PADDED != HEAD_SIZE
+    bt_row = block_table_ptr + seq * stride_bt_seq
+    for j in range(tile_lo, tile_hi):
+        key_pos = j * TILE_SIZE + offs  # [TILE_SIZE] absolute key positions
+        key_ok = key_pos < seq_len
+        if BLOCK_SIZE % TILE_SIZE == 0:
+            physical = tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE).to(tl.int64)
+            k_rows = physical * stride_k_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_k_pos
+            v_rows = physical * stride_v_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_v_pos
+        else:
+            physical = _load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED).to(tl.int64)
+            k_rows = physical * stride_k_block + (key_pos % BLOCK_SIZE) * stride_k_pos
+            v_rows = physical * stride_v_block + (key_pos % BLOCK_SIZE) * stride_v_pos
+        k = _load(k_cache_ptr + k_rows[None, :] + kv_head * stride_k_head + dims[:, None],
+                  dim_ok[:, None] & key_ok[None, :], MASKED or PAD_HEAD)  # [D, TILE_SIZE]
+        v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
+                  key_ok[:, None] & dim_ok[None, :], MASKED or PAD_HEAD)  # [TILE_SIZE, D]
+        s = tl.dot(q, k.to(q.dtype))  # [BLOCK_M, TILE_SIZE]
+        if USE_SOFTCAP:
+            s = apply_softcap(s * qk_scale, softcap) * LOG2E
+        else:
+            s = s * (qk_scale * LOG2E)
+        if MASKED:
+            visible = key_pos[None, :] <= abs_pos[:, None]
+            if USE_SLIDING_WINDOW:
+                visible = visible & (abs_pos[:, None] - key_pos[None, :] < window)
+            s = tl.where(visible, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+            m_new = tl.where(m_new > float("-inf"), m_new, 0.0)  # rows that see nothing yet
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        p = tl.exp2(s - m_new[:, None])
+        alpha = tl.exp2(m_i - m_new)
+        acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def attend_q_block(
+    q_block, kv_head, segment,
+    out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
+    sinks_ptr, k_scale_ptr, v_scale_ptr,
+    segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+    scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
+    stride_q_token, stride_q_head,
+    stride_k_block, stride_k_pos, stride_k_head,
+    stride_v_block, stride_v_pos, stride_v_head,
+    stride_bt_seq,
+    stride_o_token, stride_o_head,
+    QUERIES_PER_KV: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
+    USE_SLIDING_WINDOW: tl.constexpr,
+    USE_SINKS: tl.constexpr,
+    USE_FP8: tl.constexpr,
+):
+    """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
+
+    When num_segments > 1, a sequence with at most split_max_q queries (decodes) has its
+    tiles split into num_segments contiguous segments; each item stores its partial output,
+    max and exp-sum for `reduce_segments`, empty segments included (m = -inf, l = 0), so
+    stale buffer contents are never read. Other sequences run whole in segment 0, which
+    writes the output; their items for segments > 0 do nothing.
+    """
+    seq = find_seq_idx(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, True)
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    local_block = q_block - (q_start // BLOCK_Q + seq)
+    split = (num_segments > 1) & (q_len <= split_max_q)  # runtime: one kernel serves both paths
+    if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
+        seq_len = tl.load(seq_lens_ptr + seq)
+        context_len = seq_len - q_len
+        rows = tl.arange(0, BLOCK_M)
+        dims = tl.arange(0, HEAD_SIZE_PADDED)
+        q_pos = local_block * BLOCK_Q + rows // QUERIES_PER_KV  # query index within the sequence
+        head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
+        row_mask = (rows < BLOCK_Q * QUERIES_PER_KV) & (q_pos < q_len)
+        dim_mask = dims < HEAD_SIZE
+        q = tl.load(q_ptr + (q_start + q_pos)[:, None] * stride_q_token + head[:, None] * stride_q_head
+                    + dims[None, :], mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
+        abs_pos = context_len + q_pos
+        first_pos = context_len + local_block * BLOCK_Q
+        last_pos = context_len + tl.minimum(local_block * BLOCK_Q + BLOCK_Q, q_len) - 1
+        lo, full_lo, full_hi, hi = tile_bounds(first_pos, last_pos, window, TILE_SIZE,
+                                               USE_SLIDING_WINDOW)
+        if split:
+            per_segment = tl.cdiv(hi - lo, num_segments)
+            seg_lo = tl.minimum(lo + segment * per_segment, hi)
+            seg_hi = tl.minimum(seg_lo + per_segment, hi)
+        else:
+            seg_lo = lo
+            seg_hi = hi
+
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        if USE_SINKS:
+            if segment == 0:  # the sink joins the denominator once: in segment 0
+                m_i = tl.load(sinks_ptr + head, mask=row_mask, other=float("-inf")).to(tl.float32) * LOG2E
+                l_i = tl.where(row_mask, 1.0, 0.0).to(tl.float32)  # exp2(sink - m_i) = 1
+        acc = tl.zeros([BLOCK_M, HEAD_SIZE_PADDED], dtype=tl.float32)
+        qk_scale = scale
+        if USE_FP8:
+            qk_scale = scale * tl.load(k_scale_ptr)
+        # Masked window edge (only with a window: otherwise lo = full_lo = 0), unmasked middle,
+        # masked causal edge.
+        if USE_SLIDING_WINDOW:
+            acc, m_i, l_i = attend_tiles(
+                acc, m_i, l_i, q, tl.maximum(lo, seg_lo), tl.minimum(full_lo, seg_hi),
+                k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
+                qk_scale, softcap, window,
+                stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
+                stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
+                USE_SOFTCAP, USE_SLIDING_WINDOW)
+        acc, m_i, l_i = attend_tiles(
+            acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
+            k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
+            qk_scale, softcap, window,
+            stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
+            stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
+            USE_SOFTCAP, USE_SLIDING_WINDOW)
+        acc, m_i, l_i = attend_tiles(
+            acc, m_i, l_i, q, tl.maximum(full_hi, seg_lo), tl.minimum(hi, seg_hi),
+            k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
+            qk_scale, softcap, window,
+            stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
+            stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
+            USE_SOFTCAP, USE_SLIDING_WINDOW)
+        if USE_FP8:
+            acc = acc * tl.load(v_scale_ptr)
+
+        if split:
+            # Partials: [num_tokens, num_q_heads, num_segments, (HEAD_SIZE_PADDED)], float32.
+            slot = ((q_start + q_pos) * num_q_heads + head) * num_segments + segment
+            tl.store(segm_max_ptr + slot, m_i, mask=row_mask)
+            tl.store(segm_sum_ptr + slot, l_i, mask=row_mask)
+            tl.store(segm_out_ptr + slot[:, None] * HEAD_SIZE_PADDED + dims[None, :], acc,
+                     mask=row_mask[:, None])
+        else:
+            l_i = tl.where(l_i > 0.0, l_i, 1.0)
+            tl.store(out_ptr + (q_start + q_pos)[:, None] * stride_o_token
+                     + head[:, None] * stride_o_head + dims[None, :],
+                     (acc / l_i[:, None]).to(out_ptr.dtype.element_ty),
+                     mask=row_mask[:, None] & dim_mask[None, :])
+
+
+@triton.jit
+def reduce_sequence_head(
+    seq, head, out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr, cu_seqlens_q_ptr, split_max_q,
+    num_q_heads, num_segments, stride_o_token, stride_o_head,
+    SEGMENTS_PADDED: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+):
+    """Merge the segments of one (sequence, query head) for each of its queries, if split.
+
+    The online softmax's rescaling: out = sum_s exp2(m_s - M) acc_s / sum_s exp2(m_s - M) l_s
+    with M = max_s m_s; empty segments (m_s = -inf) weigh nothing.
+    """
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    if q_len <= split_max_q:
+        segs = tl.arange(0, SEGMENTS_PADDED)
+        dims = tl.arange(0, HEAD_SIZE_PADDED)
+        seg_ok = segs < num_segments
+        for t in range(q_start, q_start + q_len):
+            slot = (t * num_q_heads + head) * num_segments + segs
+            m = tl.load(segm_max_ptr + slot, mask=seg_ok, other=float("-inf"))
+            m_max = tl.max(m, axis=0)
+            w = tl.where(m > float("-inf"), tl.exp2(m - m_max), 0.0)
+            denom = tl.sum(tl.load(segm_sum_ptr + slot, mask=seg_ok, other=0.0) * w, axis=0)
+            acc = tl.load(segm_out_ptr + slot[:, None] * HEAD_SIZE_PADDED + dims[None, :],
+                          mask=seg_ok[:, None], other=0.0)
+            o = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
+            tl.store(out_ptr + t * stride_o_token + head * stride_o_head + dims,
+                     o.to(out_ptr.dtype.element_ty), mask=dims < HEAD_SIZE)

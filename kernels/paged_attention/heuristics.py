@@ -1,0 +1,225 @@
+"""Launch configurations per vendor: readable decision trees over a batch's features.
+
+`choose(vendor, features) -> Config` is a pure function: tests and the static gate call it
+for any vendor from a CPU. `features_from_call` computes the features of a call from
+shapes and the host-side hints a serving engine already has (`max_seqlen_q`,
+`max_seqlen_k`, as vLLM passes them); it never reads device memory, so planning stays
+free of host syncs and works inside CUDA/HIP-graph capture. Without hints the features are
+bounds derived from shapes (documented on each field).
+
+Every branch says where it came from: NVIDIA branches cite the sweep that chose them
+(`python -m perf.kernel_benchmark --sweep`, GPU, date, gain); AMD branches are documented
+defaults, unmeasured until an MI300 sweep replaces them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+from kernels.batch import FP8_DTYPE
+from kernels.paged_attention.common import next_pow2
+
+MIN_BLOCK_M = 16  # tl.dot needs M >= 16
+MIN_TILE = 16  # and K >= 16
+DEFAULT_NUM_SMS = {"nvidia": 132, "amd": 304}  # H100 SXM / MI300X, when no device is present
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the decision trees look at; exact from a BatchSpec, bounds from shapes alone."""
+
+    num_seqs: int
+    num_tokens: int
+    max_query_len: int  # shapes only: num_tokens - num_seqs + 1 (every sequence has >= 1 query)
+    max_kv_len: int  # shapes only: block_table width * block_size
+    avg_kv_len: float  # shapes only: max_kv_len
+    decode_share: float  # sequences with one query; shapes only: a lower bound
+    queries_per_kv: int  # GQA ratio
+    num_kv_heads: int
+    head_size: int
+    block_size: int
+    dtype: str  # float16 | bfloat16 | float32
+    fp8_kv: bool
+    num_sms: int  # SMs (NVIDIA) or CUs (AMD) of the target
+
+    @property
+    def avg_query_len(self) -> float:
+        return self.num_tokens / self.num_seqs
+
+    @property
+    def decode_only(self) -> bool:
+        return self.max_query_len == 1
+
+
+@dataclass(frozen=True)
+class Config:
+    """One launch configuration; `source` names the branch (and its sweep) that chose it."""
+
+    block_m: int  # rows of a Q-block: BLOCK_M // queries_per_kv tokens x their query heads
+    tile_size: int  # KV positions per softmax tile (independent of the cache block size)
+    num_segments: int  # KV segments per decode sequence (1: no split, no reduce kernel)
+    num_warps: int
+    num_stages: int
+    programs_per_sm: int = 2  # static grid: persistent programs per SM / CU
+    max_programs: int = 0  # static grid: a cap on its size (0: none); tests, shared GPUs
+    waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
+    matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
+    source: str = ""
+
+    def block_q(self, queries_per_kv: int) -> int:
+        return self.block_m // queries_per_kv
+
+    def vendor_options(self, vendor: str) -> dict:
+        if vendor != "amd":
+            return {}
+        opts = {}
+        if self.waves_per_eu:
+            opts["waves_per_eu"] = self.waves_per_eu
+        if self.matrix_instr_nonkdim:
+            opts["matrix_instr_nonkdim"] = self.matrix_instr_nonkdim
+        return opts
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor, *,
+                       max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
+                       num_sms: int | None = None, vendor: str = "nvidia") -> Features:
+    """Features from shapes and host-side hints; never reads device memory."""
+    num_tokens, num_q_heads, head_size = q.shape
+    num_seqs = block_table.shape[0]
+    block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    max_q = int(max_seqlen_q) if max_seqlen_q is not None else num_tokens - num_seqs + 1
+    max_k = int(max_seqlen_k) if max_seqlen_k is not None else block_table.shape[1] * block_size
+    decodes = num_seqs if max_q == 1 else max(0, 2 * num_seqs - num_tokens)
+    return Features(
+        num_seqs=num_seqs, num_tokens=num_tokens, max_query_len=max(1, max_q),
+        max_kv_len=max(1, max_k), avg_kv_len=float(max(1, max_k)),
+        decode_share=decodes / num_seqs, queries_per_kv=num_q_heads // num_kv_heads,
+        num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size,
+        dtype=str(q.dtype).removeprefix("torch."), fp8_kv=k_cache.dtype == FP8_DTYPE,
+        num_sms=num_sms or DEFAULT_NUM_SMS.get(vendor, 132),
+    )
+
+
+def features_from_spec(spec, num_sms: int) -> Features:
+    """Exact features of a `kernels.batch.BatchSpec` (benchmarks, tests, sweeps)."""
+    return Features(
+        num_seqs=spec.num_seqs, num_tokens=spec.num_tokens, max_query_len=max(spec.query_lens),
+        max_kv_len=max(spec.kv_lens), avg_kv_len=sum(spec.kv_lens) / spec.num_seqs,
+        decode_share=sum(q == 1 for q in spec.query_lens) / spec.num_seqs,
+        queries_per_kv=spec.num_q_heads // spec.num_kv_heads, num_kv_heads=spec.num_kv_heads,
+        head_size=spec.head_size, block_size=spec.block_size, dtype=spec.dtype,
+        fp8_kv=spec.fp8_kv, num_sms=num_sms,
+    )
+
+
+def decode_block_m(queries_per_kv: int) -> int:
+    """Smallest Q-block holding a whole head group: one decode token per Q-block row group."""
+    return max(MIN_BLOCK_M, next_pow2(queries_per_kv))
+
+
+def is_decode_batch(f: Features) -> bool:
+    """Every sequence fits one decode-sized Q-block (decodes, short speculative steps)."""
+    return f.max_query_len <= decode_block_m(f.queries_per_kv) // f.queries_per_kv
+
+
+def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
+                 tiles_per_segment: int = 8, max_segments: int = 64) -> int:
+    """KV segments per decode sequence: enough programs for the GPU, segments of >= 8 tiles.
+
+    Paper 4.5: decode batches of few sequences leave most SMs idle with one program per
+    (sequence, KV head); splitting each sequence's tiles into segments restores
+    parallelism at the cost of a reduction. The rule and its two constants come from the
+    sweep on an NVIDIA H200, 2026-11-21 (perf.kernel_benchmark --sweep, tile 128): the best
+    segment count kept about 8 tiles per segment (b1x32k: 32, b8x8k: 8, b32x8k: 8,
+    b128x1k: 1) and grew no further once (sequences x KV heads x segments) passed about
+    4 programs per SM (b8x32k: 8 at 0.271 ms, 16 at 0.281 ms). This rule picks the best
+    measured count in 3 of 5 sweep scenarios and one within 4 % of it in the other two
+    (b32x8k: 4, 0.310 vs 0.297 ms; b8x32k: 16, 0.281 vs 0.271 ms). A power of two.
+    """
+    if not is_decode_batch(f):
+        return 1
+    items = f.num_seqs * f.num_kv_heads
+    by_length = math.ceil(f.max_kv_len / tile_size) // tiles_per_segment
+    by_occupancy = math.ceil(target_programs_per_sm * f.num_sms / items)
+    segments = min(_pow2_floor(by_length), _pow2_ceil(by_occupancy), max_segments)
+    return max(1, segments)
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (n.bit_length() - 1) if n >= 1 else 0
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << (n - 1).bit_length() if n >= 1 else 1
+
+
+def choose(vendor: str, f: Features) -> Config:
+    """The configuration for `vendor` ("nvidia" or "amd") and a batch's features."""
+    if vendor == "nvidia":
+        return _nvidia(f)
+    if vendor == "amd":
+        return _amd(f)
+    raise ValueError(f"vendor: unknown {vendor!r}; expected 'nvidia' or 'amd'")
+
+
+def _fit(f: Features, block_m: int, tile_size: int, **kw) -> Config:
+    """Clamp a branch's choice to what the kernel needs: whole head groups, dot minimums."""
+    block_m = max(block_m, decode_block_m(f.queries_per_kv))
+    tile_size = max(MIN_TILE, tile_size)
+    segments = num_segments(f, tile_size)
+    return Config(block_m=block_m, tile_size=tile_size, num_segments=segments, **kw)
+
+
+# NVIDIA: the sweep `python -m perf.kernel_benchmark --sweep` on an NVIDIA H200 (sm_90, 132
+# SMs), triton 3.6.0, torch 2.11, 2026-11-21: static_grid, Llama-3-8B heads, bf16, block 16,
+# graph replay, coordinate descent from the previous defaults (tile 64, 3 stages); the gains
+# below are previous default -> chosen, median ms. Head size 256 doubles every tile's shared
+# memory: its branches halve the tile (128 x 256 x 2 B x 2 tensors x 2 stages would not fit
+# the 227 KB an SM offers) and are unmeasured.
+def _nvidia(f: Features) -> Config:
+    wide = f.head_size > 128
+    if is_decode_batch(f):
+        # Memory bound: the smallest Q-block, 128-position tiles (fewer, longer KV reads), 4 warps.
+        # Sweep: tile 128 beat 64/32/16 in all 5 decode scenarios (b8x32k 0.510 -> 0.271 ms
+        # with 8 segments, b8x8k 0.147 -> 0.092, b32x8k 0.438 -> 0.297, b128x1k 0.189 -> 0.157,
+        # b1x32k 0.0586 -> 0.0547); 4 warps beat 2 and 8 in all 5; stages 2-4 within 2 %.
+        return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide else 128,
+                    num_warps=4, num_stages=2, programs_per_sm=2,
+                    source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
+                    + (" (head 256: unmeasured tile 64)" if wide else ""))
+    if f.max_query_len <= 64:
+        # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
+        # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
+        return _fit(f, 64, 64 if wide else 128, num_warps=4, num_stages=2, programs_per_sm=2,
+                    source="nvidia/short-prefill: unmeasured default")
+    # Compute bound: 128-row Q-blocks (16 tokens x 8 heads for Llama-3-8B), 128-position tiles,
+    # 8 warps, 2 stages. Sweep: prefill 1x8k 2.080 -> 1.663 ms, 4x2k 0.663 -> 0.587 ms
+    # (BLOCK_M 64 was 1.6-2.4x slower; 4 warps 1.4-1.7x slower; 3 stages +4-8 %).
+    if wide:
+        return _fit(f, 64, 64, num_warps=8, num_stages=2, programs_per_sm=1,
+                    source="nvidia/prefill: head 256, unmeasured default")
+    return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2,
+                source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64")
+
+
+def _amd(f: Features) -> Config:
+    # UNMEASURED on MI300: documented defaults, checked only statically (spill-free when
+    # cross-compiled for gfx942 with triton 3.6.0, 2026-11-21). AMD's Triton guidance (ROCm
+    # docs, "Optimizing Triton kernels"; the fused-attention tutorial) uses num_stages=2 with
+    # the stream pipeliner, matrix_instr_nonkdim=16 for attention and waves_per_eu=2; CDNA3
+    # has 64 KB of LDS per CU, so tiles stay at 32-64 positions (tile 128 spilled in decode).
+    if is_decode_batch(f):
+        return _fit(f, decode_block_m(f.queries_per_kv), 64, num_warps=4, num_stages=2,
+                    programs_per_sm=2, waves_per_eu=2, matrix_instr_nonkdim=16,
+                    source="amd/decode: unmeasured default")
+    if f.head_size > 128:  # BLOCK_M 128 spilled 70-163 VGPRs at head 256 on gfx942
+        return _fit(f, 64, 32, num_warps=4, num_stages=2, programs_per_sm=1,
+                    matrix_instr_nonkdim=16, source="amd/prefill: head 256, unmeasured default")
+    return _fit(f, 128, 32, num_warps=8, num_stages=2, programs_per_sm=1,
+                matrix_instr_nonkdim=16, source="amd/prefill: unmeasured default")

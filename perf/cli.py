@@ -1,0 +1,161 @@
+"""`python -m perf <command>`: the harness's command line.
+
+Commands of this package: `run` (measure a suite on this GPU), `compare` (two results
+files -> verdicts), `gate` (the A/B latency gate: base worktree vs head, interleaved on
+this GPU), `report` (re-render a findings file). Commands owned by other modules are
+imported only when asked for (`compile` -> perf.compile, `workflows` -> perf.workflows,
+`nightly`/`alert` -> perf.nightly, `noise` -> perf.noise); each exposes `add_arguments(parser)` and
+`main(args) -> int`. Every command takes `--thresholds PATH`. A `ConfigError` anywhere
+ends in its one line on stderr and exit 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+from perf.errors import EXIT_BAD_INPUT, ConfigError
+from perf.thresholds import DEFAULT_PATH
+
+# command -> (module, help); the module's add_arguments/main (or add_<cmd>_arguments/<cmd>_main)
+EXTERNAL = {
+    "compile": ("perf.compile", "static gate: cross-compile every variant per target, compare resources"),
+    "workflows": ("perf.workflows", "generate or check .github/workflows from thresholds.yaml"),
+    "nightly": ("perf.nightly", "nightly asv run, publish and plots"),
+    "alert": ("perf.nightly", "change-point alerts over the nightly history"),
+    "noise": ("perf.noise", "A/A noise per scenario and the smallest slowdown the gate detects"),
+}
+OWN = {
+    "run": "measure a suite with this checkout's kernels into a results file",
+    "compare": "compare two results files (base, head) and apply the latency thresholds",
+    "gate": "A/B latency gate: head vs base (git worktree), interleaved on this GPU",
+    "report": "render a findings file (from compare/gate) as Markdown and a plot",
+}
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--thresholds", default=DEFAULT_PATH, metavar="PATH",
+                   help=f"thresholds file (default: ./{DEFAULT_PATH})")
+
+
+def _measure_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default="pr", help="suite of perf/suites.yaml (default: pr)")
+    p.add_argument("--variants", default=None, help="comma-separated variants (default: every registered)")
+    p.add_argument("--scenarios", default=None, help="comma-separated fnmatch globs over scenario names")
+    p.add_argument("--metrics", default="eager,graph", help="eager,graph (default both; graph needs a GPU)")
+    p.add_argument("--vendor", default=None, help="nvidia | amd (default: this machine's GPU)")
+    p.add_argument("--repeats", type=int, default=None, help="repeat medians per side (default: thresholds)")
+    p.add_argument("--samples", type=int, default=None, help="samples per repeat (default: thresholds)")
+
+
+def _add_own(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help=OWN["run"], description=OWN["run"])
+    _common(p)
+    _measure_options(p)
+    p.add_argument("--out", default="results/run.jsonl", help="results file (JSON Lines; resumed if present)")
+    p.add_argument("--no-resume", action="store_true", help="overwrite --out instead of resuming it")
+
+    p = sub.add_parser("compare", help=OWN["compare"], description=OWN["compare"])
+    _common(p)
+    p.add_argument("base", help="results file of the base side")
+    p.add_argument("head", help="results file of the head side")
+    p.add_argument("--vendor", default=None, help="thresholds section (default: from the results)")
+    p.add_argument("--out", default=None, help="directory for findings.json, report.md and ratios.png")
+
+    p = sub.add_parser("gate", help=OWN["gate"], description=OWN["gate"])
+    _common(p)
+    _measure_options(p)
+    p.add_argument("--base-ref", default=None,
+                   help="base commit (default: merge base of HEAD with origin/main, else main)")
+    p.add_argument("--out", default="results/ab", help="directory for results, findings and report")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="measure uncommitted changes as the head side (default: refuse a dirty tree)")
+    p.add_argument("--no-gpu-ok", action="store_true",
+                   help="without a GPU, say that latency needs one and exit 0 (nox -s perf)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the shuffled round order")
+    p.add_argument("--lock-timeout", type=float, default=0.0,
+                   help="seconds to wait for another run's GPU lock (default: fail at once)")
+
+    p = sub.add_parser("report", help=OWN["report"], description=OWN["report"])
+    _common(p)
+    p.add_argument("findings", help="findings.json written by compare or gate")
+    p.add_argument("--plot", default=None, help="also draw the ratios to this PNG")
+
+    p = sub.add_parser("worker", help="internal: one side of an A/B, started by `gate`")
+    _common(p)
+    _measure_options(p)
+    p.add_argument("--kernels-from", required=True, help="checkout whose kernels/ this side measures")
+    p.add_argument("--out", required=True)
+    p.add_argument("--side", required=True)
+    p.add_argument("--sample-budget-ms", type=float, default=None)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    _add_own(sub)
+    for name, (_, help_text) in EXTERNAL.items():
+        sub.add_parser(name, help=help_text, add_help=False)  # listed in --help; parsed in _external
+    return parser
+
+
+def _external(command: str, argv: list[str]) -> int:
+    module_name, help_text = EXTERNAL[command]
+    if importlib.util.find_spec(module_name) is None:
+        raise ConfigError(f"`python -m perf {command}` needs {module_name.replace('.', '/')}.py, which "
+                          f"this checkout does not have yet; update the checkout")
+    module = importlib.import_module(module_name)
+    add = getattr(module, f"add_{command}_arguments", None) or module.add_arguments
+    main = getattr(module, f"{command}_main", None) or module.main
+    parser = argparse.ArgumentParser(prog=f"python -m perf {command}", description=help_text,
+                                     conflict_handler="resolve")
+    _common(parser)
+    add(parser)
+    args = parser.parse_args(argv)
+    args.command = command
+    return int(main(args) or 0)
+
+
+def _own(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        from perf import measure
+
+        return measure.run_command(args)
+    if args.command == "worker":
+        from perf import measure
+
+        return measure.worker_command(args)
+    if args.command == "compare":
+        from perf import ab
+
+        return ab.compare_command(args)
+    if args.command == "gate":
+        from perf import ab
+
+        return ab.gate_command(args)
+    if args.command == "report":
+        from perf import ab
+
+        return ab.report_command(args)
+    raise AssertionError(args.command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in EXTERNAL:
+            return _external(argv[0], argv[1:])
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_BAD_INPUT
+        return _own(args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: finished measurements are kept in the results files", file=sys.stderr)
+        return 130

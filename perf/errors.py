@@ -1,0 +1,18 @@
+"""ConfigError: a mistake the user can fix, reported in one line (no traceback), exit 2.
+
+Every gate raises it for bad input: malformed or unknown-vendor thresholds, a missing base
+ref, a dirty worktree, no GPU, results of another schema version. The message is the whole
+report, so it names the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0  # pass (warnings allowed)
+EXIT_FAIL = 1  # a regression or a wrong result
+EXIT_BAD_INPUT = 2  # bad input or configuration
+
+
+class ConfigError(Exception):
+    """Bad input or configuration; `str(err)` is the one line to print before exiting 2."""
+
+    exit_code = EXIT_BAD_INPUT

@@ -1,0 +1,208 @@
+"""Nightly performance history: asv records it and publishes its site, our report goes beside it.
+
+    python -m perf nightly [all|run|publish|report] [options]   # nox -s nightly
+    python -m perf alert [options]                              # nox -s alert
+
+`run` measures every variant and vendor library over the `nightly` suite on this GPU
+(perf/nightly/collect.py) into `<results_dir>/<machine>/perf-nightly/<sha>.jsonl` and
+records the medians with `asv run --set-commit-hash HEAD` (perf/asv/benchmarks.py);
+`publish` is `asv publish`; `report` writes our pages and plots into
+`<html_dir>/nightly/` (perf/nightly/site.py) and the change-point findings into
+`--out` (perf/nightly/alert.py); `all` (the default) does the three. `alert` finds steps
+at the newest commit, writes alert.json and alert.md, and exits 1 when there is one.
+The same actions: `python -m perf.nightly {all,run,publish,report,alert}`.
+
+This module only parses arguments; everything heavy is imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+ACTIONS = ("all", "run", "publish", "report")
+DEFAULT_OUT = os.path.join("results", "nightly")
+
+
+def _detector_options(p: argparse.ArgumentParser) -> None:
+    from perf.nightly.alert import MIN_HISTORY, WINDOW
+
+    p.add_argument("--config", default="asv.conf.json", help="asv configuration (default: ./asv.conf.json)")
+    p.add_argument("--out", default=DEFAULT_OUT,
+                   help=f"folder for alert.json, alert.md and a copy of the results (default: {DEFAULT_OUT})")
+    p.add_argument("--window", type=int, default=WINDOW,
+                   help=f"earlier commits the newest is compared with (default: {WINDOW})")
+    p.add_argument("--min-history", type=int, default=MIN_HISTORY,
+                   help=f"fewer earlier commits give no verdict (default: {MIN_HISTORY})")
+    p.add_argument("--vendor", default=None,
+                   help="thresholds section to apply (default: each machine's own vendor)")
+
+
+def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", default="all", choices=ACTIONS,
+                   help="all (default): run, publish, report; or one of them")
+    _detector_options(p)
+    p.add_argument("--suite", default=None, help="suite of perf/suites.yaml (default: nightly)")
+    p.add_argument("--scenarios", default=None,
+                   help="comma-separated scenario names or fnmatch globs over the suite (a quicker run)")
+    p.add_argument("--variants", default=None, help="comma-separated variants (default: every registered)")
+    p.add_argument("--peers", default="auto",
+                   help="vendor libraries: auto (this vendor's installed ones), none, or a comma list")
+    p.add_argument("--repeats", type=int, default=None, help="repeat medians per case (default: 5)")
+    p.add_argument("--samples", type=int, default=None, help="most samples per repeat (default: 25)")
+    p.add_argument("--budget-ms", type=float, default=None,
+                   help="a slow case's repeat is cut to about this many ms (default: 250)")
+    p.add_argument("--machine", default=None, help="asv machine name (default: <runner or host>_<gpu>)")
+    p.add_argument("--bench", action="append", default=None, metavar="REGEX",
+                   help="passed to `asv run --bench` (records only matching benchmarks)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted measurement of this commit instead of starting over")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="measure uncommitted changes as HEAD (default: refuse a dirty tree)")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="no GPU: run in Triton's interpreter (wall-clock, no graphs) to try the pipeline")
+
+
+def add_alert_arguments(p: argparse.ArgumentParser) -> None:
+    _detector_options(p)
+
+
+def nightly_main(args: argparse.Namespace) -> int:
+    from perf.nightly import asvrun
+
+    conf = asvrun.read_config(args.config)
+    rc = 0
+    if args.action in ("all", "run"):
+        rc = _run(args, conf)
+    if args.action in ("all", "publish"):
+        asvrun.require_asv()
+        asvrun.publish(conf)
+    if args.action in ("all", "report"):
+        _report(args, conf, publish_summary=True)
+    return 0 if rc in (0, 2) else rc
+
+
+def alert_main(args: argparse.Namespace) -> int:
+    from perf.nightly import asvrun
+
+    conf = asvrun.read_config(args.config)
+    machines = _report(args, conf, publish_summary=True, site=False)
+    return 1 if any(m["alerts"] for m in machines) else 0
+
+
+def _run(args: argparse.Namespace, conf: dict) -> int:
+    from perf import peers as peers_mod
+    from perf import timing
+    from perf.errors import ConfigError
+    from perf.nightly import asvrun, collect, selection
+
+    asvrun.require_asv()
+    root = conf["_root"]
+    gpu = timing.on_gpu()
+    if not gpu and not args.allow_cpu:
+        raise ConfigError("no GPU visible to torch: the nightly measures GPU latency; run it on a GPU runner "
+                          "(or pass --allow-cpu to try the pipeline in Triton's interpreter)")
+    if not gpu:  # Triton's interpreter must be chosen before anything imports triton
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    sha, date = selection.head_commit(root)
+    dirty = selection.git(root, "status", "--porcelain", "--untracked-files=no")
+    if dirty and not args.allow_dirty:
+        raise ConfigError(f"{root}: uncommitted changes would be recorded as commit {sha[:8]}; commit or "
+                          f"stash them, or pass --allow-dirty")
+    vendor = selection._vendor()
+    name = args.machine or selection.machine_name()
+    if args.peers == "auto":
+        peers, absent = tuple(peers_mod.peers_for(vendor)), peers_mod.absent_for(vendor)
+    elif args.peers == "none":
+        peers, absent = (), {}
+    else:
+        wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
+        absent = {p: r for p in wanted if (r := peers_mod.absent_reason(p))}
+        peers = tuple(p for p in wanted if p not in absent)
+    suite = args.suite or selection.DEFAULT_SUITE
+    out = os.path.join(selection.history_dir(conf["_results_dir"], name), f"{sha}.jsonl")
+    sel = selection.Selection(
+        suite=suite, scenarios=selection.resolve_scenarios(suite, args.scenarios),
+        variants=tuple(v.strip() for v in args.variants.split(",")) if args.variants
+        else selection.default_variants(),
+        peers=peers, repeats=args.repeats or selection.DEFAULT_REPEATS,
+        samples=args.samples or selection.DEFAULT_SAMPLES,
+        budget_ms=args.budget_ms or selection.DEFAULT_REPEAT_BUDGET_MS, results=out)
+    for p, reason in absent.items():
+        print(f"note: vendor library {p} is not measured here: {reason}", flush=True)
+    print(f"nightly: machine {name}, commit {sha[:8]} ({date}), {len(sel.scenarios)} scenarios x "
+          f"{len(sel.variants)} variants + {len(sel.peers)} libraries -> {out}", flush=True)
+    collect.measure(sel, out, resume=args.resume, header_extra={
+        "nightly": {"machine": name, "commit": sha, "commit_date": date, "dirty": bool(dirty)},
+        "peers_absent": absent})
+    asvrun.machine(conf, name)
+    rc = asvrun.run(conf, name, sha, sel.to_env(), args.bench)
+    os.makedirs(args.out, exist_ok=True)
+    shutil.copy(out, os.path.join(args.out, f"{name}-{sha[:8]}.jsonl"))  # the job's artifact
+    return rc
+
+
+def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: bool = True) -> list[dict]:
+    from perf.errors import ConfigError
+    from perf.nightly import alert, history
+    from perf.report import publish
+    from perf.thresholds import load_thresholds
+
+    th = load_thresholds(args.thresholds)
+    settings = alert.Settings(window=args.window, min_history=args.min_history)
+    if settings.window < 1 or settings.min_history < 1:
+        raise ConfigError("--window and --min-history must be >= 1")
+    histories = history.load_all(conf["_results_dir"])
+    if not histories:
+        raise ConfigError(f"{conf['_results_dir']}: no nightly history (no */perf-nightly/*.jsonl); run "
+                          f"`python -m perf nightly run` on a GPU first")
+    machines = []
+    for h in histories:
+        vendor = args.vendor or h.vendor
+        if vendor not in th.vendors:
+            findings, notes = [], [f"{th.path} has no thresholds for vendor {vendor!r} of {h.machine}: no "
+                                   f"verdicts (pass --vendor nvidia|amd to apply one)"]
+        else:
+            findings, notes = alert.detect(h, th, settings, vendor=vendor)
+        machines.append(alert.machine_result(h, findings, notes, settings))
+    json_path, md_path = alert.write(args.out, machines)
+    if site:
+        from perf.nightly import site as site_mod
+
+        out_dir = os.path.join(conf["_html_dir"], "nightly")
+        index = site_mod.build(histories, out_dir, {m["machine"]: m for m in machines})
+        for p in (json_path, md_path):
+            shutil.copy(p, out_dir)
+        print(f"wrote {index}", flush=True)
+    if publish_summary:
+        with open(md_path, encoding="utf-8") as f:
+            publish(f.read())
+    print(f"wrote {json_path} and {md_path}", flush=True)
+    return machines
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`python -m perf.nightly ACTION`: the actions of both commands."""
+    sub = p.add_subparsers(dest="nightly_command", required=True)
+    for action in ACTIONS:
+        add_nightly_arguments(sub.add_parser(action, help=f"nightly {action}"))
+    add_alert_arguments(sub.add_parser("alert", help="change-point alert"))
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.nightly_command == "alert":
+        return alert_main(args)
+    args.action = args.nightly_command
+    return nightly_main(args)
+
+
+def cli_main(argv: list[str] | None = None) -> int:
+    """`python -m perf.nightly ...`, through perf.cli so errors end the same way (one line, exit 2)."""
+    from perf import cli
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "alert":
+        return cli.main(["alert", *argv[1:]])
+    return cli.main(["nightly", *argv])

@@ -1,0 +1,202 @@
+"""Measure one commit: every variant and vendor library over the selection, into a results file.
+
+One process does all the GPU work (CUDA context, Triton compilation, batches built once per
+scenario), with the latency gate's own machinery (perf.measure: cases planned outside the
+timed region, rounds in shuffled order; perf.timing: device events, L2 flush, graphs), and
+writes the perf results format (perf.results) with every sample. asv then only records
+the medians (perf/asv/benchmarks.py), so its one-process-per-benchmark launcher never
+touches the GPU. A vendor library is a case named "peer:<name>" (perf.peers).
+
+A slow case gets fewer samples per repeat (at least MIN_SAMPLES), so that a repeat takes
+about the budget: the estimate is the wall-clock time of one synchronized call.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from collections.abc import Callable
+
+from perf.nightly.selection import MIN_SAMPLES, PEER_PREFIX, ROOT, Selection
+
+METRICS = ("eager", "graph")
+
+
+def _peer_case(Case, peer: str, scenario, device: str):
+    from perf import peers
+
+    spec = scenario.spec()
+    digest = spec.digest()
+    name = PEER_PREFIX + peer
+    try:
+        fn, label, note = peers.setup_for_batch(peer, spec, device)
+        fn()  # first call: library initialization, autotuning, lazy loading; not timed
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    except peers.PeerUnavailable as e:
+        return Case(name, scenario.name, digest, None, skip=str(e))
+    except Exception as e:  # a library that breaks is a finding, not a crash of the nightly
+        return Case(name, scenario.name, digest, None, skip=f"{type(e).__name__}: {e}".splitlines()[0][:300],
+                    kind="error")
+    return Case(name, scenario.name, digest, fn, config=[{"peer": peer, "label": label, "layout": note}])
+
+
+def _call_ms(fn: Callable[[], object]) -> float:
+    import torch
+
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def samples_for(call_ms: float, budget_ms: float, most: int) -> int:
+    """Samples per repeat so that a repeat takes about `budget_ms` (MIN_SAMPLES..most)."""
+    if call_ms <= 0:
+        return most
+    return max(MIN_SAMPLES, min(most, int(budget_ms // call_ms)))
+
+
+def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resume: bool = False,
+            progress: bool = True) -> str:
+    """Measure the selection with this checkout's kernels into `out` (JSON Lines); returns it."""
+    from perf import measure as pm
+    from perf import results, scenarios
+
+    kernels = pm._import_kernels(ROOT)  # before triton: picks the interpreter without a GPU
+    import torch
+
+    from perf import timing
+
+    class NightlySide(pm.Side):
+        """perf.measure.Side with a per-case sample count (see the module docstring)."""
+
+        def measure(self, case, metric, repeat):
+            self.samples = self.per_case.get((case.variant, case.scenario), sel.samples)
+            try:
+                return super().measure(case, metric, repeat)
+            finally:
+                self.samples = sel.samples
+
+    chosen = [scenarios.Scenario.parse(name) for name in sel.scenarios]
+    unknown = [v for v in sel.variants if v not in kernels.VARIANTS]
+    if unknown:
+        from perf.errors import ConfigError
+
+        raise ConfigError(f"--variants: unknown {', '.join(unknown)} "
+                          f"(registered: {', '.join(kernels.VARIANTS)})")
+    header = {
+        "environment": results.environment(ROOT), "suite": sel.suite, "side": "nightly",
+        "variants": list(sel.variants), "peers": list(sel.peers),
+        "scenarios": {s.name: s.spec().digest() for s in chosen}, "metrics": list(METRICS),
+        "repeats": sel.repeats, "samples": sel.samples, "budget_ms": sel.budget_ms,
+        **(header_extra or {}),
+    }
+    with results.ResultsWriter(out, header, resume=resume) as writer:
+        done = writer.done()
+        side = NightlySide(kernels, list(sel.variants), chosen, list(METRICS), sel.samples, writer)
+        side.per_case = {}  # (name, scenario) -> samples per repeat
+        names = [*sel.variants, *(PEER_PREFIX + p for p in sel.peers)]
+        total = len(chosen) * len(names) * len(side.metrics) * sel.repeats
+        bar = _progress(progress, total, f"{sel.suite} on {header['environment'].get('gpu')}")
+        with bar:
+            for scenario in chosen:
+                cases = side.prepare(scenario, progress=None)
+                for peer in sel.peers:
+                    case = _peer_case(pm.Case, peer, scenario, side.device)
+                    side.cases[(case.variant, scenario.name)] = case
+                    if case.skip is not None:
+                        writer.skip(variant=case.variant, scenario=scenario.name, reason=case.skip,
+                                    kind=case.kind)
+                    cases.append(case)
+                for case in cases:
+                    if case.fn is not None:
+                        side.per_case[(case.variant, case.scenario)] = samples_for(
+                            _call_ms(case.fn), sel.budget_ms, sel.samples)
+                keys = {(n, scenario.name, m) for n in names for m in side.metrics}
+                for r in range(sel.repeats):
+                    seed = zlib.crc32(f"nightly {r} {scenario.name}".encode())
+                    side.round(r, seed=seed, only=keys, done=done, step=lambda what: bar.advance())
+                bar.finish_scenario(len(names) * len(side.metrics) * sel.repeats)
+                side.release(scenario)
+                for peer in sel.peers:
+                    side.cases.pop((PEER_PREFIX + peer, scenario.name), None)
+                del cases
+                if timing.on_gpu():
+                    torch.cuda.empty_cache()
+    return out
+
+
+class _Bar:
+    """rich progress over (case, metric, repeat) steps; quiet when asked (asv's processes)."""
+
+    def __init__(self, enabled: bool, total: int, title: str):
+        self.enabled, self.total, self.title = enabled, total, title
+        self.done_in_scenario = 0
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import Progress
+
+            self.progress = Progress(transient=False)
+            self.progress.__enter__()
+            self.task = self.progress.add_task(self.title, total=self.total)
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.progress.__exit__(*exc)
+
+    def advance(self) -> None:
+        self.done_in_scenario += 1
+        if self.enabled:
+            self.progress.advance(self.task)
+
+    def finish_scenario(self, planned: int) -> None:
+        """Skipped cases have no steps: advance past them so the bar reaches its total."""
+        if self.enabled and planned > self.done_in_scenario:
+            self.progress.advance(self.task, planned - self.done_in_scenario)
+        self.done_in_scenario = 0
+
+
+def _progress(enabled: bool, total: int, title: str) -> _Bar:
+    return _Bar(enabled, total, title)
+
+
+# --- what asv records ------------------------------------------------------------------------
+
+
+def summarize(path: str) -> dict:
+    """Per (name, scenario): the median of the repeat medians of each metric, the reason it
+    was skipped (a feature it lacks, a library that is absent) or why it failed."""
+    import numpy as np
+
+    from perf import results
+
+    res = results.load(path)
+    out: dict[tuple[str, str], dict] = {}
+    for (name, scenario, metric), medians in res.medians().items():
+        out.setdefault((name, scenario), {})[metric] = float(np.median(medians))
+    for r in res.skips():
+        entry = out.setdefault((r["variant"], r["scenario"]), {})
+        reason = r["reason"]
+        metric = reason.split(":", 1)[0] if reason.split(":", 1)[0] in METRICS else None
+        if metric is not None:
+            entry.setdefault("errors", {})[metric] = reason
+        elif r["kind"] == "error":
+            entry["error"] = reason
+        else:
+            entry["skip"] = reason
+    return {"path": os.path.abspath(path), "cases": out, "environment": res.environment}
+
+
+def load_or_measure(sel: Selection, out: str) -> dict:
+    """asv's setup_cache: the driver's results file for this commit, else measure now."""
+    if not (os.path.exists(out) and os.path.getsize(out)):
+        measure(sel, out, progress=False)
+    return summarize(out)

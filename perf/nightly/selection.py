@@ -1,0 +1,184 @@
+"""What one nightly measures and where it goes, passed to asv's processes through the environment.
+
+asv starts a fresh process for every parameter combination of every benchmark
+(`launch_method: spawn`), and each one imports the benchmark module, which builds its
+`params` at import. Reading the selection from environment variables that the driver
+sets once keeps those processes from importing torch or the kernels (about 1.8 s each on
+a 2-core CPU, measured 2026-11-21, against about 0.05 s for this module and PyYAML):
+with the whole nightly suite that is thousands of processes. Without the variables (a
+developer running `asv run` by hand) the same defaults are computed, only slower.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+from dataclasses import dataclass
+
+from perf.errors import ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV_PREFIX = "PERF_NIGHTLY_"
+DEFAULT_SUITE = "nightly"
+# Repeat medians per case and commit. Five is the least for which the alert's one-sided
+# Mann-Whitney test of the newest commit against two earlier ones (10 values) can reach
+# p < 0.01 (thresholds.yaml alpha): the smallest p is 1 / C(15, 5) = 3.3e-4; with three it
+# would be 1 / C(9, 3) = 0.012. Unmeasured default otherwise (2026-11-21).
+DEFAULT_REPEATS = 5
+DEFAULT_SAMPLES = 25  # samples per repeat, the same as thresholds.yaml statistics.samples
+# A repeat of a slow case is cut to fewer samples so that it takes about this long (at
+# least MIN_SAMPLES): the nightly grid has prefills that take 100 ms and more per call.
+# Unmeasured default (2026-11-21), sized so that the grid stays within hours on one GPU.
+DEFAULT_REPEAT_BUDGET_MS = 250.0
+MIN_SAMPLES = 5
+PEER_PREFIX = "peer:"  # results files name a vendor library's series "peer:<name>"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The cases of one nightly: suite, scenarios, variants, vendor libraries, sampling."""
+
+    suite: str
+    scenarios: tuple[str, ...]  # scenario names (perf.scenarios), in suite order
+    variants: tuple[str, ...]  # kernels.VARIANTS names
+    peers: tuple[str, ...]  # perf.peers names (vendor libraries) present on this machine
+    repeats: int = DEFAULT_REPEATS
+    samples: int = DEFAULT_SAMPLES
+    budget_ms: float = DEFAULT_REPEAT_BUDGET_MS
+    results: str = ""  # JSON Lines file of this commit's measurement ("" = the default path)
+
+    def to_env(self) -> dict[str, str]:
+        return {
+            f"{ENV_PREFIX}SUITE": self.suite,
+            f"{ENV_PREFIX}SCENARIOS": ",".join(self.scenarios),
+            f"{ENV_PREFIX}VARIANTS": ",".join(self.variants),
+            f"{ENV_PREFIX}PEERS": ",".join(self.peers) or "none",
+            f"{ENV_PREFIX}REPEATS": str(self.repeats),
+            f"{ENV_PREFIX}SAMPLES": str(self.samples),
+            f"{ENV_PREFIX}BUDGET_MS": str(self.budget_ms),
+            f"{ENV_PREFIX}RESULTS": self.results,
+        }
+
+    @classmethod
+    def from_env(cls, environ: dict | None = None) -> Selection:
+        """The selection the driver exported, or the defaults (suite `nightly`, everything)."""
+        env = os.environ if environ is None else environ
+        get = lambda key: (env.get(ENV_PREFIX + key) or "").strip()  # noqa: E731
+        suite = get("SUITE") or DEFAULT_SUITE
+        scenarios = resolve_scenarios(suite, get("SCENARIOS") or None)
+        variants = _split(get("VARIANTS")) or default_variants()
+        peers_text = get("PEERS")
+        peers = () if peers_text == "none" else (_split(peers_text) or default_peers())
+        return cls(suite, scenarios, variants, peers,
+                   repeats=_positive_int(get("REPEATS"), DEFAULT_REPEATS, "REPEATS"),
+                   samples=_positive_int(get("SAMPLES"), DEFAULT_SAMPLES, "SAMPLES"),
+                   budget_ms=float(get("BUDGET_MS") or DEFAULT_REPEAT_BUDGET_MS),
+                   results=get("RESULTS"))
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _positive_int(text: str, default: int, key: str) -> int:
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"environment: {ENV_PREFIX}{key}={text!r} must be a positive integer; "
+                          f"unset it or fix the value")
+    return int(text)
+
+
+def resolve_scenarios(suite: str, patterns: str | None) -> tuple[str, ...]:
+    """Scenario names of a suite of perf/suites.yaml, or of a comma-separated list of names and
+    fnmatch globs: globs select from the suite, full names are taken as they are."""
+    from perf import scenarios as sc
+
+    chosen = sc.suite(suite)
+    if not patterns:
+        return tuple(s.name for s in chosen)
+    names = [p.strip() for p in patterns.split(",") if p.strip()]
+    exact = [n for n in names if not any(ch in n for ch in "*?[")]
+    globs = [n for n in names if n not in exact]
+    out = [s.name for s in sc.select(chosen, ",".join(globs))] if globs else []
+    for name in exact:
+        try:
+            sc.Scenario.parse(name)
+        except ValueError as e:
+            raise ConfigError(f"--scenarios: {e}") from None
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def default_variants() -> tuple[str, ...]:
+    """Every registered variant (imports the kernels, hence torch and triton)."""
+    import kernels
+
+    return tuple(kernels.VARIANTS)
+
+
+def default_peers(vendor: str | None = None) -> tuple[str, ...]:
+    """The vendor libraries worth measuring on this machine (imports torch)."""
+    from perf import peers
+
+    return tuple(peers.peers_for(vendor or _vendor()))
+
+
+def _vendor() -> str:
+    import torch
+
+    if getattr(torch.version, "hip", None):
+        return "amd"
+    return "nvidia" if torch.cuda.is_available() else "cpu"
+
+
+# --- where things go ----------------------------------------------------------------------
+
+
+def slug(text: str) -> str:
+    """Lower-case letters, digits and '-' (asv machine names become folder names)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def machine_name(runner: str | None = None, gpu: str | None = None) -> str:
+    """`<runner>_<gpu>`: GitHub's RUNNER_NAME (else the host name) and the GPU's name, so
+    two runners of one GPU kind keep separate histories (their noise and clocks differ)."""
+    runner = runner or os.environ.get("RUNNER_NAME") or socket.gethostname()
+    if gpu is None:
+        import torch
+
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu-interpreter"
+    return f"{slug(runner)}_{slug(gpu)}"
+
+
+def history_dir(results_dir: str, machine: str) -> str:
+    """Our per-commit results files, inside asv's results folder so that one cache keeps both
+    (asv reads only `*.json` there; ours are `*.jsonl`)."""
+    return os.path.join(results_dir, machine, "perf-nightly")
+
+
+def git(root: str, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def head_commit(root: str = ROOT) -> tuple[str, str]:
+    """(sha, committer date ISO 8601) of HEAD; ConfigError outside a git checkout."""
+    line = git(root, "show", "-s", "--format=%H %cI", "HEAD")
+    if not line:
+        raise ConfigError(f"{root}: not a git checkout with a commit; the nightly records HEAD's "
+                          f"history, run it in a clone of the repository")
+    sha, date = line.split(" ", 1)
+    return sha, date
+
+
+def default_results(root: str = ROOT) -> str:
+    """Where a measurement goes when the driver did not say (a hand-run `asv run`)."""
+    sha, _ = head_commit(root)
+    return os.path.join(root, "results", "nightly", f"{sha}.jsonl")

@@ -1,0 +1,353 @@
+"""The nightly report: static pages and plots beside asv's site, readable from a folder.
+
+`<html_dir>/nightly/index.html` lists the machines (vendor and GPU) with their alert status;
+each machine's page shows, from its history (perf/nightly/history.py):
+- the change-point findings of the newest commit (perf/nightly/alert.py);
+- "% of vendor SOTA": the fastest vendor library's latency over each variant's, per
+  scenario at the newest commit (table) and its geometric mean over commits (plot);
+- paper-style figures (the paper's latency plots): latency against batch size, one panel
+  per maximum sequence length, one row per decode share, every variant, the vendor
+  libraries dashed as the baseline;
+- every variant's latency history across commits, each scenario relative to its own
+  median over the history, so a step stands out among hundreds of scenarios;
+- what was skipped and why (features a variant lacks, libraries absent or refusing).
+Plain HTML and PNG files (matplotlib, Agg): no script, no fetch, so file:// works. asv's
+own interactive site, one folder up, loads JSON and needs a web server
+(`python -m http.server -d .asv/html`).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from collections import defaultdict
+
+from perf.nightly.history import History
+from perf.nightly.selection import PEER_PREFIX, slug
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1300px;color:#222}
+h1,h2,h3{margin-bottom:.3em} table{border-collapse:collapse;font-size:12px;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right} th{background:#f3f3f3}
+td.l,th.l{text-align:left} .fail{background:#f8c4c4} .warn{background:#fbe7b0}
+.good{background:#d5f0d5} .mid{background:#fbf3cf} .bad{background:#f8d7d7} .na{color:#999}
+img{max-width:100%;border:1px solid #eee;margin:.3em 0} .note{color:#555;font-size:13px}
+code{background:#f4f4f4;padding:0 3px}
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _page(title: str, body: list[str]) -> str:
+    return ("<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _colors(names: list[str]) -> dict[str, str]:
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+               "#bcbd22", "#17becf"]
+    return {n: palette[i % len(palette)] for i, n in enumerate(names)}
+
+
+def _geomean(values: list[float]) -> float:
+    v = [x for x in values if x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else math.nan
+
+
+def sota_percent(h: History, name: str, scenario: str, metric: str, sha: str | None = None) -> float:
+    """100 x (fastest vendor library's latency) / (the variant's): 100 = on par, higher is better."""
+    _, best = h.best_peer(scenario, metric, sha)
+    mine = h.value(name, scenario, metric, sha)
+    if not (math.isfinite(best) and math.isfinite(mine) and mine > 0):
+        return math.nan
+    return 100.0 * best / mine
+
+
+# --- figures -----------------------------------------------------------------------------------
+
+
+def families(scenarios: list[str]) -> dict[str, list]:
+    """Scenarios grouped by everything but batch, max_seq and decode share, where the group has
+    at least two batch sizes (a line to draw); key: a readable name with * for the axes."""
+    from perf.scenarios import Scenario
+
+    groups: dict[str, list] = defaultdict(list)
+    for name in scenarios:
+        try:
+            s = Scenario.parse(name)
+        except ValueError:
+            continue
+        key = Scenario(**{**s.__dict__, "batch": 1, "max_seq": 1, "decode": 0}).name
+        key = key.replace("_b1_s1_d0", "_b*_s*_d*")
+        groups[key].append(s)
+    return {k: v for k, v in groups.items() if len({s.batch for s in v}) >= 2}
+
+
+def plot_paper(h: History, family: str, members: list, metric: str, path: str) -> str:
+    """Latency against batch size: panels per max_seq (columns) and decode share (rows)."""
+    plt = _plt()
+    seqs = sorted({s.max_seq for s in members})
+    decodes = sorted({s.decode for s in members})
+    variants, peers = h.names(peers=False), h.names(peers=True)
+    color = _colors(variants)
+    width, height = max(7.0, 3.6 * len(seqs) + 1.2), 2.7 * len(decodes) + 1.3
+    fig, axes = plt.subplots(len(decodes), len(seqs), figsize=(width, height), squeeze=False, sharex=True)
+    for i, d in enumerate(decodes):
+        for j, seq in enumerate(seqs):
+            ax = axes[i][j]
+            cell = sorted((s for s in members if s.decode == d and s.max_seq == seq), key=lambda s: s.batch)
+            xs = [s.batch for s in cell]
+            for n in variants:
+                ys = [h.value(n, s.name, metric) for s in cell]
+                if any(math.isfinite(y) for y in ys):
+                    ax.plot(xs, ys, "o-", ms=3, lw=1.4, color=color[n], label=n)
+            for k, n in enumerate(peers):
+                ys = [h.value(n, s.name, metric) for s in cell]
+                if any(math.isfinite(y) for y in ys):
+                    ax.plot(xs, ys, "--", marker="x", ms=4, lw=1.2, color="black", alpha=0.85 - 0.2 * (k % 3),
+                            label=n.removeprefix(PEER_PREFIX) + " (vendor)")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.grid(True, which="both", lw=0.3, alpha=0.5)
+            ax.set_title(f"max seq {seq}, decode {d}%", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(f"{metric} latency (ms)", fontsize=8)
+            if i == len(decodes) - 1:
+                ax.set_xlabel("batch size (sequences)", fontsize=8)
+            ax.tick_params(labelsize=7)
+    handles, labels = {}, []
+    for ax in axes.flat:
+        for hd, lb in zip(*ax.get_legend_handles_labels()):
+            if lb not in handles:
+                handles[lb] = hd
+                labels.append(lb)
+    # Title, then the legend, in the top 0.75 inch whatever the figure's height.
+    fig.suptitle(f"{family}: {h.gpu}, commit {h.latest.short} ({metric})", fontsize=10, y=1 - 0.1 / height)
+    fig.legend([handles[lb] for lb in labels], labels, loc="upper center", ncol=min(len(labels), 5),
+               fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1 - 0.32 / height))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / height))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
+    """Geometric mean over scenarios of % of vendor SOTA, per variant, across commits."""
+    variants = h.names(peers=False)
+    xs = list(range(len(h.commits)))
+    lines = {}
+    for n in variants:
+        ys, counts = [], []
+        for c in h.commits:
+            vals = [sota_percent(h, n, s, metric, c.sha) for s in h.scenarios()]
+            vals = [v for v in vals if math.isfinite(v)]
+            ys.append(_geomean(vals))
+            counts.append(len(vals))
+        if any(math.isfinite(y) for y in ys):
+            lines[n] = (ys, counts)
+    if not lines:
+        return None
+    plt = _plt()
+    color = _colors(variants)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for n, (ys, counts) in lines.items():
+        ax.plot(xs, ys, "o-", color=color[n], label=f"{n} ({counts[-1]} scenarios)")
+    ax.axhline(100, color="black", ls="--", lw=0.8)
+    ax.set_xticks(xs, [f"{c.short}\n{c.date[:10]}" for c in h.commits], fontsize=7)
+    ax.set_ylabel("% of vendor SOTA (geomean; 100 = on par)")
+    ax.set_title(f"{h.gpu} ({h.machine}), {metric}: fastest vendor library / variant", fontsize=9)
+    ax.grid(True, lw=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_history(h: History, name: str, path: str, flagged: set[tuple[str, str]]) -> str | None:
+    """One panel per metric: each scenario's latency over commits / its median over them."""
+    metrics = [m for m in h.metrics() if any(k[0] == name and k[2] == m for k in h.series)]
+    if not metrics:
+        return None
+    plt = _plt()
+    xs = list(range(len(h.commits)))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.2 * len(metrics), 3.8), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        drawn = 0
+        for (n, scenario, m) in h.series:
+            if n != name or m != metric:
+                continue
+            ys = [h.value(n, scenario, m, c.sha) for c in h.commits]
+            finite = sorted(y for y in ys if math.isfinite(y))
+            if not finite:
+                continue
+            mid = finite[len(finite) // 2]
+            rel = [y / mid if math.isfinite(y) else math.nan for y in ys]
+            bad = (scenario, metric) in flagged
+            ax.plot(xs, rel, "-o" if bad else "-", ms=3, lw=1.6 if bad else 0.6,
+                    color="#d62728" if bad else "#1f77b4", alpha=1.0 if bad else 0.35,
+                    label=scenario if bad else None, zorder=3 if bad else 2)
+            drawn += 1
+        ax.axhline(1.0, color="black", lw=0.6)
+        ax.set_xticks(xs, [c.short for c in h.commits], fontsize=7, rotation=30)
+        ax.set_ylabel("latency / its median over commits", fontsize=8)
+        ax.set_title(f"{name}, {metric}: {drawn} scenarios", fontsize=9)
+        ax.grid(True, lw=0.3)
+        if ax.get_legend_handles_labels()[1]:
+            ax.legend(fontsize=6, title="alert (red)", title_fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+# --- pages -------------------------------------------------------------------------------------
+
+
+def _findings_table(findings: list[dict]) -> list[str]:
+    rows = [f for f in findings if f["verdict"] in ("fail", "warn")]
+    if not rows:
+        return ["<p>No step at the newest commit: every variant's series is within its thresholds "
+                "(or has too little history).</p>"]
+    rows.sort(key=lambda f: (f["verdict"] != "fail", -(f["ratio"] or 0)))
+    out = ["<table><tr><th class=l>verdict</th><th class=l>variant</th><th class=l>scenario</th>"
+           "<th class=l>metric</th><th>earlier (ms)</th><th>newest (ms)</th><th>ratio</th><th>CI</th>"
+           "<th>p</th><th class=l>threshold</th><th class=l>note</th></tr>"]
+    for f in rows:
+        ci = f"[{f['ci_low']:.3f}, {f['ci_high']:.3f}]" if f["ci_low"] is not None else "–"
+        left = [f["verdict"].upper(), f["variant"], f["scenario"], f["metric"]]
+        nums = [f"{f['base']:.4g}", f"{f['head']:.4g}", f"{f['ratio']:.3f}", ci, f"{f['p_value']:.1e}"]
+        out.append(f"<tr class={f['verdict']}>" + "".join(f"<td class=l>{_e(x)}</td>" for x in left)
+                   + "".join(f"<td>{x}</td>" for x in nums)
+                   + f"<td class=l>{_e(f['threshold'])}</td><td class=l>{_e(f['note'])}</td></tr>")
+    out.append("</table>")
+    return out
+
+
+def _sota_table(h: History, metric: str) -> list[str]:
+    variants = h.names(peers=False)
+    rows = []
+    for s in h.scenarios():
+        peer, best = h.best_peer(s, metric)
+        if peer is None:
+            continue
+        cells = []
+        for n in variants:
+            pct = sota_percent(h, n, s, metric)
+            ms = h.value(n, s, metric)
+            if not math.isfinite(pct):
+                cells.append("<td class=na>–</td>")
+                continue
+            cls = "good" if pct >= 90 else ("mid" if pct >= 50 else "bad")
+            cells.append(f"<td class={cls} title='{ms:.4g} ms'>{pct:.0f}%</td>")
+        rows.append(f"<tr><td class=l>{_e(s)}</td><td class=l>{_e(peer.removeprefix(PEER_PREFIX))}</td>"
+                    f"<td>{best:.4g}</td>{''.join(cells)}</tr>")
+    if not rows:
+        return ["<p class=note>No vendor library ran any scenario of this history: no baseline.</p>"]
+    head = "".join(f"<th>{_e(n)}</th>" for n in variants)
+    return ["<table><tr><th class=l>scenario</th><th class=l>fastest library</th><th>its ms</th>"
+            + head + "</tr>", *rows, "</table>"]
+
+
+def _skips(h: History) -> list[str]:
+    by_reason: dict[tuple[str, str], int] = defaultdict(int)
+    for (name, _), reason in h.notes.items():
+        by_reason[(name, reason)] += 1
+    out = []
+    for peer, reason in sorted(h.latest.absent_peers.items()):
+        out.append(f"<li><b>{_e(peer)}</b>: not measured on this machine ({_e(reason)})</li>")
+    for (name, reason), n in sorted(by_reason.items()):
+        out.append(f"<li><b>{_e(name)}</b>: {n} scenario{'s' if n > 1 else ''} skipped: {_e(reason)}</li>")
+    return ["<ul>", *out, "</ul>"] if out else ["<p>Nothing was skipped.</p>"]
+
+
+def machine_page(h: History, folder: str, result: dict | None) -> str:
+    """Write one machine's page and figures into `folder`; returns the page's path."""
+    os.makedirs(folder, exist_ok=True)
+    env = h.latest.environment
+    findings = (result or {}).get("findings", [])
+    flagged = {(f["scenario"], f["metric"]) for f in findings if f["verdict"] == "fail"}
+    n_alerts = sum(1 for f in findings if f["verdict"] == "fail")
+    body = ["<p><a href='../index.html'>all machines</a> · <a href='../../index.html'>asv's interactive "
+            "site</a> <span class=note>(needs a web server: <code>python -m http.server -d .asv/html</code>)"
+            "</span></p>",
+            f"<h1>{_e(h.gpu)} <span class=note>({_e(h.vendor)}, machine {_e(h.machine)})</span></h1>",
+            f"<p class=note>driver {_e(env.get('driver') or '–')}, torch {_e(env.get('torch'))}, triton "
+            f"{_e(env.get('triton'))}, newest commit <code>{_e(h.latest.sha)}</code> ({_e(h.latest.date)}), "
+            f"measured {_e(h.latest.measured)}; {len(h.commits)} commits in the history: "
+            + ", ".join(f"<code>{c.short}</code>" for c in h.commits) + "</p>",
+            f"<h2>Change points at the newest commit: {n_alerts} alert{'s' if n_alerts != 1 else ''}</h2>",
+            *_findings_table(findings),
+            *[f"<p class=note>{_e(n)}</p>" for n in (result or {}).get("notes", [])]]
+    metrics = h.metrics()
+    body.append("<h2>% of vendor state of the art</h2><p class=note>Fastest vendor library's latency / the "
+                "variant's, per scenario (100% = on par, higher is better). Libraries labelled "
+                "\"dense, not paged\" read contiguous copies, not the block table.</p>")
+    for metric in metrics:
+        p = plot_sota_over_time(h, metric, os.path.join(folder, f"sota_{metric}.png"))
+        if p:
+            body.append(f"<img src='{os.path.basename(p)}' alt='% of SOTA over time, {metric}'>")
+    for metric in metrics:
+        body += [f"<h3>Newest commit, {metric}</h3>", *_sota_table(h, metric)]
+    body.append("<h2>Latency against batch size (the paper's figures)</h2>")
+    fams = families(h.scenarios())
+    if not fams:
+        body.append("<p class=note>No scenario group with two or more batch sizes in this history.</p>")
+    for metric in metrics:
+        for fam, members in fams.items():
+            p = plot_paper(h, fam, members, metric, os.path.join(folder, f"paper_{slug(fam)}_{metric}.png"))
+            body.append(f"<img src='{os.path.basename(p)}' alt='{_e(fam)} {metric}'>")
+    body.append("<h2>Latency history across commits</h2><p class=note>Each line is one scenario, relative to "
+                "its median over the commits; red: an alert at the newest commit.</p>")
+    for name in [*h.names(peers=False), *h.names(peers=True)]:
+        p = plot_history(h, name, os.path.join(folder, f"history_{slug(name)}.png"), flagged
+                         if not name.startswith(PEER_PREFIX) else set())
+        if p:
+            body.append(f"<img src='{os.path.basename(p)}' alt='history {_e(name)}'>")
+    body += ["<h2>Skipped</h2>", *_skips(h)]
+    path = os.path.join(folder, "index.html")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(_page(f"Nightly: {h.gpu} ({h.machine})", body))
+    return path
+
+
+def build(histories: list[History], out_dir: str, results: dict[str, dict] | None = None) -> str:
+    """Write the report under `out_dir` (one folder per machine and an index); returns the index."""
+    os.makedirs(out_dir, exist_ok=True)
+    results = results or {}
+    items = []
+    for h in histories:
+        machine_page(h, os.path.join(out_dir, slug(h.machine)), results.get(h.machine))
+        n = len((results.get(h.machine) or {}).get("alerts", []))
+        status = f"<span class=fail>{n} alert{'s' if n > 1 else ''}</span>" if n else "no alert"
+        items.append(f"<tr><td class=l><a href='{slug(h.machine)}/index.html'>{_e(h.gpu)}</a></td>"
+                     f"<td class=l>{_e(h.vendor)}</td><td class=l>{_e(h.machine)}</td>"
+                     f"<td>{len(h.commits)}</td>"
+                     f"<td class=l><code>{h.latest.short}</code> {_e(h.latest.date[:10])}</td>"
+                     f"<td class=l>{status}</td></tr>")
+    body = ["<h1>Paged attention: nightly performance</h1>",
+            "<p class=note>Per vendor and GPU: alerts at the newest commit, % of the vendor's fastest "
+            "library, the paper's latency figures and every variant's history. <a href='../index.html'>asv's "
+            "interactive site</a> holds every benchmark's full history (needs a web server).</p>"]
+    if items:
+        body += ["<table><tr><th class=l>GPU</th><th class=l>vendor</th><th class=l>machine</th>"
+                 "<th>commits</th><th class=l>newest</th><th class=l>status</th></tr>", *items, "</table>"]
+    else:
+        body.append("<p>No nightly history yet: run <code>nox -s nightly</code> on a GPU runner.</p>")
+    index = os.path.join(out_dir, "index.html")
+    with open(index, "w", encoding="utf-8") as f:
+        f.write(_page("Paged attention: nightly", body))
+    return index

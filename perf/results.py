@@ -1,0 +1,228 @@
+"""Results: versioned JSON Lines, appended one record at a time so nothing finished is lost.
+
+A results file starts with a header line (schema version, environment: vendor, GPU, arch,
+driver, clocks when readable, torch/triton versions, commit, time) followed by one line per
+measurement: (variant, scenario, metric, repeat) with every sample, the median, p20/p80,
+the kernel configuration the plan chose (`KernelLaunch.config()` of each launch) and the
+batch digest. Scenarios a variant cannot run are recorded as `skip` lines with the reason,
+failures as `error` lines: nothing is dropped silently. Each line is flushed and fsynced,
+so an interrupted run keeps what finished, and a rerun with the same file resumes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform as _pyplatform
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from perf.errors import ConfigError
+
+SCHEMA_VERSION = 1
+METRICS = ("eager", "graph")  # latency per call (ms): launched eagerly; replayed from a CUDA/HIP graph
+
+
+def _run(cmd: list[str], cwd: str | None = None, timeout: float = 10) -> str | None:
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_commit(root: str) -> dict:
+    """Commit and dirtiness of the checkout at `root` (None outside git)."""
+    sha = _run(["git", "-C", root, "rev-parse", "HEAD"])
+    status = _run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
+    return {"commit": sha, "dirty": bool(status) if status is not None else None}
+
+
+def _nvidia_smi() -> dict:
+    fields = ("name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
+              "clocks_throttle_reasons.active", "power.limit", "temperature.gpu", "uuid")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+    out = _run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
+                "-i", visible])
+    if not out:
+        return {}
+    values = [v.strip() for v in out.splitlines()[0].split(",")]
+    return dict(zip(fields, values))
+
+
+def environment(root: str | None = None) -> dict:
+    """Where and with what a measurement ran (DESIGN 4); probes that fail record None."""
+    import torch
+    import triton
+
+    env: dict = {
+        "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "python": _pyplatform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "hip": getattr(torch.version, "hip", None),
+        "interpreter": os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"),
+    }
+    try:
+        from kernels import platform as kplatform
+
+        p = kplatform.current()
+        env.update(vendor=p.vendor, gpu=p.device_name, arch=p.arch, num_sms=p.num_sms)
+    except Exception:  # an older kernels package: fall back to torch's view
+        gpu = torch.cuda.is_available() and not env["interpreter"]
+        env.update(vendor=("amd" if env["hip"] else "nvidia") if gpu else "cpu",
+                   gpu=torch.cuda.get_device_name() if gpu else "Triton interpreter", arch=None)
+    if env["vendor"] == "nvidia":
+        smi = _nvidia_smi()
+        env["driver"] = smi.get("driver_version")
+        env["clocks"] = {k: v for k, v in smi.items() if k.startswith("clocks") or k in
+                         ("power.limit", "temperature.gpu")} or None
+        env["gpu_uuid"] = smi.get("uuid")
+    elif env["vendor"] == "amd":
+        env["driver"] = _run(["amd-smi", "version"]) or _run(["rocm-smi", "--showdriverversion"])
+        env["clocks"] = _run(["amd-smi", "metric", "--clock"]) or _run(["rocm-smi", "--showclocks"])
+    if root is not None:
+        env.update(git_commit(root))
+    return env
+
+
+@dataclass
+class Results:
+    """A parsed results file: its header and records (measurements, skips, errors)."""
+
+    path: str
+    header: dict
+    records: list[dict] = field(default_factory=list)
+
+    @property
+    def environment(self) -> dict:
+        return self.header.get("environment", {})
+
+    def measurements(self) -> list[dict]:
+        return [r for r in self.records if r["kind"] == "record"]
+
+    def skips(self) -> list[dict]:
+        return [r for r in self.records if r["kind"] in ("skip", "error", "missing")]
+
+    def done(self) -> set[tuple]:
+        """Keys (variant, scenario, metric, repeat) already measured, for resuming."""
+        return {(r["variant"], r["scenario"], r["metric"], r["repeat"]) for r in self.measurements()}
+
+    def medians(self) -> dict[tuple[str, str, str], list[float]]:
+        """(variant, scenario, metric) -> the median of each repeat, in repeat order."""
+        out: dict[tuple[str, str, str], list[tuple[int, float]]] = {}
+        for r in self.measurements():
+            out.setdefault((r["variant"], r["scenario"], r["metric"]), []).append((r["repeat"], r["median"]))
+        return {k: [m for _, m in sorted(v)] for k, v in out.items()}
+
+
+class ResultsWriter:
+    """Append-only JSON Lines writer; reopening an existing file resumes it."""
+
+    def __init__(self, path: str, header: dict, resume: bool = True):
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.existing = load(path) if resume and os.path.exists(path) and os.path.getsize(path) else None
+        if self.existing is not None:
+            _check_same_machine(self.existing.environment, header["environment"], path)
+            self._f = open(path, "a", encoding="utf-8")
+        else:
+            self._f = open(path, "w", encoding="utf-8")
+            self._write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
+
+    def done(self) -> set[tuple]:
+        return self.existing.done() if self.existing else set()
+
+    def _write(self, obj: dict) -> None:
+        self._f.write(json.dumps(obj, sort_keys=True) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def record(self, *, variant: str, scenario: str, metric: str, repeat: int, samples,
+               config: list[dict], digest: str, **extra) -> None:
+        self._write({"kind": "record", "variant": variant, "scenario": scenario, "metric": metric,
+                     "repeat": repeat, "samples": list(samples.values), "clock": samples.clock,
+                     **samples.summary(), "config": config, "batch_digest": digest, **extra})
+
+    def skip(self, *, variant: str, scenario: str, reason: str, kind: str = "skip") -> None:
+        seen = {(r["kind"], r["variant"], r["scenario"], r["reason"])
+                for r in (self.existing.skips() if self.existing else [])}
+        if (kind, variant, scenario, reason) not in seen:  # a resumed run does not repeat it
+            self._write({"kind": kind, "variant": variant, "scenario": scenario, "reason": reason})
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> ResultsWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _check_same_machine(old: dict, new: dict, path: str) -> None:
+    for key in ("vendor", "gpu"):
+        if old.get(key) != new.get(key):
+            raise ConfigError(f"{path}: environment.{key} is {old.get(key)!r}, this machine has "
+                              f"{new.get(key)!r}; resume on the same GPU or write to a new --out file")
+
+
+def load(path: str) -> Results:
+    """Parse a results file; ConfigError if it is not one or has another schema version."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: results file not found; run `python -m perf run --out {path}` "
+                          f"first") from None
+    parsed = []
+    for i, line in enumerate(lines):
+        try:
+            parsed.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:  # a line cut short by an interrupted run: drop it
+                break
+            raise ConfigError(f"{path}: line {i + 1} is not JSON; this is not a perf results file") from None
+    if not parsed or parsed[0].get("kind") != "header":
+        raise ConfigError(f"{path}: no header line; this is not a perf results file")
+    version = parsed[0].get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ConfigError(f"{path}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; "
+                          f"re-measure with this version (`python -m perf run`)")
+    return Results(path, parsed[0], parsed[1:])
+
+
+def check_comparable(a: Results, b: Results) -> None:
+    """Both sides must come from the same kind of GPU (ConfigError naming the field)."""
+    for key in ("vendor", "gpu"):
+        va, vb = a.environment.get(key), b.environment.get(key)
+        if va != vb:
+            raise ConfigError(f"{b.path}: environment.{key} is {vb!r} but {a.path} has {va!r}; "
+                              f"compare results measured on the same GPU")
+
+
+def write_json(path: str, obj: dict) -> None:
+    """Write one JSON document atomically (artifacts: findings, summaries)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, sort_keys=True, default=str)
+    os.replace(tmp, path)
+
+
+def merge(paths: Iterable[str]) -> Results:
+    """Several files of one side (e.g. a run and its re-measurement) as one."""
+    paths = list(paths)
+    first = load(paths[0])
+    for p in paths[1:]:
+        other = load(p)
+        check_comparable(first, other)
+        first.records.extend(other.records)
+    return first

@@ -1,0 +1,360 @@
+"""Static resource metrics of a compiled kernel: what ptxas and the AMDGCN metadata report.
+
+NVIDIA: `ptxas -v` (the one inside the triton wheel, run on the PTX triton produced, with
+the flags triton uses) prints registers per thread, stack frame and spill bytes. AMD: the
+AMDGCN text carries a YAML metadata block (`.vgpr_count`, `.sgpr_count`,
+`.vgpr_spill_count`, `.sgpr_spill_count`, `.private_segment_fixed_size`) and comment
+lines (`; NumVgprs:`, `; NumAgprs:`, `; Occupancy:`). Shared memory (LDS on AMD) is
+`metadata.shared`: triton allocates it dynamically at launch, so the binaries' static
+sizes read 0.
+
+Occupancy is computed here from the hardware facts below, because neither compiler
+knows the dynamic shared memory: resident warps per SM on NVIDIA (the rules of the CUDA
+occupancy calculator), waves per SIMD on AMD (the compiler's register-limited
+`; Occupancy:` capped by what the LDS allows).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+import yaml
+
+# Bump when a parser or formula changes: cached metrics of older versions are recomputed.
+METRICS_VERSION = 2
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """Hardware facts of one compile target, for planning "as if on it" and for occupancy."""
+
+    vendor: str  # nvidia | amd
+    device_name: str  # the product the target stands for (planning only)
+    num_sms: int  # SMs / CUs of that product (heuristics size grids with it)
+    warp_size: int
+    max_warps_per_unit: int  # resident warps per SM (NVIDIA) / waves per SIMD (AMD)
+    registers_per_unit: int  # 32-bit registers per SM (NVIDIA) / VGPRs per lane per SIMD (AMD)
+    register_granule: int  # allocation unit: registers per warp (NVIDIA) / VGPRs per lane (AMD)
+    shared_per_unit: int  # shared memory per SM (NVIDIA) / LDS per CU (AMD), bytes
+    shared_reserved_per_block: int  # bytes the driver reserves per block (NVIDIA: 1 KiB)
+    max_blocks_per_unit: int  # resident blocks per SM (NVIDIA); 0 = no separate limit
+    simds_per_unit: int  # SIMDs per CU (AMD); 1 on NVIDIA
+    source: str
+
+
+# Sources: NVIDIA CUDA C++ Programming Guide, "Technical Specifications per Compute
+# Capability" (compute capabilities 8.0, 9.0, 10.0) and the CUDA Occupancy Calculator's
+# allocation rules (registers in units of 256 per warp, 1 KiB reserved shared memory per
+# block); SM counts from the A100/H100 SXM5/B200 datasheets. AMD: "AMD Instinct MI300
+# CDNA3 ISA" and ROCm's "GPU hardware specifications" table (8 waves per SIMD, 512 VGPRs
+# per lane in wave64 with the unified AGPR file, granule 8, LDS 64 KiB per CU on CDNA2/3
+# and 160 KiB on CDNA4); CU counts of MI250X (per GCD), MI300X and MI355X.
+TARGET_FACTS: dict[str, TargetFacts] = {
+    "sm_80": TargetFacts("nvidia", "NVIDIA A100-SXM4-80GB", 108, 32, 64, 65536, 256, 167936, 1024, 32, 1,
+                         "CUDA C++ Programming Guide, compute capability 8.0"),
+    "sm_90": TargetFacts("nvidia", "NVIDIA H100 80GB HBM3", 132, 32, 64, 65536, 256, 233472, 1024, 32, 1,
+                         "CUDA C++ Programming Guide, compute capability 9.0"),
+    "sm_100": TargetFacts("nvidia", "NVIDIA B200", 148, 32, 64, 65536, 256, 233472, 1024, 32, 1,
+                          "CUDA C++ Programming Guide, compute capability 10.0"),
+    "gfx90a": TargetFacts("amd", "AMD Instinct MI250X", 110, 64, 8, 512, 8, 65536, 0, 0, 4,
+                          "AMD CDNA2 ISA; ROCm GPU hardware specifications"),
+    "gfx942": TargetFacts("amd", "AMD Instinct MI300X", 304, 64, 8, 512, 8, 65536, 0, 0, 4,
+                          "AMD CDNA3 ISA; ROCm GPU hardware specifications"),
+    "gfx950": TargetFacts("amd", "AMD Instinct MI355X", 256, 64, 8, 512, 8, 163840, 0, 0, 4,
+                          "AMD CDNA4 ISA; ROCm GPU hardware specifications"),
+}
+
+# What the report calls each metric, its unit, and which are gated (the rest are recorded).
+NVIDIA_METRICS = ("registers", "spill_stores", "spill_loads", "stack_frame", "shared_memory",
+                  "occupancy", "compile_time_s")
+AMD_METRICS = ("registers", "arch_vgprs", "agprs", "sgprs", "vgpr_spills", "sgpr_spills", "scratch",
+               "shared_memory", "occupancy", "compile_time_s")
+SPILL_METRICS = ("spill_stores", "spill_loads", "vgpr_spills", "sgpr_spills")
+UNITS = {
+    "registers": "regs/thread", "arch_vgprs": "VGPRs", "agprs": "AGPRs", "sgprs": "SGPRs",
+    "spill_stores": "B", "spill_loads": "B", "stack_frame": "B", "vgpr_spills": "VGPRs",
+    "sgpr_spills": "SGPRs", "scratch": "B/lane", "shared_memory": "B", "compile_time_s": "s",
+}
+
+
+def occupancy_unit(vendor: str) -> str:
+    return "warps/SM" if vendor == "nvidia" else "waves/SIMD"
+
+
+# ---------------------------------------------------------------------------- NVIDIA
+
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+
+
+def parse_ptxas(text: str) -> dict[str, int]:
+    """Registers, stack frame and spill bytes from `ptxas -v` output (one entry function)."""
+    frame = _PTXAS_FRAME.search(text)
+    regs = _PTXAS_REGS.search(text)
+    if not frame or not regs:
+        raise ValueError(f"ptxas -v output without register/spill lines:\n{text.strip()[:500]}")
+    return {"registers": int(regs.group(1)), "stack_frame": int(frame.group(1)),
+            "spill_stores": int(frame.group(2)), "spill_loads": int(frame.group(3))}
+
+
+def run_ptxas(ptx: str, capability: int, enable_fp_fusion: bool = True) -> str:
+    """`ptxas -v` from the triton wheel with the flags triton's own cubin step uses."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as src, \
+            tempfile.NamedTemporaryFile(suffix=".cubin") as out:
+        src.write(ptx)
+        src.flush()
+        cmd = [get_ptxas(capability).path, "-lineinfo", "-v", *([] if enable_fp_fusion else ["--fmad=false"]),
+               f"--gpu-name={sm_arch_from_capability(capability)}", src.name, "-o", out.name]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"ptxas failed ({done.returncode}): {done.stderr.strip()[:500]}")
+    return done.stdout + done.stderr
+
+
+def nvidia_occupancy(registers: int, shared: int, num_warps: int, facts: TargetFacts) -> int:
+    """Resident warps per SM: the CUDA occupancy calculator's register/shared/warp limits."""
+    regs_per_warp = -(-registers * facts.warp_size // facts.register_granule) * facts.register_granule
+    by_regs = facts.registers_per_unit // max(regs_per_warp * num_warps, 1)
+    by_shared = facts.shared_per_unit // (shared + facts.shared_reserved_per_block)
+    by_warps = facts.max_warps_per_unit // num_warps
+    return min(by_regs, by_shared, by_warps, facts.max_blocks_per_unit) * num_warps
+
+
+# ---------------------------------------------------------------------------- AMD
+
+_AMD_COMMENTS = {"arch_vgprs": r"; NumVgprs: (\d+)", "agprs": r"; NumAgprs: (\d+)",
+                 "compiler_occupancy": r"; Occupancy: (\d+)"}
+
+
+def parse_amdgcn(text: str) -> dict[str, int]:
+    """VGPR/AGPR/SGPR counts, spills, scratch and the compiler's occupancy from AMDGCN text."""
+    lines = text.splitlines()
+    directives = (".amdgpu_metadata", ".end_amdgpu_metadata")
+    marks = [i for i, line in enumerate(lines) if line.strip() in directives]
+    if len(marks) != 2:
+        raise ValueError("AMDGCN without one .amdgpu_metadata block")
+    meta = yaml.safe_load("\n".join(lines[marks[0] + 1:marks[1]]))
+    kernels = meta.get("amdhsa.kernels") or []
+    if len(kernels) != 1:
+        raise ValueError(f"expected one kernel in the AMDGCN metadata, found {len(kernels)}")
+    k = kernels[0]
+    out = {
+        "registers": int(k[".vgpr_count"]),  # arch VGPRs + AGPRs as allocated: what limits waves
+        "sgprs": int(k[".sgpr_count"]),
+        "vgpr_spills": int(k.get(".vgpr_spill_count", 0)),
+        "sgpr_spills": int(k.get(".sgpr_spill_count", 0)),
+        "scratch": int(k.get(".private_segment_fixed_size", 0)),
+        "static_lds": int(k.get(".group_segment_fixed_size", 0)),
+    }
+    for name, pattern in _AMD_COMMENTS.items():
+        m = re.search(pattern, text)
+        if not m:
+            raise ValueError(f"AMDGCN without a '{pattern.split(':')[0][2:]}:' line")
+        out[name] = int(m.group(1))
+    if ".agpr_count" in k:
+        out["agprs"] = int(k[".agpr_count"])
+    return out
+
+
+def amd_occupancy(compiler_occupancy: int, lds: int, num_warps: int, facts: TargetFacts) -> int:
+    """Waves per SIMD: the compiler's register-limited figure, capped by the dynamic LDS."""
+    if lds:
+        workgroups = facts.shared_per_unit // lds
+        by_lds = workgroups * num_warps // facts.simds_per_unit
+        return min(compiler_occupancy, by_lds)
+    return compiler_occupancy
+
+
+# ---------------------------------------------------------------------------- both
+
+
+def metrics_of(compiled, target_name: str, compile_time_s: float, ptxas_log: str = "") -> dict[str, float]:
+    """All metrics of one `triton.compile` result for `target_name` (a TARGET_FACTS key).
+
+    `ptxas_log`: what triton's own cubin step printed with TRITON_DUMP_PTXAS_LOG=1; without
+    it (or if its format changed) ptxas runs again on the PTX with the same flags.
+    """
+    facts = TARGET_FACTS[target_name]
+    md = compiled.metadata
+    shared = int(md.shared)
+    if facts.vendor == "nvidia":
+        try:
+            m = parse_ptxas(ptxas_log)
+        except ValueError:
+            capability = int(target_name.removeprefix("sm_"))
+            m = parse_ptxas(run_ptxas(compiled.asm["ptx"], capability, md.enable_fp_fusion))
+        m["occupancy"] = nvidia_occupancy(m["registers"], shared, md.num_warps, facts)
+    else:
+        m = parse_amdgcn(compiled.asm["amdgcn"])
+        m["occupancy"] = amd_occupancy(m.pop("compiler_occupancy"), shared + m.pop("static_lds"),
+                                       md.num_warps, facts)
+    m["shared_memory"] = shared
+    m["compile_time_s"] = round(compile_time_s, 3)
+    return m
+
+
+# ---------------------------------------------------------------------------- verdicts
+#
+# The rules, per vendor from thresholds.yaml `<vendor>.compile.static` (severity fail |
+# warn | ignore, ratios head / base). A key the file leaves out takes the default here:
+#   new_spills: fail                 more spill bytes/registers than the base (or any, for a new kernel)
+#   new_sgpr_spills: (new_spills)    AMD SGPR spills alone: they usually land in VGPR lanes, not memory
+#   registers_warn_ratio: 1.10       registers per thread up by more than 10 % warns
+#   registers_fail_ratio: (none)     ... and beyond this ratio fails
+#   shared_memory_over_limit: fail   shared memory / LDS above the target's max cannot launch
+#   shared_memory_warn_ratio: (none) shared memory / LDS growth beyond this ratio warns
+#   occupancy_drop: warn             fewer resident warps (waves) than the base
+# A kernel that compiled on the base and no longer compiles (or is no longer supported)
+# on a target fails with the compiler's message; one that failed on the base already warns.
+# Unmeasured defaults (2026-11-21): registers and occupancy are deterministic for a given
+# Triton, so any threshold is a policy choice, not a noise margin.
+
+_DEFAULTS = {"new_spills": "fail", "new_sgpr_spills": None, "registers_warn_ratio": 1.10,
+             "registers_fail_ratio": None, "shared_memory_over_limit": "fail",
+             "shared_memory_warn_ratio": None, "occupancy_drop": "warn"}
+
+
+def _policy(static: dict) -> dict:
+    return {**_DEFAULTS, **static}
+
+
+def _severity(name: str):
+    from perf.gate import Verdict
+
+    return {"fail": Verdict.FAIL, "warn": Verdict.WARN, "ignore": Verdict.OK}[name]
+
+
+def _match_key(e: dict) -> tuple:
+    return (e["variant"], e["scenario"], e["target"], e["kernel"], e.get("occurrence", 0))
+
+
+def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
+    """Findings (gate "static") of head against base, collapsed over scenarios that agree."""
+    limits = {t["name"]: t for t in head_doc["targets"]}
+    comparable = base_doc.get("comparable", True)
+    base = {_match_key(e): e for e in base_doc.get("entries", [])} if comparable else {}
+    rows: list = []
+    for h in head_doc["entries"]:
+        if h["status"] != "skip":
+            policy = _policy(thresholds.vendor(h["vendor"]).static)
+            rows += _compare_entry(h, base.get(_match_key(h)), policy, limits[h["target"]])
+    if not comparable:  # nothing to regress from: report, never fail (say what it would be)
+        from perf.gate import Verdict
+
+        for f in rows:
+            if f.verdict is not Verdict.OK:
+                f.note = f"base not comparable; would be {f.verdict.value}: {f.note}".rstrip(": ")
+                f.verdict = Verdict.OK
+    return collapse(rows)
+
+
+def _compare_entry(h: dict, b: dict | None, policy: dict, limits: dict) -> list:
+    """The findings of one launched kernel on one target (base entry `b` may be None)."""
+    from perf.gate import Finding, Verdict
+
+    rows: list[Finding] = []
+
+    def finding(metric, bval, hval, verdict, threshold, note=""):
+        numbers = isinstance(bval, (int, float)) and isinstance(hval, (int, float))
+        ratio = hval / bval if numbers and bval else None
+        rows.append(Finding("static", h["vendor"], h["target"], h["variant"], h["scenario"],
+                            f"{h['kernel']}/{metric}", bval, hval, ratio, None, None, None, threshold,
+                            verdict, note))
+
+    b_ok = b is not None and b["status"] == "ok"
+    compiles = "compiles on every target"
+    if h["status"] != "ok":
+        msg = f"{h['target']}: {h['status']}: {h.get('error', '')}"
+        if h["status"] == "unsupported" and (b is None or b["status"] == "unsupported"):
+            finding("compiles", None, None, Verdict.OK, compiles, f"not supported ({msg})")
+        elif b_ok or b is None:
+            finding("compiles", None, None, Verdict.FAIL, compiles,
+                    ("no longer compiles; " if b_ok else "") + msg)
+        else:
+            finding("compiles", None, None, Verdict.WARN, compiles, f"fails on the base too; {msg}")
+        return rows
+    hm = h["metrics"]
+    bm = b["metrics"] if b_ok else {}
+    note_new = "" if b_ok else ("new kernel" if b is None else f"base: {b['status']}")
+    if b is not None and not b_ok:
+        finding("compiles", None, None, Verdict.IMPROVED, compiles,
+                f"compiles again (base: {b.get('error', '')[:120]})")
+
+    # spills: any increase, or any spill in a kernel the base did not have
+    for metric in SPILL_METRICS:
+        if metric not in hm:
+            continue
+        key = "new_sgpr_spills" if metric == "sgpr_spills" and policy["new_sgpr_spills"] else "new_spills"
+        rule = f"{key}: {policy[key]}"
+        hv, bv = hm[metric], bm.get(metric)
+        if hv > (bv or 0):
+            finding(metric, bv, hv, _severity(policy[key]), rule, note_new or "new spills")
+        elif bv is not None and hv < bv:
+            finding(metric, bv, hv, Verdict.IMPROVED, rule, "fewer spills")
+        else:
+            finding(metric, bv, hv, Verdict.OK, rule, note_new)
+
+    # registers per thread
+    warn_r, fail_r = policy["registers_warn_ratio"], policy["registers_fail_ratio"]
+    rule = ", ".join(([f"warn > {warn_r:g}"] if warn_r else []) + ([f"fail > {fail_r:g}"] if fail_r else []))
+    hv, bv = hm["registers"], bm.get("registers")
+    ratio = hv / bv if bv else None
+    if hv > limits["max_registers_per_thread"]:
+        finding("registers", bv, hv, Verdict.FAIL, rule, "above the target's register limit")
+    elif ratio is not None and fail_r and ratio > fail_r:
+        finding("registers", bv, hv, Verdict.FAIL, rule)
+    elif ratio is not None and warn_r and ratio > warn_r:
+        finding("registers", bv, hv, Verdict.WARN, rule)
+    elif ratio is not None and warn_r and ratio < 1 / warn_r:
+        finding("registers", bv, hv, Verdict.IMPROVED, rule)
+    else:
+        finding("registers", bv, hv, Verdict.OK, rule, note_new)
+
+    # shared memory / LDS
+    limit, sev, warn_s = (limits["max_shared_memory_bytes"], policy["shared_memory_over_limit"],
+                          policy["shared_memory_warn_ratio"])
+    rule = f"limit {limit} B: {sev}" + (f"; warn > {warn_s:g}" if warn_s else "")
+    hv, bv = hm["shared_memory"], bm.get("shared_memory")
+    ratio = hv / bv if bv else None
+    if hv > limit and bv is not None and bv > limit:
+        finding("shared_memory", bv, hv, Verdict.WARN, rule, "over the target's limit on the base too")
+    elif hv > limit:
+        finding("shared_memory", bv, hv, _severity(sev), rule,
+                f"{hv} B > {limit} B: cannot launch on {h['target']}")
+    elif ratio is not None and warn_s and ratio > warn_s:
+        finding("shared_memory", bv, hv, Verdict.WARN, rule)
+    else:
+        finding("shared_memory", bv, hv, Verdict.OK, rule, note_new)
+
+    # occupancy
+    sev, unit = policy["occupancy_drop"], occupancy_unit(h["vendor"])
+    rule = f"occupancy_drop: {sev}"
+    hv, bv = hm["occupancy"], bm.get("occupancy")
+    if bv is not None and hv < bv:
+        finding("occupancy", bv, hv, _severity(sev), rule, f"{unit}: {bv} -> {hv}")
+    elif bv is not None and hv > bv:
+        finding("occupancy", bv, hv, Verdict.IMPROVED, rule, f"{unit}: {bv} -> {hv}")
+    else:
+        finding("occupancy", bv, hv, Verdict.OK, rule, unit + (f"; {note_new}" if note_new else ""))
+    return rows
+
+
+def collapse(findings: list) -> list:
+    """One row for findings that differ only in the scenario: "scenario (+n)"."""
+    groups: dict[tuple, list] = {}
+    for f in findings:
+        key = (f.gate, f.vendor, f.target, f.variant, f.metric, f.base, f.head, f.verdict, f.threshold,
+               f.note)
+        groups.setdefault(key, []).append(f)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        if len(group) > 1:
+            first.scenario = f"{first.scenario} (+{len(group) - 1})"
+        out.append(first)
+    return out

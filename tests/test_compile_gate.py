@@ -1,0 +1,127 @@
+"""Static gate, end to end: a planted regression fails, an A/A run passes (real compiles).
+
+A throwaway git repository holds this checkout's kernels/ and thresholds.yaml (commit 1)
+and the same with a planted regression in qblock (commit 2: Q-blocks of 64 rows instead
+of 16 and 4 pipeline stages instead of 2, the kind of change one tunes on an H100; with
+Triton 3.6 it needs 72 KiB of LDS on gfx942, more than a CU has, and spills SGPRs).
+`python -m perf compile` from this checkout's perf/ then gates it exactly as CI does: the
+base in a git worktree, each side compiled in its own process for every target of
+thresholds.yaml. One variant and one scenario keep a cold run to about 20 s; .perf-cache
+makes reruns faster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from perf import static_metrics as sm
+from perf.gate import Verdict
+from perf.thresholds import load_thresholds
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCENARIO = "llama3-8b_bs64_b32_s1024_d50"  # a pr-suite scenario: BLOCK_SIZE 64, GQA 4:1
+PLANT = [("MIN_BLOCK_M = 16", "MIN_BLOCK_M = 64"),  # qblock's Q-block: 16 -> 64 rows
+         ("num_stages=2,", "num_stages=4,")]  # and software pipelining 2 -> 4 stages
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-C", repo, "-c", "user.name=test", "-c", "user.email=test@example.com",
+                    "-c", "commit.gpgsign=false", *args], check=True, capture_output=True)
+
+
+def _make_repo(path: str, plant: bool) -> str:
+    """This checkout's kernels/ and thresholds.yaml as commit 1; the planted change as commit 2."""
+    shutil.copytree(os.path.join(ROOT, "kernels"), os.path.join(path, "kernels"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(ROOT, "thresholds.yaml"), path)
+    _git(path, "init", "-q")
+    _git(path, "add", "-A")
+    _git(path, "commit", "-q", "-m", "base")
+    if plant:
+        qblock = os.path.join(path, "kernels", "paged_attention", "qblock.py")
+        with open(qblock) as f:
+            text = f.read()
+        for old, new in PLANT:
+            assert text.count(old) == 1, f"qblock.py changed ({old!r}): update the planted regression"
+            text = text.replace(old, new)
+        with open(qblock, "w") as f:
+            f.write(text)
+        _git(path, "commit", "-q", "-am", "planted regression: 64-row Q-blocks, 4 stages")
+    return path
+
+
+@pytest.fixture(scope="module")
+def planted_repo(tmp_path_factory):
+    return _make_repo(str(tmp_path_factory.mktemp("static-gate") / "repo"), plant=True)
+
+
+def _gate(repo, base_ref, out):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    cmd = [sys.executable, "-m", "perf", "compile", "--base-ref", base_ref, "--variants", "qblock",
+           "--scenarios", SCENARIO, "--out", out, "--quiet",
+           "--cache-dir", os.path.join(ROOT, ".perf-cache", "compile")]
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    with open(os.path.join(out, "findings.json")) as f:
+        findings = json.load(f)["findings"]
+    return done, findings
+
+
+def test_planted_regression_fails_naming_the_target(planted_repo, tmp_path):
+    done, findings = _gate(planted_repo, "HEAD~1", str(tmp_path))
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    failed = {(f["target"], f["metric"].split("/")[-1]): f for f in findings if f["verdict"] == "fail"}
+    lds = failed[("gfx942", "shared_memory")]  # 72 KiB of LDS with Triton 3.6
+    assert lds["head"] > 65536 >= lds["base"] and "cannot launch on gfx942" in lds["note"]
+    assert ("gfx942", "sgpr_spills") in failed, failed
+    report = open(tmp_path / "report.md").read()
+    assert "**FAIL**" in report and "cannot launch on gfx942" in report and SCENARIO in report
+
+
+def test_aa_run_passes(tmp_path):
+    repo = _make_repo(str(tmp_path / "repo"), plant=False)
+    done, findings = _gate(repo, "HEAD", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert findings and all(f["verdict"] == "ok" for f in findings)
+    # the two sides were compiled separately and agree exactly
+    base, head = (json.load(open(tmp_path / f"{side}.json")) for side in ("base", "head"))
+    metrics = lambda doc: [(e["target"], e["kernel"], e["metrics"]) for e in doc["entries"]]  # noqa: E731
+    assert metrics(base) == metrics(head) and len(metrics(head)) == 2
+    assert not [f for f in sm.compare(head, head, load_thresholds(os.path.join(ROOT, "thresholds.yaml")))
+                if f.verdict is not Verdict.OK]
+
+
+def test_missing_base_ref_is_one_line_exit_2(planted_repo, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    done = subprocess.run([sys.executable, "-m", "perf", "compile", "--base-ref", "no-such-ref"],
+                          cwd=planted_repo, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "--base-ref 'no-such-ref'" in done.stderr, done.stderr
+
+
+def test_base_without_plans_is_not_comparable(tmp_path):
+    """A base whose kernels predate Variant.plan: noted, head checked against the limits only."""
+    repo = str(tmp_path / "repo")
+    os.makedirs(os.path.join(repo, "kernels"))
+    with open(os.path.join(repo, "kernels", "__init__.py"), "w") as f:
+        f.write('"""An old kernel package: plain functions, no registry of planned variants."""\n')
+    shutil.copy(os.path.join(ROOT, "thresholds.yaml"), repo)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "old")
+    shutil.rmtree(os.path.join(repo, "kernels"))
+    shutil.copytree(os.path.join(ROOT, "kernels"), os.path.join(repo, "kernels"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "new")
+    done, findings = _gate(repo, "HEAD~1", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert findings and all(f["base"] is None for f in findings)
+    assert "base not comparable" in open(tmp_path / "out" / "report.md").read()

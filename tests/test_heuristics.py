@@ -1,0 +1,128 @@
+"""The per-vendor decision trees are pure functions of (vendor, features): test them directly."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from kernels.batch import BatchSpec, build_batch
+from kernels.paged_attention import heuristics
+from kernels.paged_attention.heuristics import Features, choose, features_from_call, features_from_spec
+
+
+def _features(num_seqs, query_len, kv_len, *, queries_per_kv=4, head_size=128, num_sms=132,
+              block_size=16, dtype="bfloat16") -> Features:
+    return Features(
+        num_seqs=num_seqs, num_tokens=num_seqs * query_len, max_query_len=query_len,
+        max_kv_len=kv_len, avg_kv_len=float(kv_len), decode_share=float(query_len == 1),
+        queries_per_kv=queries_per_kv, num_kv_heads=8, head_size=head_size,
+        block_size=block_size, dtype=dtype, fp8_kv=False, num_sms=num_sms,
+    )
+
+
+GRID = list(itertools.product(
+    ["nvidia", "amd"],
+    [1, 8, 128],  # sequences
+    [1, 2, 17, 2048],  # query length
+    [1, 1024, 32768],  # KV length
+    [1, 5, 8],  # GQA ratio
+    [64, 96, 128, 256],  # head size
+))
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@pytest.mark.parametrize("vendor,seqs,q_len,kv_len,qpk,head", GRID)
+def test_configs_are_launchable(vendor, seqs, q_len, kv_len, qpk, head):
+    f = _features(seqs, q_len, max(kv_len, q_len), queries_per_kv=qpk, head_size=head)
+    c = choose(vendor, f)
+    assert _is_pow2(c.block_m) and c.block_m >= 16 and c.block_m >= qpk  # whole head groups
+    assert c.block_q(qpk) >= 1
+    assert _is_pow2(c.tile_size) and c.tile_size >= 16
+    assert _is_pow2(c.num_segments) and c.num_segments >= 1
+    assert c.num_warps in (1, 2, 4, 8, 16) and c.num_stages >= 1 and c.programs_per_sm >= 1
+    assert c.source.startswith(vendor)
+    if not heuristics.is_decode_batch(f):
+        assert c.num_segments == 1  # prefill has parallelism from its Q-blocks: never split
+
+
+def test_every_branch_states_its_provenance():
+    for vendor, f in itertools.product(["nvidia", "amd"], [
+            _features(1, 1, 32768), _features(128, 1, 1024), _features(4, 32, 2048),
+            _features(1, 8192, 8192), _features(1, 2048, 2048, head_size=256)]):
+        source = choose(vendor, f).source
+        assert "sweep" in source or "unmeasured" in source, source
+        if vendor == "amd":
+            assert "unmeasured" in source
+
+
+def test_few_long_decodes_are_split_and_many_are_not():
+    few_long = choose("nvidia", _features(1, 1, 32768))
+    many_short = choose("nvidia", _features(128, 1, 1024))
+    assert few_long.num_segments >= 8
+    assert many_short.num_segments == 1
+
+
+def test_segments_fill_the_gpu_but_keep_segments_long():
+    f = _features(1, 1, 32768)
+    tile = 64
+    s = heuristics.num_segments(f, tile)
+    assert s * f.num_seqs * f.num_kv_heads >= f.num_sms  # enough programs for every SM
+    assert f.max_kv_len / tile / s >= 4  # each segment keeps at least 4 tiles
+    short = _features(1, 1, 100)
+    assert heuristics.num_segments(short, tile) == 1  # 2 tiles: nothing to split
+
+
+def test_decode_uses_the_smallest_q_block_and_prefill_a_large_one():
+    for vendor in ("nvidia", "amd"):
+        decode = choose(vendor, _features(8, 1, 8192, queries_per_kv=4))
+        prefill = choose(vendor, _features(1, 8192, 8192, queries_per_kv=4))
+        assert decode.block_m == 16
+        assert prefill.block_m >= 64
+
+
+def test_amd_knobs_only_on_amd():
+    f = _features(1, 2048, 2048)
+    assert choose("nvidia", f).vendor_options("nvidia") == {}
+    amd = choose("amd", f)
+    assert amd.vendor_options("nvidia") == {}
+    assert set(amd.vendor_options("amd")) <= {"waves_per_eu", "matrix_instr_nonkdim"}
+
+
+def test_unknown_vendor_is_refused():
+    with pytest.raises(ValueError, match="^vendor:"):
+        choose("cpu", _features(1, 1, 16))
+
+
+def test_features_from_shapes_are_bounds_and_hints_make_them_exact():
+    spec = BatchSpec((1, 5, 17, 1), (300, 18, 40, 1), num_q_heads=8, num_kv_heads=2, head_size=64)
+    b = build_batch(spec)
+    exact = features_from_spec(spec, num_sms=132)
+    bound = features_from_call(b.q, b.k_cache, b.block_table, num_sms=132)
+    assert bound.max_query_len >= exact.max_query_len == 17
+    assert bound.max_kv_len >= exact.max_kv_len == 300
+    assert bound.decode_share <= exact.decode_share == 0.5
+    hinted = features_from_call(b.q, b.k_cache, b.block_table, max_seqlen_q=17, max_seqlen_k=300,
+                                num_sms=132)
+    assert (hinted.max_query_len, hinted.max_kv_len) == (17, 300)
+    assert hinted.queries_per_kv == 4 and hinted.head_size == 64 and hinted.dtype == "float16"
+
+
+def test_decode_only_batch_is_recognised_from_shapes():
+    b = build_batch(BatchSpec((1, 1, 1), (40, 9, 300), num_q_heads=8, num_kv_heads=2, head_size=64))
+    f = features_from_call(b.q, b.k_cache, b.block_table)
+    assert f.decode_only and f.decode_share == 1.0 and heuristics.is_decode_batch(f)
+
+
+def test_features_never_read_device_values(monkeypatch):
+    b = build_batch(BatchSpec((2, 3), (10, 20), num_q_heads=4, num_kv_heads=2, head_size=64))
+
+    def forbidden(*_a, **_k):
+        raise AssertionError("features read tensor values (a host sync on a GPU)")
+    monkeypatch.setattr(torch.Tensor, "tolist", forbidden)
+    monkeypatch.setattr(torch.Tensor, "item", forbidden)
+    features_from_call(b.q, b.k_cache, b.block_table)

@@ -1,0 +1,82 @@
+"""The nightly report: pages and plots from a synthetic history, readable from a folder."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from perf.nightly import history, site
+
+pytest.importorskip("matplotlib", reason="the report's plots need matplotlib (pyproject extra `plots`)")
+
+from tests.test_nightly import SCENARIOS, synthetic  # noqa: E402
+
+PAPER = [f"llama3-8b_bs16_b{b}_s{s}_d{d}" for b in (1, 8, 32) for s in (512, 2048) for d in (0, 50, 100)]
+
+
+def test_sota_percent_is_the_fastest_library_over_the_variant(tmp_path):
+    (h,) = history.load_all(str(synthetic(tmp_path, 3, cv=0.0)))
+    s = SCENARIOS[1]
+    peer, best = h.best_peer(s, "graph")
+    assert peer == "peer:sdpa_cudnn"  # the synthetic libraries: sdpa_cudnn is the faster
+    assert best == min(h.value("peer:sdpa_cudnn", s, "graph"), h.value("peer:sdpa_flash", s, "graph"))
+    expected = 100 * best / h.value("naive", s, "graph")
+    assert site.sota_percent(h, "naive", s, "graph") == pytest.approx(expected)
+    assert math.isnan(site.sota_percent(h, "naive", "not-measured", "graph"))
+
+
+def test_families_group_the_paper_axes():
+    fams = site.families(PAPER + ["llama3-8b_bs16_b8_s512_d50_var", "gemma2-9b_bs16_b16_s2048_d50_cap50"])
+    assert list(fams) == ["llama3-8b_bs16_b*_s*_d*"]  # the _var one has a single batch size; so has gemma
+    assert len(fams["llama3-8b_bs16_b*_s*_d*"]) == len(PAPER)
+
+
+def test_report_pages_work_offline_and_show_every_part(tmp_path):
+    from perf.nightly import alert
+    from perf.thresholds import load_thresholds
+
+    res = synthetic(tmp_path, 4, cv=0.01, steps={("qblock", SCENARIOS[1], "graph"): 1.5})
+    histories = history.load_all(str(res))
+    th = load_thresholds(Path(__file__).resolve().parents[1] / "thresholds.yaml")
+    findings, notes = alert.detect(histories[0], th)
+    result = alert.machine_result(histories[0], findings, notes, alert.Settings())
+    out = tmp_path / "html" / "nightly"
+    index = Path(site.build(histories, str(out), {result["machine"]: result}))
+    page = out / "runner-1-nvidia-h100" / "index.html"
+    text, top = page.read_text(), index.read_text()
+    assert "1 alert" in top and "runner-1-nvidia-h100/index.html" in top
+    assert "FAIL" in text and SCENARIOS[1] in text  # the alert's row
+    assert "% of vendor state of the art" in text and "sdpa_cudnn" in text
+    assert "flashinfer_paged" in text and "not installed" in text  # an absent library is a note
+    assert "does not support sliding_window" in text or "lacks sliding_window" in text  # skips listed
+    # Offline: only relative links, no script, every image present and a real PNG.
+    assert "<script" not in text and not re.search(r"(src|href)=['\"]https?:", text + top)
+    images = re.findall(r"<img src='([^']+)'", text)
+    assert "paper_llama3-8b-bs16-b-s-d_graph.png" in images  # SCENARIOS: one family, three batch sizes
+    assert {"sota_graph.png", "sota_eager.png", "history_qblock.png"} <= set(images)
+    for name in images:
+        assert (page.parent / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_paper_figure_draws_variants_and_libraries(tmp_path):
+    from tests.test_nightly import write_commit
+
+    folder = tmp_path / "r" / "m_gpu" / "perf-nightly"
+    folder.mkdir(parents=True)
+    from perf.scenarios import Scenario
+
+    series = {(n, s, "graph"): [0.1 * (k + 1) * (1 + Scenario.parse(s).batch / 8)] * 5
+              for k, n in enumerate(("naive", "static_grid", "peer:sdpa_cudnn")) for s in PAPER}
+    write_commit(folder, "f" * 40, 1, series)
+    (h,) = history.load_all(str(tmp_path / "r"))
+    (fam, members), = site.families(h.scenarios()).items()
+    path = site.plot_paper(h, fam, members, "graph", str(tmp_path / "paper.png"))
+    import matplotlib.image
+
+    img = matplotlib.image.imread(path)
+    assert img.shape[0] > 400 and img.shape[1] > 700  # 3 decode rows x 2 lengths
+    page = Path(site.machine_page(h, str(tmp_path / "page"), None)).read_text()
+    assert "paper_llama3-8b-bs16-b-s-d_graph.png" in page

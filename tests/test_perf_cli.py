@@ -1,0 +1,158 @@
+"""`python -m perf` end to end on CPU: bad input exits 2 with one line; a tiny A/A A/B passes.
+
+The A/B runs in a throwaway git repository holding a copy of kernels/, perf/ and
+thresholds.yaml: base and head are the same commit, measured by two worker processes in
+Triton's interpreter (`--suite smoke`, one scenario, one variant: about ten seconds).
+Wall-clock numbers of the interpreter mean nothing; the test checks the machinery
+(worktree, interleaved rounds, results, findings, report), not the latency.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _perf(*args: str, cwd: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **(env or {}), PYTHONPATH=cwd)
+    return subprocess.run([sys.executable, "-m", "perf", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True,
+                   capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    path = tmp_path_factory.mktemp("repo")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for d in ("kernels", "perf"):
+        shutil.copytree(os.path.join(ROOT, d), path / d, ignore=ignore)
+    shutil.copy(os.path.join(ROOT, "thresholds.yaml"), path / "thresholds.yaml")
+    _git(path, "init", "-q", "-b", "main")
+    _git(path, "add", "-A")
+    _git(path, "commit", "-qm", "snapshot")
+    return path
+
+
+def _one_line_exit_2(out: subprocess.CompletedProcess, *needles: str) -> None:
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_gate_without_gpu_exits_2_or_0_when_allowed(repo):
+    _one_line_exit_2(_perf("gate", "--suite", "pr", cwd=str(repo)), "no GPU", "GPU machine")
+    out = _perf("gate", "--suite", "pr", "--no-gpu-ok", cwd=str(repo))
+    assert out.returncode == 0 and "latency needs a GPU" in out.stdout
+
+
+def test_missing_base_ref(repo):
+    _one_line_exit_2(_perf("gate", "--suite", "smoke", "--base-ref", "no-such-branch", cwd=str(repo)),
+                     "--base-ref no-such-branch", "git fetch")
+
+
+def test_dirty_worktree(repo):
+    target = repo / "kernels" / "__init__.py"
+    original = target.read_text()
+    target.write_text(original + "\n# local edit\n")
+    try:
+        _one_line_exit_2(_perf("gate", "--suite", "smoke", "--base-ref", "HEAD", cwd=str(repo)),
+                         "uncommitted changes", "kernels/__init__.py", "--allow-dirty")
+    finally:
+        target.write_text(original)
+
+
+def test_unknown_vendor_and_malformed_thresholds(repo, tmp_path):
+    _one_line_exit_2(_perf("gate", "--suite", "smoke", "--vendor", "intel", cwd=str(repo)),
+                     "thresholds.yaml", "vendor 'intel'")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("nvidia:\n  latency: {warn: 1.03}\n")
+    _one_line_exit_2(_perf("gate", "--thresholds", str(bad), cwd=str(repo)), str(bad), "nvidia", "statistics")
+
+
+def test_external_commands_dispatch_lazily(monkeypatch, capsys):
+    from perf import cli
+
+    monkeypatch.setitem(cli.EXTERNAL, "ghost", ("perf.ghost_module", "a command whose module is missing"))
+    assert cli.main(["ghost"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "perf/ghost_module.py" in err
+    # a present module gets --thresholds and its own arguments, and its exit code is returned
+    monkeypatch.setitem(cli.EXTERNAL, "echo", ("tests.test_perf_cli", "test double"))
+    assert cli.main(["echo", "--thresholds", "x.yaml", "--value", "7"]) == 7
+
+
+def add_arguments(parser):  # the module interface of `python -m perf <external command>`
+    parser.add_argument("--value", type=int, default=0)
+
+
+def main(args):
+    assert args.thresholds == "x.yaml" and args.command == "echo"
+    return args.value
+
+
+def test_compare_refuses_interpreter_results_without_vendor(repo, tmp_path):
+    from perf import results
+
+    p = tmp_path / "r.jsonl"
+    with results.ResultsWriter(str(p), {"environment": {"vendor": "cpu", "gpu": "Triton interpreter"}}):
+        pass
+    _one_line_exit_2(_perf("compare", str(p), str(p), cwd=str(repo)), "--vendor")
+
+
+def test_run_writes_incrementally_and_resumes(repo, tmp_path):
+    out = tmp_path / "run.jsonl"
+    args = ("run", "--suite", "smoke", "--variants", "flex_tile,naive", "--scenarios", "tiny_bs16_b2_s24*",
+            "--repeats", "2", "--samples", "2", "--out", str(out))
+    first = _perf(*args, cwd=str(repo))
+    assert first.returncode == 0, first.stderr[-2000:]
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert lines[0]["kind"] == "header" and lines[0]["environment"]["vendor"] == "cpu"
+    records = [r for r in lines if r["kind"] == "record"]
+    assert sorted((r["variant"], r["repeat"]) for r in records) == [("flex_tile", 0), ("flex_tile", 1)]
+    assert records[0]["config"] and records[0]["config"][0]["kernel"] and records[0]["batch_digest"]
+    assert len(records[0]["samples"]) == 2 and records[0]["p20"] <= records[0]["median"] <= records[0]["p80"]
+    (skip,) = [r for r in lines if r["kind"] == "skip"]  # naive lacks the sliding window: said, not dropped
+    assert skip["variant"] == "naive" and "sliding_window" in skip["reason"]
+    again = _perf(*args, cwd=str(repo))  # everything is done: resuming measures nothing new
+    assert again.returncode == 0
+    kinds = [json.loads(x)["kind"] for x in out.read_text().splitlines()]
+    assert kinds.count("record") == 2 and kinds.count("skip") == 1
+
+
+def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
+    out_dir = tmp_path / "ab"
+    out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios", "tiny_bs16_b1_s16_d100",
+                "--samples", "3", "--base-ref", "HEAD", "--out", str(out_dir), cwd=str(repo))
+    assert out.returncode in (0, 1), out.stderr[-2000:]
+    doc = json.loads((out_dir / "findings.json").read_text())
+    assert doc["kind"] == "findings" and doc["repeats"] == 10
+    assert doc["base"]["commit"] == doc["head"]["commit"]
+    orders = doc["order"]
+    assert len(orders) == 10 and all(sorted(o) == ["base", "head"] for o in orders)
+    assert len({tuple(o) for o in orders}) == 2  # shuffled, not fixed
+    (finding,) = [f for f in doc["findings"] if f["variant"] == "flex_tile"]
+    assert finding["scenario"] == "tiny_bs16_b1_s16_d100" and finding["ratio"] is not None
+    for side in ("base", "head"):
+        lines = [json.loads(x) for x in (out_dir / f"{side}.jsonl").read_text().splitlines()]
+        assert lines[0]["kind"] == "header" and lines[0]["side"] == side
+        repeats = sorted(r["repeat"] for r in lines if r["kind"] == "record")
+        assert repeats[:10] == list(range(10))
+    assert "## Latency A/B on Triton interpreter" in (out_dir / "report.md").read_text()
+    assert subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True,
+                          text=True).stdout.count("\n") == 1  # the base worktree is gone

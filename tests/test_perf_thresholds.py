@@ -1,0 +1,160 @@
+"""thresholds.yaml: the shipped file validates, resolution and overrides, every kind of mistake.
+
+Each invalid file must end in a ConfigError whose single line names the file and the
+field (the CLI prints it and exits 2); the last test runs the CLI to prove the exit code
+and that no traceback is printed.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from perf.errors import ConfigError
+from perf.thresholds import load_thresholds, parse_thresholds
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHIPPED = os.path.join(ROOT, "thresholds.yaml")
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    """The shipped file plus one valid override, the starting point of every broken copy."""
+    with open(SHIPPED, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    data["overrides"] = [{"variant": "naive", "metric": "eager", "latency": {"fail": 1.1}, "reason": "r"}]
+    parse_thresholds(data, "t.yaml")
+    return data
+
+
+def test_shipped_file_is_valid():
+    th = load_thresholds(SHIPPED)
+    assert set(th.vendors) == {"nvidia", "amd"}
+    for v in th.vendors.values():
+        assert 1.0 < v.latency.warn <= v.latency.fail
+        assert v.statistics.repeats >= 10  # DESIGN 5
+        assert v.targets and v.runners.labels
+    assert {t.name for v in th.vendors.values() for t in v.targets} >= {"sm_90", "gfx942"}
+
+
+def test_overrides_apply_in_order_and_by_glob(raw):
+    data = copy.deepcopy(raw)
+    data["overrides"] = [
+        {"variant": "q*", "latency": {"warn": 1.10, "fail": 1.20}, "reason": "a"},
+        {"variant": "qblock", "scenario": "*_d100", "metric": "graph", "latency": {"fail": 1.30},
+         "reason": "b"},
+        {"vendor": "amd", "latency": {"warn": 1.5, "fail": 1.6}, "reason": "c"},
+    ]
+    th = parse_thresholds(data, "t.yaml")
+    base = th.latency("nvidia", "naive", "x_d100", "graph")
+    assert (base.warn, base.fail, base.source) == (raw["nvidia"]["latency"]["warn"],
+                                                  raw["nvidia"]["latency"]["fail"], "nvidia.latency")
+    t = th.latency("nvidia", "qblock", "x_d50", "graph")
+    assert (t.warn, t.fail, t.source) == (1.10, 1.20, "overrides[0]")
+    t = th.latency("nvidia", "qblock", "x_d100", "graph")
+    assert (t.warn, t.fail, t.source) == (1.10, 1.30, "overrides[1]")
+    assert th.latency("nvidia", "qblock", "x_d100", "eager").fail == 1.20
+    assert th.latency("amd", "naive", "x", "eager").fail == 1.6
+    assert "warn > 1.1, fail > 1.3" == th.latency("nvidia", "qblock", "x_d100", "graph").describe()
+
+
+def test_unknown_vendor_lookup_names_file_and_fix(raw):
+    th = parse_thresholds(raw, "t.yaml")
+    with pytest.raises(ConfigError, match=r"^t\.yaml: no section for vendor 'intel'.*--vendor"):
+        th.vendor("intel")
+
+
+def _set(data: dict, path: str, value) -> dict:
+    data = copy.deepcopy(data)
+    keys = path.split(".")
+    node = data
+    for k in keys[:-1]:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    if value is _DELETE:
+        del node[keys[-1]]
+    elif isinstance(node, list):
+        node[int(keys[-1])] = value
+    else:
+        node[keys[-1]] = value
+    return data
+
+
+_DELETE = object()
+INVALID = [  # (path to change, new value, field the message must name)
+    ("nvidia.latency.fail", "abc", "nvidia.latency.fail"),
+    ("nvidia.latency.fail", 0.9, "nvidia.latency.fail"),
+    ("nvidia.latency.fail", 1.01, "nvidia.latency.fail"),  # below warn
+    ("nvidia.latency.warn", True, "nvidia.latency.warn"),
+    ("nvidia.latency", _DELETE, "nvidia"),
+    ("nvidia.latency.typo", 1.2, "nvidia.latency.typo"),
+    ("nvidia.statistics.alpha", 0.0, "nvidia.statistics.alpha"),
+    ("nvidia.statistics.repeats", 5, "nvidia.statistics.repeats"),
+    ("nvidia.statistics.samples", 2.5, "nvidia.statistics.samples"),
+    ("nvidia.statistics.confidence", 1.5, "nvidia.statistics.confidence"),
+    ("amd.compile.targets", [], "amd.compile.targets"),
+    ("amd.compile.targets.0.backend", "metal", "amd.compile.targets[0].backend"),
+    ("amd.compile.targets.0.arch", "sm_90", "amd.compile.targets[0].arch"),
+    ("nvidia.compile.targets.0.arch", "90", "nvidia.compile.targets[0].arch"),
+    ("nvidia.compile.static.new_spills", "explode", "nvidia.compile.static.new_spills"),
+    ("nvidia.compile.static.registers_warn_ratio", 0.5, "nvidia.compile.static.registers_warn_ratio"),
+    ("nvidia.runners.labels", [], "nvidia.runners.labels"),
+    ("nvidia.runners.env", {"X": 1}, "nvidia.runners.env.X"),
+    ("nvidia.runners.lock_clocks", "fast", "nvidia.runners.lock_clocks"),
+    ("amd.runners.isolation_env", ["lower"], "amd.runners.isolation_env"),
+    ("version", 2, "version"),
+    ("overrides", {"a": 1}, "overrides"),
+    ("overrides.0.reason", _DELETE, "overrides[0]"),
+    ("overrides.0.vendor", "intel", "overrides[0].vendor"),
+    ("overrides.0.latency", {}, "overrides[0].latency"),
+]
+
+
+@pytest.mark.parametrize("path,value,field", INVALID, ids=[f"{p}={v!r}"[:60] for p, v, _ in INVALID])
+def test_every_invalid_field_is_named(raw, path, value, field):
+    data = _set(raw, path, value)
+    with pytest.raises(ConfigError) as err:
+        parse_thresholds(data, "t.yaml")
+    msg = str(err.value)
+    assert msg.startswith(f"t.yaml: {field}"), msg
+    assert "\n" not in msg
+
+
+def test_unknown_top_level_vendor(raw):
+    data = dict(raw, intel={"latency": {"warn": 1.1, "fail": 1.2}})
+    with pytest.raises(ConfigError, match=r"^t\.yaml: intel: unknown key"):
+        parse_thresholds(data, "t.yaml")
+
+
+@pytest.mark.parametrize("text,where", [
+    ("", "(top level)"),
+    ("- a\n- b\n", "(top level)"),
+    ("nvidia: [\n", "line"),
+    ("version: 1\n", "(top level)"),
+])
+def test_malformed_files(tmp_path, text, where):
+    p = tmp_path / "th.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_thresholds(p)
+    assert str(err.value).startswith(f"{p}: {where}")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="file not found.*--thresholds"):
+        load_thresholds(tmp_path / "nope.yaml")
+
+
+def test_cli_exits_2_with_one_line(tmp_path):
+    p = tmp_path / "th.yaml"
+    p.write_text("nvidia:\n  latency: {warn: 1.03, fail: oops}\n")
+    cmd = [sys.executable, "-m", "perf", "compare", "a.jsonl", "b.jsonl", "--thresholds", str(p)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr
+    assert lines[0].startswith(f"error: {p}: nvidia")
