@@ -47,7 +47,7 @@ def install_project(session: nox.Session, *extras: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests and the correctness grid (interpreter subset on CPU, whole grid on a GPU)."""
-    install_project(session, "test")
+    install_project(session, "test", "plots")  # the report tests render plots
     session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
 
 

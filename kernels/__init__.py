@@ -7,47 +7,27 @@ heuristics of `kernels.paged_attention.heuristics`.
 
 The variants from `parallel` on also take optional host-side hints, never required:
 `max_seqlen_q` / `max_seqlen_k` (ints the caller knows without a device read, as vLLM
-passes them) sharpen the heuristics' batch features, and `config`
-(`heuristics.Config`) overrides the heuristics (sweeps, tests).
+passes them) sharpen the heuristics' batch features, `config` (`heuristics.Config`)
+overrides the heuristics (sweeps, tests), and `vendor` ("nvidia" | "amd") plans for
+another vendor's decision tree (cross-compilation from a CPU by the static gate).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import torch
-
-from kernels import inputs
-from kernels.launch import KernelLaunch
 from kernels.paged_attention import flex_tile, naive, parallel, qblock, static_grid
 from kernels.variant import Variant
 
-HINTS = ("max_seqlen_q", "max_seqlen_k", "config")
-
-
-@dataclass(frozen=True)
-class HintedVariant(Variant):
-    """A variant whose planner also accepts the HINTS; validation never sees them."""
-
-    def plan(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,
-             out: torch.Tensor | None = None, **options) -> tuple[torch.Tensor, list[KernelLaunch]]:
-        hints = {name: options.pop(name) for name in HINTS if name in options}
-        args = (q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens)
-        inputs.validate(*args, out=out, **options)
-        self.check_supported(q, k_cache, **options)
-        out = torch.empty_like(q) if out is None else out
-        return out, self.planner(*args, out=out, **options, **hints)
-
+HINTS = frozenset({"max_seqlen_q", "max_seqlen_k", "config", "vendor"})
 
 VARIANTS: dict[str, Variant] = {
     "naive": Variant("naive", "4.3", naive.plan, naive.FEATURES),
     "qblock": Variant("qblock", "4.4", qblock.plan, qblock.FEATURES),
-    "parallel": HintedVariant("parallel", "4.5", parallel.plan, parallel.FEATURES),
-    "flex_tile": HintedVariant("flex_tile", "4.6", flex_tile.plan, flex_tile.FEATURES),
-    "static_grid": HintedVariant("static_grid", "4.7", static_grid.plan, static_grid.FEATURES),
+    "parallel": Variant("parallel", "4.5", parallel.plan, parallel.FEATURES, HINTS),
+    "flex_tile": Variant("flex_tile", "4.6", flex_tile.plan, flex_tile.FEATURES, HINTS),
+    "static_grid": Variant("static_grid", "4.7", static_grid.plan, static_grid.FEATURES, HINTS),
 }
 
 # The production path: the static grid with the per-vendor heuristics.
 paged_attention = VARIANTS["static_grid"]
 
-__all__ = ["HINTS", "VARIANTS", "HintedVariant", "Variant", "paged_attention"]
+__all__ = ["HINTS", "VARIANTS", "Variant", "paged_attention"]

@@ -23,6 +23,9 @@ class Variant:
     paper_section: str  # where "The Anatomy of a Triton Attention Kernel" describes it
     planner: Planner  # (q, k_cache, ..., out=..., **options) -> launches
     features: frozenset[str]  # subset of kernels.inputs.FEATURES
+    # Optional host-side keyword hints the planner takes besides the contract (e.g.
+    # max_seqlen_q); they bypass input validation and go straight to the planner.
+    hints: frozenset[str] = frozenset()
 
     def check_supported(self, q, k_cache, **options) -> None:
         missing = inputs.required_features(q, k_cache, **options) - self.features
@@ -34,11 +37,12 @@ class Variant:
     def plan(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,
              out: torch.Tensor | None = None, **options) -> tuple[torch.Tensor, list[KernelLaunch]]:
         """Validate and plan without launching; returns (out, launches)."""
+        hints = {name: options.pop(name) for name in self.hints if name in options}
         args = (q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens)
         inputs.validate(*args, out=out, **options)
         self.check_supported(q, k_cache, **options)
         out = torch.empty_like(q) if out is None else out
-        return out, self.planner(*args, out=out, **options)
+        return out, self.planner(*args, out=out, **options, **hints)
 
     def __call__(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,
                  out: torch.Tensor | None = None, **options) -> torch.Tensor:

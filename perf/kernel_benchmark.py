@@ -172,10 +172,10 @@ def hints(spec) -> dict:
 
 def plan_variant(name: str, batch, config=None):
     """(closure running the planned launches, their configs); planning outside timing."""
-    from kernels import VARIANTS, HintedVariant
+    from kernels import VARIANTS
     from kernels.inputs import trusted_metadata
     variant = VARIANTS[name]
-    extra = hints(batch.spec) if isinstance(variant, HintedVariant) else {}
+    extra = hints(batch.spec) if variant.hints else {}
     if config is not None:
         extra["config"] = config
     out = batch.new_output()

@@ -89,9 +89,14 @@ def test_aa_run_passes(tmp_path):
     done, findings = _gate(repo, "HEAD", str(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert findings and all(f["verdict"] == "ok" for f in findings)
-    # the two sides were compiled separately and agree exactly
+    # the two sides were compiled separately and agree exactly (compile time is a wall-clock
+    # measurement, reported but never gated, so it is left out)
     base, head = (json.load(open(tmp_path / f"{side}.json")) for side in ("base", "head"))
-    metrics = lambda doc: [(e["target"], e["kernel"], e["metrics"]) for e in doc["entries"]]  # noqa: E731
+
+    def metrics(doc):
+        return [(e["target"], e["kernel"], {k: v for k, v in e["metrics"].items() if k != "compile_time_s"})
+                for e in doc["entries"]]
+
     assert metrics(base) == metrics(head) and len(metrics(head)) == 2
     assert not [f for f in sm.compare(head, head, load_thresholds(os.path.join(ROOT, "thresholds.yaml")))
                 if f.verdict is not Verdict.OK]

@@ -220,15 +220,64 @@ def test_noise_alone_raises_no_alert(tmp_path, seed):
     assert fails(findings) == set()
 
 
-def test_a_machine_that_moved_alerts_and_says_the_libraries_moved_too(tmp_path):
-    # The libraries' movement is a note, not divided out (alert.py: SDPA's eager time moved
-    # x0.90 on an H200 while the kernels did not).
-    _, findings, notes = _detect(synthetic(tmp_path, 5, cv=0.01, drift=1.25))
-    assert len(fails(findings)) == len(findings) == len(VARIANTS) * len(SCENARIOS) * 2
-    assert all(f.ratio == pytest.approx(1.25, rel=0.05) for f in findings)
-    assert any("vendor libraries moved x1.2" in n for n in notes)
-    _, findings, notes = _detect(synthetic(tmp_path / "still", 5, cv=0.01))
-    assert not any("vendor libraries moved" in n for n in notes) and fails(findings) == set()
+def test_what_moved_the_libraries_on_a_scenario_too_is_no_regression(tmp_path):
+    # Every series, libraries included, 25 % slower at the newest commit (the machine moved):
+    # divided out per scenario; a 1.4 step on top of it still fails, at 1.4.
+    step = ("static_grid", SCENARIOS[0], "eager")
+    _, findings, notes = _detect(synthetic(tmp_path, 5, cv=0.01, drift=1.25, steps={step: 1.4}))
+    assert fails(findings) == {step}
+    (f,) = [f for f in findings if (f.variant, f.scenario, f.metric) == step]
+    assert f.ratio == pytest.approx(1.4, rel=0.05) and "got x1.2" in f.note and "raw 1.7" in f.note
+    assert any("the machine or the image moved" in n for n in notes)
+
+
+def test_libraries_that_got_faster_change_nothing(tmp_path):
+    # The control is one-sided: libraries 20 % faster must not turn a small slowdown into an alert.
+    faster = {(p, s, m): 0.8 for p in PEERS for s in SCENARIOS for m in ("eager", "graph")}
+    step = {("qblock", SCENARIOS[1], "graph"): 1.03}
+    _, findings, notes = _detect(synthetic(tmp_path, 5, cv=0.002, steps={**faster, **step}))
+    assert fails(findings) == set() and notes == []
+    (f,) = [f for f in findings if (f.variant, f.scenario, f.metric) == ("qblock", SCENARIOS[1], "graph")]
+    assert f.ratio == pytest.approx(1.03, rel=0.01) and "divided out" not in f.note
+
+
+# Measured on an NVIDIA H200 (2026-11-21, torch 2.11, triton 3.6; the perf/asv demo of
+# docs/nightly.md): graph-replay repeat medians in microseconds of the 16-sequence decode
+# scenario llama3-8b_bs16_b16_s1024_d100 at three commits measured back to back; the third
+# launches qblock's kernel twice. Every other series rose 4-6 % at the third commit, the
+# libraries too.
+H200_B16_DECODE_GRAPH_US = {
+    "qblock": [[93.95, 93.90, 93.95, 93.97, 94.05], [95.68, 94.40, 94.27, 95.73, 94.37],
+               [180.56, 181.39, 180.90, 181.50, 180.69]],
+    "flex_tile": [[40.06, 39.90, 39.98, 40.18, 40.06], [41.09, 42.37, 39.97, 41.31, 40.02],
+                  [42.22, 43.01, 41.89, 42.05, 41.47]],
+    "naive": [[216.86, 217.42, 217.07, 216.91, 216.91], [217.01, 219.10, 217.82, 220.00, 217.52],
+              [218.32, 219.58, 218.58, 218.96, 219.66]],
+    "static_grid": [[39.42, 38.88, 39.50, 38.85, 39.01], [40.10, 39.42, 40.18, 39.39, 39.33],
+                    [41.78, 41.65, 41.26, 41.63, 40.83]],
+    "parallel": [[43.28, 43.28, 43.41, 43.33, 43.25], [45.39, 43.60, 43.71, 44.70, 44.08],
+                 [44.93, 45.90, 45.68, 45.44, 45.70]],
+    "peer:sdpa_cudnn": [[30.02, 29.30, 29.60, 29.36, 29.41], [30.30, 30.69, 31.28, 31.95, 29.66],
+                        [32.05, 32.78, 31.57, 31.73, 31.31]],
+    "peer:sdpa_flash": [[34.22, 34.10, 34.18, 34.11, 34.35], [36.24, 34.82, 34.58, 36.58, 34.38],
+                        [36.80, 36.75, 36.08, 36.51, 35.89]],
+}
+
+
+@pytest.mark.parametrize("with_libraries", [True, False])
+def test_h200_history_alerts_the_slowed_variant_only_with_the_libraries_as_control(tmp_path, with_libraries):
+    scenario = "llama3-8b_bs16_b16_s1024_d100"
+    folder = tmp_path / "results" / "vm_nvidia-h200" / "perf-nightly"
+    folder.mkdir(parents=True)
+    names = [n for n in H200_B16_DECODE_GRAPH_US if with_libraries or not n.startswith("peer:")]
+    for i in range(3):
+        series = {(n, scenario, "graph"): [x / 1000 for x in H200_B16_DECODE_GRAPH_US[n][i]] for n in names}
+        write_commit(folder, f"{i:040x}", i + 1, series)
+    _, findings, _ = _detect(tmp_path / "results")
+    if with_libraries:
+        assert fails(findings) == {("qblock", scenario, "graph")}
+    else:  # without the control, the machine's 4-6 % move is taken for regressions
+        assert ("qblock", scenario, "graph") in fails(findings) and len(fails(findings)) > 1
 
 
 def test_thresholds_overrides_apply_to_the_alert(tmp_path):

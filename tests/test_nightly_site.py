@@ -80,3 +80,28 @@ def test_paper_figure_draws_variants_and_libraries(tmp_path):
     assert img.shape[0] > 400 and img.shape[1] > 700  # 3 decode rows x 2 lengths
     page = Path(site.machine_page(h, str(tmp_path / "page"), None)).read_text()
     assert "paper_llama3-8b-bs16-b-s-d_graph.png" in page
+
+
+def _has_red(path: str) -> bool:
+    import matplotlib.image
+    import numpy as np
+
+    img = matplotlib.image.imread(path)[..., :3]
+    red = np.array([0xD6, 0x27, 0x28]) / 255  # the alert colour of site.plot_history
+    return bool((np.abs(img - red).max(axis=-1) < 0.08).any())
+
+
+def test_history_marks_only_the_alerting_variant(tmp_path):
+    from perf.nightly import alert
+    from perf.thresholds import load_thresholds
+
+    # qblock 2x slower on every scenario and metric at the newest commit, as in the H200 demo.
+    steps = {("qblock", s, m): 2.0 for s in SCENARIOS for m in ("eager", "graph")}
+    (h,) = history.load_all(str(synthetic(tmp_path, 3, cv=0.01, steps=steps)))
+    th = load_thresholds(Path(__file__).resolve().parents[1] / "thresholds.yaml")
+    findings, notes = alert.detect(h, th)
+    result = alert.machine_result(h, findings, notes, alert.Settings())
+    assert {a["variant"] for a in result["alerts"]} == {"qblock"}
+    page = Path(site.machine_page(h, str(tmp_path / "page"), result)).parent
+    assert _has_red(str(page / "history_qblock.png"))
+    assert not _has_red(str(page / "history_naive.png"))

@@ -20,8 +20,12 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# These tests exercise the CPU path (interpreter, no GPU) on every machine, GPU runners too.
+CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+
+
 def _perf(*args: str, cwd: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, **(env or {}), PYTHONPATH=cwd)
+    env = dict(os.environ, **CPU_ONLY, **(env or {}), PYTHONPATH=cwd)
     return subprocess.run([sys.executable, "-m", "perf", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=env)
 

@@ -31,10 +31,11 @@ def test_sample_count(estimate_ms, samples, budget, expected):
     assert timing._count(estimate_ms, samples, budget) == expected
 
 
-def test_time_eager_on_cpu_uses_the_wall_clock():
+def test_time_eager_counts_warmup_and_names_its_clock():
     calls = []
     s = timing.time_eager(lambda: calls.append(1), samples=4, warmup=2)
-    assert len(calls) == 6 and len(s.values) == 4 and s.clock == "wall-clock"
+    clock = "device-events" if timing.on_gpu() else "wall-clock"
+    assert len(calls) == 6 and len(s.values) == 4 and s.clock == clock
 
 
 def _write(path, values_by_key, env):

@@ -114,7 +114,11 @@ INVALID = [  # (path to change, new value, field the message must name)
 ]
 
 
-@pytest.mark.parametrize("path,value,field", INVALID, ids=[f"{p}={v!r}"[:60] for p, v, _ in INVALID])
+def _invalid_id(path, value):
+    return (f"{path}=<deleted>" if value is _DELETE else f"{path}={value!r}")[:60]  # stable for xdist
+
+
+@pytest.mark.parametrize("path,value,field", INVALID, ids=[_invalid_id(p, v) for p, v, _ in INVALID])
 def test_every_invalid_field_is_named(raw, path, value, field):
     data = _set(raw, path, value)
     with pytest.raises(ConfigError) as err:

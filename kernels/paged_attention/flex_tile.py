@@ -23,8 +23,9 @@ FEATURES = PARALLEL_FEATURES
 
 
 def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, max_seqlen_q=None,
-         max_seqlen_k=None, config: heuristics.Config | None = None, **options) -> list[KernelLaunch]:
-    vendor = current_vendor()
+         max_seqlen_k=None, config: heuristics.Config | None = None, vendor: str | None = None,
+         **options) -> list[KernelLaunch]:
+    vendor = vendor or current_vendor()
     if config is None:
         f = batch_features(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
                            max_seqlen_k=max_seqlen_k, vendor=vendor)

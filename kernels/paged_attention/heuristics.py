@@ -212,11 +212,13 @@ def _amd(f: Features) -> Config:
     # UNMEASURED on MI300: documented defaults, checked only statically (spill-free when
     # cross-compiled for gfx942 with triton 3.6.0, 2026-11-21). AMD's Triton guidance (ROCm
     # docs, "Optimizing Triton kernels"; the fused-attention tutorial) uses num_stages=2 with
-    # the stream pipeliner, matrix_instr_nonkdim=16 for attention and waves_per_eu=2; CDNA3
+    # the stream pipeliner and matrix_instr_nonkdim=16 for attention; CDNA3
     # has 64 KB of LDS per CU, so tiles stay at 32-64 positions (tile 128 spilled in decode).
+    # waves_per_eu is left to the compiler: waves_per_eu=2 capped the decode kernel at 256
+    # VGPRs and spilled 23-35 of them.
     if is_decode_batch(f):
         return _fit(f, decode_block_m(f.queries_per_kv), 64, num_warps=4, num_stages=2,
-                    programs_per_sm=2, waves_per_eu=2, matrix_instr_nonkdim=16,
+                    programs_per_sm=2, matrix_instr_nonkdim=16,
                     source="amd/decode: unmeasured default")
     if f.head_size > 128:  # BLOCK_M 128 spilled 70-163 VGPRs at head 256 on gfx942
         return _fit(f, 64, 32, num_warps=4, num_stages=2, programs_per_sm=1,

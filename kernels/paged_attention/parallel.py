@@ -114,9 +114,10 @@ def current_vendor() -> str:
 def batch_features(q, k_cache, block_table, *, max_seqlen_q=None, max_seqlen_k=None,
                    vendor: str | None = None) -> heuristics.Features:
     vendor = vendor or current_vendor()
+    num_sms = platform.current().num_sms if vendor == current_vendor() else None
     return heuristics.features_from_call(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
-                                        max_seqlen_k=max_seqlen_k,
-                                        num_sms=platform.current().num_sms or None, vendor=vendor)
+                                        max_seqlen_k=max_seqlen_k, num_sms=num_sms or None,
+                                        vendor=vendor)
 
 
 def segment_buffers(num_tokens: int, num_q_heads: int, segments: int, head_size_padded: int,
@@ -227,8 +228,9 @@ def _features_only(options: dict) -> dict:
 
 
 def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, max_seqlen_q=None,
-         max_seqlen_k=None, config: heuristics.Config | None = None, **options) -> list[KernelLaunch]:
-    vendor = current_vendor()
+         max_seqlen_k=None, config: heuristics.Config | None = None, vendor: str | None = None,
+         **options) -> list[KernelLaunch]:
+    vendor = vendor or current_vendor()
     if config is None:
         f = batch_features(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
                            max_seqlen_k=max_seqlen_k, vendor=vendor)

@@ -138,9 +138,11 @@ def num_programs(config: heuristics.Config, num_sms: int, max_items: int) -> int
 
 
 def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, max_seqlen_q=None,
-         max_seqlen_k=None, config: heuristics.Config | None = None, **options) -> list[KernelLaunch]:
-    vendor = current_vendor()
-    num_sms = platform.current().num_sms or heuristics.DEFAULT_NUM_SMS[vendor]
+         max_seqlen_k=None, config: heuristics.Config | None = None, vendor: str | None = None,
+         **options) -> list[KernelLaunch]:
+    vendor = vendor or current_vendor()
+    num_sms = (platform.current().num_sms if vendor == current_vendor() else 0) \
+        or heuristics.DEFAULT_NUM_SMS[vendor]
     if config is None:
         f = batch_features(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
                            max_seqlen_k=max_seqlen_k, vendor=vendor)

@@ -183,21 +183,6 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
     return machines
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """`python -m perf.nightly ACTION`: the actions of both commands."""
-    sub = p.add_subparsers(dest="nightly_command", required=True)
-    for action in ACTIONS:
-        add_nightly_arguments(sub.add_parser(action, help=f"nightly {action}"))
-    add_alert_arguments(sub.add_parser("alert", help="change-point alert"))
-
-
-def main(args: argparse.Namespace) -> int:
-    if args.nightly_command == "alert":
-        return alert_main(args)
-    args.action = args.nightly_command
-    return nightly_main(args)
-
-
 def cli_main(argv: list[str] | None = None) -> int:
     """`python -m perf.nightly ...`, through perf.cli so errors end the same way (one line, exit 2)."""
     from perf import cli

@@ -177,7 +177,7 @@ def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
     return path
 
 
-def plot_history(h: History, name: str, path: str, flagged: set[tuple[str, str]]) -> str | None:
+def plot_history(h: History, name: str, path: str, flagged: set[tuple[str, str, str]]) -> str | None:
     """One panel per metric: each scenario's latency over commits / its median over them."""
     metrics = [m for m in h.metrics() if any(k[0] == name and k[2] == m for k in h.series)]
     if not metrics:
@@ -196,7 +196,7 @@ def plot_history(h: History, name: str, path: str, flagged: set[tuple[str, str]]
                 continue
             mid = finite[len(finite) // 2]
             rel = [y / mid if math.isfinite(y) else math.nan for y in ys]
-            bad = (scenario, metric) in flagged
+            bad = (name, scenario, metric) in flagged
             ax.plot(xs, rel, "-o" if bad else "-", ms=3, lw=1.6 if bad else 0.6,
                     color="#d62728" if bad else "#1f77b4", alpha=1.0 if bad else 0.35,
                     label=scenario if bad else None, zorder=3 if bad else 2)
@@ -279,7 +279,7 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
     os.makedirs(folder, exist_ok=True)
     env = h.latest.environment
     findings = (result or {}).get("findings", [])
-    flagged = {(f["scenario"], f["metric"]) for f in findings if f["verdict"] == "fail"}
+    flagged = {(f["variant"], f["scenario"], f["metric"]) for f in findings if f["verdict"] == "fail"}
     n_alerts = sum(1 for f in findings if f["verdict"] == "fail")
     body = ["<p><a href='../index.html'>all machines</a> · <a href='../../index.html'>asv's interactive "
             "site</a> <span class=note>(needs a web server: <code>python -m http.server -d .asv/html</code>)"
@@ -313,8 +313,7 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
     body.append("<h2>Latency history across commits</h2><p class=note>Each line is one scenario, relative to "
                 "its median over the commits; red: an alert at the newest commit.</p>")
     for name in [*h.names(peers=False), *h.names(peers=True)]:
-        p = plot_history(h, name, os.path.join(folder, f"history_{slug(name)}.png"), flagged
-                         if not name.startswith(PEER_PREFIX) else set())
+        p = plot_history(h, name, os.path.join(folder, f"history_{slug(name)}.png"), flagged)
         if p:
             body.append(f"<img src='{os.path.basename(p)}' alt='history {_e(name)}'>")
     body += ["<h2>Skipped</h2>", *_skips(h)]
