@@ -468,7 +468,8 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
         "{\n"
         "  echo '<!doctype html><meta charset=\"utf-8\"><title>Paged attention: nightly</title>'\n"
         "  echo '<h1>Paged attention: nightly performance</h1><ul>'\n"
-        "  for d in site/*/; do n=\"$(basename \"$d\")\"; echo \"<li><a href='$n/'>$n</a></li>\"; done\n"
+        "  for d in site/*/; do n=\"$(basename \"$d\")\"; echo \"<li>$n: <a href='$n/nightly/index.html'>report"
+        " (plots, % of vendor SOTA, alerts)</a> | <a href='$n/'>asv history</a></li>\"; done\n"
         "  echo \"</ul><p>Commit $GITHUB_SHA, run $GITHUB_RUN_ID.</p>\"\n"
         "} > site/index.html\n"
     )
