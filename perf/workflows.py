@@ -79,8 +79,8 @@ ARTIFACT_RETENTION_DAYS = 30  # unmeasured default: a month of PR evidence
 NIGHTLY_CRON = "17 3 * * *"  # 03:17 UTC daily: off the top of the hour, when GitHub's queue is busiest
 # Packages a GPU job installs next to the image's torch and triton (the project's runtime and
 # test needs from pyproject.toml; never torch or triton, whose vendor builds must stay).
-GPU_JOB_PACKAGES = (NOX, "pytest>=8", "pytest-benchmark>=4", "pyyaml>=6", "scipy>=1.11", "rich>=13",
-                    "matplotlib>=3.8")
+GPU_JOB_PACKAGES = (NOX, "pytest>=8", "pytest-xdist>=3", "pytest-benchmark>=4", "pyyaml>=6",
+                    "scipy>=1.11", "rich>=13", "matplotlib>=3.8")
 NIGHTLY_PACKAGES = ("asv>=0.6",)
 # Variables through which a runner host confines a job to its GPU(s); forwarded from the
 # runner's environment into the container (see docs/workflows.md, "Containers").
@@ -136,7 +136,10 @@ VERIFY = Command("verify", "Check that torch is the {vendor} build and sees the 
 PR_GPU_COMMANDS = (
     VERIFY,
     Command("tests", "GPU correctness suite (nox -s tests)",
-            (*_NOX_GPU, "-s", "tests", "--", "-q", f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
+            # xdist: the whole grid compiles hundreds of specializations; 8 workers share the GPU
+            # (H200, 2026-11-21: the grid took 5.2 min with 16 workers, compile-bound).
+            (*_NOX_GPU, "-s", "tests", "--", "-q", "-n", "8", "--dist", "loadgroup",
+             f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
             gpu="the whole correctness grid, CUDA/HIP graphs included"),
     Command("perf", "Latency gate against the PR's base (nox -s perf)",
             (*_NOX_GPU, "-s", "perf", "--", "--vendor", "{vendor}"), base_flag="--base-ref",
@@ -468,8 +471,9 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
         "{\n"
         "  echo '<!doctype html><meta charset=\"utf-8\"><title>Paged attention: nightly</title>'\n"
         "  echo '<h1>Paged attention: nightly performance</h1><ul>'\n"
-        "  for d in site/*/; do n=\"$(basename \"$d\")\"; echo \"<li>$n: <a href='$n/nightly/index.html'>report"
-        " (plots, % of vendor SOTA, alerts)</a> | <a href='$n/'>asv history</a></li>\"; done\n"
+        "  for d in site/*/; do n=\"$(basename \"$d\")\"; echo \"<li>$n: "
+        "<a href='$n/nightly/index.html'>report (plots, % of vendor SOTA, alerts)</a> | "
+        "<a href='$n/'>asv history</a></li>\"; done\n"
         "  echo \"</ul><p>Commit $GITHUB_SHA, run $GITHUB_RUN_ID.</p>\"\n"
         "} > site/index.html\n"
     )
