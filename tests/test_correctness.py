@@ -18,9 +18,9 @@ import subprocess
 import sys
 import zlib
 
-import numpy as np
 import pytest
 import torch
+from interpreter_support import needs_interpreter
 
 from kernels import VARIANTS
 from kernels.batch import BatchSpec, build_batch
@@ -124,9 +124,7 @@ def test_matches_reference(variant, model, head_size, block_size, case, dtype, f
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
-@pytest.mark.skipif(tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 4),
-                    reason=f"NumPy {np.__version__}: triton 3.6's interpreter breaks on loop bounds "
-                    "under NumPy >= 2.4 (the nox sessions pin numpy<2.4)")
+@needs_interpreter
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_every_variant_runs_in_interpreter(variant):
     """Kernels must stay interpreter-compatible: run each once on CPU tensors."""

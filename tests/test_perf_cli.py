@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+from interpreter_support import needs_interpreter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,6 +120,7 @@ def test_compare_refuses_interpreter_results_without_vendor(repo, tmp_path):
     _one_line_exit_2(_perf("compare", str(p), str(p), cwd=str(repo)), "--vendor")
 
 
+@needs_interpreter
 def test_run_writes_incrementally_and_resumes(repo, tmp_path):
     out = tmp_path / "run.jsonl"
     args = ("run", "--suite", "smoke", "--variants", "flex_tile,naive", "--scenarios", "tiny_bs16_b2_s24*",
@@ -139,6 +141,7 @@ def test_run_writes_incrementally_and_resumes(repo, tmp_path):
     assert kinds.count("record") == 2 and kinds.count("skip") == 1
 
 
+@needs_interpreter
 def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     out_dir = tmp_path / "ab"
     out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios", "tiny_bs16_b1_s16_d100",
