@@ -149,6 +149,8 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
     "tile16_in_block32_bm32": (Config(32, 16, 1, num_warps=4, num_stages=2), 32),
     "tile64_over_block544_seg2": (Config(16, 64, 2, num_warps=4, num_stages=2), 544),
     "grid_of_3_programs_seg4": (Config(16, 32, 4, num_warps=4, num_stages=2, max_programs=3), 16),
+    # the AMD fp8-prefill branch of heuristics._amd (BLOCK_M 64, tile 32, 8 warps)
+    "amd_fp8_prefill_bm64_tile32": (Config(64, 32, 1, num_warps=8, num_stages=2), 16),
 }
 
 

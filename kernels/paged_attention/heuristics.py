@@ -210,7 +210,8 @@ def _nvidia(f: Features) -> Config:
 
 def _amd(f: Features) -> Config:
     # UNMEASURED on MI300: documented defaults, checked only statically (spill-free when
-    # cross-compiled for gfx942 with triton 3.6.0, 2026-11-21). AMD's Triton guidance (ROCm
+    # cross-compiled for gfx942 with triton 3.6.0, 2026-11-21, except SGPR spills (which land in
+    # VGPR lanes) in several pr-suite configs: `nox -s compile` lists them). AMD's Triton guidance (ROCm
     # docs, "Optimizing Triton kernels"; the fused-attention tutorial) uses num_stages=2 with
     # the stream pipeliner and matrix_instr_nonkdim=16 for attention; CDNA3
     # has 64 KB of LDS per CU, so tiles stay at 32-64 positions (tile 128 spilled in decode).
@@ -223,5 +224,12 @@ def _amd(f: Features) -> Config:
     if f.head_size > 128:  # BLOCK_M 128 spilled 70-163 VGPRs at head 256 on gfx942
         return _fit(f, 64, 32, num_warps=4, num_stages=2, programs_per_sm=1,
                     matrix_instr_nonkdim=16, source="amd/prefill: head 256, unmeasured default")
+    if f.fp8_kv:
+        # Static gate on gfx942 (triton 3.6.0, 2026-11-21, llama3-8b fp8 prefill): BLOCK_M 128 /
+        # tile 32 / 8 warps spilled 63-66 VGPRs and >100 SGPRs; 64/32/4 warps spilled 157 VGPRs
+        # in static_grid; 64/32/8 warps: no spills in static_grid or flex_tile, 2 waves/SIMD.
+        return _fit(f, 64, 32, num_warps=8, num_stages=2, programs_per_sm=1,
+                    matrix_instr_nonkdim=16,
+                    source="amd/prefill fp8: no spills (static gate), speed unmeasured")
     return _fit(f, 128, 32, num_warps=8, num_stages=2, programs_per_sm=1,
                 matrix_instr_nonkdim=16, source="amd/prefill: unmeasured default")
