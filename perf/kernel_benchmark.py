@@ -27,18 +27,19 @@ import datetime
 import json
 import math
 import os
-import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
 
+from perf import timing
+from perf.timing import Samples
+
 MODEL = dict(num_q_heads=32, num_kv_heads=8, head_size=128)  # Llama-3-8B attention heads
 DTYPE = "bfloat16"
 BLOCK_SIZE = 16
 VARIANT_ORDER = ("naive", "qblock", "parallel", "flex_tile", "static_grid")
-FLUSH_BYTES = 256 * 1024 * 1024  # larger than any Hopper/CDNA3 L2 (50-60 MB) and MI300's 256 MB MALL
 
 
 @dataclass(frozen=True)
@@ -117,49 +118,20 @@ def attention_flops(spec) -> int:
 # ------------------------------------------------------------------ timing
 
 
-def _summary(values: list[float]) -> dict:
-    values = sorted(values)
-
-    def pct(p):
-        return values[min(len(values) - 1, max(0, round(p * (len(values) - 1))))]
-    return {"samples": values, "median": statistics.median(values), "p20": pct(0.2), "p80": pct(0.8)}
+def _summary(samples: Samples) -> dict:
+    return {"samples": sorted(samples.values), "median": samples.median, "p20": samples.p20,
+            "p80": samples.p80}
 
 
 def time_eager(fn) -> dict:
-    """do_bench: device events, L2 flushed before each call, every sample kept (ms)."""
+    """do_bench, as the issue's table asks: device events, L2 flushed before each call (ms)."""
     import triton.testing
-    return _summary(list(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all")))
+    return _summary(Samples(tuple(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all"))))
 
 
-def time_graph(fn, target_ms: float = 100.0, max_reps: int = 200) -> dict:
-    """Replays of a graph holding one call, L2 flushed before each replay (ms)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    reps = int(min(max_reps, max(5, target_ms / max(start.elapsed_time(end), 1e-3))))
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(reps)]
-    for s, e in events:
-        flush.zero_()
-        s.record()
-        graph.replay()
-        e.record()
-    torch.cuda.synchronize()
-    del graph
-    return _summary([s.elapsed_time(e) for s, e in events])
+def time_graph(fn, samples: int = 100, budget_ms: float = 100.0) -> dict:
+    """Graph replays of one call, L2 flushed before each (the harness's perf.timing), in ms."""
+    return _summary(timing.time_graph(fn, samples=samples, budget_ms=budget_ms))
 
 
 # ------------------------------------------------------------------ implementations
@@ -433,7 +405,7 @@ def _sweep_scenario(scenario: Scenario, env: dict, vendor: str, threads: int, pr
         if key not in tried:
             try:
                 fn, _, _ = plan_variant("static_grid", batch, cfg)
-                tried[key] = (cfg, time_graph(fn, target_ms=40, max_reps=60)["median"], "")
+                tried[key] = (cfg, time_graph(fn, samples=60, budget_ms=40)["median"], "")
             except Exception as exc:  # out of resources: recorded, never chosen
                 tried[key] = (cfg, None, f"{type(exc).__name__}: {str(exc)[:120]}")
         return tried[key][1]
