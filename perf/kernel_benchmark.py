@@ -33,8 +33,8 @@ from dataclasses import dataclass
 
 import torch
 
-from perf import timing
-from perf.timing import Samples
+from perf.latency import timing
+from perf.latency.timing import Samples
 
 MODEL = dict(num_q_heads=32, num_kv_heads=8, head_size=128)  # Llama-3-8B attention heads
 DTYPE = "bfloat16"
@@ -130,7 +130,7 @@ def time_eager(fn) -> dict:
 
 
 def time_graph(fn, samples: int = 100, budget_ms: float = 100.0) -> dict:
-    """Graph replays of one call, L2 flushed before each (the harness's perf.timing), in ms."""
+    """Graph replays of one call, L2 flushed before each (the harness's perf.latency.timing), in ms."""
     return _summary(timing.time_graph(fn, samples=samples, budget_ms=budget_ms))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 
-from perf.gate import Finding, Verdict, counts, worst_first
+from perf.verdicts import Finding, Verdict, counts, worst_first
 
 _COLUMNS = ("verdict", "vendor", "target", "variant", "scenario", "metric", "base", "head",
             "ratio", "CI", "p", "threshold", "note")

@@ -21,6 +21,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from perf import git
 from perf.errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -35,13 +36,6 @@ def _run(cmd: list[str], cwd: str | None = None, timeout: float = 10) -> str | N
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
-
-
-def git_commit(root: str) -> dict:
-    """Commit and dirtiness of the checkout at `root` (None outside git)."""
-    sha = _run(["git", "-C", root, "rev-parse", "HEAD"])
-    status = _run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
-    return {"commit": sha, "dirty": bool(status) if status is not None else None}
 
 
 def _nvidia_smi() -> dict:
@@ -71,15 +65,10 @@ def environment(root: str | None = None) -> dict:
         "hip": getattr(torch.version, "hip", None),
         "interpreter": os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"),
     }
-    try:
-        from kernels import platform as kplatform
+    from kernels import platform as kplatform
 
-        p = kplatform.current()
-        env.update(vendor=p.vendor, gpu=p.device_name, arch=p.arch, num_sms=p.num_sms)
-    except Exception:  # an older kernels package: fall back to torch's view
-        gpu = torch.cuda.is_available() and not env["interpreter"]
-        env.update(vendor=("amd" if env["hip"] else "nvidia") if gpu else "cpu",
-                   gpu=torch.cuda.get_device_name() if gpu else "Triton interpreter", arch=None)
+    p = kplatform.current()
+    env.update(vendor=p.vendor, gpu=p.device_name, arch=p.arch, num_sms=p.num_sms)
     if env["vendor"] == "nvidia":
         smi = _nvidia_smi()
         env["driver"] = smi.get("driver_version")
@@ -90,7 +79,7 @@ def environment(root: str | None = None) -> dict:
         env["driver"] = _run(["amd-smi", "version"]) or _run(["rocm-smi", "--showdriverversion"])
         env["clocks"] = _run(["amd-smi", "metric", "--clock"]) or _run(["rocm-smi", "--showclocks"])
     if root is not None:
-        env.update(git_commit(root))
+        env.update(git.commit_info(root))
     return env
 
 

@@ -93,7 +93,7 @@ def gate_power(cv_: float, n: int, effect: float, alpha: float, fail: float,
 
     Repeat medians are modelled as normal with relative stdev `cv_` (what an A/A run
     measures); the gate fails when the ratio of medians exceeds `fail` and the one-sided
-    Mann-Whitney U test gives p < alpha (perf/gate.py).
+    Mann-Whitney U test gives p < alpha (perf/verdicts.py).
     """
     rng = np.random.default_rng(seed)
     base = rng.normal(1.0, cv_, size=(sims, n))

@@ -74,7 +74,7 @@ class Runners:
     container: str  # image the GPU jobs run in ("" = the runner's own Python)
     container_options: str  # `docker run` options
     env: dict[str, str]  # job environment
-    lock_clocks: int | None = None  # MHz to lock the GPU clock at (perf/workflows.py); None: leave alone
+    lock_clocks: int | None = None  # MHz to lock the GPU clock at (perf/ci/workflows.py); None: leave alone
     isolation_env: tuple[str, ...] | None = None  # GPU-isolation variables to forward (None: defaults)
 
 

@@ -13,11 +13,11 @@ import torch
 
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
-from perf import compile as pc
-from perf import static_metrics as sm
-from perf.gate import Verdict
 from perf.scenarios import Scenario
+from perf.static import gate as pc
+from perf.static import metrics as sm
 from perf.thresholds import load_thresholds
+from perf.verdicts import Verdict
 
 
 @pytest.fixture(scope="module")

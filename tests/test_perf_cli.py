@@ -84,7 +84,7 @@ def test_dirty_worktree(repo):
 
 def test_unknown_vendor_and_malformed_thresholds(repo, tmp_path):
     _one_line_exit_2(_perf("gate", "--suite", "smoke", "--vendor", "intel", cwd=str(repo)),
-                     "thresholds.yaml", "vendor 'intel'")
+                     "--vendor intel", "nvidia, amd")
     bad = tmp_path / "bad.yaml"
     bad.write_text("nvidia:\n  latency: {warn: 1.03}\n")
     _one_line_exit_2(_perf("gate", "--thresholds", str(bad), cwd=str(repo)), str(bad), "nvidia", "statistics")

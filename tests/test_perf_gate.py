@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from perf import results
-from perf.ab import compare_results
 from perf.errors import ConfigError
-from perf.gate import Finding, Verdict, exit_code, latency_verdict, worst_first
+from perf.latency.ab import compare_results
+from perf.latency.timing import Samples
 from perf.thresholds import load_thresholds
-from perf.timing import Samples
+from perf.verdicts import Finding, Verdict, exit_code, latency_verdict, worst_first
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TH = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))

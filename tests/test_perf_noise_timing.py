@@ -7,8 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from perf import noise, results, timing
-from perf.timing import Samples
+from perf import results
+from perf.latency import noise, timing
+from perf.latency.timing import Samples
+from perf.vendor import on_gpu
 
 
 def test_samples_statistics():
@@ -34,7 +36,7 @@ def test_sample_count(estimate_ms, samples, budget, expected):
 def test_time_eager_counts_warmup_and_names_its_clock():
     calls = []
     s = timing.time_eager(lambda: calls.append(1), samples=4, warmup=2)
-    clock = "device-events" if timing.on_gpu() else "wall-clock"
+    clock = "device-events" if on_gpu() else "wall-clock"
     assert len(calls) == 6 and len(s.values) == 4 and s.clock == clock
 
 

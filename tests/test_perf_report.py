@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from perf.gate import Finding, Verdict
 from perf.report import headline, plot_ratios, publish, render_markdown
+from perf.verdicts import Finding, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

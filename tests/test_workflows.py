@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from perf import workflows as wf
+from perf.ci import workflows as wf
 from perf.errors import ConfigError
 from perf.thresholds import load_thresholds
 

@@ -1,7 +1,7 @@
 """asv benchmarks: every variant and vendor library x the nightly suite, GPU medians in ms.
 
 `track_latency_ms` (eager launch) and `track_graph_ms` (CUDA/HIP-graph replay) return the
-median, over the repeats, of perf.timing's per-repeat medians; asv treats larger as worse,
+median, over the repeats, of perf.latency.timing's per-repeat medians; asv treats larger as worse,
 which holds for times. Parameters are (variant or library, scenario) from the selection
 that `python -m perf nightly` exports (perf/nightly/selection.py says why through the
 environment); `setup` raises NotImplementedError, asv's way of skipping, for a variant
@@ -30,7 +30,7 @@ from perf.nightly import selection as _selection  # noqa: E402
 SELECTION = _selection.Selection.from_env()
 PEER = _selection.PEER_PREFIX
 # Setting up measures the whole suite when asv runs without the driver: hours, not asv's
-# default 60 s. The nightly job's own limit (240 min, perf/workflows.py) is the real bound.
+# default 60 s. The nightly job's own limit (240 min, perf/ci/workflows.py) is the real bound.
 SETUP_CACHE_TIMEOUT = 4 * 3600
 
 

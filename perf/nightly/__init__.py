@@ -22,6 +22,10 @@ import os
 import shutil
 import sys
 
+from perf import git
+from perf import vendor as vendor_mod
+from perf.vendor import on_gpu
+
 ACTIONS = ("all", "run", "publish", "report")
 DEFAULT_OUT = os.path.join("results", "nightly")
 
@@ -94,24 +98,23 @@ def alert_main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, conf: dict) -> int:
     from perf import peers as peers_mod
-    from perf import timing
     from perf.errors import ConfigError
     from perf.nightly import asvrun, collect, selection
 
     asvrun.require_asv()
     root = conf["_root"]
-    gpu = timing.on_gpu()
+    gpu = on_gpu()
     if not gpu and not args.allow_cpu:
         raise ConfigError("no GPU visible to torch: the nightly measures GPU latency; run it on a GPU runner "
                           "(or pass --allow-cpu to try the pipeline in Triton's interpreter)")
     if not gpu:  # Triton's interpreter must be chosen before anything imports triton
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    sha, date = selection.head_commit(root)
-    dirty = selection.git(root, "status", "--porcelain", "--untracked-files=no")
+    sha, date = git.head_commit(root)
+    dirty = git.commit_info(root)["dirty"]
     if dirty and not args.allow_dirty:
         raise ConfigError(f"{root}: uncommitted changes would be recorded as commit {sha[:8]}; commit or "
                           f"stash them, or pass --allow-dirty")
-    vendor = selection._vendor()
+    vendor = vendor_mod.detect() or "cpu"
     name = args.machine or selection.machine_name()
     if args.peers == "auto":
         peers, absent = tuple(peers_mod.peers_for(vendor)), peers_mod.absent_for(vendor)

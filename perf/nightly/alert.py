@@ -2,7 +2,7 @@
 
 For every variant's (scenario, metric) series of a machine, the newest commit's repeat
 medians are compared with those of the WINDOW commits measured before it, pooled, by the
-latency gate's own rule (perf.stats + perf.gate.latency_verdict, thresholds from
+latency gate's own rule (perf.stats + perf.verdicts.latency_verdict, thresholds from
 thresholds.yaml with its overrides): FAIL when the ratio of medians exceeds the vendor's
 `latency.fail` and the one-sided Mann-Whitney U test gives p < `statistics.alpha`. A FAIL
 is an alert: `alert.json` and `alert.md` are written and the command exits 1.
@@ -35,9 +35,9 @@ import math
 import os
 from dataclasses import dataclass
 
-from perf.gate import Finding, Verdict, latency_verdict
 from perf.nightly.history import History
 from perf.nightly.selection import PEER_PREFIX
+from perf.verdicts import Finding, Verdict, latency_verdict
 
 # Earlier commits the newest is compared with: a week of nightlies (unmeasured default,
 # 2026-11-21). Fewer than MIN_HISTORY earlier commits give no verdict: with 5 repeats per

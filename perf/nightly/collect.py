@@ -1,8 +1,8 @@
 """Measure one commit: every variant and vendor library over the selection, into a results file.
 
 One process does all the GPU work (CUDA context, Triton compilation, batches built once per
-scenario), with the latency gate's own machinery (perf.measure: cases planned outside the
-timed region, rounds in shuffled order; perf.timing: device events, L2 flush, graphs), and
+scenario), with the latency gate's own machinery (perf.latency.measure: cases planned outside the
+timed region, rounds in shuffled order; perf.latency.timing: device events, L2 flush, graphs), and
 writes the perf results format (perf.results) with every sample. asv then only records
 the medians (perf/asv/benchmarks.py), so its one-process-per-benchmark launcher never
 touches the GPU. A vendor library is a case named "peer:<name>" (perf.peers).
@@ -18,7 +18,10 @@ import time
 import zlib
 from collections.abc import Callable
 
+from perf import checkout
+from perf import vendor as vendor_mod
 from perf.nightly.selection import MIN_SAMPLES, PEER_PREFIX, ROOT, Selection
+from perf.vendor import on_gpu
 
 METRICS = ("eager", "graph")
 
@@ -65,16 +68,16 @@ def samples_for(call_ms: float, budget_ms: float, most: int) -> int:
 def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resume: bool = False,
             progress: bool = True) -> str:
     """Measure the selection with this checkout's kernels into `out` (JSON Lines); returns it."""
-    from perf import measure as pm
     from perf import results, scenarios
+    from perf.latency import measure as pm
 
-    kernels = pm._import_kernels(ROOT)  # before triton: picks the interpreter without a GPU
+    vendor_mod.interpreter_without_gpu()
+    kernels = checkout.import_kernels(ROOT)  # before triton: picks the interpreter without a GPU
     import torch
 
-    from perf import timing
 
     class NightlySide(pm.Side):
-        """perf.measure.Side with a per-case sample count (see the module docstring)."""
+        """perf.latency.measure.Side with a per-case sample count (see the module docstring)."""
 
         def measure(self, case, metric, repeat):
             self.samples = self.per_case.get((case.variant, case.scenario), sel.samples)
@@ -127,7 +130,7 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
                 for peer in sel.peers:
                     side.cases.pop((PEER_PREFIX + peer, scenario.name), None)
                 del cases
-                if timing.on_gpu():
+                if on_gpu():
                     torch.cuda.empty_cache()
     return out
 

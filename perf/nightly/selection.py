@@ -14,12 +14,13 @@ from __future__ import annotations
 import os
 import re
 import socket
-import subprocess
 from dataclasses import dataclass
 
+from perf.checkout import ROOT
 from perf.errors import ConfigError
+from perf.git import head_commit
+from perf.vendor import detect
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV_PREFIX = "PERF_NIGHTLY_"
 DEFAULT_SUITE = "nightly"
 # Repeat medians per case and commit. Five is the least for which the alert's one-sided
@@ -124,15 +125,7 @@ def default_peers(vendor: str | None = None) -> tuple[str, ...]:
     """The vendor libraries worth measuring on this machine (imports torch)."""
     from perf import peers
 
-    return tuple(peers.peers_for(vendor or _vendor()))
-
-
-def _vendor() -> str:
-    import torch
-
-    if getattr(torch.version, "hip", None):
-        return "amd"
-    return "nvidia" if torch.cuda.is_available() else "cpu"
+    return tuple(peers.peers_for(vendor or detect() or "cpu"))
 
 
 # --- where things go ----------------------------------------------------------------------
@@ -158,24 +151,6 @@ def history_dir(results_dir: str, machine: str) -> str:
     """Our per-commit results files, inside asv's results folder so that one cache keeps both
     (asv reads only `*.json` there; ours are `*.jsonl`)."""
     return os.path.join(results_dir, machine, "perf-nightly")
-
-
-def git(root: str, *args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def head_commit(root: str = ROOT) -> tuple[str, str]:
-    """(sha, committer date ISO 8601) of HEAD; ConfigError outside a git checkout."""
-    line = git(root, "show", "-s", "--format=%H %cI", "HEAD")
-    if not line:
-        raise ConfigError(f"{root}: not a git checkout with a commit; the nightly records HEAD's "
-                          f"history, run it in a clone of the repository")
-    sha, date = line.split(" ", 1)
-    return sha, date
 
 
 def default_results(root: str = ROOT) -> str:

@@ -1,7 +1,7 @@
 """Host-side cost of one call per variant (planning + launch), measured by pytest-benchmark.
 
 The paper reports 80-300 us of host work per call for Triton attention kernels; CUDA/HIP
-graphs remove it (perf/timing.py measures both sides of that on the device). Here the
+graphs remove it (perf/latency/timing.py measures both sides of that on the device). Here the
 clock is the host's: each round is one call of the variant's full entry point (input
 validation with trusted metadata, planning, Triton's launcher), with the GPU left to run
 asynchronously and synchronized only outside the timed rounds. The decode batch of
@@ -22,7 +22,7 @@ import torch
 from kernels import VARIANTS
 from kernels.inputs import trusted_metadata
 from perf.scenarios import Scenario
-from perf.timing import on_gpu
+from perf.vendor import on_gpu
 
 SCENARIO = "llama3-8b_bs16_b32_s1024_d100"
 ON_GPU = on_gpu()

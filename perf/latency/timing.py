@@ -16,7 +16,6 @@ for smoke-testing the harness; `time_graph` raises `GraphUnavailable`.
 from __future__ import annotations
 
 import contextlib
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -24,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from perf.vendor import on_gpu
 
 # triton's get_empty_cache_for_benchmark size: more than the H100's 50 MB L2; the MI300X's
 # 256 MB Infinity Cache is flushed only in part (the same as triton.testing.do_bench there).
@@ -70,11 +71,6 @@ def _flush_buffer(device: str) -> torch.Tensor:
     if device not in _flush_buffers:
         _flush_buffers[device] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
     return _flush_buffers[device]
-
-
-def on_gpu() -> bool:
-    """A CUDA/HIP device runs the kernels (not Triton's interpreter)."""
-    return torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
 
 
 def _trusted():

@@ -2,7 +2,7 @@
 
 `python -m perf gate` checks out the base commit (default: the merge base of HEAD with
 origin/main, else main; `--base-ref` overrides) in a temporary git worktree and starts one
-worker process per side (`python -m perf worker`, perf/measure.py). Each worker imports the
+worker process per side (`python -m perf worker`, perf/latency/measure.py). Each worker imports the
 kernels of its own checkout and this checkout's harness, builds every batch and compiles
 every kernel before the first round. Then, round by round, the two sides take turns in a
 random order (seeded, recorded): a round measures every (variant, scenario, metric) once,
@@ -23,7 +23,6 @@ import json
 import os
 import queue
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,74 +32,15 @@ from collections import Counter
 
 from perf import results as results_mod
 from perf import stats
+from perf import vendor as vendor_mod
+from perf.checkout import ROOT
 from perf.errors import EXIT_FAIL, ConfigError
-from perf.gate import Finding, Verdict, exit_code, latency_verdict
+from perf.git import check_clean, git, repo_root, resolve_base, worktree
 from perf.report import plot_ratios, publish, render_markdown
 from perf.thresholds import Thresholds, load_thresholds
+from perf.verdicts import Finding, Verdict, exit_code, latency_verdict
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout (the harness)
 FINDINGS_VERSION = 1
-
-
-# --- git ---------------------------------------------------------------------------------
-
-def _git(repo: str, *args: str, check: bool = True) -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
-        raise ConfigError("git: not found on PATH; install git to run the A/B gate") from None
-    if out.returncode != 0:
-        if check:
-            raise ConfigError(f"{repo}: `git {' '.join(args)}` failed: "
-                              f"{(out.stderr.strip().splitlines() or ['?'])[-1]}")
-        return None
-    return out.stdout.strip()
-
-
-def repo_root(path: str) -> str:
-    root = _git(path, "rev-parse", "--show-toplevel", check=False)
-    if root is None:
-        raise ConfigError(f"{path}: not a git checkout; the A/B gate compares commits, run it in a clone")
-    return root
-
-
-def check_clean(repo: str) -> None:
-    status = _git(repo, "status", "--porcelain", "--untracked-files=no")
-    if status:
-        first = status.splitlines()[0].split(None, 1)[-1]
-        raise ConfigError(f"{repo}: uncommitted changes to tracked files (first: {first}); commit or stash "
-                          f"them, or pass --allow-dirty to measure the working tree as head")
-
-
-def resolve_base(repo: str, base_ref: str | None) -> tuple[str, str]:
-    """(sha, description) of the base commit."""
-    if base_ref:
-        sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}", check=False)
-        if not sha:
-            raise ConfigError(f"--base-ref {base_ref}: no such commit in {repo}; fetch it "
-                              f"(git fetch origin {base_ref}) or name another ref")
-        return sha, base_ref
-    for ref in ("origin/main", "main"):
-        if _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False):
-            sha = _git(repo, "merge-base", "HEAD", ref, check=False)
-            if sha:
-                return sha, f"merge base with {ref}"
-    raise ConfigError(f"{repo}: neither origin/main nor main exists to find the base; "
-                      f"pass --base-ref REF (e.g. --base-ref HEAD~1)")
-
-
-@contextlib.contextmanager
-def worktree(repo: str, sha: str):
-    """The base commit checked out in a temporary git worktree, removed afterwards."""
-    path = tempfile.mkdtemp(prefix="perf-base-")
-    os.rmdir(path)
-    _git(repo, "worktree", "add", "--detach", path, sha)
-    try:
-        yield path
-    finally:
-        _git(repo, "worktree", "remove", "--force", path, check=False)
-        shutil.rmtree(path, ignore_errors=True)
-        _git(repo, "worktree", "prune", check=False)
 
 
 # --- GPU lock ------------------------------------------------------------------------------
@@ -171,15 +111,15 @@ class Worker:
         for opt in ("variants", "scenarios"):
             if getattr(args, opt):
                 cmd += [f"--{opt}", getattr(args, opt)]
-        env = dict(os.environ, PYTHONPATH=HERE, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1")
         self._log = open(self.log, "w", encoding="utf-8")
-        self.proc = subprocess.Popen(cmd, cwd=HERE, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, text=True, bufsize=1)
         self.events = events
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        from perf.measure import PROTOCOL
+        from perf.latency.measure import PROTOCOL
 
         for line in self.proc.stdout:
             if line.startswith(PROTOCOL):
@@ -365,7 +305,9 @@ def write_outputs(out_dir: str, findings: list[Finding], title: str, notes: list
 
 def _vendor_for(res: results_mod.Results, given: str | None) -> str:
     vendor = given or res.environment.get("vendor")
-    if vendor not in ("nvidia", "amd"):
+    if given is not None:
+        vendor_mod.check_name(given)
+    elif vendor not in vendor_mod.VENDORS:
         raise ConfigError(f"{res.path}: measured on {vendor!r} (Triton's interpreter); pass --vendor "
                           f"nvidia|amd to choose which thresholds apply")
     return vendor
@@ -413,11 +355,9 @@ def gate_command(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from perf import timing
-    from perf.measure import detected_vendor
 
     th = load_thresholds(args.thresholds)
-    interpreter = not timing.on_gpu()
+    interpreter = not vendor_mod.on_gpu()
     if interpreter and args.no_gpu_ok:
         print("latency gate: skipped — latency needs a GPU (none found; torch.cuda.is_available() is "
               f"{torch.cuda.is_available()}); run `nox -s perf` on an H100 or MI300 machine")
@@ -425,7 +365,7 @@ def gate_command(args: argparse.Namespace) -> int:
     if interpreter and args.suite != "smoke":
         raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
                           "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
-    vendor = args.vendor or detected_vendor() or "nvidia"
+    vendor = vendor_mod.resolve(args.vendor)
     vt = th.vendor(vendor)
     repeats = args.repeats if args.repeats is not None else vt.statistics.repeats
     samples = args.samples if args.samples is not None else vt.statistics.samples
@@ -434,7 +374,7 @@ def gate_command(args: argparse.Namespace) -> int:
     if not args.allow_dirty:
         check_clean(repo)
     base_sha, base_desc = resolve_base(repo, args.base_ref)
-    head_sha = _git(repo, "rev-parse", "HEAD")
+    head_sha = git(repo, "rev-parse", "HEAD", check=True)
     out_dir = os.path.abspath(args.out)  # the workers run in the harness's root, not in cwd
     args.thresholds = os.path.abspath(args.thresholds)
     os.makedirs(out_dir, exist_ok=True)

@@ -9,7 +9,7 @@ Each planned launch is bound the way Triton's launcher binds it on that vendor (
 become constants, multiples of 16 and 16-byte-aligned pointers get divisibility hints,
 AMD adds its buffer-op pointer ranges), then `triton.compile(ASTSource(...),
 target=GPUTarget(...))` produces PTX/cubin or AMDGCN/hsaco on this CPU, and
-perf/static_metrics.py reads registers, spills, shared memory/LDS and occupancy.
+perf/static/metrics.py reads registers, spills, shared memory/LDS and occupancy.
 
 Identical specializations across scenarios compile once; results are cached in
 .perf-cache/compile/ under Triton's own cache key (source hash with dependencies,
@@ -25,7 +25,6 @@ compiles one side only. Exit codes: 0 pass (warnings allowed), 1 regression, 2 b
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import dataclasses
 import hashlib
@@ -34,7 +33,6 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,8 +40,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
-from perf import static_metrics as sm
+from perf import checkout, git
+from perf.checkout import ROOT
 from perf.errors import EXIT_BAD_INPUT, ConfigError
+from perf.static import metrics as sm
 
 SIDE_SCHEMA = "perf-static/1"  # the per-side JSON this module writes and reads
 DEFAULT_CACHE = ".perf-cache/compile"
@@ -84,7 +84,7 @@ def load_targets(thresholds, only: str | None = None) -> list[Target]:
                 raise ConfigError(
                     f"{thresholds.path}: {vendor}.compile.targets[{i}].name: no hardware facts for "
                     f"{t.name!r} (known: {', '.join(sm.TARGET_FACTS)}); add it to "
-                    f"perf/static_metrics.py TARGET_FACTS or use a known name")
+                    f"perf/static/metrics.py TARGET_FACTS or use a known name")
             out.append(Target(t.name, vendor, t.backend, t.arch, t.warp_size, t.max_shared_memory_bytes,
                               t.max_registers_per_thread))
     if only:
@@ -411,32 +411,6 @@ def _console(stderr: bool = False):
 # ------------------------------------------------------------------------- one side
 
 
-def _load_kernels_from(source: str | None) -> None:
-    """Import `kernels` (only it) from `source`, a checkout, even if another copy was imported.
-
-    The checkout is not put on sys.path itself: an older commit's own `perf` package would
-    then shadow this driver in the compile workers. A temporary directory holding only a
-    `kernels` link to it goes first instead (spawned workers inherit sys.path).
-    """
-    if source is None:
-        return
-    source = os.path.abspath(source)
-    if source == os.path.dirname(os.path.dirname(os.path.abspath(__file__))):
-        return  # this checkout's own kernels: the normal import finds them
-    for name in [n for n in sys.modules if n == "kernels" or n.startswith("kernels.")]:
-        del sys.modules[name]
-    shim = tempfile.mkdtemp(prefix="perf-static-kernels-")
-    atexit.register(shutil.rmtree, shim, ignore_errors=True)
-    os.symlink(os.path.join(source, "kernels"), os.path.join(shim, "kernels"))
-    sys.path.insert(0, shim)
-    importlib.invalidate_caches()
-
-
-def _git(root: str, *args: str) -> str | None:
-    done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def run_side(args: argparse.Namespace, thresholds) -> dict:
     """Plan and compile this process's kernels (from --source) for every target."""
     import triton
@@ -451,7 +425,7 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
     variants = [v.strip() for v in args.variants.split(",")] if args.variants else None
     source = os.path.abspath(args.source or os.getcwd())
     doc = {"schema": SIDE_SCHEMA, "triton": triton.__version__, "source": source,
-           "commit": _git(source, "rev-parse", "HEAD"), "suite": args.suite,
+           "commit": git.head(source), "suite": args.suite,
            "targets": [dataclasses.asdict(t) for t in targets], "comparable": True, "reason": "",
            "variants": [], "entries": []}
     import kernels
@@ -500,15 +474,13 @@ def read_doc(path: str) -> dict:
 
 def _side_env() -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     return env
 
 
 def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, label: str) -> dict:
     """Run this driver on `source`'s kernels in a fresh process; returns its side document."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cmd = [sys.executable, "-m", "perf.compile", "--emit-json", out, "--source", source,
+    cmd = [sys.executable, "-m", "perf.static.gate", "--emit-json", out, "--source", source,
            "--thresholds", os.path.abspath(args.thresholds), "--suite", args.suite,
            "--jobs", str(args.jobs), "--cache-dir", os.path.abspath(args.cache_dir)]
     for flag in ("targets", "variants", "scenarios"):
@@ -519,7 +491,7 @@ def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, label
     if args.quiet:
         cmd.append("--quiet")
     _console(stderr=True).print(f"[bold]{label}[/]: compiling {source}")
-    done = subprocess.run(cmd, cwd=here, env=_side_env())
+    done = subprocess.run(cmd, cwd=ROOT, env=_side_env())
     if done.returncode == EXIT_BAD_INPUT:
         raise ConfigError(f"{label} side ({source}): bad input (see the line above)")
     if done.returncode != 0 or not os.path.exists(out):
@@ -527,52 +499,17 @@ def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, label
     return read_doc(out)
 
 
-def default_base(root: str) -> str:
-    """Merge base of HEAD with origin/main, else main; HEAD itself when neither exists."""
-    for ref in ("origin/main", "main"):
-        base = _git(root, "merge-base", "HEAD", ref)
-        if base:
-            return base
-    return "HEAD"
-
-
-@contextlib.contextmanager
-def worktree(root: str, commit: str):
-    """A detached temporary worktree of `commit`, removed afterwards."""
-    tmp = tempfile.mkdtemp(prefix="perf-static-base-")
-    path = os.path.join(tmp, "base")
-    done = subprocess.run(["git", "-C", root, "worktree", "add", "--detach", path, commit],
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise ConfigError(f"git worktree add {commit}: {done.stderr.strip().splitlines()[-1]}; "
-                          f"check --base-ref")
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "-C", root, "worktree", "remove", "--force", path], capture_output=True)
-        subprocess.run(["git", "-C", root, "worktree", "prune"], capture_output=True)
-        with contextlib.suppress(OSError):
-            os.rmdir(tmp)
-
-
 def gate(args: argparse.Namespace, thresholds) -> int:
-    """Compile base and head, compare, report; the exit code of perf.gate."""
-    from perf.gate import exit_code
+    """Compile base and head, compare, report; the exit code of perf.verdicts."""
+    from perf.verdicts import exit_code
 
-    root = _git(os.getcwd(), "rev-parse", "--show-toplevel")
-    if root is None:
-        raise ConfigError(f"{os.getcwd()}: not a git checkout; run from the repository (the gate needs "
-                          f"a base commit) or use --emit-json PATH to compile without a gate")
-    ref = args.base_ref or default_base(root)
-    base = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    if base is None:
-        raise ConfigError(f"--base-ref {ref!r}: no such commit in {root}; fetch it (git fetch origin main) "
-                          f"or pass an existing ref")
+    root = git.repo_root(os.getcwd())
+    base, ref = git.resolve_base(root, args.base_ref)
     load_targets(thresholds, args.targets)  # bad targets fail before anything compiles
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     start = time.perf_counter()
-    with worktree(root, base) as tree:
+    with git.worktree(root, base) as tree:
         base_doc = compile_in_subprocess(tree, os.path.join(out_dir, "base.json"), args, f"base {base[:10]}")
     head_doc = compile_in_subprocess(root, os.path.join(out_dir, "head.json"), args, "head (working tree)")
     wall = time.perf_counter() - start
@@ -717,8 +654,8 @@ def _markdown(findings, base_doc: dict, head_doc: dict, notes: list[str]) -> str
 
 def _write_results(path: str, doc: dict, root: str) -> None:
     """The head's metrics in the shared results schema (perf/results.py), one record per metric."""
+    from perf.latency.timing import Samples
     from perf.results import ResultsWriter, environment
-    from perf.timing import Samples
 
     header = {"environment": {**environment(root), "gate": "static", "suite": doc["suite"],
                               "compile_targets": [t["name"] for t in doc["targets"]]}}
@@ -765,7 +702,7 @@ def main(args: argparse.Namespace) -> int:
 
     thresholds = load_thresholds(args.thresholds)
     if args.emit_json:
-        _load_kernels_from(args.source)
+        checkout.import_kernels(args.source)
         doc = run_side(args, thresholds)
         write_doc(args.emit_json, doc)
         if not args.quiet and doc["comparable"]:
@@ -774,10 +711,10 @@ def main(args: argparse.Namespace) -> int:
     return gate(args, thresholds)
 
 
-if __name__ == "__main__":  # `python -m perf.compile`: the side processes of the gate
+if __name__ == "__main__":  # `python -m perf.static.gate`: the side processes of the gate
     from perf.thresholds import DEFAULT_PATH
 
-    _parser = argparse.ArgumentParser(prog="python -m perf.compile", description=__doc__.splitlines()[0])
+    _parser = argparse.ArgumentParser(prog="python -m perf.static.gate", description=__doc__.splitlines()[0])
     _parser.add_argument("--thresholds", default=DEFAULT_PATH)
     add_arguments(_parser)
     try:

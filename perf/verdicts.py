@@ -1,6 +1,6 @@
 """Verdicts: one `Finding` per (gate, vendor, target, variant, scenario, metric).
 
-Every gate (latency here, static in perf/compile.py) reports findings; the report renders
+Every gate (latency here, static in perf/static/gate.py) reports findings; the report renders
 them and `exit_code` turns them into the process's status (DESIGN 4: 0 pass, warnings
 allowed; 1 regression or wrong result; 2 bad input, raised earlier as ConfigError).
 

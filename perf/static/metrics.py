@@ -224,7 +224,7 @@ def _policy(static: dict) -> dict:
 
 
 def _severity(name: str):
-    from perf.gate import Verdict
+    from perf.verdicts import Verdict
 
     return {"fail": Verdict.FAIL, "warn": Verdict.WARN, "ignore": Verdict.OK}[name]
 
@@ -244,7 +244,7 @@ def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
             policy = _policy(thresholds.vendor(h["vendor"]).static)
             rows += _compare_entry(h, base.get(_match_key(h)), policy, limits[h["target"]])
     if not comparable:  # nothing to regress from: report, never fail (say what it would be)
-        from perf.gate import Verdict
+        from perf.verdicts import Verdict
 
         for f in rows:
             if f.verdict is not Verdict.OK:
@@ -255,7 +255,7 @@ def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
 
 def _compare_entry(h: dict, b: dict | None, policy: dict, limits: dict) -> list:
     """The findings of one launched kernel on one target (base entry `b` may be None)."""
-    from perf.gate import Finding, Verdict
+    from perf.verdicts import Finding, Verdict
 
     rows: list[Finding] = []
 

@@ -9,7 +9,7 @@ its samples are one repeat, and the repeat's median is what the statistics compa
 
 Two drivers use it: `python -m perf run` (one process, rounds back to back, resumable) and
 `python -m perf worker`, one side of the A/B, which measures a round whenever the A/B
-driver (perf/ab.py) tells it to over stdin, so base and head rounds interleave.
+driver (perf/latency/ab.py) tells it to over stdin, so base and head rounds interleave.
 The worker imports `kernels` from `--kernels-from` (the side's checkout) and the harness
 from this checkout, so both sides are measured identically and differ only in the code
 under test.
@@ -26,6 +26,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perf import checkout
+from perf import vendor as vendor_mod
 from perf.errors import ConfigError
 
 PROTOCOL = "@@perf "  # prefix of the worker's protocol lines on stdout
@@ -44,27 +46,6 @@ class Case:
     graph: object = None  # captured CUDA/HIP graph, made on first use
     broken: set = field(default_factory=set)  # metrics that raised once: recorded, not retried
     keep: tuple = ()  # the batch and output the launches point into
-
-
-def _import_kernels(root: str):
-    """Import `kernels` from the side's checkout (before anything else imports it).
-
-    Without a GPU, Triton's interpreter must be chosen before triton is imported.
-    """
-    import torch
-
-    if not torch.cuda.is_available() and "triton" not in sys.modules:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-    root = os.path.abspath(root)
-    if "kernels" in sys.modules:
-        loaded = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["kernels"].__file__)))
-        if loaded != root:
-            raise RuntimeError(f"kernels already imported from {loaded}, not {root}")
-    else:
-        sys.path.insert(0, root)
-    import kernels
-
-    return kernels
 
 
 def _variant_names(kernels, wanted: str | None) -> list[str]:
@@ -119,18 +100,18 @@ class Side:
 
     def __init__(self, kernels, variants: list[str], scenarios: list, metrics: list[str],
                  samples: int, writer, warmup: int = 3, budget_ms: float | None = None):
-        from perf import timing
+        from perf.latency import timing
 
         self.timing = timing
         self.kernels = kernels
         self.variants = variants
         self.scenarios = scenarios
-        self.metrics = [m for m in metrics if m == "eager" or timing.on_gpu()]
+        self.metrics = [m for m in metrics if m == "eager" or vendor_mod.on_gpu()]
         self.samples = samples
         self.budget_ms = budget_ms
         self.warmup = warmup
         self.writer = writer
-        self.device = "cuda" if timing.on_gpu() else "cpu"
+        self.device = "cuda" if vendor_mod.on_gpu() else "cpu"
         self.cases: dict[tuple[str, str], Case] = {}
 
     def prepare(self, scenario, progress: Callable[[str], None] | None = None) -> list[Case]:
@@ -207,17 +188,6 @@ def _settings(args, thresholds, vendor: str | None) -> tuple[int, int]:
     return repeats, samples
 
 
-def detected_vendor() -> str | None:
-    """nvidia | amd for this machine's GPU, None without one (interpreter)."""
-    from perf import timing
-
-    if not timing.on_gpu():
-        return None
-    import torch
-
-    return "amd" if getattr(torch.version, "hip", None) else "nvidia"
-
-
 def _header(args, kernels_root: str, variants, scenarios, repeats, samples, side=None) -> dict:
     from perf import results
 
@@ -233,12 +203,13 @@ def run_command(args: argparse.Namespace) -> int:
     from perf import results, scenarios, thresholds
 
     th = thresholds.load_thresholds(args.thresholds)
-    vendor = args.vendor or detected_vendor()
+    vendor = vendor_mod.resolve(args.vendor, cpu_default=None)
     if vendor is not None:
         th.vendor(vendor)
     repeats, samples = _settings(args, th, vendor)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    kernels = _import_kernels(root)
+    root = checkout.ROOT
+    vendor_mod.interpreter_without_gpu()
+    kernels = checkout.import_kernels(root)
     chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
     variants = _variant_names(kernels, args.variants)
     unknown = [v for v in variants if v not in kernels.VARIANTS]
@@ -273,7 +244,8 @@ def worker_command(args: argparse.Namespace) -> int:
     """`python -m perf worker`: one side of an A/B, measuring rounds on command (stdin)."""
     from perf import results, scenarios
 
-    kernels = _import_kernels(args.kernels_from)
+    vendor_mod.interpreter_without_gpu()
+    kernels = checkout.import_kernels(args.kernels_from)
     chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
     variants = _variant_names(kernels, args.variants)
     repeats, samples = args.repeats, args.samples

@@ -1,0 +1,103 @@
+"""Git: the one place the harness asks git anything (commits, bases, worktrees).
+
+Both gates compare a head with a base commit, the nightly records HEAD, results record the
+commit they measured. A user's mistake here (no checkout, unknown ref, dirty tree) is a
+`ConfigError`: one line naming the ref or the path and the fix, exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+
+from perf.errors import ConfigError
+
+DEFAULT_BASES = ("origin/main", "main")  # a change is compared with its merge base with these
+
+
+def git(root: str, *args: str, check: bool = False, timeout: float = 120) -> str | None:
+    """`git -C root ARGS` stdout, stripped; None when it fails (ConfigError with `check`)."""
+    try:
+        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        if check:
+            raise ConfigError("git: not found on PATH; install git (the gates compare commits)") from None
+        return None
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        if check:
+            raise ConfigError(f"{root}: `git {' '.join(args)}` failed: "
+                              f"{(out.stderr.strip().splitlines() or ['?'])[-1]}")
+        return None
+    return out.stdout.strip()
+
+
+def repo_root(path: str) -> str:
+    root = git(path, "rev-parse", "--show-toplevel")
+    if root is None:
+        raise ConfigError(f"{path}: not a git checkout; the gates compare commits, run them in a clone")
+    return root
+
+
+def head(root: str) -> str | None:
+    return git(root, "rev-parse", "HEAD")
+
+
+def commit_info(root: str) -> dict:
+    """Commit and dirtiness of the checkout at `root` (None outside git), for results headers."""
+    status = git(root, "status", "--porcelain", "--untracked-files=no", timeout=10)
+    return {"commit": git(root, "rev-parse", "HEAD", timeout=10),
+            "dirty": bool(status) if status is not None else None}
+
+
+def head_commit(root: str) -> tuple[str, str]:
+    """(sha, committer date ISO 8601) of HEAD; ConfigError outside a git checkout."""
+    line = git(root, "show", "-s", "--format=%H %cI", "HEAD", timeout=30)
+    if not line:
+        raise ConfigError(f"{root}: not a git checkout with a commit; run this in a clone of the repository")
+    sha, date = line.split(" ", 1)
+    return sha, date
+
+
+def check_clean(root: str) -> None:
+    status = git(root, "status", "--porcelain", "--untracked-files=no", check=True)
+    if status:
+        first = status.splitlines()[0].split(None, 1)[-1]
+        raise ConfigError(f"{root}: uncommitted changes to tracked files (first: {first}); commit or stash "
+                          f"them, or pass --allow-dirty to measure the working tree as head")
+
+
+def resolve_base(root: str, base_ref: str | None) -> tuple[str, str]:
+    """(sha, description) of the base: `base_ref`, else HEAD's merge base with origin/main or main."""
+    if base_ref:
+        sha = git(root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
+        if not sha:
+            raise ConfigError(f"--base-ref {base_ref}: no such commit in {root}; fetch it "
+                              f"(git fetch origin {base_ref}) or name another ref")
+        return sha, base_ref
+    for ref in DEFAULT_BASES:
+        if git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"):
+            sha = git(root, "merge-base", "HEAD", ref)
+            if sha:
+                return sha, f"merge base with {ref}"
+    raise ConfigError(f"{root}: neither {' nor '.join(DEFAULT_BASES)} exists to find the base; "
+                      f"pass --base-ref REF (e.g. --base-ref HEAD~1)")
+
+
+@contextlib.contextmanager
+def worktree(root: str, sha: str) -> Iterator[str]:
+    """`sha` checked out in a temporary detached worktree, removed afterwards."""
+    parent = tempfile.mkdtemp(prefix="perf-base-")
+    path = os.path.join(parent, "base")
+    git(root, "worktree", "add", "--detach", path, sha, check=True)
+    try:
+        yield path
+    finally:
+        git(root, "worktree", "remove", "--force", path)
+        shutil.rmtree(parent, ignore_errors=True)
+        git(root, "worktree", "prune")

@@ -1,0 +1,1 @@
+"""Latency: time kernels on a GPU, A/B a change against its base, measure the noise."""
