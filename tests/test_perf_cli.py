@@ -18,6 +18,8 @@ import sys
 import pytest
 from interpreter_support import needs_interpreter
 
+from perf.errors import ConfigError
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -114,10 +116,50 @@ def main(args):
 def test_compare_refuses_interpreter_results_without_vendor(repo, tmp_path):
     from perf import results
 
-    p = tmp_path / "r.jsonl"
-    with results.ResultsWriter(str(p), {"environment": {"vendor": "cpu", "gpu": "Triton interpreter"}}):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for p in (a, b):
+        with results.ResultsWriter(str(p), {"environment": {"vendor": "cpu", "gpu": "Triton interpreter"}}):
+            pass
+    _one_line_exit_2(_perf("compare", str(a), str(b), cwd=str(repo)), "--vendor")
+
+
+def _results_file(path, **header):
+    from perf import results
+
+    env = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", **header.pop("environment", {})}
+    with results.ResultsWriter(str(path), {"environment": env, **header}, resume=False):
         pass
-    _one_line_exit_2(_perf("compare", str(p), str(p), cwd=str(repo)), "--vendor")
+    return str(path)
+
+
+def test_compare_refuses_the_same_file_other_suites_and_other_gates(repo, tmp_path):
+    a = _results_file(tmp_path / "a.jsonl", suite="pr", samples=25)
+    _one_line_exit_2(_perf("compare", a, a, cwd=str(repo)), "a.jsonl", "the same file")
+    b = _results_file(tmp_path / "b.jsonl", suite="nightly", samples=25)
+    _one_line_exit_2(_perf("compare", a, b, cwd=str(repo)), "b.jsonl", "suite", "nightly")
+    c = _results_file(tmp_path / "c.jsonl", suite="pr", samples=10)
+    _one_line_exit_2(_perf("compare", a, c, cwd=str(repo)), "c.jsonl", "samples")
+    s = _results_file(tmp_path / "s.jsonl", suite="pr", samples=25, environment={"gate": "static"})
+    _one_line_exit_2(_perf("compare", a, s, cwd=str(repo)), "s.jsonl", "static", "latency")
+
+
+def test_resume_refuses_other_settings_and_reports_a_truncated_record(tmp_path, capsys):
+    from perf import results
+
+    env = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3"}
+    path = tmp_path / "r.jsonl"
+    with results.ResultsWriter(str(path), {"environment": env, "suite": "pr", "samples": 25}) as w:
+        w.skip(variant="q", scenario="s", reason="why")
+    with open(path, "a") as f:
+        f.write('{"kind": "record", "variant": "q", "scen')  # a line cut short by a kill
+    assert results.load(str(path)).truncated.startswith('{"kind": "record"')
+    with pytest.raises(ConfigError, match="suite is 'pr', this run's is 'nightly'"):
+        results.ResultsWriter(str(path), {"environment": env, "suite": "nightly", "samples": 25})
+    with results.ResultsWriter(str(path), {"environment": env, "suite": "pr", "samples": 25}) as w:
+        w.skip(variant="q", scenario="t", reason="why")
+    assert "cut short by an interrupted run" in capsys.readouterr().out
+    again = results.load(str(path))
+    assert again.truncated is None and [r["scenario"] for r in again.skips()] == ["s", "t"]
 
 
 @needs_interpreter
