@@ -83,7 +83,7 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("findings", help="findings.json written by compare or gate")
     p.add_argument("--plot", default=None, help="also draw the ratios to this PNG")
 
-    p = sub.add_parser("worker", help="internal: one side of an A/B, started by `gate`")
+    p = sub.add_parser("worker")  # internal (one side of an A/B, started by `gate`): no help, not listed
     _common(p)
     _measure_options(p)
     p.add_argument("--kernels-from", required=True, help="checkout whose kernels/ this side measures")
@@ -92,8 +92,24 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-budget-ms", type=float, default=None)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0])
+def _choices() -> str:
+    """The suites and variants a user may name, for --help (computed only when asked)."""
+    from perf import scenarios
+
+    lines = [f"suites (perf/suites.yaml): {', '.join(scenarios.suite_names())}"]
+    try:
+        import kernels
+
+        lines.append(f"variants (kernels.VARIANTS): {', '.join(kernels.VARIANTS)}")
+    except ImportError as e:  # torch or triton missing: help still works
+        lines.append(f"variants: unavailable here ({e})")
+    return "\n".join(lines)
+
+
+def build_parser(with_choices: bool = False) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0],
+                                     epilog=_choices() if with_choices else None,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="command")
     _add_own(sub)
     for name, (_, help_text) in EXTERNAL.items():
@@ -147,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in EXTERNAL:
             return _external(argv[0], argv[1:])
-        parser = build_parser()
+        parser = build_parser(with_choices=not argv or argv[0] in ("-h", "--help"))
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()

@@ -205,3 +205,12 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     assert "## Latency A/B on Triton interpreter" in (out_dir / "report.md").read_text()
     assert subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True,
                           text=True).stdout.count("\n") == 1  # the base worktree is gone
+
+
+def test_help_lists_suites_and_variants_not_internal_commands():
+    out = subprocess.run([sys.executable, "-m", "perf", "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0
+    assert "suites (perf/suites.yaml): smoke, pr" in out.stdout
+    assert "variants (kernels.VARIANTS): naive, qblock" in out.stdout
+    assert "worker" not in out.stdout
