@@ -29,19 +29,26 @@ from pathlib import Path
 
 import yaml
 
+from perf.ci import comment
 from perf.ci.jobs import (
     ALERT,
+    CPU_ARTIFACT,
     CPU_JOB,
     GPU_JOB_PACKAGES,
+    LATENCY_FINDINGS,
     NIGHTLY_COMMANDS,
     NIGHTLY_PACKAGES,
     NOX,
     PR_CPU_COMMANDS,
     PR_GPU_COMMANDS,
+    PR_NUMBER_ARTIFACT,
+    PR_NUMBER_FILE,
     PR_WORKFLOW,
     RESULTS_DIR,
+    STATIC_FINDINGS,
     TRUST_LABEL,
     Command,
+    gpu_artifact,
     gpu_job_name,
 )
 from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
@@ -302,7 +309,8 @@ def build_pr(vendors: list[VendorCI]) -> dict:
               cache_dependency_path="pyproject.toml\nnoxfile.py\n"),
         {"name": "Install nox", "run": f"python -m pip install {shlex.quote(NOX)}"},
         *[_command_step(c, None, '"$BASE_SHA"') for c in PR_CPU_COMMANDS],
-        _upload("pr-cpu-results", f"{RESULTS_DIR}/"),
+        _upload(CPU_ARTIFACT, f"{RESULTS_DIR}/"),
+        *_record_pr_number(),
     ]
     jobs: dict = {
         "cpu": {
@@ -320,7 +328,7 @@ def build_pr(vendors: list[VendorCI]) -> dict:
             *_start_container(v, GPU_JOB_PACKAGES),
             *_lock_clocks(v),
             *[_command_step(c, v, '"$BASE_SHA"') for c in PR_GPU_COMMANDS],
-            _upload(f"pr-{v.vendor}-results", f"{RESULTS_DIR}/"),
+            _upload(gpu_artifact(v.vendor), f"{RESULTS_DIR}/"),
             *_restore_clocks(v),
             *_stop_container(v),
         ]
@@ -348,6 +356,111 @@ def build_pr(vendors: list[VendorCI]) -> dict:
             "cancel-in-progress": True,
         },
         "jobs": jobs,
+    }
+
+
+def _record_pr_number() -> list[dict]:
+    """The PR's number as an artifact: a `workflow_run` event names no PR for a fork's branch."""
+    folder = f"$RUNNER_TEMP/{PR_NUMBER_ARTIFACT}"
+    script = (f'mkdir -p "{folder}"\n'
+              f'printf \'%s\\n\' "$PR_NUMBER" > "{folder}/{PR_NUMBER_FILE}"\n')
+    return [{"name": "Record the PR number for the comment workflow", "if": "always()",
+             "env": {"PR_NUMBER": f"${{{{ {_PR}.number }}}}"}, "run": script},
+            _upload(PR_NUMBER_ARTIFACT, f"${{{{ runner.temp }}}}/{PR_NUMBER_ARTIFACT}/")]
+
+
+# --- pr-comment.yml --------------------------------------------------------------------------
+
+_RUN = "github.event.workflow_run"
+_ARTIFACTS = "artifacts"  # under $RUNNER_TEMP: outside the workspace that holds this workflow's code
+_FIND_PR = f"""\
+# The number comes from the PR run's artifact, which a fork's code could have written: accept
+# digits only, and only for the pull request whose head is the commit that run tested.
+file="$RUNNER_TEMP/{_ARTIFACTS}/{PR_NUMBER_ARTIFACT}/{PR_NUMBER_FILE}"
+if [ ! -f "$file" ]; then
+  echo "::notice::the PR run left no {PR_NUMBER_ARTIFACT} artifact (its jobs were skipped); nothing to post"
+  exit 0
+fi
+number="$(head -c 32 "$file" | tr -d '[:space:]')"
+if ! [[ "$number" =~ ^[0-9]{{1,10}}$ ]]; then
+  echo "::error::the {PR_NUMBER_ARTIFACT} artifact holds no pull request number"
+  exit 1
+fi
+pr_head="$(gh api "repos/$REPO/pulls/$number" --jq .head.sha)"
+if [ "$pr_head" != "$HEAD_SHA" ]; then
+  echo "::notice::PR #$number is at $pr_head, not at the tested $HEAD_SHA (pushed since?); nothing posted"
+  exit 0
+fi
+# The jobs' conclusions and failed steps, from GitHub rather than from the artifacts.
+gh api "repos/$REPO/actions/runs/$RUN_ID/jobs?per_page=100" > "$RUNNER_TEMP/jobs.json"
+echo "number=$number" >> "$GITHUB_OUTPUT"
+"""
+
+
+def _post_comment(vendor: str) -> dict:
+    """Render `vendor`'s comment with this repository's code and create or edit it."""
+    where = f"$RUNNER_TEMP/{_ARTIFACTS}"
+    findings = " ".join(f'"{where}/{path}"' for path in (f"{CPU_ARTIFACT}/{STATIC_FINDINGS}",
+                                                          f"{gpu_artifact(vendor)}/{LATENCY_FINDINGS}"))
+    mine = (f'.[] | select(.user.login == "github-actions[bot]" and '
+            f'(.body | startswith("{comment.marker(vendor)}"))) | .id')
+    script = (
+        "files=()\n"
+        f"for f in {findings}; do\n"
+        '  if [ -f "$f" ]; then files+=("$f"); fi\n'
+        "done\n"
+        f'body="$RUNNER_TEMP/comment-{vendor}.md"\n'
+        f'python3 -m perf.ci.comment "${{files[@]}}" --vendor {vendor} --run-url "$RUN_URL" \\\n'
+        '  --jobs "$RUNNER_TEMP/jobs.json" --commit "$HEAD_SHA" --out "$body"\n'
+        "# One comment per vendor, found again by the marker on its first line.\n"
+        f'ids="$(gh api --paginate "repos/$REPO/issues/$NUMBER/comments" --jq \'{mine}\')"\n'
+        'id="${ids%%[!0-9]*}"\n'
+        'if [ -n "$id" ]; then\n'
+        '  gh api --method PATCH "repos/$REPO/issues/comments/$id" -F "body=@$body" --silent\n'
+        "else\n"
+        '  gh api --method POST "repos/$REPO/issues/$NUMBER/comments" -F "body=@$body" --silent\n'
+        "fi\n"
+    )
+    return {"name": f"Post or edit the {vendor} comment", "if": "steps.pr.outputs.number != ''",
+            "env": {"NUMBER": "${{ steps.pr.outputs.number }}"}, "run": script}
+
+
+def build_pr_comment(vendors: list[VendorCI]) -> dict:
+    """The workflow that comments on a PR after its run: `workflow_run`, never the PR's code.
+
+    It runs in this repository's context with a token that may write pull-request comments,
+    so it checks out the default branch (this code), downloads the PR run's artifacts outside
+    the workspace, and reads them only as data (docs/workflows.md, "The PR comment").
+    """
+    finished = f"({_RUN}.conclusion == 'success' || {_RUN}.conclusion == 'failure')"
+    return {
+        "name": "PR comment",
+        "on": {"workflow_run": {"workflows": [PR_WORKFLOW], "types": ["completed"]}},
+        "permissions": {},
+        "jobs": {"comment": {
+            "name": "Post the perf-gate comment of each vendor",
+            # A cancelled run was superseded by a newer push, whose run will comment.
+            "if": f"{_RUN}.event == 'pull_request' && {finished}",
+            "runs-on": HOSTED_RUNNER,
+            "timeout-minutes": TIMEOUT["comment"],
+            "permissions": {"actions": "read", "contents": "read", "pull-requests": "write"},
+            # One at a time per PR branch, so two runs never both create the comment.
+            "concurrency": {"group": (f"pr-comment-${{{{ {_RUN}.head_repository.full_name }}}}-"
+                                      f"${{{{ {_RUN}.head_branch }}}}"), "cancel-in-progress": False},
+            "env": {"GH_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}",
+                    "RUN_ID": f"${{{{ {_RUN}.id }}}}", "RUN_URL": f"${{{{ {_RUN}.html_url }}}}",
+                    "HEAD_SHA": f"${{{{ {_RUN}.head_sha }}}}"},
+            "steps": [
+                # The default branch: a workflow_run's ref; the PR's commits are never fetched.
+                _uses("checkout", "Check out the default branch (the renderer; never the PR's code)",
+                      persist_credentials=False),
+                _uses("download-artifact", "Download the PR run's artifacts (data only)",
+                      run_id=f"${{{{ {_RUN}.id }}}}", github_token="${{ github.token }}", pattern="pr-*",
+                      path=f"${{{{ runner.temp }}}}/{_ARTIFACTS}"),
+                {"id": "pr", "name": "Find the pull request the run tested", "run": _FIND_PR},
+                *[_post_comment(v.vendor) for v in vendors],
+            ],
+        }},
     }
 
 
@@ -469,11 +582,11 @@ def _str(dumper: yaml.SafeDumper, s: str):
 _Dumper.add_representer(str, _str)
 
 
-_STEP_ORDER = ("name", "id", "if", "uses", "with", "run")
+_STEP_ORDER = ("name", "id", "if", "uses", "with", "env", "run")
 
 
 def _ordered(doc):
-    """Steps in the order people write them (name, id, if, uses, with, run)."""
+    """Steps in the order people write them (name, id, if, uses, with, env, run)."""
     if isinstance(doc, dict):
         keys = sorted(doc, key=lambda k: _STEP_ORDER.index(k) if k in _STEP_ORDER else len(_STEP_ORDER)) \
             if "name" in doc and ("run" in doc or "uses" in doc) else list(doc)
@@ -501,6 +614,7 @@ def generate(thresholds: str | os.PathLike = DEFAULT_PATH, root: str | os.PathLi
     vendors = vendors_from(load_thresholds(thresholds))
     return {
         ".github/workflows/pr.yml": render(build_pr(vendors)),
+        ".github/workflows/pr-comment.yml": render(build_pr_comment(vendors)),
         ".github/workflows/nightly.yml": render(build_nightly(vendors, root)),
         ".github/actionlint.yaml": render(build_actionlint_config(vendors), LINT_HEADER),
     }
