@@ -9,8 +9,7 @@ Schema (see thresholds.yaml, commented for the people who edit it):
       latency: {warn, fail}         # ratios head/base, 1 < warn <= fail
       statistics: {alpha, repeats, samples, sample_budget_ms, retries, bootstrap, confidence}
       compile: {targets: [{name, backend, arch, warp_size, max_shared_memory_bytes,
-                           max_registers_per_thread}], static: {<metric>: fail|warn|ignore,
-                                                               <metric>_ratio: number >= 1}}
+                           max_registers_per_thread}], static: {<key of STATIC_DEFAULTS>: ...}}
       runners: {labels: [...], container, container_options, env: {NAME: value},
                 lock_clocks: false | MHz, isolation_env: [NAME, ...]}
     overrides: [{vendor?, variant?, scenario?, metric?, latency: {warn?, fail?}, reason}]
@@ -35,6 +34,23 @@ SEVERITIES = ("fail", "warn", "ignore")
 _TOP_KEYS = ("version", *VENDORS, "overrides")
 _STAT_DEFAULTS = {"alpha": 0.01, "repeats": 10, "samples": 25, "sample_budget_ms": 100, "retries": 1,
                   "bootstrap": 2000, "confidence": 0.95}
+
+# The static gate's rules (`<vendor>.compile.static`; applied by perf.verdicts.static_findings)
+# and what a key the file leaves out means. Severities are fail | warn | ignore, ratios head/base:
+#   new_spills: fail                more spill bytes/registers than the base (any, for a new kernel)
+#   new_sgpr_spills: (new_spills)   AMD SGPR spills alone: they usually land in VGPR lanes, not memory
+#   registers_warn_ratio: 1.10      registers per thread up by more than 10 % warns
+#   registers_fail_ratio: (none)    ... and beyond this ratio fails
+#   shared_memory_over_limit: fail  shared memory / LDS above the target's max cannot launch
+#   shared_memory_warn_ratio: (none) shared memory / LDS growth beyond this ratio warns
+#   occupancy_drop: warn            fewer resident warps (waves) than the base
+# Unmeasured defaults (2026-11-21): registers and occupancy are deterministic for a given
+# Triton, so any threshold is a policy choice, not a noise margin.
+STATIC_DEFAULTS: dict[str, Any] = {
+    "new_spills": "fail", "new_sgpr_spills": None, "registers_warn_ratio": 1.10,
+    "registers_fail_ratio": None, "shared_memory_over_limit": "fail", "shared_memory_warn_ratio": None,
+    "occupancy_drop": "warn",
+}
 
 
 @dataclass(frozen=True)
@@ -84,7 +100,7 @@ class VendorThresholds:
     latency: LatencyThreshold
     statistics: Statistics
     targets: tuple[CompileTarget, ...]
-    static: dict[str, Any]  # metric -> severity, or <name>_ratio -> float
+    static: dict[str, Any]  # every key of STATIC_DEFAULTS: severity, ratio or None (rule off)
     runners: Runners
 
 
@@ -232,13 +248,13 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
             max_registers_per_thread=c.integer(t["max_registers_per_thread"],
                                                f"{w}.max_registers_per_thread", 1, 4096),
         ))
-    static = c.mapping(comp["static"], f"{name}.compile.static")
+    static = dict(c.mapping(comp["static"], f"{name}.compile.static", tuple(STATIC_DEFAULTS)))
     for key, value in static.items():
         w = f"{name}.compile.static.{key}"
         if key.endswith("_ratio"):
-            c.number(value, w, 1.0, 100.0)
+            static[key] = c.number(value, w, 1.0, 100.0)
         elif value not in SEVERITIES:
-            c.fail(w, f"must be one of {', '.join(SEVERITIES)} (or name a *_ratio), got {value!r}")
+            c.fail(w, f"must be one of {', '.join(SEVERITIES)}, got {value!r}")
 
     r = c.mapping(v["runners"], f"{name}.runners",
                   ("labels", "container", "container_options", "env", "lock_clocks", "isolation_env"),
@@ -265,7 +281,7 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
                                    allow_empty=True),
         env=dict(env),
     )
-    return VendorThresholds(name, latency, stats, tuple(targets), dict(static), runners)
+    return VendorThresholds(name, latency, stats, tuple(targets), {**STATIC_DEFAULTS, **static}, runners)
 
 
 def _parse_overrides(c: _Checker, items: Any) -> tuple[Override, ...]:

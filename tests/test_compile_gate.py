@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from perf.static import metrics as sm
+from perf.static import gate
 from perf.thresholds import load_thresholds
 from perf.verdicts import Verdict
 
@@ -82,6 +82,11 @@ def test_planted_regression_fails_naming_the_target(planted_repo, tmp_path):
     assert ("gfx942", "sgpr_spills") in failed, failed
     report = open(tmp_path / "report.md").read()
     assert "**FAIL**" in report and "cannot launch on gfx942" in report and SCENARIO in report
+    # the terminal: one screen with the counts, the failing rows and where the report is
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("base ") and "(HEAD~1) vs head" in lines[0], lines[:3]
+    assert lines[1].startswith("static gate: FAIL: ") and "cannot launch on gfx942" in done.stdout
+    assert os.path.join(str(tmp_path), "report.md") in lines[-1] and len(lines) < 70, done.stdout
 
 
 def test_aa_run_passes(tmp_path):
@@ -89,6 +94,8 @@ def test_aa_run_passes(tmp_path):
     done, findings = _gate(repo, "HEAD", str(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert findings and all(f["verdict"] == "ok" for f in findings)
+    assert done.stdout.splitlines()[0] == ("nothing to compare: HEAD is its own base (A/A); "
+                                           "static metrics of HEAD below"), done.stdout
     # the two sides were compiled separately and agree exactly (compile time is a wall-clock
     # measurement, reported but never gated, so it is left out)
     base, head = (json.load(open(tmp_path / f"{side}.json")) for side in ("base", "head"))
@@ -98,7 +105,7 @@ def test_aa_run_passes(tmp_path):
                 for e in doc["entries"]]
 
     assert metrics(base) == metrics(head) and len(metrics(head)) == 2
-    assert not [f for f in sm.compare(head, head, load_thresholds(os.path.join(ROOT, "thresholds.yaml")))
+    assert not [f for f in gate.compare(head, head, load_thresholds(os.path.join(ROOT, "thresholds.yaml")))
                 if f.verdict is not Verdict.OK]
 
 
