@@ -127,11 +127,14 @@ def terminal(findings: list[Finding], head_doc: dict, first_line: str, notes: li
     from rich.table import Table
 
     out = console()
+
+    def line(text: str) -> None:  # plain text, never broken inside a path
+        out.print(escape(text), highlight=False, soft_wrap=True)
+
     n = counts(findings)
-    out.print(escape(first_line), highlight=False)
-    out.print(f"static gate: {status_word(findings)}: "
-              + ", ".join(f"{n[v.value]} {v.value}" for v in (Verdict.FAIL, Verdict.WARN, Verdict.OK,
-                                                              Verdict.IMPROVED)), highlight=False)
+    line(first_line)
+    order = (Verdict.FAIL, Verdict.WARN, Verdict.OK, Verdict.IMPROVED)
+    line(f"static gate: {status_word(findings)}: " + ", ".join(f"{n[v.value]} {v.value}" for v in order))
     shown = [f for f in worst_first(findings) if f.verdict is not Verdict.OK]
     if shown:
         table = Table(title="findings that are not ok, worst first")
@@ -144,11 +147,11 @@ def terminal(findings: list[Finding], head_doc: dict, first_line: str, notes: li
                                                      _value(f.base), _value(f.head), f.note[:100])))
         out.print(table)
         if len(shown) > limit:
-            out.print(f"... and {len(shown) - limit} more in {paths[0]}", highlight=False)
+            line(f"... and {len(shown) - limit} more in {paths[0]}")
     out.print(summary_table(head_doc))
     for note in notes:
-        out.print(escape(note), highlight=False)
-    out.print("full report: " + ", ".join(paths), highlight=False)
+        line(note)
+    line("full report: " + ", ".join(paths))
 
 
 # ------------------------------------------------------------------------- Markdown
