@@ -241,7 +241,7 @@ def _notes(base: str, ref: str, dirty: bool | None, base_doc: dict, head_doc: di
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument
     a("--base-ref", default=None,
-      help="base commit (default: merge base of HEAD with origin/main, else main, else HEAD)")
+      help="base commit (default: merge base of HEAD with origin/main, else main)")
     a("--emit-json", default=None, metavar="PATH",
       help="compile one side (this checkout or --source) into PATH; no gate")
     a("--source", default=None, help="checkout whose kernels/ to compile (with --emit-json)")
@@ -266,7 +266,7 @@ def main(args: argparse.Namespace) -> int:
         doc = run_side(args, thresholds)
         write_doc(args.emit_json, doc)
         if args.gate_side is None and doc["comparable"]:
-            report.console().print(report.summary_table(doc))
+            report.console().print(report.summary_table(doc, of=doc["source"]))
         return 0
     return gate(args, thresholds)
 

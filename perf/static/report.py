@@ -94,10 +94,10 @@ def console(stderr: bool = False):
     return c
 
 
-def summary_table(doc: dict):
+def summary_table(doc: dict, of: str = "the head"):
     from rich.table import Table
 
-    table = Table(title=f"Static metrics of the head, variants x targets (Triton {doc['triton']})")
+    table = Table(title=f"Static metrics of {of}, variants x targets (Triton {doc['triton']})")
     for col in SUMMARY_COLUMNS:
         table.add_column(col, overflow="fold")
     for s in summary_rows(doc):
