@@ -38,12 +38,12 @@ def misspelled_thresholds(tmp_path_factory):
 
 
 BAD_INPUT = [  # (options, what the one line must say)
-    (["--variants", "qblock,bogus"], ["--variants: bogus not registered", *VARIANTS]),
+    (["--variants", "qblock,bogus"], ["--variants qblock,bogus: unknown variant bogus", *VARIANTS]),
     (["--targets", "sm_90,sm_1"], ["--targets 'sm_90,sm_1': sm_1 not in", "sm_90, gfx942"]),
     (["--suite", "bogus"], ["no suite 'bogus'", "--suite"]),
     (["--scenarios", "nothing*"], ["--scenarios 'nothing*' matches no scenario"]),
     (["--thresholds", "MISSPELLED"], ["amd.compile.static.new_spill: unknown key", "new_spills"]),
-    (["--emit-json", os.devnull, "--variants", "bogus"], ["--variants: bogus not registered"]),
+    (["--emit-json", os.devnull, "--variants", "bogus"], ["--variants bogus: unknown variant bogus"]),
 ]
 
 

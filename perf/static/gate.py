@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from perf import checkout, git
+from perf import checkout, git, validate
 from perf.checkout import ROOT
 from perf.errors import EXIT_BAD_INPUT, ConfigError
 from perf.static import build, plan, report
@@ -37,15 +37,12 @@ DEFAULT_SUITE = "pr"
 # ------------------------------------------------------------------------- input
 
 
-def _names(text: str | None) -> list[str] | None:
-    """A comma-separated option as a list (None when not given)."""
-    return None if text is None else [n.strip() for n in text.split(",") if n.strip()]
-
-
-def _scenarios(args: argparse.Namespace) -> list:
-    from perf import scenarios as sc
-
-    return sc.select(sc.suite(args.suite), args.scenarios)
+def _variants(args: argparse.Namespace, registered) -> list[str]:
+    """The `--variants` to plan: checked against `registered`, except on the base side, which
+    may predate a variant the head adds (its entries are then skipped with the reason)."""
+    if args.gate_side == "base" and args.variants:
+        return [n.strip() for n in args.variants.split(",") if n.strip()]
+    return validate.variants(args.variants, registered)
 
 
 # ------------------------------------------------------------------------- one side
@@ -59,8 +56,7 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
         raise ConfigError("TRITON_INTERPRET=1 is set: --emit-json compiles real kernels in this process; "
                           "unset it (without --emit-json the gate unsets it for its subprocesses)")
     targets = plan.load_targets(thresholds, args.targets)
-    scenarios = _scenarios(args)
-    variants = _names(args.variants)
+    scenarios = validate.scenarios(args.suite, args.scenarios)
     source = os.path.abspath(args.source or os.getcwd())
     doc = {"schema": SIDE_SCHEMA, "triton": triton.__version__, "source": source,
            "commit": git.head(source), "suite": args.suite,
@@ -72,11 +68,9 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
     if not registered or not all(hasattr(v, "plan") for v in registered.values()):
         doc.update(comparable=False, reason="its kernels package has no VARIANTS with Variant.plan")
         return doc
-    if variants is not None and args.gate_side != "base":  # a base may predate a variant
-        plan.check_variants(variants, registered)
     doc["variants"] = list(registered)
     start = time.perf_counter()
-    entries, jobs = plan.plan_side(variants, scenarios, targets)
+    entries, jobs = plan.plan_side(_variants(args, registered), scenarios, targets)
     results, compiled = build.compile_all(jobs, build.DiskCache(None if args.no_cache else args.cache_dir),
                                           args.jobs, quiet=args.quiet, label=args.gate_side or "")
     for e in entries:
@@ -182,11 +176,10 @@ def check_input(args: argparse.Namespace, thresholds) -> str:
     """Every mistake in the options, refused before anything is checked out or compiled;
     returns the head's checkout."""
     plan.load_targets(thresholds, args.targets)
-    _scenarios(args)
+    validate.scenarios(args.suite, args.scenarios)
     root = git.repo_root(os.getcwd())
-    variants = _names(args.variants)
-    if variants is not None:  # the head's registry decides; the base may predate a variant
-        plan.check_variants(variants, getattr(checkout.import_kernels(root), "VARIANTS", {}))
+    if args.variants:  # the head's registry decides; the base may predate a variant
+        validate.variants(args.variants, getattr(checkout.import_kernels(root), "VARIANTS", {}))
     return root
 
 

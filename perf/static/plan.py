@@ -68,14 +68,6 @@ def load_targets(thresholds, only: str | None = None) -> list[Target]:
     return out
 
 
-def check_variants(names: list[str] | None, registered) -> None:
-    """Refuse `--variants` names this checkout does not register (ConfigError)."""
-    unknown = [n for n in names or [] if n not in registered]
-    if unknown or names == []:
-        raise ConfigError(f"--variants: {', '.join(unknown) or 'none given'} not registered in "
-                          f"kernels.VARIANTS; pass some of: {', '.join(registered)}")
-
-
 def plan_as_if_on(target: Target, variant, batch) -> list:
     """The launches `variant` plans for `batch` on `target` (its vendor and SM/CU count).
 
@@ -173,22 +165,21 @@ def cache_key(launch, target: Target, signature, constexprs, attrs, options) -> 
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def plan_side(variants: list[str] | None, scenarios: list,
+def plan_side(variants: list[str], scenarios: list,
               targets: list[Target]) -> tuple[list[dict], list[Job]]:
     """Entries (one per variant x scenario x target x launched kernel) and the unique jobs.
 
     `variants` may name ones this checkout lacks (a base older than the variant): their
-    entries are skipped with the reason. The caller refuses names no side registers.
+    entries are skipped with the reason. The caller refuses names the head does not register.
     """
     import kernels
 
-    names = list(kernels.VARIANTS) if not variants else variants
     entries: list[dict] = []
     jobs: dict[str, Job] = {}
     build = batch_builder()
     batches = {s.name: build(s.spec()) for s in scenarios}
     for target in targets:
-        for name in names:
+        for name in variants:
             variant = kernels.VARIANTS.get(name)
             for scenario in scenarios:
                 base = {"variant": name, "scenario": scenario.name, "target": target.name,
