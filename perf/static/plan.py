@@ -12,13 +12,10 @@ and keyed by Triton's own compile cache key, so identical specializations compil
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import os
 import sys
 from typing import Any
 
-from perf.checkout import ROOT
 from perf.errors import ConfigError
 from perf.static import metrics as sm
 
@@ -97,28 +94,6 @@ def plan_as_if_on(target: Target, variant, batch) -> list:
             setattr(module, attr, original)
 
 
-def batch_builder():
-    """`build_batch(spec, fill=False)` of the checkout being planned (kernels/batch.py).
-
-    A base older than `fill=` gets this harness's own kernels/batch.py, loaded by path
-    under another name, which is what the gate planned every base with before.
-    """
-    import importlib.util
-    import inspect
-
-    from kernels import batch
-
-    if "fill" in inspect.signature(batch.build_batch).parameters:
-        return functools.partial(batch.build_batch, fill=False)
-    name = "perf_static_harness_batch"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "kernels", "batch.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while the class is built
-        spec.loader.exec_module(module)
-    return functools.partial(sys.modules[name].build_batch, fill=False)
-
-
 @dataclasses.dataclass
 class Job:
     """One kernel specialization for one target: what a worker process compiles."""
@@ -176,8 +151,9 @@ def plan_side(variants: list[str], scenarios: list,
 
     entries: list[dict] = []
     jobs: dict[str, Job] = {}
-    build = batch_builder()
-    batches = {s.name: build(s.spec()) for s in scenarios}
+    from kernels.batch import build_batch
+
+    batches = {s.name: build_batch(s.spec(), "cpu", fill=False) for s in scenarios}
     for target in targets:
         for name in variants:
             variant = kernels.VARIANTS.get(name)
