@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 LOG2E = tl.constexpr(1.4426950408889634)  # scores are scaled by log2(e) so the kernels can use exp2
+MIN_BLOCK_M = 16  # tl.dot needs M >= 16 (Triton's minimum on every backend)
 
 
 @triton.jit
@@ -45,9 +46,17 @@ def next_pow2(n: int) -> int:
     return triton.next_power_of_2(n)
 
 
-
 def largest_pow2_divisor(n: int) -> int:
     return n & -n
+
+
+def decode_block_m(queries_per_kv: int) -> int:
+    """Smallest Q-block holding a whole head group: BLOCK_M rows for one token's query heads.
+
+    The Q-block of `qblock` and of every decode batch: a power of two (tl.arange) of at
+    least MIN_BLOCK_M rows; BLOCK_Q = BLOCK_M // queries_per_kv tokens fit in it.
+    """
+    return max(MIN_BLOCK_M, next_pow2(queries_per_kv))
 
 
 # ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from kernels import platform
-from kernels.batch import FP8_DTYPE
+from kernels.inputs import FP8_DTYPE
 from kernels.launch import KernelLaunch
 from kernels.paged_attention import heuristics
 from kernels.paged_attention.common import (
