@@ -65,7 +65,7 @@ def test_planning_for_answers_as_the_target_and_restores(targets):
 
 def test_plans_follow_the_target_vendors_heuristics(targets):
     """The production variant planned 'as if on' each target carries that vendor's choice."""
-    from kernels.paged_attention import heuristics, parallel
+    from kernels.paged_attention import heuristics, planning
 
     batch = pc.planning_batch(Scenario.parse("llama3-8b_bs16_b1_s512_d0").spec())
     planned = {}
@@ -73,7 +73,7 @@ def test_plans_follow_the_target_vendors_heuristics(targets):
         t = targets[name]
         with pc.planning_for(t):
             _, launches = VARIANTS["static_grid"].plan(*batch.args(), **batch.options)
-            f = parallel.batch_features(batch.q, batch.k_cache, batch.block_table, vendor=t.vendor)
+            f = planning.batch_features(batch.q, batch.k_cache, batch.block_table, vendor=t.vendor)
         want = heuristics.choose(t.vendor, f)
         main = launches[0]
         assert (main.num_warps, main.num_stages, main.vendor_options) == (
