@@ -10,11 +10,13 @@ after validating a batch once outside the timed region.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import threading
 
 import torch
 
 FP8_DTYPE = torch.float8_e4m3fn  # KV-cache fp8 format (OCP e4m3, the one vLLM uses on H100)
+VENDORS = ("nvidia", "amd")  # vendors the planners can plan for (the `vendor` hint)
 
 FEATURES = (
     "sliding_window",  # keys more than window-1 positions back are masked
@@ -65,6 +67,15 @@ def required_features(q, k_cache, *, sliding_window=None, softcap=None, sinks=No
 def _require(cond: bool, arg: str, msg: str) -> None:
     if not cond:
         raise ValueError(f"{arg}: {msg}")
+
+
+def validate_target(vendor=None, num_sms=None) -> None:
+    """The planning hints `vendor` and `num_sms`, when given."""
+    if vendor is not None:
+        _require(vendor in VENDORS, "vendor", f"unknown {vendor!r}; expected one of {VENDORS}")
+    if num_sms is not None:
+        _require(isinstance(num_sms, numbers.Integral) and not isinstance(num_sms, bool)
+                 and num_sms > 0, "num_sms", f"must be a positive int, got {num_sms!r}")
 
 
 def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=None,

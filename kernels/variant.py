@@ -24,7 +24,7 @@ class Variant:
     planner: Planner  # (q, k_cache, ..., out=..., **options) -> launches
     features: frozenset[str]  # subset of kernels.inputs.FEATURES
     # Optional host-side keyword hints the planner takes besides the contract (e.g.
-    # max_seqlen_q); they bypass input validation and go straight to the planner.
+    # max_seqlen_q, vendor); they go to the planner, not to the contract's checks.
     hints: frozenset[str] = frozenset()
 
     def check_supported(self, q, k_cache, **options) -> None:
@@ -40,6 +40,7 @@ class Variant:
         hints = {name: options.pop(name) for name in self.hints if name in options}
         args = (q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens)
         inputs.validate(*args, out=out, **options)
+        inputs.validate_target(hints.get("vendor"), hints.get("num_sms"))
         self.check_supported(q, k_cache, **options)
         out = torch.empty_like(q) if out is None else out
         return out, self.planner(*args, out=out, **options, **hints)

@@ -67,3 +67,11 @@ def test_missing_fp8_scale():
 def test_unsupported_feature_names_it(batch):
     with pytest.raises(NotImplementedError, match="naive.*softcap"):
         VARIANTS["naive"](*batch.args(), softcap=10.0, **batch.options)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("hint, value", [("vendor", "cpu"), ("vendor", "intel"), ("num_sms", 0),
+                                         ("num_sms", 13.5)])
+def test_bad_target_hint(batch, variant, hint, value):
+    with pytest.raises(ValueError, match=f"^{hint}:"):
+        VARIANTS[variant](*batch.args(), **{hint: value}, **batch.options)
