@@ -90,7 +90,10 @@ class Config:
 def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor, *,
                        max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
                        num_sms: int | None = None, vendor: str = "nvidia") -> Features:
-    """Features from shapes and host-side hints; never reads device memory."""
+    """Features from shapes and host-side hints; never reads device memory.
+
+    An empty batch (no sequences) gets well-defined features, though callers launch nothing.
+    """
     num_tokens, num_q_heads, head_size = q.shape
     num_seqs = block_table.shape[0]
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -100,7 +103,7 @@ def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torc
     return Features(
         num_seqs=num_seqs, num_tokens=num_tokens, max_query_len=max(1, max_q),
         max_kv_len=max(1, max_k), avg_kv_len=float(max(1, max_k)),
-        decode_share=decodes / num_seqs, queries_per_kv=num_q_heads // num_kv_heads,
+        decode_share=decodes / max(1, num_seqs), queries_per_kv=num_q_heads // num_kv_heads,
         num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size,
         dtype=str(q.dtype).removeprefix("torch."), fp8_kv=k_cache.dtype == FP8_DTYPE,
         num_sms=num_sms or DEFAULT_NUM_SMS.get(vendor, 132),
