@@ -75,7 +75,7 @@ class BatchSpec:
 
 @dataclass
 class PagedBatch:
-    """The tensors of one call, in the layout of the kernel contract (DESIGN section 4)."""
+    """The tensors of one call, in the layout of the kernel contract (`kernels.reference`)."""
 
     spec: BatchSpec
     q: torch.Tensor  # [num_tokens, num_q_heads, head_size]
