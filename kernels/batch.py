@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-FP8_DTYPE = torch.float8_e4m3fn  # KV-cache fp8 format (OCP e4m3, the one vLLM uses on H100)
+from kernels.inputs import FP8_DTYPE
+
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 SPARE_BLOCKS = 3  # unused blocks in every cache, so "block 0" or "last block" bugs show
 
@@ -74,7 +75,7 @@ class BatchSpec:
 
 @dataclass
 class PagedBatch:
-    """The tensors of one call, in the layout of the kernel contract (DESIGN section 4)."""
+    """The tensors of one call, in the layout of the kernel contract (`kernels.reference`)."""
 
     spec: BatchSpec
     q: torch.Tensor  # [num_tokens, num_q_heads, head_size]

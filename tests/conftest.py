@@ -1,8 +1,13 @@
-"""Test session setup: pick the device, and fall back to Triton's interpreter on CPU.
+"""Test session setup: pick the device, fall back to Triton's interpreter on CPU, check values.
 
 Without a GPU, TRITON_INTERPRET=1 must be set before triton is imported; this file does
 that so `pytest` alone works on a laptop as well as under `nox -s tests`. On CPU only the
 `cpu_subset` of the correctness grid runs; the rest is skipped with the reason.
+
+PAGED_ATTENTION_CHECK_VALUES=1 turns the kernels' metadata value checks on for the whole
+session (production calls skip them: they cost a host sync), so a test batch with bad
+metadata fails with a ValueError instead of reading out of bounds. Tests of the default
+path set it back with monkeypatch.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ if not HAS_GPU:
     if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError("triton was imported before TRITON_INTERPRET=1 could be set")
     os.environ["TRITON_INTERPRET"] = "1"
+
+os.environ["PAGED_ATTENTION_CHECK_VALUES"] = "1"  # kernels.inputs.CHECK_VALUES_ENV
 
 DEVICE = "cuda" if HAS_GPU else "cpu"
 NO_GPU_REASON = "no CUDA/ROCm GPU: Triton's interpreter runs only the cpu_subset of the grid"

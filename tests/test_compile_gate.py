@@ -26,7 +26,7 @@ from perf.verdicts import Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCENARIO = "llama3-8b_bs64_b32_s1024_d50"  # a pr-suite scenario: BLOCK_SIZE 64, GQA 4:1
-PLANT = [("MIN_BLOCK_M = 16", "MIN_BLOCK_M = 64"),  # qblock's Q-block: 16 -> 64 rows
+PLANT = [("block_m = decode_block_m(queries_per_kv)", "block_m = 64"),  # qblock's Q-block: 16 -> 64 rows
          ("num_stages=2,", "num_stages=4,")]  # and software pipelining 2 -> 4 stages
 
 

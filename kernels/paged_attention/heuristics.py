@@ -19,12 +19,13 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.batch import FP8_DTYPE
-from kernels.paged_attention.common import next_pow2
+from kernels.inputs import FP8_DTYPE
+from kernels.paged_attention.common import decode_block_m
 
-MIN_BLOCK_M = 16  # tl.dot needs M >= 16
-MIN_TILE = 16  # and K >= 16
-DEFAULT_NUM_SMS = {"nvidia": 132, "amd": 304}  # H100 SXM / MI300X, when no device is present
+MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
+# SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
+# vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
+DEFAULT_NUM_SMS = {"nvidia": 132, "amd": 304}
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Config:
     num_segments: int  # KV segments per decode sequence (1: no split, no reduce kernel)
     num_warps: int
     num_stages: int
-    programs_per_sm: int = 2  # static grid: persistent programs per SM / CU
+    programs_per_sm: int = 2  # static grid: persistent programs per SM / CU (the trees set it)
     max_programs: int = 0  # static grid: a cap on its size (0: none); tests, shared GPUs
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
@@ -89,7 +90,10 @@ class Config:
 def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor, *,
                        max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
                        num_sms: int | None = None, vendor: str = "nvidia") -> Features:
-    """Features from shapes and host-side hints; never reads device memory."""
+    """Features from shapes and host-side hints; never reads device memory.
+
+    An empty batch (no sequences) gets well-defined features, though callers launch nothing.
+    """
     num_tokens, num_q_heads, head_size = q.shape
     num_seqs = block_table.shape[0]
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -99,7 +103,7 @@ def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torc
     return Features(
         num_seqs=num_seqs, num_tokens=num_tokens, max_query_len=max(1, max_q),
         max_kv_len=max(1, max_k), avg_kv_len=float(max(1, max_k)),
-        decode_share=decodes / num_seqs, queries_per_kv=num_q_heads // num_kv_heads,
+        decode_share=decodes / max(1, num_seqs), queries_per_kv=num_q_heads // num_kv_heads,
         num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size,
         dtype=str(q.dtype).removeprefix("torch."), fp8_kv=k_cache.dtype == FP8_DTYPE,
         num_sms=num_sms or DEFAULT_NUM_SMS.get(vendor, 132),
@@ -116,11 +120,6 @@ def features_from_spec(spec, num_sms: int) -> Features:
         head_size=spec.head_size, block_size=spec.block_size, dtype=spec.dtype,
         fp8_kv=spec.fp8_kv, num_sms=num_sms,
     )
-
-
-def decode_block_m(queries_per_kv: int) -> int:
-    """Smallest Q-block holding a whole head group: one decode token per Q-block row group."""
-    return max(MIN_BLOCK_M, next_pow2(queries_per_kv))
 
 
 def is_decode_batch(f: Features) -> bool:
@@ -141,6 +140,7 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     4 programs per SM (b8x32k: 8 at 0.271 ms, 16 at 0.281 ms). This rule picks the best
     measured count in 3 of 5 sweep scenarios and one within 4 % of it in the other two
     (b32x8k: 4, 0.310 vs 0.297 ms; b8x32k: 16, 0.281 vs 0.271 ms). A power of two.
+    max_segments = 64 bounds the reduction's work and buffers; unmeasured default.
     """
     if not is_decode_batch(f):
         return 1

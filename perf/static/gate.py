@@ -110,18 +110,32 @@ def _match_key(e: dict) -> tuple:
     return (e["variant"], e["scenario"], e["target"], e["kernel"], e.get("occurrence", 0))
 
 
+def _position_key(e: dict) -> tuple:
+    """A launch's place in its plan: matches a kernel the head renamed to its base entry."""
+    return (e["variant"], e["scenario"], e["target"], e.get("launch"))
+
+
 def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
     """Findings (gate "static") of head against base, collapsed over scenarios that agree."""
     from perf.verdicts import static_findings
 
     limits = {t["name"]: t for t in head_doc["targets"]}
     comparable = base_doc.get("comparable", True)
-    base = {_match_key(e): e for e in base_doc.get("entries", [])} if comparable else {}
+    entries = base_doc.get("entries", []) if comparable else []
+    by_name = {_match_key(e): e for e in entries}
+    by_position = {_position_key(e): e for e in entries if e.get("launch") is not None}
+    head_names = {_match_key(h) for h in head_doc["entries"]}
     rows: list = []
     for h in head_doc["entries"]:
-        if h["status"] != "skip":
-            rows += static_findings(h, base.get(_match_key(h)), thresholds.vendor(h["vendor"]).static,
-                                    limits[h["target"]], base_comparable=comparable)
+        if h["status"] == "skip":
+            continue
+        b = by_name.get(_match_key(h))
+        if b is None:  # renamed kernel: the base's launch at the same place, if its name is gone
+            b = by_position.get(_position_key(h))
+            if b is not None and (_match_key(b) in head_names or b["kernel"] == h["kernel"]):
+                b = None
+        rows += static_findings(h, b, thresholds.vendor(h["vendor"]).static, limits[h["target"]],
+                                base_comparable=comparable)
     return collapse(rows)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import sys
 from typing import Any
 
 from perf.errors import ConfigError
@@ -66,32 +65,13 @@ def load_targets(thresholds, only: str | None = None) -> list[Target]:
 
 
 def plan_as_if_on(target: Target, variant, batch) -> list:
-    """The launches `variant` plans for `batch` on `target` (its vendor and SM/CU count).
-
-    The heuristics read the vendor and the SM/CU count from `kernels.platform.current()` at
-    plan time; it is `functools.cache`d, so for the call the function itself is swapped (in
-    kernels.platform and in every kernels module that imported the name) for one that
-    describes `target`, and restored afterwards. Once `Variant.plan` takes `vendor=` and
-    `num_sms=` hints, this body becomes that one call with
-    `vendor=target.vendor, num_sms=target.facts.num_sms`.
-    """
+    """The launches `variant` plans for `batch` on `target`: its vendor's decision trees
+    sized for its SM/CU count, through the kernels' own `vendor=` / `num_sms=` hints."""
     import torch
 
-    from kernels import platform
-
-    facts = target.facts
-    fake = platform.Platform(facts.vendor, target.name, facts.device_name, target.warp_size, facts.num_sms)
-    original = platform.current
-    swapped = [(module, attr) for name, module in list(sys.modules.items())
-               if module is not None and (name == "kernels" or name.startswith("kernels."))
-               for attr, value in list(vars(module).items()) if value is original]
-    for module, attr in swapped:
-        setattr(module, attr, lambda: fake)
-    try:
-        return variant.plan(*batch.args(), out=torch.empty_like(batch.q), **batch.options)[1]
-    finally:
-        for module, attr in swapped:
-            setattr(module, attr, original)
+    _, launches = variant.plan(*batch.args(), out=torch.empty_like(batch.q), vendor=target.vendor,
+                               num_sms=target.facts.num_sms, **batch.options)
+    return launches
 
 
 @dataclasses.dataclass
