@@ -118,12 +118,15 @@ def test_missing_base_ref_is_one_line_exit_2(planted_repo, tmp_path):
     assert done.stderr.count("\n") == 1 and "--base-ref no-such-ref" in done.stderr, done.stderr
 
 
-def test_base_without_plans_is_not_comparable(tmp_path):
-    """A base whose kernels predate Variant.plan: noted, head checked against the limits only."""
+def test_base_without_target_hints_is_not_comparable(tmp_path):
+    """A base whose variants cannot be planned for another vendor (no vendor=/num_sms= hints):
+    noted, head checked against the limits only."""
     repo = str(tmp_path / "repo")
     os.makedirs(os.path.join(repo, "kernels"))
     with open(os.path.join(repo, "kernels", "__init__.py"), "w") as f:
-        f.write('"""An old kernel package: plain functions, no registry of planned variants."""\n')
+        f.write('"""An old kernel package: its variants take no target hints."""\n'
+                'class _Old:\n    hints = frozenset({"max_seqlen_q"})\n\n'
+                'VARIANTS = {"qblock": _Old()}\n')
     shutil.copy(os.path.join(ROOT, "thresholds.yaml"), repo)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")

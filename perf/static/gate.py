@@ -64,9 +64,10 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
            "variants": [], "entries": []}
     import kernels
 
-    registered = getattr(kernels, "VARIANTS", None)
-    if not registered or not all(hasattr(v, "plan") for v in registered.values()):
-        doc.update(comparable=False, reason="its kernels package has no VARIANTS with Variant.plan")
+    registered = kernels.VARIANTS
+    if not all({"vendor", "num_sms"} <= v.hints for v in registered.values()):
+        doc.update(comparable=False, reason="its variants cannot be planned for another vendor (no vendor= / "
+                                            "num_sms= hints); rebase onto a newer main to compare")
         return doc
     doc["variants"] = list(registered)
     start = time.perf_counter()
