@@ -106,7 +106,7 @@ def resolve_scenarios(suite: str, patterns: str | None) -> tuple[str, ...]:
     out = [s.name for s in sc.select(chosen, ",".join(globs))] if globs else []
     for name in exact:
         try:
-            sc.Scenario.parse(name)
+            name = sc.Scenario.parse(name).name  # an earlier name: the current one
         except ValueError as e:
             raise ConfigError(f"--scenarios: {e}") from None
         if name not in out:
