@@ -56,6 +56,9 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     _measure_options(p)
     p.add_argument("--out", default="results/run.jsonl", help="results file (JSON Lines; resumed if present)")
     p.add_argument("--no-resume", action="store_true", help="overwrite --out instead of resuming it")
+    p.add_argument("--peers", default="none",
+                   help="vendor libraries measured beside the variants, in the same rounds: auto (this "
+                        "GPU's installed ones), none (default), or a comma list (perf/peers.py)")
 
     p = sub.add_parser("compare", help=OWN["compare"], description=OWN["compare"])
     _common(p)
