@@ -118,15 +118,8 @@ class Scenario:
     def name(self) -> str:
         shape = f"batch{self.batch}-kv{self.max_seq}" + ("-var" if self.variable else "") \
             + (f"-chunk{self.chunk}" if self.chunk is not None else "")
-        parts = [self.model, self.kind, shape, f"block{self.block_size}"]
-        if self.window is not None:
-            parts.append(f"window{self.window}")
-        if self.softcap is not None:
-            parts.append(f"softcap{self.softcap}")
-        parts += [flag for flag, on in (("sinks", self.sinks), ("fp8", self.fp8)) if on]
-        if self.dtype != DEFAULT_DTYPE:
-            parts.append(self.dtype)
-        return "/".join(parts)
+        return "/".join([self.model, self.kind, shape, f"block{self.block_size}",
+                         *self._features("window", "softcap")])
 
     @property
     def seed_key(self) -> str:
@@ -136,14 +129,14 @@ class Scenario:
             parts.append(f"c{self.chunk}")
         if self.variable:
             parts.append("var")
-        if self.window is not None:
-            parts.append(f"w{self.window}")
-        if self.softcap is not None:
-            parts.append(f"cap{self.softcap}")
-        parts += [flag for flag, on in (("sinks", self.sinks), ("fp8", self.fp8)) if on]
-        if self.dtype != DEFAULT_DTYPE:
-            parts.append(self.dtype)
-        return "_".join(parts)
+        return "_".join(parts + self._features("w", "cap"))
+
+    def _features(self, window: str, softcap: str) -> list[str]:
+        """Feature segments, in the order both name forms use."""
+        return [*([f"{window}{self.window}"] if self.window is not None else []),
+                *([f"{softcap}{self.softcap}"] if self.softcap is not None else []),
+                *(flag for flag, on in (("sinks", self.sinks), ("fp8", self.fp8)) if on),
+                *([self.dtype] if self.dtype != DEFAULT_DTYPE else [])]
 
     @classmethod
     def parse(cls, name: str) -> Scenario:
