@@ -134,6 +134,21 @@ def test_suite_errors(tmp_path):
         scenarios.select(scenarios.suite("pr"), "zzz*")
 
 
+def test_anchor_grid_is_the_papers_17_cases():
+    anchor = scenarios.suite("anchor")
+    decode = {(s.batch, s.max_seq) for s in anchor if s.decode == 100}
+    prefill = {(s.batch, s.max_seq) for s in anchor if s.decode == 0}
+    assert decode == {(b, k * 1024) for b in (1, 8, 32, 128) for k in (1, 8, 32) if b * k * 1024 <= 2**20}
+    assert len(decode) == 11
+    assert prefill == {(1, 512), (1, 2048), (1, 8192), (4, 2048), (8, 1024), (1, 16384)}
+    assert len(anchor) == 17
+    for s in anchor:  # Llama-3-8B heads, bf16, block 16, uniform lengths, whole-prompt prefills
+        assert (s.model, s.dtype, s.block_size, s.variable, s.chunk) == ("llama3-8b", "bf16", 16, False, None)
+        spec = s.spec()
+        assert set(spec.kv_lens) == {s.max_seq} and set(spec.query_lens) == {1 if s.decode else s.max_seq}
+    assert {s.name for s in scenarios.suite("tune")} <= {s.name for s in anchor}
+
+
 def test_names_are_safe_where_they_become_file_names():
     from perf.nightly.selection import slug
 

@@ -25,6 +25,7 @@ from collections import defaultdict
 
 from perf.nightly.history import History
 from perf.nightly.selection import PEER_PREFIX, slug
+from perf.report import geomean
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1300px;color:#222}
@@ -60,11 +61,6 @@ def _colors(names: list[str]) -> dict[str, str]:
     palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                "#bcbd22", "#17becf"]
     return {n: palette[i % len(palette)] for i, n in enumerate(names)}
-
-
-def _geomean(values: list[float]) -> float:
-    v = [x for x in values if x > 0 and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else math.nan
 
 
 def sota_percent(h: History, name: str, scenario: str, metric: str, sha: str | None = None) -> float:
@@ -157,7 +153,7 @@ def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
         for c in h.commits:
             vals = [sota_percent(h, n, s, metric, c.sha) for s in h.scenarios()]
             vals = [v for v in vals if math.isfinite(v)]
-            ys.append(_geomean(vals))
+            ys.append(geomean(vals))
             counts.append(len(vals))
         if any(math.isfinite(y) for y in ys):
             lines[n] = (ys, counts)
