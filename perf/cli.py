@@ -2,9 +2,10 @@
 
 Commands of this package: `run` (measure a suite on this GPU), `compare` (two results
 files -> verdicts), `gate` (the A/B latency gate: base worktree vs head, interleaved on
-this GPU), `report` (re-render a findings file). Commands owned by other modules are
-imported only when asked for (`compile` -> perf.static.gate, `workflows` -> perf.ci.workflows,
-`nightly`/`alert` -> perf.nightly, `noise` -> perf.latency.noise); each exposes `add_arguments(parser)` and
+this GPU), `report` (re-render a findings file), `table` (results files -> a benchmark
+table). Commands owned by other modules are imported only when asked for (`compile` ->
+perf.static.gate, `workflows` -> perf.ci.workflows, `nightly`/`alert` -> perf.nightly,
+`noise` -> perf.latency.noise, `tune` -> perf.tune); each exposes `add_arguments(parser)` and
 `main(args) -> int`. Every command takes `--thresholds PATH`. A `ConfigError` anywhere
 ends in its one line on stderr and exit 2, without a traceback.
 """
@@ -26,12 +27,14 @@ EXTERNAL = {
     "nightly": ("perf.nightly", "nightly asv run, publish and plots"),
     "alert": ("perf.nightly", "change-point alerts over the nightly history"),
     "noise": ("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate detects"),
+    "tune": ("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)"),
 }
 OWN = {
     "run": "measure a suite with this checkout's kernels into a results file",
     "compare": "compare two results files (base, head) and apply the latency thresholds",
     "gate": "A/B latency gate: head vs base (git worktree), interleaved on this GPU",
     "report": "render a findings file (from compare/gate) as Markdown and a plot",
+    "table": "render results files as a benchmark table: variants and peers side by side",
 }
 
 
@@ -56,6 +59,16 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     _measure_options(p)
     p.add_argument("--out", default="results/run.jsonl", help="results file (JSON Lines; resumed if present)")
     p.add_argument("--no-resume", action="store_true", help="overwrite --out instead of resuming it")
+    p.add_argument("--peers", default="none",
+                   help="vendor libraries measured beside the variants, in the same rounds: auto (this "
+                        "GPU's installed ones), none (default), or a comma list (perf/peers.py)")
+
+    p = sub.add_parser("table", help=OWN["table"], description=OWN["table"])
+    _common(p)
+    p.add_argument("results", nargs="+", help="results file(s) of `perf run` (several: merged)")
+    p.add_argument("--out", default=None, help="also write the Markdown to this file")
+    p.add_argument("--ours", default="static_grid",
+                   help="the variant whose ratio to the best peer is shown (default: static_grid)")
 
     p = sub.add_parser("compare", help=OWN["compare"], description=OWN["compare"])
     _common(p)
@@ -155,6 +168,10 @@ def _own(args: argparse.Namespace) -> int:
         from perf.latency import ab
 
         return ab.report_command(args)
+    if args.command == "table":
+        from perf import report
+
+        return report.table_command(args)
     raise AssertionError(args.command)
 
 

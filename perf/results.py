@@ -12,6 +12,7 @@ so an interrupted run keeps what finished, and a rerun with the same file resume
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import platform as _pyplatform
@@ -222,7 +223,22 @@ def load(path: str) -> Results:
     if version != SCHEMA_VERSION:
         raise ConfigError(f"{path}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; "
                           f"re-measure with this version (`python -m perf run`)")
+    _rename_scenarios(parsed)
     return Results(path, parsed[0], parsed[1:], truncated)
+
+
+def _rename_scenarios(parsed: list[dict]) -> None:
+    """Files written before the scenarios were renamed name them the old way: read them
+    under the current names (same batches: perf/scenarios.py), so histories continue."""
+    from perf.scenarios import canonical_name
+
+    names = functools.lru_cache(maxsize=None)(canonical_name)
+    head = parsed[0]
+    if isinstance(head.get("scenarios"), dict):
+        head["scenarios"] = {names(k): v for k, v in head["scenarios"].items()}
+    for r in parsed[1:]:
+        if isinstance(r.get("scenario"), str):
+            r["scenario"] = names(r["scenario"])
 
 
 def check_comparable(a: Results, b: Results) -> None:

@@ -25,7 +25,7 @@ from perf.thresholds import load_thresholds
 from perf.verdicts import Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCENARIO = "llama3-8b_bs64_b32_s1024_d50"  # a pr-suite scenario: BLOCK_SIZE 64, GQA 4:1
+SCENARIO = "llama3-8b/mixed50/batch32-kv1024/block64"  # a pr-suite scenario: BLOCK_SIZE 64, GQA 4:1
 PLANT = [("block_m = decode_block_m(queries_per_kv)", "block_m = 64"),  # qblock's Q-block: 16 -> 64 rows
          ("num_stages=2,", "num_stages=4,")]  # and software pipelining 2 -> 4 stages
 

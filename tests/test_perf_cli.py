@@ -165,8 +165,8 @@ def test_resume_refuses_other_settings_and_reports_a_truncated_record(tmp_path, 
 @needs_interpreter
 def test_run_writes_incrementally_and_resumes(repo, tmp_path):
     out = tmp_path / "run.jsonl"
-    args = ("run", "--suite", "smoke", "--variants", "flex_tile,naive", "--scenarios", "tiny_bs16_b2_s24*",
-            "--repeats", "2", "--samples", "2", "--out", str(out))
+    args = ("run", "--suite", "smoke", "--variants", "flex_tile,naive", "--scenarios",
+            "tiny/prefill/batch2-kv24*", "--repeats", "2", "--samples", "2", "--out", str(out))
     first = _perf(*args, cwd=str(repo))
     assert first.returncode == 0, first.stderr[-2000:]
     lines = [json.loads(x) for x in out.read_text().splitlines()]
@@ -186,8 +186,9 @@ def test_run_writes_incrementally_and_resumes(repo, tmp_path):
 @needs_interpreter
 def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     out_dir = tmp_path / "ab"
-    out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios", "tiny_bs16_b1_s16_d100",
-                "--samples", "3", "--base-ref", "HEAD", "--out", str(out_dir), cwd=str(repo))
+    out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios",
+                "tiny/decode/batch1-kv16/block16", "--samples", "3", "--base-ref", "HEAD",
+                "--out", str(out_dir), cwd=str(repo))
     assert out.returncode in (0, 1), out.stderr[-2000:]
     doc = json.loads((out_dir / "findings.json").read_text())
     assert doc["kind"] == "findings" and doc["repeats"] == 10
@@ -196,7 +197,7 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     assert len(orders) == 10 and all(sorted(o) == ["base", "head"] for o in orders)
     assert len({tuple(o) for o in orders}) == 2  # shuffled, not fixed
     (finding,) = [f for f in doc["findings"] if f["variant"] == "flex_tile"]
-    assert finding["scenario"] == "tiny_bs16_b1_s16_d100" and finding["ratio"] is not None
+    assert finding["scenario"] == "tiny/decode/batch1-kv16/block16" and finding["ratio"] is not None
     for side in ("base", "head"):
         lines = [json.loads(x) for x in (out_dir / f"{side}.jsonl").read_text().splitlines()]
         assert lines[0]["kind"] == "header" and lines[0]["side"] == side

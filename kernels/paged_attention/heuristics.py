@@ -8,7 +8,7 @@ free of host syncs and works inside CUDA/HIP-graph capture. Without hints the fe
 bounds derived from shapes (documented on each field).
 
 Every branch says where it came from: NVIDIA branches cite the sweep that chose them
-(`python -m perf.kernel_benchmark --sweep`, GPU, date, gain); AMD branches are documented
+(`python -m perf tune`, GPU, date, gain); AMD branches are documented
 defaults, unmeasured until an MI300 sweep replaces them.
 """
 
@@ -134,7 +134,7 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     Paper 4.5: decode batches of few sequences leave most SMs idle with one program per
     (sequence, KV head); splitting each sequence's tiles into segments restores
     parallelism at the cost of a reduction. The rule and its two constants come from the
-    sweep on an NVIDIA H200, 2026-11-21 (perf.kernel_benchmark --sweep, tile 128): the best
+    sweep on an NVIDIA H200, 2026-11-21 (what is now `python -m perf tune`, tile 128): the best
     segment count kept about 8 tiles per segment (b1x32k: 32, b8x8k: 8, b32x8k: 8,
     b128x1k: 1) and grew no further once (sequences x KV heads x segments) passed about
     4 programs per SM (b8x32k: 8 at 0.271 ms, 16 at 0.281 ms). This rule picks the best
@@ -176,7 +176,7 @@ def _fit(f: Features, block_m: int, tile_size: int, **kw) -> Config:
     return Config(block_m=block_m, tile_size=tile_size, num_segments=segments, **kw)
 
 
-# NVIDIA: the sweep `python -m perf.kernel_benchmark --sweep` on an NVIDIA H200 (sm_90, 132
+# NVIDIA: the sweep (now `python -m perf tune`) on an NVIDIA H200 (sm_90, 132
 # SMs), triton 3.6.0, torch 2.11, 2026-11-21: static_grid, Llama-3-8B heads, bf16, block 16,
 # graph replay, coordinate descent from the previous defaults (tile 64, 3 stages); the gains
 # below are previous default -> chosen, median ms. Head size 256 doubles every tile's shared

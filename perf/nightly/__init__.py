@@ -116,14 +116,7 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
                           f"stash them, or pass --allow-dirty")
     vendor = vendor_mod.detect() or "cpu"
     name = args.machine or selection.machine_name()
-    if args.peers == "auto":
-        peers, absent = tuple(peers_mod.peers_for(vendor)), peers_mod.absent_for(vendor)
-    elif args.peers == "none":
-        peers, absent = (), {}
-    else:
-        wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
-        absent = {p: r for p in wanted if (r := peers_mod.absent_reason(p))}
-        peers = tuple(p for p in wanted if p not in absent)
+    peers, absent = peers_mod.resolve(args.peers, vendor)
     suite = args.suite or selection.DEFAULT_SUITE
     out = os.path.join(selection.history_dir(conf["_results_dir"], name), f"{sha}.jsonl")
     sel = selection.Selection(

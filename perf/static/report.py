@@ -136,7 +136,13 @@ def terminal(findings: list[Finding], head_doc: dict, first_line: str, notes: li
     order = (Verdict.FAIL, Verdict.WARN, Verdict.OK, Verdict.IMPROVED)
     line(f"static gate: {status_word(findings)}: " + ", ".join(f"{n[v.value]} {v.value}" for v in order))
     shown = [f for f in worst_first(findings) if f.verdict is not Verdict.OK]
-    if shown:
+    if shown and not out.is_terminal:  # CI logs: one greppable line per finding, never wrapped
+        for f in shown[:limit]:
+            line(f"{f.verdict.value.upper()} {f.target} {f.variant} {f.scenario} {f.metric}: "
+                 f"{_value(f.base)} -> {_value(f.head)}" + (f"; {f.note[:160]}" if f.note else ""))
+        if len(shown) > limit:
+            line(f"... and {len(shown) - limit} more in {paths[0]}")
+    elif shown:
         table = Table(title="findings that are not ok, worst first")
         for col in ("verdict", "target", "variant", "scenario", "kernel/metric", "base", "head", "note"):
             table.add_column(col, overflow="fold")

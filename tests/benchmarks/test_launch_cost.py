@@ -24,7 +24,7 @@ from kernels.inputs import CHECK_VALUES_ENV
 from perf.scenarios import Scenario
 from perf.vendor import on_gpu
 
-SCENARIO = "llama3-8b_bs16_b32_s1024_d100"
+SCENARIO = "llama3-8b/decode/batch32-kv1024/block16"
 ON_GPU = on_gpu()
 pytestmark = [
     pytest.mark.gpu,
