@@ -54,9 +54,10 @@ VERIFY = Command("verify", "Check that torch is the {vendor} build and sees the 
 PR_GPU_COMMANDS = (
     VERIFY,
     Command("tests", "GPU correctness suite (nox -s tests)",
-            # xdist: the whole grid compiles hundreds of specializations; 8 workers share the GPU
-            # (H200, 2026-11-21: the grid took 5.2 min with 16 workers, compile-bound).
-            (*_NOX_GPU, "-s", "tests", "--", "-q", "-n", "8", "--dist", "loadgroup",
+            # xdist: the whole grid compiles hundreds of specializations. `-n auto` starts
+            # perf.devices.WORKERS_PER_GPU (8) workers per GPU the job may use, each pinned to one
+            # GPU by tests/conftest.py, so N GPUs run N times the work (docs/workflows.md).
+            (*_NOX_GPU, "-s", "tests", "--", "-q", "-n", "auto", "--dist", "loadgroup",
              f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
             gpu="the whole correctness grid, CUDA/HIP graphs included"),
     Command("perf", "Latency gate against the PR's base (nox -s perf)",
