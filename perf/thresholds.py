@@ -11,7 +11,7 @@ Schema (see thresholds.yaml, commented for the people who edit it):
       compile: {targets: [{name, backend, arch, warp_size, max_shared_memory_bytes,
                            max_registers_per_thread}], static: {<key of STATIC_DEFAULTS>: ...}}
       runners: {labels: [...], container, container_options, env: {NAME: value},
-                lock_clocks: false | MHz, isolation_env: [NAME, ...]}
+                lock_clocks: false | MHz, isolation_env: [NAME, ...], nightly_shards: M}
     overrides: [{vendor?, variant?, scenario?, metric?, latency: {warn?, fail?}, reason}]
 """
 
@@ -92,6 +92,7 @@ class Runners:
     env: dict[str, str]  # job environment
     lock_clocks: int | None = None  # MHz to lock the GPU clock at (perf/ci/workflows.py); None: leave alone
     isolation_env: tuple[str, ...] | None = None  # GPU-isolation variables to forward (None: defaults)
+    nightly_shards: int = 1  # runners the nightly is split over (perf/nightly/shard.py); 1: one job
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,8 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
             c.fail(w, f"must be one of {', '.join(SEVERITIES)}, got {value!r}")
 
     r = c.mapping(v["runners"], f"{name}.runners",
-                  ("labels", "container", "container_options", "env", "lock_clocks", "isolation_env"),
+                  ("labels", "container", "container_options", "env", "lock_clocks", "isolation_env",
+                   "nightly_shards"),
                   ("labels", "container"))
     labels = r["labels"]
     if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x for x in labels):
@@ -275,6 +277,7 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
         c.fail(f"{name}.runners.isolation_env", f"must be a list of variable names, got {iso!r}")
     runners = Runners(
         lock_clocks=lock or None, isolation_env=None if iso is None else tuple(iso),
+        nightly_shards=c.integer(r.get("nightly_shards", 1), f"{name}.runners.nightly_shards", 1, 64),
         labels=tuple(labels),
         container=c.string(r["container"], f"{name}.runners.container", allow_empty=True),
         container_options=c.string(r.get("container_options", ""), f"{name}.runners.container_options",
