@@ -227,6 +227,37 @@ def test_merge_job_refuses_parts_of_another_commit(tmp_path):
         shard.merge_parts(str(tmp_path / "empty"), conf)
 
 
+def test_the_merge_job_needs_no_gpu_and_no_torch(tmp_path):
+    """The merge job runs on a hosted runner: merging, and asv's benchmark processes reading the
+    merged file, must import neither torch nor triton nor the kernels."""
+    import subprocess
+    import sys
+
+    sha, _ = git.head_commit(str(ROOT))
+    smoke = [s.name for s in suite("smoke")]
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i, mine in ((1, smoke[:1]), (2, smoke[1:])):
+        _shard_file(folder / f"p{i}.jsonl", i, 2, smoke, mine, key=shard.RUNNER_KEY,
+                    nightly={"machine": "m", "commit": sha})
+    code = (
+        "import os, sys\n"
+        "for m in ('torch', 'triton', 'kernels'): sys.modules[m] = None  # any import of them fails\n"
+        "from perf.nightly import shard\n"
+        f"conf = {{'_root': {str(ROOT)!r}, '_results_dir': {str(tmp_path / 'asv')!r}}}\n"
+        f"name, sha, sel, out = shard.merge_parts({str(folder)!r}, conf)\n"
+        "os.environ.update(sel.to_env())\n"
+        "import perf.asv.benchmarks as b\n"
+        "bench = b.PagedAttention()\n"
+        "cache = bench.setup_cache()\n"
+        "print(name, len(cache['cases']), bench.track_latency_ms(cache, 'qblock', sel.scenarios[0]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1].split() == ["m", str(2 * len(smoke)), "1.1"]  # qblock + naive skips
+
+
 def test_a_runner_part_is_run_only():
     args = types.SimpleNamespace(shard="1/2", merge_shards=None, action="all")
     with pytest.raises(ConfigError, match="--shard 1/2: a runner only measures its part"):

@@ -101,16 +101,17 @@ def alert_main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, conf: dict) -> int:
-    from perf import peers as peers_mod
-    from perf.errors import ConfigError
     from perf.nightly import asvrun, selection, shard
 
     part = shard.parse_part(args.shard)
     if part is None:
         asvrun.require_asv()
-    if args.merge_shards:  # the merge job: the runners' parts, no GPU needed
+    if args.merge_shards:  # the merge job: the runners' parts; no GPU, no torch needed
         name, sha, sel, out = shard.merge_parts(args.merge_shards, conf, args.machine)
         return _record(args, conf, name, sha, sel, out)
+    from perf import peers as peers_mod
+    from perf.errors import ConfigError
+
     root = conf["_root"]
     gpu = on_gpu()
     if not gpu and not args.allow_cpu:
