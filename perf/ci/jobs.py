@@ -32,6 +32,7 @@ class Command:
     argv: tuple[str, ...]  # "{vendor}" is filled in; "python" is the interpreter holding torch
     base_flag: str | None = None  # followed by the PR's base commit, when one is known
     gpu: str = ""  # what the step needs a GPU for ("" = runs anywhere)
+    shard_flag: str | None = None  # followed by the runner's share `I/M` in a matrix job
 
     def words(self, vendor: str) -> list[str]:
         return [w.replace("{vendor}", vendor) for w in self.argv]
@@ -39,11 +40,13 @@ class Command:
     def title(self, vendor: str) -> str:
         return self.name.replace("{vendor}", vendor)
 
-    def shell(self, vendor: str, base: str | None = None) -> str:
-        """The step as one shell line; `base` is a shell word such as "$BASE_SHA"."""
+    def shell(self, vendor: str, base: str | None = None, shard: str | None = None) -> str:
+        """The step as one shell line; `base` and `shard` are shell words such as "$BASE_SHA"."""
         line = shlex.join(self.words(vendor))
         if self.base_flag and base:
             line += f" {self.base_flag} {base}"
+        if self.shard_flag and shard:
+            line += f" {self.shard_flag} {shard}"
         return line
 
 
@@ -78,6 +81,27 @@ NIGHTLY_COMMANDS = (
             gpu="the nightly measurements"),
 )
 ALERT = Command("alert", "Change-point alert (nox -s alert)", (*_NOX_GPU, "-s", "alert"))
+
+# --- The nightly over M runners (thresholds.yaml runners.nightly_shards > 1) ------------------
+# Each matrix job measures its share on all its GPUs and uploads it; one merge job on a hosted
+# runner merges the parts, records them with asv, publishes and alerts (perf/nightly/shard.py).
+NIGHTLY_PARTS_DIR = f"{RESULTS_DIR}/nightly/shards"  # where `nightly run --shard I/M` writes a part
+NIGHTLY_PARTS_IN = f"{RESULTS_DIR}/nightly-parts"  # where the merge job downloads the parts
+NIGHTLY_SHARD_COMMANDS = (
+    VERIFY,
+    Command("nightly", "Measure this runner's share of the nightly (nox -s nightly -- run --shard)",
+            (*_NOX_GPU, "-s", "nightly", "--", "run"), shard_flag="--shard",
+            gpu="the nightly measurements"),
+)
+NIGHTLY_MERGE = Command("nightly", "Merge the parts, asv run, publish and report (nox -s nightly)",
+                        (*_NOX_GPU, "-s", "nightly", "--", "--merge-shards", NIGHTLY_PARTS_IN))
+# The merge job's packages: no torch or triton (merging and asv's lookups never import them).
+NIGHTLY_MERGE_PACKAGES = (NOX, "pyyaml>=6", "scipy>=1.11", "rich>=13", "matplotlib>=3.8", *NIGHTLY_PACKAGES)
+
+
+def nightly_part_artifact(vendor: str, shard: str) -> str:
+    """A matrix job's part (`shard` may be the `${{ matrix.shard }}` expression)."""
+    return f"nightly-{vendor}-part-{shard}"
 
 # --- The PR run's jobs and artifacts, as the comment workflow finds them ---------------------
 PR_WORKFLOW = "PR"  # pr.yml's `name:`, which the comment workflow's `workflow_run` trigger names

@@ -37,7 +37,12 @@ from perf.ci.jobs import (
     GPU_JOB_PACKAGES,
     LATENCY_FINDINGS,
     NIGHTLY_COMMANDS,
+    NIGHTLY_MERGE,
+    NIGHTLY_MERGE_PACKAGES,
     NIGHTLY_PACKAGES,
+    NIGHTLY_PARTS_DIR,
+    NIGHTLY_PARTS_IN,
+    NIGHTLY_SHARD_COMMANDS,
     NOX,
     PR_CPU_COMMANDS,
     PR_GPU_COMMANDS,
@@ -50,6 +55,7 @@ from perf.ci.jobs import (
     Command,
     gpu_artifact,
     gpu_job_name,
+    nightly_part_artifact,
 )
 from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
 from perf.thresholds import DEFAULT_PATH, VENDORS, Thresholds, load_thresholds
@@ -91,7 +97,10 @@ PYTHON = "3.12"  # the CPU job's Python: the version of the GPU images (device i
 # Job time limits in minutes: unmeasured defaults (2026-11-21), sized from the target of
 # about 10 GPU-minutes for the `pr` suite A/B plus the full correctness grid; the comment
 # job only downloads a few files and calls the API.
-TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15, "comment": 10}
+TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15, "comment": 10,
+           # the nightly's merge job: `asv run` over the whole suite is ~2,500 spawned lookups of
+           # about 0.5 s each (docs/nightly.md, "Runtime"), ~20 minutes; unmeasured default
+           "merge": 60}
 ARTIFACT_RETENTION_DAYS = 30  # unmeasured default: a month of PR evidence
 NIGHTLY_CRON = "17 3 * * *"  # 03:17 UTC daily: off the top of the hour, when GitHub's queue is busiest
 # Variables through which a runner host confines a job to its GPU(s); forwarded from the
@@ -131,6 +140,7 @@ class VendorCI:
     env: dict[str, str] = field(default_factory=dict)  # job environment, forwarded into the container
     lock_clocks: int | None = None  # MHz to lock the GPU clock at; None = leave clocks alone
     isolation_env: tuple[str, ...] = ()  # the runner's GPU-isolation variables to forward
+    nightly_shards: int = 1  # runners the nightly is split over (a matrix job each, then a merge job)
 
     @property
     def gpus(self) -> str:
@@ -154,6 +164,7 @@ def vendors_from(th: Thresholds) -> list[VendorCI]:
             vendor=name, labels=tuple(r.labels), container=r.container.strip(),
             container_options=_container_options(th.path, name, r.container, r.container_options),
             env=dict(r.env), lock_clocks=r.lock_clocks, isolation_env=tuple(iso),
+            nightly_shards=r.nightly_shards,
         ))
     return out
 
@@ -194,10 +205,10 @@ def _exec_prefix(v: VendorCI) -> str:
     return 'docker exec --workdir "$GITHUB_WORKSPACE" --env GITHUB_STEP_SUMMARY "$CI_CONTAINER" '
 
 
-def _command_step(c: Command, v: VendorCI | None, base: str | None) -> dict:
+def _command_step(c: Command, v: VendorCI | None, base: str | None, shard: str | None = None) -> dict:
     vendor = v.vendor if v else ""
     step = {"id": c.id, "name": c.title(vendor),
-            "run": (_exec_prefix(v) if v else "") + c.shell(vendor, base)}
+            "run": (_exec_prefix(v) if v else "") + c.shell(vendor, base, shard)}
     return step
 
 
@@ -484,9 +495,15 @@ def _asv_dirs(root: Path) -> tuple[str, str]:
 def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
     results_dir, html_dir = _asv_dirs(root)
     jobs: dict = {}
+    publishers = []  # the job of each vendor that uploads its site
     for v in vendors:
         key = f"asv-results-{v.vendor}"
         wanted = f"github.event_name == 'schedule' || inputs.vendor == 'all' || inputs.vendor == '{v.vendor}'"
+        if v.nightly_shards > 1:
+            jobs.update(_sharded_nightly(v, wanted, key, results_dir, html_dir))
+            publishers.append(f"nightly-{v.vendor}-merge")
+            continue
+        publishers.append(f"nightly-{v.vendor}")
         steps = [
             _checkout(),
             # asv's history of this runner kind, kept between nightly runs (each run saves a new
@@ -530,7 +547,7 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
     )
     jobs["pages"] = {
         "name": "Publish the dashboard to GitHub Pages",
-        "needs": [f"nightly-{v.vendor}" for v in vendors],
+        "needs": publishers,
         # Publish what the vendors produced even when an alert failed their job.
         "if": "${{ !cancelled() }}",
         "runs-on": HOSTED_RUNNER,
@@ -557,6 +574,61 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
         "permissions": {"contents": "read"},
         "jobs": jobs,
     }
+
+
+def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_dir: str) -> dict:
+    """A vendor's nightly over `nightly_shards` runners: a matrix job per runner measures its
+    share on all its GPUs and uploads it; a merge job on a hosted runner (no GPU, no torch)
+    merges the parts, records them with asv, publishes the site and alerts."""
+    m = v.nightly_shards
+    shard = "${{ matrix.shard }}"
+    env = _job_env(v, f"nightly-{shard}", {"NIGHTLY_SHARD": f"{shard}/{m}"})
+    measure = {
+        "name": f"Nightly {v.title}: runner {shard} of {m}",
+        "if": wanted,
+        "runs-on": list(v.labels),
+        "timeout-minutes": TIMEOUT["nightly"],
+        "strategy": {"fail-fast": False, "matrix": {"shard": list(range(1, m + 1))}},
+        # One nightly per vendor and runner share at a time: a dispatch waits for the scheduled run.
+        "concurrency": {"group": f"nightly-{v.vendor}-{shard}", "cancel-in-progress": False},
+        "env": env,
+        "steps": [
+            _checkout(),
+            *_start_container(v, GPU_JOB_PACKAGES),
+            *_lock_clocks(v),
+            *[_command_step(c, v, None, '"$NIGHTLY_SHARD"') for c in NIGHTLY_SHARD_COMMANDS],
+            _upload(nightly_part_artifact(v.vendor, shard), f"{NIGHTLY_PARTS_DIR}/"),
+            *_restore_clocks(v),
+            *_stop_container(v),
+        ],
+    }
+    merge = {
+        "name": f"Nightly {v.title}: merge the {m} runners' parts, asv, dashboard, alert",
+        "needs": f"nightly-{v.vendor}",
+        "if": wanted,  # and every runner's job succeeded: a missing part cannot be merged
+        "runs-on": HOSTED_RUNNER,
+        "timeout-minutes": TIMEOUT["merge"],
+        "concurrency": {"group": f"nightly-{v.vendor}-merge", "cancel-in-progress": False},
+        "env": dict(v.env),
+        "steps": [
+            _checkout(),
+            _uses("setup-python", f"Set up Python {PYTHON}", python_version=PYTHON),
+            {"name": "Install the merge job's tools (no torch: it merges and records, measures nothing)",
+             "run": shlex.join(["python", "-m", "pip", "install", "--quiet", *NIGHTLY_MERGE_PACKAGES])},
+            {"id": "history", **_uses("cache-restore", "Restore the asv history", path=results_dir,
+                                      key=f"{key}-${{{{ github.run_id }}}}", restore_keys=f"{key}-")},
+            _uses("download-artifact", "Download the runners' parts",
+                  pattern=nightly_part_artifact(v.vendor, "*"), path=NIGHTLY_PARTS_IN, merge_multiple=True),
+            _command_step(NIGHTLY_MERGE, None, None),
+            {"if": "always()", **_uses("cache-save", "Save the asv history", path=results_dir,
+                                       key=f"{key}-${{{{ github.run_id }}}}")},
+            _upload(f"site-{v.vendor}", f"{html_dir}/"),
+            _upload(f"nightly-{v.vendor}-results", f"{RESULTS_DIR}/"),
+            # Last, after the site is uploaded: an alert fails this job but still publishes.
+            _command_step(ALERT, None, None),
+        ],
+    }
+    return {f"nightly-{v.vendor}": measure, f"nightly-{v.vendor}-merge": merge}
 
 
 def build_actionlint_config(vendors: list[VendorCI]) -> dict:
@@ -739,13 +811,16 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def lint_opt_ins(thresholds: str, root: Path) -> int:
-    """actionlint over the workflows as a vendor that opts in to clock locking gets them.
+    """actionlint over the workflows as a vendor that opts in to clock locking and to a nightly
+    over several runners gets them.
 
-    The committed files lock no clocks, so those steps are generated into a scratch copy of
-    .github/ under the same names and linted there; nothing is written to the repository.
+    The committed files lock no clocks and run the nightly on one runner, so those jobs are
+    generated into a scratch copy of .github/ under the same names and linted there; nothing
+    is written to the repository.
     """
     vendors = vendors_from(load_thresholds(thresholds))
-    vendors = [replace(v, lock_clocks=v.lock_clocks or 1755) for v in vendors]  # any clock: syntax only
+    vendors = [replace(v, lock_clocks=v.lock_clocks or 1755,  # any clock: syntax only
+                       nightly_shards=max(v.nightly_shards, 2)) for v in vendors]
     files = {".github/workflows/pr.yml": render(build_pr(vendors)),
              ".github/workflows/nightly.yml": render(build_nightly(vendors, root))}
     with tempfile.TemporaryDirectory() as tmp:
@@ -753,7 +828,8 @@ def lint_opt_ins(thresholds: str, root: Path) -> int:
         (scratch / ".github/workflows").mkdir(parents=True)
         shutil.copy(root / ".github/actionlint.yaml", scratch / ".github/actionlint.yaml")
         write(files, scratch)
-        return lint(scratch, list(files), " as generated with lock_clocks set (scratch copy, not committed)")
+        return lint(scratch, list(files),
+                    " as generated with lock_clocks and nightly_shards set (scratch copy, not committed)")
 
 
 def cli(argv: list[str] | None = None) -> int:
