@@ -10,6 +10,8 @@ records the medians with `asv run --set-commit-hash HEAD` (perf/asv/benchmarks.p
 `<html_dir>/nightly/` (perf/nightly/site.py) and the change-point findings into
 `--out` (perf/nightly/alert.py); `all` (the default) does the three. `alert` finds steps
 at the newest commit, writes alert.json and alert.md, and exits 1 when there is one.
+`run` uses every GPU of this host (`--gpus`) and, split over runners, measures one share
+(`--shard I/M`) that `--merge-shards DIR` merges and records (perf/nightly/shard.py).
 The same actions: `python -m perf.nightly {all,run,publish,report,alert}`.
 
 This module only parses arguments; everything heavy is imported when a command runs.

@@ -42,17 +42,21 @@ DEVICE_FIELDS = ("time", "host", "gpu_uuid", "clocks")
 PARTS_DIR = "shards"  # a runner's part goes to <--out>/shards/ (the matrix job's artifact)
 PROGRESS_EVERY_S = 15  # a plain progress line at least this often when not on a terminal
 
-# Estimated seconds one variant spends on a scenario (every variant and library runs every
-# scenario, so their number cancels out of the deal): a fixed part (batch, plan, compile from
-# a warm cache, graph capture) plus the timed calls, whose duration is guessed from the
-# batch's attention FLOPs and bytes. Unmeasured defaults (2026-11-22), Hopper-sized; only the
-# ratios between scenarios matter.
-FIXED_S = 1.0
+# Estimated seconds a scenario takes: per case (variant or library), a fixed part (batch, plan,
+# compile, graph capture) plus its timed calls, repeats x metrics x (warm-up + samples) x (call
+# + per-sample overhead), the call's duration guessed from the batch's attention FLOPs and the
+# bytes it reads. Fit to an NVIDIA H200 (2-GPU machine), 2026-11-22, 15 llama3-8b nightly
+# scenarios x 5 variants + 2 SDPA libraries: the reference variant `naive` ran prefills at 1.5
+# TFLOP/s (699 ms for a 16 x 4k prefill batch) and decodes at 0.2 TB/s, the other variants and
+# the libraries at 60-510 TFLOP/s and 0.4-2 TB/s (the default below stands for all of them);
+# the run's time beyond its timed calls was 0.45 s per case. Only the ratios between scenarios
+# matter; another GPU shifts them little. A variant of another name gets the default.
+RATES = {"naive": (1.5, 0.2)}  # variant -> (TFLOP/s, TB/s)
+DEFAULT_RATE = (100.0, 1.0)
+FIXED_S = 0.45  # per case
 LAUNCH_MS = 0.02  # a launch-bound call
-TFLOPS = 100.0  # attention throughput of a typical variant
-TBPS = 2.0  # bytes per second read from the cache (bandwidth-bound decode)
 WARMUP_CALLS = 3  # perf.latency.measure.Side's warm-up calls per repeat
-SAMPLE_OVERHEAD_MS = 0.05  # L2 flush and event record around each sample
+SAMPLE_OVERHEAD_MS = 0.05  # L2 flush and event record around each sample (unmeasured default)
 
 
 @dataclass(frozen=True)
@@ -77,10 +81,9 @@ def parse_part(text: str | None) -> Part | None:
     return part if part.count > 1 else None
 
 
-def cost(name: str, sel: Selection | None = None) -> float:
-    """Estimated seconds of one variant on scenario `name` under `sel`'s sampling."""
+def cost(name: str, sel: Selection) -> float:
+    """Estimated seconds of scenario `name` for `sel`'s variants, libraries and sampling."""
     from perf.nightly.collect import METRICS, samples_for
-    from perf.nightly.selection import DEFAULT_REPEAT_BUDGET_MS, DEFAULT_REPEATS, DEFAULT_SAMPLES
     from perf.scenarios import MODELS, Scenario
 
     s = Scenario.parse(name)
@@ -89,15 +92,17 @@ def cost(name: str, sel: Selection | None = None) -> float:
     for q, kv in zip(*s.lengths()):
         full = q * (kv - q) + q * (q + 1) // 2
         pairs += min(full, q * s.window) if s.window else full
-    flops = 4 * pairs * model.num_q_heads * model.head_size
-    call_ms = LAUNCH_MS + max(flops / (TFLOPS * 1e9), s.footprint_bytes() / (TBPS * 1e9))
-    repeats = sel.repeats if sel else DEFAULT_REPEATS
-    samples = samples_for(call_ms, sel.budget_ms if sel else DEFAULT_REPEAT_BUDGET_MS,
-                          sel.samples if sel else DEFAULT_SAMPLES)
-    return FIXED_S + len(METRICS) * repeats * (WARMUP_CALLS + samples) * (call_ms + SAMPLE_OVERHEAD_MS) / 1e3
+    flops, nbytes = 4 * pairs * model.num_q_heads * model.head_size, s.footprint_bytes()
+    total = 0.0
+    for case in (*sel.variants, *sel.peers):
+        tflops, tbps = RATES.get(case, DEFAULT_RATE)
+        call_ms = LAUNCH_MS + max(flops / (tflops * 1e9), nbytes / (tbps * 1e9))
+        calls = WARMUP_CALLS + samples_for(call_ms, sel.budget_ms, sel.samples)
+        total += FIXED_S + len(METRICS) * sel.repeats * calls * (call_ms + SAMPLE_OVERHEAD_MS) / 1e3
+    return total
 
 
-def assign(names, parts: int, sel: Selection | None = None) -> list[tuple[str, ...]]:
+def assign(names, parts: int, sel: Selection) -> list[tuple[str, ...]]:
     """`names` dealt into `parts` shares of about equal estimated cost, each in `names` order.
 
     Longest first to the least-loaded share (ties: the lower index), names ordered by cost
@@ -381,6 +386,10 @@ def merge(paths: list[str], out: str, key: str) -> dict:
             raise ConfigError(f"{os.path.dirname(paths[0]) or '.'}: {r['variant']} {r['scenario']} is "
                               f"recorded twice or outside the selection; merge the shards of one nightly run")
         seen.add(k)
+    gap = _first_missing(headers[0], of, merged.records)
+    if gap:
+        raise ConfigError(f"{os.path.dirname(paths[0]) or '.'}: no result for {gap} (a shard stopped before "
+                          f"the end?); rerun that shard with --resume, then merge")
     order = sorted(range(len(paths)), key=lambda i: infos[i]["index"])
     header = {k: v for k, v in headers[order[0]].items() if k not in (key, "devices")}
     header["scenarios"] = {name: digests[name] for name in of}
@@ -392,6 +401,33 @@ def merge(paths: list[str], out: str, key: str) -> dict:
             f.write(json.dumps(obj, sort_keys=True) + "\n")
     os.replace(tmp, out)
     return header
+
+
+def _first_missing(header: dict, scenarios, records: list[dict]) -> str | None:
+    """The first (case, scenario, metric, repeat) with neither a record nor a skip or error line
+    that explains it; None when every case is accounted for."""
+    from perf.nightly.selection import PEER_PREFIX
+
+    metrics = [m for m in header["metrics"] if m == "eager" or not header["environment"].get("interpreter")]
+    done, broken, skipped = set(), set(), set()
+    for r in records:
+        if r["kind"] == "record":
+            done.add((r["variant"], r["scenario"], r["metric"], r["repeat"]))
+        elif (metric := r["reason"].split(":", 1)[0]) in metrics:  # that metric broke: not retried
+            broken.add((r["variant"], r["scenario"], metric))
+        else:  # the case was skipped or failed as a whole
+            skipped.add((r["variant"], r["scenario"]))
+    for scenario in scenarios:
+        for name in (*header["variants"], *(PEER_PREFIX + p for p in header["peers"])):
+            if (name, scenario) in skipped:
+                continue
+            for metric in metrics:
+                if (name, scenario, metric) in broken:
+                    continue
+                for repeat in range(header["repeats"]):
+                    if (name, scenario, metric, repeat) not in done:
+                        return f"{name} {scenario} {metric} repeat {repeat}"
+    return None
 
 
 def merge_parts(folder: str, conf: dict, machine: str | None = None) -> tuple[str, str, Selection, str]:
