@@ -71,8 +71,10 @@ def test_the_estimate_follows_the_h200_measurement():
     a 16 x 4k prefill batch took 67 s, its 50 % decode version 37 s, a one-sequence 4k prefill
     12 s, a 16 x 512 decode 3.2 s; the estimate keeps that order and is within 30 %."""
     sel = _selection([])
-    measured = {"llama3-8b_bs16_b16_s4096_d0_var": 67.0, "llama3-8b_bs16_b16_s4096_d50_var": 36.9,
-                "llama3-8b_bs16_b1_s4096_d0_var": 12.2, "llama3-8b_bs16_b16_s512_d100_var": 3.2}
+    measured = {"llama3-8b/prefill/batch16-kv4096-var/block16": 67.0,
+                "llama3-8b/mixed50/batch16-kv4096-var/block16": 36.9,
+                "llama3-8b/prefill/batch1-kv4096-var/block16": 12.2,
+                "llama3-8b/decode/batch16-kv512-var/block16": 3.2}
     got = {n: shard.cost(n, sel) for n in measured}
     assert sorted(got, key=got.get) == sorted(measured, key=measured.get)
     for n, seconds in measured.items():
