@@ -105,10 +105,10 @@ def perf(session: nox.Session) -> None:
     common = ["--suite", opts.suite] + (["--variants", opts.variants] if opts.variants else []) + \
         (["--base-ref", opts.base_ref] if opts.base_ref else [])
     codes = []
-    if os.path.exists(os.path.join(HERE, "perf", "compile.py")):
+    if os.path.exists(os.path.join(HERE, "perf", "static", "gate.py")):
         codes.append(_call(session, "-m", "perf", "compile", *common))
     else:
-        session.log("static gate: not in this checkout yet (perf/static/gate.py)")
+        session.log("static gate: not in this checkout (perf/static/gate.py)")
     codes.append(_call(session, "-m", "perf", "gate", "--no-gpu-ok", *common,
                        *(["--vendor", opts.vendor] if opts.vendor else []), *rest))
     rc = 2 if 2 in codes else max(codes)
@@ -125,15 +125,14 @@ def compile_(session: nox.Session) -> None:
         raise SystemExit(rc)
 
 
-LAUNCH_COST_FAIL = "median:15%"  # unmeasured default: host timing jitters more than device time
-
-
 @nox.session(name="launch-cost", default=False, venv_backend="none" if _gpu_present() else None)
 def launch_cost(session: nox.Session) -> None:
     """Host-side launch cost per variant (pytest-benchmark, GPU) against the last saved run.
 
     Saves this run and, when an earlier one exists, fails on a median slower by more than
-    LAUNCH_COST_FAIL (`-- --benchmark-save=main` records a named baseline instead).
+    the threshold `python -m perf calibrate --launch-cost-runs N` measured for this GPU
+    (calibration/<vendor>.yaml; without one, an unmeasured default: perf/latency/calibrate.py).
+    `-- --benchmark-save=main` records a named baseline instead.
     """
     install_project(session, "test")
     import glob
@@ -143,8 +142,37 @@ def launch_cost(session: nox.Session) -> None:
     if not any(a.startswith("--benchmark-save") for a in session.posargs):
         args.append("--benchmark-autosave")
     if saved and not any(a.startswith("--benchmark-compare") for a in session.posargs):
-        args += ["--benchmark-compare", f"--benchmark-compare-fail={LAUNCH_COST_FAIL}"]
+        fail = session.run("python", "-m", "perf.latency.calibrate", "--launch-cost-threshold", silent=True,
+                           env={"PYTHONPATH": HERE}).strip().splitlines()
+        session.log(f"launch cost threshold: {fail[-1]}")
+        args += ["--benchmark-compare", f"--benchmark-compare-fail=median:{fail[-1].split()[0]}%"]
     session.run("python", "-m", "pytest", *args, *session.posargs)
+
+
+@nox.session(default=False, venv_backend="none" if _gpu_present() else None)
+def calibrate(session: nox.Session) -> None:
+    """Measure the latency gate's noise on this GPU (A/A) into calibration/<vendor>.yaml.
+
+    `-- --variants static_grid --processes 6 --launch-cost-runs 4` (defaults: the production
+    entry, 6 processes, launch cost kept); commit the file it writes. Needs a GPU (exit 2 without).
+    """
+    install_project(session, "test")
+    rc = _call(session, "-m", "perf.latency.calibrate", *session.posargs)
+    if rc:
+        raise SystemExit(rc)
+
+
+@nox.session(name="gate-selftest", default=False, venv_backend="none" if _gpu_present() else None)
+def gate_selftest(session: nox.Session) -> None:
+    """Prove the latency gate on this GPU: A/A false fails, planted slowdowns, cost (docs/latency.md).
+
+    Full count by default (20 A/A runs, 20 runs of each planted slowdown: hours); `-- --aa-runs 4
+    --plant-runs 2 --max-minutes 30` for a shorter proof. Needs a GPU (exit 2 without).
+    """
+    install_project(session, "test")
+    rc = _call(session, "-m", "perf.latency.selftest", *session.posargs)
+    if rc:
+        raise SystemExit(rc)
 
 
 # --- GitHub Actions (perf/ci/workflows.py generates them from thresholds.yaml) -----------------
