@@ -28,6 +28,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,10 +51,28 @@ from perf.verdicts import Finding, Verdict, detectable_summary, exit_code
 FINDINGS_VERSION = 2  # 2: findings carry min_detectable
 READS_FINDINGS = (1, 2)
 HEARTBEAT_S = 15.0  # a plain progress line at least this often when not on a terminal
+BATCH_CACHE_ENV = "PERF_BATCH_CACHE"  # a directory of saved batches kept across gates (else one per gate)
 EXIT_INTERRUPTED = 130
 
 
 # --- GPU lock ------------------------------------------------------------------------------
+@contextlib.contextmanager
+def batch_cache(enabled: bool):
+    """Where the processes of one gate share built batches: $PERF_BATCH_CACHE (kept), else a
+    temporary directory removed afterwards; None in the interpreter (tiny batches)."""
+    if not enabled:
+        yield None
+    elif os.environ.get(BATCH_CACHE_ENV):
+        os.makedirs(os.environ[BATCH_CACHE_ENV], exist_ok=True)
+        yield os.environ[BATCH_CACHE_ENV]
+    else:
+        path = tempfile.mkdtemp(prefix="perf-batches-")
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def gpu_lock(key: str, timeout: float = 0.0):
     """An exclusive lock per GPU, so two A/B runs never share one (they would disturb each other)."""
@@ -196,6 +215,8 @@ def _worker_cmd(args: argparse.Namespace, roots: dict[str, str], out_dir: str, f
             cmd += [f"--{opt}", getattr(args, opt)]
     if keys_file:
         cmd += ["--keys", keys_file]
+    if getattr(args, "batch_cache", None):
+        cmd += ["--batch-cache", args.batch_cache]
     return cmd
 
 
@@ -437,7 +458,7 @@ def gate_command(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     retried: list = []
     with gpu_lock("interpreter" if interpreter else gpu_key(), args.lock_timeout), \
-            worktree(repo, base_sha) as base_root:
+            worktree(repo, base_sha) as base_root, batch_cache(not interpreter) as args.batch_cache:
         roots = {"base": base_root, "head": repo}
         console.print(f"A/B {args.suite}: base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
                       f"{' + uncommitted changes' if args.allow_dirty else ''}; {args.processes} processes x "

@@ -146,7 +146,7 @@ def main(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     console.print(f"A/A calibration of {args.suite} ({args.variants}): {args.processes} processes x "
                   f"{args.repeats} paired rounds x {args.samples} samples; results in {out_dir}")
-    with ab.gpu_lock(ab.gpu_key(), args.lock_timeout):
+    with ab.gpu_lock(ab.gpu_key(), args.lock_timeout), ab.batch_cache(True) as args.batch_cache:
         try:
             with ab.Reporter(console, args.processes) as reporter:
                 ab.measure(args, {"base": repo, "head": repo}, out_dir, ledger, 0, None, reporter)

@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _gate(repo: str, out: str, base: str, seed: int, args: argparse.Namespace) -> dict:
+    """One gate run, as a user runs it; its exit code and wall time."""
     cmd = [sys.executable, "-m", "perf", "gate", "--suite", args.suite, "--base-ref", base, "--out", out,
            "--seed", str(seed), "--allow-dirty", "--thresholds", os.path.join(repo, "thresholds.yaml")]
     for opt in ("variants", "scenarios"):
@@ -70,6 +71,8 @@ def _gate(repo: str, out: str, base: str, seed: int, args: argparse.Namespace) -
             cmd += [f"--{opt}", getattr(args, opt)]
     t0 = time.monotonic()
     env = dict(os.environ, PYTHONPATH=repo)
+    if getattr(args, "batch_cache", None):
+        env["PERF_BATCH_CACHE"] = args.batch_cache
     with open(out + ".log", "w", encoding="utf-8") as log:
         rc = subprocess.call(cmd, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
     return {"rc": rc, "seconds": time.monotonic() - t0}
@@ -215,6 +218,7 @@ def _main(args: argparse.Namespace) -> int:
         head = git(repo, "rev-parse", "HEAD", check=True)
         t0 = time.monotonic()
         parent = tempfile.mkdtemp(prefix="perf-selftest-")
+        args.batch_cache = os.path.join(parent, "batches")  # every gate run builds the same batches
         planted = {}
         try:
             plan = []

@@ -27,6 +27,8 @@ tells the gate the process is complete; rounds of a process that never said so a
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import json
 import os
 import random
@@ -98,11 +100,30 @@ class Pairs:
         return seen
 
     def _batch(self, scenario):
+        """The scenario's batch, built by the head's kernels.batch, or loaded from the gate's
+        batch cache (the same tensors, saved by an earlier process: building on the CPU from
+        the seed is the slowest part of preparing a process)."""
         with self.sides["head"].active():
-            from kernels.batch import build_batch
+            from kernels import batch as kb
 
             try:
-                return build_batch(scenario.spec(), self.device)
+                spec = scenario.spec()
+                path = None
+                if self.args.batch_cache:
+                    source = hashlib.sha256(inspect.getsource(kb).encode()).hexdigest()[:12]
+                    path = os.path.join(self.args.batch_cache, f"{spec.digest()}-{source}.pt")
+                    if os.path.exists(path):
+                        import torch
+
+                        saved = torch.load(path, map_location=self.device, weights_only=False)
+                        return kb.PagedBatch(spec, *saved["args"], options=saved["options"])
+                batch = kb.build_batch(spec, self.device)
+                if path:
+                    import torch
+
+                    torch.save({"args": list(batch.args()), "options": batch.options}, path + ".tmp")
+                    os.replace(path + ".tmp", path)
+                return batch
             except Exception:  # make_case records the reason per variant
                 return None
 
@@ -191,6 +212,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--budget-ms", type=float, default=None)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-cache", default=None, help="directory of saved batches shared by the processes")
     p.add_argument("--keys", default=None, help="JSON file: [[variant, scenario, metric], ...] to measure")
     p.add_argument("--header", default="{}", help="JSON object added to both results headers")
     return p
