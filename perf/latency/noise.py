@@ -105,7 +105,8 @@ def write_calibration(path: str, doc: dict, launch_cost: dict | None = None) -> 
               "# tau: std. dev. of process means beyond it (what a process adds); both natural-log units.\n")
     cases = doc.pop("cases")
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
-    lines = "\n".join("  - " + json.dumps(c, separators=(", ", ": ")).replace('"', "") for c in cases)
+    flow = {"default_flow_style": True, "sort_keys": False, "width": 10000}
+    lines = "\n".join("  - " + yaml.safe_dump(c, **flow).strip() for c in cases)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(header + body + "cases:\n" + lines + "\n")
     os.replace(path + ".tmp", path)
