@@ -43,6 +43,18 @@ def test_calls_per_sample(estimate_ms, reps):
     assert timing.reps_for(estimate_ms) == reps
 
 
+def test_plan_caps_calls_per_sample_by_the_spin_they_need():
+    fast_host = timing.make_plan(0.007, host_ms=0.01)  # a graph replay: cheap to enqueue
+    assert fast_host.reps == timing.reps_for(0.007) > 1
+    spin = timing.SPIN_FACTOR * 0.01 * fast_host.reps + timing.SPIN_MARGIN_MS
+    assert fast_host.spin_ms == pytest.approx(spin)
+    slow_host = timing.make_plan(0.007, host_ms=0.3)  # an eager call with 0.3 ms of Python
+    assert slow_host.reps == 1 and slow_host.spin_ms <= timing.MAX_SPIN_MS + timing.SPIN_MARGIN_MS
+    both = timing.merge_plans(timing.make_plan(0.02, 0.01), timing.make_plan(0.01, 0.05))
+    assert (both.estimate_ms, both.host_ms) == (0.01, 0.05)
+    assert timing.merge_plans(None, both) is both
+
+
 def test_time_eager_without_gpu_is_wall_clock():
     calls = []
     s = timing.time_eager(lambda: calls.append(1), samples=4, warmup=2)

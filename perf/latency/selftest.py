@@ -140,7 +140,11 @@ def summarize(runs: list[dict], out_dir: str, args: argparse.Namespace) -> tuple
             scope = [x for x in rows if x["metric"] == "graph" and x["base_ms"] >= LONG_MS]
             promise = f"graph-replay cases >= {LONG_MS:g} ms"
         elif pct == LARGEST:
-            scope, promise = rows, "every case"
+            # every case the change slowed by about that much: the spin stretches the attention
+            # kernel, so a metric that also holds host time (eager with a host sync inside the
+            # call) or the untouched reduce kernel slows by less; those are reported, not judged
+            scope = [x for x in rows if x["effect"] >= 1 + 0.9 * pct / 100]
+            promise = f"every case slowed by >= {0.9 * pct:g} %"
         else:
             scope, promise = [], "none (reported)"
         kept = all(x["detected"] >= POWER * x["runs"] for x in scope)
@@ -218,7 +222,8 @@ def _main(args: argparse.Namespace) -> int:
         head = git(repo, "rev-parse", "HEAD", check=True)
         t0 = time.monotonic()
         parent = tempfile.mkdtemp(prefix="perf-selftest-")
-        args.batch_cache = os.path.join(parent, "batches")  # every gate run builds the same batches
+        # every gate run builds the same batches: share them (a cache given by the caller too)
+        args.batch_cache = os.environ.get("PERF_BATCH_CACHE") or os.path.join(parent, "batches")
         planted = {}
         try:
             plan = []

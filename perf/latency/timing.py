@@ -10,9 +10,14 @@ a sample. nvbench hides it the same way (a blocking kernel before the start even
 spin is sized from the host's measured enqueue time of `fn` (`Plan.spin_ms`).
 
 Calls shorter than MIN_SAMPLE_MS are timed `reps` at a time, back to back after one flush
-(the first call reads a cold L2, the others a warm one), so that the event timer's
-resolution stays small against a sample; a sample is the time per call. `plan` fixes
-`reps` and the spin once per case, so both sides of an A/B are timed the same way.
+(the first call reads a cold L2, the others a warm one); a sample is the time per call.
+A lone call after the flush and the spin pays a fixed start-up on the device (measured on
+an H100: about 3.3 us on a 6.7 us graph replay, docs/latency.md) that back-to-back calls
+overlap with the previous call; spread over `reps` calls it shrinks to a few percent, and
+the timer's 0.5 us resolution with it. `plan` fixes `reps` and the spin once per case, so
+both sides of an A/B are timed the same way. The spin is capped at MAX_SPIN_MS: a call
+whose host work would need more (an eager call of 0.3 ms of Python) gets fewer calls per
+sample.
 
 Two metrics use it: `eager` (the public entry called from Python; its host cost is what
 `nox -s launch-cost` gates, here it is hidden) and `graph` (one CUDA/HIP-graph replay of the
@@ -40,11 +45,13 @@ from perf.vendor import on_gpu
 # 256 MB Infinity Cache is flushed only in part (the same as triton.testing.do_bench there).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 MIN_SAMPLES = 5  # per repeat, however long the call
-# Shortest sample: CUDA events resolve about 0.5 us (CUDA Runtime API, cudaEventElapsedTime),
-# so a 50 us sample keeps the timer's step under 1 %. Calls shorter than this run several
-# times per sample (unmeasured default for the exact value; the reason is the timer step).
-MIN_SAMPLE_MS = 0.05
-MAX_REPS = 64  # calls per sample at most (a 1 us call: 50 us samples)
+# Shortest sample. Measured on an H100 (2026-11-22, perf/latency/timing_check.py): a lone
+# graph replay of a 6.7 us decode reads 10.0 us, 7 back to back (0.05 ms samples) 7.2 us,
+# 1.07-1.08 x the 200-replay figure; 0.2 ms samples (30 calls) bring that to about 1.02 x.
+# CUDA events resolve about 0.5 us (cudaEventElapsedTime), 0.25 % of a 0.2 ms sample.
+MIN_SAMPLE_MS = 0.2
+MAX_REPS = 64  # calls per sample at most
+MAX_SPIN_MS = 1.0  # unmeasured default: GPU time a sample may spend spinning; bounds reps of slow-host calls
 # The spin before the start event covers SPIN_FACTOR x the host's measured enqueue time of
 # the sample's calls, plus SPIN_MARGIN_MS for the event records and a descheduled host
 # thread (unmeasured defaults: margins, not fitted values; too long only costs GPU time).
@@ -93,6 +100,23 @@ class Plan:
     reps: int  # calls per sample
     spin_ms: float  # spin before each sample's start event
     estimate_ms: float  # device time per call measured while planning
+    host_ms: float = 0.0  # host enqueue time per call measured while planning
+
+
+def make_plan(estimate_ms: float, host_ms: float) -> Plan:
+    """Calls per sample for a call of `estimate_ms` on the device and `host_ms` on the host."""
+    per_call = SPIN_FACTOR * max(host_ms, 0.0)
+    cap = max(1, int((MAX_SPIN_MS - SPIN_MARGIN_MS) / per_call)) if per_call > 0 else MAX_REPS
+    reps = min(reps_for(estimate_ms), cap)
+    return Plan(reps=reps, spin_ms=per_call * reps + SPIN_MARGIN_MS, estimate_ms=estimate_ms, host_ms=host_ms)
+
+
+def merge_plans(a: Plan | None, b: Plan | None) -> Plan | None:
+    """One plan for both sides of an A/B: the faster side's device time (so neither gets
+    fewer calls per sample than it needs), the slower side's host time (so the spin covers both)."""
+    if a is None or b is None:
+        return a or b
+    return make_plan(min(a.estimate_ms, b.estimate_ms), max(a.host_ms, b.host_ms))
 
 
 _flush_buffers: dict[str, torch.Tensor] = {}
@@ -158,9 +182,7 @@ def plan(fn: Callable[[], object], warmup: int = 3) -> Plan:
         fn()
     end.record()
     torch.cuda.synchronize()
-    device_ms = start.elapsed_time(end) / n
-    reps = reps_for(device_ms)
-    return Plan(reps=reps, spin_ms=SPIN_FACTOR * host_ms * reps + SPIN_MARGIN_MS, estimate_ms=device_ms)
+    return make_plan(start.elapsed_time(end) / n, host_ms)
 
 
 def _time_wall(fn: Callable[[], object], samples: int, warmup: int) -> Samples:

@@ -64,18 +64,6 @@ def side_order(repeats: int, seed: int) -> list[tuple[str, str]]:
     return orders
 
 
-def _merge_plans(a, b):
-    """One timing plan for both sides: the smaller call count per sample (the faster side
-    needs no fewer samples than the other), the longer spin."""
-    from perf.latency import timing
-
-    if a is None or b is None:
-        return a or b
-    reps = timing.reps_for(min(a.estimate_ms, b.estimate_ms))
-    spin = max(a.spin_ms / a.reps, b.spin_ms / b.reps) * reps
-    return timing.Plan(reps=reps, spin_ms=spin, estimate_ms=min(a.estimate_ms, b.estimate_ms))
-
-
 class Pairs:
     """Both sides of one process, scenario by scenario (module docstring)."""
 
@@ -147,7 +135,9 @@ class Pairs:
             except Exception as e:  # e.g. graph capture unsupported on one side
                 self._fail(cases, s, variant, scenario, metric, e)
                 return None
-        return _merge_plans(*plans)
+        from perf.latency import timing
+
+        return timing.merge_plans(*plans)
 
     def _fail(self, cases: dict, side: str, variant: str, scenario: str, metric: str, e: Exception) -> None:
         msg = f"{metric}: {type(e).__name__}: {e}".splitlines()[0][:300]
