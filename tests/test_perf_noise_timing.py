@@ -121,3 +121,17 @@ def test_noise_needs_an_aa_directory(tmp_path):
 
     with pytest.raises(ConfigError, match="no base.jsonl/head.jsonl"):
         noise.load_aa(str(tmp_path))
+
+
+def test_launch_cost_threshold_from_separate_runs():
+    from perf.latency.calibrate import launch_cost_threshold
+
+    th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
+    rule = th.vendor("nvidia").noise_rule
+    quiet = launch_cost_threshold({"a": [1e-4, 1e-4 * 1.0001, 1e-4 * 0.9999]}, th, "nvidia")
+    assert quiet["fail_percent"] == pytest.approx(100 * (rule.floor_fail - 1)) and quiet["runs"] == 3
+    loud = launch_cost_threshold({"a": [1e-4, 1.05e-4, 0.95e-4], "b": [2e-4, 2e-4, 2e-4]}, th, "nvidia")
+    sigma = float(np.std(np.log([1e-4, 1.05e-4, 0.95e-4]), ddof=1))
+    expected = 100 * (math.exp(rule.k_fail * math.sqrt(2) * sigma) - 1)
+    assert loud["fail_percent"] == pytest.approx(expected, abs=0.1)
+    assert loud["sigma_process"]["a"] == pytest.approx(sigma, abs=1e-5)
