@@ -91,21 +91,28 @@ def process_test(groups: list[np.ndarray], calibrated_var: float | None = None,
                  calibrated_df: float | None = None) -> tuple[float, float, float, float, str]:
     """(p_slower, p_faster, se, df, source) of the mean of process means.
 
-    The variance of one process's mean is the larger of what this run shows (between its
-    processes, or within them / rounds if that is larger) and `calibrated_var` (tau^2 +
-    sigma_round^2 / R from the calibration file). With the calibrated one, the reference
-    distribution is t with the calibration's degrees of freedom (its processes - 1); with
-    this run's, t with processes - 1. Fewer than two processes: no test (p = 1).
+    This run's variance of one process's mean is the larger of the spread between its
+    processes and the spread within them / rounds (P - 1 degrees of freedom). Without
+    calibration the test is t with P - 1 degrees of freedom on it. With `calibrated_var`
+    (tau^2 + sigma_round^2 / R from the calibration file, `calibrated_df` degrees of
+    freedom: its processes - 1) the two estimates are pooled, weighted by their degrees of
+    freedom, and never taken below the calibrated one; the test is t with the summed
+    degrees of freedom. A run noisier than its calibration raises the variance; one quieter
+    than it does not lower it. Fewer than two processes and no calibration: no test (p = 1).
     """
     means, sizes, within = process_means(groups)
     p = means.size
     if p < 2 and calibrated_var is None:
         return 1.0, 1.0, math.inf, 0.0, "this run"
     observed = max(float(means.var(ddof=1)) if p > 1 else 0.0, within * float(np.mean(1.0 / sizes)))
-    if calibrated_var is not None and calibrated_var >= observed:
-        var, df, source = calibrated_var, (calibrated_df or math.inf), "calibrated"
+    df_run = float(max(0, p - 1))
+    if calibrated_var is None:
+        var, df, source = observed, df_run, "this run"
     else:
-        var, df, source = observed, float(max(1, p - 1)), "this run"
+        df_cal = calibrated_df if calibrated_df and math.isfinite(calibrated_df) else 1e6
+        pooled = (df_cal * calibrated_var + df_run * observed) / (df_cal + df_run)
+        var, df = max(calibrated_var, pooled), df_cal + df_run
+        source = "calibrated" if pooled <= calibrated_var else "calibrated, raised by this run"
     se = math.sqrt(var / p)
     estimate = float(means.mean())
     if se == 0.0:

@@ -159,6 +159,22 @@ def test_missing_and_broken_cases(tmp_path):
     assert exit_code(list(by.values())) == 1
 
 
+def test_recompute_applies_the_re_measure_like_the_gate(tmp_path):
+    k = lambda s: ("static_grid", s, "graph")  # noqa: E731
+    # six processes: the first three the measurement, the last three the re-measure of "slow"
+    _write_pair(tmp_path, {k("slow"): (1.06, 0.0005, 0.002), k("same"): (1.0, 0.0005, 0.002)}, processes=6)
+    (tmp_path / "gate.json").write_text(json.dumps({"identity": {}, "processes": [
+        {"attempt": 0 if p < 3 else 1, "index": p % 3, "process": f"proc{p}", "first_repeat": 0, "pairs": 1}
+        for p in range(6)]}))
+    (tmp_path / "retry1-keys.json").write_text(json.dumps([list(k("slow"))]))
+    by = {f.scenario: f for f in ab.recompute(str(tmp_path), TH, "nvidia", None)}
+    assert by["slow"].verdict is Verdict.FAIL and "re-measured in fresh processes" in by["slow"].note
+    assert by["same"].verdict is Verdict.OK and "re-measured" not in by["same"].note
+    (tmp_path / "retry1-keys.json").write_text("[]")  # the gate back then did not fail it
+    (slow,) = [f for f in ab.recompute(str(tmp_path), TH, "nvidia", None) if f.scenario == "slow"]
+    assert slow.verdict is Verdict.FAIL and "not re-measured" in slow.note
+
+
 def test_ledger_resumes_the_same_gate_and_starts_another_over(tmp_path):
     ident = {"base": "a", "head": "b"}
     led = ab.Ledger(str(tmp_path), ident)

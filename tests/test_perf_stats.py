@@ -52,11 +52,22 @@ def test_calibrated_variance_is_a_floor_for_the_test():
     p_run, _, se_run, _, src_run = stats.process_test(groups)
     p_cal, _, se_cal, df, src_cal = stats.process_test(groups, calibrated_var=0.01 ** 2, calibrated_df=5)
     assert src_run == "this run" and p_run < 1e-6
-    assert src_cal == "calibrated" and se_cal == pytest.approx(0.01 / math.sqrt(3)) and df == 5
+    assert src_cal == "calibrated" and se_cal == pytest.approx(0.01 / math.sqrt(3)) and df == 5 + 2
     assert p_cal > 0.05
-    # when this run is noisier than the calibration, this run's variance is used
+    # a run noisier than the calibration raises the variance: pooled by degrees of freedom
     noisy = [np.full(10, x) for x in (-0.05, 0.0, 0.05)]
-    assert stats.process_test(noisy, calibrated_var=1e-8)[4] == "this run"
+    _, _, se, df, src = stats.process_test(noisy, calibrated_var=1e-8, calibrated_df=4)
+    assert src == "calibrated, raised by this run" and df == 6
+    assert se == pytest.approx(math.sqrt((4 * 1e-8 + 2 * 0.05 ** 2) / 6 / 3))
+
+
+def test_calibrated_test_keeps_to_alpha_when_the_run_is_as_noisy_as_calibrated():
+    rng = np.random.default_rng(8)
+    sigma, tau, r = 0.003, 0.002, 10
+    cal_var = tau ** 2 + sigma ** 2 / r
+    p = [stats.process_test(_groups(rng, 0.0, tau, sigma), calibrated_var=cal_var, calibrated_df=4)[0]
+         for _ in range(2000)]
+    assert np.mean(np.array(p) < 0.01) <= 0.015
 
 
 def test_noise_components_recover_sigma_and_tau():

@@ -409,16 +409,44 @@ def _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter
         measure(args, roots, out_dir, ledger, attempt, failing, reporter)
         base, head = results_mod.load(os.path.join(out_dir, "base.jsonl")), \
             results_mod.load(os.path.join(out_dir, "head.jsonl"))
-        again = {(f.variant, f.scenario, f.metric): f for f in compare_results(
-            base, head, th, vendor, cal, ledger.ids(attempt), set(failing))}
-        for i, f in enumerate(findings):
-            key = (f.variant, f.scenario, f.metric)
-            if key in failing and key in again:
-                new = again[key]
-                new.note = f"{new.note}; re-measured in fresh processes (first ratio {f.ratio:.4f})"
-                findings[i] = new
+        _merge_remeasured(findings, compare_results(base, head, th, vendor, cal, ledger.ids(attempt),
+                                                    set(failing)))
         retried.extend(failing)
     return retried
+
+
+def _merge_remeasured(findings: list[Finding], again: list[Finding]) -> None:
+    """Replace each re-measured case's finding by its re-measure's (which alone decides)."""
+    by_key = {(f.variant, f.scenario, f.metric): f for f in again}
+    for i, f in enumerate(findings):
+        new = by_key.get((f.variant, f.scenario, f.metric))
+        if new is not None:
+            new.note = f"{new.note}; re-measured in fresh processes (first ratio {f.ratio:.4f})"
+            findings[i] = new
+
+
+def recompute(out_dir: str, th: Thresholds, vendor: str, calibration) -> list[Finding]:
+    """A finished gate's findings computed again from its --out with this code's statistics
+    and thresholds (the self-test uses it): the first measurement, then each re-measure for
+    the cases it holds. A case that fails now but was not re-measured then keeps its FAIL,
+    with a note saying so."""
+    with open(os.path.join(out_dir, "gate.json"), encoding="utf-8") as f:
+        processes = json.load(f)["processes"]
+    base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
+    head = results_mod.load(os.path.join(out_dir, "head.jsonl"))
+    ids = lambda a: {p["process"] for p in processes if p["attempt"] == a}  # noqa: E731
+    findings = compare_results(base, head, th, vendor, calibration, ids(0))
+    for attempt in sorted({p["attempt"] for p in processes} - {0}):
+        with open(os.path.join(out_dir, f"retry{attempt}-keys.json"), encoding="utf-8") as f:
+            measured = {tuple(k) for k in json.load(f)}
+        failing = {(f.variant, f.scenario, f.metric) for f in findings
+                   if f.verdict is Verdict.FAIL and f.ratio is not None}
+        _merge_remeasured(findings, compare_results(base, head, th, vendor, calibration, ids(attempt),
+                                                    failing & measured))
+        for f in findings:
+            if (f.variant, f.scenario, f.metric) in failing - measured:
+                f.note += "; not re-measured (the gate that measured this did not fail it)"
+    return findings
 
 
 def gate_command(args: argparse.Namespace) -> int:

@@ -168,8 +168,7 @@ def paired_findings(base: results_mod.Results, head: results_mod.Results, th: Th
         c = stats.paired(case.groups(), calibrated_var=cal_var, calibrated_df=cal_df,
                          resamples=s.bootstrap, confidence=s.confidence)
         verdict, note = latency_verdict(c.ratio, c.p_slower, c.p_faster, t.warn, t.fail, s.alpha)
-        extra = (f"{c.n_processes} processes x {c.n_pairs / c.n_processes:.3g} rounds; noise: "
-                 + ("calibrated" if c.noise == "calibrated" else "this run")
+        extra = (f"{c.n_processes} processes x {c.n_pairs / c.n_processes:.3g} rounds; noise: {c.noise}"
                  + ("" if t.calibrated else "; uncalibrated default threshold"))
         mde = stats.min_detectable(c.se, t.fail, s.alpha, c.df, POWER, attempts=1 + s.retries)
         findings.append(Finding(**row, base=float(np.median(case.side(1))),

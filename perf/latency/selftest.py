@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from perf import results
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
 from perf.git import git, repo_root
@@ -44,6 +45,7 @@ SMALLEST, LARGEST = 2, 10  # the plants the promises are about (percent)
 POWER = 0.95
 MAX_WARN_SHARE = 0.01
 MAX_GATE_MINUTES = 10.0
+EFFECT_SHARE = 0.75  # judged: cases the plant slowed by >= this share of its size (graph cases catch 1.3 %)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="start no gate run after this many minutes (default: no limit)")
     p.add_argument("--out", default="results/selftest")
     p.add_argument("--summarize", action="store_true", help="only summarize the runs already in --out")
+    p.add_argument("--reanalyze", action="store_true",
+                   help="with --summarize: recompute every run's findings from its raw results with this "
+                        "checkout's statistics and thresholds (perf.latency.ab.recompute)")
     return p
 
 
@@ -109,6 +114,22 @@ def _load_runs(out_dir: str) -> list[dict]:
     return []
 
 
+def _reanalyze(runs: list[dict], out_dir: str, args: argparse.Namespace) -> list[dict]:
+    from perf.latency import ab
+    from perf.thresholds import calibration_for, load_thresholds
+
+    th = load_thresholds(args.thresholds)
+    out = []
+    for r in runs:
+        run_dir = os.path.join(out_dir, r["name"])
+        gpu = results.load(os.path.join(run_dir, "head.jsonl")).environment.get("gpu")
+        vendor = results.load(os.path.join(run_dir, "head.jsonl")).environment.get("vendor")
+        cal, _ = calibration_for(th, vendor, gpu)
+        findings = [f.to_dict() for f in ab.recompute(run_dir, th, vendor, cal)]
+        out.append({**r, "findings": findings, "reanalyzed": True})
+    return out
+
+
 def summarize(runs: list[dict], out_dir: str, args: argparse.Namespace) -> tuple[dict, bool]:
     """The promises, checked against what ran: (summary, every promise kept)."""
     aa = [r for r in runs if r["kind"] == "aa"]
@@ -136,15 +157,17 @@ def summarize(runs: list[dict], out_dir: str, args: argparse.Namespace) -> tuple
         rows = [{"variant": k[0], "scenario": k[1], "metric": k[2], "base_ms": c["base_ms"],
                  "effect": float(np.exp(np.mean(np.log(c["ratios"])))), "detected": c["detected"],
                  "runs": c["runs"]} for k, c in sorted(cases.items())]
+        # Judged: the cases the planted change slowed by at least 75 % of its size (the gate's
+        # own estimate, over all runs). A code change moves more than the spin: on the H100 the
+        # 2 % plant made phi-3-mini's graph replay 1.7 % faster and the 544-block case 0.4 %
+        # slower; a metric that also holds host time, or the decode's untouched reduce kernel,
+        # slows by less. Those are listed with their effect, not judged.
+        slowed = [x for x in rows if x["effect"] >= 1 + EFFECT_SHARE * pct / 100]
         if pct == SMALLEST:
-            scope = [x for x in rows if x["metric"] == "graph" and x["base_ms"] >= LONG_MS]
-            promise = f"graph-replay cases >= {LONG_MS:g} ms"
+            scope = [x for x in slowed if x["metric"] == "graph" and x["base_ms"] >= LONG_MS]
+            promise = f"graph-replay cases >= {LONG_MS:g} ms slowed by >= {EFFECT_SHARE * pct:g} %"
         elif pct == LARGEST:
-            # every case the change slowed by about that much: the spin stretches the attention
-            # kernel, so a metric that also holds host time (eager with a host sync inside the
-            # call) or the untouched reduce kernel slows by less; those are reported, not judged
-            scope = [x for x in rows if x["effect"] >= 1 + 0.9 * pct / 100]
-            promise = f"every case slowed by >= {0.9 * pct:g} %"
+            scope, promise = slowed, f"every case slowed by >= {EFFECT_SHARE * pct:g} %"
         else:
             scope, promise = [], "none (reported)"
         kept = all(x["detected"] >= POWER * x["runs"] for x in scope)
@@ -202,8 +225,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from perf import results
-
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     runs = _load_runs(out_dir)
@@ -258,6 +279,8 @@ def _main(args: argparse.Namespace) -> int:
                 git(repo, "worktree", "remove", "--force", path)
             shutil.rmtree(parent, ignore_errors=True)
             git(repo, "worktree", "prune")
+    if args.summarize and args.reanalyze:
+        runs = _reanalyze(runs, out_dir, args)
     summary, ok = summarize(runs, out_dir, args)
     env = {}
     for r in runs:
