@@ -367,18 +367,22 @@ def parse_thresholds(data: Any, path: str = DEFAULT_PATH) -> Thresholds:
 def load_thresholds(path: str | os.PathLike = DEFAULT_PATH) -> Thresholds:
     """Read and validate the thresholds file (ConfigError on the first problem)."""
     path = os.fspath(path)
+    data = _read_yaml(path, "run from the repository root or pass --thresholds PATH", "fix the syntax")
+    return parse_thresholds(data, path)
+
+
+def _read_yaml(path: str, if_missing: str, if_invalid: str) -> Any:
+    """Parsed YAML of `path`; ConfigError naming the file (and line) with the fix."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            return yaml.safe_load(f)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found; run from the repository root or pass "
-                          f"--thresholds PATH") from None
+        raise ConfigError(f"{path}: file not found; {if_missing}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(syntax)"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{path}: {where}: invalid YAML ({problem}); fix the syntax") from None
-    return parse_thresholds(data, path)
+        raise ConfigError(f"{path}: {where}: invalid YAML ({problem}); {if_invalid}") from None
 
 
 # --- calibration: measured noise per case --------------------------------------------------
@@ -469,16 +473,8 @@ def parse_calibration(data: Any, path: str) -> Calibration:
 
 def load_calibration(path: str) -> Calibration:
     """Read and validate one calibration file (ConfigError on a problem, naming the file)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found; run `python -m perf calibrate` on the GPU") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(syntax)"
-        raise ConfigError(f"{path}: {where}: invalid YAML; rerun `python -m perf calibrate`") from None
-    return parse_calibration(data, path)
+    rerun = "rerun `python -m perf calibrate` on the GPU"
+    return parse_calibration(_read_yaml(path, rerun, rerun), path)
 
 
 def calibration_for(thresholds: Thresholds, vendor: str, gpu: str | None) -> tuple[Calibration | None, str]:

@@ -1,7 +1,7 @@
 """Verdicts: one `Finding` per (gate, vendor, target, variant, scenario, metric).
 
 Every gate (latency here, static in perf/static/gate.py) reports findings; the report renders
-them and `exit_code` turns them into the process's status (DESIGN 4: 0 pass, warnings
+them and `exit_code` turns them into the process's status (0 pass, warnings
 allowed; 1 regression or wrong result; 2 bad input, raised earlier as ConfigError).
 
 Latency rule, the same in both directions: a change *fails* (or counts as *improved*) only

@@ -53,6 +53,7 @@ READS_FINDINGS = (1, 2)
 HEARTBEAT_S = 15.0  # a plain progress line at least this often when not on a terminal
 BATCH_CACHE_ENV = "PERF_BATCH_CACHE"  # a directory of saved batches kept across gates (else one per gate)
 EXIT_INTERRUPTED = 130
+INTERPRETER_SAMPLES = 3  # per side and round in Triton's interpreter (a harness self-test, not a measurement)
 
 
 # --- GPU lock ------------------------------------------------------------------------------
@@ -465,7 +466,9 @@ def gate_command(args: argparse.Namespace) -> int:
     vendor = vendor_mod.resolve(args.vendor)
     vt = th.vendor(vendor)
     args.repeats = args.repeats if args.repeats is not None else vt.statistics.repeats
-    args.samples = args.samples if args.samples is not None else vt.statistics.samples
+    # the interpreter's wall clock measures nothing: a smoke run needs few samples (--samples overrides)
+    args.samples = args.samples if args.samples is not None else (
+        INTERPRETER_SAMPLES if interpreter else vt.statistics.samples)
     args.processes = vt.statistics.processes
     args.sample_budget_ms = vt.statistics.sample_budget_ms
     if args.repeats < 2 or args.samples < 1:
