@@ -60,7 +60,7 @@ def noise_rows(base, head, processes: set[str] | None, th: Thresholds, vendor: s
                              float(np.median(case.side(1))))
         noise = stats.gate_sigma(sigma, tau, gate_processes, gate_repeats)
         t = th.latency(vendor, *key, noise=noise)
-        df = float(measured.processes - 1)
+        df = float(measured.processes - 1 + gate_processes - 1)  # the gate pools both (perf/stats.py)
         se = math.sqrt(measured.variance(gate_repeats) / gate_processes)
         mde = stats.min_detectable(se, t.fail, s.alpha, df, POWER, attempts=1 + s.retries)
         cal = calibration.case(*key) if calibration is not None else None
