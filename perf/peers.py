@@ -1,29 +1,56 @@
-"""Vendor-library peers for "% of SOTA": the same shapes, laid out densely, not paged.
+"""Vendor-library peers: the same batches run by other attention libraries ("% of SOTA").
 
-Each peer registers a setup function that takes a uniform batch (every sequence with the
-same query and KV length), allocates its own dense inputs and returns a closure, so timing
-never includes allocation (tritonbench's pattern). A peer that cannot run here (backend
-absent, shape refused) raises `PeerUnavailable` with the reason, which the benchmark
-prints as a note instead of a number. Every peer's label says "dense, not paged": the
-paged kernels read KV through a block table, these read contiguous tensors.
+A peer is measured beside the variants, in the same interleaved rounds, as a case named
+"peer:<name>" (`PREFIX`): `attach` makes its cases for a scenario in a
+`perf.latency.measure.Side` (setup, including each library's own planning, outside the
+timed region; a first untimed call), `detach` drops them. `perf run --peers` and the
+nightly both go through `resolve` (auto | none | a,b) and `attach`.
 
-PyTorch SDPA, cuDNN and flash backends. Grouped-query attention: `enable_gqa=True` first;
-a backend that refuses it gets, for decode (one query per sequence, nothing to mask), the
-query heads of each KV head packed into the query-length axis ([B, Hkv, G, D] against
-[B, Hkv, L, D], the same arithmetic and the same KV bytes), and for prefill the KV heads
-repeated G times (prefill is compute bound; the layout is named in the note).
+Two kinds of peers:
+- Batch peers read a scenario's own batch. flashinfer and vLLM's Triton unified attention
+  read the very cache tensors and block table the kernels read (no copy); flash_attn 2
+  reads a copy paged at 256 tokens (its minimum page size); aiter reads dense varlen
+  copies. A library that is not installed is left out with a note.
+- Dense PyTorch SDPA (cuDNN, flash, memory-efficient backends) on contiguous copies, "dense,
+  not paged" in its label: a uniform batch is one call, a batch with two groups of equal
+  (query, KV) lengths (a decode and a prefill half) is two calls back to back; a batch of
+  many lengths is refused (it would time launches, not attention). Grouped-query
+  attention: `enable_gqa=True` first; a backend that refuses it gets, for decode (one query
+  per sequence, nothing to mask), the query heads of each KV head packed into the
+  query-length axis ([B, Hkv, G, D] against [B, Hkv, L, D], the same arithmetic and the
+  same KV bytes), and for prefill the KV heads repeated G times (named in the note).
+
+A peer that cannot run a batch here (no GPU, a feature it lacks, a shape it refuses)
+raises `PeerUnavailable` with the reason, recorded as a skip instead of a number. This
+module imports torch only when a peer is set up (asv's lookup processes import it).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-import torch
+from perf.errors import ConfigError
+
+PREFIX = "peer:"  # results files name a vendor library's series "peer:<name>"
+MAX_DENSE_GROUPS = 2
+FLASH_ATTN_PAGE = 256  # flash_attn 2's paged KV needs a page size that is a multiple of 256 (its docstring)
+FLASHINFER_WORKSPACE_BYTES = 128 * 1024 * 1024  # the size flashinfer's docstrings recommend
+# flashinfer decode: tensor cores (its prefill kernels) from this many query heads per KV head
+# on. flashinfer's docstring says only "faster for large group size"; SGLang's mini-sglang
+# FlashInfer backend uses >= 4. Unmeasured here.
+FLASHINFER_TENSOR_CORE_MIN_GROUP = 4
+# Where vLLM keeps its Triton unified attention, newest first (it moved into v1/).
+VLLM_UNIFIED_MODULES = ("vllm.v1.attention.ops.triton_unified_attention",
+                        "vllm.attention.ops.triton_unified_attention")
 
 
 class PeerUnavailable(Exception):
-    """The peer cannot run this shape here; the message says why."""
+    """The peer cannot run this batch here; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +61,7 @@ class DenseShape:
     num_q_heads: int
     num_kv_heads: int
     head_size: int
-    dtype: torch.dtype
+    dtype: Any  # torch.dtype
 
     @property
     def group(self) -> int:
@@ -45,21 +72,169 @@ class DenseShape:
 class Peer:
     name: str
     label: str
-    setup: Callable[[DenseShape, str], tuple[Callable[[], torch.Tensor], str]]  # -> (fn, layout note)
+    module: str  # the package it needs; absent -> not measured, with a note
+    # Batch peers: (PagedBatch, device) -> (fn, note). Dense peers: (DenseShape, device) -> (fn, layout).
+    setup: Callable[[Any, str], tuple[Callable[[], object], str]]
+    dense: bool = False
 
 
 PEERS: dict[str, Peer] = {}
 
+# The libraries `--peers auto` measures per vendor ("% of SOTA": the fastest of them).
+VENDOR_PEERS = {
+    "nvidia": ("sdpa_cudnn", "sdpa_flash", "flash_attn_paged", "flashinfer_paged", "vllm_unified"),
+    "amd": ("sdpa_flash", "sdpa_efficient", "aiter_varlen", "vllm_unified"),
+}
 
-def register(name: str, label: str):
+
+def register(name: str, label: str, module: str, dense: bool = False):
     def wrap(setup):
-        PEERS[name] = Peer(name, label, setup)
+        PEERS[name] = Peer(name, label, module, setup, dense)
         return setup
     return wrap
 
 
+# --- choosing peers ---------------------------------------------------------------------------
+
+
+def peer_label(name: str) -> str:
+    return PEERS[name].label if name in PEERS else name
+
+
+def absent_reason(name: str) -> str | None:
+    """Why `name` cannot be measured here at all (not registered, package missing), or None."""
+    if name not in PEERS:
+        return f"{name!r} is not a registered peer (known: {', '.join(PEERS)})"
+    module = PEERS[name].module
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ValueError:  # a module in sys.modules without a spec (tests' stand-ins)
+        found = True
+    return None if found else f"{module} is not installed"
+
+
+def peers_for(vendor: str) -> list[str]:
+    """The vendor's libraries that are installed here (none without a GPU)."""
+    return [n for n in VENDOR_PEERS.get(vendor, ()) if absent_reason(n) is None]
+
+
+def absent_for(vendor: str) -> dict[str, str]:
+    """The vendor's libraries that are not installed here, with the reason (for the report)."""
+    return {n: r for n in VENDOR_PEERS.get(vendor, ()) if (r := absent_reason(n)) is not None}
+
+
+def resolve(text: str, vendor: str | None, option: str = "--peers") -> tuple[tuple[str, ...], dict[str, str]]:
+    """(peers to measure, {absent peer: why}) for `auto` (this vendor's installed libraries),
+    `none`, or a comma list (unknown names: ConfigError; not installed: left out, noted)."""
+    if text == "auto":
+        if vendor is None:
+            return (), {}
+        return tuple(peers_for(vendor)), absent_for(vendor)
+    if text == "none":
+        return (), {}
+    wanted = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in wanted if p not in PEERS]
+    if unknown or not wanted:
+        raise ConfigError(f"{option}: unknown peer {', '.join(unknown) or repr(text)}; use auto, none or a "
+                          f"comma list of: {', '.join(PEERS)}")
+    absent = {p: r for p in wanted if (r := absent_reason(p))}
+    return tuple(p for p in wanted if p not in absent), absent
+
+
+# --- peers as cases of a measured side ---------------------------------------------------------
+
+
+def setup_for_batch(name: str, spec, device: str, batch=None) -> tuple[Callable[[], object], str, str]:
+    """(fn, label, note) running peer `name` on the batch `spec` describes (`batch`, when
+    given, is that batch already on the device: batch peers read it); PeerUnavailable if not."""
+    reason = absent_reason(name)
+    if reason:
+        raise PeerUnavailable(reason)
+    peer = PEERS[name]
+    if not peer.dense:
+        if batch is None:
+            from kernels.batch import build_batch
+
+            batch = build_batch(spec, device)
+        fn, note = peer.setup(batch, device)
+        return fn, peer.label, note
+    fns, notes = [], []
+    for shape in dense_groups(spec):
+        fn, layout = peer.setup(shape, device)
+        fns.append(fn)
+        notes.append(f"{shape.batch} x (q {shape.query_len}, kv {shape.kv_len}): {layout}")
+
+    def run(fns=tuple(fns)):
+        for f in fns:
+            f()
+    return run, peer.label, "; ".join(notes)
+
+
+def make_case(Case, name: str, scenario, device: str, batch=None):
+    """A perf.latency.measure.Case for peer `name` on `scenario`: set up, called once (library
+    initialization, autotuning, lazy loading: not timed), or skipped with the reason."""
+    spec = scenario.spec()
+    case_name = PREFIX + name
+    try:
+        fn, label, note = setup_for_batch(name, spec, device, batch)
+        fn()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    except PeerUnavailable as e:
+        return Case(case_name, scenario.name, spec.digest(), None, skip=str(e))
+    except Exception as e:  # a library that breaks is a finding, not a crash of the run
+        return Case(case_name, scenario.name, spec.digest(), None,
+                    skip=f"{type(e).__name__}: {e}".splitlines()[0][:300], kind="error")
+    return Case(case_name, scenario.name, spec.digest(), fn,
+                config=[{"peer": name, "label": label, "layout": note}])
+
+
+def attach(side, scenario, names, cases: list) -> list:
+    """Add the peers' cases for `scenario` to `side` (a perf.latency.measure.Side whose
+    variants were just prepared as `cases`), record their skips; returns them."""
+    from perf.latency.measure import Case
+
+    batch = next((c.keep[0] for c in cases if c.keep), None)  # the variants' batch, shared
+    added = []
+    for name in names:
+        case = make_case(Case, name, scenario, side.device, batch)
+        side.cases[(case.variant, scenario.name)] = case
+        if case.skip is not None and side.writer is not None:
+            side.writer.skip(variant=case.variant, scenario=scenario.name, reason=case.skip, kind=case.kind)
+        added.append(case)
+    return added
+
+
+def detach(side, scenario, names) -> None:
+    for name in names:
+        side.cases.pop((PREFIX + name, scenario.name), None)
+
+
+# --- dense PyTorch SDPA --------------------------------------------------------------------------
+
+
+def dense_groups(spec) -> list[DenseShape]:
+    """One DenseShape per group of equal (query, KV) lengths of a kernels.batch.BatchSpec."""
+    missing = [f for f, on in (("fp8 KV cache", spec.fp8_kv), ("sinks", spec.sinks),
+                               ("sliding window", spec.sliding_window), ("softcap", spec.softcap)) if on]
+    if missing:
+        raise PeerUnavailable(f"SDPA has no {', '.join(missing)}: not the same computation")
+    groups: dict[tuple[int, int], int] = {}
+    for q, kv in zip(spec.query_lens, spec.kv_lens):
+        groups[(q, kv)] = groups.get((q, kv), 0) + 1
+    if len(groups) > MAX_DENSE_GROUPS:
+        raise PeerUnavailable(f"{len(groups)} distinct (query, KV) lengths: dense SDPA would need as many "
+                              f"calls; variable-length batches need flash_attn, flashinfer or vllm")
+    return [DenseShape(n, q, kv, spec.num_q_heads, spec.num_kv_heads, spec.head_size, spec.torch_dtype)
+            for (q, kv), n in groups.items()]
+
+
 def _sdpa(backend_name: str):
     def setup(shape: DenseShape, device: str):
+        import torch
+
         try:
             from torch.nn.attention import SDPBackend, sdpa_kernel
         except ImportError as exc:  # torch too old
@@ -106,142 +281,56 @@ def _sdpa(backend_name: str):
     return setup
 
 
-register("sdpa_cudnn", "SDPA cuDNN (dense, not paged)")(_sdpa("CUDNN_ATTENTION"))
-register("sdpa_flash", "SDPA flash (dense, not paged)")(_sdpa("FLASH_ATTENTION"))
+register("sdpa_cudnn", "SDPA cuDNN (dense, not paged)", "torch", dense=True)(_sdpa("CUDNN_ATTENTION"))
+register("sdpa_flash", "SDPA flash (dense, not paged)", "torch", dense=True)(_sdpa("FLASH_ATTENTION"))
+register("sdpa_efficient", "SDPA memory-efficient (dense, not paged)", "torch",
+         dense=True)(_sdpa("EFFICIENT_ATTENTION"))
 
 
-# --- The nightly's vendor baselines (perf/nightly): a scenario's own batch, per vendor ------
-# The dense peers above take one uniform shape; a nightly scenario may mix decode and prefill
-# or vary lengths. `setup_for_batch` runs a dense peer once per group of equal (query, KV)
-# lengths, back to back, when there are at most MAX_DENSE_GROUPS groups (the decode and the
-# prefill half of a batch, as a serving engine without varlen kernels would split it); more
-# groups would time launches, not attention. The peers registered below read the scenario's
-# own batch: flash_attn and flashinfer through a block table (paged), aiter varlen on dense
-# copies. A library that is not installed is left out of the nightly with a note.
-
-import importlib.util  # noqa: E402
-from dataclasses import replace  # noqa: E402
-from typing import Any  # noqa: E402
-
-MAX_DENSE_GROUPS = 2
-FLASH_ATTN_PAGE = 256  # flash_attn 2's paged KV needs a page size that is a multiple of 256 (its docstring)
-FLASHINFER_WORKSPACE_BYTES = 128 * 1024 * 1024  # the size flashinfer's own examples allocate
+# --- libraries reading the batch ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BatchPeer:
-    name: str
-    label: str
-    module: str  # the package it needs; absent -> not measured, with a note
-    setup: Callable[[Any, str], tuple[Callable[[], torch.Tensor], str]]  # (BatchSpec, device) -> (fn, note)
+def _cu(lengths, device: str):
+    import torch
 
-
-BATCH_PEERS: dict[str, BatchPeer] = {}
-
-# The libraries each vendor's nightly compares against ("% of SOTA": the fastest of them).
-VENDOR_PEERS = {
-    "nvidia": ("sdpa_cudnn", "sdpa_flash", "flash_attn_paged", "flashinfer_paged"),
-    "amd": ("sdpa_flash", "sdpa_efficient", "aiter_varlen"),
-}
-
-register("sdpa_efficient", "SDPA memory-efficient (dense, not paged)")(_sdpa("EFFICIENT_ATTENTION"))
-
-
-def register_batch(name: str, label: str, module: str):
-    def wrap(setup):
-        BATCH_PEERS[name] = BatchPeer(name, label, module, setup)
-        return setup
-    return wrap
-
-
-def peer_label(name: str) -> str:
-    if name in BATCH_PEERS:
-        return BATCH_PEERS[name].label
-    return PEERS[name].label if name in PEERS else name
-
-
-def absent_reason(name: str) -> str | None:
-    """Why `name` cannot be measured here at all (not registered, package missing), or None."""
-    module = BATCH_PEERS[name].module if name in BATCH_PEERS else ("torch" if name in PEERS else None)
-    if module is None:
-        return f"{name!r} is not a registered peer (known: {', '.join([*PEERS, *BATCH_PEERS])})"
-    if importlib.util.find_spec(module) is None:
-        return f"{module} is not installed"
-    return None
-
-
-def peers_for(vendor: str) -> list[str]:
-    """The vendor's libraries that are installed here (none without a GPU)."""
-    return [n for n in VENDOR_PEERS.get(vendor, ()) if absent_reason(n) is None]
-
-
-def absent_for(vendor: str) -> dict[str, str]:
-    """The vendor's libraries that are not installed here, with the reason (for the report)."""
-    return {n: r for n in VENDOR_PEERS.get(vendor, ()) if (r := absent_reason(n)) is not None}
-
-
-def dense_groups(spec) -> list[DenseShape]:
-    """One DenseShape per group of equal (query, KV) lengths of a kernels.batch.BatchSpec."""
-    missing = [f for f, on in (("fp8 KV cache", spec.fp8_kv), ("sinks", spec.sinks),
-                               ("sliding window", spec.sliding_window), ("softcap", spec.softcap)) if on]
-    if missing:
-        raise PeerUnavailable(f"SDPA has no {', '.join(missing)}: not the same computation")
-    groups: dict[tuple[int, int], int] = {}
-    for q, kv in zip(spec.query_lens, spec.kv_lens):
-        groups[(q, kv)] = groups.get((q, kv), 0) + 1
-    if len(groups) > MAX_DENSE_GROUPS:
-        raise PeerUnavailable(f"{len(groups)} distinct (query, KV) lengths: dense SDPA would need as many "
-                              f"calls; variable-length batches need flash_attn or flashinfer")
-    return [DenseShape(n, q, kv, spec.num_q_heads, spec.num_kv_heads, spec.head_size, spec.torch_dtype)
-            for (q, kv), n in groups.items()]
-
-
-def setup_for_batch(name: str, spec, device: str) -> tuple[Callable[[], object], str, str]:
-    """(fn, label, note) running peer `name` on the batch `spec` describes; PeerUnavailable if not."""
-    reason = absent_reason(name)
-    if reason:
-        raise PeerUnavailable(reason)
-    if name in BATCH_PEERS:
-        fn, note = BATCH_PEERS[name].setup(spec, device)
-        return fn, BATCH_PEERS[name].label, note
-    shapes = dense_groups(spec)
-    fns, notes = [], []
-    for shape in shapes:
-        fn, layout = PEERS[name].setup(shape, device)
-        fns.append(fn)
-        notes.append(f"{shape.batch} x (q {shape.query_len}, kv {shape.kv_len}): {layout}")
-
-    def run(fns=tuple(fns)):
-        for f in fns:
-            f()
-    return run, PEERS[name].label, "; ".join(notes)
-
-
-def _cu(lengths, device: str) -> torch.Tensor:
     cu = torch.zeros(len(lengths) + 1, dtype=torch.int32)
     cu[1:] = torch.cumsum(torch.tensor(lengths, dtype=torch.int64), 0).to(torch.int32)
     return cu.to(device)
 
 
-def _batch_checks(spec, library: str, unsupported: dict[str, bool]) -> None:
+def _batch_checks(spec, library: str, unsupported: dict[str, Any]) -> None:
+    """A GPU, and none of the features `library` lacks (value: truthy when the batch uses the
+    feature; a string says why the library cannot)."""
+    import torch
+
     if not torch.cuda.is_available():
         raise PeerUnavailable("needs a CUDA/ROCm GPU")
-    missing = [f for f, on in unsupported.items() if on]
+    missing = [f"{f} ({why})" if isinstance(why, str) else f for f, why in unsupported.items() if why]
     if missing:
         raise PeerUnavailable(f"{library} has no {', '.join(missing)} here")
 
 
 def _refused(library: str, fn: Callable[[], object]) -> None:
     """First call: a shape or option the library rejects is a note, not a failure."""
+    import torch
+
     try:
         fn()
         torch.cuda.synchronize()
-    except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
-        raise PeerUnavailable(f"{library} refused: {str(exc).splitlines()[0][:160]}") from exc
+    except (RuntimeError, ValueError, TypeError, NotImplementedError, AssertionError) as exc:
+        why = (str(exc) or type(exc).__name__).splitlines()[0][:160]
+        raise PeerUnavailable(f"{library} refused: {why}") from exc
 
 
-@register_batch("flash_attn_paged", "flash_attn varlen (paged, block table)", "flash_attn")
-def _flash_attn_paged(spec, device: str):
+def _window(spec) -> tuple[int, int]:
+    # kernels.batch masks keys with pos - key_pos >= window: a query sees `window` keys, its own
+    # included; flash_attn and vLLM keep window_size[0] keys before the query.
+    return (spec.sliding_window - 1, 0) if spec.sliding_window else (-1, -1)
+
+
+@register("flash_attn_paged", "flash_attn varlen (paged, block table)", "flash_attn")
+def _flash_attn_paged(batch, device: str):
+    spec = batch.spec
     try:
         from flash_attn import flash_attn_varlen_func
     except ImportError as exc:
@@ -249,62 +338,116 @@ def _flash_attn_paged(spec, device: str):
     _batch_checks(spec, "flash_attn 2", {"fp8 KV cache": spec.fp8_kv, "sinks": spec.sinks})
     from kernels.batch import build_batch
 
-    b = build_batch(replace(spec, block_size=FLASH_ATTN_PAGE), device)
+    b = build_batch(replace(spec, block_size=FLASH_ATTN_PAGE), device)  # its own pages: a copy
     cu_k = _cu(spec.kv_lens, device)
-    # kernels.batch: keys with pos - key_pos >= window are masked; flash_attn keeps window_size[0] keys back.
-    window = (spec.sliding_window - 1, 0) if spec.sliding_window else (-1, -1)
 
     def run():
         return flash_attn_varlen_func(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, cu_k, max(spec.query_lens),
                                       max(spec.kv_lens), softmax_scale=b.options["scale"], causal=True,
-                                      window_size=window, softcap=spec.softcap or 0.0,
+                                      window_size=_window(spec), softcap=spec.softcap or 0.0,
                                       block_table=b.block_table)
     _refused("flash_attn", run)
-    return run, f"paged, page size {FLASH_ATTN_PAGE} (flash_attn 2 needs a multiple of 256)"
+    return run, f"paged copy, page size {FLASH_ATTN_PAGE} (flash_attn 2 needs a multiple of 256)"
 
 
-@register_batch("flashinfer_paged", "flashinfer batch prefill (paged, block table)", "flashinfer")
-def _flashinfer_paged(spec, device: str):
+def flashinfer_wrapper(flashinfer, spec, workspace) -> tuple[Any, bool, str]:
+    """(wrapper, is_decode, note): the decode wrapper when every sequence has one query (with
+    tensor cores from FLASHINFER_TENSOR_CORE_MIN_GROUP query heads per KV head), else prefill."""
+    if all(q == 1 for q in spec.query_lens):
+        cores = spec.num_q_heads // spec.num_kv_heads >= FLASHINFER_TENSOR_CORE_MIN_GROUP
+        wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=cores)
+        return wrapper, True, "BatchDecodeWithPagedKVCacheWrapper" + (", tensor cores" if cores else "")
+    return flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD"), False, \
+        "BatchPrefillWithPagedKVCacheWrapper, causal"
+
+
+@register("flashinfer_paged", "flashinfer (paged, block table)", "flashinfer")
+def _flashinfer_paged(batch, device: str):
+    import torch
+
+    spec = batch.spec
     try:
         import flashinfer
     except ImportError as exc:
         raise PeerUnavailable(f"flashinfer does not import: {exc}") from exc
-    _batch_checks(spec, "flashinfer", {"fp8 KV cache": spec.fp8_kv, "sinks": spec.sinks})
-    from kernels.batch import build_batch
-
-    b = build_batch(spec, device)
+    _batch_checks(spec, "flashinfer", {
+        "fp8 KV cache": spec.fp8_kv and "per-tensor k/v scales are not wired to its wrappers here",
+        "sinks": spec.sinks and "its paged wrappers take no sink logits"})
+    b = batch  # the kernels' cache and block table, read in place (NHD = our cache layout)
     blocks = spec.blocks_per_seq()
-    indptr = _cu(blocks, device)  # page-table rows in flashinfer's CSR form
+    indptr = _cu(blocks, device)  # the block table's rows in flashinfer's CSR form
     indices = torch.cat([b.block_table[i, :n] for i, n in enumerate(blocks)])
     last = torch.tensor([kv - (n - 1) * spec.block_size for kv, n in zip(spec.kv_lens, blocks)],
                         dtype=torch.int32, device=device)
-    workspace = torch.empty(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
-    wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD")  # NHD = our cache layout
-    try:
-        wrapper.plan(b.cu_seqlens_q, indptr, indices, last, spec.num_q_heads, spec.num_kv_heads,
-                     spec.head_size, spec.block_size, causal=True, sm_scale=b.options["scale"],
-                     logits_soft_cap=spec.softcap,
-                     window_left=(spec.sliding_window - 1) if spec.sliding_window else -1,
-                     q_data_type=spec.torch_dtype, kv_data_type=spec.torch_dtype)
+    workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+    wrapper, decode, note = flashinfer_wrapper(flashinfer, spec, workspace)
+    options = dict(window_left=_window(spec)[0], logits_soft_cap=spec.softcap, sm_scale=b.options["scale"],
+                   q_data_type=spec.torch_dtype, kv_data_type=spec.torch_dtype)
+    heads = (spec.num_q_heads, spec.num_kv_heads, spec.head_size, spec.block_size)
+    try:  # planning (host work, a device copy of the plan) stays outside the timed region
+        if decode:
+            wrapper.plan(indptr, indices, last, *heads, pos_encoding_mode="NONE", **options)
+        else:
+            wrapper.plan(b.cu_seqlens_q, indptr, indices, last, *heads, causal=True, **options)
     except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
         raise PeerUnavailable(f"flashinfer refused: {str(exc).splitlines()[0][:160]}") from exc
 
-    def run(keep=(workspace,)):
+    def run(keep=(workspace, indptr, indices, last)):
         return wrapper.run(b.q, (b.k_cache, b.v_cache))
     _refused("flashinfer", run)
-    return run, f"paged, page size {spec.block_size}, NHD"
+    return run, f"{note}; the kernels' cache in place, page size {spec.block_size}, NHD"
 
 
-@register_batch("aiter_varlen", "aiter varlen flash (dense, not paged)", "aiter")
-def _aiter_varlen(spec, device: str):
+@register("vllm_unified", "vLLM Triton unified attention (paged, block table)", "vllm")
+def _vllm_unified(batch, device: str):
+    import torch
+
+    spec = batch.spec
+    errors = []
+    for path in VLLM_UNIFIED_MODULES:
+        try:
+            unified_attention = importlib.import_module(path).unified_attention
+            break
+        except (ImportError, AttributeError) as exc:  # vllm present but broken, or moved again
+            errors.append(f"{path}: {str(exc).splitlines()[0][:120]}")
+    else:
+        raise PeerUnavailable("vllm's Triton unified attention does not import: " + "; ".join(errors))
+    _batch_checks(spec, "vllm", {})
+    b = batch  # the same cache layout as kernels/ (vLLM's): read in place
+    out = torch.empty_like(b.q)
+    descale = (spec.num_seqs, spec.num_kv_heads)
+    args = dict(q=b.q, k=b.k_cache, v=b.v_cache, out=out, cu_seqlens_q=b.cu_seqlens_q,
+                max_seqlen_q=max(spec.query_lens), seqused_k=b.seq_lens, max_seqlen_k=max(spec.kv_lens),
+                softmax_scale=b.options["scale"], causal=True, window_size=_window(spec),
+                block_table=b.block_table, softcap=float(spec.softcap or 0.0), q_descale=None,
+                k_descale=b.options["k_scale"].expand(descale) if spec.fp8_kv else None,
+                v_descale=b.options["v_scale"].expand(descale) if spec.fp8_kv else None)
+    params = inspect.signature(unified_attention).parameters
+    if spec.sinks:
+        if "sinks" not in params:
+            raise PeerUnavailable("this vllm's unified_attention has no sinks argument")
+        args["sinks"] = b.options["sinks"]
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in args]
+    if required:
+        raise PeerUnavailable(f"this vllm's unified_attention also needs {', '.join(required)}")
+
+    def run():
+        return unified_attention(**{k: v for k, v in args.items() if k in params})
+    _refused("vllm", run)
+    return run, "the kernels' cache in place (vLLM's layout)"
+
+
+@register("aiter_varlen", "aiter varlen flash (dense, not paged)", "aiter")
+def _aiter_varlen(batch, device: str):
+    import torch
+
+    spec = batch.spec
     try:
         import aiter
     except ImportError as exc:
         raise PeerUnavailable(f"aiter does not import: {exc}") from exc
     _batch_checks(spec, "aiter", {"fp8 KV cache": spec.fp8_kv, "sinks": spec.sinks, "softcap": spec.softcap})
-    from kernels.batch import build_batch
-
-    b = build_batch(spec, device)
+    b = batch
     hkv, d = spec.num_kv_heads, spec.head_size
 
     def dense(cache):  # each sequence's blocks gathered into one contiguous [total_k, Hkv, D]
@@ -312,11 +455,10 @@ def _aiter_varlen(spec, device: str):
                           for i, (n, kv) in enumerate(zip(spec.blocks_per_seq(), spec.kv_lens))])
     k, v = dense(b.k_cache), dense(b.v_cache)
     cu_k = _cu(spec.kv_lens, device)
-    window = (spec.sliding_window - 1, 0) if spec.sliding_window else (-1, -1)
 
     def run():
         return aiter.flash_attn_varlen_func(b.q, k, v, b.cu_seqlens_q, cu_k, max(spec.query_lens),
                                             max(spec.kv_lens), softmax_scale=b.options["scale"], causal=True,
-                                            window_size=window)
+                                            window_size=_window(spec))
     _refused("aiter", run)
     return run, "dense varlen copies of the paged cache"

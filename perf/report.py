@@ -1,10 +1,13 @@
-"""Reports people read: a Markdown table (worst first), the job summary, a plot of ratios.
+"""Reports people read: a Markdown table (worst first), the job summary, a plot of ratios,
+and the benchmark table of a results file.
 
 `render_markdown` puts failures and warnings in the table a reviewer sees first and folds
 the passing rows into a <details> block, so the answer takes ten seconds to find.
 `publish` prints it and appends it to `$GITHUB_STEP_SUMMARY` when that is set (GitHub
 Actions renders the file on the run's page). `plot_ratios` draws one point per
-measurement with its confidence interval against the thresholds.
+measurement with its confidence interval against the thresholds. `render_table`
+(`python -m perf table`) shows what `perf run` measured: every variant and peer side by
+side per scenario, the throughput derived from latency, ours over the best peer.
 """
 
 from __future__ import annotations
@@ -132,3 +135,178 @@ def plot_ratios(findings: list[Finding], path: str, title: str = "head / base",
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+# --- the benchmark table (`python -m perf table RESULTS.jsonl`) ---------------------------------
+
+
+def geomean(values) -> float:
+    """Geometric mean of the positive finite values; NaN when there is none."""
+    v = [x for x in values if x is not None and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else math.nan
+
+
+def kv_read_bytes(spec) -> int:
+    """Every sequence's K and V read once (a kernels.batch.BatchSpec)."""
+    item = 1 if spec.fp8_kv else spec.torch_dtype.itemsize
+    return sum(spec.kv_lens) * spec.num_kv_heads * spec.head_size * 2 * item
+
+
+def attention_flops(spec) -> int:
+    """4 x head_size x query heads x the (query, key) pairs the causal mask (and the sliding
+    window) leave visible: two matrix products of 2 flops per multiply-add."""
+    pairs = 0
+    for q, kv in zip(spec.query_lens, spec.kv_lens):
+        # The queries sit at positions kv - q .. kv - 1 and see pos + 1 keys each, at most `window`:
+        # the sum of min(x, window) for x = kv - q + 1 .. kv.
+        lo, hi = kv - q + 1, kv
+        w = spec.sliding_window or hi
+        top = min(hi, w)
+        pairs += (lo + top) * (top - lo + 1) // 2 if top >= lo else 0
+        pairs += w * (hi - max(lo, w + 1) + 1) if hi > w else 0
+    return 4 * spec.head_size * spec.num_q_heads * pairs
+
+
+def throughput(spec, ms: float) -> tuple[float, str]:
+    """The one figure derived from a latency: KV GB/s read for decode-only batches (bandwidth
+    bound), TFLOP/s otherwise (compute bound)."""
+    if all(q == 1 for q in spec.query_lens):
+        return kv_read_bytes(spec) / (ms * 1e-3) / 1e9, "KV GB/s"
+    return attention_flops(spec) / (ms * 1e-3) / 1e12, "TFLOP/s"
+
+
+def _spec(scenario: str):
+    from perf.scenarios import Scenario
+
+    try:
+        return Scenario.parse(scenario).spec()
+    except ValueError:
+        return None
+
+
+def _ms(x: float | None) -> str:
+    return "–" if x is None or not math.isfinite(x) else (f"{x:.3f}" if x >= 0.1 else f"{x:.4f}")
+
+
+def render_table(res, ours: str = "static_grid") -> str:
+    """Markdown: per scenario the median latency of every variant and peer (eager / graph),
+    then `ours` against the fastest peer, with the derived throughput and geometric means."""
+    import statistics
+
+    from perf.peers import PREFIX
+
+    medians = {k: statistics.median(v) for k, v in res.medians().items()}
+    head, env = res.header, res.environment
+    measured = {s for _, s, _ in medians}  # in the order `perf run` measured them (the suite's)
+    scenarios = [s for s in dict.fromkeys(r["scenario"] for r in res.records) if s in measured]
+    peers = [PREFIX + p for p in head.get("peers") or []]
+    names = list(dict.fromkeys([*(head.get("variants") or []), *peers, *(n for n, _, _ in medians)]))
+    peers = [n for n in names if n.startswith(PREFIX)]
+    metrics = [m for m in ("eager", "graph") if any(k[2] == m for k in medians)]
+    labels, layouts = {}, {}
+    for r in res.measurements():
+        for c in r.get("config") or []:
+            if isinstance(c, dict) and "peer" in c:
+                labels[r["variant"]] = c.get("label", r["variant"])
+                layouts.setdefault(r["variant"], c.get("layout"))
+    wall = any(r.get("clock") == "wall-clock" for r in res.measurements())
+    lines = [f"Measured on {env.get('gpu')} ({env.get('arch')}, {env.get('num_sms')} SMs), driver "
+             f"{env.get('driver') or '–'}, torch {env.get('torch')}, triton {env.get('triton')}, "
+             f"{str(env.get('time', ''))[:10]}, commit {str(env.get('commit') or '–')[:8]}; suite "
+             f"`{head.get('suite')}`, {head.get('repeats')} repeats x up to {head.get('samples')} samples. "
+             f"Cells: median latency in ms, {' / '.join(metrics)} (perf.latency.timing: device events, L2 "
+             f"flushed before every sample; graph: one CUDA/HIP-graph replay), the median of the repeats' "
+             f"medians.", ""]
+    if wall:
+        lines += ["**Wall-clock times in Triton's interpreter: they say the harness works, nothing about "
+                  "speed.**", ""]
+    lines += ["| scenario | " + " | ".join(n.removeprefix(PREFIX) for n in names) + " |",
+              "|---" * (len(names) + 1) + "|"]
+    for s in scenarios:
+        cells = [" / ".join(_ms(medians.get((n, s, m))) for m in metrics) for n in names]
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    common = [s for s in scenarios if all((n, s, m) in medians for n in names for m in metrics)]
+    if len(common) > 1:  # comparable only over the same scenarios: those every column ran
+        cells = [" / ".join(_ms(geomean([medians[(n, s, m)] for s in common])) for m in metrics)
+                 for n in names]
+        lines.append(f"| geometric mean, the {len(common)} scenarios every column ran | "
+                     + " | ".join(cells) + " |")
+    if peers:
+        legend = [f"`{p.removeprefix(PREFIX)}` = {labels.get(p, p)}"
+                  + (f" ({layouts[p]})" if layouts.get(p) else "") for p in peers]
+        lines += ["", "Peers: " + "; ".join(legend) + "."]
+    lines += _versus_peers(medians, scenarios, peers, metrics, ours)
+    skipped: dict[tuple[str, str], list[str]] = {}
+    for r in res.skips():
+        skipped.setdefault((r["variant"].removeprefix(PREFIX), r["reason"]), []).append(r["scenario"])
+    if skipped:
+        lines += ["", "Not measured:", ""]
+        for (name, reason), where in sorted(skipped.items()):
+            what = where[0] if len(where) == 1 else f"{len(where)} scenarios"
+            lines.append(f"- `{name}`, {what}: {_cell(reason)}")
+    if head.get("peers_absent"):
+        lines += ["", "Peers not installed: " + "; ".join(f"`{p}` ({why})" for p, why in
+                                                       sorted(head["peers_absent"].items())) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _figure(spec, ms: float) -> str:
+    if spec is None:
+        return "–"
+    value, unit = throughput(spec, ms)
+    return f"{value:.1f} {unit}"
+
+
+def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics: list[str],
+                  ours: str) -> list[str]:
+    from perf.peers import PREFIX
+
+    if not peers:
+        return ["", "No peer measured: `python -m perf run --peers auto` measures the vendor libraries."]
+    if not any(k[0] == ours for k in medians):
+        return ["", f"No `{ours}` in these results: no ratio to the peers (`--ours VARIANT`)."]
+    out = []
+    for metric in metrics:
+        out += ["", f"`{ours}` against the fastest peer, {metric} (ratio = latency of `{ours}` / the peer's; "
+                    f"< 1 is faster):", "",
+                f"| scenario | {ours} ms | throughput | best peer | its ms | its throughput | ratio |",
+                "|---|---|---|---|---|---|---|"]
+        ratios: dict[str, float] = {}
+        for s in scenarios:
+            mine = medians.get((ours, s, metric))
+            best = min(((medians[(p, s, metric)], p) for p in peers if (p, s, metric) in medians),
+                       default=None)
+            spec = _spec(s)
+            if mine is None or best is None:
+                continue
+            ratios[s] = mine / best[0]
+            out.append(f"| {s} | {_ms(mine)} | {_figure(spec, mine)} | {best[1].removeprefix(PREFIX)} | "
+                       f"{_ms(best[0])} | {_figure(spec, best[0])} | {ratios[s]:.2f} |")
+        kinds = {}
+        for s, r in ratios.items():
+            spec = _spec(s)
+            if spec is not None:
+                kinds.setdefault("decode" if all(q == 1 for q in spec.query_lens) else "prefill or mixed",
+                                 []).append(r)
+        if ratios:
+            parts = [f"all {len(ratios)}: **{geomean(ratios.values()):.2f}**"]
+            parts += [f"{k} ({len(v)}): {geomean(v):.2f}" for k, v in sorted(kinds.items())]
+            out += ["", f"Geometric mean of the ratios ({metric}): " + ", ".join(parts) + "."]
+        else:
+            out += ["", f"No scenario has both `{ours}` and a peer ({metric})."]
+    return out
+
+
+def table_command(args) -> int:
+    """`python -m perf table RESULTS.jsonl... [--out FILE.md]`: print (and write) the table."""
+    from perf import results
+
+    markdown = render_table(results.merge(args.results), ours=args.ours)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(markdown)
+    print(markdown, end="", flush=True)
+    if args.out:
+        print(f"wrote {args.out}", flush=True)
+    return 0

@@ -12,6 +12,7 @@ so an interrupted run keeps what finished, and a rerun with the same file resume
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import platform as _pyplatform
@@ -83,6 +84,11 @@ def environment(root: str | None = None) -> dict:
     return env
 
 
+# Header fields two results files must share to be compared or resumed into one another:
+# what was measured and how (the machine is checked separately, field by field).
+SETTINGS = ("suite", "metrics", "samples")
+
+
 @dataclass
 class Results:
     """A parsed results file: its header and records (measurements, skips, errors)."""
@@ -90,10 +96,20 @@ class Results:
     path: str
     header: dict
     records: list[dict] = field(default_factory=list)
+    truncated: str | None = None  # the last line, cut short by an interrupted run (not a record)
 
     @property
     def environment(self) -> dict:
         return self.header.get("environment", {})
+
+    @property
+    def kind(self) -> str:
+        """"latency" (perf run / gate / nightly) or "static" (the static gate's records)."""
+        return self.header.get("gate") or self.environment.get("gate") or "latency"
+
+    @property
+    def suite(self) -> str | None:
+        return self.header.get("suite") or self.environment.get("suite")
 
     def measurements(self) -> list[dict]:
         return [r for r in self.records if r["kind"] == "record"]
@@ -122,6 +138,11 @@ class ResultsWriter:
         self.existing = load(path) if resume and os.path.exists(path) and os.path.getsize(path) else None
         if self.existing is not None:
             _check_same_machine(self.existing.environment, header["environment"], path)
+            _check_same_settings(self.existing.header, header, path, "resume into it")
+            if self.existing.truncated is not None:
+                _drop_last_line(path)
+                print(f"{path}: its last record was cut short by an interrupted run; dropped it, resuming "
+                      f"after {len(self.existing.records)} records", flush=True)
             self._f = open(path, "a", encoding="utf-8")
         else:
             self._f = open(path, "w", encoding="utf-8")
@@ -164,6 +185,20 @@ def _check_same_machine(old: dict, new: dict, path: str) -> None:
                               f"{new.get(key)!r}; resume on the same GPU or write to a new --out file")
 
 
+def _check_same_settings(old: dict, new: dict, path: str, action: str) -> None:
+    for key in SETTINGS:
+        if key in old and key in new and old[key] != new[key]:
+            raise ConfigError(f"{path}: {key} is {old[key]!r}, this run's is {new[key]!r}; cannot {action} "
+                              f"(write to a new --out file, or pass the same settings)")
+
+
+def _drop_last_line(path: str) -> None:
+    """Cut a partial last line (no newline) so that appended records start on a line of their own."""
+    with open(path, "rb+") as f:
+        data = f.read()
+        f.truncate(data.rfind(b"\n") + 1)
+
+
 def load(path: str) -> Results:
     """Parse a results file; ConfigError if it is not one or has another schema version."""
     try:
@@ -173,11 +208,13 @@ def load(path: str) -> Results:
         raise ConfigError(f"{path}: results file not found; run `python -m perf run --out {path}` "
                           f"first") from None
     parsed = []
+    truncated = None
     for i, line in enumerate(lines):
         try:
             parsed.append(json.loads(line))
         except json.JSONDecodeError:
-            if i == len(lines) - 1:  # a line cut short by an interrupted run: drop it
+            if i == len(lines) - 1 and i > 0:  # a line cut short by an interrupted run: reported
+                truncated = line.strip()
                 break
             raise ConfigError(f"{path}: line {i + 1} is not JSON; this is not a perf results file") from None
     if not parsed or parsed[0].get("kind") != "header":
@@ -186,11 +223,34 @@ def load(path: str) -> Results:
     if version != SCHEMA_VERSION:
         raise ConfigError(f"{path}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; "
                           f"re-measure with this version (`python -m perf run`)")
-    return Results(path, parsed[0], parsed[1:])
+    _rename_scenarios(parsed)
+    return Results(path, parsed[0], parsed[1:], truncated)
+
+
+def _rename_scenarios(parsed: list[dict]) -> None:
+    """Files written before the scenarios were renamed name them the old way: read them
+    under the current names (same batches: perf/scenarios.py), so histories continue."""
+    from perf.scenarios import canonical_name
+
+    names = functools.lru_cache(maxsize=None)(canonical_name)
+    head = parsed[0]
+    if isinstance(head.get("scenarios"), dict):
+        head["scenarios"] = {names(k): v for k, v in head["scenarios"].items()}
+    for r in parsed[1:]:
+        if isinstance(r.get("scenario"), str):
+            r["scenario"] = names(r["scenario"])
 
 
 def check_comparable(a: Results, b: Results) -> None:
-    """Both sides must come from the same kind of GPU (ConfigError naming the field)."""
+    """Two files may be compared: distinct files of one kind and suite, with the same settings,
+    from the same kind of GPU (ConfigError naming the file and field)."""
+    if os.path.exists(a.path) and os.path.exists(b.path) and os.path.samefile(a.path, b.path):
+        raise ConfigError(f"{b.path}: the same file as the base; compare the results of two runs "
+                          f"(an A/A run is `python -m perf gate --base-ref HEAD`)")
+    if a.kind != b.kind:
+        raise ConfigError(f"{b.path}: a {b.kind} results file, {a.path} is a {a.kind} one; compare files "
+                          f"of one gate")
+    _check_same_settings(a.header, b.header, b.path, f"compare it with {a.path}")
     for key in ("vendor", "gpu"):
         va, vb = a.environment.get(key), b.environment.get(key)
         if va != vb:

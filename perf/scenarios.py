@@ -1,19 +1,31 @@
 """Scenarios: named, seeded batch compositions; suites of them in perf/suites.yaml.
 
-A scenario's name encodes it completely and parses back (`Scenario.parse`):
+A scenario's name says what the batch is, segment by segment, and parses back
+(`Scenario.parse`):
 
-    llama3-8b_bs16_b32_s1024_d50[_c512][_var][_w1024][_cap50][_sinks][_fp8][_bf16]
-    model     block batch max    decode  chunk  variable window softcap ...    dtype
-              size  size  seqlen share % (new   lengths
-                                          tokens per prefill sequence)
+    llama3-8b/mixed50/batch16-kv1024-var-chunk256/block16/window1024/softcap50/sinks/fp8/bf16
+    model    /kind   /shape                      /cache  /features, each optional, in this order
 
-The batch is derived from the name alone (seed = crc32 of the name), so it is identical on
-every machine; `BatchSpec.digest()` is recorded with every measurement to prove it.
-Composition: `batch * decode // 100` sequences decode one token, the rest prefill (their
-whole length, or the last `chunk` tokens after a cached context: chunked prefill). With
-`_var` the KV lengths are drawn uniformly from [max_seq / 8, max_seq] and one sequence has
-max_seq; without it every sequence has max_seq. Sequences are shuffled so decode and
-prefill interleave as in a serving engine's batch.
+- model: a key of MODELS (attention heads and head size from the model's config.json);
+- kind: `prefill` (every sequence prefills), `decode` (every sequence decodes one token)
+  or `mixed<P>` (P % of the sequences decode, the rest prefill; 0 < P < 100);
+- shape: `batch<B>` sequences, `kv<L>` KV tokens per sequence (new ones included);
+  `-var`: KV lengths drawn uniformly from [L / 8, L], one sequence keeping L;
+  `-chunk<C>`: chunked prefill, each prefill sequence computes its last C tokens after a
+  cached context (without it a prefill computes its whole length);
+- cache: `block<S>`, tokens per KV-cache block;
+- features: `window<W>` (sliding window), `softcap<C>` (tanh soft-capping of scores),
+  `sinks` (one learned logit per query head), `fp8` (float8_e4m3fn KV cache), and the
+  dtype of q/k/v/out when it is not fp16 (`bf16`, `fp32`).
+
+Sequences are shuffled so decode and prefill interleave as in a serving engine's batch.
+The batch follows from the scenario alone (seeded, see `Scenario.seed`), so it is
+identical on every machine; `BatchSpec.digest()` is recorded with every measurement.
+
+Earlier names (`llama3-8b_bs16_b8_s16_d0`: block size, batch, max KV, decode %) still
+parse, to the same scenario and the same batch: the seed is the CRC-32 of that compact
+form (`Scenario.seed_key`), so renaming changed no batch. Results files written under the
+old names are read under the new ones (`canonical_name`, used by perf.results.load).
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ class Model:
 
 
 # Attention shapes from each model's published config.json (num_attention_heads,
-# num_key_value_heads, head_dim). Axes of DESIGN 6: MHA, MQA, GQA 5:1 and 7:1, head sizes
+# num_key_value_heads, head_dim). The axes they cover: MHA, MQA, GQA 5:1 and 7:1, head sizes
 # 64, 80, 96, 128, 256.
 MODELS = {
     "llama3-8b": Model(32, 8, 128, "Llama-3-8B, GQA 4:1; the paper's model and the default"),
@@ -60,7 +72,12 @@ MODELS = {
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 DEFAULT_DTYPE = "fp16"
 
-_NAME = re.compile(
+_SHAPE = re.compile(r"^batch(?P<batch>\d+)-kv(?P<kv>\d+)(?P<var>-var)?(?:-chunk(?P<chunk>\d+))?$")
+_FEATURE = re.compile(r"^(?:window(?P<window>\d+)|softcap(?P<softcap>\d+)|(?P<flag>sinks|fp8)|"
+                      r"(?P<dtype>fp16|bf16|fp32))$")
+GRAMMAR = ("<model>/{prefill|decode|mixed<P>}/batch<B>-kv<L>[-var][-chunk<C>]/block<S>"
+           "[/window<W>][/softcap<C>][/sinks][/fp8][/bf16|/fp32]")
+_LEGACY = re.compile(  # the names used before the rename; parsed to the same scenarios
     r"^(?P<model>[a-z0-9.\-]+)_bs(?P<block>\d+)_b(?P<batch>\d+)_s(?P<seq>\d+)_d(?P<decode>\d+)"
     r"(?:_c(?P<chunk>\d+))?(?P<var>_var)?(?:_w(?P<window>\d+))?(?:_cap(?P<cap>\d+))?"
     r"(?P<sinks>_sinks)?(?P<fp8>_fp8)?(?:_(?P<dtype>bf16|fp32|fp16))?$"
@@ -93,31 +110,74 @@ class Scenario:
             raise ValueError("chunk must be > 0")
 
     @property
+    def kind(self) -> str:
+        """prefill, decode or mixed<P> (P % of the sequences decode)."""
+        return {0: "prefill", 100: "decode"}.get(self.decode, f"mixed{self.decode}")
+
+    @property
     def name(self) -> str:
+        shape = f"batch{self.batch}-kv{self.max_seq}" + ("-var" if self.variable else "") \
+            + (f"-chunk{self.chunk}" if self.chunk is not None else "")
+        return "/".join([self.model, self.kind, shape, f"block{self.block_size}",
+                         *self._features("window", "softcap")])
+
+    @property
+    def seed_key(self) -> str:
+        """The compact form the seed is drawn from (the scenario's name before the rename)."""
         parts = [self.model, f"bs{self.block_size}", f"b{self.batch}", f"s{self.max_seq}", f"d{self.decode}"]
         if self.chunk is not None:
             parts.append(f"c{self.chunk}")
         if self.variable:
             parts.append("var")
-        if self.window is not None:
-            parts.append(f"w{self.window}")
-        if self.softcap is not None:
-            parts.append(f"cap{self.softcap}")
-        if self.sinks:
-            parts.append("sinks")
-        if self.fp8:
-            parts.append("fp8")
-        if self.dtype != DEFAULT_DTYPE:
-            parts.append(self.dtype)
-        return "_".join(parts)
+        return "_".join(parts + self._features("w", "cap"))
+
+    def _features(self, window: str, softcap: str) -> list[str]:
+        """Feature segments, in the order both name forms use."""
+        return [*([f"{window}{self.window}"] if self.window is not None else []),
+                *([f"{softcap}{self.softcap}"] if self.softcap is not None else []),
+                *(flag for flag, on in (("sinks", self.sinks), ("fp8", self.fp8)) if on),
+                *([self.dtype] if self.dtype != DEFAULT_DTYPE else [])]
 
     @classmethod
     def parse(cls, name: str) -> Scenario:
-        m = _NAME.match(name)
+        """The scenario of a name (the module docstring's grammar, or an earlier name)."""
+        if "/" not in name and _LEGACY.match(name):
+            return cls._parse_legacy(name)
+        parts = name.split("/")
+        if len(parts) < 4:
+            raise ValueError(f"scenario name {name!r} does not match {GRAMMAR}")
+        model, kind, shape, block, *features = parts
+        decode = {"prefill": 0, "decode": 100}.get(kind)
+        if decode is None:
+            m = re.fullmatch(r"mixed(\d+)", kind)
+            if not m or not 0 < int(m.group(1)) < 100:
+                raise ValueError(f"scenario {name!r}: kind {kind!r} is not prefill, decode or mixed<P> "
+                                 f"with 0 < P < 100 (P: percent of sequences that decode)")
+            decode = int(m.group(1))
+        m = _SHAPE.match(shape)
         if not m:
-            raise ValueError(f"scenario name {name!r} does not match "
-                             "<model>_bs<N>_b<N>_s<N>_d<pct>[_c<N>][_var][_w<N>][_cap<N>][_sinks][_fp8][_bf16]")
-        g = m.groupdict()
+            raise ValueError(f"scenario {name!r}: shape {shape!r} does not match "
+                             "batch<B>-kv<L>[-var][-chunk<C>]")
+        if not re.fullmatch(r"block\d+", block):
+            raise ValueError(f"scenario {name!r}: {block!r} is not block<S> (tokens per KV-cache block)")
+        fields: dict[str, Any] = {}
+        for feature in features:
+            f = _FEATURE.match(feature)
+            if not f:
+                raise ValueError(f"scenario {name!r}: unknown feature {feature!r} (known: window<W>, "
+                                 f"softcap<C>, sinks, fp8, fp16, bf16, fp32)")
+            key, value = next((k, v) for k, v in f.groupdict().items() if v is not None)
+            key = value if key == "flag" else key
+            if key in fields:
+                raise ValueError(f"scenario {name!r}: {feature!r} given twice")
+            fields[key] = {"sinks": True, "fp8": True, "dtype": value}.get(key) or int(value)
+        return cls(model=model, block_size=int(block[5:]), batch=int(m["batch"]), max_seq=int(m["kv"]),
+                   decode=decode, chunk=int(m["chunk"]) if m["chunk"] else None, variable=bool(m["var"]),
+                   **fields)
+
+    @classmethod
+    def _parse_legacy(cls, name: str) -> Scenario:
+        g = _LEGACY.match(name).groupdict()
         opt = lambda k: int(g[k]) if g[k] is not None else None  # noqa: E731
         return cls(model=g["model"], block_size=int(g["block"]), batch=int(g["batch"]),
                    max_seq=int(g["seq"]), decode=int(g["decode"]), chunk=opt("chunk"),
@@ -126,10 +186,10 @@ class Scenario:
 
     @property
     def seed(self) -> int:
-        return zlib.crc32(self.name.encode())
+        return zlib.crc32(self.seed_key.encode())
 
     def lengths(self) -> tuple[list[int], list[int]]:
-        """(query_lens, kv_lens) per sequence, deterministic from the name."""
+        """(query_lens, kv_lens) per sequence, deterministic from the scenario."""
         rng = random.Random(self.seed)
         n_decode = self.batch * self.decode // 100
         kinds = ["decode"] * n_decode + ["prefill"] * (self.batch - n_decode)
@@ -232,12 +292,22 @@ def suite(name: str, path: str = SUITES_PATH) -> list[Scenario]:
     return unique
 
 
+def canonical_name(name: str) -> str:
+    """The current name of a scenario named either way; any other string unchanged."""
+    try:
+        return Scenario.parse(name).name
+    except ValueError:
+        return name
+
+
 def select(scenarios: list[Scenario], patterns: str | None) -> list[Scenario]:
-    """Keep scenarios matching any comma-separated fnmatch glob (all when None)."""
+    """Keep scenarios matching any comma-separated fnmatch glob (all when None); a glob
+    may be written over the earlier names too (`llama3-8b_bs16_b*_d100`)."""
     if not patterns:
         return scenarios
     globs = [p.strip() for p in patterns.split(",") if p.strip()]
-    kept = [s for s in scenarios if any(fnmatch.fnmatchcase(s.name, g) for g in globs)]
+    kept = [s for s in scenarios
+            if any(fnmatch.fnmatchcase(s.name, g) or fnmatch.fnmatchcase(s.seed_key, g) for g in globs)]
     if not kept:
         raise ConfigError(f"--scenarios {patterns!r} matches no scenario of the suite")
     return kept

@@ -10,10 +10,9 @@ Schema (see thresholds.yaml, commented for the people who edit it):
                 floor: {warn, fail}, k: {warn, fail}}   # calibrated: max(floor, exp(k x noise))
       statistics: {alpha, processes, repeats, samples, sample_budget_ms, retries, bootstrap, confidence}
       compile: {targets: [{name, backend, arch, warp_size, max_shared_memory_bytes,
-                           max_registers_per_thread}], static: {<metric>: fail|warn|ignore,
-                                                               <metric>_ratio: number >= 1}}
+                           max_registers_per_thread}], static: {<key of STATIC_DEFAULTS>: ...}}
       runners: {labels: [...], container, container_options, env: {NAME: value},
-                lock_clocks: false | MHz, isolation_env: [NAME, ...]}
+                lock_clocks: false | MHz, isolation_env: [NAME, ...], nightly_shards: M}
     overrides: [{vendor?, variant?, scenario?, metric?, latency: {warn?, fail?}, reason}]
 """
 
@@ -37,6 +36,23 @@ SEVERITIES = ("fail", "warn", "ignore")
 _TOP_KEYS = ("version", *VENDORS, "overrides")
 _STAT_DEFAULTS = {"alpha": 0.01, "processes": 3, "repeats": 10, "samples": 25, "sample_budget_ms": 100,
                   "retries": 1, "bootstrap": 2000, "confidence": 0.95}
+
+# The static gate's rules (`<vendor>.compile.static`; applied by perf.verdicts.static_findings)
+# and what a key the file leaves out means. Severities are fail | warn | ignore, ratios head/base:
+#   new_spills: fail                more spill bytes/registers than the base (any, for a new kernel)
+#   new_sgpr_spills: (new_spills)   AMD SGPR spills alone: they usually land in VGPR lanes, not memory
+#   registers_warn_ratio: 1.10      registers per thread up by more than 10 % warns
+#   registers_fail_ratio: (none)    ... and beyond this ratio fails
+#   shared_memory_over_limit: fail  shared memory / LDS above the target's max cannot launch
+#   shared_memory_warn_ratio: (none) shared memory / LDS growth beyond this ratio warns
+#   occupancy_drop: warn            fewer resident warps (waves) than the base
+# Unmeasured defaults (2026-11-21): registers and occupancy are deterministic for a given
+# Triton, so any threshold is a policy choice, not a noise margin.
+STATIC_DEFAULTS: dict[str, Any] = {
+    "new_spills": "fail", "new_sgpr_spills": None, "registers_warn_ratio": 1.10,
+    "registers_fail_ratio": None, "shared_memory_over_limit": "fail", "shared_memory_warn_ratio": None,
+    "occupancy_drop": "warn",
+}
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,7 @@ class Runners:
     env: dict[str, str]  # job environment
     lock_clocks: int | None = None  # MHz to lock the GPU clock at (perf/ci/workflows.py); None: leave alone
     isolation_env: tuple[str, ...] | None = None  # GPU-isolation variables to forward (None: defaults)
+    nightly_shards: int = 1  # runners the nightly is split over (perf/nightly/shard.py); 1: one job
 
 
 @dataclass(frozen=True)
@@ -107,7 +124,7 @@ class VendorThresholds:
     latency: LatencyThreshold
     statistics: Statistics
     targets: tuple[CompileTarget, ...]
-    static: dict[str, Any]  # metric -> severity, or <name>_ratio -> float
+    static: dict[str, Any]  # every key of STATIC_DEFAULTS: severity, ratio or None (rule off)
     runners: Runners
     noise_rule: NoiseRule | None = None  # latency.floor / latency.k: thresholds of calibrated cases
 
@@ -269,16 +286,17 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
             max_registers_per_thread=c.integer(t["max_registers_per_thread"],
                                                f"{w}.max_registers_per_thread", 1, 4096),
         ))
-    static = c.mapping(comp["static"], f"{name}.compile.static")
+    static = dict(c.mapping(comp["static"], f"{name}.compile.static", tuple(STATIC_DEFAULTS)))
     for key, value in static.items():
         w = f"{name}.compile.static.{key}"
         if key.endswith("_ratio"):
-            c.number(value, w, 1.0, 100.0)
+            static[key] = c.number(value, w, 1.0, 100.0)
         elif value not in SEVERITIES:
-            c.fail(w, f"must be one of {', '.join(SEVERITIES)} (or name a *_ratio), got {value!r}")
+            c.fail(w, f"must be one of {', '.join(SEVERITIES)}, got {value!r}")
 
     r = c.mapping(v["runners"], f"{name}.runners",
-                  ("labels", "container", "container_options", "env", "lock_clocks", "isolation_env"),
+                  ("labels", "container", "container_options", "env", "lock_clocks", "isolation_env",
+                   "nightly_shards"),
                   ("labels", "container"))
     labels = r["labels"]
     if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x for x in labels):
@@ -296,14 +314,15 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
         c.fail(f"{name}.runners.isolation_env", f"must be a list of variable names, got {iso!r}")
     runners = Runners(
         lock_clocks=lock or None, isolation_env=None if iso is None else tuple(iso),
+        nightly_shards=c.integer(r.get("nightly_shards", 1), f"{name}.runners.nightly_shards", 1, 64),
         labels=tuple(labels),
         container=c.string(r["container"], f"{name}.runners.container", allow_empty=True),
         container_options=c.string(r.get("container_options", ""), f"{name}.runners.container_options",
                                    allow_empty=True),
         env=dict(env),
     )
-    return replace(VendorThresholds(name, latency, stats, tuple(targets), dict(static), runners),
-                   noise_rule=noise_rule)
+    vt = VendorThresholds(name, latency, stats, tuple(targets), {**STATIC_DEFAULTS, **static}, runners)
+    return replace(vt, noise_rule=noise_rule)
 
 
 def _parse_noise_rule(c: _Checker, name: str, lat: dict) -> NoiseRule | None:
@@ -454,7 +473,8 @@ def parse_calibration(data: Any, path: str) -> Calibration:
     for i, e in enumerate(data["cases"]):
         w = f"cases[{i}]"
         e = c.mapping(e, w, keys, keys)
-        key = tuple(c.string(e[k], f"{w}.{k}") for k in ("variant", "scenario", "metric"))
+        variant, scenario, metric = (c.string(e[k], f"{w}.{k}") for k in ("variant", "scenario", "metric"))
+        key = (variant, _scenario_name(scenario), metric)
         cases[key] = CaseNoise(
             sigma_round=c.number(e["sigma_round"], f"{w}.sigma_round", 0.0, 10.0),
             tau=c.number(e["tau"], f"{w}.tau", 0.0, 10.0),
@@ -469,6 +489,14 @@ def parse_calibration(data: Any, path: str) -> Calibration:
         c.number(launch["fail_percent"], "launch_cost.fail_percent", 0.0, 1000.0, lo_open=True)
     meta = c.mapping(data.get("meta") or {}, "meta")
     return Calibration(path, vendor, c.string(data["gpu"], "gpu"), dict(meta), cases, launch)
+
+
+def _scenario_name(name: str) -> str:
+    """The current name of a scenario a calibration file names either way (perf/scenarios.py
+    reads the earlier names as the same batches), so older files keep applying."""
+    from perf.scenarios import canonical_name
+
+    return canonical_name(name)
 
 
 def load_calibration(path: str) -> Calibration:

@@ -1,8 +1,9 @@
 """Verdicts: one `Finding` per (gate, vendor, target, variant, scenario, metric).
 
-Every gate (latency here, static in perf/static/gate.py) reports findings; the report renders
-them and `exit_code` turns them into the process's status (0 pass, warnings
-allowed; 1 regression or wrong result; 2 bad input, raised earlier as ConfigError).
+Every gate reports findings and every verdict rule is here: `latency_verdict` for the
+latency gate, `static_findings` for the static gate (perf/static/). The report renders them
+and `exit_code` turns them into the process's status (0 pass, warnings allowed; 1
+regression or wrong result; 2 bad input, raised earlier as ConfigError).
 
 Latency rule, the same in both directions: a change *fails* (or counts as *improved*) only
 when its ratio (head/base) lies beyond the fail threshold (1/fail for improved) *and* the
@@ -95,6 +96,113 @@ def detectable_summary(findings: list[Finding], effects: tuple[float, ...] = (0.
     parts = [f"{sum(m <= 1.0 + e + 1e-9 for m in known)} see {100 * e:g} %" for e in effects]
     return (f"of {len(known)} measured cases, with 95 % power: " + ", ".join(parts)
             + " (per case: `min_detectable` in findings.json)")
+
+
+def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
+                    base_comparable: bool = True) -> list[Finding]:
+    """The findings of one launched kernel on one compile target, head against base.
+
+    `head`/`base`: entries of the static gate's side documents (variant, scenario, target,
+    vendor, kernel, status, metrics, error); `base` is None when the base did not launch
+    this kernel. `policy`: the vendor's `compile.static` rules, every key of
+    perf.thresholds.STATIC_DEFAULTS. `limits`: the target's `max_registers_per_thread` and
+    `max_shared_memory_bytes`. A kernel that compiled on the base and no longer compiles
+    fails with the compiler's message; one that failed on the base already warns; a type
+    the target lacks on both sides is ok. With `base_comparable=False` (a base without
+    planned variants) nothing can regress: every verdict is ok, its note saying what it
+    would have been.
+    """
+    from perf.static.metrics import SPILL_METRICS, occupancy_unit
+
+    severity = {"fail": Verdict.FAIL, "warn": Verdict.WARN, "ignore": Verdict.OK}
+    rows: list[Finding] = []
+
+    def finding(metric, bval, hval, verdict, threshold, note=""):
+        numbers = isinstance(bval, (int, float)) and isinstance(hval, (int, float))
+        ratio = hval / bval if numbers and bval else None
+        if not base_comparable and verdict is not Verdict.OK:
+            note = f"base not comparable; would be {verdict.value}: {note}".rstrip(": ")
+            verdict = Verdict.OK
+        rows.append(Finding("static", head["vendor"], head["target"], head["variant"], head["scenario"],
+                            f"{head['kernel']}/{metric}", bval, hval, ratio, None, None, None, threshold,
+                            verdict, note))
+
+    base_ok = base is not None and base["status"] == "ok"
+    compiles = "compiles on every target"
+    if head["status"] != "ok":
+        msg = f"{head['target']}: {head['status']}: {head.get('error', '')}"
+        if head["status"] == "unsupported" and (base is None or base["status"] == "unsupported"):
+            finding("compiles", None, None, Verdict.OK, compiles, f"not supported ({msg})")
+        elif base_ok or base is None:
+            finding("compiles", None, None, Verdict.FAIL, compiles,
+                    ("no longer compiles; " if base_ok else "") + msg)
+        else:
+            finding("compiles", None, None, Verdict.WARN, compiles, f"fails on the base too; {msg}")
+        return rows
+    hm = head["metrics"]
+    bm = base["metrics"] if base_ok else {}
+    note_new = "" if base_ok else ("new kernel" if base is None else f"base: {base['status']}")
+    if base is not None and not base_ok:
+        finding("compiles", None, None, Verdict.IMPROVED, compiles,
+                f"compiles again (base: {base.get('error', '')[:120]})")
+
+    # spills: any increase, or any spill in a kernel the base did not have
+    for metric in SPILL_METRICS:
+        if metric not in hm:
+            continue
+        key = "new_sgpr_spills" if metric == "sgpr_spills" and policy["new_sgpr_spills"] else "new_spills"
+        rule = f"{key}: {policy[key]}"
+        hv, bv = hm[metric], bm.get(metric)
+        if hv > (bv or 0):
+            finding(metric, bv, hv, severity[policy[key]], rule, note_new or "new spills")
+        elif bv is not None and hv < bv:
+            finding(metric, bv, hv, Verdict.IMPROVED, rule, "fewer spills")
+        else:
+            finding(metric, bv, hv, Verdict.OK, rule, note_new)
+
+    # registers per thread
+    warn_r, fail_r = policy["registers_warn_ratio"], policy["registers_fail_ratio"]
+    rule = ", ".join(([f"warn > {warn_r:g}"] if warn_r else []) + ([f"fail > {fail_r:g}"] if fail_r else []))
+    hv, bv = hm["registers"], bm.get("registers")
+    ratio = hv / bv if bv else None
+    if hv > limits["max_registers_per_thread"]:
+        finding("registers", bv, hv, Verdict.FAIL, rule, "above the target's register limit")
+    elif ratio is not None and fail_r and ratio > fail_r:
+        finding("registers", bv, hv, Verdict.FAIL, rule)
+    elif ratio is not None and warn_r and ratio > warn_r:
+        finding("registers", bv, hv, Verdict.WARN, rule)
+    elif ratio is not None and warn_r and ratio < 1 / warn_r:
+        finding("registers", bv, hv, Verdict.IMPROVED, rule)
+    else:
+        finding("registers", bv, hv, Verdict.OK, rule, note_new)
+
+    # shared memory / LDS
+    limit, sev, warn_s = (limits["max_shared_memory_bytes"], policy["shared_memory_over_limit"],
+                          policy["shared_memory_warn_ratio"])
+    rule = f"limit {limit} B: {sev}" + (f"; warn > {warn_s:g}" if warn_s else "")
+    hv, bv = hm["shared_memory"], bm.get("shared_memory")
+    ratio = hv / bv if bv else None
+    if hv > limit and bv is not None and bv > limit:
+        finding("shared_memory", bv, hv, Verdict.WARN, rule, "over the target's limit on the base too")
+    elif hv > limit:
+        finding("shared_memory", bv, hv, severity[sev], rule,
+                f"{hv} B > {limit} B: cannot launch on {head['target']}")
+    elif ratio is not None and warn_s and ratio > warn_s:
+        finding("shared_memory", bv, hv, Verdict.WARN, rule)
+    else:
+        finding("shared_memory", bv, hv, Verdict.OK, rule, note_new)
+
+    # occupancy
+    sev, unit = policy["occupancy_drop"], occupancy_unit(head["vendor"])
+    rule = f"occupancy_drop: {sev}"
+    hv, bv = hm["occupancy"], bm.get("occupancy")
+    if bv is not None and hv < bv:
+        finding("occupancy", bv, hv, severity[sev], rule, f"{unit}: {bv} -> {hv}")
+    elif bv is not None and hv > bv:
+        finding("occupancy", bv, hv, Verdict.IMPROVED, rule, f"{unit}: {bv} -> {hv}")
+    else:
+        finding("occupancy", bv, hv, Verdict.OK, rule, unit + (f"; {note_new}" if note_new else ""))
+    return rows
 
 
 def worst_first(findings: list[Finding]) -> list[Finding]:

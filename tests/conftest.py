@@ -1,8 +1,17 @@
-"""Test session setup: pick the device, and fall back to Triton's interpreter on CPU.
+"""Test session setup: pick the device, fall back to Triton's interpreter on CPU, check values.
 
 Without a GPU, TRITON_INTERPRET=1 must be set before triton is imported; this file does
 that so `pytest` alone works on a laptop as well as under `nox -s tests`. On CPU only the
 `cpu_subset` of the correctness grid runs; the rest is skipped with the reason.
+
+PAGED_ATTENTION_CHECK_VALUES=1 turns the kernels' metadata value checks on for the whole
+session (production calls skip them: they cost a host sync), so a test batch with bad
+metadata fails with a ValueError instead of reading out of bounds. Tests of the default
+path set it back with monkeypatch.
+
+With several GPUs, `pytest -n auto` runs perf.devices.WORKERS_PER_GPU xdist workers per GPU,
+each confined to one GPU (worker gwK gets GPU K mod N) before torch initialises CUDA, so N
+GPUs run N times the work (perf/devices.py).
 """
 
 from __future__ import annotations
@@ -11,7 +20,12 @@ import os
 import sys
 
 import pytest
-import torch
+
+from perf import devices
+
+PINNED = devices.pin_xdist_worker()  # an xdist worker: its one GPU, before torch touches CUDA
+
+import torch  # noqa: E402
 
 HAS_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
 if not HAS_GPU:
@@ -19,7 +33,10 @@ if not HAS_GPU:
         raise RuntimeError("triton was imported before TRITON_INTERPRET=1 could be set")
     os.environ["TRITON_INTERPRET"] = "1"
 
+os.environ["PAGED_ATTENTION_CHECK_VALUES"] = "1"  # kernels.inputs.CHECK_VALUES_ENV
+
 DEVICE = "cuda" if HAS_GPU else "cpu"
+POOL = devices.export_pool() if HAS_GPU else None  # the controller: the GPUs its workers are dealt
 NO_GPU_REASON = "no CUDA/ROCm GPU: Triton's interpreter runs only the cpu_subset of the grid"
 
 
@@ -27,7 +44,15 @@ def pytest_report_header(config):
     from kernels import platform
 
     p = platform.current()
-    return f"kernels platform: vendor={p.vendor} arch={p.arch} device={p.device_name}"
+    lines = [f"kernels platform: vendor={p.vendor} arch={p.arch} device={p.device_name}"]
+    if POOL is not None and getattr(config.option, "numprocesses", None):
+        lines.append(f"xdist workers pinned round-robin to {POOL.encode()} ({len(POOL.devices)} GPUs)")
+    return lines
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` on a GPU machine: perf.devices.WORKERS_PER_GPU workers per GPU."""
+    return devices.xdist_workers(POOL, os.cpu_count())
 
 
 def pytest_collection_modifyitems(config, items):

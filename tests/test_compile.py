@@ -13,10 +13,11 @@ import torch
 
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
+from perf.errors import ConfigError
 from perf.scenarios import Scenario
-from perf.static import gate as pc
+from perf.static import gate, plan
 from perf.static import metrics as sm
-from perf.thresholds import load_thresholds
+from perf.thresholds import load_thresholds, parse_thresholds
 from perf.verdicts import Verdict
 
 
@@ -27,7 +28,7 @@ def thresholds():
 
 @pytest.fixture(scope="module")
 def targets(thresholds):
-    return {t.name: t for t in pc.load_targets(thresholds)}
+    return {t.name: t for t in plan.load_targets(thresholds)}
 
 
 @pytest.mark.parametrize("spec", [
@@ -36,44 +37,53 @@ def targets(thresholds):
               sliding_window=8, softcap=30.0, sinks=True),
     BatchSpec((1, 1), (16, 17), head_size=64, dtype="bfloat16", block_size=32),
 ])
-def test_planning_batch_matches_build_batch(spec):
-    """Every property a compiler can see equals the real batch's; only values differ."""
-    real, fake = build_batch(spec), pc.planning_batch(spec)
-    for a, b in zip(real.args(), fake.args()):
+def test_unfilled_batch_matches_the_filled_one(spec):
+    """What the static gate plans with: every property a compiler can see equals the real
+    batch's (shapes, dtypes, strides, block table, metadata, option keys); only values differ."""
+    real, empty = build_batch(spec), build_batch(spec, fill=False)
+    for a, b in zip(real.args(), empty.args()):
         assert (a.shape, a.dtype, a.stride()) == (b.shape, b.dtype, b.stride())
-    for t in (real.cu_seqlens_q, real.seq_lens):
-        assert any(torch.equal(t, f) for f in fake.args())
-    assert real.options.keys() == fake.options.keys()
+    for a, b in ((real.block_table, empty.block_table), (real.cu_seqlens_q, empty.cu_seqlens_q),
+                 (real.seq_lens, empty.seq_lens)):
+        assert torch.equal(a, b)
+    assert real.options.keys() == empty.options.keys()
     for key, value in real.options.items():
-        other = fake.options[key]
+        other = empty.options[key]
         if isinstance(value, torch.Tensor):
             assert (value.shape, value.dtype) == (other.shape, other.dtype), key
         else:
             assert value == other, key
 
 
-def test_planning_for_answers_as_the_target_and_restores(targets):
+class _Recorder:
+    """A stand-in variant whose plan records the target hints it was given."""
+
+    def plan(self, *args, out=None, vendor=None, num_sms=None, **options):
+        self.seen = (vendor, num_sms)
+        return out, ["launch"]
+
+
+def test_plan_as_if_on_passes_the_target_as_hints_without_touching_the_platform(targets):
     before = platform.current()
+    batch = build_batch(BatchSpec((1,), (16,)), fill=False)
     for t in targets.values():
-        with pc.planning_for(t):
-            p = platform.current()
-            assert (p.vendor, p.arch, p.num_sms, p.warp_size) == (
-                t.vendor, t.name, sm.TARGET_FACTS[t.name].num_sms, t.warp_size)
-            assert platform.is_hip() == (t.vendor == "amd")
+        variant = _Recorder()
+        assert plan.plan_as_if_on(t, variant, batch) == ["launch"]
+        assert variant.seen == (t.vendor, sm.TARGET_FACTS[t.name].num_sms)
     assert platform.current() is before
 
 
 def test_plans_follow_the_target_vendors_heuristics(targets):
     """The production variant planned 'as if on' each target carries that vendor's choice."""
-    from kernels.paged_attention import heuristics, parallel
+    from kernels.paged_attention import heuristics
 
-    batch = pc.planning_batch(Scenario.parse("llama3-8b_bs16_b1_s512_d0").spec())
+    batch = build_batch(Scenario.parse("llama3-8b/prefill/batch1-kv512/block16").spec(), fill=False)
     planned = {}
     for name in ("sm_90", "gfx942"):
         t = targets[name]
-        with pc.planning_for(t):
-            _, launches = VARIANTS["static_grid"].plan(*batch.args(), **batch.options)
-            f = parallel.batch_features(batch.q, batch.k_cache, batch.block_table, vendor=t.vendor)
+        launches = plan.plan_as_if_on(t, VARIANTS["static_grid"], batch)
+        f = heuristics.features_from_call(batch.q, batch.k_cache, batch.block_table,
+                                          num_sms=t.facts.num_sms, vendor=t.vendor)
         want = heuristics.choose(t.vendor, f)
         main = launches[0]
         assert (main.num_warps, main.num_stages, main.vendor_options) == (
@@ -83,16 +93,40 @@ def test_plans_follow_the_target_vendors_heuristics(targets):
 
 
 def test_unknown_target_and_filter_are_config_errors(thresholds):
-    from perf.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="--targets: sm_1"):
-        pc.load_targets(thresholds, "sm_90,sm_1")
+    with pytest.raises(ConfigError, match=r"--targets 'sm_90,sm_1': sm_1 not in .*some of: sm_90, gfx942"):
+        plan.load_targets(thresholds, "sm_90,sm_1")
     broken = copy.deepcopy(thresholds.raw)
     broken["nvidia"]["compile"]["targets"][0]["name"] = "sm_77"
-    from perf.thresholds import parse_thresholds
-
     with pytest.raises(ConfigError, match=r"nvidia\.compile\.targets\[0\]\.name: no hardware facts"):
-        pc.load_targets(parse_thresholds(broken, "thresholds.yaml"))
+        plan.load_targets(parse_thresholds(broken, "thresholds.yaml"))
+
+
+def test_a_base_without_the_variant_skips_it(targets):
+    """The base side may predate a variant the head adds: skipped with the reason, not refused."""
+    scenario = Scenario.parse("llama3-8b_bs16_b1_s512_d0")
+    entries, jobs = plan.plan_side(["no_such_variant"], [scenario], list(targets.values()))
+    assert not jobs and {e["status"] for e in entries} == {"skip"}
+    assert "not registered in this checkout" in entries[0]["error"]
+
+
+@pytest.mark.parametrize("key", ["new_spill", "registers_ratio", "occupancy"])
+def test_misspelled_static_key_is_refused_naming_the_valid_ones(thresholds, key):
+    raw = copy.deepcopy(thresholds.raw)
+    raw["amd"]["compile"]["static"][key] = "ignore"
+    with pytest.raises(ConfigError) as err:
+        parse_thresholds(raw, "thresholds.yaml")
+    msg = str(err.value)
+    assert msg.startswith(f"thresholds.yaml: amd.compile.static.{key}: unknown key")
+    assert "new_spills" in msg and "occupancy_drop" in msg
+
+
+def test_static_keys_left_out_take_the_documented_defaults(thresholds):
+    from perf.thresholds import STATIC_DEFAULTS
+
+    raw = copy.deepcopy(thresholds.raw)
+    raw["amd"]["compile"]["static"] = {"occupancy_drop": "fail"}
+    policy = parse_thresholds(raw, "thresholds.yaml").vendor("amd").static
+    assert policy == {**STATIC_DEFAULTS, "occupancy_drop": "fail"}
 
 
 # ---------------------------------------------------------------- parsers and occupancy
@@ -185,7 +219,7 @@ def _verdicts(findings):
 def test_rules_amd(thresholds, targets, change, metric, verdict):
     base = _doc(targets, [_entry("gfx942", "amd")])
     head = _doc(targets, [_entry("gfx942", "amd", **change)])
-    v = _verdicts(sm.compare(base, head, thresholds))
+    v = _verdicts(gate.compare(base, head, thresholds))
     bad = {m: x for m, x in v.items() if x in (Verdict.FAIL, Verdict.WARN)}
     if metric is None:
         assert not bad
@@ -196,7 +230,7 @@ def test_rules_amd(thresholds, targets, change, metric, verdict):
 def test_rules_nvidia_spills_and_shared_limit(thresholds, targets):
     base = _doc(targets, [_entry("sm_90", "nvidia")])
     head = _doc(targets, [_entry("sm_90", "nvidia", spill_stores=48, spill_loads=48, shared_memory=232449)])
-    findings = sm.compare(base, head, thresholds)
+    findings = gate.compare(base, head, thresholds)
     v = _verdicts(findings)
     assert v["spill_stores"] is v["spill_loads"] is v["shared_memory"] is Verdict.FAIL
     assert all(f.target == "sm_90" and f.vendor == "nvidia" for f in findings)
@@ -206,37 +240,38 @@ def test_no_longer_compiles_fails_with_the_message_and_target(thresholds, target
     base = _doc(targets, [_entry("gfx942", "amd")])
     broken = {**_entry("gfx942", "amd"), "status": "error", "metrics": {},
               "error": "CompilationError: out of LDS"}
-    [f] = sm.compare(base, _doc(targets, [broken]), thresholds)
+    [f] = gate.compare(base, _doc(targets, [broken]), thresholds)
     assert f.verdict is Verdict.FAIL and f.target == "gfx942"
     assert "no longer compiles" in f.note and "gfx942" in f.note and "out of LDS" in f.note
     # failing on both sides is known, not new: a warning
-    [f] = sm.compare(_doc(targets, [broken]), _doc(targets, [broken]), thresholds)
+    [f] = gate.compare(_doc(targets, [broken]), _doc(targets, [broken]), thresholds)
     assert f.verdict is Verdict.WARN
     # a type the target does not support, on both sides: reported, not a failure
     unsupported = {**broken, "status": "unsupported", "error": "fp8e4nv not supported"}
-    [f] = sm.compare(_doc(targets, [unsupported]), _doc(targets, [unsupported]), thresholds)
+    [f] = gate.compare(_doc(targets, [unsupported]), _doc(targets, [unsupported]), thresholds)
     assert f.verdict is Verdict.OK and "not supported" in f.note
 
 
 def test_findings_collapse_over_scenarios(thresholds, targets):
     entries = [{**_entry("gfx942", "amd"), "scenario": s} for s in ("a", "b", "c")]
-    findings = sm.compare(_doc(targets, entries), _doc(targets, entries), thresholds)
+    findings = gate.compare(_doc(targets, entries), _doc(targets, entries), thresholds)
     assert {f.scenario for f in findings} == {"a (+2)"}
 
 
 def test_sgpr_spills_can_have_their_own_severity(thresholds, targets):
     base = _doc(targets, [_entry("gfx942", "amd")])
     head = _doc(targets, [_entry("gfx942", "amd", sgpr_spills=5)])
-    assert _verdicts(sm.compare(base, head, thresholds))["sgpr_spills"] is Verdict.FAIL  # new_spills
+    assert _verdicts(gate.compare(base, head, thresholds))["sgpr_spills"] is Verdict.FAIL  # new_spills
     relaxed = copy.deepcopy(thresholds.raw)
     relaxed["amd"]["compile"]["static"]["new_sgpr_spills"] = "warn"
     from perf.thresholds import parse_thresholds
 
-    v = _verdicts(sm.compare(base, head, parse_thresholds(relaxed, "thresholds.yaml")))
+    v = _verdicts(gate.compare(base, head, parse_thresholds(relaxed, "thresholds.yaml")))
     assert v["sgpr_spills"] is Verdict.WARN
 
 
 def test_not_comparable_base_reports_without_failing(thresholds, targets):
     head = _doc(targets, [_entry("gfx942", "amd", vgpr_spills=3)])
-    [f] = [f for f in sm.compare({"comparable": False}, head, thresholds) if f.metric.endswith("vgpr_spills")]
+    findings = gate.compare({"comparable": False}, head, thresholds)
+    [f] = [f for f in findings if f.metric.endswith("vgpr_spills")]
     assert f.verdict is Verdict.OK and f.note.startswith("base not comparable; would be fail")

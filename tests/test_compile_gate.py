@@ -20,13 +20,13 @@ import sys
 
 import pytest
 
-from perf.static import metrics as sm
+from perf.static import gate
 from perf.thresholds import load_thresholds
 from perf.verdicts import Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCENARIO = "llama3-8b_bs64_b32_s1024_d50"  # a pr-suite scenario: BLOCK_SIZE 64, GQA 4:1
-PLANT = [("MIN_BLOCK_M = 16", "MIN_BLOCK_M = 64"),  # qblock's Q-block: 16 -> 64 rows
+SCENARIO = "llama3-8b/mixed50/batch32-kv1024/block64"  # a pr-suite scenario: BLOCK_SIZE 64, GQA 4:1
+PLANT = [("block_m = decode_block_m(queries_per_kv)", "block_m = 64"),  # qblock's Q-block: 16 -> 64 rows
          ("num_stages=2,", "num_stages=4,")]  # and software pipelining 2 -> 4 stages
 
 
@@ -82,6 +82,11 @@ def test_planted_regression_fails_naming_the_target(planted_repo, tmp_path):
     assert ("gfx942", "sgpr_spills") in failed, failed
     report = open(tmp_path / "report.md").read()
     assert "**FAIL**" in report and "cannot launch on gfx942" in report and SCENARIO in report
+    # the terminal: one screen with the counts, the failing rows and where the report is
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("base ") and "(HEAD~1) vs head" in lines[0], lines[:3]
+    assert lines[1].startswith("static gate: FAIL: ") and "cannot launch on gfx942" in done.stdout
+    assert os.path.join(str(tmp_path), "report.md") in lines[-1] and len(lines) < 70, done.stdout
 
 
 def test_aa_run_passes(tmp_path):
@@ -89,6 +94,8 @@ def test_aa_run_passes(tmp_path):
     done, findings = _gate(repo, "HEAD", str(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert findings and all(f["verdict"] == "ok" for f in findings)
+    assert done.stdout.splitlines()[0] == ("nothing to compare: HEAD is its own base (A/A); "
+                                           "static metrics of HEAD below"), done.stdout
     # the two sides were compiled separately and agree exactly (compile time is a wall-clock
     # measurement, reported but never gated, so it is left out)
     base, head = (json.load(open(tmp_path / f"{side}.json")) for side in ("base", "head"))
@@ -98,7 +105,7 @@ def test_aa_run_passes(tmp_path):
                 for e in doc["entries"]]
 
     assert metrics(base) == metrics(head) and len(metrics(head)) == 2
-    assert not [f for f in sm.compare(head, head, load_thresholds(os.path.join(ROOT, "thresholds.yaml")))
+    assert not [f for f in gate.compare(head, head, load_thresholds(os.path.join(ROOT, "thresholds.yaml")))
                 if f.verdict is not Verdict.OK]
 
 
@@ -111,12 +118,15 @@ def test_missing_base_ref_is_one_line_exit_2(planted_repo, tmp_path):
     assert done.stderr.count("\n") == 1 and "--base-ref no-such-ref" in done.stderr, done.stderr
 
 
-def test_base_without_plans_is_not_comparable(tmp_path):
-    """A base whose kernels predate Variant.plan: noted, head checked against the limits only."""
+def test_base_without_target_hints_is_not_comparable(tmp_path):
+    """A base whose variants cannot be planned for another vendor (no vendor=/num_sms= hints):
+    noted, head checked against the limits only."""
     repo = str(tmp_path / "repo")
     os.makedirs(os.path.join(repo, "kernels"))
     with open(os.path.join(repo, "kernels", "__init__.py"), "w") as f:
-        f.write('"""An old kernel package: plain functions, no registry of planned variants."""\n')
+        f.write('"""An old kernel package: its variants take no target hints."""\n'
+                'class _Old:\n    hints = frozenset({"max_seqlen_q"})\n\n'
+                'VARIANTS = {"qblock": _Old()}\n')
     shutil.copy(os.path.join(ROOT, "thresholds.yaml"), repo)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")

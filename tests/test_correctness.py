@@ -5,8 +5,8 @@ The whole grid runs on a GPU; on CPU, Triton's interpreter runs the cases marked
 raises NotImplementedError, and the case is skipped with that message as its reason.
 Tolerances: fp16 outputs carry the rounding of P to fp16 before the P·V product (as on the
 tensor cores, ~1e-3 relative), hence 3e-3; bf16 has 8 bits of mantissa, hence 1.5e-2 /
-1e-2 (the foundation issue's starting point). fp8 caches are dequantized identically by
-the reference, so they need no extra allowance.
+1e-2. fp8 caches are dequantized identically by the reference, so they need no extra
+allowance.
 """
 
 from __future__ import annotations

@@ -132,12 +132,10 @@ def test_features_never_read_device_values(monkeypatch):
 def test_planning_for_another_vendor_uses_its_tree(variant):
     """The `vendor` hint plans with that vendor's tree and knobs (the static gate's path)."""
     from kernels import VARIANTS
-    from kernels.inputs import trusted_metadata
     b = build_batch(BatchSpec((1, 1), (3000, 40), num_q_heads=8, num_kv_heads=2, head_size=64))
     plans = {}
     for vendor in ("nvidia", "amd"):
-        with trusted_metadata():
-            _, launches = VARIANTS[variant].plan(*b.args(), vendor=vendor, **b.options)
+        _, launches = VARIANTS[variant].plan(*b.args(), vendor=vendor, **b.options)
         f = features_from_call(b.q, b.k_cache, b.block_table, vendor=vendor)
         plans[vendor] = (launches[0], choose(vendor, f))
     for vendor, (launch, config) in plans.items():

@@ -1,4 +1,8 @@
-"""Bad input ends in a ValueError naming the argument, before anything is launched."""
+"""Bad input ends in a ValueError naming the argument, before anything is launched.
+
+Metadata value checks (a host sync) run because tests/conftest.py turns
+PAGED_ATTENTION_CHECK_VALUES on for the session; the tests of the default path turn it off.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import torch
 
 from kernels import VARIANTS
 from kernels.batch import BatchSpec, build_batch
+from kernels.inputs import CHECK_VALUES_ENV
 from kernels.launch import KernelLaunch
 
 
@@ -67,3 +72,139 @@ def test_missing_fp8_scale():
 def test_unsupported_feature_names_it(batch):
     with pytest.raises(NotImplementedError, match="naive.*softcap"):
         VARIANTS["naive"](*batch.args(), softcap=10.0, **batch.options)
+
+
+# ---------------------------------------------------------------- value checks: opt-in
+
+def _read_forbidden(monkeypatch):
+    """Make every way of reading a tensor's values on the host raise (a sync on a GPU)."""
+    def forbidden(*_a, **_k):
+        raise AssertionError("metadata values were read on the host (a device sync on a GPU)")
+    for name in ("tolist", "item", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__"):
+        monkeypatch.setattr(torch.Tensor, name, forbidden)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_default_call_reads_no_metadata_values(batch, variant, monkeypatch):
+    monkeypatch.delenv(CHECK_VALUES_ENV, raising=False)
+    launched = []
+    monkeypatch.setattr(KernelLaunch, "__call__", lambda self: launched.append(self.name))
+    _read_forbidden(monkeypatch)
+    VARIANTS[variant](*batch.args(), max_seqlen_q=3, max_seqlen_k=40, **batch.options)
+    assert launched  # the call got as far as its launches
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_bad_values_pass_unchecked_by_default(batch, variant, monkeypatch):
+    """Off by default: bad metadata is the caller's responsibility (and reaches the planner)."""
+    monkeypatch.setenv(CHECK_VALUES_ENV, "0")
+    _, launches = VARIANTS[variant].plan(*_args(batch, **BAD["seq_lens"](batch)), **batch.options)
+    assert launches
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_switch_and_hint_catch_bad_values(batch, variant, monkeypatch):
+    bad = _args(batch, **BAD["cu_seqlens_q"](batch))
+    monkeypatch.setenv(CHECK_VALUES_ENV, "1")
+    with pytest.raises(ValueError, match="^cu_seqlens_q:"):
+        VARIANTS[variant].plan(*bad, **batch.options)
+    monkeypatch.setenv(CHECK_VALUES_ENV, "0")
+    with pytest.raises(ValueError, match="^cu_seqlens_q:"):
+        VARIANTS[variant].plan(*bad, check_values=True, **batch.options)
+    monkeypatch.setenv(CHECK_VALUES_ENV, "1")
+    VARIANTS[variant].plan(*bad, check_values=False, **batch.options)  # the hint wins
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("block_id", [-1, "num_blocks"])
+def test_block_id_outside_the_cache(batch, variant, block_id):
+    table = batch.block_table.clone()
+    table[1, 2] = batch.k_cache.shape[0] if block_id == "num_blocks" else block_id  # seq 1 reads 3 blocks
+    with pytest.raises(ValueError, match=r"^block_table: sequence 1, logical block 2 holds block id"):
+        VARIANTS[variant](*_args(batch, block_table=table), **batch.options)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_unused_block_table_entries_may_hold_anything(batch, variant, device):
+    """Entries past a sequence's last block are never read: padding such as -1 is fine."""
+    table = torch.full((2, 8), -1, dtype=torch.int32)
+    table[:, :batch.block_table.shape[1]] = batch.block_table
+    table[0, 2] = -1  # sequence 0 has 20 positions: blocks 0 and 1 only
+    _, launches = VARIANTS[variant].plan(*_args(batch, block_table=table), **batch.options)
+    assert launches
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cu_seqlens_q_must_be_monotone(batch, variant):
+    cu = torch.tensor([0, 5, 4], dtype=torch.int32)  # ends at num_tokens = 4, decreasing
+    seq_lens = torch.tensor([20, 40], dtype=torch.int32)
+    with pytest.raises(ValueError, match="^cu_seqlens_q: decreases at sequence 1"):
+        VARIANTS[variant](*_args(batch, cu_seqlens_q=cu, seq_lens=seq_lens), **batch.options)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cu_seqlens_q_must_start_at_zero(batch, variant):
+    cu = torch.tensor([1, 3, 4], dtype=torch.int32)
+    with pytest.raises(ValueError, match="^cu_seqlens_q: must start at 0"):
+        VARIANTS[variant](*_args(batch, cu_seqlens_q=cu), **batch.options)
+
+
+# ---------------------------------------------------------------- host scalars: always
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0.0, -0.125])
+def test_bad_scale(batch, variant, value, monkeypatch):
+    monkeypatch.setenv(CHECK_VALUES_ENV, "0")  # free checks: on whatever the switch says
+    with pytest.raises(ValueError, match="^scale:"):
+        VARIANTS[variant](*batch.args(), **dict(batch.options, scale=value))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_bad_softcap(batch, variant, value, monkeypatch):
+    monkeypatch.setenv(CHECK_VALUES_ENV, "0")
+    with pytest.raises(ValueError, match="^softcap:"):
+        VARIANTS[variant](*batch.args(), softcap=value, **batch.options)
+
+
+def test_scale_must_be_a_host_number(batch):
+    with pytest.raises(ValueError, match="^scale: must be a host number"):
+        VARIANTS["static_grid"](*batch.args(), **dict(batch.options, scale=torch.tensor(0.125)))
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("hint, value", [("vendor", "cpu"), ("vendor", "intel"), ("num_sms", 0),
+                                         ("num_sms", 13.5)])
+def test_bad_target_hint(batch, variant, hint, value):
+    with pytest.raises(ValueError, match=f"^{hint}:"):
+        VARIANTS[variant](*batch.args(), **{hint: value}, **batch.options)
+
+
+# ---------------------------------------------------------------- empty batches
+
+def _empty(batch, num_seqs: int):
+    """No query tokens; `num_seqs` sequences with KV but nothing new to attend."""
+    q = batch.q[:0]
+    table = batch.block_table[:num_seqs]
+    cu = torch.zeros(num_seqs + 1, dtype=torch.int32)
+    return _args(batch, q=q, block_table=table, cu_seqlens_q=cu, seq_lens=batch.seq_lens[:num_seqs])
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("num_seqs", [0, 2], ids=["no-sequences", "no-tokens"])
+def test_empty_batch_returns_empty_output_without_launching(batch, variant, num_seqs):
+    args = _empty(batch, num_seqs)
+    out = VARIANTS[variant](*args, **batch.options)  # no_launch: a launch would fail here
+    assert out.shape == (0, *batch.q.shape[1:]) and out.dtype == batch.q.dtype
+    _, launches = VARIANTS[variant].plan(*args, max_seqlen_q=1, **batch.options)
+    assert launches == []
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_no_sequences_leaves_padding_tokens_untouched(batch, variant):
+    """Tokens but no sequences (a padded, empty step): all padding, nothing to launch."""
+    args = _args(batch, block_table=batch.block_table[:0], seq_lens=batch.seq_lens[:0],
+                 cu_seqlens_q=torch.zeros(1, dtype=torch.int32))
+    out = batch.new_output()
+    VARIANTS[variant](*args, out=out, check_values=False, **batch.options)
+    assert torch.isnan(out).all()

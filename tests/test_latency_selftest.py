@@ -18,6 +18,8 @@ def test_plant_wraps_the_whole_kernel_body():
     lines = out.splitlines()
     start = next(i for i, x in enumerate(lines) if x.startswith(f"def {plant.KERNEL}("))
     body = next(i for i in range(start, len(lines)) if lines[i].startswith("):")) + 1
+    assert lines[body].strip().startswith('"""')  # the docstring stays first
+    body = next(i for i in range(body + 1, len(lines)) if '"""' in lines[i]) + 1
     assert lines[body].strip() == "_selftest_t0 = _selftest_clock()"
     end = next(i for i in range(body, len(lines)) if lines[i] and not lines[i][0].isspace())
     last = [x for x in lines[body:end] if x.strip()][-1]
@@ -28,7 +30,7 @@ def test_plant_wraps_the_whole_kernel_body():
 
 
 def test_plant_refuses_what_it_cannot_do():
-    with pytest.raises(plant.PlantError, match="no `def _static_grid_kernel"):
+    with pytest.raises(plant.PlantError, match=f"no `def {plant.KERNEL}"):
         plant.plant_source("def other():\n    pass\n", 2)
     with pytest.raises(plant.PlantError, match="returns early"):
         plant.plant_source(f"def {plant.KERNEL}(\n    x,\n):\n    if x:\n        return\n    y = 1\n", 2)

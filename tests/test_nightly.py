@@ -105,19 +105,24 @@ def test_benchmarks_skip_fail_and_report_as_asv_expects(monkeypatch):
 
 
 def test_selection_round_trips_through_the_environment():
-    sel = selection.Selection("smoke", ("tiny_bs16_b2_s16_d50",), ("naive", "qblock"), (), repeats=7,
-                              samples=9, budget_ms=100.0, results="/tmp/x.jsonl")
+    sel = selection.Selection("smoke", ("tiny/mixed50/batch2-kv16/block16",), ("naive", "qblock"), (),
+                              repeats=7, samples=9, budget_ms=100.0, results="/tmp/x.jsonl")
     assert selection.Selection.from_env(sel.to_env()) == sel
     with pytest.raises(ConfigError, match="PERF_NIGHTLY_REPEATS"):
         selection.Selection.from_env({**sel.to_env(), "PERF_NIGHTLY_REPEATS": "zero"})
 
 
 def test_scenarios_take_globs_over_the_suite_and_exact_names():
-    got = selection.resolve_scenarios("paper", "llama3-8b_bs16_b1_s1024_d*,llama3-8b_bs16_b3_s100_d0")
-    assert got == ("llama3-8b_bs16_b1_s1024_d0", "llama3-8b_bs16_b1_s1024_d50",
-                   "llama3-8b_bs16_b1_s1024_d100", "llama3-8b_bs16_b3_s100_d0")
+    got = selection.resolve_scenarios("paper", "llama3-8b/*/batch1-kv1024/*,"
+                                               "llama3-8b/prefill/batch3-kv100/block16")
+    expected = ("llama3-8b/prefill/batch1-kv1024/block16", "llama3-8b/mixed50/batch1-kv1024/block16",
+                "llama3-8b/decode/batch1-kv1024/block16", "llama3-8b/prefill/batch3-kv100/block16")
+    assert got == expected
+    # the earlier names, as globs and exact names, select the same (under the current names)
+    old = selection.resolve_scenarios("paper", "llama3-8b_bs16_b1_s1024_d*,llama3-8b_bs16_b3_s100_d0")
+    assert old == expected
     with pytest.raises(ConfigError):
-        selection.resolve_scenarios("paper", "no-such-model_bs16_b1_s1_d0")
+        selection.resolve_scenarios("paper", "no-such-model/decode/batch1-kv1/block16")
 
 
 def test_machine_name_names_the_runner_and_the_gpu():
@@ -164,9 +169,34 @@ def test_summarize_gives_asv_the_median_of_repeat_medians_and_the_reasons(tmp_pa
     assert cases[("peer:sdpa_cudnn", "s")] == {"error": "RuntimeError: boom"}
 
 
+def test_results_written_under_the_earlier_names_continue_the_history(tmp_path):
+    # A commit measured before the scenarios were renamed, one after: one series, two commits.
+    old, new = "llama3-8b_bs16_b16_s1024_d50_var", "llama3-8b/mixed50/batch16-kv1024-var/block16"
+    first = write_commit(tmp_path, "a" * 40, 1, {("qblock", old, "graph"): [1.0] * 5},
+                         skips={("naive", old + "_w8"): "variant 'naive' lacks sliding_window"})
+    write_commit(tmp_path, "b" * 40, 2, {("qblock", new, "graph"): [1.1] * 5})
+    res = results.load(str(first))
+    assert {r["scenario"] for r in res.measurements()} == {new}
+    assert [r["scenario"] for r in res.skips()] == [new + "/window8"]
+    h = history.load_machine(str(tmp_path), "m")
+    assert h.scenarios() == [new]
+    assert set(h.series[("qblock", new, "graph")]) == {"a" * 40, "b" * 40}
+    assert h.value("qblock", new, "graph", "a" * 40) == 1.0
+
+
+def test_results_header_scenarios_are_renamed_too(tmp_path):
+    path = tmp_path / "r.jsonl"
+    header = {"environment": ENV, "scenarios": {"tiny_bs16_b1_s16_d100": "digest", "not-a-scenario": "x"}}
+    with results.ResultsWriter(str(path), header, resume=False):
+        pass
+    assert results.load(str(path)).header["scenarios"] == {"tiny/decode/batch1-kv16/block16": "digest",
+                                                           "not-a-scenario": "x"}
+
+
 # --- the change-point alert -------------------------------------------------------------------
 
-SCENARIOS = ("llama3-8b_bs16_b1_s1024_d100", "llama3-8b_bs16_b8_s1024_d0", "llama3-8b_bs16_b32_s1024_d50")
+SCENARIOS = ("llama3-8b/decode/batch1-kv1024/block16", "llama3-8b/prefill/batch8-kv1024/block16",
+             "llama3-8b/mixed50/batch32-kv1024/block16")
 VARIANTS = ("naive", "qblock", "static_grid")
 PEERS = ("peer:sdpa_cudnn", "peer:sdpa_flash")
 
@@ -189,7 +219,8 @@ def synthetic(tmp_path: Path, commits: int, cv: float, steps: dict | None = None
                     factor = (steps or {}).get((name, scenario, metric), 1.0) * drift if newest else 1.0
                     noise = 1 + cv * rng.standard_normal(5)
                     series[(name, scenario, metric)] = list(level * factor * noise)
-        skips = {("naive", "llama3-8b_bs16_b8_s1024_d0_w8"): "variant 'naive' lacks sliding_window"}
+        skips = {("naive", "llama3-8b/prefill/batch8-kv1024/block16/window8"):
+                 "variant 'naive' lacks sliding_window"}
         write_commit(folder, f"{i:040x}", i + 1, series, skips=skips)
     return tmp_path / "results"
 
@@ -243,7 +274,7 @@ def test_libraries_that_got_faster_change_nothing(tmp_path):
 
 # Measured on an NVIDIA H200 (2026-11-21, torch 2.11, triton 3.6; the perf/asv demo of
 # docs/nightly.md): graph-replay repeat medians in microseconds of the 16-sequence decode
-# scenario llama3-8b_bs16_b16_s1024_d100 at three commits measured back to back; the third
+# scenario llama3-8b/decode/batch16-kv1024/block16 at three commits measured back to back; the third
 # launches qblock's kernel twice. Every other series rose 4-6 % at the third commit, the
 # libraries too.
 H200_B16_DECODE_GRAPH_US = {
@@ -266,7 +297,7 @@ H200_B16_DECODE_GRAPH_US = {
 
 @pytest.mark.parametrize("with_libraries", [True, False])
 def test_h200_history_alerts_the_slowed_variant_only_with_the_libraries_as_control(tmp_path, with_libraries):
-    scenario = "llama3-8b_bs16_b16_s1024_d100"
+    scenario = "llama3-8b/decode/batch16-kv1024/block16"
     folder = tmp_path / "results" / "vm_nvidia-h200" / "perf-nightly"
     folder.mkdir(parents=True)
     names = [n for n in H200_B16_DECODE_GRAPH_US if with_libraries or not n.startswith("peer:")]
@@ -286,7 +317,7 @@ def test_thresholds_overrides_apply_to_the_alert(tmp_path):
     from perf.thresholds import parse_thresholds
 
     raw = copy.deepcopy(THRESHOLDS.raw)  # thresholds.yaml with one override of the kind it documents
-    raw["overrides"] = [{"variant": "naive", "metric": "eager", "scenario": "*_b1_s*",
+    raw["overrides"] = [{"variant": "naive", "metric": "eager", "scenario": "*/batch1-*",
                          "latency": {"warn": 1.05, "fail": 1.10}, "reason": "test"}]
     th = parse_thresholds(raw, "thresholds.yaml")
     b1 = SCENARIOS[0]
@@ -366,14 +397,14 @@ def test_dense_peers_run_uniform_or_two_group_batches_only():
     from perf import peers
     from perf.scenarios import Scenario
 
-    groups = peers.dense_groups(Scenario.parse("llama3-8b_bs16_b8_s1024_d100").spec())
+    groups = peers.dense_groups(Scenario.parse("llama3-8b/decode/batch8-kv1024/block16").spec())
     assert [(g.batch, g.query_len, g.kv_len) for g in groups] == [(8, 1, 1024)]
-    groups = peers.dense_groups(Scenario.parse("llama3-8b_bs16_b8_s1024_d50").spec())
+    groups = peers.dense_groups(Scenario.parse("llama3-8b/mixed50/batch8-kv1024/block16").spec())
     assert sorted((g.batch, g.query_len, g.kv_len) for g in groups) == [(4, 1, 1024), (4, 1024, 1024)]
     with pytest.raises(peers.PeerUnavailable, match="distinct"):
-        peers.dense_groups(Scenario.parse("llama3-8b_bs16_b16_s1024_d50_var").spec())
+        peers.dense_groups(Scenario.parse("llama3-8b/mixed50/batch16-kv1024-var/block16").spec())
     with pytest.raises(peers.PeerUnavailable, match="softcap"):
-        peers.dense_groups(Scenario.parse("llama3-8b_bs16_b8_s1024_d100_cap50").spec())
+        peers.dense_groups(Scenario.parse("llama3-8b/decode/batch8-kv1024/block16/softcap50").spec())
 
 
 def test_absent_libraries_are_notes_not_errors():

@@ -14,7 +14,8 @@ pytest.importorskip("matplotlib", reason="the report's plots need matplotlib (py
 
 from tests.test_nightly import SCENARIOS, synthetic  # noqa: E402
 
-PAPER = [f"llama3-8b_bs16_b{b}_s{s}_d{d}" for b in (1, 8, 32) for s in (512, 2048) for d in (0, 50, 100)]
+PAPER = [f"llama3-8b/{k}/batch{b}-kv{s}/block16" for b in (1, 8, 32) for s in (512, 2048)
+         for k in ("prefill", "mixed50", "decode")]
 
 
 def test_sota_percent_is_the_fastest_library_over_the_variant(tmp_path):
@@ -29,9 +30,13 @@ def test_sota_percent_is_the_fastest_library_over_the_variant(tmp_path):
 
 
 def test_families_group_the_paper_axes():
-    fams = site.families(PAPER + ["llama3-8b_bs16_b8_s512_d50_var", "gemma2-9b_bs16_b16_s2048_d50_cap50"])
-    assert list(fams) == ["llama3-8b_bs16_b*_s*_d*"]  # the _var one has a single batch size; so has gemma
-    assert len(fams["llama3-8b_bs16_b*_s*_d*"]) == len(PAPER)
+    others = ["llama3-8b/mixed50/batch8-kv512-var/block16",
+              "gemma2-9b/mixed50/batch16-kv2048/block16/softcap50",
+              "llama3-8b_bs16_b16_s512_d100_var_fp8", "llama3-8b_bs16_b64_s4096_d50_var_fp8"]  # earlier names
+    fams = site.families(PAPER + others)
+    # the -var one has a single batch size, so has gemma; the two fp8 ones (named the old way) are a family
+    assert list(fams) == ["llama3-8b/*/batch*-kv*/block16", "llama3-8b/*/batch*-kv*-var/block16/fp8"]
+    assert len(fams["llama3-8b/*/batch*-kv*/block16"]) == len(PAPER)
 
 
 def test_report_pages_work_offline_and_show_every_part(tmp_path):
@@ -55,7 +60,7 @@ def test_report_pages_work_offline_and_show_every_part(tmp_path):
     # Offline: only relative links, no script, every image present and a real PNG.
     assert "<script" not in text and not re.search(r"(src|href)=['\"]https?:", text + top)
     images = re.findall(r"<img src='([^']+)'", text)
-    assert "paper_llama3-8b-bs16-b-s-d_graph.png" in images  # SCENARIOS: one family, three batch sizes
+    assert "paper_llama3-8b-batch-kv-block16_graph.png" in images  # SCENARIOS: one family, three batch sizes
     assert {"sota_graph.png", "sota_eager.png", "history_qblock.png"} <= set(images)
     for name in images:
         assert (page.parent / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -79,7 +84,7 @@ def test_paper_figure_draws_variants_and_libraries(tmp_path):
     img = matplotlib.image.imread(path)
     assert img.shape[0] > 400 and img.shape[1] > 700  # 3 decode rows x 2 lengths
     page = Path(site.machine_page(h, str(tmp_path / "page"), None)).read_text()
-    assert "paper_llama3-8b-bs16-b-s-d_graph.png" in page
+    assert "paper_llama3-8b-batch-kv-block16_graph.png" in page
 
 
 def _has_red(path: str) -> bool:

@@ -18,6 +18,8 @@ import sys
 import pytest
 from interpreter_support import needs_interpreter
 
+from perf.errors import ConfigError
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -114,17 +116,57 @@ def main(args):
 def test_compare_refuses_interpreter_results_without_vendor(repo, tmp_path):
     from perf import results
 
-    p = tmp_path / "r.jsonl"
-    with results.ResultsWriter(str(p), {"environment": {"vendor": "cpu", "gpu": "Triton interpreter"}}):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for p in (a, b):
+        with results.ResultsWriter(str(p), {"environment": {"vendor": "cpu", "gpu": "Triton interpreter"}}):
+            pass
+    _one_line_exit_2(_perf("compare", str(a), str(b), cwd=str(repo)), "--vendor")
+
+
+def _results_file(path, **header):
+    from perf import results
+
+    env = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", **header.pop("environment", {})}
+    with results.ResultsWriter(str(path), {"environment": env, **header}, resume=False):
         pass
-    _one_line_exit_2(_perf("compare", str(p), str(p), cwd=str(repo)), "--vendor")
+    return str(path)
+
+
+def test_compare_refuses_the_same_file_other_suites_and_other_gates(repo, tmp_path):
+    a = _results_file(tmp_path / "a.jsonl", suite="pr", samples=25)
+    _one_line_exit_2(_perf("compare", a, a, cwd=str(repo)), "a.jsonl", "the same file")
+    b = _results_file(tmp_path / "b.jsonl", suite="nightly", samples=25)
+    _one_line_exit_2(_perf("compare", a, b, cwd=str(repo)), "b.jsonl", "suite", "nightly")
+    c = _results_file(tmp_path / "c.jsonl", suite="pr", samples=10)
+    _one_line_exit_2(_perf("compare", a, c, cwd=str(repo)), "c.jsonl", "samples")
+    s = _results_file(tmp_path / "s.jsonl", suite="pr", samples=25, environment={"gate": "static"})
+    _one_line_exit_2(_perf("compare", a, s, cwd=str(repo)), "s.jsonl", "static", "latency")
+
+
+def test_resume_refuses_other_settings_and_reports_a_truncated_record(tmp_path, capsys):
+    from perf import results
+
+    env = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3"}
+    path = tmp_path / "r.jsonl"
+    with results.ResultsWriter(str(path), {"environment": env, "suite": "pr", "samples": 25}) as w:
+        w.skip(variant="q", scenario="s", reason="why")
+    with open(path, "a") as f:
+        f.write('{"kind": "record", "variant": "q", "scen')  # a line cut short by a kill
+    assert results.load(str(path)).truncated.startswith('{"kind": "record"')
+    with pytest.raises(ConfigError, match="suite is 'pr', this run's is 'nightly'"):
+        results.ResultsWriter(str(path), {"environment": env, "suite": "nightly", "samples": 25})
+    with results.ResultsWriter(str(path), {"environment": env, "suite": "pr", "samples": 25}) as w:
+        w.skip(variant="q", scenario="t", reason="why")
+    assert "cut short by an interrupted run" in capsys.readouterr().out
+    again = results.load(str(path))
+    assert again.truncated is None and [r["scenario"] for r in again.skips()] == ["s", "t"]
 
 
 @needs_interpreter
 def test_run_writes_incrementally_and_resumes(repo, tmp_path):
     out = tmp_path / "run.jsonl"
-    args = ("run", "--suite", "smoke", "--variants", "flex_tile,naive", "--scenarios", "tiny_bs16_b2_s24*",
-            "--repeats", "2", "--samples", "2", "--out", str(out))
+    args = ("run", "--suite", "smoke", "--variants", "flex_tile,naive", "--scenarios",
+            "tiny/prefill/batch2-kv24*", "--repeats", "2", "--samples", "2", "--out", str(out))
     first = _perf(*args, cwd=str(repo))
     assert first.returncode == 0, first.stderr[-2000:]
     lines = [json.loads(x) for x in out.read_text().splitlines()]
@@ -144,8 +186,9 @@ def test_run_writes_incrementally_and_resumes(repo, tmp_path):
 @needs_interpreter
 def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     out_dir = tmp_path / "ab"
-    out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios", "tiny_bs16_b1_s16_d100",
-                "--samples", "3", "--base-ref", "HEAD", "--out", str(out_dir), cwd=str(repo))
+    out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios",
+                "tiny/decode/batch1-kv16/block16", "--samples", "3", "--base-ref", "HEAD",
+                "--out", str(out_dir), cwd=str(repo))
     assert out.returncode in (0, 1), out.stderr[-2000:]
     doc = json.loads((out_dir / "findings.json").read_text())
     assert doc["kind"] == "findings" and doc["repeats"] == 10
@@ -154,7 +197,7 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     assert len(orders) == 10 and all(sorted(o) == ["base", "head"] for o in orders)
     assert len({tuple(o) for o in orders}) == 2  # shuffled, not fixed
     (finding,) = [f for f in doc["findings"] if f["variant"] == "flex_tile"]
-    assert finding["scenario"] == "tiny_bs16_b1_s16_d100" and finding["ratio"] is not None
+    assert finding["scenario"] == "tiny/decode/batch1-kv16/block16" and finding["ratio"] is not None
     for side in ("base", "head"):
         lines = [json.loads(x) for x in (out_dir / f"{side}.jsonl").read_text().splitlines()]
         assert lines[0]["kind"] == "header" and lines[0]["side"] == side
@@ -163,3 +206,12 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     assert "## Latency A/B on Triton interpreter" in (out_dir / "report.md").read_text()
     assert subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True,
                           text=True).stdout.count("\n") == 1  # the base worktree is gone
+
+
+def test_help_lists_suites_and_variants_not_internal_commands():
+    out = subprocess.run([sys.executable, "-m", "perf", "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0
+    assert "suites (perf/suites.yaml): smoke, pr" in out.stdout
+    assert "variants (kernels.VARIANTS): naive, qblock" in out.stdout
+    assert "worker" not in out.stdout

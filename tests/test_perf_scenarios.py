@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from perf import scenarios
@@ -12,23 +15,62 @@ from perf.scenarios import MODELS, Scenario
 def test_name_round_trip_with_every_option():
     s = Scenario("gpt-oss-20b", 16, 8, 2048, 50, chunk=256, variable=True, window=128, softcap=30,
                  sinks=True, fp8=True, dtype="bf16")
-    assert s.name == "gpt-oss-20b_bs16_b8_s2048_d50_c256_var_w128_cap30_sinks_fp8_bf16"
+    assert s.name == ("gpt-oss-20b/mixed50/batch8-kv2048-var-chunk256/block16/window128/softcap30/sinks/fp8/"
+                      "bf16")
     assert Scenario.parse(s.name) == s
-    assert Scenario.parse("llama3-8b_bs16_b1_s16_d100") == Scenario("llama3-8b", 16, 1, 16, 100)
+    assert Scenario.parse("llama3-8b/decode/batch1-kv16/block16") == Scenario("llama3-8b", 16, 1, 16, 100)
+    assert Scenario.parse("llama3-8b/prefill/batch8-kv16/block16") == Scenario("llama3-8b", 16, 8, 16, 0)
+    # features in another order, and the default dtype spelled out, name the same scenario
+    assert Scenario.parse("gpt-oss-20b/mixed50/batch8-kv2048-var-chunk256/block16/bf16/fp8/sinks/softcap30/"
+                          "window128") == s
+    default_dtype = Scenario.parse("llama3-8b/decode/batch1-kv16/block16/fp16")
+    assert default_dtype.name == "llama3-8b/decode/batch1-kv16/block16"
 
 
-@pytest.mark.parametrize("bad", ["llama3-8b_b1_s16_d100", "nope_bs16_b1_s16_d100",
-                                 "llama3-8b_bs16_b1_s16_d100_x"])
+@pytest.mark.parametrize("old, new", [
+    ("llama3-8b_bs16_b8_s16_d0", "llama3-8b/prefill/batch8-kv16/block16"),
+    ("llama3-8b_bs16_b32_s1024_d100", "llama3-8b/decode/batch32-kv1024/block16"),
+    ("llama3-8b_bs16_b16_s1024_d50_var", "llama3-8b/mixed50/batch16-kv1024-var/block16"),
+    ("llama3-8b_bs16_b4_s4096_d0_c512", "llama3-8b/prefill/batch4-kv4096-chunk512/block16"),
+    ("gpt-oss-20b_bs16_b8_s2048_d50_c256_var_w128_cap30_sinks_fp8_bf16",
+     "gpt-oss-20b/mixed50/batch8-kv2048-var-chunk256/block16/window128/softcap30/sinks/fp8/bf16"),
+])
+def test_earlier_names_parse_to_the_same_scenario(old, new):
+    s = Scenario.parse(old)
+    assert s.name == new and s == Scenario.parse(new) and s.seed_key == old
+    assert scenarios.canonical_name(old) == new == scenarios.canonical_name(new)
+    assert scenarios.canonical_name("not a scenario") == "not a scenario"
+
+
+def test_renaming_changed_no_batch():
+    # tests/data/scenario_digests.json: every smoke, pr, nightly and paper scenario under its earlier
+    # name with its BatchSpec digest, written by the code before the rename.
+    recorded = json.loads((Path(__file__).parent / "data" / "scenario_digests.json").read_text())
+    current = {s.name: s for n in ("smoke", "pr", "nightly", "paper") for s in scenarios.suite(n)}
+    assert len(recorded) == len(current)
+    for old, digest in recorded.items():
+        s = Scenario.parse(old)
+        assert s.name in current and current[s.name].spec().digest() == digest, old
+
+
+@pytest.mark.parametrize("bad", [
+    "llama3-8b_b1_s16_d100", "nope_bs16_b1_s16_d100", "llama3-8b_bs16_b1_s16_d100_x",
+    "llama3-8b/decode/batch1-kv16", "llama3-8b/decoding/batch1-kv16/block16",
+    "llama3-8b/mixed0/batch1-kv16/block16", "llama3-8b/mixed100/batch1-kv16/block16",
+    "llama3-8b/decode/batch1-kv16-chunk4-var/block16", "llama3-8b/decode/b1-kv16/block16",
+    "llama3-8b/decode/batch1-kv16/bs16", "llama3-8b/decode/batch1-kv16/block16/window",
+    "llama3-8b/decode/batch1-kv16/block16/fp8/fp8", "nope/decode/batch1-kv16/block16",
+])
 def test_bad_names_are_refused(bad):
     with pytest.raises(ValueError):
         Scenario.parse(bad)
 
 
 @pytest.mark.parametrize("name,decode,prefill_q", [
-    ("llama3-8b_bs16_b8_s64_d0", 0, [64] * 8),
-    ("llama3-8b_bs16_b8_s64_d100", 8, []),
-    ("llama3-8b_bs16_b8_s64_d50", 4, [64] * 4),
-    ("llama3-8b_bs16_b8_s64_d50_c16", 4, [16] * 4),  # chunked prefill after a 48-token context
+    ("llama3-8b/prefill/batch8-kv64/block16", 0, [64] * 8),
+    ("llama3-8b/decode/batch8-kv64/block16", 8, []),
+    ("llama3-8b/mixed50/batch8-kv64/block16", 4, [64] * 4),
+    ("llama3-8b/mixed50/batch8-kv64-chunk16/block16", 4, [16] * 4),  # chunked prefill after 48 cached tokens
 ])
 def test_composition(name, decode, prefill_q):
     q, kv = Scenario.parse(name).lengths()
@@ -38,17 +80,17 @@ def test_composition(name, decode, prefill_q):
 
 
 def test_variable_lengths_keep_the_maximum_and_are_reproducible():
-    s = Scenario.parse("llama3-8b_bs16_b32_s4096_d50_var")
+    s = Scenario.parse("llama3-8b/mixed50/batch32-kv4096-var/block16")
     q, kv = s.lengths()
     assert max(kv) == 4096 and min(kv) >= 4096 // 8 and len(set(kv)) > 10
     assert s.lengths() == (q, kv)
     assert s.spec().digest() == Scenario.parse(s.name).spec().digest()
-    other = Scenario.parse("llama3-8b_bs16_b32_s4096_d100_var")
+    other = Scenario.parse("llama3-8b/decode/batch32-kv4096-var/block16")
     assert other.spec().digest() != s.spec().digest()
 
 
 def test_spec_carries_model_and_features():
-    spec = Scenario.parse("gemma2-9b_bs32_b2_s64_d50_w16_cap50_sinks_fp8").spec()
+    spec = Scenario.parse("gemma2-9b/mixed50/batch2-kv64/block32/window16/softcap50/sinks/fp8").spec()
     m = MODELS["gemma2-9b"]
     assert (spec.num_q_heads, spec.num_kv_heads, spec.head_size) == (
         m.num_q_heads, m.num_kv_heads, m.head_size)
@@ -57,16 +99,16 @@ def test_spec_carries_model_and_features():
 
 
 def test_suites_are_sized_as_the_issue_asks():
-    names = {n: [s.name for s in scenarios.suite(n)] for n in ("smoke", "pr", "nightly", "paper")}
+    names = {n: [s.name for s in scenarios.suite(n)] for n in scenarios.suite_names()}
     assert 20 <= len(names["pr"]) <= 30
     assert len(names["nightly"]) >= 150
     assert len(names["paper"]) == 8 * 9 * 3
-    assert all(n.startswith("tiny_") for n in names["smoke"])
+    assert all(n.startswith("tiny/") for n in names["smoke"])
     for n, items in names.items():
         assert len(items) == len(set(items)), n
         assert all(Scenario.parse(x).name == x for x in items)
     pr = scenarios.suite("pr")
-    # every axis of DESIGN 6 appears in the pr suite
+    # every model shape, block size, batch kind and feature appears in the pr suite
     assert {s.decode for s in pr} >= {0, 50, 100} and {s.block_size for s in pr} >= {16, 32, 64, 544}
     assert any(s.chunk for s in pr) and any(s.variable for s in pr) and any(s.window for s in pr)
     assert any(s.softcap for s in pr) and any(s.sinks for s in pr) and any(s.fp8 for s in pr)
@@ -83,7 +125,33 @@ def test_suite_errors(tmp_path):
     p.write_text("x:\n  grids:\n    - {model: llama3-8b, batch: 1, max_seq: 16, decode: 0, colour: red}\n")
     with pytest.raises(ConfigError, match="x.grids\\[0\\].colour: unknown axis"):
         scenarios.suite("x", str(p))
-    assert [s.name for s in scenarios.select(scenarios.suite("pr"), "*_fp8,phi-2*")] == [
-        "phi-2_bs16_b16_s1024_d100", "llama3-8b_bs16_b32_s2048_d100_fp8", "llama3-8b_bs16_b8_s1024_d0_fp8"]
+    fp8_and_phi2 = ["phi-2/decode/batch16-kv1024/block16", "llama3-8b/decode/batch32-kv2048/block16/fp8",
+                    "llama3-8b/prefill/batch8-kv1024/block16/fp8"]
+    assert [s.name for s in scenarios.select(scenarios.suite("pr"), "*/fp8,phi-2/*")] == fp8_and_phi2
+    # globs over the earlier names still select (scripts written before the rename)
+    assert [s.name for s in scenarios.select(scenarios.suite("pr"), "*_fp8,phi-2_*")] == fp8_and_phi2
     with pytest.raises(ConfigError, match="matches no scenario"):
         scenarios.select(scenarios.suite("pr"), "zzz*")
+
+
+def test_anchor_grid_is_the_papers_17_cases():
+    anchor = scenarios.suite("anchor")
+    decode = {(s.batch, s.max_seq) for s in anchor if s.decode == 100}
+    prefill = {(s.batch, s.max_seq) for s in anchor if s.decode == 0}
+    assert decode == {(b, k * 1024) for b in (1, 8, 32, 128) for k in (1, 8, 32) if b * k * 1024 <= 2**20}
+    assert len(decode) == 11
+    assert prefill == {(1, 512), (1, 2048), (1, 8192), (4, 2048), (8, 1024), (1, 16384)}
+    assert len(anchor) == 17
+    for s in anchor:  # Llama-3-8B heads, bf16, block 16, uniform lengths, whole-prompt prefills
+        assert (s.model, s.dtype, s.block_size, s.variable, s.chunk) == ("llama3-8b", "bf16", 16, False, None)
+        spec = s.spec()
+        assert set(spec.kv_lens) == {s.max_seq} and set(spec.query_lens) == {1 if s.decode else s.max_seq}
+    assert {s.name for s in scenarios.suite("tune")} <= {s.name for s in anchor}
+
+
+def test_names_are_safe_where_they_become_file_names():
+    from perf.nightly.selection import slug
+
+    for s in scenarios.suite("nightly"):
+        assert "," not in s.name and " " not in s.name  # --scenarios and asv's params split on neither
+        assert "/" not in slug(s.name) and slug(s.name)

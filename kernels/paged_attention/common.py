@@ -1,7 +1,7 @@
-"""Device helpers every variant shares: sequence lookup and soft-capping.
+"""Device code the variants share, and the one Q-block kernel of parallel/flex_tile/static_grid.
 
-Kept interpreter-compatible (TRITON_INTERPRET=1): scalar while-loops with loaded bounds,
-no inline assembly, no libdevice calls.
+Kept interpreter-compatible (TRITON_INTERPRET=1) so CPU-only CI runs every kernel: scalar
+while-loops with loaded bounds, no inline assembly, no libdevice calls.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import triton
 import triton.language as tl
 
 LOG2E = tl.constexpr(1.4426950408889634)  # scores are scaled by log2(e) so the kernels can use exp2
+MIN_BLOCK_M = 16  # tl.dot needs M >= 16 (Triton's minimum on every backend)
 
 
 @triton.jit
@@ -45,9 +46,17 @@ def next_pow2(n: int) -> int:
     return triton.next_power_of_2(n)
 
 
-
 def largest_pow2_divisor(n: int) -> int:
     return n & -n
+
+
+def decode_block_m(queries_per_kv: int) -> int:
+    """Smallest Q-block holding a whole head group: BLOCK_M rows for one token's query heads.
+
+    The Q-block of `qblock` and of every decode batch: a power of two (tl.arange) of at
+    least MIN_BLOCK_M rows; BLOCK_Q = BLOCK_M // queries_per_kv tokens fit in it.
+    """
+    return max(MIN_BLOCK_M, next_pow2(queries_per_kv))
 
 
 # ---------------------------------------------------------------------------------------
@@ -302,3 +311,108 @@ def reduce_sequence_head(
             o = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
             tl.store(out_ptr + t * stride_o_token + head * stride_o_head + dims,
                      o.to(out_ptr.dtype.element_ty), mask=dims < HEAD_SIZE)
+
+
+# ---------------------------------------------------------------------------------------
+# The Q-block kernel and its reduction, launched by `parallel`, `flex_tile` (PERSISTENT off:
+# one program per work item) and `static_grid` (PERSISTENT on: a fixed grid of programs
+# looping over work items). `planning.py` plans both launches.
+# ---------------------------------------------------------------------------------------
+
+# Runtime integers that vary from batch to batch: Triton would otherwise compile one kernel per
+# value class (== 1, divisible by 16, other), multiplying compilations for no speed.
+NO_SPECIALIZE = ["num_seqs", "split_max_q", "num_q_heads", "num_segments", "window", "stride_bt_seq"]
+REDUCE_NO_SPECIALIZE = ["split_max_q", "num_q_heads", "num_segments", "num_seqs"]
+
+
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
+def q_block_kernel(
+    out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
+    sinks_ptr, k_scale_ptr, v_scale_ptr,
+    segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+    scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
+    stride_q_token, stride_q_head,
+    stride_k_block, stride_k_pos, stride_k_head,
+    stride_v_block, stride_v_pos, stride_v_head,
+    stride_bt_seq,
+    stride_o_token, stride_o_head,
+    QUERIES_PER_KV: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
+    USE_SLIDING_WINDOW: tl.constexpr,
+    USE_SINKS: tl.constexpr,
+    USE_FP8: tl.constexpr,
+    PERSISTENT: tl.constexpr,
+):
+    """Work items (Q-block, KV head, segment), each by `attend_q_block`.
+
+    PERSISTENT off: grid (Q-blocks, KV heads, segments), one item per program. PERSISTENT
+    on: any grid size; the Q-block count is read on the device (the same upper bound as
+    the 3-D grid's) and each program takes every num_programs-th item, heaviest first
+    (under the causal mask a sequence's last Q-blocks have the most tiles), so the grid
+    does not depend on the batch's composition.
+    """
+    if PERSISTENT:
+        num_kv_heads = num_q_heads // QUERIES_PER_KV
+        items_per_q_block = num_kv_heads * num_segments
+        num_q_blocks = tl.load(cu_seqlens_q_ptr + num_seqs) // BLOCK_Q + num_seqs
+        for item in range(tl.program_id(0), num_q_blocks * items_per_q_block, tl.num_programs(0)):
+            q_block = num_q_blocks - 1 - item // items_per_q_block  # heaviest (last) Q-blocks first
+            kv_head = (item // num_segments) % num_kv_heads
+            segment = item % num_segments
+            attend_q_block(
+                q_block, kv_head, segment,
+                out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
+                seq_lens_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr,
+                segm_sum_ptr, scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
+                stride_q_token, stride_q_head,
+                stride_k_block, stride_k_pos, stride_k_head,
+                stride_v_block, stride_v_pos, stride_v_head,
+                stride_bt_seq, stride_o_token, stride_o_head,
+                QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
+                BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
+            )
+    else:
+        attend_q_block(
+            tl.program_id(0), tl.program_id(1), tl.program_id(2),
+            out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
+            seq_lens_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr,
+            segm_sum_ptr, scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
+            stride_q_token, stride_q_head,
+            stride_k_block, stride_k_pos, stride_k_head,
+            stride_v_block, stride_v_pos, stride_v_head,
+            stride_bt_seq, stride_o_token, stride_o_head,
+            QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
+            BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
+        )
+
+
+@triton.jit(do_not_specialize=REDUCE_NO_SPECIALIZE)
+def reduce_segments_kernel(
+    out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr, cu_seqlens_q_ptr, split_max_q,
+    num_q_heads, num_segments, stride_o_token, stride_o_head, num_seqs,
+    SEGMENTS_PADDED: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+    PERSISTENT: tl.constexpr,
+):
+    """Items (sequence, query head), each by `reduce_sequence_head`: grid (sequences, query
+    heads) with PERSISTENT off, any grid looping over the items with PERSISTENT on."""
+    if PERSISTENT:
+        for item in range(tl.program_id(0), num_seqs * num_q_heads, tl.num_programs(0)):
+            reduce_sequence_head(
+                item // num_q_heads, item % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
+                segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
+                stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
+            )
+    else:
+        reduce_sequence_head(
+            tl.program_id(0), tl.program_id(1), out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+            cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
+            SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
+        )

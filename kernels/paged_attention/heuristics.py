@@ -8,7 +8,7 @@ free of host syncs and works inside CUDA/HIP-graph capture. Without hints the fe
 bounds derived from shapes (documented on each field).
 
 Every branch says where it came from: NVIDIA branches cite the sweep that chose them
-(`python -m perf.kernel_benchmark --sweep`, GPU, date, gain); AMD branches are documented
+(`python -m perf tune`, GPU, date, gain); AMD branches are documented
 defaults, unmeasured until an MI300 sweep replaces them.
 """
 
@@ -19,12 +19,13 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.batch import FP8_DTYPE
-from kernels.paged_attention.common import next_pow2
+from kernels.inputs import FP8_DTYPE
+from kernels.paged_attention.common import decode_block_m
 
-MIN_BLOCK_M = 16  # tl.dot needs M >= 16
-MIN_TILE = 16  # and K >= 16
-DEFAULT_NUM_SMS = {"nvidia": 132, "amd": 304}  # H100 SXM / MI300X, when no device is present
+MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
+# SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
+# vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
+DEFAULT_NUM_SMS = {"nvidia": 132, "amd": 304}
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Config:
     num_segments: int  # KV segments per decode sequence (1: no split, no reduce kernel)
     num_warps: int
     num_stages: int
-    programs_per_sm: int = 2  # static grid: persistent programs per SM / CU
+    programs_per_sm: int = 2  # static grid: persistent programs per SM / CU (the trees set it)
     max_programs: int = 0  # static grid: a cap on its size (0: none); tests, shared GPUs
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
@@ -89,7 +90,10 @@ class Config:
 def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor, *,
                        max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
                        num_sms: int | None = None, vendor: str = "nvidia") -> Features:
-    """Features from shapes and host-side hints; never reads device memory."""
+    """Features from shapes and host-side hints; never reads device memory.
+
+    An empty batch (no sequences) gets well-defined features, though callers launch nothing.
+    """
     num_tokens, num_q_heads, head_size = q.shape
     num_seqs = block_table.shape[0]
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -99,7 +103,7 @@ def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torc
     return Features(
         num_seqs=num_seqs, num_tokens=num_tokens, max_query_len=max(1, max_q),
         max_kv_len=max(1, max_k), avg_kv_len=float(max(1, max_k)),
-        decode_share=decodes / num_seqs, queries_per_kv=num_q_heads // num_kv_heads,
+        decode_share=decodes / max(1, num_seqs), queries_per_kv=num_q_heads // num_kv_heads,
         num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size,
         dtype=str(q.dtype).removeprefix("torch."), fp8_kv=k_cache.dtype == FP8_DTYPE,
         num_sms=num_sms or DEFAULT_NUM_SMS.get(vendor, 132),
@@ -118,11 +122,6 @@ def features_from_spec(spec, num_sms: int) -> Features:
     )
 
 
-def decode_block_m(queries_per_kv: int) -> int:
-    """Smallest Q-block holding a whole head group: one decode token per Q-block row group."""
-    return max(MIN_BLOCK_M, next_pow2(queries_per_kv))
-
-
 def is_decode_batch(f: Features) -> bool:
     """Every sequence fits one decode-sized Q-block (decodes, short speculative steps)."""
     return f.max_query_len <= decode_block_m(f.queries_per_kv) // f.queries_per_kv
@@ -135,12 +134,13 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     Paper 4.5: decode batches of few sequences leave most SMs idle with one program per
     (sequence, KV head); splitting each sequence's tiles into segments restores
     parallelism at the cost of a reduction. The rule and its two constants come from the
-    sweep on an NVIDIA H200, 2026-11-21 (perf.kernel_benchmark --sweep, tile 128): the best
+    sweep on an NVIDIA H200, 2026-11-21 (what is now `python -m perf tune`, tile 128): the best
     segment count kept about 8 tiles per segment (b1x32k: 32, b8x8k: 8, b32x8k: 8,
     b128x1k: 1) and grew no further once (sequences x KV heads x segments) passed about
     4 programs per SM (b8x32k: 8 at 0.271 ms, 16 at 0.281 ms). This rule picks the best
     measured count in 3 of 5 sweep scenarios and one within 4 % of it in the other two
     (b32x8k: 4, 0.310 vs 0.297 ms; b8x32k: 16, 0.281 vs 0.271 ms). A power of two.
+    max_segments = 64 bounds the reduction's work and buffers; unmeasured default.
     """
     if not is_decode_batch(f):
         return 1
@@ -176,7 +176,7 @@ def _fit(f: Features, block_m: int, tile_size: int, **kw) -> Config:
     return Config(block_m=block_m, tile_size=tile_size, num_segments=segments, **kw)
 
 
-# NVIDIA: the sweep `python -m perf.kernel_benchmark --sweep` on an NVIDIA H200 (sm_90, 132
+# NVIDIA: the sweep (now `python -m perf tune`) on an NVIDIA H200 (sm_90, 132
 # SMs), triton 3.6.0, torch 2.11, 2026-11-21: static_grid, Llama-3-8B heads, bf16, block 16,
 # graph replay, coordinate descent from the previous defaults (tile 64, 3 stages); the gains
 # below are previous default -> chosen, median ms. Head size 256 doubles every tile's shared

@@ -18,12 +18,17 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.batch import FP8_DTYPE
+from kernels.inputs import FP8_DTYPE
 from kernels.launch import KernelLaunch
-from kernels.paged_attention.common import LOG2E, apply_softcap, find_seq_idx, next_pow2
+from kernels.paged_attention.common import (
+    LOG2E,
+    apply_softcap,
+    decode_block_m,
+    find_seq_idx,
+    next_pow2,
+)
 
 FEATURES = frozenset({"sliding_window", "softcap", "sinks", "fp8_kv", "head_size_non_pow2"})
-MIN_BLOCK_M = 16  # tl.dot needs M >= 16
 
 
 @triton.jit
@@ -116,12 +121,6 @@ def _qblock_kernel(
              mask=row_mask[:, None] & dim_mask[None, :])
 
 
-def block_shape(queries_per_kv: int) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_Q): at least 16 rows for tl.dot, whole head groups per token."""
-    block_m = max(MIN_BLOCK_M, next_pow2(queries_per_kv))
-    return block_m, block_m // queries_per_kv
-
-
 def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale=None,
          sliding_window=None, softcap=None, sinks=None, k_scale=None, v_scale=None,
          **_) -> list[KernelLaunch]:
@@ -129,7 +128,8 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
     num_kv_heads = k_cache.shape[2]
     num_seqs = block_table.shape[0]
     queries_per_kv = num_q_heads // num_kv_heads
-    block_m, block_q = block_shape(queries_per_kv)
+    block_m = decode_block_m(queries_per_kv)  # at least 16 rows for tl.dot, whole head groups
+    block_q = block_m // queries_per_kv
     dummy = q.new_empty(1, dtype=torch.float32)  # stands in for absent optional tensors
     return [KernelLaunch(
         kernel=_qblock_kernel,

@@ -14,7 +14,11 @@ do not mix) then starts one process per parameter combination and benchmark, eac
 which only looks its number up: they never import torch.
 
 `version` is pinned so that editing these bodies keeps the history; change it only when a
-number starts to mean something else.
+number starts to mean something else. Scenario parameters are perf/scenarios.py's names
+(`llama3-8b/decode/batch32-kv1024/block16`); asv keeps parameter values inside its result
+files, never in file names, so their `/` is safe. asv has no way to rename a parameter value:
+its series under the names used before the rename (`llama3-8b_bs16_b32_s1024_d100`) end
+there and the new ones start fresh (our own history, perf/nightly/history.py, continues).
 """
 
 import math

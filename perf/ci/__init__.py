@@ -1,1 +1,1 @@
-"""CI: GitHub Actions workflows generated from thresholds.yaml, and the GPU job run locally."""
+"""CI: GitHub Actions workflows generated from thresholds.yaml, the GPU job run locally, the PR comment."""

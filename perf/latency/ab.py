@@ -225,7 +225,9 @@ def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | 
     """Run one measuring process to its end; its `done` event (GateCrash if it never came)."""
     from perf.latency.measure import PROTOCOL
 
-    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1")
+    # the public entry as production calls it: no per-call metadata value checks (the worker
+    # validates each batch once itself); a test session's switch must not leak in
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1", PAGED_ATTENTION_CHECK_VALUES="0")
     done = None
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,

@@ -19,9 +19,11 @@ uses `make_case` and `time_case` for both sides in one process (perf/latency/wor
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import os
 import random
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -247,9 +249,11 @@ def _header(args, kernels_root: str, variants, scenarios, repeats, samples, side
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """`python -m perf run`: measure a suite with this checkout's kernels."""
+    """`python -m perf run`: measure a suite with this checkout's kernels, and with `--peers`
+    vendor libraries beside them in the same rounds (perf.peers)."""
     from rich.progress import Progress
 
+    from perf import peers as peers_mod
     from perf import results, scenarios, thresholds
 
     th = thresholds.load_thresholds(args.thresholds)
@@ -266,21 +270,38 @@ def run_command(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"--variants: unknown {', '.join(unknown)} "
                           f"(registered: {', '.join(kernels.VARIANTS)})")
+    peers, absent = peers_mod.resolve(args.peers, vendor)
+    if args.peers == "auto" and vendor is None:
+        print("note: --peers auto: no GPU here, so no vendor library is measured", flush=True)
+    for p, reason in absent.items():
+        print(f"note: peer {p} is not measured here: {reason}", flush=True)
     header = _header(args, root, variants, chosen, repeats, samples)
+    header.update(peers=list(peers), peers_absent=absent)
+    names = [*variants, *(peers_mod.PREFIX + p for p in peers)]
     with results.ResultsWriter(args.out, header, resume=not args.no_resume) as writer:
         done = writer.done()
         budget = th.vendor(vendor).statistics.sample_budget_ms if vendor else None
         side = Side(kernels, variants, chosen, args.metrics.split(","), samples, writer, budget_ms=budget)
-        total = len(chosen) * len(variants) * len(side.metrics) * repeats
+        total = len(chosen) * len(names) * len(side.metrics) * repeats
         with Progress(transient=False) as progress:
             task = progress.add_task(f"{args.suite} on {header['environment'].get('gpu')}", total=total)
-            for scenario in chosen:
-                side.prepare(scenario)
-                keys = {(v, scenario.name, m) for v in variants for m in side.metrics}
+            said = [time.monotonic()]
+
+            def step(where: str, what: str, every: float = 10.0) -> None:  # plain lines where rich draws none
+                if not progress.console.is_terminal and time.monotonic() - said[0] >= every:
+                    print(f"perf run: {where}: {what}", flush=True)
+                    said[0] = time.monotonic()
+            for i, scenario in enumerate(chosen, 1):
+                step(f"scenario {i}/{len(chosen)}", f"{scenario.name}: building the batch, planning", every=0)
+                cases = side.prepare(scenario)
+                peers_mod.attach(side, scenario, peers, cases)
+                keys = {(n, scenario.name, m) for n in names for m in side.metrics}
                 for r in range(repeats):
-                    side.round(r, seed=zlib.crc32(f"{r} {scenario.name}".encode()), only=keys, done=done)
-                progress.advance(task, len(variants) * len(side.metrics) * repeats)
+                    side.round(r, seed=zlib.crc32(f"{r} {scenario.name}".encode()), only=keys, done=done,
+                               step=functools.partial(step, f"scenario {i}/{len(chosen)}, repeat {r + 1}"))
+                progress.advance(task, len(names) * len(side.metrics) * repeats)
                 side.release(scenario)
+                peers_mod.detach(side, scenario, peers)
     print(f"wrote {args.out}")
     return 0
 

@@ -1,13 +1,15 @@
 """Planted slowdowns of known size, made by a real change to the production kernel.
 
-`plant(root, percent)` edits kernels/paged_attention/static_grid.py in the checkout at
-`root`: every program of `_static_grid_kernel` reads its SM's cycle counter when it starts
-and, when its work is done, spins until `percent` % more cycles have passed. Every program
-of the persistent grid is stretched by the same fraction, so the attention kernel takes
-about `percent` % longer in every scenario, short or long (the reduce kernel of split
-decodes is left alone, so there the whole call slows by a little less). The gate self-test
-(perf/latency/selftest.py) commits this on a temporary branch and gates it against the
-unchanged commit: what the gate reports must be that slowdown.
+`plant(root, percent)` edits kernels/paged_attention/common.py in the checkout at `root`:
+every program of `q_block_kernel` (the attention kernel static_grid launches persistent,
+and parallel and flex_tile on a 3-D grid) reads its SM's cycle counter when it starts and,
+when its work is done, spins until `percent` % more cycles have passed. Every program is
+stretched by the same fraction, so the attention kernel takes about `percent` % longer in
+every scenario, short or long (the reduce kernel of split decodes is left alone, so there
+the whole call slows by a little less, and the added code can move the compiled kernel
+either way by itself). The gate self-test (perf/latency/selftest.py) commits this on a
+temporary branch and gates it against the unchanged commit: what the gate reports must be
+that slowdown.
 
 The counter is NVIDIA's `%clock64` (PTX); on AMD `s_memtime`. Only the NVIDIA form has run
 (docs/latency.md).
@@ -18,8 +20,8 @@ from __future__ import annotations
 import os
 import re
 
-TARGET = os.path.join("kernels", "paged_attention", "static_grid.py")
-KERNEL = "_static_grid_kernel"
+TARGET = os.path.join("kernels", "paged_attention", "common.py")
+KERNEL = "q_block_kernel"
 CLOCK = {
     "nvidia": ('"mov.u64 $0, %clock64;"', '"=l"'),
     "amd": ('"s_memtime $0\\n s_waitcnt lgkmcnt(0)"', '"=s"'),
@@ -65,10 +67,22 @@ def plant_source(source: str, percent: int, vendor: str = "nvidia") -> str:
     if any(re.match(r"^\s+return\b", line) for line in lines[body:end]):
         raise PlantError(f"{TARGET}: {KERNEL} returns early; the planted delay would be skipped")
     indent = re.match(r"^(\s*)", lines[body]).group(1)
+    body = _after_docstring(lines, body, end)
     out = (lines[:body] + [f"{indent}_selftest_t0 = _selftest_clock()"] + lines[body:end]
            + [f"{indent}_selftest_delay(_selftest_t0, {int(percent)})"] + lines[end:])
     asm, constraint = CLOCK[vendor]
     return "\n".join(out) + "\n" + _HELPERS.format(asm=asm, constraint=constraint)
+
+
+def _after_docstring(lines: list[str], body: int, end: int) -> int:
+    """The first line of the body after its docstring, if it has one."""
+    first = lines[body].strip()
+    for quote in ('"""', "'''"):
+        if first.startswith(quote):
+            if first.count(quote) >= 2 and len(first) > 3:
+                return body + 1
+            return next(i for i in range(body + 1, end) if quote in lines[i]) + 1
+    return body
 
 
 def plant(root: str, percent: int, vendor: str = "nvidia") -> str:

@@ -26,7 +26,8 @@ import numpy as np
 
 from perf import vendor as vendor_mod
 
-SCENARIOS = "llama3-8b_bs16_b8_s16_d0,llama3-8b_bs16_b1_s128_d100,llama3-8b_bs16_b32_s1024_d100"
+SCENARIOS = ("llama3-8b/prefill/batch8-kv16/block16,llama3-8b/decode/batch1-kv128/block16,"
+             "llama3-8b/decode/batch32-kv1024/block16")
 
 
 def _synced(fn, samples: int) -> float:

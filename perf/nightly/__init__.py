@@ -10,6 +10,8 @@ records the medians with `asv run --set-commit-hash HEAD` (perf/asv/benchmarks.p
 `<html_dir>/nightly/` (perf/nightly/site.py) and the change-point findings into
 `--out` (perf/nightly/alert.py); `all` (the default) does the three. `alert` finds steps
 at the newest commit, writes alert.json and alert.md, and exits 1 when there is one.
+`run` uses every GPU of this host (`--gpus`) and, split over runners, measures one share
+(`--shard I/M`) that `--merge-shards DIR` merges and records (perf/nightly/shard.py).
 The same actions: `python -m perf.nightly {all,run,publish,report,alert}`.
 
 This module only parses arguments; everything heavy is imported when a command runs.
@@ -67,6 +69,9 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
                    help="measure uncommitted changes as HEAD (default: refuse a dirty tree)")
     p.add_argument("--allow-cpu", action="store_true",
                    help="no GPU: run in Triton's interpreter (wall-clock, no graphs) to try the pipeline")
+    from perf.nightly import shard
+
+    shard.add_arguments(p)  # --gpus, --shard I/M, --merge-shards DIR (perf/nightly/shard.py)
 
 
 def add_alert_arguments(p: argparse.ArgumentParser) -> None:
@@ -74,8 +79,9 @@ def add_alert_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def nightly_main(args: argparse.Namespace) -> int:
-    from perf.nightly import asvrun
+    from perf.nightly import asvrun, shard
 
+    shard.check_action(args)
     conf = asvrun.read_config(args.config)
     rc = 0
     if args.action in ("all", "run"):
@@ -97,11 +103,17 @@ def alert_main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, conf: dict) -> int:
+    from perf.nightly import asvrun, selection, shard
+
+    part = shard.parse_part(args.shard)
+    if part is None:
+        asvrun.require_asv()
+    if args.merge_shards:  # the merge job: the runners' parts; no GPU, no torch needed
+        name, sha, sel, out = shard.merge_parts(args.merge_shards, conf, args.machine)
+        return _record(args, conf, name, sha, sel, out)
     from perf import peers as peers_mod
     from perf.errors import ConfigError
-    from perf.nightly import asvrun, collect, selection
 
-    asvrun.require_asv()
     root = conf["_root"]
     gpu = on_gpu()
     if not gpu and not args.allow_cpu:
@@ -115,17 +127,11 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
         raise ConfigError(f"{root}: uncommitted changes would be recorded as commit {sha[:8]}; commit or "
                           f"stash them, or pass --allow-dirty")
     vendor = vendor_mod.detect() or "cpu"
-    name = args.machine or selection.machine_name()
-    if args.peers == "auto":
-        peers, absent = tuple(peers_mod.peers_for(vendor)), peers_mod.absent_for(vendor)
-    elif args.peers == "none":
-        peers, absent = (), {}
-    else:
-        wanted = [p.strip() for p in args.peers.split(",") if p.strip()]
-        absent = {p: r for p in wanted if (r := peers_mod.absent_reason(p))}
-        peers = tuple(p for p in wanted if p not in absent)
+    name = shard.machine_name(args.machine, part)
+    peers, absent = peers_mod.resolve(args.peers, vendor)
     suite = args.suite or selection.DEFAULT_SUITE
-    out = os.path.join(selection.history_dir(conf["_results_dir"], name), f"{sha}.jsonl")
+    out = shard.part_path(args.out, name, sha, part) if part else \
+        os.path.join(selection.history_dir(conf["_results_dir"], name), f"{sha}.jsonl")
     sel = selection.Selection(
         suite=suite, scenarios=selection.resolve_scenarios(suite, args.scenarios),
         variants=tuple(v.strip() for v in args.variants.split(",")) if args.variants
@@ -137,9 +143,19 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
         print(f"note: vendor library {p} is not measured here: {reason}", flush=True)
     print(f"nightly: machine {name}, commit {sha[:8]} ({date}), {len(sel.scenarios)} scenarios x "
           f"{len(sel.variants)} variants + {len(sel.peers)} libraries -> {out}", flush=True)
-    collect.measure(sel, out, resume=args.resume, header_extra={
+    shard.measure(sel, out, gpus=args.gpus, part=part, resume=args.resume, header_extra={
         "nightly": {"machine": name, "commit": sha, "commit_date": date, "dirty": bool(dirty)},
         "peers_absent": absent})
+    if part is not None:
+        print(f"nightly: wrote runner {part}'s part {out}; the merge job records it", flush=True)
+        return 0
+    return _record(args, conf, name, sha, sel, out)
+
+
+def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out: str) -> int:
+    """`asv run` for this commit's results file `out`, and its copy for the job's artifact."""
+    from perf.nightly import asvrun
+
     asvrun.machine(conf, name)
     rc = asvrun.run(conf, name, sha, sel.to_env(), args.bench)
     os.makedirs(args.out, exist_ok=True)

@@ -5,7 +5,7 @@ scenario), with the latency gate's own machinery (perf.latency.measure: cases pl
 timed region, rounds in shuffled order; perf.latency.timing: device events, L2 flush, graphs), and
 writes the perf results format (perf.results) with every sample. asv then only records
 the medians (perf/asv/benchmarks.py), so its one-process-per-benchmark launcher never
-touches the GPU. A vendor library is a case named "peer:<name>" (perf.peers).
+touches the GPU. A vendor library is a case named "peer:<name>" (perf.peers.attach).
 
 A slow case gets fewer samples per repeat (at least MIN_SAMPLES), so that a repeat takes
 about the budget: the estimate is the wall-clock time of one synchronized call.
@@ -24,27 +24,6 @@ from perf.nightly.selection import MIN_SAMPLES, PEER_PREFIX, ROOT, Selection
 from perf.vendor import on_gpu
 
 METRICS = ("eager", "graph")
-
-
-def _peer_case(Case, peer: str, scenario, device: str):
-    from perf import peers
-
-    spec = scenario.spec()
-    digest = spec.digest()
-    name = PEER_PREFIX + peer
-    try:
-        fn, label, note = peers.setup_for_batch(peer, spec, device)
-        fn()  # first call: library initialization, autotuning, lazy loading; not timed
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-    except peers.PeerUnavailable as e:
-        return Case(name, scenario.name, digest, None, skip=str(e))
-    except Exception as e:  # a library that breaks is a finding, not a crash of the nightly
-        return Case(name, scenario.name, digest, None, skip=f"{type(e).__name__}: {e}".splitlines()[0][:300],
-                    kind="error")
-    return Case(name, scenario.name, digest, fn, config=[{"peer": peer, "label": label, "layout": note}])
 
 
 def _call_ms(fn: Callable[[], object]) -> float:
@@ -68,7 +47,7 @@ def samples_for(call_ms: float, budget_ms: float, most: int) -> int:
 def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resume: bool = False,
             progress: bool = True) -> str:
     """Measure the selection with this checkout's kernels into `out` (JSON Lines); returns it."""
-    from perf import results, scenarios
+    from perf import peers, results, scenarios
     from perf.latency import measure as pm
 
     vendor_mod.interpreter_without_gpu()
@@ -110,13 +89,7 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
         with bar:
             for scenario in chosen:
                 cases = side.prepare(scenario, progress=None)
-                for peer in sel.peers:
-                    case = _peer_case(pm.Case, peer, scenario, side.device)
-                    side.cases[(case.variant, scenario.name)] = case
-                    if case.skip is not None:
-                        writer.skip(variant=case.variant, scenario=scenario.name, reason=case.skip,
-                                    kind=case.kind)
-                    cases.append(case)
+                cases += peers.attach(side, scenario, sel.peers, cases)
                 for case in cases:
                     if case.fn is not None:
                         side.per_case[(case.variant, case.scenario)] = samples_for(
@@ -127,8 +100,7 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
                     side.round(r, seed=seed, only=keys, done=done, step=lambda what: bar.advance())
                 bar.finish_scenario(len(names) * len(side.metrics) * sel.repeats)
                 side.release(scenario)
-                for peer in sel.peers:
-                    side.cases.pop((PEER_PREFIX + peer, scenario.name), None)
+                peers.detach(side, scenario, sel.peers)
                 del cases
                 if on_gpu():
                     torch.cuda.empty_cache()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from perf.checkout import ROOT
 from perf.errors import ConfigError
 from perf.git import head_commit
+from perf.peers import PREFIX as PEER_PREFIX  # noqa: F401  (results name a library's series "peer:<name>")
 from perf.vendor import detect
 
 ENV_PREFIX = "PERF_NIGHTLY_"
@@ -34,7 +35,6 @@ DEFAULT_SAMPLES = 25  # samples per repeat, the same as thresholds.yaml statisti
 # Unmeasured default (2026-11-21), sized so that the grid stays within hours on one GPU.
 DEFAULT_REPEAT_BUDGET_MS = 250.0
 MIN_SAMPLES = 5
-PEER_PREFIX = "peer:"  # results files name a vendor library's series "peer:<name>"
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def resolve_scenarios(suite: str, patterns: str | None) -> tuple[str, ...]:
     out = [s.name for s in sc.select(chosen, ",".join(globs))] if globs else []
     for name in exact:
         try:
-            sc.Scenario.parse(name)
+            name = sc.Scenario.parse(name).name  # an earlier name: the current one
         except ValueError as e:
             raise ConfigError(f"--scenarios: {e}") from None
         if name not in out:

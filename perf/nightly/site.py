@@ -6,7 +6,7 @@ each machine's page shows, from its history (perf/nightly/history.py):
 - "% of vendor SOTA": the fastest vendor library's latency over each variant's, per
   scenario at the newest commit (table) and its geometric mean over commits (plot);
 - paper-style figures (the paper's latency plots): latency against batch size, one panel
-  per maximum sequence length, one row per decode share, every variant, the vendor
+  per KV length, one row per decode share, every variant, the vendor
   libraries dashed as the baseline;
 - every variant's latency history across commits, each scenario relative to its own
   median over the history, so a step stands out among hundreds of scenarios;
@@ -25,6 +25,7 @@ from collections import defaultdict
 
 from perf.nightly.history import History
 from perf.nightly.selection import PEER_PREFIX, slug
+from perf.report import geomean
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1300px;color:#222}
@@ -62,11 +63,6 @@ def _colors(names: list[str]) -> dict[str, str]:
     return {n: palette[i % len(palette)] for i, n in enumerate(names)}
 
 
-def _geomean(values: list[float]) -> float:
-    v = [x for x in values if x > 0 and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else math.nan
-
-
 def sota_percent(h: History, name: str, scenario: str, metric: str, sha: str | None = None) -> float:
     """100 x (fastest vendor library's latency) / (the variant's): 100 = on par, higher is better."""
     _, best = h.best_peer(scenario, metric, sha)
@@ -80,8 +76,11 @@ def sota_percent(h: History, name: str, scenario: str, metric: str, sha: str | N
 
 
 def families(scenarios: list[str]) -> dict[str, list]:
-    """Scenarios grouped by everything but batch, max_seq and decode share, where the group has
-    at least two batch sizes (a line to draw); key: a readable name with * for the axes."""
+    """Scenarios grouped by everything but kind (decode share), batch and KV length, where the
+    group has at least two batch sizes (a line to draw); key: the name with * for those axes,
+    e.g. `llama3-8b/*/batch*-kv*/block16`."""
+    from dataclasses import replace
+
     from perf.scenarios import Scenario
 
     groups: dict[str, list] = defaultdict(list)
@@ -90,14 +89,14 @@ def families(scenarios: list[str]) -> dict[str, list]:
             s = Scenario.parse(name)
         except ValueError:
             continue
-        key = Scenario(**{**s.__dict__, "batch": 1, "max_seq": 1, "decode": 0}).name
-        key = key.replace("_b1_s1_d0", "_b*_s*_d*")
+        model, _, shape, *rest = replace(s, batch=1, max_seq=1, decode=0).name.split("/")
+        key = "/".join([model, "*", "batch*-kv*" + shape.removeprefix("batch1-kv1"), *rest])
         groups[key].append(s)
     return {k: v for k, v in groups.items() if len({s.batch for s in v}) >= 2}
 
 
 def plot_paper(h: History, family: str, members: list, metric: str, path: str) -> str:
-    """Latency against batch size: panels per max_seq (columns) and decode share (rows)."""
+    """Latency against batch size: panels per KV length (columns) and decode share (rows)."""
     plt = _plt()
     seqs = sorted({s.max_seq for s in members})
     decodes = sorted({s.decode for s in members})
@@ -122,7 +121,7 @@ def plot_paper(h: History, family: str, members: list, metric: str, path: str) -
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.grid(True, which="both", lw=0.3, alpha=0.5)
-            ax.set_title(f"max seq {seq}, decode {d}%", fontsize=9)
+            ax.set_title(f"KV {seq}, {d} % of sequences decode", fontsize=9)
             if j == 0:
                 ax.set_ylabel(f"{metric} latency (ms)", fontsize=8)
             if i == len(decodes) - 1:
@@ -154,7 +153,7 @@ def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
         for c in h.commits:
             vals = [sota_percent(h, n, s, metric, c.sha) for s in h.scenarios()]
             vals = [v for v in vals if math.isfinite(v)]
-            ys.append(_geomean(vals))
+            ys.append(geomean(vals))
             counts.append(len(vals))
         if any(math.isfinite(y) for y in ys):
             lines[n] = (ys, counts)

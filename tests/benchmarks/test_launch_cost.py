@@ -19,22 +19,16 @@ the interpreter's, so every case skips there with that reason.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 import torch
 
 from kernels import VARIANTS
+from kernels.inputs import CHECK_VALUES_ENV
 from perf.latency.measure import host_hints, takes
 from perf.scenarios import Scenario
 from perf.vendor import on_gpu
 
-try:  # kernels that check metadata values unless told they are trusted
-    from kernels.inputs import trusted_metadata as _without_value_checks
-except ImportError:  # kernels that check them only when asked (check_values=True)
-    _without_value_checks = contextlib.nullcontext
-
-SCENARIO = "llama3-8b_bs16_b32_s1024_d100"
+SCENARIO = "llama3-8b/decode/batch32-kv1024/block16"
 ON_GPU = on_gpu()
 pytestmark = [
     pytest.mark.gpu,
@@ -61,13 +55,12 @@ def test_launch_cost(benchmark, batch, variant, monkeypatch):
     except NotImplementedError as e:
         pytest.skip(str(e))
     torch.cuda.synchronize()
-    monkeypatch.setenv("PAGED_ATTENTION_CHECK_VALUES", "0")  # as in production, whatever the session set
     benchmark.group = f"launch cost: {SCENARIO}"
     benchmark.extra_info["scenario"] = SCENARIO
 
     def call():
         fn(*batch.args(), out=out, **options)
 
-    with _without_value_checks():
-        benchmark.pedantic(call, rounds=200, iterations=1, warmup_rounds=20)
+    monkeypatch.setenv(CHECK_VALUES_ENV, "0")  # the test session turns them on; production does not
+    benchmark.pedantic(call, rounds=200, iterations=1, warmup_rounds=20)
     torch.cuda.synchronize()

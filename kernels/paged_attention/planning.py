@@ -1,0 +1,208 @@
+"""Host-side planning of the Q-block kernel, shared by `parallel`, `flex_tile` and `static_grid`.
+
+The three variants launch the same kernels (`common.q_block_kernel` and
+`common.reduce_segments_kernel`); they differ only in how they choose a `heuristics.Config`
+and in whether the grid is persistent. Everything else is planned here, once: the vendor
+and SM count to plan for, the batch features, runtime arguments, compile-time constants,
+segment buffers and the reduction.
+
+Planning reads shapes and host-side hints only, never device memory: no host sync, it
+works inside CUDA/HIP-graph capture, and the hints `vendor` / `num_sms` plan exactly what
+another vendor's GPU would run from any machine (the static gate cross-compiles that way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from kernels import platform
+from kernels.inputs import FP8_DTYPE
+from kernels.launch import KernelLaunch
+from kernels.paged_attention import heuristics
+from kernels.paged_attention.common import next_pow2, q_block_kernel, reduce_segments_kernel
+
+# What the Q-block kernel supports: every feature of the contract.
+FEATURES = frozenset({"sliding_window", "softcap", "sinks", "fp8_kv", "head_size_non_pow2",
+                      "block_size_non_pow2"})
+REDUCE_PROGRAMS_PER_SM = 4  # persistent reduction: its items are tiny; unmeasured default
+
+# (vendor, features) -> Config: `heuristics.choose`, or a variant's own rule.
+Chooser = Callable[[str, heuristics.Features], heuristics.Config]
+
+
+def resolve_target(vendor: str | None = None, num_sms: int | None = None) -> tuple[str, int]:
+    """(vendor, SMs or CUs) to plan for: the hints when given, else this process's device.
+
+    Triton's interpreter (vendor "cpu") plans NVIDIA's choices. Without a `num_sms` hint,
+    the device's count is used when it is the planned vendor's, else the product default
+    of `heuristics.DEFAULT_NUM_SMS` (H100 SXM, MI300X).
+    """
+    here = platform.current()
+    vendor = vendor or ("nvidia" if here.vendor == "cpu" else here.vendor)
+    if num_sms is None:
+        num_sms = (here.num_sms if here.vendor == vendor else 0) or heuristics.DEFAULT_NUM_SMS[vendor]
+    return vendor, num_sms
+
+
+def batch_features(q, k_cache, block_table, *, max_seqlen_q=None, max_seqlen_k=None,
+                   vendor: str | None = None, num_sms: int | None = None) -> heuristics.Features:
+    """The heuristics' features of a call, for the target the hints (or the device) name."""
+    vendor, num_sms = resolve_target(vendor, num_sms)
+    return heuristics.features_from_call(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
+                                        max_seqlen_k=max_seqlen_k, num_sms=num_sms, vendor=vendor)
+
+
+def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out,
+                  choose: Chooser, persistent: bool, max_seqlen_q=None, max_seqlen_k=None,
+                  config: heuristics.Config | None = None, vendor: str | None = None,
+                  num_sms: int | None = None, **options) -> list[KernelLaunch]:
+    """The Q-block kernel's launch and, if decode sequences are split, the reduction's.
+
+    `choose` picks the configuration unless the `config` hint forces one. Not persistent:
+    grid (Q-blocks, KV heads, segments) and fresh segment buffers. Persistent: about
+    `config.programs_per_sm` programs per SM and buffers kept per shape, so the launches
+    depend on shapes only and one captured graph serves every composition.
+    """
+    vendor, num_sms = resolve_target(vendor, num_sms)
+    if config is None:
+        config = choose(vendor, batch_features(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
+                                               max_seqlen_k=max_seqlen_k, vendor=vendor,
+                                               num_sms=num_sms))
+    num_tokens, num_q_heads, head_size = q.shape
+    num_seqs, num_kv_heads = block_table.shape[0], k_cache.shape[2]
+    block_q = config.block_q(num_q_heads // num_kv_heads)
+    q_blocks = num_tokens // block_q + num_seqs  # upper bound: each sequence may leave a partial block
+    buffers = None
+    if config.num_segments > 1:
+        allocate = persistent_buffers if persistent else segment_buffers
+        buffers = allocate(num_tokens, num_q_heads, config.num_segments, next_pow2(head_size), q.device)
+    if persistent:
+        grid = (num_programs(config, num_sms, q_blocks * num_kv_heads * config.num_segments),)
+    else:
+        grid = (q_blocks, num_kv_heads, config.num_segments)
+    launches = [KernelLaunch(
+        kernel=q_block_kernel,
+        grid=grid,
+        args=kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, buffers,
+                         split_max_q=block_q, num_segments=config.num_segments, **options),
+        constexprs=kernel_constexprs(q, k_cache, config, persistent,
+                                     sliding_window=options.get("sliding_window"),
+                                     softcap=options.get("softcap"), sinks=options.get("sinks")),
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+        vendor_options=config.vendor_options(vendor),
+    )]
+    if buffers is not None:
+        items = num_seqs * num_q_heads
+        reduce_grid = ((max(1, min(REDUCE_PROGRAMS_PER_SM * num_sms, items)),) if persistent
+                       else (num_seqs, num_q_heads))
+        launches.append(reduce_launch(reduce_grid, q, cu_seqlens_q, out, buffers, config, block_q,
+                                      num_seqs, persistent))
+    return launches
+
+
+def num_programs(config: heuristics.Config, num_sms: int, max_items: int) -> int:
+    """The persistent grid: programs_per_sm per SM, never more than the shapes' item bound."""
+    programs = min(config.programs_per_sm * num_sms, max_items)
+    if config.max_programs:
+        programs = min(programs, config.max_programs)
+    return max(1, programs)
+
+
+def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, buffers, *,
+                split_max_q: int, num_segments: int, scale=None, sliding_window=None,
+                softcap=None, sinks=None, k_scale=None, v_scale=None) -> dict:
+    """Runtime arguments of `q_block_kernel`."""
+    dummy = q.new_empty(1, dtype=torch.float32)  # stands in for absent optional tensors
+    segm_out, segm_max, segm_sum = buffers if buffers is not None else (dummy, dummy, dummy)
+    return dict(
+        out_ptr=out, q_ptr=q, k_cache_ptr=k_cache, v_cache_ptr=v_cache,
+        block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
+        sinks_ptr=sinks if sinks is not None else dummy,
+        k_scale_ptr=k_scale if k_scale is not None else dummy,
+        v_scale_ptr=v_scale if v_scale is not None else dummy,
+        segm_out_ptr=segm_out, segm_max_ptr=segm_max, segm_sum_ptr=segm_sum,
+        scale=q.shape[2] ** -0.5 if scale is None else float(scale),
+        softcap=float(softcap or 0.0),
+        window=int(sliding_window or 0),
+        num_seqs=block_table.shape[0],
+        split_max_q=split_max_q,
+        num_q_heads=q.shape[1],
+        num_segments=num_segments,
+        stride_q_token=q.stride(0), stride_q_head=q.stride(1),
+        stride_k_block=k_cache.stride(0), stride_k_pos=k_cache.stride(1),
+        stride_k_head=k_cache.stride(2),
+        stride_v_block=v_cache.stride(0), stride_v_pos=v_cache.stride(1),
+        stride_v_head=v_cache.stride(2),
+        stride_bt_seq=block_table.stride(0),
+        stride_o_token=out.stride(0), stride_o_head=out.stride(1),
+    )
+
+
+def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, *,
+                      sliding_window=None, softcap=None, sinks=None) -> dict:
+    """Compile-time constants of `q_block_kernel`."""
+    num_q_heads, head_size = q.shape[1], q.shape[2]
+    queries_per_kv = num_q_heads // k_cache.shape[2]
+    return dict(
+        QUERIES_PER_KV=queries_per_kv,
+        BLOCK_SIZE=k_cache.shape[1],
+        TILE_SIZE=config.tile_size,
+        HEAD_SIZE=head_size,
+        HEAD_SIZE_PADDED=next_pow2(head_size),
+        BLOCK_M=config.block_m,
+        BLOCK_Q=config.block_q(queries_per_kv),
+        USE_SOFTCAP=bool(softcap),
+        USE_SLIDING_WINDOW=bool(sliding_window),
+        USE_SINKS=sinks is not None,
+        USE_FP8=k_cache.dtype == FP8_DTYPE,
+        PERSISTENT=persistent,
+    )
+
+
+def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config, split_max_q: int,
+                  num_seqs: int, persistent: bool) -> KernelLaunch:
+    """The launch of `reduce_segments_kernel` merging the segments in `buffers`."""
+    segm_out, segm_max, segm_sum = buffers
+    return KernelLaunch(
+        kernel=reduce_segments_kernel,
+        grid=grid,
+        args=dict(out_ptr=out, segm_out_ptr=segm_out, segm_max_ptr=segm_max, segm_sum_ptr=segm_sum,
+                  cu_seqlens_q_ptr=cu_seqlens_q, split_max_q=split_max_q, num_q_heads=q.shape[1],
+                  num_segments=config.num_segments, stride_o_token=out.stride(0),
+                  stride_o_head=out.stride(1), num_seqs=num_seqs),
+        constexprs=dict(SEGMENTS_PADDED=next_pow2(config.num_segments), HEAD_SIZE=q.shape[2],
+                        HEAD_SIZE_PADDED=next_pow2(q.shape[2]), PERSISTENT=persistent),
+        num_warps=4,  # a few KB per (sequence, head): Triton's default suffices (unmeasured)
+        num_stages=1,
+    )
+
+
+def segment_buffers(num_tokens: int, num_q_heads: int, segments: int, head_size_padded: int,
+                    device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(partial outputs, maxima, exp-sums), float32, for `segments` segments per query."""
+    out = torch.empty(num_tokens, num_q_heads, segments, head_size_padded, dtype=torch.float32,
+                      device=device)
+    stats = torch.empty(2, num_tokens, num_q_heads, segments, dtype=torch.float32, device=device)
+    return out, stats[0], stats[1]
+
+
+# Segment buffers of the persistent grid by (device, tokens, heads, segments, padded head
+# size), allocated on the first call of a shape and kept: a captured graph holds their
+# addresses, so they must outlive it; every later call (and every replay) reuses them.
+_BUFFERS: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+
+def persistent_buffers(num_tokens: int, num_q_heads: int, segments: int, head_size_padded: int,
+                       device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    key = (str(torch.device(device)), num_tokens, num_q_heads, segments, head_size_padded)
+    if key not in _BUFFERS:
+        _BUFFERS[key] = segment_buffers(num_tokens, num_q_heads, segments, head_size_padded, device)
+    return _BUFFERS[key]
+
+
+def release_buffers() -> None:
+    """Drop the persistent grid's segment buffers (only once no captured graph uses them)."""
+    _BUFFERS.clear()

@@ -1,0 +1,175 @@
+"""The PR GPU job on this machine: what `nox -s ci -- --vendor nvidia|amd` runs.
+
+It runs `perf.ci.jobs.PR_GPU_COMMANDS`, the list pr.yml's GPU jobs were generated from, in
+order with this interpreter (no virtualenv, like the job, so the vendor's torch is kept),
+stops at the first failure and prints a table of the steps. Its `--verify-torch` mode is
+the job's first step: exit 2 with one line unless torch is the vendor's build and sees a
+GPU.
+
+    python -m perf.ci.gpu_job --vendor nvidia [--base-ref REF] [--dry-run]
+    python -m perf.ci.gpu_job --verify-torch --vendor nvidia
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from perf.ci.jobs import NOX, PR_GPU_COMMANDS, Command
+from perf.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError
+from perf.thresholds import DEFAULT_PATH, VENDORS, load_thresholds
+
+
+def verify_torch(vendor: str) -> int:
+    """Exit 0 when this interpreter's torch is `vendor`'s build and sees its GPU, else 2."""
+    import torch
+
+    from kernels import platform
+
+    gpu_steps = ", ".join(f"'{c.title(vendor)}'" for c in PR_GPU_COMMANDS if c.gpu and c.id != "verify")
+    build = (f"ROCm {torch.version.hip}" if torch.version.hip else
+             f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only")
+    problem = None
+    if vendor == "nvidia" and (torch.version.cuda is None or torch.version.hip is not None):
+        problem = f"torch {torch.__version__} is the {build} build, not a CUDA build"
+    elif vendor == "amd" and torch.version.hip is None:
+        problem = f"torch {torch.__version__} is the {build} build, not a ROCm build"
+    elif not torch.cuda.is_available():
+        problem = f"torch {torch.__version__} ({build}) sees no GPU"
+    elif platform.interpreter_active():
+        problem = "TRITON_INTERPRET is set, so Triton would run on the CPU; unset it"
+    if problem:
+        line = (f"{vendor} GPU job: {problem}; the steps {gpu_steps} need an {vendor} GPU and the vendor's "
+                f"torch build (run them on such a machine; `nox -s tests` runs the CPU subset here)")
+        print(line, file=sys.stderr)
+        summary(f"**{vendor} GPU job: wrong environment.** {line}")
+        return EXIT_BAD_INPUT
+    import triton
+
+    p = platform.current()
+    line = (f"{vendor}: torch {torch.__version__} ({build}), triton {triton.__version__}, "
+            f"{p.device_name} ({p.arch}, {p.num_sms} SMs/CUs)")
+    print(line)
+    summary(f"**Runner:** {line}; runner `{os.environ.get('RUNNER_NAME', '?')}`")
+    return EXIT_OK
+
+
+def summary(markdown: str) -> None:
+    """Append to the GitHub job summary when running in a job."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(markdown + "\n\n")
+
+
+def ci_commands(vendor: str, base_ref: str | None) -> list[tuple[Command, list[str]]]:
+    """The PR GPU job's commands for `vendor`, as argv lists for this interpreter."""
+    out = []
+    for c in PR_GPU_COMMANDS:
+        argv = c.words(vendor)
+        if argv[0] == "python":
+            argv[0] = sys.executable
+        if c.base_flag and base_ref:
+            argv += [c.base_flag, base_ref]
+        out.append((c, argv))
+    return out
+
+
+def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path) -> int:
+    """Run the GPU job's commands in order, as the job does; stop at the first failure."""
+    plan = ci_commands(vendor, base_ref)
+    if dry_run:
+        for _, argv in plan:
+            print(shlex.join(argv))
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=False)
+    rows, rc = [], EXIT_OK
+    with tempfile.TemporaryDirectory() as shim:
+        env = _python_on_path(Path(shim))
+        for i, (c, argv) in enumerate(plan):
+            if argv[1:3] == ["-m", "nox"] and not _has_nox(argv[0]):
+                raise ConfigError(f"{argv[0]}: nox is not installed for this interpreter; "
+                                  f"`{argv[0]} -m pip install {NOX}`")
+            console.rule(f"[bold]{i + 1}/{len(plan)} {c.title(vendor)}")
+            console.print(f"$ {shlex.join(argv)}", highlight=False)
+            start = time.monotonic()
+            rc = subprocess.call(argv, cwd=root, env=env)
+            rows.append((c, rc, time.monotonic() - start))
+            if rc:
+                break
+    table = Table(title=f"nox -s ci -- --vendor {vendor}: the {vendor} GPU job's steps")
+    for col in ("step", "exit", "seconds"):
+        table.add_column(col)
+    for c, code, secs in rows:
+        table.add_row(c.title(vendor), str(code), f"{secs:.0f}")
+    for c, _ in plan[len(rows):]:
+        table.add_row(c.title(vendor), "not run", "")
+    console.print(table)
+    return rc
+
+
+def _python_on_path(shim: Path) -> dict[str, str]:
+    """The environment for the steps: nox sessions run `python`, which some images lack."""
+    env = dict(os.environ)
+    if shutil.which("python") is None:
+        (shim / "python").symlink_to(sys.executable)
+        env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
+    return env
+
+
+def _has_nox(python: str) -> bool:
+    return subprocess.call([python, "-c", "import nox"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) == 0
+
+
+# --- Command line ----------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--thresholds", default=DEFAULT_PATH, metavar="PATH",
+                        help=f"thresholds file (default: ./{DEFAULT_PATH})")
+    parser.add_argument("--root", default=".", help="repository root the steps run in (default: .)")
+    parser.add_argument("--vendor", choices=VENDORS, help="whose GPU job: nvidia | amd (required)")
+    parser.add_argument("--verify-torch", action="store_true",
+                        help="only the job's first step: exit 2 unless torch is the --vendor build "
+                             "and sees a GPU")
+    parser.add_argument("--base-ref", default=None,
+                        help="base commit of the latency gate (default: the gate's, the merge base)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if not args.vendor:
+            raise ConfigError(f"--vendor: which GPU job? add --vendor {'|'.join(VENDORS)} "
+                              f"(e.g. `nox -s ci -- --vendor nvidia`)")
+        if args.verify_torch:
+            return verify_torch(args.vendor)
+        th = load_thresholds(args.thresholds)
+        if args.vendor not in th.vendors:
+            raise ConfigError(f"{args.thresholds}: no `{args.vendor}:` section, so no {args.vendor} GPU job; "
+                              f"add one or pick --vendor {'|'.join(sorted(th.vendors))}")
+        return run_ci(args.vendor, args.base_ref, args.dry_run, Path(args.root))
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.ci.gpu_job", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

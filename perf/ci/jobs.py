@@ -1,0 +1,135 @@
+"""What each CI job runs, installs and leaves behind: the one list both sides read.
+
+perf/ci/workflows.py writes these commands into .github/workflows/*.yml; perf/ci/gpu_job.py
+runs the GPU job's list on a developer's machine (`nox -s ci`), so a red GPU check
+reproduces with the very commands the job ran; perf/ci/comment.py reads the artifacts
+the jobs upload, under the names and paths defined here. Stdlib only: the comment
+workflow runs on a bare hosted runner.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+NOX = "nox==2026.10.20"  # the version .ci/run installs
+RESULTS_DIR = "results"  # where gates write results JSON, reports and plots (gitignored /results/)
+TRUST_LABEL = "safe-to-test"  # a maintainer's label that lets a fork's PR reach the GPU runners
+
+# Packages a GPU job installs next to the image's torch and triton (the project's runtime and
+# test needs from pyproject.toml; never torch or triton, whose vendor builds must stay).
+GPU_JOB_PACKAGES = (NOX, "pytest>=8", "pytest-xdist>=3", "pytest-benchmark>=4", "pyyaml>=6",
+                    "scipy>=1.11", "rich>=13", "matplotlib>=3.8")
+NIGHTLY_PACKAGES = ("asv>=0.6",)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One step of a job; `nox -s ci` runs the GPU job's list verbatim."""
+
+    id: str  # the step's id in the job
+    name: str  # the step's name in the GitHub UI
+    argv: tuple[str, ...]  # "{vendor}" is filled in; "python" is the interpreter holding torch
+    base_flag: str | None = None  # followed by the PR's base commit, when one is known
+    gpu: str = ""  # what the step needs a GPU for ("" = runs anywhere)
+    shard_flag: str | None = None  # followed by the runner's share `I/M` in a matrix job
+
+    def words(self, vendor: str) -> list[str]:
+        return [w.replace("{vendor}", vendor) for w in self.argv]
+
+    def title(self, vendor: str) -> str:
+        return self.name.replace("{vendor}", vendor)
+
+    def shell(self, vendor: str, base: str | None = None, shard: str | None = None) -> str:
+        """The step as one shell line; `base` and `shard` are shell words such as "$BASE_SHA"."""
+        line = shlex.join(self.words(vendor))
+        if self.base_flag and base:
+            line += f" {self.base_flag} {base}"
+        if self.shard_flag and shard:
+            line += f" {self.shard_flag} {shard}"
+        return line
+
+
+_NOX_GPU = ("python", "-m", "nox", "--no-venv")  # keep the image's vendor torch: no virtualenv
+VERIFY = Command("verify", "Check that torch is the {vendor} build and sees the GPU",
+                 ("python", "-m", "perf.ci.gpu_job", "--verify-torch", "--vendor", "{vendor}"),
+                 gpu="the vendor's torch build and a visible GPU")
+PR_GPU_COMMANDS = (
+    VERIFY,
+    Command("tests", "GPU correctness suite (nox -s tests)",
+            # xdist: the whole grid compiles hundreds of specializations. `-n auto` starts
+            # perf.devices.WORKERS_PER_GPU (8) workers per GPU the job may use, each pinned to one
+            # GPU by tests/conftest.py, so N GPUs run N times the work (docs/workflows.md).
+            (*_NOX_GPU, "-s", "tests", "--", "-q", "-n", "auto", "--dist", "loadgroup",
+             f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
+            gpu="the whole correctness grid, CUDA/HIP graphs included"),
+    Command("perf", "Latency gate against the PR's base (nox -s perf)",
+            (*_NOX_GPU, "-s", "perf", "--", "--vendor", "{vendor}"), base_flag="--base-ref",
+            gpu="the A/B latency measurement"),
+)
+PR_CPU_COMMANDS = (
+    Command("lint", "Lint (nox -s lint)", ("nox", "-s", "lint")),
+    Command("tests", "Interpreter tests (nox -s tests)", ("nox", "-s", "tests")),
+    Command("static", "Static gate against the PR's base (nox -s compile)", ("nox", "-s", "compile", "--"),
+            base_flag="--base-ref"),
+    Command("workflows", "Workflows match thresholds.yaml and pass actionlint (nox -s workflows)",
+            ("nox", "-s", "workflows", "--", "--check")),
+)
+NIGHTLY_COMMANDS = (
+    VERIFY,
+    Command("nightly", "asv run, publish and report (nox -s nightly)", (*_NOX_GPU, "-s", "nightly"),
+            gpu="the nightly measurements"),
+)
+ALERT = Command("alert", "Change-point alert (nox -s alert)", (*_NOX_GPU, "-s", "alert"))
+
+# --- The nightly over M runners (thresholds.yaml runners.nightly_shards > 1) ------------------
+# Each matrix job measures its share on all its GPUs and uploads it; one merge job on a hosted
+# runner merges the parts, records them with asv, publishes and alerts (perf/nightly/shard.py).
+NIGHTLY_PARTS_DIR = f"{RESULTS_DIR}/nightly/shards"  # where `nightly run --shard I/M` writes a part
+NIGHTLY_PARTS_IN = f"{RESULTS_DIR}/nightly-parts"  # where the merge job downloads the parts
+NIGHTLY_SHARD_COMMANDS = (
+    VERIFY,
+    Command("nightly", "Measure this runner's share of the nightly (nox -s nightly -- run --shard)",
+            (*_NOX_GPU, "-s", "nightly", "--", "run"), shard_flag="--shard",
+            gpu="the nightly measurements"),
+)
+NIGHTLY_MERGE = Command("nightly", "Merge the parts, asv run, publish and report (nox -s nightly)",
+                        (*_NOX_GPU, "-s", "nightly", "--", "--merge-shards", NIGHTLY_PARTS_IN))
+# The merge job's packages: no torch or triton (merging and asv's lookups never import them).
+NIGHTLY_MERGE_PACKAGES = (NOX, "pyyaml>=6", "scipy>=1.11", "rich>=13", "matplotlib>=3.8", *NIGHTLY_PACKAGES)
+
+
+def nightly_part_artifact(vendor: str, shard: str) -> str:
+    """A matrix job's part (`shard` may be the `${{ matrix.shard }}` expression)."""
+    return f"nightly-{vendor}-part-{shard}"
+
+# --- The PR run's jobs and artifacts, as the comment workflow finds them ---------------------
+PR_WORKFLOW = "PR"  # pr.yml's `name:`, which the comment workflow's `workflow_run` trigger names
+CPU_JOB = "CPU: lint, interpreter tests, static gate, workflows"
+
+
+def gpu_job_name(vendor: str, gpus: str) -> str:
+    """The display name of a vendor's PR GPU job (GitHub's jobs API reports this name)."""
+    return f"GPU {vendor} ({gpus}): correctness, latency gate"
+
+
+def is_gpu_job(name: str, vendor: str) -> bool:
+    return name.startswith(f"GPU {vendor} (") and name.endswith("): correctness, latency gate")
+
+
+CPU_ARTIFACT = "pr-cpu-results"  # the CPU job's RESULTS_DIR
+
+
+def gpu_artifact(vendor: str) -> str:
+    return f"pr-{vendor}-results"  # a GPU job's RESULTS_DIR
+
+
+# The PR's number, written by the CPU job: a `workflow_run` event lists no pull request for
+# a fork's branch, so the comment workflow learns the number from this artifact (and checks
+# it against the PR's head commit before it trusts it).
+PR_NUMBER_ARTIFACT = "pr-number"
+PR_NUMBER_FILE = "number"
+# Findings inside those artifacts (relative to RESULTS_DIR): the default --out of
+# `python -m perf gate` (results/ab) and of `python -m perf compile` (results/static).
+LATENCY_FINDINGS = "ab/findings.json"
+STATIC_FINDINGS = "static/findings.json"

@@ -1,0 +1,175 @@
+"""Plan every variant x scenario "as if on" each compile target, bound as Triton binds it.
+
+For each target of thresholds.yaml the variant's own planner (`Variant.plan`) runs with
+that target's vendor and SM/CU count (`plan_as_if_on`), on the scenario's batch built
+without values (`kernels.batch.build_batch(fill=False)`). Each planned launch is bound the
+way Triton's launcher binds it on that vendor (`create_function_from_signature` and
+`JITFunction._pack_args`: integers equal to 1 become constants, multiples of 16 and
+16-byte-aligned pointers get divisibility hints, AMD adds its buffer-op pointer ranges)
+and keyed by Triton's own compile cache key, so identical specializations compile once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+from perf.errors import ConfigError
+from perf.static import metrics as sm
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A compile target of thresholds.yaml with the hardware facts this package knows."""
+
+    name: str  # sm_90, gfx942
+    vendor: str  # nvidia | amd
+    backend: str  # cuda | hip
+    arch: int | str  # what GPUTarget takes: 90 | "gfx942"
+    warp_size: int
+    max_shared_memory_bytes: int
+    max_registers_per_thread: int
+
+    @property
+    def facts(self) -> sm.TargetFacts:
+        return sm.TARGET_FACTS[self.name]
+
+    def gpu_target(self):
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget(self.backend, self.arch, self.warp_size)
+
+
+def load_targets(thresholds, only: str | None = None) -> list[Target]:
+    """Every vendor's compile targets (thresholds.yaml), optionally filtered by `--targets`."""
+    out = []
+    for vendor, vt in thresholds.vendors.items():
+        for i, t in enumerate(vt.targets):
+            if t.name not in sm.TARGET_FACTS:
+                raise ConfigError(
+                    f"{thresholds.path}: {vendor}.compile.targets[{i}].name: no hardware facts for "
+                    f"{t.name!r} (known: {', '.join(sm.TARGET_FACTS)}); add it to "
+                    f"perf/static/metrics.py TARGET_FACTS or use a known name")
+            out.append(Target(t.name, vendor, t.backend, t.arch, t.warp_size, t.max_shared_memory_bytes,
+                              t.max_registers_per_thread))
+    if only is not None:
+        wanted = [n.strip() for n in only.split(",") if n.strip()]
+        have = ", ".join(t.name for t in out)
+        unknown = [n for n in wanted if n not in {t.name for t in out}]
+        if unknown or not wanted:
+            raise ConfigError(f"--targets {only!r}: {', '.join(unknown) or 'no target'} not in "
+                              f"{thresholds.path}; pass some of: {have}")
+        out = [t for t in out if t.name in wanted]
+    return out
+
+
+def plan_as_if_on(target: Target, variant, batch) -> list:
+    """The launches `variant` plans for `batch` on `target`: its vendor's decision trees
+    sized for its SM/CU count, through the kernels' own `vendor=` / `num_sms=` hints."""
+    import torch
+
+    _, launches = variant.plan(*batch.args(), out=torch.empty_like(batch.q), vendor=target.vendor,
+                               num_sms=target.facts.num_sms, **batch.options)
+    return launches
+
+
+@dataclasses.dataclass
+class Job:
+    """One kernel specialization for one target: what a worker process compiles."""
+
+    key: str  # cache key
+    target: Target
+    module: str  # the JITFunction's module and name, importable in the worker
+    qualname: str
+    signature: dict
+    constexprs: dict
+    attrs: dict
+    options: dict
+
+
+def bind(launch, target: Target) -> tuple[dict, dict, dict, Any]:
+    """(signature, constexprs, attrs, options) exactly as Triton's launcher derives them."""
+    from triton import knobs
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    kernel = launch.kernel
+    backend = make_backend(target.gpu_target())
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    kwargs = {"num_warps": launch.num_warps, "num_stages": launch.num_stages, **launch.vendor_options}
+    kwargs["debug"] = kwargs.get("debug", kernel.debug) or knobs.runtime.debug  # as JITFunction.run
+    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    bound, specialization, options = binder(**launch.args, **launch.constexprs, **kwargs)
+    options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound, specialization, options)
+    return signature, constexprs, attrs, options
+
+
+def cache_key(launch, target: Target, signature, constexprs, attrs, options) -> str:
+    """Triton's own compile cache key (source + dependencies, specialization, options,
+    backend, Triton build) plus the metric parser's version."""
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.cache import get_cache_key
+
+    src = ASTSource(launch.kernel, signature, constexprs, attrs)
+    backend = make_backend(target.gpu_target())
+    env = get_cache_invalidating_env_vars()
+    env = {k: v for k, v in env.items() if k not in ("TRITON_ALWAYS_COMPILE", "TRITON_CACHE_DIR")}
+    key = f"static-{sm.METRICS_VERSION}-{target.name}-{get_cache_key(src, backend, options, env)}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def plan_side(variants: list[str], scenarios: list,
+              targets: list[Target]) -> tuple[list[dict], list[Job]]:
+    """Entries (one per variant x scenario x target x launched kernel) and the unique jobs.
+
+    `variants` may name ones this checkout lacks (a base older than the variant): their
+    entries are skipped with the reason. The caller refuses names the head does not register.
+    """
+    import kernels
+
+    entries: list[dict] = []
+    jobs: dict[str, Job] = {}
+    from kernels.batch import build_batch
+
+    batches = {s.name: build_batch(s.spec(), "cpu", fill=False) for s in scenarios}
+    for target in targets:
+        for name in variants:
+            variant = kernels.VARIANTS.get(name)
+            for scenario in scenarios:
+                base = {"variant": name, "scenario": scenario.name, "target": target.name,
+                        "vendor": target.vendor}
+                if variant is None:
+                    entries.append({**base, "status": "skip", "kernel": "",
+                                    "error": f"variant {name!r} is not registered in this checkout"})
+                    continue
+                try:
+                    launches = plan_as_if_on(target, variant, batches[scenario.name])
+                except NotImplementedError as e:
+                    entries.append({**base, "status": "skip", "kernel": "", "error": str(e)})
+                    continue
+                except Exception as e:  # a planner that breaks is a finding, not a crash
+                    entries.append({**base, "status": "error", "kernel": "(plan)",
+                                    "error": f"plan failed: {type(e).__name__}: {e}"[:2000]})
+                    continue
+                digest = scenario.spec().digest()
+                seen: dict[str, int] = {}
+                for index, launch in enumerate(launches):
+                    occurrence = seen.get(launch.name, 0)
+                    seen[launch.name] = occurrence + 1
+                    entry = {**base, "kernel": launch.name, "occurrence": occurrence, "launch": index,
+                             "config": launch.config(), "batch_digest": digest}
+                    try:
+                        signature, constexprs, attrs, options = bind(launch, target)
+                        key = cache_key(launch, target, signature, constexprs, attrs, options)
+                    except Exception as e:
+                        entries.append({**entry, "status": "error",
+                                        "error": f"bind failed: {type(e).__name__}: {e}"[:2000]})
+                        continue
+                    entry["key"] = key
+                    entries.append(entry)
+                    fn = launch.kernel.fn
+                    jobs.setdefault(key, Job(key, target, fn.__module__, fn.__qualname__, signature,
+                                             constexprs, attrs, dict(options.__dict__)))
+    return entries, list(jobs.values())

@@ -1,0 +1,191 @@
+"""Sweep static_grid's launch configurations: the numbers kernels/paged_attention/heuristics.py cites.
+
+    python -m perf tune [--suite tune] [--scenarios GLOBS] [--out DIR] [--threads N]
+
+Per scenario, coordinate descent from the heuristics' own choice over the knobs of
+`heuristics.Config`, each stage keeping the fastest configuration so far: (tile, warps),
+with BLOCK_M for prefill; pipeline stages; KV segments (decode only: a runtime argument,
+no recompilation); programs per SM. Every configuration is timed like `perf run`'s graph
+metric (perf.latency.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and
+must reproduce the default configuration's output; one that fails to compile or differs is
+recorded with the reason, never chosen. A stage's candidates compile together in threads
+(Triton compiles mostly outside the GIL). Writes DIR/tune.json (every configuration tried)
+and DIR/tune.md (default against best, per scenario).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from perf.errors import ConfigError
+
+STAGES = ("tile_warps", "stages", "segments", "programs")
+SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
+BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default="tune", help="suite of perf/suites.yaml (default: tune)")
+    p.add_argument("--scenarios", default=None, help="comma-separated fnmatch globs over the suite")
+    p.add_argument("--out", default=os.path.join("results", "tune"), help="folder for tune.json and tune.md")
+    p.add_argument("--threads", type=int, default=12, help="compile threads per stage (default: 12)")
+
+
+def candidates(stage: str, best, decode: bool) -> list:
+    """The configurations a stage tries around `best` (a heuristics.Config)."""
+    C = dataclasses.replace
+    if stage == "tile_warps" and decode:
+        return [C(best, tile_size=t, num_warps=w) for t in (16, 32, 64, 128) for w in (2, 4, 8)]
+    if stage == "tile_warps":
+        return [C(best, block_m=m, tile_size=t, num_warps=w)
+                for m in (64, 128) for t in (32, 64, 128) for w in (4, 8)]
+    if stage == "stages":
+        return [C(best, num_stages=s) for s in (1, 2, 3, 4)]
+    if stage == "segments" and decode:
+        s = best.num_segments
+        return [C(best, num_segments=n) for n in sorted({1, max(1, s // 4), max(1, s // 2), s, s * 2, s * 4})
+                if n <= 128]
+    if stage == "programs":
+        return [C(best, programs_per_sm=p) for p in (1, 2, 3, 4)]
+    return []
+
+
+class _Scenario:
+    """One scenario's batch, the default configuration's output, and every timing so far."""
+
+    def __init__(self, kernels, scenario, device: str):
+        from kernels.batch import build_batch
+
+        self.variant = kernels.VARIANTS["static_grid"]
+        self.spec = scenario.spec()
+        self.batch = build_batch(self.spec, device)
+        self.hints = {"max_seqlen_q": max(self.spec.query_lens), "max_seqlen_k": max(self.spec.kv_lens)}
+        self.reference = None  # the default configuration's output
+        self.tried: dict[str, tuple] = {}  # config key -> (config, ms or None, error)
+
+    def plan(self, cfg):
+        out = self.batch.new_output()
+        _, launches = self.variant.plan(*self.batch.args(), out=out, config=cfg, **self.hints,
+                                        **self.batch.options)
+        return launches, out
+
+    def measure(self, cfg) -> float | None:
+        import torch
+
+        from perf.latency import timing
+
+        key = json.dumps(dataclasses.asdict(dataclasses.replace(cfg, source="")), sort_keys=True)
+        if key not in self.tried:
+            try:
+                launches, out = self.plan(cfg)
+
+                def fn():
+                    for launch in launches:
+                        launch()
+                fn()
+                if self.reference is None:
+                    self.reference = out.clone()
+                # Another tiling only reorders fp32 accumulation: a few output ulps, far below this.
+                scale = float(self.reference.float().abs().max())
+                torch.testing.assert_close(out, self.reference, atol=1e-2 * scale, rtol=2e-2)
+                ms = timing.time_graph(fn, samples=SAMPLES, budget_ms=BUDGET_MS).median
+                self.tried[key] = (cfg, ms, "")
+            except AssertionError:
+                self.tried[key] = (cfg, None, "output differs from the default configuration's")
+            except Exception as exc:  # out of resources, refused by the planner: recorded, never chosen
+                self.tried[key] = (cfg, None, f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
+        return self.tried[key][1]
+
+    def compile(self, configs, threads: int) -> None:
+        """Compile the candidates' kernels at once, in threads; errors surface when timed."""
+        jobs = []
+        for cfg in configs:
+            try:
+                jobs += self.plan(cfg)[0]
+            except Exception:  # the planner refuses it: measure() records why
+                continue
+
+        def one(launch):
+            try:
+                launch.kernel.warmup(**launch.args, **launch.constexprs, grid=launch.grid,
+                                     num_warps=launch.num_warps, num_stages=launch.num_stages,
+                                     **launch.vendor_options)
+            except Exception:  # measure() records the error with its message
+                pass
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            list(pool.map(one, jobs))
+
+
+def _short(c: dict) -> str:
+    return (f"M{c['block_m']} T{c['tile_size']} S{c['num_segments']} w{c['num_warps']} s{c['num_stages']} "
+            f"p{c['programs_per_sm']}")
+
+
+def render(env: dict, results: dict) -> str:
+    lines = [f"Sweep of static_grid launch configurations on {env.get('gpu')} ({env.get('arch')}), "
+             f"{str(env.get('time', ''))[:10]}: graph replay, L2 flushed, median ms "
+             f"(`python -m perf tune`).", "",
+             "| scenario | default config | default ms | best config | best ms | gain |",
+             "|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        d, b = r["default_ms"], r["best_ms"]
+        gain = f"{d / b:.2f}x" if d and b else "n/a"
+        ms = ["n/a" if x is None else f"{x:.4f}" for x in (d, b)]
+        lines.append(f"| {name} | {_short(r['default'])} | {ms[0]} | {_short(r['best'])} | {ms[1]} | "
+                     f"{gain} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(args: argparse.Namespace) -> int:
+    from perf import checkout, results, scenarios
+    from perf import vendor as vendor_mod
+
+    if not vendor_mod.on_gpu():
+        raise ConfigError("python -m perf tune: no GPU visible to torch; the sweep times kernels on one (the "
+                          "interpreter's timings mean nothing); run it on a GPU machine")
+    kernels = checkout.import_kernels(checkout.ROOT)
+    from kernels import platform
+    from kernels.paged_attention import heuristics
+
+    chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
+    env = results.environment(checkout.ROOT)
+    vendor = platform.current().vendor
+    os.makedirs(args.out, exist_ok=True)
+    out: dict[str, dict] = {}
+    for i, scenario in enumerate(chosen, 1):
+        s = _Scenario(kernels, scenario, "cuda")
+        decode = all(q == 1 for q in s.spec.query_lens)
+        default = heuristics.choose(vendor, heuristics.features_from_spec(s.spec, env["num_sms"]))
+        best, best_ms = default, s.measure(default)
+        default_ms = best_ms
+        for stage in STAGES:
+            configs = candidates(stage, best, decode)
+            print(f"tune [{i}/{len(chosen)}] {scenario.name}: {stage}, {len(configs)} configurations",
+                  flush=True)
+            s.compile(configs, args.threads)
+            for cfg in configs:
+                ms = s.measure(cfg)
+                if ms is not None and (best_ms is None or ms < best_ms):
+                    best, best_ms = cfg, ms
+        print(f"tune {scenario.name}: default {default_ms} ms, best {best_ms} ms "
+              f"({_short(dataclasses.asdict(best))})", flush=True)
+        out[scenario.name] = {
+            "digest": s.spec.digest(), "default": dataclasses.asdict(default), "default_ms": default_ms,
+            "best": dataclasses.asdict(best), "best_ms": best_ms,
+            "tried": [{"config": dataclasses.asdict(c), "ms": ms, "error": err}
+                      for c, ms, err in s.tried.values()],
+        }
+        del s
+        import torch
+
+        torch.cuda.empty_cache()
+    results.write_json(os.path.join(args.out, "tune.json"), {"environment": env, "results": out})
+    markdown = render(env, out)
+    with open(os.path.join(args.out, "tune.md"), "w", encoding="utf-8") as f:
+        f.write(markdown)
+    print(markdown, flush=True)
+    return 0

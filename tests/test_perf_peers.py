@@ -1,0 +1,234 @@
+"""Vendor-library peers without the libraries: the registry, `--peers`, flashinfer's decode or
+prefill wrapper on the kernels' own cache, vLLM's refusal, and peers measured as cases of a side.
+
+flashinfer and vLLM are stood in for by fake modules that record what they are given; the GPU
+checks are patched so the setup code runs on CPU. The fakes compute nothing: these tests check
+what the harness hands each library (the same tensors, the right wrapper and options), not
+the libraries.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+from perf import peers, results
+from perf.errors import ConfigError
+from perf.scenarios import Scenario
+
+
+def _batch(name: str):
+    from kernels.batch import build_batch
+
+    return build_batch(Scenario.parse(name).spec(), "cpu")
+
+
+# --- registry and --peers ----------------------------------------------------------------------
+
+
+def test_every_vendor_peer_is_registered_with_a_label_and_a_package():
+    for vendor, names in peers.VENDOR_PEERS.items():
+        for name in names:
+            p = peers.PEERS[name]
+            assert p.label and p.module and callable(p.setup), (vendor, name)
+    assert {"flashinfer_paged", "vllm_unified"} <= set(peers.VENDOR_PEERS["nvidia"])
+    assert {n for n, p in peers.PEERS.items() if p.dense} == {"sdpa_cudnn", "sdpa_flash", "sdpa_efficient"}
+    assert "not a registered peer" in peers.absent_reason("nope")
+
+
+def test_resolve_auto_none_and_lists(monkeypatch):
+    assert peers.resolve("none", "nvidia") == ((), {})
+    assert peers.resolve("auto", None) == ((), {})  # no GPU: nothing to compare with
+    present, absent = peers.resolve("auto", "nvidia")
+    assert set(present) | set(absent) == set(peers.VENDOR_PEERS["nvidia"])
+    assert "sdpa_cudnn" in present  # PyTorch is installed everywhere
+    assert absent["vllm_unified"] == "vllm is not installed"  # not in CI's environment
+    assert peers.resolve("sdpa_flash, vllm_unified", "amd") == (("sdpa_flash",), {
+        "vllm_unified": "vllm is not installed"})
+    with pytest.raises(ConfigError, match="--peers: unknown peer cudnn"):
+        peers.resolve("cudnn", "nvidia")
+    with pytest.raises(ConfigError, match="--peers"):
+        peers.resolve(",", "nvidia")
+
+
+# --- flashinfer on the kernels' cache ------------------------------------------------------------
+
+
+class _Wrapper:
+    calls: list = []
+
+    def __init__(self, workspace, layout, **kw):
+        self.init = (workspace, layout, kw)
+        self.planned = None
+        _Wrapper.calls.append(self)
+
+    def plan(self, *args, **kw):
+        if getattr(self, "refuse", False):
+            raise ValueError("head_dim 128 with page size 16: unsupported")
+        self.planned = (args, kw)
+
+    def run(self, q, kv):
+        self.ran = (q, kv)
+        return torch.empty_like(q)
+
+
+@pytest.fixture
+def fake_flashinfer(monkeypatch):
+    class Decode(_Wrapper):
+        pass
+
+    class Prefill(_Wrapper):
+        pass
+
+    mod = types.ModuleType("flashinfer")
+    mod.BatchDecodeWithPagedKVCacheWrapper = Decode
+    mod.BatchPrefillWithPagedKVCacheWrapper = Prefill
+    _Wrapper.calls = []
+    monkeypatch.setitem(sys.modules, "flashinfer", mod)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the peer's "needs a GPU" check
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    return mod
+
+
+def _flashinfer(name):
+    batch = _batch(name)
+    fn, label, note = peers.setup_for_batch("flashinfer_paged", batch.spec, "cpu", batch)
+    (wrapper,) = _Wrapper.calls
+    return batch, fn, note, wrapper
+
+
+def test_flashinfer_decode_batch_uses_the_decode_wrapper_on_the_same_cache(fake_flashinfer):
+    batch, fn, note, w = _flashinfer("llama3-8b/decode/batch3-kv40-var/block16")
+    assert isinstance(w, fake_flashinfer.BatchDecodeWithPagedKVCacheWrapper)
+    assert w.init[1] == "NHD" and w.init[2] == {"use_tensor_cores": True}  # GQA 4:1
+    args, kw = w.planned
+    indptr, indices, last, *heads = args
+    spec = batch.spec
+    blocks = spec.blocks_per_seq()
+    assert indptr.tolist() == [0, *torch.tensor(blocks).cumsum(0).tolist()]
+    assert indices.tolist() == [b for i, n in enumerate(blocks) for b in batch.block_table[i, :n].tolist()]
+    assert last.tolist() == [kv - (n - 1) * 16 for kv, n in zip(spec.kv_lens, blocks)]
+    assert heads == [32, 8, 128, 16]
+    assert kw["window_left"] == -1 and kw["logits_soft_cap"] is None
+    assert kw["sm_scale"] == batch.options["scale"]
+    assert kw["q_data_type"] == kw["kv_data_type"] == torch.float16
+    assert "tensor cores" in note and "in place" in note
+    fn()  # the timed call: the kernels' own tensors, no copy
+    q, (k, v) = w.ran
+    assert q is batch.q and k is batch.k_cache and v is batch.v_cache
+
+
+def test_flashinfer_without_grouped_heads_decodes_on_cuda_cores(fake_flashinfer):
+    _, _, note, w = _flashinfer("llama2-7b/decode/batch2-kv32/block16")  # MHA: 1 query head per KV head
+    assert w.init[2] == {"use_tensor_cores": False} and "tensor cores" not in note
+
+
+@pytest.mark.parametrize("name", ["llama3-8b/mixed50/batch4-kv48/block16",
+                                  "llama3-8b/prefill/batch2-kv32/block16"])
+def test_flashinfer_other_batches_use_the_causal_prefill_wrapper(fake_flashinfer, name):
+    batch, _, note, w = _flashinfer(name)
+    assert isinstance(w, fake_flashinfer.BatchPrefillWithPagedKVCacheWrapper) and w.init[1] == "NHD"
+    args, kw = w.planned
+    assert args[0] is batch.cu_seqlens_q and kw["causal"] is True and "causal" in note
+
+
+def test_flashinfer_window_and_softcap_are_passed_on(fake_flashinfer):
+    _, _, _, w = _flashinfer("gemma2-9b/mixed50/batch2-kv64/block16/window16/softcap50")
+    kw = w.planned[1]
+    assert kw["window_left"] == 15  # kernels.batch: a query sees `window` keys, itself included
+    assert kw["logits_soft_cap"] == 50.0
+
+
+@pytest.mark.parametrize("feature, why", [("fp8", "fp8 KV cache"), ("sinks", "sinks")])
+def test_flashinfer_refuses_what_it_is_not_given_here(fake_flashinfer, feature, why):
+    batch = _batch(f"llama3-8b/decode/batch2-kv32/block16/{feature}")
+    with pytest.raises(peers.PeerUnavailable, match=f"flashinfer has no {why} \\("):
+        peers.setup_for_batch("flashinfer_paged", batch.spec, "cpu", batch)
+
+
+def test_flashinfer_refusing_a_plan_is_a_note(fake_flashinfer, monkeypatch):
+    monkeypatch.setattr(_Wrapper, "refuse", True, raising=False)
+    batch = _batch("llama3-8b/decode/batch2-kv32/block16")
+    with pytest.raises(peers.PeerUnavailable, match="flashinfer refused: head_dim 128"):
+        peers.setup_for_batch("flashinfer_paged", batch.spec, "cpu", batch)
+
+
+# --- vLLM's Triton unified attention ------------------------------------------------------------
+
+
+def test_vllm_is_a_note_where_it_is_absent_or_broken(monkeypatch):
+    spec = Scenario.parse("llama3-8b/decode/batch2-kv32/block16").spec()
+    with pytest.raises(peers.PeerUnavailable, match="vllm is not installed"):
+        peers.setup_for_batch("vllm_unified", spec, "cpu")
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))  # imports, without the kernel
+    with pytest.raises(peers.PeerUnavailable, match="Triton unified attention does not import"):
+        peers.setup_for_batch("vllm_unified", spec, "cpu")
+
+
+def test_vllm_reads_the_kernels_batch(monkeypatch):
+    seen = {}
+
+    def unified_attention(q, k, v, out, cu_seqlens_q, max_seqlen_q, seqused_k, max_seqlen_k, softmax_scale,
+                          causal, window_size, block_table, softcap, q_descale, k_descale, v_descale,
+                          alibi_slopes=None, sinks=None):
+        seen.update(locals())
+
+    mod = types.ModuleType("vllm.v1.attention.ops.triton_unified_attention")
+    mod.unified_attention = unified_attention
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    batch = _batch("gpt-oss-20b/mixed50/batch2-kv64/block16/window16/sinks")
+    fn, _, note = peers.setup_for_batch("vllm_unified", batch.spec, "cpu", batch)
+    assert seen["k"] is batch.k_cache and seen["block_table"] is batch.block_table and seen["causal"]
+    assert seen["window_size"] == (15, 0) and seen["sinks"] is batch.options["sinks"]
+    assert seen["max_seqlen_k"] == 64 and seen["k_descale"] is None and "in place" in note
+
+
+# --- peers as cases of a side -------------------------------------------------------------------
+
+
+def _fake_kernels():
+    def variant(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, **options):
+        out.zero_()
+
+    return types.SimpleNamespace(VARIANTS={"fake": variant})
+
+
+def test_attached_peers_are_measured_in_the_variants_rounds(tmp_path, monkeypatch):
+    from perf.latency.measure import Side
+
+    given = []
+
+    def setup(batch, device):
+        given.append(batch)
+        return (lambda: batch.q.sum()), "a stand-in"
+
+    def broken(batch, device):
+        raise peers.PeerUnavailable("refuses this one")
+
+    monkeypatch.setitem(peers.PEERS, "cpu_sum", peers.Peer("cpu_sum", "sum of q", "torch", setup))
+    monkeypatch.setitem(peers.PEERS, "refuser", peers.Peer("refuser", "never runs", "torch", broken))
+    scenario = Scenario.parse("tiny/mixed50/batch2-kv16/block16")
+    path = tmp_path / "r.jsonl"
+    header = {"environment": {"vendor": "cpu", "gpu": "none"}}
+    with results.ResultsWriter(str(path), header, resume=False) as w:
+        side = Side(_fake_kernels(), ["fake"], [scenario], ["eager"], 2, w)
+        side.device = "cpu"
+        cases = side.prepare(scenario)
+        added = peers.attach(side, scenario, ("cpu_sum", "refuser"), cases)
+        assert [c.variant for c in added] == ["peer:cpu_sum", "peer:refuser"]
+        assert given == [cases[0].keep[0]]  # the variants' batch, not a second one
+        assert side.round(0, seed=1) == 2  # the variant and the working peer, one round
+        peers.detach(side, scenario, ("cpu_sum", "refuser"))
+        side.release(scenario)
+        assert side.cases == {}
+    res = results.load(str(path))
+    assert sorted(r["variant"] for r in res.measurements()) == ["fake", "peer:cpu_sum"]
+    (peer_record,) = [r for r in res.measurements() if r["variant"] == "peer:cpu_sum"]
+    assert peer_record["config"] == [{"peer": "cpu_sum", "label": "sum of q", "layout": "a stand-in"}]
+    assert [(r["variant"], r["reason"]) for r in res.skips()] == [("peer:refuser", "refuses this one")]

@@ -1,0 +1,154 @@
+"""`python -m perf table`: a results file of `perf run` rendered as the benchmark table.
+
+The fixture is written in the real results format with chosen medians, so every number of
+the table can be checked by hand: latency cells, throughput derived from latency, the ratio
+to the fastest peer and its geometric mean. The last test measures for real (Triton's
+interpreter) with a stand-in peer and renders what `perf run --peers` wrote.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+from interpreter_support import needs_interpreter
+
+from perf import peers, report, results
+from perf.latency.timing import Samples
+from perf.scenarios import Scenario
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DECODE = "llama3-8b/decode/batch8-kv8192/block16/bf16"
+PREFILL = "llama3-8b/prefill/batch1-kv2048/block16/bf16"
+ENV = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "num_sms": 132, "torch": "2.11",
+       "triton": "3.6.0", "time": "2026-11-22T00:00:00+00:00", "commit": "0123456789abcdef"}
+# (name, scenario, metric) -> ms; every repeat gets these times 0.98, 1.0, 1.05 (median: the value)
+MS = {
+    ("naive", DECODE, "eager"): 1.5, ("naive", DECODE, "graph"): 1.4,
+    ("static_grid", DECODE, "eager"): 0.1, ("static_grid", DECODE, "graph"): 0.09,
+    ("peer:flashinfer_paged", DECODE, "eager"): 0.08, ("peer:flashinfer_paged", DECODE, "graph"): 0.075,
+    ("peer:sdpa_cudnn", DECODE, "eager"): 0.2, ("peer:sdpa_cudnn", DECODE, "graph"): 0.1,
+    ("static_grid", PREFILL, "eager"): 0.3, ("static_grid", PREFILL, "graph"): 0.25,
+    ("peer:sdpa_cudnn", PREFILL, "eager"): 0.15, ("peer:sdpa_cudnn", PREFILL, "graph"): 0.125,
+}
+LABELS = {"flashinfer_paged": "flashinfer (paged, block table)",
+          "sdpa_cudnn": "SDPA cuDNN (dense, not paged)"}
+
+
+def write_fixture(path, decode_name: str = DECODE) -> str:
+    header = {"environment": ENV, "suite": "anchor", "variants": ["naive", "static_grid"],
+              "peers": ["flashinfer_paged", "sdpa_cudnn"], "repeats": 3, "samples": 25,
+              "scenarios": {DECODE: "d1", PREFILL: "d2"}}
+    with results.ResultsWriter(str(path), header, resume=False) as w:
+        for (name, scenario, metric), ms in MS.items():
+            config = []
+            if name.startswith("peer:"):
+                peer = name.removeprefix("peer:")
+                config = [{"peer": peer, "label": LABELS[peer], "layout": f"{peer} layout"}]
+            for r, f in enumerate((0.98, 1.05, 1.0)):
+                w.record(variant=name, scenario=decode_name if scenario == DECODE else scenario,
+                         metric=metric, repeat=r, samples=Samples((ms * f,) * 3), config=config, digest="d")
+        w.skip(variant="naive", scenario=PREFILL, reason="skipped: too slow")
+        w.skip(variant="peer:flashinfer_paged", scenario=PREFILL, reason="flashinfer refused: no")
+    return str(path)
+
+
+def test_throughput_is_derived_once_from_latency():
+    decode, prefill = Scenario.parse(DECODE).spec(), Scenario.parse(PREFILL).spec()
+    kv_bytes = 8 * 8192 * 8 * 128 * 2 * 2  # sequences x KV tokens x KV heads x head size x (K, V) x bf16
+    assert report.kv_read_bytes(decode) == kv_bytes
+    assert report.throughput(decode, 0.1) == pytest.approx((kv_bytes / 1e-4 / 1e9, "KV GB/s"))
+    flops = 4 * 128 * 32 * (2048 * 2049 // 2)  # causal: query i sees i + 1 keys
+    assert report.attention_flops(prefill) == flops
+    assert report.throughput(prefill, 0.25) == pytest.approx((flops / 2.5e-4 / 1e12, "TFLOP/s"))
+    windowed = Scenario.parse("llama3-8b/prefill/batch1-kv2048/block16/window100/bf16").spec()
+    assert report.attention_flops(windowed) == 4 * 128 * 32 * (100 * 101 // 2 + (2048 - 100) * 100)
+
+
+def test_table_shows_every_variant_and_peer_and_ours_over_the_best_peer(tmp_path):
+    md = report.render_table(results.load(write_fixture(tmp_path / "r.jsonl")))
+    lines = md.splitlines()
+    assert lines[0].startswith("Measured on NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)")
+    assert "suite `anchor`" in md
+    header = "| scenario | naive | static_grid | flashinfer_paged | sdpa_cudnn |"
+    i = lines.index(header)
+    assert lines[i + 2] == f"| {DECODE} | 1.500 / 1.400 | 0.100 / 0.0900 | 0.0800 / 0.0750 | 0.200 / 0.100 |"
+    assert lines[i + 3] == f"| {PREFILL} | – / – | 0.300 / 0.250 | – / – | 0.150 / 0.125 |"
+    assert "`flashinfer_paged` = flashinfer (paged, block table) (flashinfer_paged layout)" in md
+    decode_gbs = report.throughput(Scenario.parse(DECODE).spec(), 0.09)[0]
+    fi_gbs = report.throughput(Scenario.parse(DECODE).spec(), 0.075)[0]
+    assert (f"| {DECODE} | 0.0900 | {decode_gbs:.1f} KV GB/s | flashinfer_paged | 0.0750 | "
+            f"{fi_gbs:.1f} KV GB/s | 1.20 |") in lines
+    tflops = report.throughput(Scenario.parse(PREFILL).spec(), 0.25)[0]
+    assert f"| {PREFILL} | 0.250 | {tflops:.1f} TFLOP/s | sdpa_cudnn | 0.125 |" in md and "| 2.00 |" in md
+    gm = math.sqrt(1.2 * 2.0)
+    assert (f"Geometric mean of the ratios (graph): all 2: **{gm:.2f}**, decode (1): 1.20, "
+            f"prefill or mixed (1): 2.00.") in lines
+    assert f"Geometric mean of the ratios (eager): all 2: **{math.sqrt(1.25 * 2.0):.2f}**" in md
+    assert f"- `naive`, {PREFILL}: skipped: too slow" in lines
+    assert f"- `flashinfer_paged`, {PREFILL}: flashinfer refused: no" in lines
+
+
+def test_results_under_the_earlier_names_render_under_the_current_ones(tmp_path):
+    path = write_fixture(tmp_path / "r.jsonl", decode_name="llama3-8b_bs16_b8_s8192_d100_bf16")
+    md = report.render_table(results.load(path))
+    assert f"| {DECODE} | 1.500 / 1.400 |" in md and "_bs16" not in md
+
+
+def test_table_without_peers_or_ours_says_so(tmp_path):
+    res = results.load(write_fixture(tmp_path / "r.jsonl"))
+    assert "No `parallel` in these results" in report.render_table(res, ours="parallel")
+    res.records = [r for r in res.records if not r["variant"].startswith("peer:")]
+    res.header["peers"] = []
+    md = report.render_table(res)
+    assert "No peer measured: `python -m perf run --peers auto`" in md
+    assert "| scenario | naive | static_grid |" in md
+    assert "geometric mean" not in md  # naive ran one scenario: no common set to average over
+    res.records = [r for r in res.records if r["variant"] != "naive"]
+    res.header["variants"] = ["static_grid"]
+    md = report.render_table(res)
+    gm = f"{math.sqrt(0.1 * 0.3):.3f} / {math.sqrt(0.09 * 0.25):.3f}"
+    assert f"| geometric mean, the 2 scenarios every column ran | {gm} |" in md
+
+
+def test_table_command_writes_markdown_and_refuses_a_missing_file(tmp_path):
+    path = write_fixture(tmp_path / "r.jsonl")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-m", "perf", "table", path, "--out", str(tmp_path / "t" / "t.md")],
+                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / "t" / "t.md").read_text() in out.stdout and f"| {DECODE} |" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "perf", "table", str(tmp_path / "none.jsonl")], cwd=ROOT,
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "none.jsonl: results file not found" in bad.stderr
+
+
+@needs_interpreter
+def test_perf_run_measures_peers_beside_the_variants_then_table_renders_them(tmp_path, monkeypatch, capsys):
+    from perf.cli import main
+
+    def setup(batch, device):
+        out = batch.new_output()
+        return (lambda: out.copy_(batch.q)), "copies q"
+
+    monkeypatch.setitem(peers.PEERS, "copy_q", peers.Peer("copy_q", "a copy of q (stand-in)", "torch", setup))
+    out = tmp_path / "run.jsonl"
+    args = ["run", "--suite", "smoke", "--scenarios", "tiny/decode/*", "--variants", "static_grid",
+            "--peers", "copy_q,vllm_unified", "--repeats", "2", "--samples", "2", "--out", str(out)]
+    assert main(args) == 0
+    res = results.load(str(out))
+    assert res.header["peers"] == ["copy_q"] and res.header["peers_absent"] == {
+        "vllm_unified": "vllm is not installed"}
+    measured = sorted((r["variant"], r["repeat"]) for r in res.measurements() if r["metric"] == "eager")
+    assert measured == [("peer:copy_q", 0), ("peer:copy_q", 1), ("static_grid", 0), ("static_grid", 1)]
+    assert main(["table", str(out), "--out", str(tmp_path / "t.md")]) == 0
+    md = (tmp_path / "t.md").read_text()
+    assert "| scenario | static_grid | copy_q |" in md and "tiny/decode/batch1-kv16/block16" in md
+    assert "`static_grid` against the fastest peer, eager" in md
+    assert "Geometric mean of the ratios (eager)" in md
+    assert "Peers not installed: `vllm_unified` (vllm is not installed)." in md
+    assert "Wall-clock times in Triton's interpreter" in md

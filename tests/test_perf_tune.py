@@ -1,0 +1,83 @@
+"""`python -m perf tune` without a GPU: the candidates of each stage, the guard that a
+configuration must reproduce the default's output, the refusal to time in the interpreter."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import pytest
+import torch
+
+from kernels.paged_attention.heuristics import Config
+from perf import tune
+from perf.latency.timing import Samples
+from perf.scenarios import Scenario
+
+BASE = Config(block_m=16, tile_size=64, num_segments=8, num_warps=4, num_stages=3, programs_per_sm=2)
+
+
+def test_stage_candidates_around_the_best_so_far():
+    decode = tune.candidates("tile_warps", BASE, decode=True)
+    assert len(decode) == 12 and {c.block_m for c in decode} == {16}  # decode keeps its Q-block
+    prefill = tune.candidates("tile_warps", BASE, decode=False)
+    assert {(c.block_m, c.tile_size, c.num_warps) for c in prefill} == {
+        (m, t, w) for m in (64, 128) for t in (32, 64, 128) for w in (4, 8)}
+    assert [c.num_segments for c in tune.candidates("segments", BASE, decode=True)] == [1, 2, 4, 8, 16, 32]
+    assert tune.candidates("segments", BASE, decode=False) == []  # prefill runs sequences whole
+    assert [c.num_stages for c in tune.candidates("stages", BASE, True)] == [1, 2, 3, 4]
+    assert [c.programs_per_sm for c in tune.candidates("programs", BASE, False)] == [1, 2, 3, 4]
+
+
+def test_a_configuration_that_changes_the_output_is_never_chosen(monkeypatch):
+    class Launch:
+        def __init__(self, q, out, cfg):
+            self.q, self.out, self.cfg = q, out, cfg
+
+        def __call__(self):  # tile 16 stands for a broken configuration: it computes garbage
+            self.out.copy_(self.q * (3.0 if self.cfg.tile_size == 16 else 1.0))
+
+    class Variant:
+        def plan(self, q, *args, out, config, max_seqlen_q, max_seqlen_k, **options):
+            if config.num_warps == 8:
+                raise RuntimeError("out of resources: shared memory")
+            return out, [Launch(q, out, config)]
+
+    kernels = types.SimpleNamespace(VARIANTS={"static_grid": Variant()})
+    timed = []
+
+    def time_graph(fn, **kw):  # no graphs on CPU: a stand-in that runs the call once
+        fn()
+        timed.append(fn)
+        return Samples((1.0, 1.0, 1.0))
+
+    monkeypatch.setattr("perf.latency.timing.time_graph", time_graph)
+    s = tune._Scenario(kernels, Scenario.parse("tiny/decode/batch2-kv32/block16"), "cpu")
+    assert s.measure(BASE) == 1.0  # the default: the reference output
+    assert s.measure(dataclasses.replace(BASE, tile_size=128)) == 1.0
+    assert s.measure(dataclasses.replace(BASE, tile_size=16)) is None
+    assert s.measure(dataclasses.replace(BASE, num_warps=8)) is None
+    errors = sorted(err for _, ms, err in s.tried.values() if ms is None)
+    assert errors == ["RuntimeError: out of resources: shared memory",
+                      "output differs from the default configuration's"]
+    assert torch.equal(s.reference, s.batch.q) and len(timed) == 2  # only the two good ones were timed
+
+
+def test_tune_needs_a_gpu(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from perf.cli import main
+
+    assert main(["tune", "--scenarios", "llama3-8b/decode/*"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "perf tune: no GPU" in err[0]
+
+
+def test_the_markdown_names_default_and_best():
+    env = {"gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "time": "2026-11-22T00:00:00+00:00"}
+    best = dataclasses.replace(BASE, tile_size=128)
+    md = tune.render(env, {"llama3-8b/decode/batch8-kv8192/block16/bf16": {
+        "default": dataclasses.asdict(BASE), "default_ms": 0.15,
+        "best": dataclasses.asdict(best), "best_ms": 0.1}})
+    assert ("| llama3-8b/decode/batch8-kv8192/block16/bf16 | M16 T64 S8 w4 s3 p2 | 0.1500 | "
+            "M16 T128 S8 w4 s3 p2 | 0.1000 | 1.50x |") in md

@@ -1,0 +1,102 @@
+"""Planning for a target named by hints: the same launches as on that target, from any machine.
+
+The hints `vendor` and `num_sms` replace the device this process sees; the reference here
+is the older way of planning for another vendor (swapping `kernels.platform.current`),
+which must give identical launches, and the heuristics' own choice for that vendor.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import VARIANTS, platform
+from kernels.batch import BatchSpec, build_batch
+from kernels.paged_attention import heuristics, planning
+from kernels.paged_attention.common import q_block_kernel, reduce_segments_kernel
+
+TARGETS = {"nvidia": ("sm_90", 132, 32), "amd": ("gfx942", 304, 64)}  # H100 SXM, MI300X
+BATCHES = {
+    "decode": BatchSpec((1, 1), (3000, 40), num_q_heads=8, num_kv_heads=2, head_size=64),
+    "prefill": BatchSpec((300,), (300,), num_q_heads=8, num_kv_heads=2, head_size=128),
+    "mixed_fp8": BatchSpec((1, 40, 1), (500, 40, 33), num_q_heads=10, num_kv_heads=2, head_size=96,
+                           fp8_kv=True, block_size=32),
+}
+TUNED = ["parallel", "flex_tile", "static_grid"]
+
+
+def _describe(launches):
+    def value(v):
+        return (tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else v
+    return [(L.name, L.grid, L.constexprs, L.num_warps, L.num_stages, L.vendor_options,
+             {k: value(v) for k, v in L.args.items()}) for L in launches]
+
+
+def _as_if_on(monkeypatch, vendor):
+    arch, num_sms, warp = TARGETS[vendor]
+    fake = platform.Platform(vendor, arch, arch, warp, num_sms)
+    monkeypatch.setattr(platform, "current", lambda: fake)
+
+
+@pytest.mark.parametrize("vendor", list(TARGETS))
+@pytest.mark.parametrize("batch_name", list(BATCHES))
+@pytest.mark.parametrize("variant", TUNED)
+def test_hints_plan_what_the_target_plans(monkeypatch, vendor, batch_name, variant):
+    b = build_batch(BATCHES[batch_name])
+    num_sms = TARGETS[vendor][1]
+    with monkeypatch.context() as m:
+        _as_if_on(m, vendor)
+        _, on_target = VARIANTS[variant].plan(*b.args(), **b.options)
+    _, hinted = VARIANTS[variant].plan(*b.args(), vendor=vendor, num_sms=num_sms, **b.options)
+    assert _describe(hinted) == _describe(on_target)
+    if variant != "parallel":  # parallel keeps Triton's defaults; the others follow the trees
+        f = heuristics.features_from_call(b.q, b.k_cache, b.block_table, num_sms=num_sms, vendor=vendor)
+        want = heuristics.choose(vendor, f)
+        main = hinted[0]
+        assert (main.constexprs["BLOCK_M"], main.constexprs["TILE_SIZE"], main.num_warps,
+                main.num_stages, main.vendor_options) == (
+            want.block_m, want.tile_size, want.num_warps, want.num_stages, want.vendor_options(vendor))
+        assert main.args["num_segments"] == want.num_segments
+
+
+def test_hints_win_over_the_device(monkeypatch):
+    b = build_batch(BATCHES["decode"])
+    _, nvidia = VARIANTS["static_grid"].plan(*b.args(), **b.options)  # the interpreter plans NVIDIA's
+    _as_if_on(monkeypatch, "amd")
+    _, hinted = VARIANTS["static_grid"].plan(*b.args(), vendor="nvidia", num_sms=132, **b.options)
+    assert _describe(hinted) == _describe(nvidia)
+    assert planning.resolve_target() == ("amd", 304)
+    assert planning.resolve_target("nvidia") == ("nvidia", 132)  # another vendor: product default
+    assert planning.resolve_target("amd", 80) == ("amd", 80)
+
+
+def test_num_sms_hint_sizes_the_persistent_grid():
+    b = build_batch(BATCHES["prefill"])
+    for num_sms in (1, 3, 300):
+        _, (main,) = VARIANTS["static_grid"].plan(*b.args(), vendor="amd", num_sms=num_sms, **b.options)
+        config = heuristics.choose("amd", planning.batch_features(
+            b.q, b.k_cache, b.block_table, vendor="amd", num_sms=num_sms))
+        q_blocks = b.q.shape[0] // config.block_q(4) + 1
+        assert main.grid == (min(config.programs_per_sm * num_sms, q_blocks * 2),)
+
+
+@pytest.mark.parametrize("variant", ["naive", "qblock"])
+def test_variants_without_heuristics_accept_and_ignore_target_hints(variant):
+    b = build_batch(BATCHES["decode"])
+    _, plain = VARIANTS[variant].plan(*b.args(), **b.options)
+    _, hinted = VARIANTS[variant].plan(*b.args(), vendor="amd", num_sms=304, max_seqlen_q=1,
+                                       max_seqlen_k=3000, **b.options)
+    assert _describe(hinted) == _describe(plain)
+
+
+def test_one_kernel_with_and_without_a_persistent_grid():
+    b = build_batch(BATCHES["decode"])
+    config = heuristics.Config(16, 32, 4, num_warps=4, num_stages=2)
+    _, grid3d = VARIANTS["parallel"].plan(*b.args(), config=config, **b.options)
+    _, persistent = VARIANTS["static_grid"].plan(*b.args(), config=config, **b.options)
+    for launches, flag in ((grid3d, False), (persistent, True)):
+        assert [L.kernel for L in launches] == [q_block_kernel, reduce_segments_kernel]
+        assert all(L.constexprs["PERSISTENT"] is flag for L in launches)
+    q_blocks = b.q.shape[0] // config.block_q(4) + 2
+    assert grid3d[0].grid == (q_blocks, 2, 4) and grid3d[1].grid == (2, 8)
+    assert len(persistent[0].grid) == 1 and len(persistent[1].grid) == 1
