@@ -1,9 +1,29 @@
-"""Statistics of an A/B: ratio of medians, bootstrap interval, Mann-Whitney U, power.
+"""Statistics of an A/B: paired rounds within processes, processes as the unit.
 
-The unit of evidence is a *repeat median*: the median of one round's samples of one
-(variant, scenario, metric) on one side. Samples within a round share the GPU's state of
-the moment and are not independent; repeat medians from interleaved rounds are closer to
-it, which is why the test runs on them (DESIGN 5: at least 10 per side).
+The latency gate measures base and head in the same process on the same tensors, in pairs
+(one round = base and head once each, in alternating order), and repeats that in several
+fresh processes. Its observations are therefore nested:
+
+    d[p][r] = log(head / base) of round r in process p    (each side's value: a median of samples)
+
+Rounds of one process share that process's state (memory placement, compiled binaries,
+clocks of the moment), so they are not independent of each other; processes are. The unit
+of independence is the *process*: `paired` estimates the change as the mean over processes
+of each process's mean paired log ratio, tests it against the spread *between* processes
+(`process_test`: a t-test on process means whose variance is never taken below the noise
+calibrated on this GPU, `perf calibrate`), and gives a hierarchical bootstrap interval
+(processes resampled, then rounds within each). A per-process offset that the pairing does
+not cancel therefore counts as noise, never as a change.
+
+`noise_components` splits A/A data into the round-to-round spread within a process
+(`sigma_round`) and the process-to-process spread of process means beyond it (`tau`); the
+standard deviation of the gate's estimate for P processes of R rounds is then
+`gate_sigma(sigma_round, tau, P, R)`. `min_detectable` turns that into the smallest slowdown
+the gate fails with a given power.
+
+The older unpaired functions (`compare`: ratio of medians, bootstrap interval, Mann-Whitney
+U over repeat medians) remain for results of separate processes (`perf compare`, the
+nightly change-point alert), where nothing better is possible.
 """
 
 from __future__ import annotations
@@ -13,6 +33,149 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as _scipy
+
+# --- paired, hierarchical (the A/B gate) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Paired:
+    ratio: float  # exp(estimate): head / base
+    ci_low: float  # hierarchical bootstrap interval of the ratio
+    ci_high: float
+    p_slower: float  # one-sided, process level: head slower
+    p_faster: float
+    se: float  # standard error of the log ratio the test used
+    df: float  # its degrees of freedom (inf: calibrated noise alone)
+    n_processes: int
+    n_pairs: int
+    noise: str  # which variance the test used: "this run" | "calibrated"
+
+    @property
+    def p_value(self) -> float:
+        return self.p_slower if self.ratio >= 1.0 else self.p_faster
+
+
+def log_ratios(base, head) -> np.ndarray:
+    """Paired log(head / base) per round."""
+    b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
+    return np.log(h) - np.log(b)
+
+
+def process_means(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+    """(mean per process, rounds per process, pooled within-process variance of a round)."""
+    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    means = np.array([g.mean() for g in groups])
+    sizes = np.array([g.size for g in groups])
+    dof = int(sum(s - 1 for s in sizes))
+    within = float(sum(((g - g.mean()) ** 2).sum() for g in groups) / dof) if dof > 0 else 0.0
+    return means, sizes, within
+
+
+def noise_components(groups: list[np.ndarray]) -> tuple[float, float]:
+    """(sigma_round, tau) of A/A log ratios: the round-to-round standard deviation within a
+    process, and the standard deviation of process means beyond what sigma_round explains."""
+    means, sizes, within = process_means(groups)
+    if means.size < 2:
+        return math.sqrt(within), 0.0
+    between = float(means.var(ddof=1))
+    explained = within * float(np.mean(1.0 / sizes))
+    return math.sqrt(within), math.sqrt(max(0.0, between - explained))
+
+
+def gate_sigma(sigma_round: float, tau: float, processes: int, rounds: int) -> float:
+    """Standard deviation of the gate's log-ratio estimate with this many processes and rounds."""
+    return math.sqrt((tau ** 2 + sigma_round ** 2 / max(1, rounds)) / max(1, processes))
+
+
+def process_test(groups: list[np.ndarray], calibrated_var: float | None = None,
+                 calibrated_df: float | None = None) -> tuple[float, float, float, float, str]:
+    """(p_slower, p_faster, se, df, source) of the mean of process means.
+
+    This run's variance of one process's mean is the larger of the spread between its
+    processes and the spread within them / rounds (P - 1 degrees of freedom). Without
+    calibration the test is t with P - 1 degrees of freedom on it. With `calibrated_var`
+    (tau^2 + sigma_round^2 / R from the calibration file, `calibrated_df` degrees of
+    freedom: its processes - 1) the two estimates are pooled, weighted by their degrees of
+    freedom, and never taken below the calibrated one; the test is t with the summed
+    degrees of freedom. A run noisier than its calibration raises the variance; one quieter
+    than it does not lower it. Fewer than two processes and no calibration: no test (p = 1).
+    """
+    means, sizes, within = process_means(groups)
+    p = means.size
+    if p < 2 and calibrated_var is None:
+        return 1.0, 1.0, math.inf, 0.0, "this run"
+    observed = max(float(means.var(ddof=1)) if p > 1 else 0.0, within * float(np.mean(1.0 / sizes)))
+    df_run = float(max(0, p - 1))
+    if calibrated_var is None:
+        var, df, source = observed, df_run, "this run"
+    else:
+        df_cal = calibrated_df if calibrated_df and math.isfinite(calibrated_df) else 1e6
+        pooled = (df_cal * calibrated_var + df_run * observed) / (df_cal + df_run)
+        var, df = max(calibrated_var, pooled), df_cal + df_run
+        source = "calibrated" if pooled <= calibrated_var else "calibrated, raised by this run"
+    se = math.sqrt(var / p)
+    estimate = float(means.mean())
+    if se == 0.0:
+        if estimate == 0.0:
+            return 1.0, 1.0, 0.0, df, source
+        return (0.0, 1.0, 0.0, df, source) if estimate > 0 else (1.0, 0.0, 0.0, df, source)
+    t = estimate / se
+    dist = _scipy.t(df) if math.isfinite(df) else _scipy.norm
+    return float(dist.sf(t)), float(dist.cdf(t)), se, df, source
+
+
+def hierarchical_bootstrap(groups: list[np.ndarray], resamples: int = 2000, confidence: float = 0.95,
+                           seed: int = 0) -> tuple[float, float]:
+    """Percentile interval of exp(mean of process means): processes resampled with
+    replacement, then rounds within each chosen process."""
+    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    rng = np.random.default_rng(seed)
+    p = len(groups)
+    picks = rng.integers(0, p, size=(resamples, p))
+    # Resampled mean of every process, `resamples` times each; then combine per pick.
+    boot_means = np.stack([g[rng.integers(0, g.size, size=(resamples, g.size))].mean(axis=1)
+                           for g in groups], axis=1)  # [resamples, p]
+    estimates = np.take_along_axis(boot_means, picks, axis=1).mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(estimates, [tail, 1.0 - tail])
+    return float(math.exp(lo)), float(math.exp(hi))
+
+
+def paired(groups: list[np.ndarray], *, calibrated_var: float | None = None,
+           calibrated_df: float | None = None, resamples: int = 2000, confidence: float = 0.95,
+           seed: int = 0) -> Paired:
+    """The gate's comparison of one case: `groups` holds each process's paired log ratios."""
+    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if not groups:
+        raise ValueError("no paired rounds")
+    means, sizes, _ = process_means(groups)
+    p_slower, p_faster, se, df, source = process_test(groups, calibrated_var, calibrated_df)
+    lo, hi = hierarchical_bootstrap(groups, resamples, confidence, seed)
+    return Paired(float(math.exp(means.mean())), lo, hi, p_slower, p_faster, se, df, len(groups),
+                  int(sizes.sum()), source)
+
+
+def critical(alpha: float, df: float) -> float:
+    """One-sided critical value of the process test."""
+    return float(_scipy.t.isf(alpha, df) if math.isfinite(df) else _scipy.norm.isf(alpha))
+
+
+def min_detectable(se: float, fail: float, alpha: float, df: float, power: float = 0.95,
+                   attempts: int = 1) -> float:
+    """Smallest slowdown (ratio) the gate fails with probability `power`.
+
+    The estimate is normal around the true log ratio with standard deviation `se`; the gate
+    fails when it exceeds log(fail) and the test's t exceeds its critical value, in every one
+    of `attempts` independent measurements (the first and each re-measure), so each must
+    succeed with power^(1/attempts).
+    """
+    if not math.isfinite(se):
+        return math.inf
+    z = float(_scipy.norm.ppf(power ** (1.0 / max(1, attempts))))
+    return float(math.exp(max(math.log(fail), critical(alpha, df) * se) + z * se))
+
+
+# --- unpaired (separate processes) ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -73,6 +236,8 @@ def mann_whitney(base, head) -> tuple[float, float]:
 
 
 def compare(base, head, resamples: int = 2000, confidence: float = 0.95, seed: int = 0) -> Comparison:
+    """Unpaired comparison of two sets of repeat medians (one process per side: a
+    per-process offset is indistinguishable from a change here)."""
     base = np.asarray(base, dtype=float)
     head = np.asarray(head, dtype=float)
     lo, hi = bootstrap_ci(base, head, resamples, confidence, seed)
@@ -85,48 +250,3 @@ def cv(values) -> float:
     """Coefficient of variation (sample stdev / mean)."""
     v = np.asarray(values, dtype=float)
     return float(v.std(ddof=1) / v.mean()) if v.size > 1 else 0.0
-
-
-def gate_power(cv_: float, n: int, effect: float, alpha: float, fail: float,
-               sims: int = 2000, seed: int = 0) -> float:
-    """Probability that the gate fails a true slowdown `effect` (ratio), by simulation.
-
-    Repeat medians are modelled as normal with relative stdev `cv_` (what an A/A run
-    measures); the gate fails when the ratio of medians exceeds `fail` and the one-sided
-    Mann-Whitney U test gives p < alpha (perf/verdicts.py).
-    """
-    rng = np.random.default_rng(seed)
-    base = rng.normal(1.0, cv_, size=(sims, n))
-    head = rng.normal(effect, cv_ * effect, size=(sims, n))
-    ratio = np.median(head, axis=1) / np.median(base, axis=1)
-    p = _scipy.mannwhitneyu(head, base, alternative="greater", axis=1, method=_method(n)).pvalue
-    return float(np.mean((ratio > fail) & (p < alpha)))
-
-
-def min_detectable_effect(cv_: float, n: int, alpha: float, fail: float, power: float = 0.95,
-                          sims: int = 2000, seed: int = 0, hi: float = 3.0) -> float:
-    """Smallest slowdown (ratio) the gate fails with at least `power`, by bisection."""
-    lo_r, hi_r = 1.0, hi
-    if gate_power(cv_, n, hi_r, alpha, fail, sims, seed) < power:
-        return math.inf
-    for _ in range(30):
-        mid = (lo_r + hi_r) / 2
-        if gate_power(cv_, n, mid, alpha, fail, sims, seed) >= power:
-            hi_r = mid
-        else:
-            lo_r = mid
-        if hi_r - lo_r < 1e-4:
-            break
-    return hi_r
-
-
-def test_only_mde(cv_: float, n: int, alpha: float, power: float = 0.95) -> float:
-    """Normal approximation of the smallest ratio the test alone finds with `power`.
-
-    Two-sample shift of means with stdev cv per repeat; Mann-Whitney's asymptotic
-    efficiency against the t-test is 3/pi for normal data, so the effective n shrinks.
-    """
-    z_a = _scipy.norm.ppf(1 - alpha)
-    z_b = _scipy.norm.ppf(power)
-    n_eff = n * 3 / math.pi
-    return 1.0 + (z_a + z_b) * cv_ * math.sqrt(2.0 / n_eff)

@@ -6,8 +6,9 @@ Schema (see thresholds.yaml, commented for the people who edit it):
 
     version: 1
     <vendor>:                       # nvidia | amd
-      latency: {warn, fail}         # ratios head/base, 1 < warn <= fail
-      statistics: {alpha, repeats, samples, sample_budget_ms, retries, bootstrap, confidence}
+      latency: {warn, fail,         # ratios head/base, 1 < warn <= fail: cases without calibration
+                floor: {warn, fail}, k: {warn, fail}}   # calibrated: max(floor, exp(k x noise))
+      statistics: {alpha, processes, repeats, samples, sample_budget_ms, retries, bootstrap, confidence}
       compile: {targets: [{name, backend, arch, warp_size, max_shared_memory_bytes,
                            max_registers_per_thread}], static: {<key of STATIC_DEFAULTS>: ...}}
       runners: {labels: [...], container, container_options, env: {NAME: value},
@@ -18,6 +19,7 @@ Schema (see thresholds.yaml, commented for the people who edit it):
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -32,8 +34,8 @@ SCHEMA_VERSION = 1
 DEFAULT_PATH = "thresholds.yaml"
 SEVERITIES = ("fail", "warn", "ignore")
 _TOP_KEYS = ("version", *VENDORS, "overrides")
-_STAT_DEFAULTS = {"alpha": 0.01, "repeats": 10, "samples": 25, "sample_budget_ms": 100, "retries": 1,
-                  "bootstrap": 2000, "confidence": 0.95}
+_STAT_DEFAULTS = {"alpha": 0.01, "processes": 3, "repeats": 10, "samples": 25, "sample_budget_ms": 100,
+                  "retries": 1, "bootstrap": 2000, "confidence": 0.95}
 
 # The static gate's rules (`<vendor>.compile.static`; applied by perf.verdicts.static_findings)
 # and what a key the file leaves out means. Severities are fail | warn | ignore, ratios head/base:
@@ -55,18 +57,39 @@ STATIC_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class LatencyThreshold:
-    warn: float  # ratio head/base above which a scenario warns
+    warn: float  # ratio head/base above which a scenario warns (if also significant)
     fail: float  # ratio above which it fails (if also significant)
-    source: str = ""  # "nvidia.latency" or "overrides[0]": where the numbers came from
+    source: str = ""  # "nvidia.latency", "calibrated" or "overrides[0]": where the numbers came from
+    noise: float | None = None  # calibrated standard deviation of the gate's log ratio, if any
+
+    @property
+    def calibrated(self) -> bool:
+        return self.noise is not None
 
     def describe(self) -> str:
-        return f"warn > {self.warn:g}, fail > {self.fail:g}"
+        return f"warn > {self.warn:.4g}, fail > {self.fail:.4g}"
+
+
+@dataclass(frozen=True)
+class NoiseRule:
+    """Thresholds of a calibrated case: max(floor, exp(k x noise)), noise being the standard
+    deviation of the gate's log ratio that `perf calibrate` measured for that case."""
+
+    floor_warn: float
+    floor_fail: float
+    k_warn: float
+    k_fail: float
+
+    def apply(self, noise: float) -> tuple[float, float]:
+        warn = max(self.floor_warn, math.exp(self.k_warn * noise))
+        return warn, max(warn, self.floor_fail, math.exp(self.k_fail * noise))
 
 
 @dataclass(frozen=True)
 class Statistics:
-    alpha: float  # significance level of the one-sided Mann-Whitney U test
-    repeats: int  # independent repeat medians per side
+    alpha: float  # significance level of the one-sided process-level test (perf/stats.py)
+    processes: int  # fresh processes the A/B is repeated in (the unit of independence)
+    repeats: int  # paired rounds per process
     samples: int  # timed samples per repeat (at most)
     sample_budget_ms: float  # fewer samples (>= 5) for calls so long that a repeat would exceed this
     retries: int  # re-measurements of a failing scenario before it fails
@@ -103,6 +126,7 @@ class VendorThresholds:
     targets: tuple[CompileTarget, ...]
     static: dict[str, Any]  # every key of STATIC_DEFAULTS: severity, ratio or None (rule off)
     runners: Runners
+    noise_rule: NoiseRule | None = None  # latency.floor / latency.k: thresholds of calibrated cases
 
 
 @dataclass(frozen=True)
@@ -137,9 +161,19 @@ class Thresholds:
                               f"add a `{name}:` section or pass --vendor {'|'.join(VENDORS)}")
         return self.vendors[name]
 
-    def latency(self, vendor: str, variant: str, scenario: str, metric: str) -> LatencyThreshold:
-        """The vendor's latency threshold, with every matching override applied in order."""
-        t = self.vendor(vendor).latency
+    def latency(self, vendor: str, variant: str, scenario: str, metric: str,
+                noise: float | None = None) -> LatencyThreshold:
+        """The latency threshold of one case, with every matching override applied in order.
+
+        `noise`: the calibrated standard deviation of the gate's log ratio for this case
+        (`Calibration.noise`); with it the vendor's noise rule sets the thresholds, without it
+        the vendor's uncalibrated defaults (`latency.warn` / `latency.fail`) apply."""
+        vt = self.vendor(vendor)
+        t = vt.latency
+        if noise is not None and vt.noise_rule is not None:
+            warn, fail = vt.noise_rule.apply(noise)
+            t = LatencyThreshold(warn, fail, f"calibrated ({vendor}.latency.k x noise {100 * noise:.2f} %, "
+                                             f"floor {vt.noise_rule.floor_fail:g})", noise)
         for o in self.overrides:
             if o.matches(vendor, variant, scenario, metric):
                 warn = o.warn if o.warn is not None else t.warn
@@ -207,15 +241,18 @@ def _kind(value: Any) -> str:
 def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
     v = c.mapping(v, name, ("latency", "statistics", "compile", "runners"),
                   ("latency", "statistics", "compile", "runners"))
-    warn, fail = c.ratio_pair(v["latency"], f"{name}.latency", required=True)
+    lat = c.mapping(v["latency"], f"{name}.latency", ("warn", "fail", "floor", "k"), ("warn", "fail"))
+    warn, fail = c.ratio_pair({k: lat[k] for k in ("warn", "fail")}, f"{name}.latency", required=True)
     latency = LatencyThreshold(warn, fail, f"{name}.latency")
+    noise_rule = _parse_noise_rule(c, name, lat)
 
     s = c.mapping(v["statistics"], f"{name}.statistics", tuple(_STAT_DEFAULTS))
     s = {**_STAT_DEFAULTS, **s}
     w = f"{name}.statistics"
     stats = Statistics(
         alpha=c.number(s["alpha"], f"{w}.alpha", 0.0, 0.5, lo_open=True),
-        repeats=c.integer(s["repeats"], f"{w}.repeats", 10, 1000),  # DESIGN 5: >= 10 per side
+        processes=c.integer(s["processes"], f"{w}.processes", 3, 100),  # a variance needs >= 3 units
+        repeats=c.integer(s["repeats"], f"{w}.repeats", 4, 1000),
         samples=c.integer(s["samples"], f"{w}.samples", 3, 100000),
         sample_budget_ms=c.number(s["sample_budget_ms"], f"{w}.sample_budget_ms", 0.0, 1e6, lo_open=True),
         retries=c.integer(s["retries"], f"{w}.retries", 0, 10),
@@ -284,7 +321,26 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
                                    allow_empty=True),
         env=dict(env),
     )
-    return VendorThresholds(name, latency, stats, tuple(targets), {**STATIC_DEFAULTS, **static}, runners)
+    vt = VendorThresholds(name, latency, stats, tuple(targets), {**STATIC_DEFAULTS, **static}, runners)
+    return replace(vt, noise_rule=noise_rule)
+
+
+def _parse_noise_rule(c: _Checker, name: str, lat: dict) -> NoiseRule | None:
+    """`latency.floor` and `latency.k` (both or neither): thresholds of calibrated cases."""
+    if "floor" not in lat and "k" not in lat:
+        return None
+    for key in ("floor", "k"):
+        if key not in lat:
+            c.fail(f"{name}.latency", f"missing {key!r}: give floor and k together (or neither)")
+    w_floor, f_floor = c.ratio_pair(lat["floor"], f"{name}.latency.floor", required=True)
+    if f_floor > lat["fail"]:
+        c.fail(f"{name}.latency.floor.fail", f"must be <= latency.fail ({lat['fail']:g}), got {f_floor:g}")
+    k = c.mapping(lat["k"], f"{name}.latency.k", ("warn", "fail"), ("warn", "fail"))
+    k_warn = c.number(k["warn"], f"{name}.latency.k.warn", 0.0, 100.0, lo_open=True)
+    k_fail = c.number(k["fail"], f"{name}.latency.k.fail", 0.0, 100.0, lo_open=True)
+    if k_fail < k_warn:
+        c.fail(f"{name}.latency.k.fail", f"must be >= k.warn ({k_warn:g}), got {k_fail:g}")
+    return NoiseRule(w_floor, f_floor, k_warn, k_fail)
 
 
 def _parse_overrides(c: _Checker, items: Any) -> tuple[Override, ...]:
@@ -330,15 +386,136 @@ def parse_thresholds(data: Any, path: str = DEFAULT_PATH) -> Thresholds:
 def load_thresholds(path: str | os.PathLike = DEFAULT_PATH) -> Thresholds:
     """Read and validate the thresholds file (ConfigError on the first problem)."""
     path = os.fspath(path)
+    data = _read_yaml(path, "run from the repository root or pass --thresholds PATH", "fix the syntax")
+    return parse_thresholds(data, path)
+
+
+def _read_yaml(path: str, if_missing: str, if_invalid: str) -> Any:
+    """Parsed YAML of `path`; ConfigError naming the file (and line) with the fix."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            return yaml.safe_load(f)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found; run from the repository root or pass "
-                          f"--thresholds PATH") from None
+        raise ConfigError(f"{path}: file not found; {if_missing}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(syntax)"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{path}: {where}: invalid YAML ({problem}); fix the syntax") from None
-    return parse_thresholds(data, path)
+        raise ConfigError(f"{path}: {where}: invalid YAML ({problem}); {if_invalid}") from None
+
+
+# --- calibration: measured noise per case --------------------------------------------------
+
+CALIBRATION_DIR = "calibration"  # beside the thresholds file: calibration/<vendor>.yaml
+CALIBRATION_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CaseNoise:
+    """A/A noise of one (variant, scenario, metric), as `perf calibrate` measured it."""
+
+    sigma_round: float  # standard deviation of a round's paired log ratio within a process
+    tau: float  # standard deviation of process means beyond sigma_round (per-process offsets)
+    processes: int  # A/A processes it was measured in
+    rounds: int  # paired rounds in all
+    median_ms: float  # the case's latency, for people reading the file
+
+    def variance(self, rounds: int) -> float:
+        """Variance of one process's mean log ratio over `rounds` rounds."""
+        return self.tau ** 2 + self.sigma_round ** 2 / max(1, rounds)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    path: str
+    vendor: str
+    gpu: str
+    meta: dict  # date, driver, commit, settings...
+    cases: dict[tuple[str, str, str], CaseNoise]
+    launch_cost: dict | None = None  # {fail_percent, ...}: the launch-cost suite's threshold
+
+    def case(self, variant: str, scenario: str, metric: str) -> CaseNoise | None:
+        return self.cases.get((variant, scenario, metric))
+
+    def noise(self, variant: str, scenario: str, metric: str, processes: int, rounds: int) -> float | None:
+        """Standard deviation of the gate's log ratio for this case with `processes` x `rounds`."""
+        c = self.case(variant, scenario, metric)
+        return None if c is None else math.sqrt(c.variance(rounds) / max(1, processes))
+
+    def describe(self) -> str:
+        m = self.meta
+        return (f"{self.path}: {len(self.cases)} cases calibrated on {m.get('date', '?')} ({self.gpu}, "
+                f"driver {m.get('driver', '?')}, commit {str(m.get('commit', '?'))[:10]}, "
+                f"{m.get('processes', '?')} A/A processes x {m.get('repeats', '?')} rounds)")
+
+
+def calibration_path(thresholds_path: str, vendor: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(thresholds_path)), CALIBRATION_DIR, f"{vendor}.yaml")
+
+
+def parse_calibration(data: Any, path: str) -> Calibration:
+    """Validate a parsed calibration file; ConfigError naming `path` and the first bad field."""
+    c = _Checker(path)
+    if data is None:
+        c.fail("(top level)", "the file is empty; rerun `python -m perf calibrate`")
+    data = c.mapping(data, "(top level)", ("version", "vendor", "gpu", "meta", "cases", "launch_cost"),
+                     ("version", "vendor", "gpu", "cases"))
+    if data["version"] != CALIBRATION_VERSION:
+        c.fail("version", f"this harness reads version {CALIBRATION_VERSION}, got {data['version']!r}; "
+                          f"rerun `python -m perf calibrate`")
+    vendor = c.string(data["vendor"], "vendor")
+    if vendor not in VENDORS:
+        c.fail("vendor", f"unknown vendor {vendor!r} (expected one of: {', '.join(VENDORS)})")
+    if not isinstance(data["cases"], list):
+        c.fail("cases", f"expected a list, got {_kind(data['cases'])}")
+    cases = {}
+    keys = ("variant", "scenario", "metric", "sigma_round", "tau", "processes", "rounds", "median_ms")
+    for i, e in enumerate(data["cases"]):
+        w = f"cases[{i}]"
+        e = c.mapping(e, w, keys, keys)
+        variant, scenario, metric = (c.string(e[k], f"{w}.{k}") for k in ("variant", "scenario", "metric"))
+        key = (variant, _scenario_name(scenario), metric)
+        cases[key] = CaseNoise(
+            sigma_round=c.number(e["sigma_round"], f"{w}.sigma_round", 0.0, 10.0),
+            tau=c.number(e["tau"], f"{w}.tau", 0.0, 10.0),
+            processes=c.integer(e["processes"], f"{w}.processes", 2, 100000),
+            rounds=c.integer(e["rounds"], f"{w}.rounds", 2, 10000000),
+            median_ms=c.number(e["median_ms"], f"{w}.median_ms", 0.0, 1e9))
+    launch = data.get("launch_cost")
+    if launch is not None:
+        launch = c.mapping(launch, "launch_cost")
+        if "fail_percent" not in launch:
+            c.fail("launch_cost", "missing required key 'fail_percent'")
+        c.number(launch["fail_percent"], "launch_cost.fail_percent", 0.0, 1000.0, lo_open=True)
+    meta = c.mapping(data.get("meta") or {}, "meta")
+    return Calibration(path, vendor, c.string(data["gpu"], "gpu"), dict(meta), cases, launch)
+
+
+def _scenario_name(name: str) -> str:
+    """The current name of a scenario a calibration file names either way (perf/scenarios.py
+    reads the earlier names as the same batches), so older files keep applying."""
+    from perf.scenarios import canonical_name
+
+    return canonical_name(name)
+
+
+def load_calibration(path: str) -> Calibration:
+    """Read and validate one calibration file (ConfigError on a problem, naming the file)."""
+    rerun = "rerun `python -m perf calibrate` on the GPU"
+    return parse_calibration(_read_yaml(path, rerun, rerun), path)
+
+
+def calibration_for(thresholds: Thresholds, vendor: str, gpu: str | None) -> tuple[Calibration | None, str]:
+    """The calibration that applies to `gpu` (None if there is none) and a note saying which."""
+    path = calibration_path(thresholds.path, vendor)
+    if not os.path.exists(path):
+        return None, (f"no calibration ({os.path.relpath(path)} missing): every case uses the uncalibrated "
+                      f"{vendor}.latency defaults; run `python -m perf calibrate` on this GPU")
+    cal = load_calibration(path)
+    if cal.vendor != vendor:
+        raise ConfigError(f"{path}: vendor is {cal.vendor!r} but the file is named for {vendor!r}; rerun "
+                          f"`python -m perf calibrate`")
+    if gpu is not None and cal.gpu != gpu:
+        return None, (f"{os.path.relpath(path)} was measured on {cal.gpu}, this GPU is {gpu}: every case "
+                      f"uses the uncalibrated {vendor}.latency defaults")
+    return cal, cal.describe()

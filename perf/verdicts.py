@@ -5,10 +5,13 @@ latency gate, `static_findings` for the static gate (perf/static/). The report r
 and `exit_code` turns them into the process's status (0 pass, warnings allowed; 1
 regression or wrong result; 2 bad input, raised earlier as ConfigError).
 
-Latency rule (DESIGN 5): fail only when the ratio of medians (head/base) exceeds the
-vendor's fail threshold *and* the one-sided Mann-Whitney U test says head is slower with
-p < alpha; an excess that is not significant, or that lies between warn and fail, warns.
-`improved` mirrors it: faster than 1/warn and significant.
+Latency rule, the same in both directions: a change *fails* (or counts as *improved*) only
+when its ratio (head/base) lies beyond the fail threshold (1/fail for improved) *and* the
+one-sided test in that direction is significant (p < alpha). It *warns* when it is slower
+beyond the warn threshold and significant, or slower beyond the fail threshold but not
+significant (inconclusive: the measurement was noisier than its calibration). A faster
+change with less evidence than that is ok, with a note. The thresholds of a case come from
+perf/thresholds.py (calibrated noise or the vendor's defaults); the test from perf/stats.py.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ class Finding:
     threshold: str  # human text, e.g. "warn > 1.03, fail > 1.05"
     verdict: Verdict
     note: str = ""
+    # Latency: the smallest slowdown (ratio) this case fails with 95 % power at the gate's
+    # settings and thresholds (perf.stats.min_detectable); None where unknown.
+    min_detectable: float | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -67,17 +73,29 @@ class Finding:
 def latency_verdict(ratio: float, p_slower: float, p_faster: float, warn: float, fail: float,
                     alpha: float) -> tuple[Verdict, str]:
     """The latency verdict and a short note on why (the rule of this module's docstring)."""
-    if ratio > fail and p_slower < alpha:
-        return Verdict.FAIL, "slower beyond the fail threshold, significant"
     if ratio > fail:
-        return Verdict.WARN, f"beyond the fail threshold but not significant (p >= {alpha:g})"
-    if ratio > warn:
-        return Verdict.WARN, "beyond the warn threshold"
+        if p_slower < alpha:
+            return Verdict.FAIL, "slower beyond the fail threshold, significant"
+        return Verdict.WARN, f"slower beyond the fail threshold but not significant (p >= {alpha:g})"
+    if ratio > warn and p_slower < alpha:
+        return Verdict.WARN, "slower beyond the warn threshold, significant"
+    if ratio < 1.0 / fail and p_faster < alpha:
+        return Verdict.IMPROVED, "faster beyond the fail threshold, significant"
     if ratio < 1.0 / warn and p_faster < alpha:
-        return Verdict.IMPROVED, "faster, significant"
+        return Verdict.OK, "faster beyond the warn threshold, significant"
     if ratio > 1.0 and p_slower < alpha:
         return Verdict.OK, "slower, significant, within the warn threshold"
     return Verdict.OK, ""
+
+
+def detectable_summary(findings: list[Finding], effects: tuple[float, ...] = (0.02, 0.05, 0.10)) -> str:
+    """One line: how many measured latency cases can see a slowdown of 2 %, 5 %, 10 %."""
+    known = [f.min_detectable for f in findings if f.gate == "latency" and f.min_detectable is not None]
+    if not known:
+        return "smallest detectable slowdown: unknown (no measured case)"
+    parts = [f"{sum(m <= 1.0 + e + 1e-9 for m in known)} see {100 * e:g} %" for e in effects]
+    return (f"of {len(known)} measured cases, with 95 % power: " + ", ".join(parts)
+            + " (per case: `min_detectable` in findings.json)")
 
 
 def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,

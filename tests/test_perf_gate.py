@@ -1,7 +1,9 @@
-"""Gate verdicts, exit codes and the comparison of two results files (synthetic results)."""
+"""Gate verdicts, exit codes and findings from paired results files (synthetic results)."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 
 import numpy as np
@@ -9,10 +11,10 @@ import pytest
 
 from perf import results
 from perf.errors import ConfigError
-from perf.latency.ab import compare_results
+from perf.latency import ab, analysis
 from perf.latency.timing import Samples
-from perf.thresholds import load_thresholds
-from perf.verdicts import Finding, Verdict, exit_code, latency_verdict, worst_first
+from perf.thresholds import Calibration, CaseNoise, load_thresholds
+from perf.verdicts import Finding, Verdict, detectable_summary, exit_code, latency_verdict, worst_first
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TH = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
@@ -20,20 +22,27 @@ TH = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
 
 @pytest.mark.parametrize("ratio,p_slow,p_fast,verdict", [
     (1.10, 0.001, 0.99, Verdict.FAIL),  # beyond fail and significant
-    (1.10, 0.20, 0.80, Verdict.WARN),  # beyond fail, not significant: never fails
-    (1.04, 0.001, 0.99, Verdict.WARN),  # between warn and fail
+    (1.10, 0.20, 0.80, Verdict.WARN),  # beyond fail, not significant: inconclusive, never fails
+    (1.04, 0.001, 0.99, Verdict.WARN),  # between warn and fail, significant
+    (1.04, 0.20, 0.80, Verdict.OK),  # between warn and fail, not significant: no evidence
     (1.02, 0.001, 0.99, Verdict.OK),  # significant but small
     (1.00, 0.50, 0.50, Verdict.OK),
-    (0.90, 0.99, 0.001, Verdict.IMPROVED),
+    (0.90, 0.99, 0.001, Verdict.IMPROVED),  # the mirror image of FAIL
+    (0.96, 0.99, 0.001, Verdict.OK),  # faster beyond 1/warn only: not "improved"
     (0.90, 0.80, 0.20, Verdict.OK),  # faster but not significant
 ])
-def test_latency_verdict(ratio, p_slow, p_fast, verdict):
+def test_latency_verdict_is_symmetric(ratio, p_slow, p_fast, verdict):
     assert latency_verdict(ratio, p_slow, p_fast, warn=1.03, fail=1.05, alpha=0.01)[0] is verdict
+    mirrored = latency_verdict(1 / ratio, p_fast, p_slow, warn=1.03, fail=1.05, alpha=0.01)[0]
+    if verdict is Verdict.FAIL:
+        assert mirrored is Verdict.IMPROVED
+    if verdict is Verdict.IMPROVED:
+        assert mirrored is Verdict.FAIL
 
 
-def _finding(verdict: Verdict, ratio: float | None, scenario: str = "s") -> Finding:
-    return Finding("latency", "nvidia", "GPU", "v", scenario, "eager", 1.0, ratio, ratio, None, None,
-                   0.5, "warn > 1.03, fail > 1.05", verdict)
+def _finding(verdict: Verdict, ratio: float | None, scenario: str = "s", mde=None) -> Finding:
+    return Finding("latency", "nvidia", "GPU", "v", scenario, "graph", 1.0, ratio, ratio, None, None,
+                   0.5, "warn > 1.03, fail > 1.05", verdict, min_detectable=mde)
 
 
 def test_exit_code_and_order():
@@ -44,98 +53,161 @@ def test_exit_code_and_order():
     assert exit_code([]) == 0
     assert [f.verdict for f in worst_first([imp, ok, fail, warn])] == [
         Verdict.FAIL, Verdict.WARN, Verdict.OK, Verdict.IMPROVED]
-    f2 = _finding(Verdict.FAIL, 1.5, "t")
-    assert worst_first([fail, f2])[0] is f2  # larger ratio first within a verdict
 
 
-def test_finding_round_trips_through_json():
-    f = _finding(Verdict.FAIL, 1.2)
+def test_finding_round_trips_through_json_old_findings_too():
+    f = _finding(Verdict.FAIL, 1.2, mde=1.013)
     assert Finding.from_dict(f.to_dict()) == f
+    old = f.to_dict()
+    del old["min_detectable"]  # findings version 1
+    assert Finding.from_dict(old).min_detectable is None
 
 
-# --- compare_results on synthetic results files --------------------------------------------
+def test_detectable_summary_counts_cases():
+    fs = [_finding(Verdict.OK, 1.0, mde=m) for m in (1.015, 1.04, 1.09, 1.3)] + [_finding(Verdict.OK, None)]
+    assert detectable_summary(fs).startswith("of 4 measured cases, with 95 % power: 1 see 2 %, 2 see 5 %, "
+                                             "3 see 10 %")
+
+
+# --- paired results files, as the gate's workers write them ---------------------------------
 
 ENV = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90"}
 
 
-def _write(path, medians: dict, env=ENV, skips=(), digest="d") -> results.Results:
-    """medians: (variant, scenario, metric) -> list of repeat medians."""
-    with results.ResultsWriter(str(path), {"environment": env}, resume=False) as w:
-        for (v, s, m), values in medians.items():
-            for r, x in enumerate(values):
-                w.record(variant=v, scenario=s, metric=m, repeat=r, samples=Samples((x * 0.99, x, x * 1.01)),
-                         config=[{"kernel": "k"}], digest=digest)
-        for v, s, reason, kind in skips:
-            w.skip(variant=v, scenario=s, reason=reason, kind=kind)
-    return results.load(str(path))
+def _write_pair(tmp_path, cases: dict, processes: int = 3, rounds: int = 10, skips=(), seed=0):
+    """cases: (variant, scenario, metric) -> (effect ratio, per-process offset sd, round sd).
+    Writes base.jsonl and head.jsonl with paired records as perf/latency/worker.py does."""
+    rng = np.random.default_rng(seed)
+    writers = {s: results.ResultsWriter(str(tmp_path / f"{s}.jsonl"), {"environment": ENV, "side": s},
+                                        resume=False) for s in ("base", "head")}
+    ids = [f"proc{p}" for p in range(processes)]
+    for key, (effect, tau, sigma) in cases.items():
+        for p, pid in enumerate(ids):
+            offset = rng.normal(0, tau)
+            for r in range(rounds):
+                b = 0.1 * math.exp(rng.normal(0, 0.001))
+                h = b * effect * math.exp(offset + rng.normal(0, sigma))
+                for side, value in (("base", b), ("head", h)):
+                    writers[side].record(variant=key[0], scenario=key[1], metric=key[2],
+                                         repeat=p * rounds + r, samples=Samples((value,)), config=[],
+                                         digest="d", process=pid, position=0 if side == "base" else 1)
+    for side, v, s, reason, kind in skips:
+        writers[side].skip(variant=v, scenario=s, reason=reason, kind=kind)
+    for w in writers.values():
+        w.close()
+    return results.load(str(tmp_path / "base.jsonl")), results.load(str(tmp_path / "head.jsonl")), set(ids)
 
 
-def _rng_values(center, cv, n=10, seed=0):
-    return list(np.random.default_rng(seed).normal(center, center * cv, n))
-
-
-def test_compare_finds_regression_improvement_and_noise(tmp_path):
-    key = lambda s: ("qblock", s, "eager")  # noqa: E731
-    noisy = [1.08 * x for x in _rng_values(1.0, 0.2, seed=4)][::-1]
-    base = _write(tmp_path / "b.jsonl", {key("slow"): _rng_values(1.0, 0.005, seed=1),
-                                         key("same"): _rng_values(1.0, 0.005, seed=2),
-                                         key("fast"): _rng_values(1.0, 0.005, seed=3),
-                                         key("noisy"): _rng_values(1.0, 0.2, seed=4)})
-    head = _write(tmp_path / "h.jsonl", {key("slow"): _rng_values(1.10, 0.005, seed=5),
-                                         key("same"): _rng_values(1.0, 0.005, seed=6),
-                                         key("fast"): _rng_values(0.8, 0.005, seed=7),
-                                         key("noisy"): noisy})
-    by = {f.scenario: f for f in compare_results(base, head, TH, "nvidia")}
-    assert by["slow"].verdict is Verdict.FAIL and by["slow"].ratio == pytest.approx(1.10, abs=0.01)
-    assert by["slow"].ci_low < 1.10 < by["slow"].ci_high
+def test_paired_findings_fail_improve_and_ignore_process_offsets(tmp_path):
+    k = lambda s: ("static_grid", s, "graph")  # noqa: E731
+    base, head, ids = _write_pair(tmp_path, {
+        k("slow"): (1.06, 0.0005, 0.002), k("same"): (1.0, 0.0005, 0.002), k("fast"): (0.90, 0.0005, 0.002),
+        k("offsets"): (1.0, 0.05, 0.001),  # processes 5 % apart, rounds quiet: no change at all
+    })
+    by = {f.scenario: f for f in analysis.paired_findings(base, head, TH, "nvidia", None, ids)}
+    assert by["slow"].verdict is Verdict.FAIL and by["slow"].ratio == pytest.approx(1.06, abs=0.005)
+    assert by["slow"].ci_low < 1.06 < by["slow"].ci_high
     assert by["same"].verdict is Verdict.OK
     assert by["fast"].verdict is Verdict.IMPROVED
-    assert by["noisy"].verdict is not Verdict.FAIL  # 8 % slower but lost in 20 % noise
-    assert by["slow"].target == ENV["gpu"] and by["slow"].threshold.startswith("warn > 1.03")
+    assert by["offsets"].verdict is not Verdict.FAIL and by["offsets"].p_value > 0.01
+    assert "uncalibrated default threshold" in by["same"].note
+    assert "3 processes x 10 rounds" in by["same"].note
+    assert 1.05 < by["same"].min_detectable < 1.07  # default fail 1.05 plus a little noise
+    assert by["offsets"].min_detectable > by["same"].min_detectable
 
 
-def test_compare_reports_missing_and_broken_variants(tmp_path):
-    vals = _rng_values(1.0, 0.005)
-    base = _write(tmp_path / "b.jsonl", {("gone", "s", "eager"): vals, ("broke", "s", "eager"): vals},
-                  skips=[("new", "s", "variant 'new' is not registered in this checkout", "missing"),
-                         ("naive", "s", "variant 'naive' does not support softcap", "skip")])
-    head = _write(tmp_path / "h.jsonl", {("new", "s", "eager"): vals},
-                  skips=[("gone", "s", "variant 'gone' is not registered in this checkout", "missing"),
-                         ("broke", "s", "output has NaN/Inf", "error"),
-                         ("naive", "s", "variant 'naive' does not support softcap", "skip")])
-    by = {f.variant: f for f in compare_results(base, head, TH, "nvidia")}
-    assert by["broke"].verdict is Verdict.FAIL and "broken on head" in by["broke"].note
-    assert by["gone"].verdict is Verdict.WARN and "not registered" in by["gone"].note
+def test_calibration_sets_thresholds_and_the_test_floor(tmp_path):
+    k = ("static_grid", "s", "graph")
+    base, head, ids = _write_pair(tmp_path, {k: (1.02, 0.0002, 0.001)})
+    (uncal,) = analysis.paired_findings(base, head, TH, "nvidia", None, ids)
+    assert uncal.verdict is Verdict.OK  # 2 % is inside the default 1.05
+    quiet = Calibration("c.yaml", "nvidia", ENV["gpu"], {}, {k: CaseNoise(0.001, 0.0002, 6, 60, 0.1)})
+    (cal,) = analysis.paired_findings(base, head, TH, "nvidia", quiet, ids)
+    assert cal.verdict is Verdict.FAIL and "calibrated" in cal.threshold
+    assert cal.min_detectable < 1.02
+    loud = Calibration("c.yaml", "nvidia", ENV["gpu"], {}, {k: CaseNoise(0.03, 0.02, 6, 60, 0.1)})
+    (noisy,) = analysis.paired_findings(base, head, TH, "nvidia", loud, ids)
+    assert noisy.verdict is Verdict.OK and "noise: calibrated" in noisy.note  # the calibration knows better
+
+
+def test_processes_not_listed_are_ignored(tmp_path):
+    k = ("static_grid", "s", "graph")
+    base, head, ids = _write_pair(tmp_path, {k: (1.2, 0.0, 0.001)}, processes=4)
+    (f,) = analysis.paired_findings(base, head, TH, "nvidia", None, {"proc0", "proc1", "proc2"})
+    assert "3 processes" in f.note
+
+
+def test_missing_and_broken_cases(tmp_path):
+    k = lambda v: (v, "s", "graph")  # noqa: E731
+    base, head, ids = _write_pair(tmp_path, {k("ok"): (1.0, 0.0, 0.001)}, skips=[
+        ("head", "broke", "s", "output has NaN/Inf (unwritten or wrong): not timed", "error"),
+        ("base", "both", "s", "RuntimeError: boom", "error"),
+        ("head", "both", "s", "RuntimeError: boom", "error"),
+        ("head", "gone", "s", "variant 'gone' is not registered in this checkout", "missing"),
+        ("base", "new", "s", "variant 'new' is not registered in this checkout", "missing"),
+        ("base", "naive", "s", "variant 'naive' does not support softcap", "skip"),
+        ("head", "naive", "s", "variant 'naive' does not support softcap", "skip"),
+        ("head", "ok", "s", "eager: RuntimeError: only the eager metric broke", "error"),
+    ])
+    by = {f.variant: f for f in analysis.paired_findings(base, head, TH, "nvidia", None, ids)}
+    assert by["broke"].verdict is Verdict.FAIL and by["broke"].note.startswith("broken on head")
+    assert by["both"].verdict is Verdict.WARN and "broken on both sides" in by["both"].note
+    assert by["gone"].verdict is Verdict.WARN and "not measured on head" in by["gone"].note
     assert by["new"].verdict is Verdict.OK and "new on head" in by["new"].note
     assert by["naive"].verdict is Verdict.OK and "skipped on both sides" in by["naive"].note
+    assert by["ok"].verdict is Verdict.OK and by["ok"].ratio is not None  # the graph metric was measured
+    assert exit_code(list(by.values())) == 1
 
 
-def test_compare_warns_when_batches_differ(tmp_path):
-    vals = _rng_values(1.0, 0.005)
-    base = _write(tmp_path / "b.jsonl", {("q", "s", "eager"): vals}, digest="aaa")
-    head = _write(tmp_path / "h.jsonl", {("q", "s", "eager"): [v * 1.2 for v in vals]}, digest="bbb")
-    (f,) = compare_results(base, head, TH, "nvidia")
-    assert f.verdict is Verdict.WARN and "batch differs" in f.note
+def test_recompute_applies_the_re_measure_like_the_gate(tmp_path):
+    k = lambda s: ("static_grid", s, "graph")  # noqa: E731
+    # six processes: the first three the measurement, the last three the re-measure of "slow"
+    _write_pair(tmp_path, {k("slow"): (1.06, 0.0005, 0.002), k("same"): (1.0, 0.0005, 0.002)}, processes=6)
+    (tmp_path / "gate.json").write_text(json.dumps({"identity": {}, "processes": [
+        {"attempt": 0 if p < 3 else 1, "index": p % 3, "process": f"proc{p}", "first_repeat": 0, "pairs": 1}
+        for p in range(6)]}))
+    (tmp_path / "retry1-keys.json").write_text(json.dumps([list(k("slow"))]))
+    by = {f.scenario: f for f in ab.recompute(str(tmp_path), TH, "nvidia", None)}
+    assert by["slow"].verdict is Verdict.FAIL and "re-measured in fresh processes" in by["slow"].note
+    assert by["same"].verdict is Verdict.OK and "re-measured" not in by["same"].note
+    (tmp_path / "retry1-keys.json").write_text("[]")  # the gate back then did not fail it
+    (slow,) = [f for f in ab.recompute(str(tmp_path), TH, "nvidia", None) if f.scenario == "slow"]
+    assert slow.verdict is Verdict.FAIL and "not re-measured" in slow.note
+
+
+def test_ledger_resumes_the_same_gate_and_starts_another_over(tmp_path):
+    ident = {"base": "a", "head": "b"}
+    led = ab.Ledger(str(tmp_path), ident)
+    led.add({"attempt": 0, "index": 0, "process": "p0", "first_repeat": 0, "pairs": 5})
+    (tmp_path / "base.jsonl").write_text("x")
+    again = ab.Ledger(str(tmp_path), ident)
+    assert again.resumed == 1 and again.done(0, 0) and not again.done(0, 1) and again.ids(0) == {"p0"}
+    assert (tmp_path / "base.jsonl").exists()
+    other = ab.Ledger(str(tmp_path), {"base": "a", "head": "c"})
+    assert other.resumed == 0 and not (tmp_path / "base.jsonl").exists()
+    assert json.loads((tmp_path / "gate.json").read_text())["identity"]["head"] == "c"
+
+
+def test_plot_draws_each_cases_own_thresholds(tmp_path):
+    pytest.importorskip("matplotlib")
+    from perf.latency.plot import plot_ratios
+
+    fs = [_finding(Verdict.OK, 1.0, "a"), _finding(Verdict.FAIL, 1.2, "b")]
+    path = plot_ratios(fs, str(tmp_path / "r.png"), "t", {("v", "a", "graph"): (1.005, 1.01),
+                                                          ("v", "b", "graph"): (1.3, 1.5)})
+    assert path and os.path.getsize(path) > 1000
 
 
 def test_results_of_another_gpu_or_schema_are_refused(tmp_path):
-    a = _write(tmp_path / "a.jsonl", {("q", "s", "eager"): [1.0]})
-    b = _write(tmp_path / "b.jsonl", {("q", "s", "eager"): [1.0]}, env=dict(ENV, gpu="AMD Instinct MI300X"))
+    def one(path, env):
+        with results.ResultsWriter(str(path), {"environment": env}, resume=False) as w:
+            w.record(variant="q", scenario="s", metric="graph", repeat=0, samples=Samples((1.0,)), config=[],
+                     digest="d")
+        return results.load(str(path))
+
+    a = one(tmp_path / "a.jsonl", ENV)
+    b = one(tmp_path / "b.jsonl", dict(ENV, gpu="AMD Instinct MI300X"))
     with pytest.raises(ConfigError, match="environment.gpu.*same GPU"):
         results.check_comparable(a, b)
-    text = (tmp_path / "a.jsonl").read_text().replace('"schema_version": 1', '"schema_version": 0')
-    (tmp_path / "old.jsonl").write_text(text)
-    with pytest.raises(ConfigError, match="schema_version 0, this harness reads 1"):
-        results.load(str(tmp_path / "old.jsonl"))
-
-
-def test_results_survive_interruption_and_resume(tmp_path):
-    path = tmp_path / "r.jsonl"
-    _write(path, {("q", "s", "eager"): [1.0, 1.1]})
-    with open(path, "a") as f:
-        f.write('{"kind": "record", "variant": "q", "scen')  # a line cut short by a kill
-    res = results.load(str(path))
-    assert res.done() == {("q", "s", "eager", 0), ("q", "s", "eager", 1)}
-    assert res.medians()[("q", "s", "eager")] == [1.0, 1.1]
     with pytest.raises(ConfigError, match="resume on the same GPU"):
-        results.ResultsWriter(str(path), {"environment": dict(ENV, gpu="other")})
+        results.ResultsWriter(str(tmp_path / "a.jsonl"), {"environment": dict(ENV, gpu="other")})

@@ -1,24 +1,27 @@
-"""Pure parts of timing (sample statistics, sample counts) and the A/A noise analysis."""
+"""Pure parts of timing (samples, counts, calls per sample) and the A/A noise analysis,
+from A/A results to the calibration file the gate reads back."""
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
 import pytest
 
-from perf import results
+from perf import results, stats
+from perf.checkout import ROOT
 from perf.latency import noise, timing
 from perf.latency.timing import Samples
+from perf.thresholds import calibration_for, load_thresholds
 from perf.vendor import on_gpu
 
 
 def test_samples_statistics():
-    s = Samples(tuple(float(x) for x in range(1, 11)))
+    s = Samples(tuple(float(x) for x in range(1, 11)), reps=4)
     assert s.median == 5.5
     assert s.p20 == pytest.approx(np.percentile(range(1, 11), 20))
-    assert s.p80 == pytest.approx(np.percentile(range(1, 11), 80))
-    assert s.summary() == {"median": 5.5, "p20": s.p20, "p80": s.p80, "n": 10}
+    assert s.summary() == {"median": 5.5, "p20": s.p20, "p80": s.p80, "n": 10, "reps": 4}
     assert Samples((2.0, 2.0)).cv == 0.0
 
 
@@ -33,34 +36,102 @@ def test_sample_count(estimate_ms, samples, budget, expected):
     assert timing._count(estimate_ms, samples, budget) == expected
 
 
-def test_time_eager_counts_warmup_and_names_its_clock():
+@pytest.mark.parametrize("estimate_ms,reps", [
+    (0.007, math.ceil(timing.MIN_SAMPLE_MS / 0.007)),  # a 7 us graph replay: several per sample
+    (timing.MIN_SAMPLE_MS, 1), (1.0, 1), (1e-6, timing.MAX_REPS), (0.0, 1)])
+def test_calls_per_sample(estimate_ms, reps):
+    assert timing.reps_for(estimate_ms) == reps
+
+
+def test_plan_caps_calls_per_sample_by_the_spin_they_need():
+    fast_host = timing.make_plan(0.007, host_ms=0.01)  # a graph replay: cheap to enqueue
+    assert fast_host.reps == timing.reps_for(0.007) > 1
+    spin = timing.SPIN_FACTOR * 0.01 * fast_host.reps + timing.SPIN_MARGIN_MS
+    assert fast_host.spin_ms == pytest.approx(spin)
+    slow_host = timing.make_plan(0.007, host_ms=0.3)  # an eager call with 0.3 ms of Python
+    assert slow_host.reps == 1 and slow_host.spin_ms <= timing.MAX_SPIN_MS + timing.SPIN_MARGIN_MS
+    both = timing.merge_plans(timing.make_plan(0.02, 0.01), timing.make_plan(0.01, 0.05))
+    assert (both.estimate_ms, both.host_ms) == (0.01, 0.05)
+    assert timing.merge_plans(None, both) is both
+
+
+def test_time_eager_without_gpu_is_wall_clock():
     calls = []
     s = timing.time_eager(lambda: calls.append(1), samples=4, warmup=2)
-    clock = "device-events" if on_gpu() else "wall-clock"
-    assert len(calls) == 6 and len(s.values) == 4 and s.clock == clock
+    if on_gpu():
+        assert s.clock == "device-events" and len(s.values) == 4
+    else:
+        assert len(calls) == 6 and len(s.values) == 4 and s.clock == "wall-clock"
 
 
-def _write(path, values_by_key, env):
-    with results.ResultsWriter(str(path), {"environment": env}, resume=False) as w:
-        for (v, sc, m), values in values_by_key.items():
-            for r, x in enumerate(values):
-                w.record(variant=v, scenario=sc, metric=m, repeat=r, samples=Samples((x,)), config=[],
-                         digest="d")
+ENV = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", "driver": "580.1", "commit": "abc", "torch": "t",
+       "triton": "3.6.0"}
 
 
-def test_noise_rows_measure_cv_and_detectable_effect(tmp_path):
-    env = {"vendor": "nvidia", "gpu": "G"}
-    rng = np.random.default_rng(0)
-    quiet = ("q", "quiet", "graph")
-    loud = ("q", "loud", "eager")
-    _write(tmp_path / "base.jsonl", {quiet: 1 + 0.002 * rng.standard_normal(10),
-                                     loud: 2 * (1 + 0.10 * rng.standard_normal(10))}, env)
-    # the head side sits 3 % higher on average: an offset between processes is not noise
-    _write(tmp_path / "head.jsonl", {quiet: 1.03 * (1 + 0.002 * rng.standard_normal(10)),
-                                     loud: 2 * (1 + 0.10 * rng.standard_normal(10))}, env)
-    files = noise._files([str(tmp_path)])
-    assert [os.path.basename(f) for f in files] == ["base.jsonl", "head.jsonl"]
-    rows = {r["scenario"]: r for r in noise.noise_rows(files, 10, 0.01, lambda *k: 1.05, sims=300)}
-    assert rows["quiet"]["cv"] < 0.005 and rows["quiet"]["aa_ratio"] == pytest.approx(1.03, abs=0.005)
-    assert 1.05 < rows["quiet"]["mde"] < 1.06
-    assert 0.05 < rows["loud"]["cv"] < 0.2 and rows["loud"]["mde"] > 1.15
+def _aa(tmp_path, cases: dict, processes=6, rounds=10, seed=0):
+    """A/A results as the gate's workers write them: (variant, scenario, metric) -> (sigma, tau)."""
+    rng = np.random.default_rng(seed)
+    header = {"environment": ENV, "repeats": rounds, "samples": 25, "suite": "pr"}
+    ws = {s: results.ResultsWriter(str(tmp_path / f"{s}.jsonl"), header, resume=False)
+          for s in ("base", "head")}
+    for key, (sigma, tau) in cases.items():
+        for p in range(processes):
+            off = rng.normal(0, tau)
+            for r in range(rounds):
+                b = 0.2
+                h = b * math.exp(off + rng.normal(0, sigma))
+                for s, v in (("base", b), ("head", h)):
+                    ws[s].record(variant=key[0], scenario=key[1], metric=key[2], repeat=p * rounds + r,
+                                 samples=Samples((v,)), config=[], digest="d", process=f"p{p}")
+    for w in ws.values():
+        w.close()
+
+
+def test_noise_rows_to_calibration_file_and_back(tmp_path):
+    th_path = tmp_path / "thresholds.yaml"
+    th_path.write_text(open(os.path.join(ROOT, "thresholds.yaml"), encoding="utf-8").read())
+    th = load_thresholds(th_path)
+    quiet, loud = ("static_grid", "quiet", "graph"), ("static_grid", "loud", "eager")
+    _aa(tmp_path, {quiet: (0.002, 0.0), loud: (0.01, 0.02)}, processes=40)
+    base, head, processes = noise.load_aa(str(tmp_path))
+    rows = {r["scenario"]: r for r in noise.noise_rows(base, head, processes, th, "nvidia", 3, 10)}
+    q, lo = rows["quiet"], rows["loud"]
+    assert q["case"].sigma_round == pytest.approx(0.002, rel=0.1) and q["case"].tau < 0.001
+    assert lo["case"].tau == pytest.approx(0.02, rel=0.3)
+    assert q["noise"] == pytest.approx(stats.gate_sigma(q["case"].sigma_round, q["case"].tau, 3, 10))
+    rule = th.vendor("nvidia").noise_rule
+    assert q["fail"] == rule.floor_fail and lo["fail"] == pytest.approx(math.exp(rule.k_fail * lo["noise"]))
+    assert q["min_detectable"] < 1.02 < lo["min_detectable"]
+    # written as the calibration file the gate reads beside thresholds.yaml
+    doc = noise.calibration_doc(list(rows.values()), "nvidia", ENV, {"processes": 40, "repeats": 10})
+    path = tmp_path / "calibration" / "nvidia.yaml"
+    noise.write_calibration(str(path), doc, {"fail_percent": 7.5, "runs": 4})
+    cal, note = calibration_for(th, "nvidia", ENV["gpu"])
+    assert "2 cases calibrated" in note and "driver 580.1" in note and cal.launch_cost["fail_percent"] == 7.5
+    got = cal.case(*quiet)
+    assert got.sigma_round == pytest.approx(q["case"].sigma_round, rel=1e-4) and got.processes == 40
+    assert cal.noise(*quiet, 3, 10) == pytest.approx(q["noise"], rel=1e-3)
+    # rewriting without launch cost keeps the measured launch-cost threshold
+    noise.write_calibration(str(path), noise.calibration_doc(list(rows.values()), "nvidia", ENV, {}))
+    assert calibration_for(th, "nvidia", ENV["gpu"])[0].launch_cost["fail_percent"] == 7.5
+
+
+def test_noise_needs_an_aa_directory(tmp_path):
+    from perf.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no base.jsonl/head.jsonl"):
+        noise.load_aa(str(tmp_path))
+
+
+def test_launch_cost_threshold_from_separate_runs():
+    from perf.latency.calibrate import launch_cost_threshold
+
+    th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
+    rule = th.vendor("nvidia").noise_rule
+    quiet = launch_cost_threshold({"a": [1e-4, 1e-4 * 1.0001, 1e-4 * 0.9999]}, th, "nvidia")
+    assert quiet["fail_percent"] == pytest.approx(100 * (rule.floor_fail - 1)) and quiet["runs"] == 3
+    loud = launch_cost_threshold({"a": [1e-4, 1.05e-4, 0.95e-4], "b": [2e-4, 2e-4, 2e-4]}, th, "nvidia")
+    sigma = float(np.std(np.log([1e-4, 1.05e-4, 0.95e-4]), ddof=1))
+    expected = 100 * (math.exp(rule.k_fail * math.sqrt(2) * sigma) - 1)
+    assert loud["fail_percent"] == pytest.approx(expected, abs=0.1)
+    assert loud["sigma_process"]["a"] == pytest.approx(sigma, abs=1e-5)

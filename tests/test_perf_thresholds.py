@@ -8,6 +8,7 @@ and that no traceback is printed.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 import yaml
 
 from perf.errors import ConfigError
-from perf.thresholds import load_thresholds, parse_thresholds
+from perf.thresholds import calibration_for, load_thresholds, parse_thresholds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = os.path.join(ROOT, "thresholds.yaml")
@@ -37,7 +38,8 @@ def test_shipped_file_is_valid():
     assert set(th.vendors) == {"nvidia", "amd"}
     for v in th.vendors.values():
         assert 1.0 < v.latency.warn <= v.latency.fail
-        assert v.statistics.repeats >= 10  # DESIGN 5
+        assert v.statistics.processes >= 3 and v.statistics.repeats >= 4
+        assert v.noise_rule is not None and v.noise_rule.floor_fail <= v.latency.fail
         assert v.targets and v.runners.labels
     assert {t.name for v in th.vendors.values() for t in v.targets} >= {"sm_90", "gfx942"}
 
@@ -93,7 +95,12 @@ INVALID = [  # (path to change, new value, field the message must name)
     ("nvidia.latency", _DELETE, "nvidia"),
     ("nvidia.latency.typo", 1.2, "nvidia.latency.typo"),
     ("nvidia.statistics.alpha", 0.0, "nvidia.statistics.alpha"),
-    ("nvidia.statistics.repeats", 5, "nvidia.statistics.repeats"),
+    ("nvidia.statistics.repeats", 3, "nvidia.statistics.repeats"),
+    ("nvidia.statistics.processes", 2, "nvidia.statistics.processes"),
+    ("nvidia.latency.floor.fail", 1.2, "nvidia.latency.floor.fail"),  # above the default fail
+    ("nvidia.latency.floor.warn", 0.99, "nvidia.latency.floor.warn"),
+    ("nvidia.latency.k.fail", 1.0, "nvidia.latency.k.fail"),  # below k.warn
+    ("nvidia.latency.k", _DELETE, "nvidia.latency"),  # floor without k
     ("nvidia.statistics.samples", 2.5, "nvidia.statistics.samples"),
     ("nvidia.statistics.confidence", 1.5, "nvidia.statistics.confidence"),
     ("amd.compile.targets", [], "amd.compile.targets"),
@@ -162,3 +169,73 @@ def test_cli_exits_2_with_one_line(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr
     assert lines[0].startswith(f"error: {p}: nvidia")
+
+
+# --- calibrated thresholds -----------------------------------------------------------------
+
+def test_calibrated_threshold_is_the_larger_of_floor_and_k_noise(raw):
+    th = parse_thresholds(raw, "t.yaml")
+    rule = th.vendor("nvidia").noise_rule
+    quiet = th.latency("nvidia", "v", "s", "graph", noise=1e-5)
+    assert (quiet.warn, quiet.fail) == (rule.floor_warn, rule.floor_fail) and quiet.calibrated
+    loud = th.latency("nvidia", "v", "s", "graph", noise=0.01)
+    assert loud.fail == pytest.approx(math.exp(rule.k_fail * 0.01))
+    assert loud.warn == pytest.approx(math.exp(rule.k_warn * 0.01)) and loud.source.startswith("calibrated")
+    default = th.latency("nvidia", "v", "s", "graph")
+    assert not default.calibrated and default.source == "nvidia.latency"
+
+
+def test_overrides_win_over_calibration(raw):
+    data = copy.deepcopy(raw)
+    data["overrides"] = [{"scenario": "s", "latency": {"fail": 1.5}, "reason": "r"}]
+    th = parse_thresholds(data, "t.yaml")
+    t = th.latency("nvidia", "v", "s", "graph", noise=0.001)
+    assert t.fail == 1.5 and t.source == "overrides[0]"
+
+
+CAL = """version: 1
+vendor: nvidia
+gpu: NVIDIA H100 80GB HBM3
+meta: {date: 2026-11-22, driver: '580', commit: abc}
+cases:
+  - {variant: static_grid, scenario: s1, metric: graph, sigma_round: 0.002, tau: 0.001, processes: 6,
+     rounds: 60, median_ms: 0.05}
+"""
+
+
+def _calibrated_repo(tmp_path, text=CAL):
+    (tmp_path / "calibration").mkdir()
+    (tmp_path / "calibration" / "nvidia.yaml").write_text(text)
+    th_path = tmp_path / "thresholds.yaml"
+    th_path.write_text(open(SHIPPED, encoding="utf-8").read())
+    return load_thresholds(th_path)
+
+
+def test_calibration_applies_only_to_its_gpu(tmp_path):
+    th = _calibrated_repo(tmp_path)
+    cal, note = calibration_for(th, "nvidia", "NVIDIA H100 80GB HBM3")
+    assert cal is not None and "1 cases calibrated on 2026-11-22" in note
+    c = cal.case("static_grid", "s1", "graph")
+    assert c.variance(10) == pytest.approx(0.001 ** 2 + 0.002 ** 2 / 10)
+    assert cal.noise("static_grid", "s1", "graph", 3, 10) == pytest.approx(math.sqrt(c.variance(10) / 3))
+    assert cal.noise("static_grid", "other", "graph", 3, 10) is None
+    other, why = calibration_for(th, "nvidia", "NVIDIA H200")
+    assert other is None and "measured on NVIDIA H100" in why and "uncalibrated" in why
+    none, why = calibration_for(th, "amd", "AMD Instinct MI300X")
+    assert none is None and "missing" in why
+
+
+@pytest.mark.parametrize("text,field", [
+    (CAL.replace("version: 1", "version: 9"), "version"),
+    (CAL.replace("tau: 0.001", "tau: -1"), "cases[0].tau"),
+    (CAL.replace("processes: 6,", "processes: x,"), "cases[0].processes"),
+    (CAL.replace("vendor: nvidia", "vendor: intel"), "vendor"),
+    (CAL + "launch_cost: {runs: 3}\n", "launch_cost"),
+    ("cases: [\n", "line"),
+])
+def test_bad_calibration_files_name_the_field(tmp_path, text, field):
+    th = _calibrated_repo(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        calibration_for(th, "nvidia", "NVIDIA H100 80GB HBM3")
+    msg = str(err.value)
+    assert "calibration/nvidia.yaml: " + field in msg and "\n" not in msg

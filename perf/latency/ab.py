@@ -1,16 +1,22 @@
-"""The A/B latency gate: head against base on one GPU, rounds interleaved in shuffled order.
+"""The A/B latency gate: head against base in the same processes, on the same tensors.
 
 `python -m perf gate` checks out the base commit (default: the merge base of HEAD with
-origin/main, else main; `--base-ref` overrides) in a temporary git worktree and starts one
-worker process per side (`python -m perf worker`, perf/latency/measure.py). Each worker imports the
-kernels of its own checkout and this checkout's harness, builds every batch and compiles
-every kernel before the first round. Then, round by round, the two sides take turns in a
-random order (seeded, recorded): a round measures every (variant, scenario, metric) once,
-and its median is one of the `repeats` independent repeat medians per side the statistics
-compare (perf/stats.py). Cases that fail are measured again (`statistics.retries`) by the
-same workers before they fail the gate. A file lock keeps two runs off one GPU.
+origin/main, else main; `--base-ref` overrides) in a temporary git worktree (perf/git.py)
+and runs `statistics.processes` fresh measuring processes one after another on the GPU
+(`python -m perf.latency.worker`). Each loads both checkouts' kernels side by side
+(perf/checkout.py), builds every batch once for both, compiles each side once, and measures
+`statistics.repeats` paired rounds in which base and head alternate (perf/latency/worker.py).
+The unit of independence is the process: a case's verdict comes from the mean over processes
+of each process's mean paired log ratio, tested against the spread between processes and
+never below the noise calibrated for that case on this GPU (perf/stats.py,
+perf/latency/analysis.py, calibration/<vendor>.yaml). Cases that fail are measured again,
+in fresh processes, before they fail the gate (`statistics.retries`). A file lock keeps two
+runs off one GPU.
 
-`compare` applies the statistics and thresholds to two results files; `report` renders a
+Everything measured is appended to --out (base.jsonl, head.jsonl: perf/results.py) and the
+completed processes are listed in gate.json: an interrupted gate keeps them, and the same
+command resumes (same base, head and settings; otherwise it starts over). `compare` applies
+the statistics to two results files of separate processes (unpaired); `report` renders a
 findings file again. Findings, results, the Markdown report and the plot land in --out.
 """
 
@@ -19,10 +25,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
-import queue
-import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,19 +37,42 @@ import time
 from collections import Counter
 
 from perf import results as results_mod
-from perf import stats
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
 from perf.errors import EXIT_FAIL, ConfigError
 from perf.git import check_clean, git, repo_root, resolve_base, worktree
-from perf.report import plot_ratios, publish, render_markdown
-from perf.thresholds import Thresholds, load_thresholds
-from perf.verdicts import Finding, Verdict, exit_code, latency_verdict
+from perf.latency import analysis
+from perf.latency.plot import plot_ratios
+from perf.latency.worker import side_order
+from perf.report import publish, render_markdown
+from perf.thresholds import Thresholds, calibration_for, load_thresholds
+from perf.verdicts import Finding, Verdict, detectable_summary, exit_code
 
-FINDINGS_VERSION = 1
+FINDINGS_VERSION = 2  # 2: findings carry min_detectable
+READS_FINDINGS = (1, 2)
+HEARTBEAT_S = 15.0  # a plain progress line at least this often when not on a terminal
+BATCH_CACHE_ENV = "PERF_BATCH_CACHE"  # a directory of saved batches kept across gates (else one per gate)
+EXIT_INTERRUPTED = 130
+INTERPRETER_SAMPLES = 3  # per side and round in Triton's interpreter (a harness self-test, not a measurement)
 
 
 # --- GPU lock ------------------------------------------------------------------------------
+@contextlib.contextmanager
+def batch_cache(enabled: bool):
+    """Where the processes of one gate share built batches: $PERF_BATCH_CACHE (kept), else a
+    temporary directory removed afterwards; None in the interpreter (tiny batches)."""
+    if not enabled:
+        yield None
+    elif os.environ.get(BATCH_CACHE_ENV):
+        os.makedirs(os.environ[BATCH_CACHE_ENV], exist_ok=True)
+        yield os.environ[BATCH_CACHE_ENV]
+    else:
+        path = tempfile.mkdtemp(prefix="perf-batches-")
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
 
 @contextlib.contextmanager
 def gpu_lock(key: str, timeout: float = 0.0):
@@ -83,192 +112,185 @@ def gpu_key() -> str:
         return (os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES") or "0")
 
 
-# --- workers -------------------------------------------------------------------------------
+# --- measuring processes --------------------------------------------------------------------
 
-class SideFailed(RuntimeError):
-    def __init__(self, side: str, log: str):
+class GateCrash(RuntimeError):
+    """A measuring process ended without finishing (it crashed, or the GPU failed it)."""
+
+
+class Ledger:
+    """gate.json in --out: what this gate is (base, head, settings) and which processes finished."""
+
+    def __init__(self, out_dir: str, identity: dict):
+        self.path = os.path.join(out_dir, "gate.json")
+        self.identity = identity
+        self.processes: list[dict] = []
+        self.resumed = 0
+        old = None
+        with contextlib.suppress(OSError, ValueError):
+            with open(self.path, encoding="utf-8") as f:
+                old = json.load(f)
+        if old and old.get("identity") == identity:
+            self.processes = old.get("processes", [])
+            self.resumed = len(self.processes)
+        else:  # another gate's (or no) results: start over
+            for name in ("base.jsonl", "head.jsonl", "gate.json"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(out_dir, name))
+            self.save()
+
+    def done(self, attempt: int, index: int) -> dict | None:
+        for p in self.processes:
+            if p["attempt"] == attempt and p["index"] == index:
+                return p
+        return None
+
+    def ids(self, attempt: int) -> set[str]:
+        return {p["process"] for p in self.processes if p["attempt"] == attempt}
+
+    def add(self, entry: dict) -> None:
+        self.processes.append(entry)
+        self.save()
+
+    def save(self) -> None:
+        results_mod.write_json(self.path, {"identity": self.identity, "processes": self.processes})
+
+
+class Reporter:
+    """Progress: rich on a terminal, else a plain line per event and at least every HEARTBEAT_S."""
+
+    def __init__(self, console, total: int):
+        self.tty = sys.stderr.isatty()
+        self.console = console
+        self.total = total
+        self.last = time.monotonic()
+        self.t0 = self.last
+        self.what = "starting"
+        self._stop = threading.Event()
+        self.progress = None
+        if self.tty:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                     TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                                     console=console)
+            self.task = self.progress.add_task("processes", total=total)
+        else:
+            threading.Thread(target=self._heartbeat, daemon=True).start()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(1.0):
+            if time.monotonic() - self.last >= HEARTBEAT_S:
+                self.line(f"still measuring: {self.what}")
+
+    def line(self, text: str) -> None:
+        self.last = time.monotonic()
+        print(f"[{(self.last - self.t0) / 60:5.1f} min] {text}", file=sys.stderr, flush=True)
+
+    def update(self, what: str, advance: int = 0) -> None:
+        self.what = what
+        if self.progress is not None:
+            self.progress.update(self.task, description=what, advance=advance)
+        else:
+            self.line(what)
+
+    def __enter__(self):
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _worker_cmd(args: argparse.Namespace, roots: dict[str, str], out_dir: str, first_repeat: int,
+                seed: int, keys_file: str | None, header: dict) -> list[str]:
+    cmd = [sys.executable, "-m", "perf.latency.worker", "--base-from", roots["base"], "--head-from",
+           roots["head"], "--out-dir", out_dir, "--first-repeat", str(first_repeat), "--suite", args.suite,
+           "--metrics", args.metrics, "--repeats", str(args.repeats), "--samples", str(args.samples),
+           "--budget-ms", str(args.sample_budget_ms), "--seed", str(seed), "--header", json.dumps(header)]
+    for opt in ("variants", "scenarios"):
+        if getattr(args, opt):
+            cmd += [f"--{opt}", getattr(args, opt)]
+    if keys_file:
+        cmd += ["--keys", keys_file]
+    if getattr(args, "batch_cache", None):
+        cmd += ["--batch-cache", args.batch_cache]
+    return cmd
+
+
+def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | None) -> dict:
+    """Run one measuring process to its end; its `done` event (GateCrash if it never came)."""
+    from perf.latency.measure import PROTOCOL
+
+    # the public entry as production calls it: no per-call metadata value checks (the worker
+    # validates each batch once itself); a test session's switch must not leak in
+    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1", PAGED_ATTENTION_CHECK_VALUES="0")
+    done = None
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
+                                bufsize=1)
+        try:
+            for line in proc.stdout:
+                if not line.startswith(PROTOCOL):
+                    log.write(line)
+                    continue
+                ev = json.loads(line[len(PROTOCOL):])
+                if ev["event"] == "done":
+                    done = ev
+                elif reporter is not None and ev["event"] in ("scenario", "step", "ready"):
+                    what = ev.get("what") or "loaded both sides, preparing"
+                    extra = f" ({ev['done']}/{ev['of']} scenarios)" if ev["event"] == "scenario" else ""
+                    reporter.update(f"{label}: {what}{extra}")
+            proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    if proc.returncode != 0 or done is None:
         tail = ""
         with contextlib.suppress(OSError):
-            with open(log, encoding="utf-8", errors="replace") as f:
+            with open(log_path, encoding="utf-8", errors="replace") as f:
                 lines = [x.strip() for x in f if x.strip()]
             tail = lines[-1] if lines else ""
-        super().__init__(f"the {side} side's worker exited early ({tail or 'no output'}); log: {log}")
-        self.side = side
+        raise GateCrash(f"{label} exited with code {proc.returncode} ({tail or 'no output'}); "
+                        f"log: {log_path}")
+    return done
 
 
-class Worker:
-    """One side's measuring process, fed round commands over stdin."""
-
-    def __init__(self, side: str, kernels_root: str, out_dir: str, args: argparse.Namespace,
-                 repeats: int, samples: int, events: queue.Queue):
-        self.side = side
-        self.results = os.path.join(out_dir, f"{side}.jsonl")
-        self.log = os.path.join(out_dir, f"{side}.log")
-        cmd = [sys.executable, "-m", "perf", "worker", "--side", side, "--kernels-from", kernels_root,
-               "--out", self.results, "--suite", args.suite, "--metrics", args.metrics,
-               "--repeats", str(repeats), "--samples", str(samples), "--thresholds", args.thresholds,
-               "--sample-budget-ms", str(args.sample_budget_ms)]
-        for opt in ("variants", "scenarios"):
-            if getattr(args, opt):
-                cmd += [f"--{opt}", getattr(args, opt)]
-        env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1")
-        self._log = open(self.log, "w", encoding="utf-8")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._log, text=True, bufsize=1)
-        self.events = events
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        from perf.latency.measure import PROTOCOL
-
-        for line in self.proc.stdout:
-            if line.startswith(PROTOCOL):
-                self.events.put((self.side, json.loads(line[len(PROTOCOL):])))
-            else:
-                self._log.write(line)
-        self.events.put((self.side, {"event": "exit"}))
-
-    def send(self, cmd: dict) -> None:
-        try:
-            self.proc.stdin.write(json.dumps(cmd) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError):
-            raise SideFailed(self.side, self.log) from None
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.send({"cmd": "quit"})
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self._log.close()
-
-
-def _wait(workers: dict, want: str, sides: set[str], on_event=None) -> dict[str, dict]:
-    """Consume worker events until every side in `sides` sent `want`."""
-    got: dict[str, dict] = {}
-    while set(got) != sides:
-        side, ev = workers["events"].get()
-        if ev["event"] == "exit":
-            raise SideFailed(side, workers[side].log)
-        if ev["event"] == want:
-            got[side] = ev
-        elif on_event:
-            on_event(side, ev)
-    return got
-
-
-def run_ab(args: argparse.Namespace, roots: dict[str, str], out_dir: str, repeats: int, samples: int,
-           retry_keys=None, rounds_seed: int = 0, progress=None, workers=None) -> dict[str, Worker]:
-    """Start (or reuse) the workers and run `repeats` interleaved rounds; returns the workers."""
-    events: queue.Queue = workers["events"] if workers else queue.Queue()
-    if workers is None:
-        workers = {"events": events}
-        for side in ("base", "head"):
-            workers[side] = Worker(side, roots[side], out_dir, args, repeats, samples, events)
-        task = progress.add_task("prepare (build batches, compile)", total=None) if progress else None
-
-        def on_prepare(side, ev):
-            if progress and ev["event"] == "prepared":
-                progress.update(task, description=f"prepare {side}: {ev['what']}")
-
-        workers["ready"] = _wait(workers, "ready", {"base", "head"}, on_prepare)
-        if progress:
-            progress.update(task, description="prepared", total=1, completed=1)
-    rng = random.Random(rounds_seed)
-    keys = retry_keys
-    per_round = {s: len(workers["ready"][s]["keys"]) if keys is None else len(keys) for s in ("base", "head")}
-    label = "retry" if keys is not None else "rounds"
-    task = progress.add_task(f"{label}: {repeats} x (base, head)", total=repeats * sum(per_round.values())) \
-        if progress else None
-    order_log = []
-    start = len(workers.get("order", []))
-    for r in range(repeats):
-        order = ["base", "head"]
-        rng.shuffle(order)
-        order_log.append(order)
-        for side in order:
-            workers[side].send({"cmd": "round", "repeat": start + r, "seed": rng.randrange(2**31),
-                                "keys": None if keys is None else [list(k) for k in keys]})
-
-            def on_step(s, ev, n=start + r + 1):
-                if progress and ev["event"] == "step":
-                    progress.update(task, advance=1, description=f"{label} {n}: {s} {ev['what']}")
-
-            _wait(workers, "done", {side}, on_step)
-    workers.setdefault("order", []).extend(order_log)
-    return workers
+def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledger: Ledger, attempt: int,
+            keys: list | None, reporter: Reporter | None) -> None:
+    """Run the processes of one attempt (0: every case; then re-measures of `keys`) not yet done."""
+    keys_file = None
+    if keys is not None:
+        keys_file = os.path.join(out_dir, f"retry{attempt}-keys.json")
+        with open(keys_file, "w", encoding="utf-8") as f:
+            json.dump([list(k) for k in keys], f)
+    per_attempt = args.processes * args.repeats
+    for index in range(args.processes):
+        if ledger.done(attempt, index):
+            continue
+        label = (f"process {index + 1}/{args.processes}" if attempt == 0
+                 else f"re-measure {attempt}, process {index + 1}/{args.processes}")
+        first = attempt * per_attempt + index * args.repeats
+        header = {"gate": ledger.identity}
+        cmd = _worker_cmd(args, roots, out_dir, first, args.seed + attempt, keys_file, header)
+        log = os.path.join(out_dir, f"worker-{attempt}-{index}.log")
+        done = run_process(cmd, log, label, reporter)
+        ledger.add({"attempt": attempt, "index": index, "process": done["process"], "first_repeat": first,
+                    "pairs": done["pairs"]})
+        if reporter is not None:
+            reporter.update(f"{label}: done", advance=1)
 
 
 # --- comparison ----------------------------------------------------------------------------
 
-def _reasons(res: results_mod.Results) -> dict[tuple[str, str], dict]:
-    return {(r["variant"], r["scenario"]): r for r in res.skips()}
-
-
-def _digests(res: results_mod.Results) -> dict[tuple[str, str], str]:
-    return {(r["variant"], r["scenario"]): r.get("batch_digest") for r in res.measurements()}
-
-
 def compare_results(base: results_mod.Results, head: results_mod.Results, th: Thresholds, vendor: str,
-                    first_repeat: int = 0) -> list[Finding]:
-    """Findings per (variant, scenario, metric) seen on either side; repeats from `first_repeat` on."""
-    vt = th.vendor(vendor)
-    target = head.environment.get("gpu") or "?"
-
-    def medians(res):
-        out: dict = {}
-        for r in res.measurements():
-            if r["repeat"] >= first_repeat:
-                out.setdefault((r["variant"], r["scenario"], r["metric"]), []).append(r["median"])
-        return out
-
-    mb, mh = medians(base), medians(head)
-    rb, rh = _reasons(base), _reasons(head)
-    db, dh = _digests(base), _digests(head)
-    metrics = sorted({k[2] for k in (*mb, *mh)}) or ["eager"]
-    keys = set(mb) | set(mh)
-    for pair in set(rb) | set(rh):  # cases with no measurement on either side still get a row
-        for m in metrics:
-            keys.add((*pair, m))
-    findings = []
-    for variant, scenario, metric in sorted(keys):
-        t = th.latency(vendor, variant, scenario, metric)
-        text = t.describe() + (f" ({t.source})" if t.source.startswith("overrides") else "")
-        row = dict(gate="latency", vendor=vendor, target=target, variant=variant, scenario=scenario,
-                   metric=metric, threshold=text)
-        b, h = mb.get((variant, scenario, metric)), mh.get((variant, scenario, metric))
-        if b and h:
-            c = stats.compare(b, h, vt.statistics.bootstrap, vt.statistics.confidence)
-            verdict, note = latency_verdict(c.ratio, c.p_slower, c.p_faster, t.warn, t.fail,
-                                            vt.statistics.alpha)
-            if db.get((variant, scenario)) != dh.get((variant, scenario)):
-                verdict, note = Verdict.WARN, "the batch differs between sides (kernels/batch.py changed?)"
-            findings.append(Finding(**row, base=c.base_median, head=c.head_median, ratio=c.ratio,
-                                    ci_low=c.ci_low, ci_high=c.ci_high, p_value=c.p_value,
-                                    verdict=verdict, note=note))
-            continue
-        why_b = rb.get((variant, scenario), {})
-        why_h = rh.get((variant, scenario), {})
-        if b and not h:
-            if why_h.get("kind") == "error":
-                verdict, note = Verdict.FAIL, f"broken on head: {why_h['reason']}"
-            else:
-                verdict, note = Verdict.WARN, f"not measured on head: {why_h.get('reason', 'no record')}"
-        elif h and not b:
-            verdict, note = Verdict.OK, f"new on head (base: {why_b.get('reason', 'no record')})"
-        else:
-            reason = why_h.get("reason") or why_b.get("reason") or "no record"
-            kind = why_h.get("kind") or why_b.get("kind")
-            if kind == "error":
-                verdict, note = Verdict.WARN, f"broken on both sides: {reason}"
-            else:
-                verdict, note = Verdict.OK, f"skipped on both sides: {reason}"
-        findings.append(Finding(**row, base=b and float(sorted(b)[len(b) // 2]),
-                                head=h and float(sorted(h)[len(h) // 2]), ratio=None, ci_low=None,
-                                ci_high=None, p_value=None, verdict=verdict, note=note))
-    return findings
+                    calibration=None, processes: set[str] | None = None, keys=None) -> list[Finding]:
+    """Findings of a gate's results (paired rounds of the given processes)."""
+    return analysis.paired_findings(base, head, th, vendor, calibration, processes, keys)
 
 
 def _dedupe_skips(findings: list[Finding]) -> tuple[list[Finding], list[str]]:
@@ -285,19 +307,21 @@ def _dedupe_skips(findings: list[Finding]) -> tuple[list[Finding], list[str]]:
 
 
 def write_outputs(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict,
-                  lines: tuple[float | None, float | None] = (None, None)) -> str:
+                  thresholds: dict | None = None) -> str:
+    """findings.json, report.md and ratios.png (each case against its own thresholds)."""
     os.makedirs(out_dir, exist_ok=True)
     shown, skip_notes = _dedupe_skips(findings)
-    md = render_markdown(shown, title, notes + skip_notes)
+    notes = notes + skip_notes
+    try:
+        plot_ratios(shown, os.path.join(out_dir, "ratios.png"), title, thresholds or {})
+    except ImportError:
+        notes.append("matplotlib missing: no plot")
+    md = render_markdown(shown, title, notes)
     results_mod.write_json(os.path.join(out_dir, "findings.json"), {
-        "schema_version": FINDINGS_VERSION, "kind": "findings", "title": title, "notes": notes + skip_notes,
+        "schema_version": FINDINGS_VERSION, "kind": "findings", "title": title, "notes": notes,
         **meta, "findings": [f.to_dict() for f in findings]})
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write(md)
-    try:
-        plot_ratios(shown, os.path.join(out_dir, "ratios.png"), title, *lines)
-    except ImportError:
-        notes.append("matplotlib missing: no plot")
     return md
 
 
@@ -318,15 +342,31 @@ def compare_command(args: argparse.Namespace) -> int:
     base, head = results_mod.load(args.base), results_mod.load(args.head)
     results_mod.check_comparable(base, head)
     vendor = _vendor_for(head, args.vendor)
-    findings = compare_results(base, head, th, vendor)
+    findings = analysis.unpaired_findings(base, head, th, vendor)
     title = f"Latency: {args.head} vs {args.base} on {head.environment.get('gpu')} ({vendor})"
+    notes = ["unpaired comparison of two processes: an offset between the processes is indistinguishable "
+             "from a change; `python -m perf gate` measures both sides in the same processes"]
     meta = {"vendor": vendor, "gpu": head.environment.get("gpu"),
             "base": {"results": args.base, "commit": base.environment.get("commit")},
             "head": {"results": args.head, "commit": head.environment.get("commit")}}
-    md = write_outputs(args.out, findings, title, [], meta) if args.out else render_markdown(
-        _dedupe_skips(findings)[0], title, _dedupe_skips(findings)[1])
+    shown, skip_notes = _dedupe_skips(findings)
+    md = write_outputs(args.out, findings, title, notes, meta, _threshold_lines(th, vendor, findings)) \
+        if args.out else render_markdown(shown, title, notes + skip_notes)
     publish(md)
     return exit_code(findings)
+
+
+def _threshold_lines(th: Thresholds, vendor: str, findings: list[Finding], calibration=None,
+                     processes: int = 1, rounds: int = 1) -> dict:
+    """(variant, scenario, metric) -> (warn, fail) of every finding with a ratio, overrides
+    and calibration included: what the plot draws per case."""
+    out = {}
+    for f in findings:
+        if f.ratio is not None:
+            key = (f.variant, f.scenario, f.metric)
+            t, _, _ = analysis.threshold_for(th, vendor, calibration, key, processes, rounds)
+            out[key] = (t.warn, t.fail)
+    return out
 
 
 def report_command(args: argparse.Namespace) -> int:
@@ -338,23 +378,83 @@ def report_command(args: argparse.Namespace) -> int:
                           f"`python -m perf compare --out DIR` first") from None
     except json.JSONDecodeError:
         raise ConfigError(f"{args.findings}: not JSON; pass the findings.json of a gate run") from None
-    if data.get("kind") != "findings" or data.get("schema_version") != FINDINGS_VERSION:
+    if data.get("kind") != "findings" or data.get("schema_version") not in READS_FINDINGS:
         raise ConfigError(f"{args.findings}: schema_version {data.get('schema_version')!r} of kind "
-                          f"{data.get('kind')!r}; this harness reads findings version {FINDINGS_VERSION}")
+                          f"{data.get('kind')!r}; this harness reads findings versions "
+                          f"{', '.join(map(str, READS_FINDINGS))}")
     findings = [Finding.from_dict(d) for d in data["findings"]]
     shown, _ = _dedupe_skips(findings)
     publish(render_markdown(shown, data.get("title", "findings"), data.get("notes", [])))
     if args.plot:
-        plot_ratios(shown, args.plot, data.get("title", ""))
+        lines = {tuple(k.split(" ", 2)): tuple(v) for k, v in data.get("thresholds", {}).items()}
+        plot_ratios(shown, args.plot, data.get("title", ""), lines)
         print(f"plot: {args.plot}")
     return exit_code(findings)
+
+
+def _identity(repo: str, args: argparse.Namespace, base_sha: str, head_sha: str) -> dict:
+    """What a resumed gate must share with the interrupted one."""
+    diff = (git(repo, "diff", "HEAD") or "") if args.allow_dirty else ""
+    return {"base": base_sha, "head": head_sha, "head_diff": hashlib.sha256(diff.encode()).hexdigest()[:16],
+            "suite": args.suite, "variants": args.variants, "scenarios": args.scenarios,
+            "metrics": args.metrics, "processes": args.processes, "repeats": args.repeats,
+            "samples": args.samples, "seed": args.seed}
+
+
+def _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter) -> list[tuple]:
+    """Measure failing cases again in fresh processes; their verdicts come from that data alone."""
+    retried = []
+    for attempt in range(1, th.vendor(vendor).statistics.retries + 1):
+        failing = [(f.variant, f.scenario, f.metric) for f in findings
+                   if f.verdict is Verdict.FAIL and f.ratio is not None]
+        if not failing:
+            break
+        measure(args, roots, out_dir, ledger, attempt, failing, reporter)
+        base, head = results_mod.load(os.path.join(out_dir, "base.jsonl")), \
+            results_mod.load(os.path.join(out_dir, "head.jsonl"))
+        _merge_remeasured(findings, compare_results(base, head, th, vendor, cal, ledger.ids(attempt),
+                                                    set(failing)))
+        retried.extend(failing)
+    return retried
+
+
+def _merge_remeasured(findings: list[Finding], again: list[Finding]) -> None:
+    """Replace each re-measured case's finding by its re-measure's (which alone decides)."""
+    by_key = {(f.variant, f.scenario, f.metric): f for f in again}
+    for i, f in enumerate(findings):
+        new = by_key.get((f.variant, f.scenario, f.metric))
+        if new is not None:
+            new.note = f"{new.note}; re-measured in fresh processes (first ratio {f.ratio:.4f})"
+            findings[i] = new
+
+
+def recompute(out_dir: str, th: Thresholds, vendor: str, calibration) -> list[Finding]:
+    """A finished gate's findings computed again from its --out with this code's statistics
+    and thresholds (the self-test uses it): the first measurement, then each re-measure for
+    the cases it holds. A case that fails now but was not re-measured then keeps its FAIL,
+    with a note saying so."""
+    with open(os.path.join(out_dir, "gate.json"), encoding="utf-8") as f:
+        processes = json.load(f)["processes"]
+    base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
+    head = results_mod.load(os.path.join(out_dir, "head.jsonl"))
+    ids = lambda a: {p["process"] for p in processes if p["attempt"] == a}  # noqa: E731
+    findings = compare_results(base, head, th, vendor, calibration, ids(0))
+    for attempt in sorted({p["attempt"] for p in processes} - {0}):
+        with open(os.path.join(out_dir, f"retry{attempt}-keys.json"), encoding="utf-8") as f:
+            measured = {tuple(k) for k in json.load(f)}
+        failing = {(f.variant, f.scenario, f.metric) for f in findings
+                   if f.verdict is Verdict.FAIL and f.ratio is not None}
+        _merge_remeasured(findings, compare_results(base, head, th, vendor, calibration, ids(attempt),
+                                                    failing & measured))
+        for f in findings:
+            if (f.variant, f.scenario, f.metric) in failing - measured:
+                f.note += "; not re-measured (the gate that measured this did not fail it)"
+    return findings
 
 
 def gate_command(args: argparse.Namespace) -> int:
     import torch
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
 
     th = load_thresholds(args.thresholds)
     interpreter = not vendor_mod.on_gpu()
@@ -367,9 +467,14 @@ def gate_command(args: argparse.Namespace) -> int:
                           "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
     vendor = vendor_mod.resolve(args.vendor)
     vt = th.vendor(vendor)
-    repeats = args.repeats if args.repeats is not None else vt.statistics.repeats
-    samples = args.samples if args.samples is not None else vt.statistics.samples
+    args.repeats = args.repeats if args.repeats is not None else vt.statistics.repeats
+    # the interpreter's wall clock measures nothing: a smoke run needs few samples (--samples overrides)
+    args.samples = args.samples if args.samples is not None else (
+        INTERPRETER_SAMPLES if interpreter else vt.statistics.samples)
+    args.processes = vt.statistics.processes
     args.sample_budget_ms = vt.statistics.sample_budget_ms
+    if args.repeats < 2 or args.samples < 1:
+        raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
     repo = repo_root(os.getcwd())
     if not args.allow_dirty:
         check_clean(repo)
@@ -378,74 +483,64 @@ def gate_command(args: argparse.Namespace) -> int:
     out_dir = os.path.abspath(args.out)  # the workers run in the harness's root, not in cwd
     args.thresholds = os.path.abspath(args.thresholds)
     os.makedirs(out_dir, exist_ok=True)
+    gpu_name = torch.cuda.get_device_name() if not interpreter else None
+    cal, cal_note = calibration_for(th, vendor, gpu_name) if not interpreter else \
+        (None, "Triton interpreter: no calibration applies")
     console = Console(stderr=True)
+    ledger = Ledger(out_dir, _identity(repo, args, base_sha, head_sha))
     t0 = time.monotonic()
+    retried: list = []
     with gpu_lock("interpreter" if interpreter else gpu_key(), args.lock_timeout), \
-            worktree(repo, base_sha) as base_root:
+            worktree(repo, base_sha) as base_root, batch_cache(not interpreter) as args.batch_cache:
         roots = {"base": base_root, "head": repo}
         console.print(f"A/B {args.suite}: base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
-                      f"{' + uncommitted changes' if args.allow_dirty else ''}; {repeats} rounds x "
-                      f"{samples} samples per side; results in {out_dir}")
-        columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                   TimeElapsedColumn())
-        workers = None
+                      f"{' + uncommitted changes' if args.allow_dirty else ''}; {args.processes} processes x "
+                      f"{args.repeats} paired rounds x {args.samples} samples per side; results in {out_dir}"
+                      + (f" (resuming: {ledger.resumed} processes done)" if ledger.resumed else ""))
         try:
-            with Progress(*columns, console=console) as progress:
-                workers = run_ab(args, roots, out_dir, repeats, samples, rounds_seed=args.seed,
-                                 progress=progress)
-                base = results_mod.load(workers["base"].results)
-                head = results_mod.load(workers["head"].results)
-                findings = compare_results(base, head, th, vendor)
-                first = {f"{f.variant} {f.scenario} {f.metric}": f.ratio for f in findings}
-                retried = []
-                for attempt in range(vt.statistics.retries):
-                    failing = [(f.variant, f.scenario, f.metric) for f in findings
-                               if f.verdict is Verdict.FAIL and f.ratio is not None]
-                    if not failing:
-                        break
-                    start = len(workers["order"])
-                    run_ab(args, roots, out_dir, repeats, samples, retry_keys=failing,
-                           rounds_seed=args.seed + 1 + attempt, progress=progress, workers=workers)
-                    base = results_mod.load(workers["base"].results)
-                    head = results_mod.load(workers["head"].results)
-                    again = {(f.variant, f.scenario, f.metric): f
-                             for f in compare_results(base, head, th, vendor, first_repeat=start)}
-                    for i, f in enumerate(findings):
-                        key = (f.variant, f.scenario, f.metric)
-                        if key in failing and key in again:
-                            new = again[key]
-                            new.note = (f"{new.note}; " if new.note else "") + \
-                                f"re-measured (first ratio {first[' '.join(key)]:.3f})"
-                            findings[i] = new
-                    retried.extend(failing)
-        except SideFailed as e:
-            if e.side == "head":
-                print(f"latency gate: FAIL — {e}", file=sys.stderr)
-                return EXIT_FAIL
-            raise ConfigError(f"--base-ref {args.base_ref or base_desc}: {e}; pick a base that "
-                              f"runs") from None
-        finally:
-            if workers:
-                for side in ("base", "head"):
-                    workers[side].close()
+            with Reporter(console, args.processes) as reporter:
+                measure(args, roots, out_dir, ledger, 0, None, reporter)
+                base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
+                head = results_mod.load(os.path.join(out_dir, "head.jsonl"))
+                findings = compare_results(base, head, th, vendor, cal, ledger.ids(0))
+                retried = _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter)
+        except KeyboardInterrupt:
+            done = sum(1 for p in ledger.processes)
+            print(f"interrupted: {done} finished measuring processes are kept in {out_dir} (gate.json, "
+                  f"base.jsonl, head.jsonl); run the same command again to resume", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except GateCrash as e:
+            print(f"latency gate: FAIL — {e}", file=sys.stderr)
+            return EXIT_FAIL
     seconds = time.monotonic() - t0
     gpu = head.environment.get("gpu")
     title = f"Latency A/B on {gpu} ({vendor}): {args.suite} suite"
     notes = [f"base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
-             f"{' + uncommitted changes' if args.allow_dirty else ''}; {repeats} interleaved rounds x "
-             f"{samples} samples per side, order seed {args.seed}; {seconds / 60:.1f} minutes on this "
-             f"{'CPU' if interpreter else 'GPU'} (preparation and re-measurements included)",
-             f"re-measured before failing: {len(retried)}" if retried
-             else "no failing case needed a re-measure"]
+             f"{' + uncommitted changes' if args.allow_dirty else ''}; {args.processes} fresh processes x "
+             f"{args.repeats} paired rounds x {args.samples} samples per side, both sides in each process on "
+             f"the same tensors; {seconds / 60:.1f} minutes on this {'CPU' if interpreter else 'GPU'} "
+             f"(preparation and re-measurements included"
+             + (f"; {ledger.resumed} processes of an earlier, interrupted run" if ledger.resumed else "")
+             + ")",
+             f"thresholds: {cal_note}",
+             detectable_summary(findings),
+             f"re-measured in fresh processes before failing: {len(retried)}" if retried
+             else "no failing case needed a re-measure",
+             "ratio: exp(mean over processes of the mean paired log ratio); CI: hierarchical bootstrap "
+             "(processes, then rounds); p: one-sided t-test of the process means (perf/stats.py)"]
     if interpreter:
         notes.insert(0, "Triton interpreter (no GPU): wall-clock self-test of the harness, not a measurement")
-    meta = {"vendor": vendor, "gpu": gpu, "suite": args.suite, "repeats": repeats, "samples": samples,
-            "seed": args.seed, "seconds": seconds, "order": workers["order"] if workers else [],
+    lines = _threshold_lines(th, vendor, findings, cal, args.processes, args.repeats)
+    meta = {"vendor": vendor, "gpu": gpu, "suite": args.suite, "processes": args.processes,
+            "repeats": args.repeats, "samples": args.samples, "seed": args.seed, "seconds": seconds,
+            "order": [list(o) for o in side_order(args.repeats, args.seed)],
+            "calibration": cal.path if cal else None,
             "base": {"commit": base_sha, "ref": base_desc, "results": "base.jsonl"},
             "head": {"commit": head_sha, "dirty": bool(args.allow_dirty), "results": "head.jsonl"},
-            "retried": [list(k) for k in retried]}
-    md = write_outputs(out_dir, findings, title, notes, meta, (vt.latency.warn, vt.latency.fail))
+            "retried": [list(k) for k in retried],
+            "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
+    md = write_outputs(out_dir, findings, title, notes, meta, lines)
     publish(md)
-    print(f"artifacts in {out_dir}: findings.json, report.md, ratios.png, base.jsonl, head.jsonl",
+    print(f"artifacts in {out_dir}: findings.json, report.md, ratios.png, base.jsonl, head.jsonl, gate.json",
           file=sys.stderr)
     return exit_code(findings)

@@ -1,28 +1,28 @@
-"""Measure one side: this process's kernels over a suite, into a results file.
+"""Measure one side: kernels over a suite, into a results file.
 
 A `Case` is one (variant, scenario) made ready outside any timed region: the batch built
-on the device, the launches planned (`Variant.plan`, whose `KernelLaunch.config()` is the
-kernel configuration recorded), compiled by a warm-up call, checked for unwritten (NaN)
-output, and for the graph metric captured once. A round times every selected case and
-metric once, in a shuffled order, and appends one record per (variant, scenario, metric):
-its samples are one repeat, and the repeat's median is what the statistics compare.
+on the device, the public entry (`VARIANTS[name]`, `kernels.paged_attention` for
+static_grid) called once with value checks where the variant takes `check_values`
+(validation is not part of what is timed, and an older base without that hint validates
+the way it always did), compiled by that call, its output checked for unwritten (NaN)
+values, the launch configuration it plans recorded (`Variant.plan`, `KernelLaunch.config()`).
+What is timed is exactly what a user calls: the public entry with a preallocated `out=` and
+the host-side hints a serving engine passes (`max_seqlen_q`, `max_seqlen_k`, where the
+variant takes them), eagerly (`eager`) and as a captured CUDA/HIP graph (`graph`), both as
+device time (perf/latency/timing.py). A round times every selected case and metric once, in
+a shuffled order, and appends one record per (variant, scenario, metric).
 
-Two drivers use it: `python -m perf run` (one process, rounds back to back, resumable) and
-`python -m perf worker`, one side of the A/B, which measures a round whenever the A/B
-driver (perf/latency/ab.py) tells it to over stdin, so base and head rounds interleave.
-The worker imports `kernels` from `--kernels-from` (the side's checkout) and the harness
-from this checkout, so both sides are measured identically and differ only in the code
-under test.
+`python -m perf run` uses it in one process (rounds back to back, resumable); the A/B gate
+uses `make_case` and `time_case` for both sides in one process (perf/latency/worker.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
+import inspect
 import os
 import random
-import sys
 import time
 import zlib
 from collections.abc import Callable
@@ -32,22 +32,23 @@ from perf import checkout
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
 
-PROTOCOL = "@@perf "  # prefix of the worker's protocol lines on stdout
-BATCH_BUDGET_BYTES = int(float(os.environ.get("PERF_BATCH_BUDGET_GB", "24")) * 2**30)  # per side
+PROTOCOL = "@@perf "  # prefix of a worker's protocol lines on stdout
+BATCH_BUDGET_BYTES = int(float(os.environ.get("PERF_BATCH_BUDGET_GB", "24")) * 2**30)
 
 
 @dataclass
 class Case:
     variant: str
     scenario: str
-    digest: str  # BatchSpec.digest(): the batch is the same on both sides
-    fn: Callable[[], object] | None  # the planned launches; None when skipped
+    digest: str  # BatchSpec.digest() of the batch the case runs on
+    fn: Callable[[], object] | None  # the public call; None when skipped
     config: list[dict] = field(default_factory=list)
     skip: str | None = None  # reason the variant cannot run the scenario
-    kind: str = "skip"  # "skip" (unsupported feature) or "error" (it broke)
+    kind: str = "skip"  # "skip" (unsupported feature), "error" (it broke) or "missing"
     graph: object = None  # captured CUDA/HIP graph, made on first use
     broken: set = field(default_factory=set)  # metrics that raised once: recorded, not retried
-    keep: tuple = ()  # the batch and output the launches point into
+    keep: tuple = ()  # the batch and output the call points into
+    plans: dict = field(default_factory=dict)  # metric -> timing.Plan
 
 
 def _variant_names(kernels, wanted: str | None) -> list[str]:
@@ -57,8 +58,26 @@ def _variant_names(kernels, wanted: str | None) -> list[str]:
     return [v.strip() for v in wanted.split(",") if v.strip()]
 
 
+def takes(variant, option: str) -> bool:
+    """Whether the variant's public entry takes `option` (a hint, or a keyword of `plan`)."""
+    if option in getattr(variant, "hints", ()):
+        return True
+    try:
+        return option in inspect.signature(variant.plan).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def host_hints(variant, spec) -> dict:
+    """What a serving engine knows on the host and passes (vLLM does), where the variant takes it."""
+    known = {"max_seqlen_q": max(spec.query_lens), "max_seqlen_k": max(spec.kv_lens)}
+    return {k: v for k, v in known.items() if takes(variant, k)}
+
+
 def make_case(kernels, variant_name: str, scenario, device: str, batch=None) -> Case:
-    """Plan, compile and check one (variant, scenario); `batch` is shared by the variants."""
+    """Validate, compile and check one (variant, scenario); `batch` is shared by the variants.
+
+    Call it with the `kernels` of the side being prepared active (perf/checkout.py)."""
     from kernels.batch import build_batch
 
     spec = scenario.spec()
@@ -70,20 +89,19 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None) -> 
     variant = variants[variant_name]
     try:
         batch = batch if batch is not None else build_batch(spec, device)
+        digest = batch.spec.digest() if hasattr(batch, "spec") else digest
         out = batch.new_output()
+        args, options = batch.args(), dict(batch.options, **host_hints(variant, batch.spec))
+        check = {"check_values": True} if takes(variant, "check_values") else {}
+        variant(*args, out=out, **options, **check)  # validates the batch once, compiles
+        config = []
         if hasattr(variant, "plan"):
-            out, launches = variant.plan(*batch.args(), out=out, **batch.options)
+            _, launches = variant.plan(*args, out=out, **options)
             config = [launch.config() for launch in launches]
 
-            def fn(launches=launches):
-                for launch in launches:
-                    launch()
-        else:  # an older kernels package without plans: time the whole call
-            config = []
+        def fn(variant=variant, args=args, out=out, options=options):
+            variant(*args, out=out, **options)
 
-            def fn(variant=variant, batch=batch, out=out):
-                variant(*batch.args(), out=out, **batch.options)
-        fn()  # compiles; excluded from every measurement
         import torch
 
         if not bool(torch.isfinite(out).all()):
@@ -97,18 +115,57 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None) -> 
     return Case(variant_name, scenario.name, digest, fn, config, keep=(batch, out))
 
 
+def timed_callable(case: Case, metric: str):
+    """What `metric` times of a ready case: the call, or its captured graph's replay."""
+    from perf.latency import timing
+
+    if metric == "graph":
+        if case.graph is None:
+            case.graph = timing.capture_graph(case.fn)
+        return case.graph.replay
+    return case.fn
+
+
+def plan_case(case: Case, metric: str, warmup: int = 3):
+    """Warm the case's metric up and fix how it is timed (timing.plan); None off the GPU."""
+    from perf.latency import timing
+
+    if not vendor_mod.on_gpu():
+        return None
+    if metric not in case.plans:
+        case.plans[metric] = timing.plan(timed_callable(case, metric), warmup)
+    return case.plans[metric]
+
+
+def time_case(case: Case, metric: str, samples: int, budget_ms: float | None, warmup: int = 3,
+              plan=None):
+    """One repeat of `metric` on a ready case: its Samples."""
+    from perf.latency import timing
+
+    fn = timed_callable(case, metric)
+    if metric == "graph":
+        return timing.time_graph(case.fn, samples=samples, warmup=warmup, budget_ms=budget_ms,
+                                 graph=case.graph, plan_=plan or plan_case(case, metric, warmup))
+    if not vendor_mod.on_gpu():  # wall clock (interpreter): make_case warmed the call up already
+        return timing.time_eager(fn, samples=samples, warmup=1)
+    return timing.time_eager(fn, samples=samples, warmup=warmup, budget_ms=budget_ms,
+                             plan_=plan or plan_case(case, metric, warmup))
+
+
+def usable_metrics(metrics: list[str]) -> list[str]:
+    """The metrics this machine can measure (graph replay needs a GPU)."""
+    return [m for m in metrics if m == "eager" or vendor_mod.on_gpu()]
+
+
 class Side:
     """This process's kernels set up for a list of scenarios; measures rounds."""
 
     def __init__(self, kernels, variants: list[str], scenarios: list, metrics: list[str],
                  samples: int, writer, warmup: int = 3, budget_ms: float | None = None):
-        from perf.latency import timing
-
-        self.timing = timing
         self.kernels = kernels
         self.variants = variants
         self.scenarios = scenarios
-        self.metrics = [m for m in metrics if m == "eager" or vendor_mod.on_gpu()]
+        self.metrics = usable_metrics(metrics)
         self.samples = samples
         self.budget_ms = budget_ms
         self.warmup = warmup
@@ -150,14 +207,7 @@ class Side:
                 for m in self.metrics if m not in c.broken]
 
     def measure(self, case: Case, metric: str, repeat: int) -> float:
-        if metric == "graph":
-            if case.graph is None:
-                case.graph = self.timing.capture_graph(case.fn)
-            samples = self.timing.time_graph(case.fn, samples=self.samples, warmup=self.warmup,
-                                             budget_ms=self.budget_ms, graph=case.graph)
-        else:
-            samples = self.timing.time_eager(case.fn, samples=self.samples, warmup=self.warmup,
-                                             budget_ms=self.budget_ms)
+        samples = time_case(case, metric, self.samples, self.budget_ms, self.warmup)
         self.writer.record(variant=case.variant, scenario=case.scenario, metric=metric, repeat=repeat,
                            samples=samples, config=case.config, digest=case.digest)
         return samples.median
@@ -256,39 +306,7 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _emit(event: dict) -> None:
-    sys.stdout.write(PROTOCOL + json.dumps(event) + "\n")
-    sys.stdout.flush()
-
-
 def worker_command(args: argparse.Namespace) -> int:
-    """`python -m perf worker`: one side of an A/B, measuring rounds on command (stdin)."""
-    from perf import results, scenarios
-
-    vendor_mod.interpreter_without_gpu()
-    kernels = checkout.import_kernels(args.kernels_from)
-    chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
-    variants = _variant_names(kernels, args.variants)
-    repeats, samples = args.repeats, args.samples
-    header = _header(args, args.kernels_from, variants, chosen, repeats, samples, side=args.side)
-    header["sample_budget_ms"] = args.sample_budget_ms
-    footprint = sum(s.footprint_bytes() for s in chosen)
-    if footprint > BATCH_BUDGET_BYTES:
-        raise ConfigError(f"suite {args.suite!r} needs {footprint / 2**30:.1f} GiB of batches per side, more "
-                          f"than PERF_BATCH_BUDGET_GB; narrow it with --scenarios or raise the budget")
-    with results.ResultsWriter(args.out, header, resume=False) as writer:
-        side = Side(kernels, variants, chosen, args.metrics.split(","), samples, writer,
-                    budget_ms=args.sample_budget_ms)
-        for scenario in chosen:
-            side.prepare(scenario, progress=lambda what: _emit({"event": "prepared", "what": what}))
-        _emit({"event": "ready", "variants": variants, "keys": side.keys(),
-               "skips": {f"{c.variant} {c.scenario}": c.skip for c in side.cases.values() if c.skip}})
-        for line in sys.stdin:
-            cmd = json.loads(line)
-            if cmd["cmd"] == "quit":
-                break
-            only = {tuple(k) for k in cmd["keys"]} if cmd.get("keys") is not None else None
-            n = side.round(cmd["repeat"], cmd["seed"], only=only,
-                           step=lambda what: _emit({"event": "step", "what": what}))
-            _emit({"event": "done", "repeat": cmd["repeat"], "measured": n})
-    return 0
+    """The old per-side worker: replaced by perf/latency/worker.py (both sides in one process)."""
+    raise ConfigError("`python -m perf worker` is gone: the gate runs `python -m perf.latency.worker`, "
+                      "both sides in one process; run `python -m perf gate`")

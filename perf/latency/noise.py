@@ -1,92 +1,173 @@
-"""Noise of the latency gate, from an A/A run: what it can and cannot see.
+"""Noise of the latency gate, from an A/A run: what it can and cannot see, per case.
 
-`python -m perf noise DIR` (a gate's --out directory, or results files) reports per
-(variant, scenario, metric) the coefficient of variation of the repeat medians (pooled over
-both sides, each side's values divided by its own median so that a constant offset between
-the two processes does not count as noise), the A/A ratio, and the smallest slowdown the
-gate fails with 95 % power at the configured repeats, alpha and fail threshold
-(`stats.min_detectable_effect`, by simulation). Use it to set thresholds.yaml: the fail
-threshold should sit above the noise, and the detectable effect close to the threshold.
+`python -m perf noise DIR` reads an A/A gate's --out (or `perf calibrate`'s) and reports per
+(variant, scenario, metric): the round-to-round spread of the paired log ratio within a
+process (`sigma_round`), the spread of process means beyond it (`tau`: what a process adds),
+the standard deviation of the gate's estimate at the gate's processes x rounds (`noise`),
+the thresholds that noise gives under thresholds.yaml's rule, and the smallest slowdown the
+gate fails with 95 % power. Every number comes from the code the gate itself runs:
+perf.stats (noise_components, gate_sigma, min_detectable), perf.thresholds (the noise rule)
+and the calibrated variance the gate's test would use. Where calibration/<vendor>.yaml
+already holds the case, its calibrated noise is shown beside the measured one; `--write`
+writes these results as the calibration file (what `perf calibrate` does after measuring).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
+import json
+import math
 import os
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
+import yaml
 
 from perf import results as results_mod
 from perf import stats
 from perf.errors import ConfigError
-from perf.thresholds import load_thresholds
+from perf.latency import analysis
+from perf.thresholds import CALIBRATION_VERSION, CaseNoise, Thresholds, calibration_for, load_thresholds
+
+POWER = analysis.POWER
 
 
-def _files(paths: list[str]) -> list[str]:
-    out = []
-    for p in paths:
-        if os.path.isdir(p):
-            found = [os.path.join(p, f) for f in ("base.jsonl", "head.jsonl")]
-            out += [f for f in found if os.path.exists(f)]
-        else:
-            out.append(p)
-    if not out:
-        raise ConfigError(f"{', '.join(paths)}: no results files (base.jsonl/head.jsonl) found")
-    return out
+def load_aa(out_dir: str) -> tuple[results_mod.Results, results_mod.Results, set[str] | None]:
+    """base.jsonl, head.jsonl and the finished first-attempt processes of a gate's --out."""
+    paths = [os.path.join(out_dir, f) for f in ("base.jsonl", "head.jsonl")]
+    if not os.path.isdir(out_dir) or not all(os.path.exists(p) for p in paths):
+        raise ConfigError(f"{out_dir}: no base.jsonl/head.jsonl; pass the --out directory of an A/A "
+                          f"`python -m perf gate --base-ref HEAD` or of `python -m perf calibrate`")
+    processes = None
+    ledger = os.path.join(out_dir, "gate.json")
+    if os.path.exists(ledger):
+        with open(ledger, encoding="utf-8") as f:
+            processes = {p["process"] for p in json.load(f).get("processes", []) if p["attempt"] == 0}
+    return results_mod.load(paths[0]), results_mod.load(paths[1]), processes
 
 
-def noise_rows(files: list[str], repeats: int, alpha: float, fail_of, power: float = 0.95,
-               sims: int = 1000) -> list[dict]:
-    """One row per (variant, scenario, metric) seen in every file."""
-    per_file = [results_mod.load(f).medians() for f in files]
-    keys = sorted(set.intersection(*(set(m) for m in per_file)))
+def noise_rows(base, head, processes: set[str] | None, th: Thresholds, vendor: str,
+               gate_processes: int, gate_repeats: int, calibration=None) -> list[dict]:
+    """One row per case with paired A/A rounds in at least two processes (module docstring)."""
+    s = th.vendor(vendor).statistics
     rows = []
-    for key in keys:
-        sides = [np.asarray(m[key], dtype=float) for m in per_file]
-        normalized = np.concatenate([s / np.median(s) for s in sides])
-        cv = stats.cv(normalized)
-        fail = fail_of(*key)
+    for key, case in sorted(analysis.pairs(base, head, processes).items()):
+        groups = case.groups()
+        if len(groups) < 2:
+            continue
+        sigma, tau = stats.noise_components(groups)
+        measured = CaseNoise(sigma, tau, len(groups), int(sum(g.size for g in groups)),
+                             float(np.median(case.side(1))))
+        noise = stats.gate_sigma(sigma, tau, gate_processes, gate_repeats)
+        t = th.latency(vendor, *key, noise=noise)
+        df = float(measured.processes - 1 + gate_processes - 1)  # the gate pools both (perf/stats.py)
+        se = math.sqrt(measured.variance(gate_repeats) / gate_processes)
+        mde = stats.min_detectable(se, t.fail, s.alpha, df, POWER, attempts=1 + s.retries)
+        cal = calibration.case(*key) if calibration is not None else None
         rows.append({
-            "variant": key[0], "scenario": key[1], "metric": key[2], "n": min(len(s) for s in sides),
-            "median_ms": float(np.median(sides[0])), "cv": cv,
-            "aa_ratio": float(np.median(sides[-1]) / np.median(sides[0])) if len(sides) > 1 else None,
-            "mde": stats.min_detectable_effect(max(cv, 1e-6), repeats, alpha, fail, power, sims=sims),
+            "variant": key[0], "scenario": key[1], "metric": key[2], "case": measured,
+            "aa_ratio": stats.paired(groups, resamples=200).ratio, "noise": noise,
+            "calibrated_noise": None if cal is None else stats.gate_sigma(cal.sigma_round, cal.tau,
+                                                                          gate_processes, gate_repeats),
+            "warn": t.warn, "fail": t.fail, "min_detectable": mde,
         })
     return rows
 
 
+def calibration_doc(rows: list[dict], vendor: str, environment: dict, meta: dict) -> dict:
+    """The calibration file's content (perf/thresholds.py parses it)."""
+    return {
+        "version": CALIBRATION_VERSION, "vendor": vendor, "gpu": environment.get("gpu"),
+        "meta": {"date": _dt.date.today().isoformat(), "driver": environment.get("driver"),
+                 "commit": environment.get("commit"), "torch": environment.get("torch"),
+                 "triton": environment.get("triton"), **meta},
+        "cases": [{"variant": r["variant"], "scenario": r["scenario"], "metric": r["metric"],
+                   "sigma_round": round(r["case"].sigma_round, 7), "tau": round(r["case"].tau, 7),
+                   "processes": r["case"].processes, "rounds": r["case"].rounds,
+                   "median_ms": round(r["case"].median_ms, 6)} for r in rows],
+    }
+
+
+def write_calibration(path: str, doc: dict, launch_cost: dict | None = None) -> None:
+    """Write the calibration file; a launch_cost section already there is kept unless replaced."""
+    old = None
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = yaml.safe_load(f) or {}
+    if launch_cost is not None:
+        doc["launch_cost"] = launch_cost
+    elif old and old.get("launch_cost") and old.get("gpu") == doc["gpu"]:
+        doc["launch_cost"] = old["launch_cost"]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    header = ("# Measured noise of the latency gate on one GPU: written by `python -m perf calibrate`\n"
+              "# (perf/latency/calibrate.py), read by perf/thresholds.py. Do not edit by hand; rerun it.\n"
+              "# sigma_round: std. dev. of a round's paired log(head/base) within a process (A/A);\n"
+              "# tau: std. dev. of process means beyond it (what a process adds); both natural-log units.\n")
+    cases = doc.pop("cases")
+    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    flow = {"default_flow_style": True, "sort_keys": False, "width": 10000}
+    lines = "\n".join("  - " + yaml.safe_dump(c, **flow).strip() for c in cases)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(header + body + "cases:\n" + lines + "\n")
+    os.replace(path + ".tmp", path)
+    doc["cases"] = cases
+
+
+def print_table(rows: list[dict], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("variant", "scenario", "metric", "processes x rounds", "median ms", "sigma_round", "tau",
+                "A/A ratio", "noise", "calibrated", "warn", "fail", "min. detectable"):
+        table.add_column(col)
+    for r in sorted(rows, key=lambda r: -r["noise"]):
+        c = r["case"]
+        table.add_row(r["variant"], r["scenario"], r["metric"],
+                      f"{c.processes} x {c.rounds / c.processes:.3g}",
+                      f"{c.median_ms:.4g}", f"{100 * c.sigma_round:.2f} %", f"{100 * c.tau:.2f} %",
+                      f"{r['aa_ratio']:.4f}", f"{100 * r['noise']:.3f} %",
+                      "–" if r["calibrated_noise"] is None else f"{100 * r['calibrated_noise']:.3f} %",
+                      f"{r['warn']:.4f}", f"{r['fail']:.4f}", f"{100 * (r['min_detectable'] - 1):.2f} %")
+    Console(width=220).print(table)
+    if rows:
+        noise = np.array([r["noise"] for r in rows])
+        mde = np.array([r["min_detectable"] for r in rows])
+        see = ", ".join(f"{int((mde <= 1 + e + 1e-9).sum())} see {100 * e:g} %" for e in (0.02, 0.05, 0.10))
+        print(f"{len(rows)} cases: noise median {100 * np.median(noise):.3f} %, "
+              f"max {100 * noise.max():.3f} %; with 95 % power {see}")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+",
-                        help="a gate's --out directory or results files (A/A: base, head)")
+    parser.add_argument("paths", nargs=1, help="--out directory of an A/A gate or of `perf calibrate`")
     parser.add_argument("--vendor", default=None, help="thresholds section (default: from the results)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="gate processes to evaluate (default: thresholds)")
     parser.add_argument("--repeats", type=int, default=None,
-                        help="repeats per side to evaluate (default: thresholds)")
+                        help="gate rounds per process (default: thresholds)")
+    parser.add_argument("--write", default=None, metavar="PATH",
+                        help="also write these results as a calibration file (e.g. calibration/nvidia.yaml)")
 
 
 def main(args: argparse.Namespace) -> int:
     th = load_thresholds(args.thresholds)
-    files = _files(args.paths)
-    vendor = args.vendor or results_mod.load(files[0]).environment.get("vendor")
-    vt = th.vendor(vendor if vendor in th.vendors else "nvidia")
-    repeats = args.repeats or vt.statistics.repeats
-    rows = noise_rows(files, repeats, vt.statistics.alpha,
-                      lambda v, s, m: th.latency(vt.name, v, s, m).fail)
-    table = Table(title=f"A/A noise ({', '.join(files)}); gate: {repeats} repeats, alpha "
-                        f"{vt.statistics.alpha:g}, 95 % power")
-    for col in ("variant", "scenario", "metric", "n", "median ms", "CV of repeat medians", "A/A ratio",
-                "smallest failed slowdown"):
-        table.add_column(col)
-    for r in sorted(rows, key=lambda r: -r["cv"]):
-        table.add_row(r["variant"], r["scenario"], r["metric"], str(r["n"]), f"{r['median_ms']:.4g}",
-                      f"{100 * r['cv']:.2f} %", "–" if r["aa_ratio"] is None else f"{r['aa_ratio']:.3f}",
-                      f"{100 * (r['mde'] - 1):.1f} %")
-    Console(width=200).print(table)
-    cvs = np.array([r["cv"] for r in rows])
-    mdes = np.array([r["mde"] for r in rows])
-    if rows:
-        print(f"{len(rows)} cases: CV median {100 * np.median(cvs):.2f} %, 90th percentile "
-              f"{100 * np.percentile(cvs, 90):.2f} %, max {100 * cvs.max():.2f} %; smallest failed slowdown "
-              f"median {100 * (np.median(mdes) - 1):.1f} %, max {100 * (mdes.max() - 1):.1f} %")
+    base, head, processes = load_aa(args.paths[0])
+    vendor = args.vendor or base.environment.get("vendor")
+    if vendor not in th.vendors:
+        raise ConfigError(f"{args.paths[0]}: measured on {vendor!r}; pass --vendor nvidia|amd")
+    s = th.vendor(vendor).statistics
+    p, r = args.processes or s.processes, args.repeats or s.repeats
+    cal, note = calibration_for(th, vendor, head.environment.get("gpu"))
+    rows = noise_rows(base, head, processes, th, vendor, p, r, cal)
+    if not rows:
+        raise ConfigError(f"{args.paths[0]}: no case has paired rounds in two or more processes")
+    print_table(rows, f"A/A noise ({args.paths[0]}); gate: {p} processes x {r} rounds, alpha {s.alpha:g}, "
+                      f"95 % power, {1 + s.retries} measurements to fail")
+    print(f"calibration: {note}")
+    if args.write:
+        doc = calibration_doc(rows, vendor, head.environment, {
+            "processes": max(r["case"].processes for r in rows), "repeats": head.header.get("repeats"),
+            "samples": head.header.get("samples"), "suite": head.header.get("suite")})
+        write_calibration(args.write, doc)
+        print(f"wrote {args.write}")
     return 0

@@ -1,0 +1,257 @@
+"""One process of the A/B gate: base and head side by side, in pairs, on the same tensors.
+
+`python -m perf.latency.worker` (started by perf/latency/ab.py, one process after another)
+loads the base checkout's `kernels` and the head's under two aliases (perf/checkout.py),
+then scenario by scenario:
+
+1. builds the batch once, with the head's `kernels.batch`: both sides get the very same
+   input tensors (each its own output buffer);
+2. prepares every variant on each side (`measure.make_case`: validated once, compiled
+   once, graph captured once) with that side's modules active;
+3. fixes, per (variant, metric), one timing plan for both sides (calls per sample, spin:
+   perf/latency/timing.py), so both are timed identically;
+4. runs `repeats` rounds; a round times every (variant, metric) pair once per side, the
+   pairs in a shuffled order and the two sides in alternating order (base first in half of
+   the rounds, head first in the other half: ABBA across rounds), so drift and order
+   effects cancel in the paired ratio. Each side's modules are swapped in around its half,
+   outside the timed region.
+
+Records are appended to the gate's two results files (`base.jsonl`, `head.jsonl` in the
+gate's --out; perf/results.py), each measurement tagged with its round (`repeat`, numbered
+from `--first-repeat` so rounds of all processes are distinct), its position in the pair and
+this process's id, by which perf/latency/ab.py pairs them. The last protocol line, `done`,
+tells the gate the process is complete; rounds of a process that never said so are ignored
+(the gate measures that process again when resumed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import inspect
+import json
+import os
+import random
+import sys
+import time
+import uuid
+import zlib
+
+from perf import checkout
+from perf import vendor as vendor_mod
+from perf.errors import ConfigError
+from perf.latency import measure
+
+SIDES = ("base", "head")
+ALIASES = {"base": "kernels_base", "head": "kernels_head"}
+PROGRESS_EVERY_S = 10.0  # a protocol line at least this often (the parent prints progress)
+
+
+def emit(event: dict) -> None:
+    sys.stdout.write(measure.PROTOCOL + json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def files(out_dir: str) -> dict[str, str]:
+    return {s: os.path.join(out_dir, f"{s}.jsonl") for s in SIDES}
+
+
+def side_order(repeats: int, seed: int) -> list[tuple[str, str]]:
+    """Which side goes first in each round: half base first, half head first, shuffled
+    (balanced within every process, so an order effect cancels in the mean)."""
+    orders = [SIDES] * ((repeats + 1) // 2) + [SIDES[::-1]] * (repeats // 2)
+    random.Random(seed).shuffle(orders)
+    return orders
+
+
+class Pairs:
+    """Both sides of one process, scenario by scenario (module docstring)."""
+
+    def __init__(self, args: argparse.Namespace, process: str, keys: set | None):
+        self.args = args
+        self.writers: dict = {}
+        self.process = process
+        self.keys = keys  # (variant, scenario, metric) to measure; None: all
+        self.sides = {s: checkout.load_side(getattr(args, f"{s}_from"), ALIASES[s]) for s in SIDES}
+        self.device = "cuda" if vendor_mod.on_gpu() else "cpu"
+        self.metrics = measure.usable_metrics(args.metrics.split(","))
+        self.last_emit = 0.0
+
+    def variants(self) -> list[str]:
+        if self.args.variants:
+            return [v.strip() for v in self.args.variants.split(",") if v.strip()]
+        seen: list[str] = []
+        for s in ("head", "base"):
+            for v in getattr(self.sides[s].kernels, "VARIANTS", {}):
+                if v not in seen:
+                    seen.append(v)
+        return seen
+
+    def _batch(self, scenario):
+        """The scenario's batch, built by the head's kernels.batch, or loaded from the gate's
+        batch cache (the same tensors, saved by an earlier process: building on the CPU from
+        the seed is the slowest part of preparing a process)."""
+        with self.sides["head"].active():
+            from kernels import batch as kb
+
+            try:
+                spec = scenario.spec()
+                path = None
+                if self.args.batch_cache:
+                    source = hashlib.sha256(inspect.getsource(kb).encode()).hexdigest()[:12]
+                    path = os.path.join(self.args.batch_cache, f"{spec.digest()}-{source}.pt")
+                    if os.path.exists(path):
+                        import torch
+
+                        saved = torch.load(path, map_location=self.device, weights_only=False)
+                        return kb.PagedBatch(spec, *saved["args"], options=saved["options"])
+                batch = kb.build_batch(spec, self.device)
+                if path:
+                    import torch
+
+                    torch.save({"args": list(batch.args()), "options": batch.options}, path + ".tmp")
+                    os.replace(path + ".tmp", path)
+                return batch
+            except Exception:  # make_case records the reason per variant
+                return None
+
+    def prepare(self, scenario, variants: list[str]) -> dict[str, dict]:
+        batch = self._batch(scenario)
+        cases: dict[str, dict] = {}
+        for s in SIDES:
+            with self.sides[s].active() as kernels:
+                cases[s] = {v: measure.make_case(kernels, v, scenario, self.device, batch) for v in variants}
+            for v, case in cases[s].items():
+                if case.skip is not None:
+                    self.writers[s].skip(variant=v, scenario=scenario.name, reason=case.skip, kind=case.kind)
+        return cases
+
+    def _plan(self, cases: dict, variant: str, scenario: str, metric: str):
+        plans = []
+        for s in SIDES:
+            try:
+                with self.sides[s].active():
+                    plans.append(measure.plan_case(cases[s][variant], metric, self.args.warmup))
+            except Exception as e:  # e.g. graph capture unsupported on one side
+                self._fail(cases, s, variant, scenario, metric, e)
+                return None
+        from perf.latency import timing
+
+        return timing.merge_plans(*plans)
+
+    def _fail(self, cases: dict, side: str, variant: str, scenario: str, metric: str, e: Exception) -> None:
+        msg = f"{metric}: {type(e).__name__}: {e}".splitlines()[0][:300]
+        self.writers[side].skip(variant=variant, scenario=scenario, reason=msg, kind="error")
+        for s in SIDES:
+            cases[s][variant].broken.add(metric)
+
+    def scenario(self, scenario, variants: list[str]) -> int:
+        cases = self.prepare(scenario, variants)
+        items = [(v, m) for v in variants for m in self.metrics
+                 if all(cases[s][v].fn is not None for s in SIDES)
+                 and (self.keys is None or (v, scenario.name, m) in self.keys)]
+        plans = {(v, m): self._plan(cases, v, scenario.name, m) for v, m in items}
+        rng = random.Random(zlib.crc32(f"{self.args.seed} {self.process} {scenario.name}".encode()))
+        orders = side_order(self.args.repeats, self.args.seed)
+        measured = 0
+        for r in range(self.args.repeats):
+            shuffled = list(items)
+            rng.shuffle(shuffled)
+            for v, m in shuffled:
+                if m in cases["head"][v].broken:
+                    continue
+                for position, s in enumerate(orders[r]):
+                    case = cases[s][v]
+                    try:
+                        with self.sides[s].active():
+                            samples = measure.time_case(case, m, self.args.samples, self.args.budget_ms,
+                                                        self.args.warmup, plans.get((v, m)))
+                    except Exception as e:
+                        self._fail(cases, s, v, scenario.name, m, e)
+                        break
+                    self.writers[s].record(variant=v, scenario=scenario.name, metric=m,
+                                           repeat=self.args.first_repeat + r, samples=samples,
+                                           config=case.config, digest=case.digest, position=position,
+                                           process=self.process)
+                measured += 1
+                now = time.monotonic()
+                if now - self.last_emit > PROGRESS_EVERY_S:
+                    emit({"event": "step", "what": f"{scenario.name} round {r + 1}/{self.args.repeats}"})
+                    self.last_emit = now
+        del cases
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+        return measured
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m perf.latency.worker",
+                                description="internal: one process of the latency A/B gate")
+    p.add_argument("--base-from", required=True, help="checkout whose kernels/ is the base side")
+    p.add_argument("--head-from", required=True, help="checkout whose kernels/ is the head side")
+    p.add_argument("--out-dir", required=True, help="the gate's --out: appends to base.jsonl, head.jsonl")
+    p.add_argument("--first-repeat", type=int, default=0, help="number of this process's first round")
+    p.add_argument("--suite", required=True)
+    p.add_argument("--scenarios", default=None)
+    p.add_argument("--variants", default=None)
+    p.add_argument("--metrics", default="eager,graph")
+    p.add_argument("--repeats", type=int, required=True, help="paired rounds")
+    p.add_argument("--samples", type=int, required=True)
+    p.add_argument("--budget-ms", type=float, default=None)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-cache", default=None, help="directory of saved batches shared by the processes")
+    p.add_argument("--keys", default=None, help="JSON file: [[variant, scenario, metric], ...] to measure")
+    p.add_argument("--header", default="{}", help="JSON object added to both results headers")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    vendor_mod.interpreter_without_gpu()
+    from perf import results, scenarios
+
+    keys = None
+    if args.keys:
+        with open(args.keys, encoding="utf-8") as f:
+            keys = {tuple(k) for k in json.load(f)}
+    chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
+    if keys is not None:
+        chosen = [s for s in chosen if any(k[1] == s.name for k in keys)]
+    footprint = max((s.footprint_bytes() for s in chosen), default=0)
+    if footprint > measure.BATCH_BUDGET_BYTES:
+        raise ConfigError(f"a batch of suite {args.suite!r} needs {footprint / 2**30:.1f} GiB, more than "
+                          f"PERF_BATCH_BUDGET_GB; narrow it with --scenarios or raise the budget")
+    process = uuid.uuid4().hex[:12]
+    paths = files(args.out_dir)
+    extra = json.loads(args.header)
+    pairs = Pairs(args, process, keys)
+    try:
+        for s in SIDES:
+            with pairs.sides[s].active():
+                header = {"environment": results.environment(pairs.sides[s].root), "suite": args.suite,
+                          "side": s, "scenarios": {sc.name: sc.spec().digest() for sc in chosen},
+                          "metrics": args.metrics.split(","), "repeats": args.repeats,
+                          "samples": args.samples, **extra}
+            pairs.writers[s] = results.ResultsWriter(paths[s], header, resume=True)
+        variants = pairs.variants()
+        emit({"event": "ready", "process": process, "variants": variants,
+              "scenarios": [s.name for s in chosen]})
+        total = 0
+        for i, scenario in enumerate(chosen):
+            total += pairs.scenario(scenario, variants)
+            emit({"event": "scenario", "done": i + 1, "of": len(chosen), "what": scenario.name})
+        emit({"event": "done", "process": process, "pairs": total})
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return e.exit_code
+    finally:
+        for w in pairs.writers.values():
+            w.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
