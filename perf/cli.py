@@ -27,6 +27,8 @@ EXTERNAL = {
     "nightly": ("perf.nightly", "nightly asv run, publish and plots"),
     "alert": ("perf.nightly", "change-point alerts over the nightly history"),
     "noise": ("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate detects"),
+    "calibrate": ("perf.latency.calibrate",
+                  "measure the latency gate's noise on this GPU into calibration/<vendor>.yaml"),
     "tune": ("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)"),
 }
 OWN = {
@@ -49,8 +51,10 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenarios", default=None, help="comma-separated fnmatch globs over scenario names")
     p.add_argument("--metrics", default="eager,graph", help="eager,graph (default both; graph needs a GPU)")
     p.add_argument("--vendor", default=None, help="nvidia | amd (default: this machine's GPU)")
-    p.add_argument("--repeats", type=int, default=None, help="repeat medians per side (default: thresholds)")
-    p.add_argument("--samples", type=int, default=None, help="samples per repeat (default: thresholds)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="rounds (gate: paired rounds per process; default: thresholds)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="samples per side and round (default: thresholds)")
 
 
 def _add_own(sub: argparse._SubParsersAction) -> None:
@@ -59,6 +63,8 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     _measure_options(p)
     p.add_argument("--out", default="results/run.jsonl", help="results file (JSON Lines; resumed if present)")
     p.add_argument("--no-resume", action="store_true", help="overwrite --out instead of resuming it")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="run a GPU-sized suite in Triton's interpreter when there is no GPU (slow)")
     p.add_argument("--peers", default="none",
                    help="vendor libraries measured beside the variants, in the same rounds: auto (this "
                         "GPU's installed ones), none (default), or a comma list (perf/peers.py)")
@@ -95,14 +101,6 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("findings", help="findings.json written by compare or gate")
     p.add_argument("--plot", default=None, help="also draw the ratios to this PNG")
-
-    p = sub.add_parser("worker")  # internal (one side of an A/B, started by `gate`): no help, not listed
-    _common(p)
-    _measure_options(p)
-    p.add_argument("--kernels-from", required=True, help="checkout whose kernels/ this side measures")
-    p.add_argument("--out", required=True)
-    p.add_argument("--side", required=True)
-    p.add_argument("--sample-budget-ms", type=float, default=None)
 
 
 def _choices() -> str:
@@ -147,32 +145,19 @@ def _external(command: str, argv: list[str]) -> int:
     return int(main(args) or 0)
 
 
+# command -> (module, function) of the commands parsed here
+HANDLERS = {
+    "run": ("perf.latency.measure", "run_command"),
+    "compare": ("perf.latency.ab", "compare_command"),
+    "gate": ("perf.latency.ab", "gate_command"),
+    "report": ("perf.latency.ab", "report_command"),
+    "table": ("perf.report", "table_command"),
+}
+
+
 def _own(args: argparse.Namespace) -> int:
-    if args.command == "run":
-        from perf.latency import measure
-
-        return measure.run_command(args)
-    if args.command == "worker":
-        from perf.latency import measure
-
-        return measure.worker_command(args)
-    if args.command == "compare":
-        from perf.latency import ab
-
-        return ab.compare_command(args)
-    if args.command == "gate":
-        from perf.latency import ab
-
-        return ab.gate_command(args)
-    if args.command == "report":
-        from perf.latency import ab
-
-        return ab.report_command(args)
-    if args.command == "table":
-        from perf import report
-
-        return report.table_command(args)
-    raise AssertionError(args.command)
+    module, function = HANDLERS[args.command]
+    return getattr(importlib.import_module(module), function)(args)
 
 
 def main(argv: list[str] | None = None) -> int:

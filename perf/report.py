@@ -4,8 +4,8 @@ and the benchmark table of a results file.
 `render_markdown` puts failures and warnings in the table a reviewer sees first and folds
 the passing rows into a <details> block, so the answer takes ten seconds to find.
 `publish` prints it and appends it to `$GITHUB_STEP_SUMMARY` when that is set (GitHub
-Actions renders the file on the run's page). `plot_ratios` draws one point per
-measurement with its confidence interval against the thresholds. `render_table`
+Actions renders the file on the run's page); each gate draws its own plot (the latency
+gate's: perf/latency/plot.py). `render_table`
 (`python -m perf table`) shows what `perf run` measured: every variant and peer side by
 side per scenario, the throughput derived from latency, ours over the best peer.
 """
@@ -79,8 +79,8 @@ def render_markdown(findings: list[Finding], title: str, notes: list[str] | None
         lines.append(f"- {note}")
     if notes:
         lines.append("")
-    lines.append("ratio = head / base (> 1 is slower for latency); CI: bootstrap interval of the "
-                 "ratio of medians; p: one-sided Mann-Whitney U in the direction of the change.")
+    lines.append("ratio = head / base (> 1 is slower for latency); CI: confidence interval of the ratio; "
+                 "p: one-sided test in the direction of the change (the notes name the test).")
     return "\n".join(lines) + "\n"
 
 
@@ -91,50 +91,6 @@ def publish(markdown: str) -> None:
     if summary:
         with open(summary, "a", encoding="utf-8") as f:
             f.write(markdown + "\n")
-
-
-def plot_ratios(findings: list[Finding], path: str, title: str = "head / base",
-                warn: float | None = None, fail: float | None = None) -> str | None:
-    """One point per (variant, scenario, metric) with its CI and the vendor's warn (dotted)
-    and fail (dashed) lines; returns the path, None if nothing has a ratio."""
-    rows = [f for f in findings if f.ratio is not None and math.isfinite(f.ratio)]
-    if not rows:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows.sort(key=lambda f: (f.scenario, f.variant, f.metric))
-    scenarios = sorted({f.scenario for f in rows})
-    series = sorted({(f.variant, f.metric) for f in rows})
-    ypos = {s: i for i, s in enumerate(scenarios)}
-    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.28 * len(scenarios)))
-    width = 0.8 / max(len(series), 1)
-    for k, (variant, metric) in enumerate(series):
-        pts = [f for f in rows if (f.variant, f.metric) == (variant, metric)]
-        y = [ypos[f.scenario] - 0.4 + width * (k + 0.5) for f in pts]
-        x = [f.ratio for f in pts]
-        lo = [f.ratio - (f.ci_low if f.ci_low is not None else f.ratio) for f in pts]
-        hi = [(f.ci_high if f.ci_high is not None else f.ratio) - f.ratio for f in pts]
-        ax.errorbar(x, y, xerr=[lo, hi], fmt="o", ms=3, capsize=2, label=f"{variant} / {metric}")
-    thresholds = sorted({f.threshold for f in rows})
-    ax.axvline(1.0, color="grey", lw=0.8)
-    for value, style in ((warn, ":"), (fail, "--")):
-        if value is not None:
-            ax.axvline(value, color="red", lw=0.8, ls=style)
-    for f in rows:  # mark fails in red
-        if f.verdict is Verdict.FAIL:
-            ax.annotate("fail", (f.ratio, ypos[f.scenario]), color="red", fontsize=7)
-    ax.set_yticks(range(len(scenarios)), scenarios, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("ratio of medians, head / base (> 1: slower)")
-    ax.set_title(f"{title}  (thresholds: {'; '.join(thresholds)[:120]})", fontsize=9)
-    ax.legend(fontsize=6, loc="best", ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 # --- the benchmark table (`python -m perf table RESULTS.jsonl`) ---------------------------------

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from perf.report import headline, plot_ratios, publish, render_markdown
+from perf.report import headline, publish, render_markdown
 from perf.verdicts import Finding, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,15 +60,6 @@ def test_publish_appends_to_github_step_summary(tmp_path, monkeypatch, capsys):
     publish("## hello")
     assert summary.read_text() == "earlier step\n## hello\n"
     assert "## hello" in capsys.readouterr().out
-
-
-def test_plot_writes_png(tmp_path):
-    path = plot_ratios(FINDINGS, str(tmp_path / "r.png"), "t", warn=1.03, fail=1.05)
-    with open(path, "rb") as f:
-        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
-    none = [_f("a", Verdict.OK, 1.0)]
-    none[0].ratio = None
-    assert plot_ratios(none, str(tmp_path / "n.png")) is None
 
 
 def test_report_command_renders_findings_and_exits_by_verdict(tmp_path):

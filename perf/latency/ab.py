@@ -36,6 +36,7 @@ import threading
 import time
 from collections import Counter
 
+from perf import checkout, validate
 from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
@@ -457,16 +458,25 @@ def gate_command(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     th = load_thresholds(args.thresholds)
+    # Everything the user named is checked first, with or without a GPU: a gate that skips
+    # must never hide a typo that would make it measure nothing.
+    vendor = vendor_mod.resolve(args.vendor)
+    vt = th.vendor(vendor)
+    chosen = validate.scenarios(args.suite, args.scenarios)
+    variants = validate.variants(args.variants, checkout.import_kernels().VARIANTS)
+    repo = repo_root(os.getcwd())
+    base_sha, base_desc = resolve_base(repo, args.base_ref)
+    head_sha = git(repo, "rev-parse", "HEAD", check=True)
     interpreter = not vendor_mod.on_gpu()
     if interpreter and args.no_gpu_ok:
-        print("latency gate: skipped — latency needs a GPU (none found; torch.cuda.is_available() is "
-              f"{torch.cuda.is_available()}); run `nox -s perf` on an H100 or MI300 machine")
+        print(f"latency gate: skipped — latency needs a GPU (none found; torch.cuda.is_available() is "
+              f"{torch.cuda.is_available()}); checked: suite {args.suite} ({len(chosen)} scenarios), "
+              f"{len(variants)} variants, base {base_sha[:10]} ({base_desc}); run `nox -s perf` on an "
+              f"H100 or MI300 machine")
         return 0
     if interpreter and args.suite != "smoke":
         raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
                           "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
-    vendor = vendor_mod.resolve(args.vendor)
-    vt = th.vendor(vendor)
     args.repeats = args.repeats if args.repeats is not None else vt.statistics.repeats
     # the interpreter's wall clock measures nothing: a smoke run needs few samples (--samples overrides)
     args.samples = args.samples if args.samples is not None else (
@@ -475,11 +485,11 @@ def gate_command(args: argparse.Namespace) -> int:
     args.sample_budget_ms = vt.statistics.sample_budget_ms
     if args.repeats < 2 or args.samples < 1:
         raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
-    repo = repo_root(os.getcwd())
     if not args.allow_dirty:
         check_clean(repo)
-    base_sha, base_desc = resolve_base(repo, args.base_ref)
-    head_sha = git(repo, "rev-parse", "HEAD", check=True)
+    if base_sha == head_sha and not args.allow_dirty:
+        print(f"nothing to compare: HEAD is its own base ({head_sha[:10]}); measuring an A/A run, which "
+              f"shows the gate's noise", file=sys.stderr)
     out_dir = os.path.abspath(args.out)  # the workers run in the harness's root, not in cwd
     args.thresholds = os.path.abspath(args.thresholds)
     os.makedirs(out_dir, exist_ok=True)

@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from perf import checkout
+from perf import checkout, validate
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
 
@@ -49,13 +49,6 @@ class Case:
     broken: set = field(default_factory=set)  # metrics that raised once: recorded, not retried
     keep: tuple = ()  # the batch and output the call points into
     plans: dict = field(default_factory=dict)  # metric -> timing.Plan
-
-
-def _variant_names(kernels, wanted: str | None) -> list[str]:
-    registered = list(getattr(kernels, "VARIANTS", {}))
-    if not wanted:
-        return registered
-    return [v.strip() for v in wanted.split(",") if v.strip()]
 
 
 def takes(variant, option: str) -> bool:
@@ -231,10 +224,15 @@ class Side:
         return len(keys)
 
 
+# Without a GPU the kernels run in Triton's interpreter, whose wall clock measures nothing:
+# a run there is a self-test of the harness, so it takes few repeats and samples unless told.
+INTERPRETER_REPEATS, INTERPRETER_SAMPLES = 2, 3
+
+
 def _settings(args, thresholds, vendor: str | None) -> tuple[int, int]:
     stats = thresholds.vendor(vendor).statistics if vendor else None
-    repeats = args.repeats if args.repeats is not None else (stats.repeats if stats else 10)
-    samples = args.samples if args.samples is not None else (stats.samples if stats else 25)
+    repeats = args.repeats if args.repeats is not None else (stats.repeats if stats else INTERPRETER_REPEATS)
+    samples = args.samples if args.samples is not None else (stats.samples if stats else INTERPRETER_SAMPLES)
     if repeats < 1 or samples < 1:
         raise ConfigError("--repeats and --samples must be >= 1")
     return repeats, samples
@@ -254,7 +252,7 @@ def run_command(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from perf import peers as peers_mod
-    from perf import results, scenarios, thresholds
+    from perf import results, thresholds
 
     th = thresholds.load_thresholds(args.thresholds)
     vendor = vendor_mod.resolve(args.vendor, cpu_default=None)
@@ -264,12 +262,11 @@ def run_command(args: argparse.Namespace) -> int:
     root = checkout.ROOT
     vendor_mod.interpreter_without_gpu()
     kernels = checkout.import_kernels(root)
-    chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
-    variants = _variant_names(kernels, args.variants)
-    unknown = [v for v in variants if v not in kernels.VARIANTS]
-    if unknown:
-        raise ConfigError(f"--variants: unknown {', '.join(unknown)} "
-                          f"(registered: {', '.join(kernels.VARIANTS)})")
+    chosen = validate.scenarios(args.suite, args.scenarios)
+    variants = validate.variants(args.variants, kernels.VARIANTS)
+    if vendor is None and args.suite != "smoke" and not args.allow_cpu:
+        raise ConfigError(f"--suite {args.suite}: sized for a GPU, and there is none here (Triton's "
+                          f"interpreter would take hours); use --suite smoke, or pass --allow-cpu to run it")
     peers, absent = peers_mod.resolve(args.peers, vendor)
     if args.peers == "auto" and vendor is None:
         print("note: --peers auto: no GPU here, so no vendor library is measured", flush=True)
@@ -304,9 +301,3 @@ def run_command(args: argparse.Namespace) -> int:
                 peers_mod.detach(side, scenario, peers)
     print(f"wrote {args.out}")
     return 0
-
-
-def worker_command(args: argparse.Namespace) -> int:
-    """The old per-side worker: replaced by perf/latency/worker.py (both sides in one process)."""
-    raise ConfigError("`python -m perf worker` is gone: the gate runs `python -m perf.latency.worker`, "
-                      "both sides in one process; run `python -m perf gate`")

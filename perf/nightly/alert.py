@@ -56,9 +56,11 @@ def detect(history: History, thresholds, settings: Settings = Settings(), vendor
            ) -> tuple[list[Finding], list[str]]:
     """Findings for the newest commit of `history` (one per variant, scenario, metric) and notes."""
     from perf import stats
+    from perf.thresholds import calibration_for
 
     vendor = vendor or history.vendor
     vt = thresholds.vendor(vendor)
+    cal, _ = calibration_for(thresholds, vendor, history.gpu)
     latest = history.latest
     earlier = [c.sha for c in history.commits[:-1]]
     findings: list[Finding] = []
@@ -81,7 +83,11 @@ def detect(history: History, thresholds, settings: Settings = Settings(), vendor
             continue
         d = max(1.0, control.get((scenario, metric), 1.0))  # slowdowns of the libraries only
         ratio, lo, hi = c.ratio / d, c.ci_low / d, c.ci_high / d
-        t = thresholds.latency(vendor, name, scenario, metric)
+        # The gate's calibrated same-process noise for this case, where there is one: a lower
+        # bound of night-to-night noise, so it can only raise a threshold above the vendor floor.
+        newest = history.series[(name, scenario, metric)][latest.sha]
+        noise = cal.noise(name, scenario, metric, 1, len(newest)) if cal is not None else None
+        t = thresholds.latency(vendor, name, scenario, metric, noise=noise)
         verdict, why = latency_verdict(ratio, c.p_slower, c.p_faster, t.warn, t.fail, vt.statistics.alpha)
         note = f"{latest.short} vs {n_window} earlier commit{'s' if n_window != 1 else ''}"
         if d > 1.0:
