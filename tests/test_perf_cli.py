@@ -215,3 +215,27 @@ def test_help_lists_suites_and_variants_not_internal_commands():
     assert "suites (perf/suites.yaml): smoke, pr" in out.stdout
     assert "variants (kernels.VARIANTS): naive, qblock" in out.stdout
     assert "worker" not in out.stdout
+
+
+@pytest.mark.parametrize("args, needles", [
+    (("--variants", "nave"), ("--variants nave", "registered: naive")),
+    (("--vendor", "intel"), ("--vendor intel", "nvidia, amd")),
+    (("--suite", "bogus"), ("no suite 'bogus'",)),
+    (("--scenarios", "nothing*"), ("--scenarios 'nothing*' matches no scenario",)),
+    (("--base-ref", "nope"), ("--base-ref nope", "no such commit")),
+])
+def test_gate_without_a_gpu_still_refuses_bad_input(repo, args, needles):
+    """`--no-gpu-ok` (what `nox -s perf` passes on a CPU) skips only the measurement."""
+    _one_line_exit_2(_perf("gate", "--no-gpu-ok", *args, cwd=str(repo)), *needles)
+
+
+def test_gate_without_a_gpu_says_what_it_checked(repo):
+    out = _perf("gate", "--no-gpu-ok", cwd=str(repo))
+    assert out.returncode == 0, out.stderr
+    assert "latency gate: skipped" in out.stdout
+    assert "checked: suite pr (25 scenarios), 5 variants" in out.stdout
+
+
+def test_run_refuses_a_gpu_sized_suite_on_a_cpu(repo, tmp_path):
+    _one_line_exit_2(_perf("run", "--out", str(tmp_path / "r.jsonl"), cwd=str(repo)),
+                     "--suite pr", "--suite smoke", "--allow-cpu")
