@@ -86,7 +86,10 @@ def project_python(session: nox.Session, *extras: str) -> str:
 def tests(session: nox.Session) -> None:
     """Unit tests and the correctness grid (interpreter subset on CPU, whole grid on a GPU)."""
     python = project_python(session, "test", "plots")  # the report tests render plots
-    session.run(python, "-m", "pytest", *(session.posargs or ["-q"]), external=True)
+    args = list(session.posargs or ["-q"])
+    if _gpu_present() and not any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args):
+        args += ["-n", "auto", "--dist", "loadgroup"]  # worker groups pinned one GPU each (perf/devices.py)
+    session.run(python, "-m", "pytest", *args, external=True)
 
 
 @nox.session

@@ -52,7 +52,7 @@ def _nvidia_smi() -> dict:
 
 
 def environment(root: str | None = None) -> dict:
-    """Where and with what a measurement ran (DESIGN 4); probes that fail record None."""
+    """Where and with what a measurement ran; probes that fail record None."""
     import torch
     import triton
 
