@@ -79,17 +79,23 @@ def test_segments_fill_the_gpu_but_keep_segments_long():
 
 def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
     """Fewer programs than half the SMs: segments down to one tile, up to one program per SM."""
-    assert heuristics.num_segments(_features(1, 1, 1024), 128) == 8  # 8 tiles, 8 KV heads
-    assert heuristics.num_segments(_features(1, 1, 8192), 128) == 32  # 8 x 32 programs >= 132
-    assert heuristics.num_segments(_features(8, 1, 1024), 128) == 4
-    assert heuristics.num_segments(_features(1, 1, 100), 128) == 1  # one tile: nothing to split
+    def segments(seqs, kv, fill_sms=True):
+        return heuristics.num_segments(_features(seqs, 1, kv), 128, fill_sms=fill_sms)
+    assert segments(1, 1024) == 8  # 8 tiles, 8 KV heads
+    assert segments(1, 8192) == 32  # 8 x 32 programs >= 132
+    assert segments(8, 1024) == 4
+    assert segments(1, 100) == 1  # one tile: nothing to split
+    assert (segments(1, 1024, False), segments(1, 8192, False)) == (1, 8)  # the rule without it
     for seqs, kv in ((32, 1024), (128, 1024), (8, 8192), (1, 32768)):  # enough programs: unchanged
-        f = _features(seqs, 1, kv)
-        assert 2 * seqs * 8 * heuristics.num_segments(f, 128) >= f.num_sms
+        assert segments(seqs, kv) == segments(seqs, kv, False)
+    assert choose("nvidia", _features(1, 1, 1024)).num_segments == 8
+    amd = choose("amd", _features(1, 1, 1024))  # AMD: unmeasured there, off
+    assert amd.num_segments == heuristics.num_segments(_features(1, 1, 1024), amd.tile_size) == 2
 
 
 def test_long_prefills_pipeline_deeper_on_nvidia():
     assert choose("nvidia", _features(1, 8192, 8192)).num_stages == 3
+    assert choose("nvidia", _features(4, 2048, 4096)).num_stages == 2
     assert choose("nvidia", _features(8, 1024, 1024)).num_stages == 2
     assert choose("nvidia", _features(1, 8192, 8192, head_size=256)).num_stages == 2
 

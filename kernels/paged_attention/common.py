@@ -146,25 +146,21 @@ def attend_tiles(
                   dim_ok[:, None] & key_ok[None, :], MASKED or PAD_HEAD)  # [D, TILE_SIZE]
         v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
                   key_ok[:, None] & dim_ok[None, :], MASKED or PAD_HEAD)  # [TILE_SIZE, D]
-        s = tl.dot(q, k.to(q.dtype))  # [BLOCK_M, TILE_SIZE], raw scores
-        # Unmasked tiles apply the log2-domain scale to the row maximum and inside exp2's
-        # argument (one FMA per score) instead of scaling every score first.
+        s = tl.dot(q, k.to(q.dtype))  # [BLOCK_M, TILE_SIZE]
         if USE_SOFTCAP:
-            s = apply_softcap(s * qk_scale, softcap)
-            s_scale = LOG2E
+            s = apply_softcap(s * qk_scale, softcap) * LOG2E
         else:
-            s_scale = qk_scale * LOG2E
+            s = s * (qk_scale * LOG2E)
         if MASKED:
             visible = key_pos[None, :] <= abs_pos[:, None]
             if USE_SLIDING_WINDOW:
                 visible = visible & (abs_pos[:, None] - key_pos[None, :] < window)
-            s = tl.where(visible, s * s_scale, float("-inf"))
+            s = tl.where(visible, s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, axis=1))
             m_new = tl.where(m_new > float("-inf"), m_new, 0.0)  # rows that see nothing yet
-            p = tl.exp2(s - m_new[:, None])
         else:
-            m_new = tl.maximum(m_i, tl.max(s, axis=1) * s_scale)  # s_scale > 0: max commutes
-            p = tl.exp2(s * s_scale - m_new[:, None])
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
         acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
         l_i = l_i * alpha + tl.sum(p, axis=1)

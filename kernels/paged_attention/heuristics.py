@@ -140,7 +140,7 @@ def is_decode_batch(f: Features) -> bool:
 
 
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
-                 tiles_per_segment: int = 8, max_segments: int = 64) -> int:
+                 tiles_per_segment: int = 8, max_segments: int = 64, fill_sms: bool = False) -> int:
     """KV segments per decode sequence: enough programs for the GPU, segments of >= 8 tiles.
 
     Paper 4.5: decode batches of few sequences leave most SMs idle with one program per
@@ -154,14 +154,14 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     (b32x8k: 4, 0.310 vs 0.297 ms; b8x32k: 16, 0.281 vs 0.271 ms). A power of two.
     max_segments = 64 bounds the reduction's work and buffers; unmeasured default.
 
-    Launch-bound decodes: where that leaves fewer programs than half the SMs, segments of
+    `fill_sms` (the NVIDIA tree): where that leaves fewer programs than half the SMs, segments of
     sequences with >= 8 tiles shrink to as little as one tile until every SM has a program
     (shorter ones, unmeasured, stay whole: the reduction would cost more than it saves).
     Sweep on an NVIDIA H100 (graph replay, tile 128, host busy compiling: absolute times
     inflated), 2026-11-22: b1x1k 8 programs -> 8 segments, 29.4 -> 16.1 us; b1x8k 64
     programs -> 32 segments, 41.1 -> 34.1 us; b8x1k 64 -> 4 segments, 38.6 -> 35.1 us;
     batches already at >= 128 programs kept their counts (b16x4k under a 1024 window:
-    1 segment, 50.5 us, 2-8 segments 59-60 us). AMD inherits it, unmeasured.
+    1 segment, 50.5 us, 2-8 segments 59-60 us). Off for AMD (unmeasured there).
 
     Sliding windows: the tiles are those of the visible keys (`visible_tiles`), as the
     kernel splits only them. Same H100 sweep: gpt-oss-20b heads, b64x4k, window 128: 2 -> 1
@@ -174,7 +174,7 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     by_length = tiles // tiles_per_segment
     by_occupancy = math.ceil(target_programs_per_sm * f.num_sms / items)
     segments = max(1, min(_pow2_floor(by_length), _pow2_ceil(by_occupancy), max_segments))
-    if 2 * items * segments < f.num_sms and tiles >= tiles_per_segment:  # launch bound
+    if fill_sms and 2 * items * segments < f.num_sms and tiles >= tiles_per_segment:  # launch bound
         segments = max(segments, min(_pow2_ceil(math.ceil(f.num_sms / items)), _pow2_floor(tiles),
                                      max_segments))
     return segments
@@ -204,11 +204,11 @@ def choose(vendor: str, f: Features) -> Config:
     raise ValueError(f"vendor: unknown {vendor!r}; expected 'nvidia' or 'amd'")
 
 
-def _fit(f: Features, block_m: int, tile_size: int, **kw) -> Config:
+def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, **kw) -> Config:
     """Clamp a branch's choice to what the kernel needs: whole head groups, dot minimums."""
     block_m = max(block_m, decode_block_m(f.queries_per_kv))
     tile_size = max(MIN_TILE, tile_size)
-    segments = num_segments(f, tile_size)
+    segments = num_segments(f, tile_size, fill_sms=fill_sms)
     return Config(block_m=block_m, tile_size=tile_size, num_segments=segments, **kw)
 
 
@@ -225,7 +225,7 @@ def _nvidia(f: Features) -> Config:
         # Sweep: tile 128 beat 64/32/16 in all 5 decode scenarios (b8x32k 0.510 -> 0.271 ms
         # with 8 segments, b8x8k 0.147 -> 0.092, b32x8k 0.438 -> 0.297, b128x1k 0.189 -> 0.157,
         # b1x32k 0.0586 -> 0.0547); 4 warps beat 2 and 8 in all 5; stages 2-4 within 2 %.
-        return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide else 128,
+        return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide else 128, fill_sms=True,
                     num_warps=4, num_stages=2, programs_per_sm=2,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide else ""))
@@ -240,11 +240,13 @@ def _nvidia(f: Features) -> Config:
     if wide:
         return _fit(f, 64, 64, num_warps=8, num_stages=2, programs_per_sm=1,
                     source="nvidia/prefill: head 256, unmeasured default")
-    # Long KV loops (>= 4096 keys) prefetch one tile deeper: 3 stages. Sweep on an NVIDIA H100
+    # Long KV loops (>= 8192 keys) prefetch one tile deeper: 3 stages. Sweep on an NVIDIA H100
     # (graph replay), 2026-11-22, 2 -> 3 stages: 1x8k 1.741-1.774 -> 1.676 ms, 1x16k 6.657
     # -> 6.381 ms, 4 chunks of 2048 after 6144 keys 3.046 -> 2.933 ms; shorter ones gain
-    # nothing (1x2k 1.5 %, 4x2k 0.3 %) or lose (8x1k 0.339 -> 0.348 ms).
-    stages = 3 if f.max_kv_len >= 4096 else 2
+    # nothing (16 mixed up to 4096 keys 1.813 vs 1.813, 1x2k 1.5 %, 4x2k 0.3 %) or lose (8x1k
+    # 0.339 -> 0.348 ms). ptxas (sm_90) spills 20 bytes with 3 stages (0-20 with 2): the
+    # measured times include them.
+    stages = 3 if f.max_kv_len >= 8192 else 2
     return _fit(f, 128, 128, num_warps=8, num_stages=stages, programs_per_sm=2,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64"
                 + ("; 3 stages: sweep H100 2026-11-22, 1.04x" if stages == 3 else ""))
