@@ -151,6 +151,10 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
     "grid_of_3_programs_seg4": (Config(16, 32, 4, num_warps=4, num_stages=2, max_programs=3), 16),
     # the AMD fp8-prefill branch of heuristics._amd (BLOCK_M 64, tile 32, 8 warps)
     "amd_fp8_prefill_bm64_tile32": (Config(64, 32, 1, num_warps=8, num_stages=2), 16),
+    # the NVIDIA long-prefill branch (BLOCK_M 128, tile 128, 8 warps, 3 stages)
+    "nvidia_long_prefill_bm128_tile128_stages3": (Config(128, 128, 1, num_warps=8, num_stages=3), 16),
+    # a static grid of one program per work item (programs_per_sm 0)
+    "one_program_per_item_seg2": (Config(16, 32, 2, num_warps=4, num_stages=2, programs_per_sm=0), 16),
 }
 
 
@@ -163,6 +167,21 @@ def test_forced_config_matches_reference(variant, config_name, feature, device):
     spec = make_spec("gqa4", 64, block_size, "mixed_small", "float16", feature, seed)
     batch = build_batch(spec, device)
     out = batch.new_output()
+    VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
+@pytest.mark.parametrize("variant", ["parallel", "static_grid"])
+@pytest.mark.parametrize("segments", [1, 4])
+def test_windowed_decode_segments_split_only_visible_tiles(variant, segments, device):
+    """Decodes far past a narrow window: the segments split the window's tiles (the heuristics
+    size them by the visible keys), so most segments are empty and must merge as nothing."""
+    spec = BatchSpec((1, 1, 1), (700, 300, 20), num_q_heads=8, num_kv_heads=2, head_size=64,
+                     block_size=16, dtype="float16", sliding_window=37, sinks=True, seed=7)
+    batch = build_batch(spec, device)
+    out = batch.new_output()
+    config = Config(16, 16, segments, num_warps=4, num_stages=2)
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)
     torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)

@@ -13,12 +13,12 @@ from kernels.paged_attention.heuristics import Features, choose, features_from_c
 
 
 def _features(num_seqs, query_len, kv_len, *, queries_per_kv=4, head_size=128, num_sms=132,
-              block_size=16, dtype="bfloat16") -> Features:
+              block_size=16, dtype="bfloat16", window=0) -> Features:
     return Features(
         num_seqs=num_seqs, num_tokens=num_seqs * query_len, max_query_len=query_len,
         max_kv_len=kv_len, avg_kv_len=float(kv_len), decode_share=float(query_len == 1),
         queries_per_kv=queries_per_kv, num_kv_heads=8, head_size=head_size,
-        block_size=block_size, dtype=dtype, fp8_kv=False, num_sms=num_sms,
+        block_size=block_size, dtype=dtype, fp8_kv=False, num_sms=num_sms, window=window,
     )
 
 
@@ -44,7 +44,7 @@ def test_configs_are_launchable(vendor, seqs, q_len, kv_len, qpk, head):
     assert c.block_q(qpk) >= 1
     assert _is_pow2(c.tile_size) and c.tile_size >= 16
     assert _is_pow2(c.num_segments) and c.num_segments >= 1
-    assert c.num_warps in (1, 2, 4, 8, 16) and c.num_stages >= 1 and c.programs_per_sm >= 1
+    assert c.num_warps in (1, 2, 4, 8, 16) and c.num_stages >= 1 and c.programs_per_sm >= 0
     assert c.source.startswith(vendor)
     if not heuristics.is_decode_batch(f):
         assert c.num_segments == 1  # prefill has parallelism from its Q-blocks: never split
@@ -75,6 +75,53 @@ def test_segments_fill_the_gpu_but_keep_segments_long():
     assert f.max_kv_len / tile / s >= 4  # each segment keeps at least 4 tiles
     short = _features(1, 1, 100)
     assert heuristics.num_segments(short, tile) == 1  # 2 tiles: nothing to split
+
+
+def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
+    """Fewer programs than half the SMs: segments down to one tile, up to one program per SM."""
+    def segments(seqs, kv, fill_sms=True):
+        return heuristics.num_segments(_features(seqs, 1, kv), 128, fill_sms=fill_sms)
+    assert segments(1, 1024) == 8  # 8 tiles, 8 KV heads
+    assert segments(1, 8192) == 32  # 8 x 32 programs >= 132
+    assert segments(8, 1024) == 4
+    assert segments(1, 100) == 1  # one tile: nothing to split
+    assert (segments(1, 1024, False), segments(1, 8192, False)) == (1, 8)  # the rule without it
+    for seqs, kv in ((32, 1024), (128, 1024), (8, 8192), (1, 32768)):  # enough programs: unchanged
+        assert segments(seqs, kv) == segments(seqs, kv, False)
+    assert choose("nvidia", _features(1, 1, 1024)).num_segments == 8
+    amd = choose("amd", _features(1, 1, 1024))  # AMD: unmeasured there, off
+    assert amd.num_segments == heuristics.num_segments(_features(1, 1, 1024), amd.tile_size) == 2
+
+
+def test_long_prefills_pipeline_deeper_on_nvidia():
+    assert choose("nvidia", _features(1, 8192, 8192)).num_stages == 3
+    assert choose("nvidia", _features(4, 2048, 4096)).num_stages == 2
+    assert choose("nvidia", _features(8, 1024, 1024)).num_stages == 2
+    assert choose("nvidia", _features(1, 8192, 8192, head_size=256)).num_stages == 2
+
+
+def test_windowed_decode_is_sized_by_its_visible_keys():
+    """A window of 128 keys at 4k context: segments for ~2 tiles, not for 32."""
+    full = _features(8, 1, 4096)
+    windowed = _features(8, 1, 4096, window=128)
+    assert windowed.visible_kv_len == 128 and full.visible_kv_len == 4096
+    assert heuristics.visible_tiles(windowed, 128) == 2  # a window straddles at most 2 tiles
+    assert heuristics.visible_tiles(full, 128) == 32
+    assert heuristics.num_segments(windowed, 128) == 1
+    assert heuristics.num_segments(full, 128) > 1
+    wide = _features(8, 1, 4096, window=8192)  # a window wider than the context changes nothing
+    assert wide.visible_kv_len == 4096
+    assert heuristics.num_segments(wide, 128) == heuristics.num_segments(full, 128)
+    chunk = _features(4, 17, 4096, window=128)
+    assert chunk.visible_kv_len == 128 + 16  # the Q-block's queries see 16 more keys
+
+
+def test_window_reaches_the_features_from_calls_and_specs():
+    spec = BatchSpec((1, 1), (700, 300), num_q_heads=8, num_kv_heads=2, head_size=64, sliding_window=37)
+    b = build_batch(spec)
+    assert features_from_spec(spec, num_sms=132).window == 37
+    assert features_from_call(b.q, b.k_cache, b.block_table, sliding_window=37).window == 37
+    assert features_from_call(b.q, b.k_cache, b.block_table).window == 0
 
 
 def test_decode_uses_the_smallest_q_block_and_prefill_a_large_one():

@@ -80,6 +80,24 @@ def test_num_sms_hint_sizes_the_persistent_grid():
         assert main.grid == (min(config.programs_per_sm * num_sms, q_blocks * 2),)
 
 
+def test_zero_programs_per_sm_launches_one_program_per_item():
+    b = build_batch(BATCHES["prefill"])
+    config = heuristics.Config(64, 32, 1, num_warps=4, num_stages=2, programs_per_sm=0)
+    _, (main,) = VARIANTS["static_grid"].plan(*b.args(), config=config, num_sms=3, **b.options)
+    q_blocks = b.q.shape[0] // config.block_q(4) + 1
+    assert main.grid == (q_blocks * 2,)  # every (Q-block, KV head) item of the shapes' bound
+
+
+def test_window_hint_reaches_the_heuristics():
+    """A decode under a narrow window plans the segments of its visible keys."""
+    spec = BatchSpec((1, 1), (8192, 8192), num_q_heads=8, num_kv_heads=2, head_size=64)
+    b = build_batch(spec)
+    _, full = VARIANTS["static_grid"].plan(*b.args(), **b.options)
+    _, windowed = VARIANTS["static_grid"].plan(*b.args(), sliding_window=64, **b.options)
+    assert full[0].args["num_segments"] > 1 and len(full) == 2  # split + reduction
+    assert windowed[0].args["num_segments"] == 1 and len(windowed) == 1  # one kernel, no reduction
+
+
 @pytest.mark.parametrize("variant", ["naive", "qblock"])
 def test_variants_without_heuristics_accept_and_ignore_target_hints(variant):
     b = build_batch(BATCHES["decode"])

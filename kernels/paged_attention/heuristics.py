@@ -45,10 +45,19 @@ class Features:
     dtype: str  # float16 | bfloat16 | float32
     fp8_kv: bool
     num_sms: int  # SMs (NVIDIA) or CUs (AMD) of the target
+    window: int = 0  # sliding window (keys with pos - key_pos >= window are masked); 0: none
 
     @property
     def avg_query_len(self) -> float:
         return self.num_tokens / self.num_seqs
+
+    @property
+    def visible_kv_len(self) -> int:
+        """Keys the queries of one sequence can see: a sliding window bounds them to
+        `window + max_query_len - 1` however long the context (tiles before it are pruned)."""
+        if self.window:
+            return min(self.max_kv_len, self.window + self.max_query_len - 1)
+        return self.max_kv_len
 
     @property
     def decode_only(self) -> bool:
@@ -64,7 +73,9 @@ class Config:
     num_segments: int  # KV segments per decode sequence (1: no split, no reduce kernel)
     num_warps: int
     num_stages: int
-    programs_per_sm: int = 2  # static grid: persistent programs per SM / CU (the trees set it)
+    # static grid: persistent programs per SM / CU (the trees set it); 0: one program per work
+    # item of the shapes' bound (the hardware scheduler balances them; still batch-independent)
+    programs_per_sm: int = 2
     max_programs: int = 0  # static grid: a cap on its size (0: none); tests, shared GPUs
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
@@ -89,7 +100,8 @@ class Config:
 
 def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torch.Tensor, *,
                        max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
-                       num_sms: int | None = None, vendor: str = "nvidia") -> Features:
+                       num_sms: int | None = None, vendor: str = "nvidia",
+                       sliding_window: int | None = None) -> Features:
     """Features from shapes and host-side hints; never reads device memory.
 
     An empty batch (no sequences) gets well-defined features, though callers launch nothing.
@@ -106,7 +118,7 @@ def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torc
         decode_share=decodes / max(1, num_seqs), queries_per_kv=num_q_heads // num_kv_heads,
         num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size,
         dtype=str(q.dtype).removeprefix("torch."), fp8_kv=k_cache.dtype == FP8_DTYPE,
-        num_sms=num_sms or DEFAULT_NUM_SMS.get(vendor, 132),
+        num_sms=num_sms or DEFAULT_NUM_SMS.get(vendor, 132), window=int(sliding_window or 0),
     )
 
 
@@ -118,7 +130,7 @@ def features_from_spec(spec, num_sms: int) -> Features:
         decode_share=sum(q == 1 for q in spec.query_lens) / spec.num_seqs,
         queries_per_kv=spec.num_q_heads // spec.num_kv_heads, num_kv_heads=spec.num_kv_heads,
         head_size=spec.head_size, block_size=spec.block_size, dtype=spec.dtype,
-        fp8_kv=spec.fp8_kv, num_sms=num_sms,
+        fp8_kv=spec.fp8_kv, num_sms=num_sms, window=int(spec.sliding_window or 0),
     )
 
 
@@ -128,7 +140,7 @@ def is_decode_batch(f: Features) -> bool:
 
 
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
-                 tiles_per_segment: int = 8, max_segments: int = 64) -> int:
+                 tiles_per_segment: int = 8, max_segments: int = 64, fill_sms: bool = False) -> int:
     """KV segments per decode sequence: enough programs for the GPU, segments of >= 8 tiles.
 
     Paper 4.5: decode batches of few sequences leave most SMs idle with one program per
@@ -141,14 +153,38 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     measured count in 3 of 5 sweep scenarios and one within 4 % of it in the other two
     (b32x8k: 4, 0.310 vs 0.297 ms; b8x32k: 16, 0.281 vs 0.271 ms). A power of two.
     max_segments = 64 bounds the reduction's work and buffers; unmeasured default.
+
+    `fill_sms` (the NVIDIA tree): where that leaves fewer programs than half the SMs, segments of
+    sequences with >= 8 tiles shrink to as little as one tile until every SM has a program
+    (shorter ones, unmeasured, stay whole: the reduction would cost more than it saves).
+    Sweep on an NVIDIA H100 (graph replay, tile 128, host busy compiling: absolute times
+    inflated), 2026-11-22: b1x1k 8 programs -> 8 segments, 29.4 -> 16.1 us; b1x8k 64
+    programs -> 32 segments, 41.1 -> 34.1 us; b8x1k 64 -> 4 segments, 38.6 -> 35.1 us;
+    batches already at >= 128 programs kept their counts (b16x4k under a 1024 window:
+    1 segment, 50.5 us, 2-8 segments 59-60 us). Off for AMD (unmeasured there).
+
+    Sliding windows: the tiles are those of the visible keys (`visible_tiles`), as the
+    kernel splits only them. Same H100 sweep: gpt-oss-20b heads, b64x4k, window 128: 2 -> 1
+    segment, 54.5 -> 33.6 us; llama3-8b b16x4k, window 1024: 4 -> 1, 59.9 -> 50.5 us.
     """
     if not is_decode_batch(f):
         return 1
     items = f.num_seqs * f.num_kv_heads
-    by_length = math.ceil(f.max_kv_len / tile_size) // tiles_per_segment
+    tiles = visible_tiles(f, tile_size)
+    by_length = tiles // tiles_per_segment
     by_occupancy = math.ceil(target_programs_per_sm * f.num_sms / items)
-    segments = min(_pow2_floor(by_length), _pow2_ceil(by_occupancy), max_segments)
-    return max(1, segments)
+    segments = max(1, min(_pow2_floor(by_length), _pow2_ceil(by_occupancy), max_segments))
+    if fill_sms and 2 * items * segments < f.num_sms and tiles >= tiles_per_segment:  # launch bound
+        segments = max(segments, min(_pow2_ceil(math.ceil(f.num_sms / items)), _pow2_floor(tiles),
+                                     max_segments))
+    return segments
+
+
+def visible_tiles(f: Features, tile_size: int) -> int:
+    """Tiles a decode Q-block visits: those of the visible keys (`Features.visible_kv_len`),
+    plus one where a sliding window's first key need not start a tile."""
+    straddle = 1 if f.visible_kv_len < f.max_kv_len else 0
+    return math.ceil(f.visible_kv_len / tile_size) + straddle
 
 
 def _pow2_floor(n: int) -> int:
@@ -168,11 +204,11 @@ def choose(vendor: str, f: Features) -> Config:
     raise ValueError(f"vendor: unknown {vendor!r}; expected 'nvidia' or 'amd'")
 
 
-def _fit(f: Features, block_m: int, tile_size: int, **kw) -> Config:
+def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, **kw) -> Config:
     """Clamp a branch's choice to what the kernel needs: whole head groups, dot minimums."""
     block_m = max(block_m, decode_block_m(f.queries_per_kv))
     tile_size = max(MIN_TILE, tile_size)
-    segments = num_segments(f, tile_size)
+    segments = num_segments(f, tile_size, fill_sms=fill_sms)
     return Config(block_m=block_m, tile_size=tile_size, num_segments=segments, **kw)
 
 
@@ -189,7 +225,7 @@ def _nvidia(f: Features) -> Config:
         # Sweep: tile 128 beat 64/32/16 in all 5 decode scenarios (b8x32k 0.510 -> 0.271 ms
         # with 8 segments, b8x8k 0.147 -> 0.092, b32x8k 0.438 -> 0.297, b128x1k 0.189 -> 0.157,
         # b1x32k 0.0586 -> 0.0547); 4 warps beat 2 and 8 in all 5; stages 2-4 within 2 %.
-        return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide else 128,
+        return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide else 128, fill_sms=True,
                     num_warps=4, num_stages=2, programs_per_sm=2,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide else ""))
@@ -198,14 +234,22 @@ def _nvidia(f: Features) -> Config:
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
         return _fit(f, 64, 64 if wide else 128, num_warps=4, num_stages=2, programs_per_sm=2,
                     source="nvidia/short-prefill: unmeasured default")
-    # Compute bound: 128-row Q-blocks (16 tokens x 8 heads for Llama-3-8B), 128-position tiles,
+    # Compute bound: 128-row Q-blocks (32 tokens x 4 heads for Llama-3-8B), 128-position tiles,
     # 8 warps, 2 stages. Sweep: prefill 1x8k 2.080 -> 1.663 ms, 4x2k 0.663 -> 0.587 ms
     # (BLOCK_M 64 was 1.6-2.4x slower; 4 warps 1.4-1.7x slower; 3 stages +4-8 %).
     if wide:
         return _fit(f, 64, 64, num_warps=8, num_stages=2, programs_per_sm=1,
                     source="nvidia/prefill: head 256, unmeasured default")
-    return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2,
-                source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64")
+    # Long KV loops (>= 8192 keys) prefetch one tile deeper: 3 stages. Sweep on an NVIDIA H100
+    # (graph replay), 2026-11-22, 2 -> 3 stages: 1x8k 1.741-1.774 -> 1.676 ms, 1x16k 6.657
+    # -> 6.381 ms, 4 chunks of 2048 after 6144 keys 3.046 -> 2.933 ms; shorter ones gain
+    # nothing (16 mixed up to 4096 keys 1.813 vs 1.813, 1x2k 1.5 %, 4x2k 0.3 %) or lose (8x1k
+    # 0.339 -> 0.348 ms). ptxas (sm_90) spills 20 bytes with 3 stages (0-20 with 2): the
+    # measured times include them.
+    stages = 3 if f.max_kv_len >= 8192 else 2
+    return _fit(f, 128, 128, num_warps=8, num_stages=stages, programs_per_sm=2,
+                source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64"
+                + ("; 3 stages: sweep H100 2026-11-22, 1.04x" if stages == 3 else ""))
 
 
 def _amd(f: Features) -> Config:

@@ -47,11 +47,13 @@ def resolve_target(vendor: str | None = None, num_sms: int | None = None) -> tup
 
 
 def batch_features(q, k_cache, block_table, *, max_seqlen_q=None, max_seqlen_k=None,
-                   vendor: str | None = None, num_sms: int | None = None) -> heuristics.Features:
+                   vendor: str | None = None, num_sms: int | None = None,
+                   sliding_window: int | None = None) -> heuristics.Features:
     """The heuristics' features of a call, for the target the hints (or the device) name."""
     vendor, num_sms = resolve_target(vendor, num_sms)
     return heuristics.features_from_call(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
-                                        max_seqlen_k=max_seqlen_k, num_sms=num_sms, vendor=vendor)
+                                        max_seqlen_k=max_seqlen_k, num_sms=num_sms, vendor=vendor,
+                                        sliding_window=sliding_window)
 
 
 def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out,
@@ -69,7 +71,8 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     if config is None:
         config = choose(vendor, batch_features(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
                                                max_seqlen_k=max_seqlen_k, vendor=vendor,
-                                               num_sms=num_sms))
+                                               num_sms=num_sms,
+                                               sliding_window=options.get("sliding_window")))
     num_tokens, num_q_heads, head_size = q.shape
     num_seqs, num_kv_heads = block_table.shape[0], k_cache.shape[2]
     block_q = config.block_q(num_q_heads // num_kv_heads)
@@ -104,8 +107,9 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
 
 
 def num_programs(config: heuristics.Config, num_sms: int, max_items: int) -> int:
-    """The persistent grid: programs_per_sm per SM, never more than the shapes' item bound."""
-    programs = min(config.programs_per_sm * num_sms, max_items)
+    """The persistent grid: programs_per_sm per SM, never more than the shapes' item bound
+    (programs_per_sm 0: exactly that bound, one program per item)."""
+    programs = max_items if config.programs_per_sm == 0 else min(config.programs_per_sm * num_sms, max_items)
     if config.max_programs:
         programs = min(programs, config.max_programs)
     return max(1, programs)
