@@ -132,12 +132,16 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
     suite = args.suite or selection.DEFAULT_SUITE
     out = shard.part_path(args.out, name, sha, part) if part else \
         os.path.join(selection.history_dir(conf["_results_dir"], name), f"{sha}.jsonl")
+    from perf import validate
+    from perf.thresholds import load_thresholds
+
+    stats = load_thresholds(args.thresholds).vendor(
+        vendor if vendor in vendor_mod.VENDORS else vendor_mod.INTERPRETER_VENDOR).statistics
     sel = selection.Selection(
         suite=suite, scenarios=selection.resolve_scenarios(suite, args.scenarios),
-        variants=tuple(v.strip() for v in args.variants.split(",")) if args.variants
-        else selection.default_variants(),
+        variants=tuple(validate.variants(args.variants, selection.default_variants())),
         peers=peers, repeats=args.repeats or selection.DEFAULT_REPEATS,
-        samples=args.samples or selection.DEFAULT_SAMPLES,
+        samples=args.samples or stats.samples,
         budget_ms=args.budget_ms or selection.DEFAULT_REPEAT_BUDGET_MS, results=out)
     for p, reason in absent.items():
         print(f"note: vendor library {p} is not measured here: {reason}", flush=True)

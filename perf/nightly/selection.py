@@ -29,7 +29,9 @@ DEFAULT_SUITE = "nightly"
 # p < 0.01 (thresholds.yaml alpha): the smallest p is 1 / C(15, 5) = 3.3e-4; with three it
 # would be 1 / C(9, 3) = 0.012. Unmeasured default otherwise (2026-11-21).
 DEFAULT_REPEATS = 5
-DEFAULT_SAMPLES = 25  # samples per repeat, the same as thresholds.yaml statistics.samples
+# Samples per repeat for an `asv run` by hand; `python -m perf nightly` passes thresholds.yaml's
+# statistics.samples (reading it here would cost every asv process the thresholds file).
+DEFAULT_SAMPLES = 25
 # A repeat of a slow case is cut to fewer samples so that it takes about this long (at
 # least MIN_SAMPLES): the nightly grid has prefills that take 100 ms and more per call.
 # Unmeasured default (2026-11-21), sized so that the grid stays within hours on one GPU.
