@@ -105,8 +105,14 @@ def _call(session: nox.Session, python: str, *args: str) -> int:
     every failure into 1; the gates mean 1 = regression, 2 = bad input)."""
     import subprocess
 
+    env = dict(os.environ)
+    for key, value in session.env.items():  # nox marks variables to unset with None
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     session.log(" ".join(["python", *args]))
-    return subprocess.call([python, *args], cwd=HERE, env={**os.environ, **session.env})
+    return subprocess.call([python, *args], cwd=HERE, env=env)
 
 
 def _perf_options(posargs: list[str]):
