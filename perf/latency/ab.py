@@ -54,7 +54,9 @@ READS_FINDINGS = (1, 2)
 HEARTBEAT_S = 15.0  # a plain progress line at least this often when not on a terminal
 BATCH_CACHE_ENV = "PERF_BATCH_CACHE"  # a directory of saved batches kept across gates (else one per gate)
 EXIT_INTERRUPTED = 130
-INTERPRETER_SAMPLES = 3  # per side and round in Triton's interpreter (a harness self-test, not a measurement)
+# In Triton's interpreter the gate is a self-test of the harness, not a measurement: the fewest
+# rounds, samples and processes that exercise every step (pairs, processes, statistics).
+INTERPRETER_SAMPLES, INTERPRETER_ROUNDS, INTERPRETER_PROCESSES = 3, 2, 2
 
 
 # --- GPU lock ------------------------------------------------------------------------------
@@ -477,11 +479,12 @@ def gate_command(args: argparse.Namespace) -> int:
     if interpreter and args.suite != "smoke":
         raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
                           "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
-    args.repeats = args.repeats if args.repeats is not None else vt.statistics.repeats
+    args.repeats = args.repeats if args.repeats is not None else (
+        INTERPRETER_ROUNDS if interpreter else vt.statistics.repeats)
     # the interpreter's wall clock measures nothing: a smoke run needs few samples (--samples overrides)
     args.samples = args.samples if args.samples is not None else (
         INTERPRETER_SAMPLES if interpreter else vt.statistics.samples)
-    args.processes = vt.statistics.processes
+    args.processes = INTERPRETER_PROCESSES if interpreter else vt.statistics.processes
     args.sample_budget_ms = vt.statistics.sample_budget_ms
     if args.repeats < 2 or args.samples < 1:
         raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
