@@ -88,6 +88,9 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     _measure_options(p)
     p.add_argument("--base-ref", default=None,
                    help="base commit (default: merge base of HEAD with origin/main, else main)")
+    p.add_argument("--head-ref", default=None,
+                   help="head commit, checked out in a worktree like the base (default: this checkout; "
+                        "what perf bisect and the nightly's re-measure use)")
     p.add_argument("--out", default="results/ab", help="directory for results, findings and report")
     p.add_argument("--allow-dirty", action="store_true",
                    help="measure uncommitted changes as the head side (default: refuse a dirty tree)")

@@ -72,14 +72,19 @@ def check_clean(root: str) -> None:
                           f"them, or pass --allow-dirty to measure the working tree as head")
 
 
+def resolve_commit(root: str, ref: str, option: str = "--base-ref") -> str:
+    """The full sha of `ref`; ConfigError naming `option` when it is no commit here."""
+    sha = git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if not sha:
+        raise ConfigError(f"{option} {ref}: no such commit in {root}; fetch it "
+                          f"(git fetch origin {ref}) or name another ref")
+    return sha
+
+
 def resolve_base(root: str, base_ref: str | None) -> tuple[str, str]:
     """(sha, description) of the base: `base_ref`, else HEAD's merge base with origin/main or main."""
     if base_ref:
-        sha = git(root, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}")
-        if not sha:
-            raise ConfigError(f"--base-ref {base_ref}: no such commit in {root}; fetch it "
-                              f"(git fetch origin {base_ref}) or name another ref")
-        return sha, base_ref
+        return resolve_commit(root, base_ref), base_ref
     for ref in DEFAULT_BASES:
         if git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"):
             sha = git(root, "merge-base", "HEAD", ref)
@@ -90,10 +95,10 @@ def resolve_base(root: str, base_ref: str | None) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def worktree(root: str, sha: str) -> Iterator[str]:
+def worktree(root: str, sha: str, name: str = "base") -> Iterator[str]:
     """`sha` checked out in a temporary detached worktree, removed afterwards."""
-    parent = tempfile.mkdtemp(prefix="perf-base-")
-    path = os.path.join(parent, "base")
+    parent = tempfile.mkdtemp(prefix=f"perf-{name}-")
+    path = os.path.join(parent, name)
     git(root, "worktree", "add", "--detach", path, sha, check=True)
     try:
         yield path

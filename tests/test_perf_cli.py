@@ -188,11 +188,11 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     out_dir = tmp_path / "ab"
     out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios",
                 "tiny/decode/batch1-kv16/block16", "--samples", "3", "--repeats", "4", "--base-ref", "HEAD",
-                "--out", str(out_dir), cwd=str(repo))
+                "--head-ref", "HEAD", "--out", str(out_dir), cwd=str(repo))
     assert out.returncode in (0, 1), out.stderr[-2000:]
     doc = json.loads((out_dir / "findings.json").read_text())
     assert doc["kind"] == "findings" and doc["repeats"] == 4
-    assert doc["base"]["commit"] == doc["head"]["commit"]
+    assert doc["base"]["commit"] == doc["head"]["commit"] and doc["head"]["ref"] == "HEAD"
     orders = doc["order"]
     assert len(orders) == 4 and all(sorted(o) == ["base", "head"] for o in orders)
     assert len({tuple(o) for o in orders}) == 2  # shuffled, not fixed
@@ -205,7 +205,7 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
         assert repeats[:4] == list(range(4))
     assert "## Latency A/B on Triton interpreter" in (out_dir / "report.md").read_text()
     assert subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True,
-                          text=True).stdout.count("\n") == 1  # the base worktree is gone
+                          text=True).stdout.count("\n") == 1  # the base and head worktrees are gone
 
 
 def test_help_lists_suites_and_variants_not_internal_commands():
@@ -223,6 +223,8 @@ def test_help_lists_suites_and_variants_not_internal_commands():
     (("--suite", "bogus"), ("no suite 'bogus'",)),
     (("--scenarios", "nothing*"), ("--scenarios 'nothing*' matches no scenario",)),
     (("--base-ref", "nope"), ("--base-ref nope", "no such commit")),
+    (("--head-ref", "nope"), ("--head-ref nope", "no such commit")),
+    (("--head-ref", "HEAD", "--allow-dirty"), ("--head-ref", "--allow-dirty", "one of them")),
 ])
 def test_gate_without_a_gpu_still_refuses_bad_input(repo, args, needles):
     """`--no-gpu-ok` (what `nox -s perf` passes on a CPU) skips only the measurement."""

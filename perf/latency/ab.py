@@ -3,9 +3,11 @@
 `python -m perf gate` checks out the base commit (default: the merge base of HEAD with
 origin/main, else main; `--base-ref` overrides) in a temporary git worktree (perf/git.py)
 and runs `statistics.processes` fresh measuring processes one after another on the GPU
-(`python -m perf.latency.worker`). Each loads both checkouts' kernels side by side
-(perf/checkout.py), builds every batch once for both, compiles each side once, and measures
-`statistics.repeats` paired rounds in which base and head alternate (perf/latency/worker.py).
+(`python -m perf.latency.worker`); the head is this checkout, or with `--head-ref` a second
+worktree (how `perf bisect` and the nightly's re-measure compare two commits). Each process
+loads both checkouts' kernels side by side (perf/checkout.py), builds every batch once for
+both, compiles each side once, and measures `statistics.repeats` paired rounds in which
+base and head alternate (perf/latency/worker.py).
 The unit of independence is the process: a case's verdict comes from the mean over processes
 of each process's mean paired log ratio, tested against the spread between processes and
 never below the noise calibrated for that case on this GPU (perf/stats.py,
@@ -41,7 +43,7 @@ from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
 from perf.errors import EXIT_FAIL, ConfigError
-from perf.git import check_clean, git, repo_root, resolve_base, worktree
+from perf.git import check_clean, git, repo_root, resolve_base, resolve_commit, worktree
 from perf.latency import analysis
 from perf.latency.plot import plot_ratios
 from perf.latency.worker import side_order
@@ -468,7 +470,13 @@ def gate_command(args: argparse.Namespace) -> int:
     variants = validate.variants(args.variants, checkout.import_kernels().VARIANTS)
     repo = repo_root(os.getcwd())
     base_sha, base_desc = resolve_base(repo, args.base_ref)
-    head_sha = git(repo, "rev-parse", "HEAD", check=True)
+    head_ref = getattr(args, "head_ref", None)
+    if head_ref and args.allow_dirty:
+        raise ConfigError("--head-ref names a commit; --allow-dirty measures this working tree: "
+                          "pass one of them")
+    head_sha = resolve_commit(repo, head_ref, "--head-ref") if head_ref else git(repo, "rev-parse", "HEAD",
+                                                                                 check=True)
+    head_desc = head_ref or "HEAD"
     interpreter = not vendor_mod.on_gpu()
     if interpreter and args.no_gpu_ok:
         print(f"latency gate: skipped — latency needs a GPU (none found; torch.cuda.is_available() is "
@@ -488,11 +496,11 @@ def gate_command(args: argparse.Namespace) -> int:
     args.sample_budget_ms = vt.statistics.sample_budget_ms
     if args.repeats < 2 or args.samples < 1:
         raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
-    if not args.allow_dirty:
+    if not args.allow_dirty and not head_ref:
         check_clean(repo)
     if base_sha == head_sha and not args.allow_dirty:
-        print(f"nothing to compare: HEAD is its own base ({head_sha[:10]}); measuring an A/A run, which "
-              f"shows the gate's noise", file=sys.stderr)
+        print(f"nothing to compare: {head_desc} is its own base ({head_sha[:10]}); measuring an A/A run, "
+              f"which shows the gate's noise", file=sys.stderr)
     out_dir = os.path.abspath(args.out)  # the workers run in the harness's root, not in cwd
     args.thresholds = os.path.abspath(args.thresholds)
     os.makedirs(out_dir, exist_ok=True)
@@ -504,8 +512,10 @@ def gate_command(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     retried: list = []
     with gpu_lock("interpreter" if interpreter else gpu_key(), args.lock_timeout), \
-            worktree(repo, base_sha) as base_root, batch_cache(not interpreter) as args.batch_cache:
-        roots = {"base": base_root, "head": repo}
+            worktree(repo, base_sha) as base_root, \
+            (worktree(repo, head_sha, "head") if head_ref else contextlib.nullcontext(repo)) as head_root, \
+            batch_cache(not interpreter) as args.batch_cache:
+        roots = {"base": base_root, "head": head_root}
         console.print(f"A/B {args.suite}: base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
                       f"{' + uncommitted changes' if args.allow_dirty else ''}; {args.processes} processes x "
                       f"{args.repeats} paired rounds x {args.samples} samples per side; results in {out_dir}"
@@ -549,7 +559,8 @@ def gate_command(args: argparse.Namespace) -> int:
             "order": [list(o) for o in side_order(args.repeats, args.seed)],
             "calibration": cal.path if cal else None,
             "base": {"commit": base_sha, "ref": base_desc, "results": "base.jsonl"},
-            "head": {"commit": head_sha, "dirty": bool(args.allow_dirty), "results": "head.jsonl"},
+            "head": {"commit": head_sha, "ref": head_desc, "dirty": bool(args.allow_dirty),
+                     "results": "head.jsonl"},
             "retried": [list(k) for k in retried],
             "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
     md = write_outputs(out_dir, findings, title, notes, meta, lines)
