@@ -106,7 +106,8 @@ def test_benchmarks_skip_fail_and_report_as_asv_expects(monkeypatch):
 
 def test_selection_round_trips_through_the_environment():
     sel = selection.Selection("smoke", ("tiny/mixed50/batch2-kv16/block16",), ("naive", "qblock"), (),
-                              repeats=7, samples=9, budget_ms=100.0, results="/tmp/x.jsonl")
+                              repeats=7, samples=9, budget_ms=100.0, max_call_ms=50.0,
+                              results="/tmp/x.jsonl")
     assert selection.Selection.from_env(sel.to_env()) == sel
     with pytest.raises(ConfigError, match="PERF_NIGHTLY_REPEATS"):
         selection.Selection.from_env({**sel.to_env(), "PERF_NIGHTLY_REPEATS": "zero"})

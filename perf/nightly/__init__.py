@@ -60,6 +60,8 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=None, help="most samples per repeat (default: 25)")
     p.add_argument("--budget-ms", type=float, default=None,
                    help="a slow case's repeat is cut to about this many ms (default: 250)")
+    p.add_argument("--max-call-ms", type=float, default=None,
+                   help="a case whose one call takes longer is recorded as a skip, not timed (default: 5000)")
     p.add_argument("--machine", default=None, help="asv machine name (default: <runner or host>_<gpu>)")
     p.add_argument("--bench", action="append", default=None, metavar="REGEX",
                    help="passed to `asv run --bench` (records only matching benchmarks)")
@@ -142,7 +144,8 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
         variants=tuple(validate.variants(args.variants, selection.default_variants())),
         peers=peers, repeats=args.repeats or selection.DEFAULT_REPEATS,
         samples=args.samples or stats.samples,
-        budget_ms=args.budget_ms or selection.DEFAULT_REPEAT_BUDGET_MS, results=out)
+        budget_ms=args.budget_ms or selection.DEFAULT_REPEAT_BUDGET_MS,
+        max_call_ms=args.max_call_ms or selection.DEFAULT_MAX_CALL_MS, results=out)
     for p, reason in absent.items():
         print(f"note: vendor library {p} is not measured here: {reason}", flush=True)
     print(f"nightly: machine {name}, commit {sha[:8]} ({date}), {len(sel.scenarios)} scenarios x "

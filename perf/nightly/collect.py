@@ -8,7 +8,9 @@ the medians (perf/asv/benchmarks.py), so its one-process-per-benchmark launcher 
 touches the GPU. A vendor library is a case named "peer:<name>" (perf.peers.attach).
 
 A slow case gets fewer samples per repeat (at least MIN_SAMPLES), so that a repeat takes
-about the budget: the estimate is the wall-clock time of one synchronized call.
+about the budget: the estimate is the wall-clock time of one synchronized call. A case
+whose call takes longer than `max_call_ms` is recorded as a skip with that time instead
+(selection.py says why).
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ def samples_for(call_ms: float, budget_ms: float, most: int) -> int:
     return max(MIN_SAMPLES, min(most, int(budget_ms // call_ms)))
 
 
+def too_slow(case, call_ms: float, max_call_ms: float, writer) -> None:
+    """Record `case` as a skip for its measured call time, and keep it out of the rounds."""
+    case.skip = (f"one call takes {call_ms:.0f} ms, over the nightly's {max_call_ms:.0f} ms "
+                 f"(--max-call-ms): not timed")
+    case.fn = None
+    writer.skip(variant=case.variant, scenario=case.scenario, reason=case.skip, kind="skip")
+
+
 def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resume: bool = False,
             progress: bool = True) -> str:
     """Measure the selection with this checkout's kernels into `out` (JSON Lines); returns it."""
@@ -77,6 +87,7 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
         "variants": list(sel.variants), "peers": list(sel.peers),
         "scenarios": {s.name: s.spec().digest() for s in chosen}, "metrics": list(METRICS),
         "repeats": sel.repeats, "samples": sel.samples, "budget_ms": sel.budget_ms,
+        "max_call_ms": sel.max_call_ms,
         **(header_extra or {}),
     }
     with results.ResultsWriter(out, header, resume=resume) as writer:
@@ -92,8 +103,12 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
                 cases += peers.attach(side, scenario, sel.peers, cases)
                 for case in cases:
                     if case.fn is not None:
+                        call_ms = _call_ms(case.fn)
+                        if call_ms > sel.max_call_ms:
+                            too_slow(case, call_ms, sel.max_call_ms, writer)
+                            continue
                         side.per_case[(case.variant, case.scenario)] = samples_for(
-                            _call_ms(case.fn), sel.budget_ms, sel.samples)
+                            call_ms, sel.budget_ms, sel.samples)
                 keys = {(n, scenario.name, m) for n in names for m in side.metrics}
                 for r in range(sel.repeats):
                     seed = zlib.crc32(f"nightly {r} {scenario.name}".encode())

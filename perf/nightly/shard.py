@@ -97,6 +97,9 @@ def cost(name: str, sel: Selection) -> float:
     for case in (*sel.variants, *sel.peers):
         tflops, tbps = RATES.get(case, DEFAULT_RATE)
         call_ms = LAUNCH_MS + max(flops / (tflops * 1e9), nbytes / (tbps * 1e9))
+        if call_ms > sel.max_call_ms:  # probed once, then recorded as a skip (collect.too_slow)
+            total += FIXED_S + call_ms / 1e3
+            continue
         calls = WARMUP_CALLS + samples_for(call_ms, sel.budget_ms, sel.samples)
         total += FIXED_S + len(METRICS) * sel.repeats * calls * (call_ms + SAMPLE_OVERHEAD_MS) / 1e3
     return total
@@ -459,6 +462,7 @@ def merge_parts(folder: str, conf: dict, machine: str | None = None) -> tuple[st
     sel = Selection(suite=header["suite"], scenarios=tuple(header["scenarios"]),
                     variants=tuple(header["variants"]), peers=tuple(header["peers"]),
                     repeats=header["repeats"], samples=header["samples"], budget_ms=header["budget_ms"],
+                    max_call_ms=header.get("max_call_ms", selection.DEFAULT_MAX_CALL_MS),
                     results=out)
     print(f"nightly: merged {len(paths)} parts ({len(sel.scenarios)} scenarios) of commit {sha[:8]} "
           f"into {out}", flush=True)
