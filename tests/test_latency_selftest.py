@@ -69,3 +69,21 @@ def test_summary_keeps_and_breaks_promises(tmp_path):
              _run("plant", ["ok"] * 5, 10, ratio=1.05), _run("plant", ["improved"] * 5, 2, ratio=0.983)]
     summary, ok = selftest.summarize(short, str(tmp_path), ARGS)
     assert ok and summary["plants"][10]["in_scope"] == 0 and summary["plants"][2]["in_scope"] == 0
+
+
+def test_only_a_rewritten_calibration_counts_as_clean(tmp_path):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "calibration").mkdir()
+    for name in ("calibration/nvidia.yaml", "kernels.py"):
+        (tmp_path / name).write_text("a\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    (tmp_path / "calibration" / "nvidia.yaml").write_text("b\n")  # the first status line: " M calibration/..."
+    assert selftest.changed_outside_calibration(str(tmp_path)) == []
+    (tmp_path / "kernels.py").write_text("b\n")
+    assert selftest.changed_outside_calibration(str(tmp_path)) == ["kernels.py"]

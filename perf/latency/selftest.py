@@ -224,6 +224,14 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
 
 
+def changed_outside_calibration(repo: str) -> list[str]:
+    """Tracked files changed in `repo`, except calibration/ (which `perf calibrate` rewrites)."""
+    # `git` strips its output, so the first line loses its leading status blank: split, not slice
+    paths = [line.split(None, 1)[-1] for line in
+             (git(repo, "status", "--porcelain", "--untracked-files=no") or "").splitlines()]
+    return [p for p in paths if not p.startswith(CALIBRATION_DIR + "/")]
+
+
 def _main(args: argparse.Namespace) -> int:
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
@@ -235,8 +243,7 @@ def _main(args: argparse.Namespace) -> int:
             raise ConfigError("no GPU: the gate self-test measures on the GPU it proves the gate for; run "
                               "`nox -s gate-selftest` on the GPU machine")
         vendor = vendor_mod.resolve(None)
-        dirty = [line[3:] for line in (git(repo, "status", "--porcelain", "--untracked-files=no") or "")
-                 .splitlines() if not line[3:].startswith(CALIBRATION_DIR + "/")]
+        dirty = changed_outside_calibration(repo)
         if dirty:
             raise ConfigError(f"{repo}: uncommitted changes ({dirty[0]}); the A/A runs gate HEAD against "
                               f"itself: commit or stash them (calibration/ may be modified)")
