@@ -11,7 +11,8 @@ sharpen the heuristics' batch features; `vendor` ("nvidia" | "amd") and `num_sms
 exactly what that vendor's GPU with that many SMs / CUs would run (cross-compilation from
 a CPU), instead of the device this process sees; `config` (`heuristics.Config`, variants
 with heuristics only) overrides the heuristics (sweeps, tests). `naive` and `qblock` plan
-the same launches whatever the hints. `check_values=True` checks the metadata's values on
+the same launches whatever the hints, except that `vendor` decides how `qblock` reads an fp8
+cache (FNUZ on NVIDIA: as bytes it decodes itself). `check_values=True` checks the metadata's values on
 that call (a host sync; `PAGED_ATTENTION_CHECK_VALUES=1` turns it on for every call).
 """
 

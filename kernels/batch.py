@@ -2,9 +2,11 @@
 
 A batch is described by a `BatchSpec` (per-sequence query and KV lengths, model heads,
 cache layout, dtype, features, seed) and built by `build_batch`, deterministically from the
-seed on any machine. Physical cache blocks are handed out in shuffled order, so block
-tables are never contiguous and a kernel that ignores the table cannot pass. The cache is
-sized from the batch (the blocks the sequences need plus a few unused ones).
+seed on any machine; an fp8 cache comes in the format native to the device (FNUZ on an
+MI300, OCP elsewhere) or the one asked for. Physical cache blocks are handed out in
+shuffled order, so block tables are never contiguous and a kernel that ignores the table
+cannot pass. The cache is sized from the batch (the blocks the sequences need plus a few
+unused ones).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from kernels.inputs import FP8_DTYPE
+from kernels import inputs, platform
 
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 SPARE_BLOCKS = 3  # unused blocks in every cache, so "block 0" or "last block" bugs show
@@ -33,7 +35,7 @@ class BatchSpec:
     head_size: int = 128
     block_size: int = 16
     dtype: str = "float16"  # q, k, v and output dtype
-    fp8_kv: bool = False  # store K/V in float8_e4m3fn with per-tensor scales
+    fp8_kv: bool = False  # store K/V in fp8 (the target's format, see build_batch) with per-tensor scales
     sliding_window: int | None = None  # keys with pos - key_pos >= window are masked
     softcap: float | None = None  # scores -> softcap * tanh(scores / softcap)
     sinks: bool = False  # one learned logit per query head joins the softmax denominator
@@ -100,14 +102,25 @@ class PagedBatch:
         return torch.full_like(self.q, float("nan"))
 
 
-def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool = True) -> PagedBatch:
+def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool = True,
+                fp8_dtype: torch.dtype | None = None) -> PagedBatch:
     """Make the batch `spec` describes; the same seed gives the same tensors everywhere.
 
     `fill=False` leaves q and the caches unwritten (`torch.empty`): shapes, dtypes, strides,
     block table, sequence metadata and option keys are the same, the fp8 scales are 1. For
     planning and compiling, where a multi-GB cache then costs no memory (the pages of an
     untouched allocation are never mapped).
+
+    `fp8_dtype`: the format of an fp8 cache (`spec.fp8_kv`), one of `inputs.FP8_FORMATS`;
+    None: the one native to this process's device (`inputs.fp8_dtype_for`: FNUZ on an
+    MI300, OCP elsewhere, the interpreter included). The same seed gives the same values
+    in either format (scaled to each format's range), not the same bytes.
     """
+    if fp8_dtype is None:
+        fp8_dtype = inputs.fp8_dtype_for(platform.current().arch)
+    if not inputs.is_fp8(fp8_dtype):
+        raise ValueError(f"fp8_dtype must be one of {', '.join(map(str, inputs.FP8_FORMATS))}, "
+                         f"got {fp8_dtype}")
     gen = torch.Generator().manual_seed(spec.seed)
     dtype = spec.torch_dtype
 
@@ -127,7 +140,7 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool 
     q_shape = (spec.num_tokens, spec.num_q_heads, spec.head_size)
     options: dict = {"scale": 1.0 / math.sqrt(spec.head_size)}
     if not fill:
-        cache_dtype = FP8_DTYPE if spec.fp8_kv else dtype
+        cache_dtype = fp8_dtype if spec.fp8_kv else dtype
         q = torch.empty(q_shape, dtype=dtype, device=device)
         k_cache, v_cache = (torch.empty(cache_shape, dtype=cache_dtype, device=device) for _ in range(2))
         if spec.fp8_kv:
@@ -136,11 +149,13 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool 
         q = randn(*q_shape).to(dtype)
         k_cache, v_cache = randn(*cache_shape), randn(*cache_shape)
         if spec.fp8_kv:
-            # Per-tensor scales as vLLM computes them: amax / the format's largest finite value.
-            fp8_max = torch.finfo(FP8_DTYPE).max
+            # Per-tensor scales as vLLM computes them: amax / the format's largest finite value;
+            # values clamped to +-max before rounding, as vLLM's fp8 quantization does (a value
+            # rounding past FNUZ's 240 would become NaN, not saturate).
+            fp8_max = inputs.FP8_FORMATS[fp8_dtype].max
             k_scale, v_scale = k_cache.abs().max() / fp8_max, v_cache.abs().max() / fp8_max
-            k_cache = (k_cache / k_scale).to(FP8_DTYPE)
-            v_cache = (v_cache / v_scale).to(FP8_DTYPE)
+            k_cache = (k_cache / k_scale).clamp(-fp8_max, fp8_max).to(fp8_dtype)
+            v_cache = (v_cache / v_scale).clamp(-fp8_max, fp8_max).to(fp8_dtype)
             options["k_scale"], options["v_scale"] = k_scale.reshape(1), v_scale.reshape(1)
         else:
             k_cache, v_cache = k_cache.to(dtype), v_cache.to(dtype)

@@ -1,4 +1,5 @@
-"""Input checks and feature detection shared by every variant's entry point.
+"""Input checks and feature detection shared by every variant's entry point, and the fp8
+KV-cache formats (`FP8_FORMATS`: OCP and FNUZ e4m3) with the choice of one per architecture.
 
 Bad input ends in a `ValueError` naming the argument, raised before any launch. Checks of
 shapes, dtypes, strides, devices and host scalars cost nothing and always run. Checks of
@@ -13,10 +14,10 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from dataclasses import dataclass
 
 import torch
 
-FP8_DTYPE = torch.float8_e4m3fn  # KV-cache fp8 format (OCP e4m3, the one vLLM uses on H100)
 CHECK_VALUES_ENV = "PAGED_ATTENTION_CHECK_VALUES"  # "1": check metadata values on every call
 VENDORS = ("nvidia", "amd")  # vendors the planners can plan for (the `vendor` hint)
 
@@ -24,11 +25,67 @@ FEATURES = (
     "sliding_window",  # keys more than window-1 positions back are masked
     "softcap",  # tanh soft-capping of scores (Gemma 2)
     "sinks",  # one extra softmax logit per query head (gpt-oss)
-    "fp8_kv",  # float8_e4m3fn KV cache with per-tensor k_scale / v_scale
+    "fp8_kv",  # fp8 KV cache (a format of FP8_FORMATS) with per-tensor k_scale / v_scale
     "head_size_non_pow2",  # e.g. 80, 96: padded to the next power of two
     "block_size_non_pow2",  # e.g. 544 (hybrid attention/SSM models)
 )
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+# ------------------------------------------------------------------ fp8 KV-cache formats
+# The one place that knows them: validation, the batch builder, the planners and the
+# reference ask here (`is_fp8`, `FP8_FORMATS`), never compare against one dtype.
+
+
+@dataclass(frozen=True)
+class Fp8Format:
+    """An e4m3 KV-cache format: 1 sign, 4 exponent and 3 mantissa bits; they differ in the rest."""
+
+    name: str  # how docs and reports name it
+    max: float  # largest finite value: per-tensor scales are amax / max (as vLLM computes them)
+    triton: str  # Triton's name for it (the pointer type a kernel is compiled for)
+    # Vendors whose Triton backend converts it (triton 3.6.0: nvidia/compiler.py
+    # CUDAOptions.supported_fp8_dtypes has fp8e4nv from sm_89, never fp8e4b8; amd/compiler.py
+    # HIPOptions has both, native where the GPU has it, emulated elsewhere). On the others
+    # the kernels decode its bytes themselves (`common.decode_fnuz_e4m3`).
+    triton_vendors: tuple[str, ...]
+
+
+OCP_E4M3, FNUZ_E4M3 = torch.float8_e4m3fn, torch.float8_e4m3fnuz
+FP8_FORMATS = {
+    # OCP e4m3 ("OFP8", Open Compute Project 8-bit floating point spec, 2023): bias 7,
+    # S.1111.111 is NaN, -0 exists. What NVIDIA (sm_89+) and AMD from CDNA4 (gfx950) convert
+    # natively, and what vLLM uses on H100.
+    OCP_E4M3: Fp8Format("OCP e4m3", 448.0, "fp8e4nv", ("nvidia", "amd")),
+    # FNUZ e4m3 (finite, NaN, unsigned zero): bias 8, so a byte means half its OCP value;
+    # no negative zero, 0x80 is the only NaN, 0x7F is 240 (OCP: NaN). The native format of
+    # MI300 (CDNA3, gfx942), and what vLLM uses there.
+    FNUZ_E4M3: Fp8Format("FNUZ e4m3", 240.0, "fp8e4b8", ("amd",)),
+}
+# Architectures whose native fp8 is FNUZ: CDNA3. AMD HIP docs, "FP8 Numbers" (ROCm 6.2,
+# rocm.docs.amd.com/projects/HIP/en/docs-6.2.0/reference/fp8_numbers.html): gfx940/gfx941/gfx942
+# support FNUZ FP8 and not OCP FP8. CDNA4 (gfx950, MI350) and RDNA4 convert OCP natively
+# (triton 3.6.0 amd/compiler.py: "native support for OCP fp8 variants since CDNA4/RDNA4";
+# "UZ fp8 variants ... natively supported for CDNA3").
+FNUZ_ARCHS = frozenset({"gfx940", "gfx941", "gfx942"})
+
+
+def is_fp8(dtype: torch.dtype) -> bool:
+    """Whether a cache of this dtype is an fp8 format the kernels read (with k/v scales)."""
+    return dtype in FP8_FORMATS
+
+
+def fp8_dtype_for(arch: str) -> torch.dtype:
+    """The fp8 KV-cache format native to `arch` ("gfx942", "sm_90", "interpreter", ...):
+    FNUZ on CDNA3 (MI300), OCP everywhere else. What the batch builder stores a scenario's
+    fp8 cache in, for this device or for the target the static gate plans as if on."""
+    return FNUZ_E4M3 if arch in FNUZ_ARCHS else OCP_E4M3
+
+
+def fp8_decoded_in_kernel(dtype: torch.dtype, vendor: str) -> bool:
+    """An fp8 cache that `vendor`'s Triton cannot convert (FNUZ on NVIDIA): the kernels then
+    read its bytes and decode them exactly in software instead of converting natively."""
+    return is_fp8(dtype) and vendor not in FP8_FORMATS[dtype].triton_vendors
 
 
 def check_values_enabled() -> bool:
@@ -55,7 +112,7 @@ def required_features(q, k_cache, *, sliding_window=None, softcap=None, sinks=No
         needed.add("softcap")
     if sinks is not None:
         needed.add("sinks")
-    if k_cache.dtype == FP8_DTYPE:
+    if is_fp8(k_cache.dtype):
         needed.add("fp8_kv")
     if not _is_pow2(q.shape[-1]):
         needed.add("head_size_non_pow2")
@@ -99,8 +156,9 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
     _require(v_cache.shape == k_cache.shape, "v_cache",
              f"shape {tuple(v_cache.shape)} differs from k_cache {tuple(k_cache.shape)}")
     _require(v_cache.dtype == k_cache.dtype, "v_cache", f"dtype {v_cache.dtype} != k_cache {k_cache.dtype}")
-    _require(k_cache.dtype in (q.dtype, FP8_DTYPE), "k_cache",
-             f"dtype {k_cache.dtype} must equal q's ({q.dtype}) or be {FP8_DTYPE}")
+    _require(k_cache.dtype == q.dtype or is_fp8(k_cache.dtype), "k_cache",
+             f"dtype {k_cache.dtype} must equal q's ({q.dtype}) or be an fp8 format: "
+             + ", ".join(str(d) for d in FP8_FORMATS))
     _require(k_cache.shape[3] == q.shape[2], "k_cache",
              f"head_size {k_cache.shape[3]} differs from q's {q.shape[2]}")
     _require(k_cache.shape[1] > 0 and k_cache.shape[3] > 0, "k_cache",
@@ -120,9 +178,13 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
                     ("cu_seqlens_q", cu_seqlens_q), ("seq_lens", seq_lens)):
         _require(t.device == q.device, name, f"on {t.device}, q on {q.device}")
-    if k_cache.dtype == FP8_DTYPE:
+    if is_fp8(k_cache.dtype):
         for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
-            _require(t is not None and t.numel() == 1, name, "fp8 caches need a one-element scale tensor")
+            _require(isinstance(t, torch.Tensor) and t.numel() == 1, name,
+                     f"fp8 caches ({k_cache.dtype}) need a one-element scale tensor, got "
+                     + (f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__))
+            _require(t.is_floating_point() and t.device == q.device, name,
+                     f"expected a floating-point tensor on {q.device}, got {t.dtype} on {t.device}")
     if sinks is not None:
         _require(sinks.shape == (q.shape[1],), "sinks", f"expected [{q.shape[1]}], got {tuple(sinks.shape)}")
     if out is not None:

@@ -10,12 +10,16 @@ every variant must match:
 - sliding_window W keeps keys with position - key_position < W;
 - softcap c maps each scaled score s to c * tanh(s / c) before masking;
 - sinks[h] is one extra logit per query head that joins the softmax denominator only;
-- fp8 caches are dequantized as value * k_scale (v_scale).
+- fp8 caches (either format of `kernels.inputs.FP8_FORMATS`: OCP or FNUZ e4m3) are
+  dequantized as value * k_scale (v_scale), torch decoding each format's bytes; scales
+  passed with caches in q's dtype are ignored, as by the kernels (and vLLM).
 """
 
 from __future__ import annotations
 
 import torch
+
+from kernels.inputs import is_fp8
 
 
 def paged_attention_reference(
@@ -37,10 +41,8 @@ def paged_attention_reference(
         physical = block_table[s, positions // block_size].long()
         k = k_cache[physical, positions % block_size].float()  # [kv_len, kv_heads, d]
         v = v_cache[physical, positions % block_size].float()
-        if k_scale is not None:
-            k = k * k_scale.float()
-        if v_scale is not None:
-            v = v * v_scale.float()
+        if is_fp8(k_cache.dtype):
+            k, v = k * k_scale.float(), v * v_scale.float()
         k = k.repeat_interleave(group, dim=1)  # [kv_len, q_heads, d]
         v = v.repeat_interleave(group, dim=1)
         qs = q[q_start:q_end].float()  # [q_len, q_heads, d]

@@ -15,8 +15,9 @@ A scenario's name says what the batch is, segment by segment, and parses back
   cached context (without it a prefill computes its whole length);
 - cache: `block<S>`, tokens per KV-cache block;
 - features: `window<W>` (sliding window), `softcap<C>` (tanh soft-capping of scores),
-  `sinks` (one learned logit per query head), `fp8` (float8_e4m3fn KV cache), and the
-  dtype of q/k/v/out when it is not fp16 (`bf16`, `fp32`).
+  `sinks` (one learned logit per query head), `fp8` (e4m3 KV cache in the target's native
+  format: FNUZ on gfx942, OCP elsewhere), and the dtype of q/k/v/out when it is not fp16
+  (`bf16`, `fp32`).
 
 Sequences are shuffled so decode and prefill interleave as in a serving engine's batch.
 The batch follows from the scenario alone (seeded, see `Scenario.seed`), so it is
@@ -96,7 +97,7 @@ class Scenario:
     window: int | None = None  # sliding window
     softcap: int | None = None  # tanh soft-capping of scores
     sinks: bool = False  # attention sinks (one logit per query head)
-    fp8: bool = False  # float8_e4m3fn KV cache
+    fp8: bool = False  # fp8 e4m3 KV cache (kernels.batch.build_batch picks the format)
     dtype: str = DEFAULT_DTYPE  # fp16 | bf16 | fp32
 
     def __post_init__(self) -> None:

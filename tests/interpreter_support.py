@@ -1,12 +1,22 @@
-"""When Triton's interpreter can run here: a skip marker for tests that need it on any machine.
+"""When Triton's interpreter can run here: a skip marker for tests that need it on any machine,
+and whether it can run AMD's native FNUZ fp8 path.
 
 triton 3.6's interpreter fails on tensor-valued loop bounds under NumPy >= 2.4 ("only
 0-dimensional arrays can be converted to Python scalars"; seen with NumPy 2.4.6 here and
 2.5.2 on the H200 device image, 2026-11-21). The nox sessions pin numpy<2.4; GPU images
 that ship a newer NumPy skip the interpreter-only tests with this reason.
+
+FNUZ e4m3 caches (torch.float8_e4m3fnuz) are Triton's fp8e4b8. triton 3.6.0's interpreter
+has no IR type for it (its `_patch_lang_core` maps fp8e5, fp8e4nv and fp8e4b15 only:
+"fail to convert fp8e4b8 to ir type"), so the kernels' AMD path, which hands FNUZ caches to
+Triton as fp8e4b8, cannot run on CPU; the kernels' own FNUZ decoder (the NVIDIA path, the
+one the interpreter plans by default) runs there, and the AMD path is compiled for gfx942
+by the static gate (tests/test_compile*.py).
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
@@ -18,3 +28,30 @@ needs_interpreter = pytest.mark.skipif(
     reason=f"NumPy {np.__version__}: triton 3.6's interpreter breaks on loop bounds under "
     "NumPy >= 2.4 (the nox sessions pin numpy<2.4)",
 )
+
+INTERPRETER_FNUZ_REASON = (
+    "Triton's interpreter cannot hold fp8e4b8 (FNUZ) values (triton 3.6.0: 'fail to convert "
+    "fp8e4b8 to ir type'): AMD's native FNUZ path runs on an AMD GPU and is compiled for gfx942 "
+    "by the static gate; the interpreter runs the kernels' FNUZ decoder instead")
+
+
+@functools.cache
+def interpreter_reads_fnuz() -> bool:
+    """Whether the active interpreter loads and converts a float8_e4m3fnuz tensor (probed, so
+    a Triton that gains fp8e4b8 runs the AMD path's tests on CPU without an edit here)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _convert(x_ptr, o_ptr):  # a tile, as the kernels load (a scalar load alone passes)
+        offs = tl.arange(0, 16)
+        tl.store(o_ptr + offs, tl.load(x_ptr + offs).to(tl.float32))
+
+    values = torch.linspace(-240, 240, 16)
+    out = torch.zeros(16)
+    try:
+        _convert[(1,)](values.to(torch.float8_e4m3fnuz), out)
+    except Exception:
+        return False
+    return torch.equal(out, values.to(torch.float8_e4m3fnuz).float())

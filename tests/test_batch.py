@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kernels import batch as kbatch
+from kernels import platform
 from kernels.batch import SPARE_BLOCKS, BatchSpec, build_batch
+from kernels.inputs import FNUZ_E4M3, FP8_FORMATS, OCP_E4M3
 
 
 def test_same_seed_same_batch_and_digest():
@@ -40,8 +43,43 @@ def test_layout_matches_contract():
 
 def test_fp8_batch_has_scales():
     batch = build_batch(BatchSpec((1,), (20,), fp8_kv=True))
-    assert batch.k_cache.dtype == torch.float8_e4m3fn
+    assert batch.k_cache.dtype == torch.float8_e4m3fn  # the interpreter's native format: OCP
     assert batch.options["k_scale"].numel() == 1 and batch.options["v_scale"].numel() == 1
+
+
+@pytest.mark.parametrize("fp8_dtype", list(FP8_FORMATS), ids=str)
+def test_fp8_batch_in_either_format_spans_its_range(fp8_dtype):
+    """Scales are amax / the format's max: the largest byte is the format's max, none is NaN,
+    and the dequantized cache is the fp32 draw within the format's precision (3 mantissa bits)."""
+    spec = BatchSpec((2, 1), (40, 30), num_q_heads=4, num_kv_heads=2, head_size=64, fp8_kv=True, seed=3)
+    batch = build_batch(spec, fp8_dtype=fp8_dtype)
+    fmax = FP8_FORMATS[fp8_dtype].max
+    for cache in (batch.k_cache, batch.v_cache):
+        assert cache.dtype == fp8_dtype
+        values = cache.float()
+        assert not torch.isnan(values).any() and values.abs().max() == fmax
+    ocp = build_batch(spec, fp8_dtype=OCP_E4M3)
+    dequant = batch.k_cache.float() * batch.options["k_scale"]
+    torch.testing.assert_close(dequant, ocp.k_cache.float() * ocp.options["k_scale"], rtol=0.13, atol=2e-2)
+
+
+def test_fp8_format_follows_the_device(monkeypatch):
+    """Without fp8_dtype the cache takes the device's native format: FNUZ on an MI300."""
+    spec = BatchSpec((1,), (20,), fp8_kv=True)
+    mi300 = platform.Platform("amd", "gfx942", "AMD Instinct MI300X", 64, 304)
+    monkeypatch.setattr(kbatch.platform, "current", lambda: mi300)
+    assert build_batch(spec).k_cache.dtype == FNUZ_E4M3
+    assert build_batch(spec, fill=False).k_cache.dtype == FNUZ_E4M3
+    assert build_batch(spec, fp8_dtype=OCP_E4M3).k_cache.dtype == OCP_E4M3  # asked for: wins
+    mi350 = platform.Platform("amd", "gfx950", "AMD Instinct MI350X", 64, 256)
+    monkeypatch.setattr(kbatch.platform, "current", lambda: mi350)
+    assert build_batch(spec).k_cache.dtype == OCP_E4M3
+
+
+def test_fp8_dtype_must_be_an_fp8_format():
+    with pytest.raises(ValueError, match="^fp8_dtype must be one of torch.float8_e4m3fn, "
+                                         "torch.float8_e4m3fnuz, got torch.float8_e5m2$"):
+        build_batch(BatchSpec((1,), (20,), fp8_kv=True), fp8_dtype=torch.float8_e5m2)
 
 
 @pytest.mark.parametrize("kwargs, message", [

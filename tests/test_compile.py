@@ -92,6 +92,40 @@ def test_plans_follow_the_target_vendors_heuristics(targets):
     assert planned["sm_90"] != planned["gfx942"]
 
 
+def test_fp8_scenarios_are_planned_in_each_targets_native_format(targets, monkeypatch):
+    """gfx942 gets FNUZ caches (Triton's fp8e4b8, converted natively on MI300), sm_90 OCP
+    (fp8e4nv): what `plan_side` hands to the binder, i.e. the signatures it compiles. (Binding
+    itself needs a real backend, not the interpreter: test_compile_gate.py compiles them.)"""
+    from triton._utils import type_canonicalisation_dict as triton_names
+
+    from kernels.inputs import FNUZ_E4M3, FP8_FORMATS, OCP_E4M3
+
+    handed = set()
+
+    def recording_bind(launch, target):
+        k, v = launch.args["k_cache_ptr"], launch.args["v_cache_ptr"]
+        handed.add((target.name, launch.name, k.dtype, v.dtype))
+        raise RuntimeError("recorded")  # the entry becomes an error; nothing is compiled
+
+    monkeypatch.setattr(plan, "bind", recording_bind)
+    scenario = Scenario.parse("llama3-8b/prefill/batch8-kv1024/block16/fp8")
+    plan.plan_side(["qblock", "static_grid"], [scenario], list(targets.values()))
+    assert handed == {(t, kernel, dtype, dtype) for t, dtype in (("gfx942", FNUZ_E4M3), ("sm_90", OCP_E4M3))
+                      for kernel in ("_qblock_kernel", "q_block_kernel")}
+    for dtype, fmt in FP8_FORMATS.items():  # the table's Triton names are Triton's own
+        assert triton_names[str(dtype).removeprefix("torch.")] == fmt.triton
+
+
+def test_a_base_without_fp8_formats_plans_its_only_one(targets, monkeypatch):
+    """A checkout older than kernels.inputs.fp8_dtype_for builds its batches as it always
+    did (OCP only): the gate passes no fp8_dtype its build_batch would not take."""
+    from kernels import inputs
+
+    assert plan.fp8_format(targets["gfx942"]) == {"fp8_dtype": inputs.FNUZ_E4M3}
+    monkeypatch.delattr(inputs, "fp8_dtype_for")
+    assert plan.fp8_format(targets["gfx942"]) == plan.fp8_format(targets["sm_90"]) == {}
+
+
 def test_unknown_target_and_filter_are_config_errors(thresholds):
     with pytest.raises(ConfigError, match=r"--targets 'sm_90,sm_1': sm_1 not in .*some of: sm_90, gfx942"):
         plan.load_targets(thresholds, "sm_90,sm_1")

@@ -140,3 +140,24 @@ def test_base_without_target_hints_is_not_comparable(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert findings and all(f["base"] is None for f in findings)
     assert "base not comparable" in open(tmp_path / "out" / "report.md").read()
+
+
+def test_gfx942_compiles_fp8_scenarios_with_fnuz_caches(tmp_path):
+    """gfx942's fp8 scenarios are planned with FNUZ caches (its native fp8e4b8; the
+    signature is checked in test_compile.py) and compile without spills. With OCP caches,
+    converted in software there, parallel's decode kernel spilled 23 SGPRs (triton 3.6.0,
+    2026-11-22)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    out = str(tmp_path / "head.json")
+    cmd = [sys.executable, "-m", "perf", "compile", "--emit-json", out, "--variants", "qblock,parallel",
+           "--scenarios", "llama3-8b/decode/batch32-kv2048/block16/fp8", "--targets", "gfx942", "--quiet",
+           "--cache-dir", os.path.join(ROOT, ".perf-cache", "compile")]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    entries = json.load(open(out))["entries"]
+    assert {(e["variant"], e["kernel"]) for e in entries} == {
+        ("qblock", "_qblock_kernel"), ("parallel", "q_block_kernel"), ("parallel", "reduce_segments_kernel")}
+    for e in entries:
+        assert e["status"] == "ok" and e["target"] == "gfx942", e
+        assert e["metrics"]["vgpr_spills"] == e["metrics"]["sgpr_spills"] == 0, e

@@ -7,6 +7,12 @@ Tolerances: fp16 outputs carry the rounding of P to fp16 before the P·V product
 tensor cores, ~1e-3 relative), hence 3e-3; bf16 has 8 bits of mantissa, hence 1.5e-2 /
 1e-2. fp8 caches are dequantized identically by the reference, so they need no extra
 allowance.
+
+fp8 caches come in both formats of `kernels.inputs.FP8_FORMATS` on every device: OCP e4m3
+(features `fp8_kv`, `all`) and FNUZ e4m3 (`fp8_fnuz`, `all_fnuz`). A variant reads FNUZ the
+way its target does: AMD converts it natively (an AMD GPU runs that path here; Triton 3.6's
+interpreter cannot hold fp8e4b8, see interpreter_support.py), NVIDIA and the interpreter
+run the kernels' own exact decoder (`common.decode_fnuz_e4m3`, checked on all 256 bytes).
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ import zlib
 
 import pytest
 import torch
-from interpreter_support import needs_interpreter
+import triton
+import triton.language as tl
+from interpreter_support import INTERPRETER_FNUZ_REASON, interpreter_reads_fnuz, needs_interpreter
 
-from kernels import VARIANTS
+from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
+from kernels.inputs import FNUZ_E4M3, OCP_E4M3, is_fp8
+from kernels.paged_attention.common import kv_to
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
 
@@ -56,8 +66,12 @@ FEATURES = {  # name -> BatchSpec fields
     "softcap": {"softcap": 20.0},
     "sinks": {"sinks": True},
     "fp8_kv": {"fp8_kv": True},
+    "fp8_fnuz": {"fp8_kv": True},
     "all": {"sliding_window": 300, "softcap": 20.0, "sinks": True, "fp8_kv": True},
+    "all_fnuz": {"sliding_window": 300, "softcap": 20.0, "sinks": True, "fp8_kv": True},
 }
+# The fp8 cache format of each feature: both on every device, whatever its native one is.
+FP8_DTYPE = {"fp8_fnuz": FNUZ_E4M3, "all_fnuz": FNUZ_E4M3}  # others: OCP_E4M3
 
 # Interpreter subset: every model ratio, head size, case and feature appears at least once,
 # on small head counts and short sequences.
@@ -75,6 +89,10 @@ CPU_SUBSET = {
     ("gqa4", 64, 32, "mixed_small", "float16", "fp8_kv"),
     ("gqa4", 96, 544, "mixed_small", "float16", "all"),
     ("gqa5", 96, 16, "decode_1328", "float16", "all"),
+    # FNUZ: a padded head and a 5:1 group, a 544 block with every feature, a long decode
+    ("gqa5", 80, 16, "prefill_5_18", "float16", "fp8_fnuz"),
+    ("gqa4", 96, 544, "mixed_small", "float16", "all_fnuz"),
+    ("mqa", 64, 32, "decode_1328", "float16", "fp8_fnuz"),
 }
 
 
@@ -109,11 +127,16 @@ def make_spec(model, head_size, block_size, case, dtype, feature, seed=0) -> Bat
                      **FEATURES.get(feature, {}))
 
 
+def make_batch(spec: BatchSpec, feature: str, device):
+    return build_batch(spec, device, fp8_dtype=FP8_DTYPE.get(feature, OCP_E4M3))
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("model,head_size,block_size,case,dtype,feature", list(_params()))
 def test_matches_reference(variant, model, head_size, block_size, case, dtype, feature, device):
     seed = zlib.crc32(repr((model, head_size, block_size, case, dtype, feature)).encode())
-    batch = build_batch(make_spec(model, head_size, block_size, case, dtype, feature, seed), device)
+    batch = make_batch(make_spec(model, head_size, block_size, case, dtype, feature, seed), feature, device)
+    assert batch.k_cache.dtype == (FP8_DTYPE.get(feature, OCP_E4M3) if batch.spec.fp8_kv else batch.q.dtype)
     out = batch.new_output()  # NaN-poisoned: an unwritten element fails below
     try:
         VARIANTS[variant](*batch.args(), out=out, **batch.options)
@@ -165,7 +188,7 @@ def test_forced_config_matches_reference(variant, config_name, feature, device):
     config, block_size = FORCED_CONFIGS[config_name]
     seed = zlib.crc32(repr((config_name, feature)).encode())
     spec = make_spec("gqa4", 64, block_size, "mixed_small", "float16", feature, seed)
-    batch = build_batch(spec, device)
+    batch = make_batch(spec, feature, device)
     out = batch.new_output()
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)
@@ -185,3 +208,67 @@ def test_windowed_decode_segments_split_only_visible_tiles(variant, segments, de
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)
     torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
+# ---------------------------------------------------------------- fp8 formats
+
+FP8_VARIANTS = [name for name, v in VARIANTS.items() if "fp8_kv" in v.features]
+
+
+@triton.jit
+def _convert_kernel(x_ptr, o_ptr, N: tl.constexpr, DECODE_FNUZ: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(o_ptr + offs, kv_to(tl.load(x_ptr + offs), o_ptr.dtype.element_ty, DECODE_FNUZ))
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16])
+def test_fnuz_decoder_is_exact_on_every_byte(out_dtype, device):
+    """The kernels' FNUZ decoder (NVIDIA, interpreter) against torch's float8_e4m3fnuz, all
+    256 bytes: subnormals, 240 (0x7F, NaN in OCP), no negative zero, 0x80 = NaN."""
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).to(device)
+    out = torch.empty(256, dtype=out_dtype, device=device)
+    _convert_kernel[(1,)](codes, out, N=256, DECODE_FNUZ=True)
+    want = codes.view(FNUZ_E4M3).to(out_dtype)
+    torch.testing.assert_close(out, want, rtol=0, atol=0, equal_nan=True)
+    assert torch.isnan(out).sum() == 1 and out[0x7F] == 240 and out[0xFF] == -240
+    # The same bytes as OCP mean twice the value (or NaN): not what the decoder returned.
+    assert not torch.equal(out[1:0x7F].float(), codes[1:0x7F].view(OCP_E4M3).float())
+
+
+@pytest.mark.parametrize("variant", FP8_VARIANTS)
+def test_fnuz_bytes_read_as_ocp_fail_the_comparison(variant, device):
+    """The check above can fail: the same FNUZ cache handed over as OCP (its bytes viewed as
+    float8_e4m3fn, scales unchanged) gives outputs far from the FNUZ reference."""
+    spec = make_spec("gqa4", 64, 16, "prefill_5_18", "float16", "fp8_fnuz", seed=11)
+    batch = make_batch(spec, "fp8_fnuz", device)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    as_ocp = (batch.q, batch.k_cache.view(OCP_E4M3), batch.v_cache.view(OCP_E4M3), *batch.args()[3:])
+    out = batch.new_output()
+    VARIANTS[variant](*as_ocp, out=out, **batch.options)
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
+@pytest.mark.parametrize("variant", FP8_VARIANTS)
+def test_fnuz_on_amds_native_path(variant, device):
+    """vendor="amd": FNUZ caches go to Triton as fp8e4b8 and are converted natively (what an
+    MI300 runs), with AMD's launch configurations."""
+    if device == "cpu" and not interpreter_reads_fnuz():
+        pytest.skip(INTERPRETER_FNUZ_REASON)
+    if device != "cpu" and platform.current().vendor != "amd":
+        pytest.skip("AMD's native FNUZ path compiles for AMD GPUs only (Triton's CUDA backend has "
+                    "no fp8e4b8); this GPU runs the kernels' decoder in the grid above")
+    spec = make_spec("gqa5", 80, 16, "mixed_small", "float16", "all_fnuz", seed=5)
+    batch = make_batch(spec, "all_fnuz", device)
+    out = batch.new_output()
+    VARIANTS[variant](*batch.args(), out=out, vendor="amd", **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
+def test_grid_covers_both_fp8_formats_on_the_cpu_subset():
+    """Every fp8-capable variant meets both formats in the interpreter's subset."""
+    fp8_features = {f for *_, f in CPU_SUBSET if FEATURES.get(f, {}).get("fp8_kv")}
+    formats = {FP8_DTYPE.get(f, OCP_E4M3) for f in fp8_features}
+    assert formats == {OCP_E4M3, FNUZ_E4M3} and all(is_fp8(d) for d in formats)
+    assert FP8_VARIANTS and "naive" not in FP8_VARIANTS

@@ -11,7 +11,15 @@ import torch
 
 from kernels import VARIANTS
 from kernels.batch import BatchSpec, build_batch
-from kernels.inputs import CHECK_VALUES_ENV
+from kernels.inputs import (
+    CHECK_VALUES_ENV,
+    FNUZ_E4M3,
+    FP8_FORMATS,
+    OCP_E4M3,
+    fp8_decoded_in_kernel,
+    fp8_dtype_for,
+    is_fp8,
+)
 from kernels.launch import KernelLaunch
 
 
@@ -62,11 +70,98 @@ def test_block_table_dtype(batch):
         VARIANTS["qblock"](*_args(batch, block_table=batch.block_table.long()), **batch.options)
 
 
-def test_missing_fp8_scale():
-    b = build_batch(BatchSpec((1,), (20,), fp8_kv=True))
-    opts = dict(b.options, k_scale=None)
-    with pytest.raises(ValueError, match="^k_scale:"):
-        VARIANTS["qblock"](*b.args(), **opts)
+# ---------------------------------------------------------------- fp8 caches: both formats
+
+FP8_VARIANTS = [name for name, v in VARIANTS.items() if "fp8_kv" in v.features]
+FP8_DTYPES = list(FP8_FORMATS)
+
+
+@pytest.fixture(params=FP8_DTYPES, ids=str)
+def fp8_batch(request):
+    return build_batch(BatchSpec((3, 1), (20, 40), num_q_heads=4, num_kv_heads=2, head_size=64,
+                                 fp8_kv=True), fp8_dtype=request.param)
+
+
+@pytest.mark.parametrize("variant", FP8_VARIANTS)
+def test_both_fp8_formats_are_accepted(fp8_batch, variant):
+    _, launches = VARIANTS[variant].plan(*fp8_batch.args(), **fp8_batch.options)
+    assert launches
+
+
+def test_fp8_is_a_feature_naive_refuses_in_both_formats(fp8_batch):
+    with pytest.raises(NotImplementedError, match="naive.*fp8_kv"):
+        VARIANTS["naive"](*fp8_batch.args(), **fp8_batch.options)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e5m2, torch.float8_e5m2fnuz, torch.uint8, torch.int8,
+                                   torch.float32])
+def test_other_cache_dtypes_are_refused_naming_the_fp8_formats(batch, dtype):
+    """Same-width bytes that are not an e4m3 format (e5m2, raw bytes) and q-dtype mismatches."""
+    k, v = batch.k_cache.to(dtype), batch.v_cache.to(dtype)
+    with pytest.raises(ValueError, match=r"^k_cache: dtype .* must equal q's \(torch.float16\) or be an fp8 "
+                                         r"format: torch.float8_e4m3fn, torch.float8_e4m3fnuz$"):
+        VARIANTS["static_grid"](*_args(batch, k_cache=k, v_cache=v), **batch.options)
+
+
+def test_k_and_v_in_different_fp8_formats_are_refused(fp8_batch):
+    other = next(d for d in FP8_DTYPES if d != fp8_batch.k_cache.dtype)
+    v = fp8_batch.v_cache.view(other)  # the same bytes, declared the other format
+    with pytest.raises(ValueError, match="^v_cache: dtype"):
+        VARIANTS["qblock"](*_args(fp8_batch, v_cache=v), **fp8_batch.options)
+
+
+BAD_SCALES = {  # name -> (value, what the one-line error says)
+    "missing": (None, "need a one-element scale tensor, got NoneType"),
+    "host_float": (0.5, "need a one-element scale tensor, got float"),
+    "two_elements": (torch.ones(2), r"need a one-element scale tensor, got shape \(2,\)"),
+    "integer": (torch.ones(1, dtype=torch.int32), "expected a floating-point tensor on cpu, got torch.int32"),
+    "other_device": (torch.ones(1, device="meta"), "expected a floating-point tensor on cpu, got .* on meta"),
+}
+
+
+@pytest.mark.parametrize("variant", FP8_VARIANTS)
+@pytest.mark.parametrize("which", ["k_scale", "v_scale"])
+@pytest.mark.parametrize("bad", list(BAD_SCALES))
+def test_bad_fp8_scale_is_named(fp8_batch, variant, which, bad):
+    value, message = BAD_SCALES[bad]
+    with pytest.raises(ValueError, match=f"^{which}: .*{message}"):
+        VARIANTS[variant](*fp8_batch.args(), **dict(fp8_batch.options, **{which: value}))
+
+
+def test_fp8_format_table_matches_torch():
+    """FP8_FORMATS' maxima are torch's, and only e4m3 formats are fp8 caches."""
+    assert set(FP8_FORMATS) == {OCP_E4M3, FNUZ_E4M3}
+    for dtype, fmt in FP8_FORMATS.items():
+        assert fmt.max == torch.finfo(dtype).max and is_fp8(dtype)
+    assert (FP8_FORMATS[OCP_E4M3].max, FP8_FORMATS[FNUZ_E4M3].max) == (448.0, 240.0)
+    assert not any(is_fp8(d) for d in (torch.float8_e5m2, torch.float16, torch.uint8))
+
+
+@pytest.mark.parametrize("arch, expected", [("gfx942", FNUZ_E4M3), ("gfx950", OCP_E4M3), ("gfx90a", OCP_E4M3),
+                                            ("sm_90", OCP_E4M3), ("interpreter", OCP_E4M3)])
+def test_native_fp8_format_per_architecture(arch, expected):
+    assert fp8_dtype_for(arch) == expected
+
+
+def test_only_fnuz_on_nvidia_is_decoded_in_the_kernel():
+    """The kernels have one software decoder, for FNUZ; every other pair converts natively."""
+    decoded = {(d, v) for d in FP8_DTYPES for v in ("nvidia", "amd") if fp8_decoded_in_kernel(d, v)}
+    assert decoded == {(FNUZ_E4M3, "nvidia")}
+    assert not fp8_decoded_in_kernel(torch.float16, "nvidia")
+
+
+@pytest.mark.parametrize("vendor, dtype, decode", [("nvidia", "uint8", True),
+                                                   ("amd", "float8_e4m3fnuz", False)])
+def test_fnuz_cache_is_handed_to_triton_as_the_vendor_reads_it(vendor, dtype, decode):
+    """FNUZ on NVIDIA goes in as its bytes with DECODE_FNUZ; on AMD as fp8e4b8, converted natively."""
+    b = build_batch(BatchSpec((3, 1), (20, 40), num_q_heads=4, num_kv_heads=2, head_size=64, fp8_kv=True),
+                    fp8_dtype=FNUZ_E4M3)
+    for variant in FP8_VARIANTS:
+        _, launches = VARIANTS[variant].plan(*b.args(), vendor=vendor, **b.options)
+        main = launches[0]
+        assert str(main.args["k_cache_ptr"].dtype) == str(main.args["v_cache_ptr"].dtype) == f"torch.{dtype}"
+        assert main.args["k_cache_ptr"].stride() == b.k_cache.stride()
+        assert main.constexprs["DECODE_FNUZ"] is decode and main.constexprs["USE_FP8"] is True
 
 
 def test_unsupported_feature_names_it(batch):

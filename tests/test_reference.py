@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.batch import BatchSpec, PagedBatch, build_batch
+from kernels.inputs import FNUZ_E4M3, FP8_FORMATS, OCP_E4M3
 from kernels.reference import paged_attention_reference
 
 
@@ -73,6 +74,66 @@ def test_reference_matches_dense_float64(spec):
     # The reference rounds its fp32 result to the batch dtype; allow one rounding step.
     tol = 1e-2 if spec.dtype == "bfloat16" else 2e-3
     torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
+
+
+FP8_SPECS = [
+    BatchSpec((9, 2), (40, 77), num_q_heads=8, num_kv_heads=2, head_size=64, fp8_kv=True),
+    BatchSpec((1, 5, 1), (300, 18, 1), num_q_heads=10, num_kv_heads=2, head_size=80, block_size=544,
+              fp8_kv=True, sinks=True, softcap=5.0, sliding_window=20),
+]
+
+
+@pytest.mark.parametrize("fp8_dtype", list(FP8_FORMATS), ids=str)
+@pytest.mark.parametrize("spec", FP8_SPECS, ids=lambda s: s.digest())
+def test_reference_matches_dense_float64_in_both_fp8_formats(spec, fp8_dtype):
+    batch = build_batch(spec, fp8_dtype=fp8_dtype)
+    assert batch.k_cache.dtype == batch.v_cache.dtype == fp8_dtype
+    got = paged_attention_reference(*batch.args(), **batch.options).float()
+    torch.testing.assert_close(got, dense_attention(batch).float(), atol=2e-3, rtol=2e-3)
+
+
+def _e4m3_by_hand(code: int, bias: int, fnuz: bool) -> float:
+    """One e4m3 byte decoded from its definition (OCP spec; AMD HIP "FP8 Numbers" for FNUZ)."""
+    sign, exponent, mantissa = code >> 7, (code >> 3) & 0xF, code & 0x7
+    if fnuz and code == 0x80:
+        return math.nan  # FNUZ: the only NaN, no negative zero
+    if not fnuz and exponent == 0xF and mantissa == 0x7:
+        return math.nan  # OCP: S.1111.111
+    if exponent == 0:
+        magnitude = mantissa / 8 * 2.0 ** (1 - bias)
+    else:
+        magnitude = (1 + mantissa / 8) * 2.0 ** (exponent - bias)
+    return -magnitude if sign else magnitude
+
+
+@pytest.mark.parametrize("fp8_dtype, bias, fnuz", [(OCP_E4M3, 7, False), (FNUZ_E4M3, 8, True)], ids=str)
+def test_torch_decodes_both_formats_as_their_definitions(fp8_dtype, bias, fnuz):
+    """What the reference reads fp8 bytes with (torch's conversion) is each format's definition
+    on all 256 bytes, and the formats' largest finite values are FP8_FORMATS' maxima."""
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    got = codes.view(fp8_dtype).double()
+    want = torch.tensor([_e4m3_by_hand(c, bias, fnuz) for c in range(256)], dtype=torch.float64)
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+    assert got.nan_to_num(0).abs().max() == FP8_FORMATS[fp8_dtype].max == torch.finfo(fp8_dtype).max
+
+
+def test_fnuz_cache_read_as_ocp_is_a_different_answer():
+    """The format matters: the same bytes read as the other format change the output far
+    beyond any tolerance (twice the values, and 240 becomes NaN), so a test that hands one
+    format to a kernel reading the other fails."""
+    batch = build_batch(FP8_SPECS[0], fp8_dtype=FNUZ_E4M3)
+    right = paged_attention_reference(*batch.args(), **batch.options)
+    wrong = paged_attention_reference(batch.q, batch.k_cache.view(OCP_E4M3), batch.v_cache.view(OCP_E4M3),
+                                      *batch.args()[3:], **batch.options)
+    assert not torch.allclose(wrong.float(), right.float(), atol=0.1, rtol=0.1)
+
+
+def test_reference_ignores_scales_of_caches_in_q_dtype():
+    """k_scale / v_scale apply to fp8 caches only, as in the kernels (and vLLM)."""
+    batch = build_batch(BatchSpec((3, 1), (20, 40), num_q_heads=4, num_kv_heads=2, head_size=64))
+    scaled = dict(batch.options, k_scale=torch.tensor([3.0]), v_scale=torch.tensor([0.5]))
+    torch.testing.assert_close(paged_attention_reference(*batch.args(), **scaled),
+                               paged_attention_reference(*batch.args(), **batch.options))
 
 
 def test_reference_ignores_physical_block_placement():

@@ -93,6 +93,35 @@ def tile_bounds(first_pos, last_pos, window, TILE_SIZE: tl.constexpr,
 
 
 @triton.jit
+def decode_fnuz_e4m3(bits):
+    """FNUZ e4m3 bytes (uint8) -> float32, exactly, with integer operations only.
+
+    For targets whose Triton has no fp8e4b8 (NVIDIA; see `kernels.inputs.FP8_FORMATS`).
+    Exponent bias 8: a normal byte s.eeee.mmm is (-1)^s 2^(e-8) (1 + m/8), i.e. float32 bits
+    with exponent e - 8 + 127 and mantissa m << 20; a subnormal (e = 0) is m 2^-10, exact in
+    float32; 0x80 (the "negative zero" byte) is NaN; there are no infinities.
+    """
+    b = bits.to(tl.int32)
+    exponent = (b >> 3) & 0xF
+    mantissa = b & 0x7
+    normal = (((exponent + 119) << 23) | (mantissa << 20)).to(tl.float32, bitcast=True)
+    magnitude = tl.where(exponent == 0, mantissa.to(tl.float32) * 0.0009765625, normal)  # 2^-10
+    value = tl.where(b >= 0x80, -magnitude, magnitude)
+    return tl.where(b == 0x80, float("nan"), value)
+
+
+@triton.jit
+def kv_to(x, dtype: tl.constexpr, DECODE_FNUZ: tl.constexpr):
+    """A K/V tile as `dtype`, exactly (every fp8 value is representable in fp16, bf16, fp32):
+    FNUZ bytes decoded here when DECODE_FNUZ, else Triton's conversion (a no-op when the cache
+    already has q's dtype)."""
+    if DECODE_FNUZ:
+        return decode_fnuz_e4m3(x).to(dtype)
+    else:
+        return x.to(dtype)
+
+
+@triton.jit
 def _load(ptrs, mask, NEED_MASK: tl.constexpr):
     if NEED_MASK:
         return tl.load(ptrs, mask=mask, other=0.0)
@@ -115,6 +144,7 @@ def attend_tiles(
     MASKED: tl.constexpr,
     USE_SOFTCAP: tl.constexpr,
     USE_SLIDING_WINDOW: tl.constexpr,
+    DECODE_FNUZ: tl.constexpr,
 ):
     """Online softmax over KV tiles [tile_lo, tile_hi); returns the updated (acc, m_i, l_i).
 
@@ -123,8 +153,8 @@ def attend_tiles(
     block-table read); otherwise each position looks its block up (a gather, as for tiles
     larger than a block or blocks such as 544 that no power-of-two tile divides).
     MASKED tiles apply the causal/window masks and guard reads past seq_len; the others
-    are seen whole by every row. fp8 caches are converted exactly to q's dtype; their
-    scales are folded into qk_scale (k) and the caller's epilogue (v).
+    are seen whole by every row. fp8 caches are converted exactly to q's dtype (`kv_to`);
+    their scales are folded into qk_scale (k) and the caller's epilogue (v).
     """
     offs = tl.arange(0, TILE_SIZE)
     dims = tl.arange(0, HEAD_SIZE_PADDED)
@@ -146,7 +176,7 @@ def attend_tiles(
                   dim_ok[:, None] & key_ok[None, :], MASKED or PAD_HEAD)  # [D, TILE_SIZE]
         v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
                   key_ok[:, None] & dim_ok[None, :], MASKED or PAD_HEAD)  # [TILE_SIZE, D]
-        s = tl.dot(q, k.to(q.dtype))  # [BLOCK_M, TILE_SIZE]
+        s = tl.dot(q, kv_to(k, q.dtype, DECODE_FNUZ))  # [BLOCK_M, TILE_SIZE]
         if USE_SOFTCAP:
             s = apply_softcap(s * qk_scale, softcap) * LOG2E
         else:
@@ -162,7 +192,7 @@ def attend_tiles(
             m_new = tl.maximum(m_i, tl.max(s, axis=1))
         p = tl.exp2(s - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
-        acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), v.to(q.dtype))
+        acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), kv_to(v, q.dtype, DECODE_FNUZ))
         l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
     return acc, m_i, l_i
@@ -191,6 +221,7 @@ def attend_q_block(
     USE_SLIDING_WINDOW: tl.constexpr,
     USE_SINKS: tl.constexpr,
     USE_FP8: tl.constexpr,
+    DECODE_FNUZ: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -248,21 +279,21 @@ def attend_q_block(
                 qk_scale, softcap, window,
                 stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
                 stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-                USE_SOFTCAP, USE_SLIDING_WINDOW)
+                USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ)
         acc, m_i, l_i = attend_tiles(
             acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
             k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
-            USE_SOFTCAP, USE_SLIDING_WINDOW)
+            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ)
         acc, m_i, l_i = attend_tiles(
             acc, m_i, l_i, q, tl.maximum(full_hi, seg_lo), tl.minimum(hi, seg_hi),
             k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-            USE_SOFTCAP, USE_SLIDING_WINDOW)
+            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ)
         if USE_FP8:
             acc = acc * tl.load(v_scale_ptr)
 
@@ -347,6 +378,7 @@ def q_block_kernel(
     USE_SLIDING_WINDOW: tl.constexpr,
     USE_SINKS: tl.constexpr,
     USE_FP8: tl.constexpr,
+    DECODE_FNUZ: tl.constexpr,  # the caches are FNUZ e4m3 bytes (uint8) to decode here (NVIDIA)
     PERSISTENT: tl.constexpr,
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block`.
@@ -375,7 +407,7 @@ def q_block_kernel(
                 stride_v_block, stride_v_pos, stride_v_head,
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
-                BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
+                BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
             )
     else:
         attend_q_block(
@@ -388,7 +420,7 @@ def q_block_kernel(
             stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, stride_o_token, stride_o_head,
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
-            BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
+            BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
         )
 
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.inputs import FP8_DTYPE
+from kernels.inputs import is_fp8
 from kernels.paged_attention.common import decode_block_m
 
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
@@ -117,7 +117,7 @@ def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torc
         max_kv_len=max(1, max_k), avg_kv_len=float(max(1, max_k)),
         decode_share=decodes / max(1, num_seqs), queries_per_kv=num_q_heads // num_kv_heads,
         num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size,
-        dtype=str(q.dtype).removeprefix("torch."), fp8_kv=k_cache.dtype == FP8_DTYPE,
+        dtype=str(q.dtype).removeprefix("torch."), fp8_kv=is_fp8(k_cache.dtype),
         num_sms=num_sms or DEFAULT_NUM_SMS.get(vendor, 132), window=int(sliding_window or 0),
     )
 
@@ -272,6 +272,9 @@ def _amd(f: Features) -> Config:
         # Static gate on gfx942 (triton 3.6.0, 2026-11-21, llama3-8b fp8 prefill): BLOCK_M 128 /
         # tile 32 / 8 warps spilled 63-66 VGPRs and >100 SGPRs; 64/32/4 warps spilled 157 VGPRs
         # in static_grid; 64/32/8 warps: no spills in static_grid or flex_tile, 2 waves/SIMD.
+        # Those caches were OCP (converted in software there). Rechecked 2026-11-22 with FNUZ,
+        # gfx942's native format and what the batch builder now gives it: 128/32/8 still
+        # spills 4 VGPRs in static_grid; 64/32/8: none (136 VGPRs flex_tile, 224 static_grid).
         return _fit(f, 64, 32, num_warps=8, num_stages=2, programs_per_sm=1,
                     matrix_instr_nonkdim=16,
                     source="amd/prefill fp8: no spills (static gate), speed unmeasured")

@@ -3,8 +3,9 @@
 The three variants launch the same kernels (`common.q_block_kernel` and
 `common.reduce_segments_kernel`); they differ only in how they choose a `heuristics.Config`
 and in whether the grid is persistent. Everything else is planned here, once: the vendor
-and SM count to plan for, the batch features, runtime arguments, compile-time constants,
-segment buffers and the reduction.
+and SM count to plan for, the batch features, how the caches are read (`kv_operands`: an
+fp8 format the vendor's Triton lacks is decoded in the kernel), runtime arguments,
+compile-time constants, segment buffers and the reduction.
 
 Planning reads shapes and host-side hints only, never device memory: no host sync, it
 works inside CUDA/HIP-graph capture, and the hints `vendor` / `num_sms` plan exactly what
@@ -17,8 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from kernels import platform
-from kernels.inputs import FP8_DTYPE
+from kernels import inputs, platform
 from kernels.launch import KernelLaunch
 from kernels.paged_attention import heuristics
 from kernels.paged_attention.common import next_pow2, q_block_kernel, reduce_segments_kernel
@@ -44,6 +44,15 @@ def resolve_target(vendor: str | None = None, num_sms: int | None = None) -> tup
     if num_sms is None:
         num_sms = (here.num_sms if here.vendor == vendor else 0) or heuristics.DEFAULT_NUM_SMS[vendor]
     return vendor, num_sms
+
+
+def kv_operands(k_cache, v_cache, vendor: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The caches as `vendor`'s kernels read them: as they are, or, for an fp8 format that
+    vendor's Triton cannot convert (`inputs.fp8_decoded_in_kernel`: FNUZ on NVIDIA), their
+    bytes (uint8 views, same shape and strides), which the kernels decode (DECODE_FNUZ)."""
+    if inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor):
+        return k_cache.view(torch.uint8), v_cache.view(torch.uint8)
+    return k_cache, v_cache
 
 
 def batch_features(q, k_cache, block_table, *, max_seqlen_q=None, max_seqlen_k=None,
@@ -88,9 +97,10 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     launches = [KernelLaunch(
         kernel=q_block_kernel,
         grid=grid,
-        args=kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, buffers,
-                         split_max_q=block_q, num_segments=config.num_segments, **options),
-        constexprs=kernel_constexprs(q, k_cache, config, persistent,
+        args=kernel_args(q, *kv_operands(k_cache, v_cache, vendor), block_table, cu_seqlens_q,
+                         seq_lens, out, buffers, split_max_q=block_q,
+                         num_segments=config.num_segments, **options),
+        constexprs=kernel_constexprs(q, k_cache, config, persistent, vendor,
                                      sliding_window=options.get("sliding_window"),
                                      softcap=options.get("softcap"), sinks=options.get("sinks")),
         num_warps=config.num_warps,
@@ -118,7 +128,7 @@ def num_programs(config: heuristics.Config, num_sms: int, max_items: int) -> int
 def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, buffers, *,
                 split_max_q: int, num_segments: int, scale=None, sliding_window=None,
                 softcap=None, sinks=None, k_scale=None, v_scale=None) -> dict:
-    """Runtime arguments of `q_block_kernel`."""
+    """Runtime arguments of `q_block_kernel` (the caches as `kv_operands` hands them over)."""
     dummy = q.new_empty(1, dtype=torch.float32)  # stands in for absent optional tensors
     segm_out, segm_max, segm_sum = buffers if buffers is not None else (dummy, dummy, dummy)
     return dict(
@@ -145,9 +155,9 @@ def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, b
     )
 
 
-def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, *,
+def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, vendor: str, *,
                       sliding_window=None, softcap=None, sinks=None) -> dict:
-    """Compile-time constants of `q_block_kernel`."""
+    """Compile-time constants of `q_block_kernel` for `vendor`'s kernels."""
     num_q_heads, head_size = q.shape[1], q.shape[2]
     queries_per_kv = num_q_heads // k_cache.shape[2]
     return dict(
@@ -161,7 +171,8 @@ def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, *
         USE_SOFTCAP=bool(softcap),
         USE_SLIDING_WINDOW=bool(sliding_window),
         USE_SINKS=sinks is not None,
-        USE_FP8=k_cache.dtype == FP8_DTYPE,
+        USE_FP8=inputs.is_fp8(k_cache.dtype),
+        DECODE_FNUZ=inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor),
         PERSISTENT=persistent,
     )
 

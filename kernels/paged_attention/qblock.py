@@ -9,7 +9,7 @@ block. Row r of a Q-block is query token r // QUERIES_PER_KV and head r % QUERIE
 of the KV head's group.
 
 Supports the production features as masks: sliding window (masked, not yet pruned),
-softcap, sinks and fp8 caches (dequantized to the query dtype per tile).
+softcap, sinks and fp8 caches, OCP or FNUZ e4m3 (dequantized to the query dtype per tile).
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.inputs import FP8_DTYPE
+from kernels import inputs
 from kernels.launch import KernelLaunch
+from kernels.paged_attention import planning
 from kernels.paged_attention.common import (
     LOG2E,
     apply_softcap,
     decode_block_m,
     find_seq_idx,
+    kv_to,
     next_pow2,
 )
 
@@ -51,6 +53,7 @@ def _qblock_kernel(
     USE_SLIDING_WINDOW: tl.constexpr,
     USE_SINKS: tl.constexpr,
     USE_FP8: tl.constexpr,
+    DECODE_FNUZ: tl.constexpr,  # the caches are FNUZ e4m3 bytes (uint8) to decode here (NVIDIA)
 ):
     q_block = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -97,8 +100,8 @@ def _qblock_kernel(
                     + kv_head * stride_v_head + dims[None, :],
                     mask=dim_mask[None, :], other=0.0)  # [BLOCK_SIZE, D]
         if USE_FP8:
-            k = (k.to(tl.float32) * k_scale).to(q.dtype)
-            v = (v.to(tl.float32) * v_scale).to(q.dtype)
+            k = (kv_to(k, tl.float32, DECODE_FNUZ) * k_scale).to(q.dtype)
+            v = (kv_to(v, tl.float32, DECODE_FNUZ) * v_scale).to(q.dtype)
         s = tl.dot(q, k) * scale  # [BLOCK_M, BLOCK_SIZE], natural units
         if USE_SOFTCAP:
             s = apply_softcap(s, softcap)
@@ -123,7 +126,10 @@ def _qblock_kernel(
 
 def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale=None,
          sliding_window=None, softcap=None, sinks=None, k_scale=None, v_scale=None,
-         **_) -> list[KernelLaunch]:
+         vendor=None, **_) -> list[KernelLaunch]:
+    """One launch; the vendor (hint or device) decides only how an fp8 cache is read."""
+    vendor = planning.resolve_target(vendor)[0]
+    k_operand, v_operand = planning.kv_operands(k_cache, v_cache, vendor)
     num_tokens, num_q_heads, head_size = q.shape
     num_kv_heads = k_cache.shape[2]
     num_seqs = block_table.shape[0]
@@ -136,7 +142,7 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
         # Upper bound on Q-blocks: every sequence may leave one partial block.
         grid=(num_tokens // block_q + num_seqs, num_kv_heads),
         args=dict(
-            out_ptr=out, q_ptr=q, k_cache_ptr=k_cache, v_cache_ptr=v_cache,
+            out_ptr=out, q_ptr=q, k_cache_ptr=k_operand, v_cache_ptr=v_operand,
             block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
             sinks_ptr=sinks if sinks is not None else dummy,
             k_scale_ptr=k_scale if k_scale is not None else dummy,
@@ -163,7 +169,8 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
             USE_SOFTCAP=bool(softcap),
             USE_SLIDING_WINDOW=bool(sliding_window),
             USE_SINKS=sinks is not None,
-            USE_FP8=k_cache.dtype == FP8_DTYPE,
+            USE_FP8=inputs.is_fp8(k_cache.dtype),
+            DECODE_FNUZ=inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor),
         ),
         # Triton's defaults; per-vendor tuning belongs to the later variants' heuristics.
         num_warps=4,

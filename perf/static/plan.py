@@ -2,7 +2,8 @@
 
 For each target of thresholds.yaml the variant's own planner (`Variant.plan`) runs with
 that target's vendor and SM/CU count (`plan_as_if_on`), on the scenario's batch built
-without values (`kernels.batch.build_batch(fill=False)`). Each planned launch is bound the
+without values (`kernels.batch.build_batch(fill=False)`), an fp8 cache in the target's
+native format (`fp8_format`: FNUZ on gfx942). Each planned launch is bound the
 way Triton's launcher binds it on that vendor (`create_function_from_signature` and
 `JITFunction._pack_args`: integers equal to 1 become constants, multiples of 16 and
 16-byte-aligned pointers get divisibility hints, AMD adds its buffer-op pointer ranges)
@@ -74,6 +75,16 @@ def plan_as_if_on(target: Target, variant, batch) -> list:
     return launches
 
 
+def fp8_format(target: Target) -> dict:
+    """`build_batch`'s fp8 cache format for `target`: the one native to it (FNUZ on gfx942),
+    chosen by the checkout's `kernels.inputs.fp8_dtype_for`; none for a checkout older than
+    that, whose kernels read only OCP e4m3 (its build_batch's only format)."""
+    from kernels import inputs
+
+    choose = getattr(inputs, "fp8_dtype_for", None)
+    return {} if choose is None else {"fp8_dtype": choose(target.name)}
+
+
 @dataclasses.dataclass
 class Job:
     """One kernel specialization for one target: what a worker process compiles."""
@@ -133,8 +144,8 @@ def plan_side(variants: list[str], scenarios: list,
     jobs: dict[str, Job] = {}
     from kernels.batch import build_batch
 
-    batches = {s.name: build_batch(s.spec(), "cpu", fill=False) for s in scenarios}
     for target in targets:
+        batches = {s.name: build_batch(s.spec(), "cpu", fill=False, **fp8_format(target)) for s in scenarios}
         for name in variants:
             variant = kernels.VARIANTS.get(name)
             for scenario in scenarios:
