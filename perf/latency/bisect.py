@@ -311,7 +311,7 @@ def gate_step(plan: Plan) -> Callable[[str], Step]:
         t0 = time.monotonic()
         args = build_parser().parse_args(plan.gate_argv(commit))
         try:
-            code, findings = ab.run_gate(args, publish_report=False)
+            _, findings = ab.run_gate(args, publish_report=False)
         except ab.GateCrash as e:
             return Step(commit, SKIP, note=f"the gate could not measure it: {e}",
                         seconds=time.monotonic() - t0)
