@@ -1,8 +1,9 @@
 """Git: the one place the harness asks git anything (commits, bases, worktrees).
 
 Both gates compare a head with a base commit, the nightly records HEAD, results record the
-commit they measured. A user's mistake here (no checkout, unknown ref, dirty tree) is a
-`ConfigError`: one line naming the ref or the path and the fix, exit 2.
+commit they measured, `perf bisect` walks a range of commits. A user's mistake here (no
+checkout, unknown ref, dirty tree) is a `ConfigError`: one line naming the ref or the path
+and the fix, exit 2.
 """
 
 from __future__ import annotations
@@ -81,6 +82,22 @@ def resolve_commit(root: str, ref: str, option: str = "--base-ref") -> str:
     return sha
 
 
+def is_ancestor(root: str, ancestor: str, descendant: str) -> bool:
+    """Whether commit `ancestor` is in the history of `descendant` (a commit is its own)."""
+    return git(root, "merge-base", "--is-ancestor", ancestor, descendant) is not None
+
+
+def first_parent_range(root: str, good: str, bad: str) -> list[tuple[str, str]]:
+    """(sha, subject) of the commits after `good` up to `bad`, oldest first, along `bad`'s
+    first parents (`git bisect --first-parent`), keeping those that contain `good`: when
+    `good` came in through a merge, the merge is the first of them, and the mainline commits
+    before it (which lack `good`) are left out."""
+    log = git(root, "log", "--first-parent", "--reverse", "--format=%H %s", f"{good}..{bad}", check=True)
+    descendants = set((git(root, "rev-list", "--ancestry-path", f"{good}..{bad}", check=True) or "").split())
+    rows = [line.split(" ", 1) + [""] for line in (log or "").splitlines() if line.strip()]
+    return [(row[0], row[1]) for row in rows if row[0] in descendants]
+
+
 def resolve_base(root: str, base_ref: str | None) -> tuple[str, str]:
     """(sha, description) of the base: `base_ref`, else HEAD's merge base with origin/main or main."""
     if base_ref:
@@ -92,6 +109,15 @@ def resolve_base(root: str, base_ref: str | None) -> tuple[str, str]:
                 return sha, f"merge base with {ref}"
     raise ConfigError(f"{root}: neither {' nor '.join(DEFAULT_BASES)} exists to find the base; "
                       f"pass --base-ref REF (e.g. --base-ref HEAD~1)")
+
+
+def commit_all(root: str, message: str, author: str = "perf-harness") -> str:
+    """Stage every change of the checkout at `root` and commit it under a throwaway identity
+    (the commits the gate self-test and the bisect demo make); the new commit's sha."""
+    git(root, "add", "-A", check=True)
+    git(root, "-c", f"user.name={author}", "-c", f"user.email={author}@localhost", "-c",
+        "commit.gpgsign=false", "commit", "-qm", message, check=True)
+    return git(root, "rev-parse", "HEAD", check=True)
 
 
 @contextlib.contextmanager

@@ -28,3 +28,17 @@ def test_unknown_suite_and_globs_matching_nothing_are_refused():
     with pytest.raises(ConfigError, match="--scenarios 'nothing\\*' matches no scenario"):
         validate.scenarios("pr", "nothing*")
     assert len(validate.scenarios("smoke", None)) == 3
+
+
+def test_metrics_and_scenarios_named_exactly():
+    assert validate.metrics(None) == ["eager", "graph"] and validate.metrics("graph") == ["graph"]
+    with pytest.raises(ConfigError, match="--metric graf: unknown metric graf; use eager or graph"):
+        validate.metrics("graf", "--metric")
+    suite, scenario = validate.scenario_named("llama3-8b/decode/batch1-kv128/block16", None)
+    assert suite == "pr" and scenario.name == "llama3-8b/decode/batch1-kv128/block16"
+    # the first suite that lists it
+    assert validate.scenario_named("tiny/decode/batch1-kv16/block16", None)[0] == "smoke"
+    with pytest.raises(ConfigError, match="not in suite smoke"):
+        validate.scenario_named("llama3-8b/decode/batch1-kv128/block16", "smoke")
+    with pytest.raises(ConfigError, match="not in any suite"):
+        validate.scenario_named("llama3-8b/decode/batch1-kv12*", None)  # a glob is not a name

@@ -458,6 +458,19 @@ def recompute(out_dir: str, th: Thresholds, vendor: str, calibration) -> list[Fi
 
 
 def gate_command(args: argparse.Namespace) -> int:
+    """`python -m perf gate`: `run_gate`'s exit code; 1 too when a measuring process crashed."""
+    try:
+        return run_gate(args)[0]
+    except GateCrash as e:
+        print(f"latency gate: FAIL — {e}", file=sys.stderr)
+        return EXIT_FAIL
+
+
+def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int, list[Finding] | None]:
+    """The gate `args` (the `gate` command's options) asks for: its exit code and findings,
+    None when it reached no verdict (skipped without a GPU, interrupted). Raises GateCrash
+    when a measuring process crashed, so that `perf bisect` (perf/latency/bisect.py, one
+    call per step) tells a commit it cannot measure from a slower one."""
     import torch
     from rich.console import Console
 
@@ -483,7 +496,7 @@ def gate_command(args: argparse.Namespace) -> int:
               f"{torch.cuda.is_available()}); checked: suite {args.suite} ({len(chosen)} scenarios), "
               f"{len(variants)} variants, base {base_sha[:10]} ({base_desc}); run `nox -s perf` on an "
               f"H100 or MI300 machine")
-        return 0
+        return 0, None
     if interpreter and args.suite != "smoke":
         raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
                           "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
@@ -531,10 +544,7 @@ def gate_command(args: argparse.Namespace) -> int:
             done = sum(1 for p in ledger.processes)
             print(f"interrupted: {done} finished measuring processes are kept in {out_dir} (gate.json, "
                   f"base.jsonl, head.jsonl); run the same command again to resume", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except GateCrash as e:
-            print(f"latency gate: FAIL — {e}", file=sys.stderr)
-            return EXIT_FAIL
+            return EXIT_INTERRUPTED, None
     seconds = time.monotonic() - t0
     gpu = head.environment.get("gpu")
     title = f"Latency A/B on {gpu} ({vendor}): {args.suite} suite"
@@ -564,7 +574,8 @@ def gate_command(args: argparse.Namespace) -> int:
             "retried": [list(k) for k in retried],
             "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
     md = write_outputs(out_dir, findings, title, notes, meta, lines)
-    publish(md)
+    if publish_report:
+        publish(md)
     print(f"artifacts in {out_dir}: findings.json, report.md, ratios.png, base.jsonl, head.jsonl, gate.json",
           file=sys.stderr)
-    return exit_code(findings)
+    return exit_code(findings), findings

@@ -36,7 +36,7 @@ import numpy as np
 from perf import results
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
-from perf.git import git, repo_root
+from perf.git import commit_all, git, repo_root
 from perf.latency.plant import plant
 from perf.thresholds import CALIBRATION_DIR, DEFAULT_PATH
 
@@ -92,9 +92,7 @@ def _planted_repo(repo: str, percent: int, vendor: str, parent: str) -> str:
     if os.path.isdir(src):
         shutil.copytree(src, os.path.join(path, CALIBRATION_DIR), dirs_exist_ok=True)
     plant(path, percent, vendor)
-    git(path, "add", "-A", check=True)
-    git(path, "-c", "user.name=gate-selftest", "-c", "user.email=selftest@localhost", "commit", "-qm",
-        f"selftest: planted {percent} % slowdown", check=True)
+    commit_all(path, f"selftest: planted {percent} % slowdown", "gate-selftest")
     return path
 
 
