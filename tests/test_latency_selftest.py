@@ -83,7 +83,7 @@ def test_only_a_rewritten_calibration_counts_as_clean(tmp_path):
         (tmp_path / name).write_text("a\n")
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
-    (tmp_path / "calibration" / "nvidia.yaml").write_text("b\n")  # the first status line: " M calibration/..."
+    (tmp_path / "calibration" / "nvidia.yaml").write_text("b\n")  # status line " M calibration/..."
     assert selftest.changed_outside_calibration(str(tmp_path)) == []
     (tmp_path / "kernels.py").write_text("b\n")
     assert selftest.changed_outside_calibration(str(tmp_path)) == ["kernels.py"]

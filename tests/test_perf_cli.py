@@ -224,6 +224,7 @@ def test_help_lists_suites_and_variants_not_internal_commands():
     (("--scenarios", "nothing*"), ("--scenarios 'nothing*' matches no scenario",)),
     (("--base-ref", "nope"), ("--base-ref nope", "no such commit")),
     (("--head-ref", "nope"), ("--head-ref nope", "no such commit")),
+    (("--metrics", "graf"), ("--metrics graf", "unknown metric graf")),
     (("--head-ref", "HEAD", "--allow-dirty"), ("--head-ref", "--allow-dirty", "one of them")),
 ])
 def test_gate_without_a_gpu_still_refuses_bad_input(repo, args, needles):

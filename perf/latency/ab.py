@@ -481,6 +481,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     vt = th.vendor(vendor)
     chosen = validate.scenarios(args.suite, args.scenarios)
     variants = validate.variants(args.variants, checkout.import_kernels().VARIANTS)
+    args.metrics = ",".join(validate.metrics(args.metrics))
     repo = repo_root(os.getcwd())
     base_sha, base_desc = resolve_base(repo, args.base_ref)
     head_ref = getattr(args, "head_ref", None)
