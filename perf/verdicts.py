@@ -225,9 +225,9 @@ def exit_code(findings: list[Finding]) -> int:
 # What became of a nightly alert (a FAIL of perf/nightly/alert.py) once the latency gate measured
 # the flagged commit against the last good one in the same processes:
 CONFIRMED = "confirmed"  # the gate fails it too: a regression (an issue is opened or commented)
-NOISE = "noise"  # the gate measured it and does not fail it: the nightly's step did not reproduce
+NOISE = "noise"  # the gate finds it ok (or faster): the nightly's step did not reproduce
 PENDING = "pending"  # not re-measured yet (dry run, no GPU, another machine's, beyond the cap)
-INCONCLUSIVE = "inconclusive"  # no gate verdict: no last good commit, the gate failed or skipped it
+INCONCLUSIVE = "inconclusive"  # the gate warns, or has no verdict (no last good commit, crashed, skipped)
 REMEASURE_STATUSES = (CONFIRMED, NOISE, PENDING, INCONCLUSIVE)
 
 
@@ -235,11 +235,12 @@ def remeasure_status(gate: Finding | None) -> str:
     """A re-measured alert's status from the gate's finding for the same case.
 
     The gate's own rule decides (latency_verdict, with the gate's thresholds and its re-measure
-    of a failing case): FAIL is a confirmed regression; any other verdict with a ratio is noise,
-    a WARN included (a smaller slowdown than the nightly's, below the gate's fail threshold, which
-    the issue would not be about); no finding or no ratio (skipped, crashed) is inconclusive.
+    of a failing case): FAIL is a confirmed regression; OK or IMPROVED is noise (the slowdown did
+    not reproduce with both commits in the same processes). WARN neither confirms nor clears it
+    (beyond the fail threshold but not significant, or a significant slowdown smaller than the
+    gate fails on), and no finding or no ratio (skipped, crashed) says nothing: inconclusive.
     """
-    if gate is None or gate.ratio is None:
+    if gate is None or gate.ratio is None or gate.verdict is Verdict.WARN:
         return INCONCLUSIVE
     return CONFIRMED if gate.verdict is Verdict.FAIL else NOISE
 

@@ -403,3 +403,15 @@ def test_a_runner_remeasures_its_own_history_or_the_pooled_one_of_its_gpu():
     assert not confirm._here("gpu-8_nvidia-h100-80gb-hbm3", here, named=False)  # another runner's
     assert not confirm._here("4-runners_nvidia-h200", here, named=False)  # another GPU's
     assert not confirm._here("4-runners_nvidia-h100-80gb-hbm3", here, named=True)  # --machine is exact
+
+
+@pytest.mark.parametrize("verdict, ratio, status", [
+    (Verdict.FAIL, 1.3, "confirmed"), (Verdict.OK, 1.004, "noise"), (Verdict.IMPROVED, 0.9, "noise"),
+    (Verdict.WARN, 1.3, "inconclusive"),  # beyond fail but not significant: neither confirmed nor cleared
+    (Verdict.OK, None, "inconclusive"),  # skipped on both sides: no ratio
+])
+def test_the_gates_verdict_decides_what_became_of_an_alert(verdict, ratio, status):
+    f = Finding("latency", "nvidia", "H100", "qblock", DECODE, "graph", 0.1, 0.13, ratio, None, None, 0.02,
+                "warn > 1.03, fail > 1.05", verdict)
+    assert verdicts.remeasure_status(f) == status
+    assert verdicts.remeasure_status(None) == "inconclusive"

@@ -154,9 +154,18 @@ def nightly_site_artifact(vendor: str) -> str:
 def dashboard_url(repository: str = "", given: str = "") -> str:
     """The dashboard's root URL: `given` (the workflow passes the repository variable
     PERF_DASHBOARD_URL, for a custom domain), else GitHub Pages' address of a project site,
-    `https://<owner>.github.io/<repo>/` (GitHub's documented default), else "" (no link)."""
+    `https://<owner>.github.io/<repo>/` (GitHub's documented default), else "" (no link).
+    ConfigError for a `given` that is not an https URL (it is written into links)."""
+    import re
+
+    from perf.errors import ConfigError
+
     if given.strip():
-        return given.strip().rstrip("/") + "/"
+        url = given.strip().rstrip("/") + "/"
+        if not re.fullmatch(r"https://[\w.-]+(:\d+)?(/[\w./~%-]*)?", url):
+            raise ConfigError(f"dashboard URL {given!r}: expected an https:// URL (--dashboard-url or the "
+                              f"repository variable {DASHBOARD_VARIABLE})")
+        return url
     owner, _, name = repository.strip().partition("/")
     if not owner or not name or "/" in name:
         return ""

@@ -94,10 +94,12 @@ def _path(path: str, root: str) -> str:
 
 
 def plan(h: History, result: dict, thresholds, settings: alert.Settings, out: str, suite: str,
-         thresholds_path: str, max_cases: int = MAX_CASES, root: str = ".") -> tuple[list[Run], dict]:
-    """The gate runs for `result`'s alerts (alert.machine_result of history `h`), and a record
-    for each alert that gets none (beyond the cap, no last good commit): key -> remeasure dict.
-    Paths in the gate's command are relative to the repository `root`, where it runs."""
+         thresholds_path: str, max_cases: int = MAX_CASES, root: str = ".", vendor: str | None = None,
+         ) -> tuple[list[Run], dict]:
+    """The gate runs for `result`'s alerts (alert.machine_result of history `h`, judged with the
+    thresholds of `vendor`, default the history's), and a record for each alert that gets none
+    (beyond the cap, no last good commit): key -> remeasure dict. Paths in the gate's command
+    are relative to the repository `root`, where it runs."""
     alerts = sorted(result["alerts"], key=lambda a: -(a.get("ratio") or 0.0))
     skipped = {}
     groups: dict[str, list] = {}
@@ -108,7 +110,7 @@ def plan(h: History, result: dict, thresholds, settings: alert.Settings, out: st
                             "note": f"not re-measured: beyond the {max_cases} cases re-measured per flagged "
                                     f"commit (--max-cases); the largest ratios went first"}
             continue
-        good = alert.last_good(h, thresholds, key, settings, vendor=result["vendor"])
+        good = alert.last_good(h, thresholds, key, settings, vendor=vendor or h.vendor)
         if good is None:
             skipped[key] = {"status": verdicts.INCONCLUSIVE, "note": "no last good commit: every earlier "
                             "commit that measured this case alerted for it too"}
@@ -184,7 +186,7 @@ def execute(runs: list[Run], repo: str, runner: GateRunner | None, why_not: str 
         else:
             print(f"re-measured already ({run.out}/findings.json): {what}", flush=True)
         for key in run.cases:
-            out[key] = _record(run, found.get(key))
+            out[key] = _record(run, found[key])  # finished(): every case has a finding
     return out
 
 
@@ -200,6 +202,7 @@ def check_options(args) -> None:
                           f"commit)")
     if args.repo and not issues.REPO.fullmatch(args.repo):
         raise ConfigError(f"--repo {args.repo!r}: expected OWNER/NAME (default: $GITHUB_REPOSITORY)")
+    jobs.dashboard_url("", args.dashboard_url or os.environ.get(jobs.DASHBOARD_VARIABLE, ""))
 
 
 def confirm(args, conf: dict, machines: list[dict], histories: list[History],
@@ -233,7 +236,7 @@ def confirm(args, conf: dict, machines: list[dict], histories: list[History],
         h = by_machine[m["machine"]]
         suite = h.latest.suite or "nightly"
         runs, records = plan(h, m, th, settings, args.out, suite, args.thresholds, args.max_cases,
-                             conf["_root"])
+                             conf["_root"], vendor=args.vendor)
         other = not why_not and this is not None and not _here(m["machine"], this, bool(args.machine))
         reason = why_not or (f"alerts of machine {m['machine']}; this runner is {this} (--machine "
                              f"{m['machine']} re-measures them here)" if other else "")

@@ -305,9 +305,10 @@ def _findings_table(findings: list[dict], alerts: list[dict] | None = None) -> l
 ALERTS_BEGIN, ALERTS_END = "<!-- alerts:begin -->", "<!-- alerts:end -->"
 
 
-def alert_section(result: dict | None) -> str:
+def alert_section(result: dict | None, folder: str) -> str:
     """A machine page's change points: the table, the notes, each alert's plot (drawn by
-    machine_page); `relink` rewrites it when alert.json gains re-measures and issues."""
+    machine_page into `folder`, shown where it is there); `relink` rewrites it when alert.json
+    gains re-measures and issues."""
     result = result or {}
     findings, alerts = result.get("findings", []), result.get("alerts", [])
     n = sum(1 for f in findings if f["verdict"] == "fail")
@@ -321,11 +322,13 @@ def alert_section(result: dict | None) -> str:
             *[f"<p class=note>{_e(x)}</p>" for x in result.get("notes", [])]]
     if alerts:
         body.append("<p class=note>Re-measure: the latency gate's same-process A/B of the newest commit "
-                    "against the alert's last good commit (<code>python -m perf alert --confirm</code>): "
-                    "<b>confirmed</b> when the gate fails it too (an issue is opened), <b>noise</b> when it "
-                    "does not. Each alert's history:</p>")
-        body += [f"<img src='{case_png(a['variant'], a['scenario'], a['metric'])}' "
-                 f"alt='history {_e(a['variant'])} {_e(a['scenario'])} {_e(a['metric'])}'>" for a in alerts]
+                    "against the alert's last good commit (<code>python -m perf alert --confirm</code>, "
+                    "docs/nightly.md): <b>confirmed</b> when the gate fails it too (an issue is opened), "
+                    "<b>noise</b> when the gate finds it ok, <b>inconclusive</b> when it warns or has no "
+                    "verdict.</p>")
+        pngs = [(a, case_png(a["variant"], a["scenario"], a["metric"])) for a in alerts]
+        body += [f"<img src='{png}' alt='history {_e(a['variant'])} {_e(a['scenario'])} {_e(a['metric'])}'>"
+                 for a, png in pngs if os.path.exists(os.path.join(folder, png))]
     body.append(ALERTS_END)
     return "\n".join(body)
 
@@ -361,7 +364,8 @@ def relink(out_dir: str, results: dict[str, dict]) -> list[str]:
         if start < 0 or end < start:
             continue
         with open(page, "w", encoding="utf-8") as f:
-            f.write(text[:start] + alert_section(result) + text[end + len(ALERTS_END):])
+            section = alert_section(result, os.path.dirname(page))
+            f.write(text[:start] + section + text[end + len(ALERTS_END):])
         done.append(page)
         if os.path.exists(index):
             with open(index, encoding="utf-8") as f:
@@ -433,7 +437,7 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
             f"{_e(env.get('triton'))}, newest commit <code>{_e(h.latest.sha)}</code> ({_e(h.latest.date)}), "
             f"measured {_e(h.latest.measured)}; {len(h.commits)} commits in the history: "
             + ", ".join(f"<code>{c.short}</code>" for c in h.commits) + "</p>",
-            alert_section(result)]
+            alert_section(result, folder)]
     metrics = h.metrics()
     body.append("<h2>% of vendor state of the art</h2><p class=note>Fastest vendor library's latency / the "
                 "variant's, per scenario (100% = on par, higher is better). Libraries labelled "
