@@ -219,3 +219,33 @@ def counts(findings: list[Finding]) -> dict[str, int]:
 def exit_code(findings: list[Finding]) -> int:
     """1 if any finding fails, else 0 (warnings pass)."""
     return EXIT_FAIL if any(f.verdict is Verdict.FAIL for f in findings) else EXIT_OK
+
+
+# --- nightly alerts, re-measured (perf/nightly/confirm.py) --------------------------------------
+# What became of a nightly alert (a FAIL of perf/nightly/alert.py) once the latency gate measured
+# the flagged commit against the last good one in the same processes:
+CONFIRMED = "confirmed"  # the gate fails it too: a regression (an issue is opened or commented)
+NOISE = "noise"  # the gate finds it ok (or faster): the nightly's step did not reproduce
+PENDING = "pending"  # not re-measured yet (dry run, no GPU, another machine's, beyond the cap)
+INCONCLUSIVE = "inconclusive"  # the gate warns, or has no verdict (no last good commit, crashed, skipped)
+REMEASURE_STATUSES = (CONFIRMED, NOISE, PENDING, INCONCLUSIVE)
+
+
+def remeasure_status(gate: Finding | None) -> str:
+    """A re-measured alert's status from the gate's finding for the same case.
+
+    The gate's own rule decides (latency_verdict, with the gate's thresholds and its re-measure
+    of a failing case): FAIL is a confirmed regression; OK or IMPROVED is noise (the slowdown did
+    not reproduce with both commits in the same processes). WARN neither confirms nor clears it
+    (beyond the fail threshold but not significant, or a significant slowdown smaller than the
+    gate fails on), and no finding or no ratio (skipped, crashed) says nothing: inconclusive.
+    """
+    if gate is None or gate.ratio is None or gate.verdict is Verdict.WARN:
+        return INCONCLUSIVE
+    return CONFIRMED if gate.verdict is Verdict.FAIL else NOISE
+
+
+def alert_exit_code(statuses: list[str]) -> int:
+    """`perf alert --confirm`: 1 while any alert is confirmed or not cleared by a re-measure
+    (pending, inconclusive); 0 when there is none or every one was noise."""
+    return EXIT_FAIL if any(s != NOISE for s in statuses) else EXIT_OK

@@ -164,6 +164,23 @@ def test_cli_writes_the_body_and_refuses_bad_input_in_one_line(findings_files, t
     assert "findings[0]: needs the text fields" in capsys.readouterr().err
 
 
+def test_comment_links_the_nightly_dashboard(findings_files, tmp_path):
+    from perf.ci.jobs import dashboard_url
+
+    # GitHub Pages' address of a project site by default; the repository variable overrides it
+    assert dashboard_url("Org/kernels") == "https://org.github.io/kernels/"
+    assert dashboard_url("Org/kernels", "https://perf.example.org/k") == "https://perf.example.org/k/"
+    assert dashboard_url("") == dashboard_url("not-a-repo") == ""
+    out = tmp_path / "body.md"
+    args = [*map(str, findings_files), "--vendor", "amd", "--run-url", RUN, "--out", str(out)]
+    assert comment.cli([*args, "--repo", "org/kernels", "--dashboard-url", ""]) == 0
+    assert "[nightly dashboard](https://org.github.io/kernels/amd/nightly/index.html)" in out.read_text()
+    assert comment.cli([*args, "--repo", "org/kernels", "--dashboard-url", "https://perf.example.org"]) == 0
+    assert "(https://perf.example.org/amd/nightly/index.html)" in out.read_text()
+    assert comment.cli(args) == 0 and "nightly dashboard" not in out.read_text()  # nothing to link
+    assert comment.cli([*args, "--dashboard-url", "javascript:alert(1)"]) == 2
+
+
 def test_renderer_needs_only_the_standard_library():
     """The comment workflow runs it with the hosted runner's bare python3."""
     blocked = ["yaml", "numpy", "scipy", "torch", "triton", "rich", "matplotlib"]

@@ -38,14 +38,16 @@ def test_committed_nightly_runs_each_vendor_on_one_runner_as_before():
     th = load_thresholds(THRESHOLDS)
     assert all(v.runners.nightly_shards == 1 for v in th.vendors.values())
     doc = yaml.safe_load((ROOT / ".github/workflows/nightly.yml").read_text(encoding="utf-8"))
-    assert set(doc["jobs"]) == {"nightly-nvidia", "nightly-amd", "pages"}
+    assert set(doc["jobs"]) == {"nightly-nvidia", "nightly-nvidia-issues", "nightly-amd",
+                                "nightly-amd-issues", "pages"}
     assert all("strategy" not in job for job in doc["jobs"].values())
 
 
 def test_a_vendor_over_three_runners_gets_a_matrix_and_a_merge_job(tmp_path):
     doc = _nightly(tmp_path, nvidia=3)
     jobs_ = doc["jobs"]
-    assert set(jobs_) == {"nightly-nvidia", "nightly-nvidia-merge", "nightly-amd", "pages"}
+    assert set(jobs_) == {"nightly-nvidia", "nightly-nvidia-merge", "nightly-nvidia-remeasure",
+                          "nightly-nvidia-issues", "nightly-amd", "nightly-amd-issues", "pages"}
     measure, merge = jobs_["nightly-nvidia"], jobs_["nightly-nvidia-merge"]
 
     assert measure["strategy"] == {"fail-fast": False, "matrix": {"shard": [1, 2, 3]}}
@@ -71,8 +73,25 @@ def test_a_vendor_over_three_runners_gets_a_matrix_and_a_merge_job(tmp_path):
     assert [s["with"]["name"] for s in merge["steps"] if "upload-artifact" in s.get("uses", "")] == \
         ["site-nvidia", "nightly-nvidia-results"]
 
+    # The merge job alerts without a GPU; the alerts are re-measured back on a GPU runner, from the
+    # history the merge job saved and the site and results it uploaded, and re-uploaded.
+    (alert_step,) = [s for s in merge["steps"] if s.get("id") == "alert"]
+    assert alert_step["continue-on-error"] is True and merge["outputs"]["alert"] == \
+        "${{ steps.alert.outcome == 'failure' }}"
+    again = jobs_["nightly-nvidia-remeasure"]
+    assert again["needs"] == "nightly-nvidia-merge" and again["runs-on"] == measure["runs-on"]
+    assert "needs.nightly-nvidia-merge.outputs.alert == 'true'" in again["if"]
+    restore = [s for s in again["steps"] if "cache/restore" in s.get("uses", "")][0]["with"]
+    saved = [s for s in merge["steps"] if "cache/save" in s.get("uses", "")][0]["with"]
+    assert restore["key"] == saved["key"] and restore["path"] == saved["path"]
+    assert [s.get("id") for s in again["steps"] if s.get("id")] == ["verify", "remeasure"]
+    assert {s["with"]["name"] for s in again["steps"] if "upload-artifact" in s.get("uses", "")} == \
+        {"site-nvidia", "nightly-nvidia-results"}
+    assert jobs_["nightly-nvidia-issues"]["needs"] == "nightly-nvidia-remeasure"
+
     assert "strategy" not in jobs_["nightly-amd"]  # the other vendor keeps one runner
-    assert doc["jobs"]["pages"]["needs"] == ["nightly-nvidia-merge", "nightly-amd"]
+    assert doc["jobs"]["pages"]["needs"] == ["nightly-nvidia-merge", "nightly-nvidia-remeasure",
+                                             "nightly-nvidia-issues", "nightly-amd", "nightly-amd-issues"]
 
 
 @pytest.mark.parametrize("bad", [0, 65, "two", True])

@@ -485,6 +485,90 @@ def test_comment_workflow_posts_once_then_edits_its_own_comment(tmp_path):
         assert calls[-1]["body"].startswith(comment.marker(vendor))
 
 
+# --- the nightly's re-measure and issues (perf/nightly/confirm.py, perf/nightly/issues.py) ---
+
+
+def test_nightly_remeasures_an_alert_on_the_gpu_before_the_uploads():
+    from perf.nightly import DEFAULT_OUT, issues
+
+    assert os.path.join(DEFAULT_OUT, issues.ISSUES_DIR, issues.PLAN) == ci_jobs.ISSUES_PLAN
+    doc = load(NIGHTLY)
+    assert doc["permissions"] == {"contents": "read"}
+    for vendor in load_thresholds(THRESHOLDS).vendors:
+        job = doc["jobs"][f"nightly-{vendor}"]
+        assert "permissions" not in job  # the GPU job never gets a token that may write
+        names = [s.get("id") or s["name"] for s in job["steps"]]
+        alert, again = names.index("alert"), names.index("remeasure")
+        uploads = [i for i, s in enumerate(job["steps"]) if "upload-artifact" in s.get("uses", "")]
+        assert alert < again < min(uploads)  # the site and results carry what the re-measure found
+        assert job["steps"][alert]["continue-on-error"] is True
+        step = job["steps"][again]
+        assert step["if"] == "${{ !cancelled() && steps.alert.outcome == 'failure' }}"
+        assert "-s alert -- --confirm" in step["run"] and ci_jobs.ISSUES_PLAN in step["run"]
+        assert step["run"].rstrip().endswith('exit "$rc"')  # the re-measure's code is the job's
+        assert job["outputs"] == {"issues": "${{ steps.remeasure.outputs.issues }}"}
+        text = json.dumps(job)
+        assert "github.token" not in text and "GH_TOKEN" not in text and "secrets." not in text
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("rc, plan", [(1, True), (0, False), (2, False)])
+def test_remeasure_step_keeps_the_exit_code_and_tells_the_issues_job(tmp_path, rc, plan):
+    """The generated script, run by bash with a stand-in for `docker` (the container's command)."""
+    step = next(s for s in load(NIGHTLY)["jobs"]["nightly-nvidia"]["steps"] if s.get("id") == "remeasure")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    make_plan = f"mkdir -p results/nightly/issues && touch {ci_jobs.ISSUES_PLAN}" if plan else ""
+    (bin_dir / "docker").write_text(f"#!/bin/sh\n{make_plan}\nexit {rc}\n")
+    (bin_dir / "docker").chmod(0o755)
+    out = tmp_path / "output"
+    out.write_text("")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GITHUB_OUTPUT": str(out),
+           "CI_CONTAINER": "c", "GITHUB_WORKSPACE": str(tmp_path)}
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], cwd=tmp_path, capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == rc
+    assert out.read_text() == ("issues=true\n" if plan else "")
+
+
+def test_only_the_issues_job_may_write_issues_and_it_runs_nothing_measured():
+    doc = load(NIGHTLY)
+    writers = {name for name, job in doc["jobs"].items() if "issues" in (job.get("permissions") or {})}
+    vendors = list(load_thresholds(THRESHOLDS).vendors)
+    assert writers == {f"nightly-{v}-issues" for v in vendors}
+    for v in vendors:
+        job = doc["jobs"][f"nightly-{v}-issues"]
+        assert job["permissions"] == {"contents": "read", "issues": "write"}
+        assert job["runs-on"] == wf.HOSTED_RUNNER and job["needs"] == f"nightly-{v}"
+        for issues_out, runs in (("true", True), ("", False)):  # no plan: the job is skipped
+            context = SimpleNamespace(needs=SimpleNamespace(gpu=SimpleNamespace(
+                outputs=SimpleNamespace(issues=issues_out))))
+            expr = job["if"].replace(f"needs.nightly-{v}.", "needs.gpu.").replace("cancelled()", "False")
+            assert evaluate(expr, context) is runs
+        (checkout,) = [s for s in job["steps"] if "checkout" in s.get("uses", "")]
+        assert checkout["with"] == {"persist-credentials": False}
+        for s in job["steps"]:
+            if "download-artifact" in s.get("uses", ""):
+                assert s["with"]["path"].startswith("${{ runner.temp }}/")  # data, outside the checkout
+        with_token = [s for s in job["steps"] if "GH_TOKEN" in s.get("env", {})]
+        assert [s["env"]["GH_TOKEN"] for s in with_token] == ["${{ github.token }}"]  # one step, no secret
+        (post,) = with_token
+        assert "${{" not in post["run"]
+        words = shlex.split(post["run"].replace("\\\n", " "))
+        assert words[:4] == ["python3", "-m", "perf.nightly.issues", "post"]
+        reupload = {s["with"]["name"] for s in job["steps"] if s.get("with", {}).get("overwrite") is True}
+        assert reupload == {f"site-{v}", f"nightly-{v}-results"}  # the site, linked to the issues
+        assert f"nightly-{v}-issues" in doc["jobs"]["pages"]["needs"]
+
+
+def test_comment_workflow_links_the_dashboard_from_a_repository_variable():
+    job = comment_job()
+    assert job["env"]["DASHBOARD_URL"] == "${{ vars.PERF_DASHBOARD_URL }}"
+    for s in job["steps"]:
+        if s["name"].startswith("Post or edit the"):
+            assert '--dashboard-url "$DASHBOARD_URL" --repo "$REPO"' in s["run"]
+
+
 # --- actionlint (the real binary, where installed: `nox -s workflows -- --check` installs it) --
 
 needs_actionlint = pytest.mark.skipif(wf.actionlint_binary() is None,

@@ -8,7 +8,10 @@ of theirs reach the page), rows are capped, and the body stays far below GitHub'
 The jobs' conclusions come from GitHub's API (`--jobs`), never from the artifacts.
 
     python -m perf.ci.comment FINDINGS.json [...] --vendor nvidia [--run-url URL] [--jobs JOBS.json]
-                              [--commit SHA] [--out BODY.md]
+                              [--commit SHA] [--dashboard-url URL] [--repo OWNER/NAME] [--out BODY.md]
+
+The comment links the nightly dashboard: `--dashboard-url` (the workflow passes the repository
+variable PERF_DASHBOARD_URL), else GitHub Pages' address of `--repo` (perf.ci.jobs.dashboard_url).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from perf.ci.jobs import CPU_JOB, TRUST_LABEL, is_gpu_job
+from perf.ci.jobs import CPU_JOB, DASHBOARD_VARIABLE, TRUST_LABEL, dashboard_link, dashboard_url, is_gpu_job
 from perf.errors import EXIT_OK, ConfigError
 from perf.verdicts import Verdict, counts
 
@@ -208,17 +211,18 @@ def _static_line(r: Row) -> str:
 
 
 def render(rows: list[Row], vendor: str, run_url: str = "", jobs: list[Job] | None = None,
-           commit: str = "", max_rows: int = MAX_ROWS) -> str:
-    """The comment body for `vendor` (rows of other vendors are left out), within BUDGET bytes."""
+           commit: str = "", max_rows: int = MAX_ROWS, dashboard: str = "") -> str:
+    """The comment body for `vendor` (rows of other vendors are left out), within BUDGET bytes;
+    `dashboard`: the nightly dashboard's URL (linked when given)."""
     while True:
-        body = _render(rows, vendor, run_url, jobs, commit, max_rows)
+        body = _render(rows, vendor, run_url, jobs, commit, max_rows, dashboard)
         if len(body.encode("utf-8")) <= BUDGET or max_rows == 0:
             return body
         max_rows //= 2
 
 
 def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, commit: str,
-            max_rows: int) -> str:
+            max_rows: int, dashboard: str = "") -> str:
     mine = sorted((r for r in rows if r.vendor == vendor), key=Row.sort_key)
     latency = [r for r in mine if r.gate == "latency"]
     static = [r for r in mine if r.gate == "static"]
@@ -263,6 +267,9 @@ def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, 
             links.append(f"[{label} summary]({run_url}#summary-{job.id})")
     if run_url and len(links) == 2:
         links.append(f"[step summaries]({run_url})")
+    if dashboard:
+        page = dashboard_link(dashboard, vendor, "index.html")
+        links.append(f"[nightly dashboard]({page}) (main's history on {vendor}'s GPUs)")
     lines += [" · ".join(links), "",
               "<sub>ratio = head / base (> 1: slower); interval: the bootstrap confidence interval of the "
               "ratio; smallest detectable: the smallest ratio the gate can tell from this case's noise "
@@ -280,6 +287,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", default=None, metavar="JOBS.json",
                         help="GitHub's jobs of the run (`gh api repos/R/actions/runs/ID/jobs`)")
     parser.add_argument("--commit", default="", help="the commit the run tested")
+    parser.add_argument("--dashboard-url", default="",
+                        help=f"the nightly dashboard to link (the workflow passes the repository "
+                             f"variable {DASHBOARD_VARIABLE}; default: GitHub Pages' "
+                             f"https://<owner>.github.io/<repo>/ of --repo)")
+    parser.add_argument("--repo", default="", help="OWNER/NAME, for the default dashboard URL")
     parser.add_argument("--out", default=None, help="write the body here (default: stdout)")
 
 
@@ -293,7 +305,8 @@ def main(args: argparse.Namespace) -> int:
                     jobs = jobs_from(json.load(f))
             except (OSError, json.JSONDecodeError) as e:
                 raise ConfigError(f"--jobs {args.jobs}: not GitHub's jobs JSON ({e})") from None
-        body = render(rows, args.vendor, args.run_url, jobs, args.commit)
+        dashboard = dashboard_url(args.repo, args.dashboard_url)
+        body = render(rows, args.vendor, args.run_url, jobs, args.commit, dashboard=dashboard)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

@@ -81,6 +81,12 @@ NIGHTLY_COMMANDS = (
             gpu="the nightly measurements"),
 )
 ALERT = Command("alert", "Change-point alert (nox -s alert)", (*_NOX_GPU, "-s", "alert"))
+# After an alert, on the GPU: each flagged commit against its last good one in the latency gate
+# (perf/nightly/confirm.py); it writes the confirmed regressions' issues for the issues job.
+REMEASURE = Command("remeasure", "Re-measure the alerts with the latency gate (nox -s alert -- --confirm)",
+                    (*_NOX_GPU, "-s", "alert", "--", "--confirm"),
+                    gpu="the latency gate's A/B of each flagged commit against its last good one")
+ISSUES_PLAN = f"{RESULTS_DIR}/nightly/issues/issues.json"  # perf/nightly/issues.py ISSUES_DIR/PLAN in --out
 
 # --- The nightly over M runners (thresholds.yaml runners.nightly_shards > 1) ------------------
 # Each matrix job measures its share on all its GPUs and uploads it; one merge job on a hosted
@@ -133,3 +139,39 @@ PR_NUMBER_FILE = "number"
 # `python -m perf gate` (results/ab) and of `python -m perf compile` (results/static).
 LATENCY_FINDINGS = "ab/findings.json"
 STATIC_FINDINGS = "static/findings.json"
+
+
+# --- The nightly dashboard on GitHub Pages, as the PR comment and the nightly's issues link it ---
+# The nightly workflow's `pages` job publishes each vendor's site artifact `site-<vendor>`
+# (asv's site with our report under nightly/) as the folder `<vendor>/` of one Pages site.
+DASHBOARD_VARIABLE = "PERF_DASHBOARD_URL"  # a repository variable (or environment variable) that overrides
+
+
+def nightly_site_artifact(vendor: str) -> str:
+    return f"site-{vendor}"
+
+
+def dashboard_url(repository: str = "", given: str = "") -> str:
+    """The dashboard's root URL: `given` (the workflow passes the repository variable
+    PERF_DASHBOARD_URL, for a custom domain), else GitHub Pages' address of a project site,
+    `https://<owner>.github.io/<repo>/` (GitHub's documented default), else "" (no link).
+    ConfigError for a `given` that is not an https URL (it is written into links)."""
+    import re
+
+    from perf.errors import ConfigError
+
+    if given.strip():
+        url = given.strip().rstrip("/") + "/"
+        if not re.fullmatch(r"https://[\w.-]+(:\d+)?(/[\w./~%-]*)?", url):
+            raise ConfigError(f"dashboard URL {given!r}: expected an https:// URL (--dashboard-url or the "
+                              f"repository variable {DASHBOARD_VARIABLE})")
+        return url
+    owner, _, name = repository.strip().partition("/")
+    if not owner or not name or "/" in name:
+        return ""
+    return f"https://{owner.lower()}.github.io/{name}/"
+
+
+def dashboard_link(root: str, vendor: str, *path: str) -> str:
+    """A page or plot of the published report: `<root><vendor>/nightly/<path...>` ("" without a root)."""
+    return f"{root}{vendor}/nightly/{'/'.join(path)}" if root else ""

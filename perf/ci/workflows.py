@@ -34,7 +34,9 @@ from perf.ci.jobs import (
     ALERT,
     CPU_ARTIFACT,
     CPU_JOB,
+    DASHBOARD_VARIABLE,
     GPU_JOB_PACKAGES,
+    ISSUES_PLAN,
     LATENCY_FINDINGS,
     NIGHTLY_COMMANDS,
     NIGHTLY_MERGE,
@@ -49,13 +51,16 @@ from perf.ci.jobs import (
     PR_NUMBER_ARTIFACT,
     PR_NUMBER_FILE,
     PR_WORKFLOW,
+    REMEASURE,
     RESULTS_DIR,
     STATIC_FINDINGS,
     TRUST_LABEL,
+    VERIFY,
     Command,
     gpu_artifact,
     gpu_job_name,
     nightly_part_artifact,
+    nightly_site_artifact,
 )
 from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
 from perf.thresholds import DEFAULT_PATH, VENDORS, Thresholds, load_thresholds
@@ -98,6 +103,10 @@ PYTHON = "3.12"  # the CPU job's Python: the version of the GPU images (device i
 # about 10 GPU-minutes for the `pr` suite A/B plus the full correctness grid; the comment
 # job only downloads a few files and calls the API.
 TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15, "comment": 10,
+           # the re-measure of a sharded nightly's alerts: the latency gate over at most
+           # perf/nightly/confirm.py MAX_CASES cases, 3 processes and 3 more for what fails,
+           # after a container start; unmeasured default
+           "remeasure": 60,
            # the nightly's merge job: `asv run` over the whole suite is ~2,500 spawned lookups of
            # about 0.5 s each (docs/nightly.md, "Runtime"), ~20 minutes; unmeasured default
            "merge": 60}
@@ -422,7 +431,8 @@ def _post_comment(vendor: str) -> dict:
         "done\n"
         f'body="$RUNNER_TEMP/comment-{vendor}.md"\n'
         f'python3 -m perf.ci.comment "${{files[@]}}" --vendor {vendor} --run-url "$RUN_URL" \\\n'
-        '  --jobs "$RUNNER_TEMP/jobs.json" --commit "$HEAD_SHA" --out "$body"\n'
+        '  --jobs "$RUNNER_TEMP/jobs.json" --commit "$HEAD_SHA" --out "$body" \\\n'
+        '  --dashboard-url "$DASHBOARD_URL" --repo "$REPO"\n'
         "# One comment per vendor, found again by the marker on its first line.\n"
         f'ids="$(gh api --paginate "repos/$REPO/issues/$NUMBER/comments" --jq \'{mine}\')"\n'
         'id="${ids%%[!0-9]*}"\n'
@@ -460,7 +470,10 @@ def build_pr_comment(vendors: list[VendorCI]) -> dict:
                                       f"${{{{ {_RUN}.head_branch }}}}"), "cancel-in-progress": False},
             "env": {"GH_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}",
                     "RUN_ID": f"${{{{ {_RUN}.id }}}}", "RUN_URL": f"${{{{ {_RUN}.html_url }}}}",
-                    "HEAD_SHA": f"${{{{ {_RUN}.head_sha }}}}"},
+                    "HEAD_SHA": f"${{{{ {_RUN}.head_sha }}}}",
+                    # The nightly dashboard the comment links: a repository variable where the site is
+                    # not at GitHub Pages' default https://<owner>.github.io/<repo>/ (empty: that default).
+                    "DASHBOARD_URL": f"${{{{ vars.{DASHBOARD_VARIABLE} }}}}"},
             "steps": [
                 # The default branch: a workflow_run's ref; the PR's commits are never fetched.
                 _uses("checkout", "Check out the default branch (the renderer; never the PR's code)",
@@ -501,7 +514,7 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
         wanted = f"github.event_name == 'schedule' || inputs.vendor == 'all' || inputs.vendor == '{v.vendor}'"
         if v.nightly_shards > 1:
             jobs.update(_sharded_nightly(v, wanted, key, results_dir, html_dir))
-            publishers.append(f"nightly-{v.vendor}-merge")
+            publishers += [f"nightly-{v.vendor}-{job}" for job in ("merge", "remeasure", "issues")]
             continue
         publishers.append(f"nightly-{v.vendor}")
         steps = [
@@ -515,10 +528,12 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             *[_command_step(c, v, None) for c in NIGHTLY_COMMANDS],
             {"if": "always()", **_uses("cache-save", "Save the asv history", path=results_dir,
                                        key=f"{key}-${{{{ github.run_id }}}}")},
-            _upload(f"site-{v.vendor}", f"{html_dir}/"),
+            # The alert, then its re-measure here, before the uploads (which run whatever failed),
+            # so that the site and the results carry what the re-measure found.
+            _alert_step(v),
+            _remeasure_step(v, "steps.alert.outcome == 'failure'"),
+            _upload(nightly_site_artifact(v.vendor), f"{html_dir}/"),
             _upload(f"nightly-{v.vendor}-results", f"{RESULTS_DIR}/"),
-            # Last, after the site is uploaded: an alert fails this job but still publishes.
-            _command_step(ALERT, v, None),
             *_restore_clocks(v),
             *_stop_container(v),
         ]
@@ -530,8 +545,11 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             # One nightly per vendor at a time: a dispatch waits for the scheduled run.
             "concurrency": {"group": f"nightly-{v.vendor}", "cancel-in-progress": False},
             "env": _job_env(v, "nightly"),
+            "outputs": {"issues": f"${{{{ steps.{REMEASURE.id}.outputs.issues }}}}"},
             "steps": steps,
         }
+        jobs[f"nightly-{v.vendor}-issues"] = _issues_job(v, f"nightly-{v.vendor}")
+        publishers.append(f"nightly-{v.vendor}-issues")
     index = (
         "shopt -s nullglob\n"
         "mkdir -p site\n"
@@ -579,7 +597,8 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
 def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_dir: str) -> dict:
     """A vendor's nightly over `nightly_shards` runners: a matrix job per runner measures its
     share on all its GPUs and uploads it; a merge job on a hosted runner (no GPU, no torch)
-    merges the parts, records them with asv, publishes the site and alerts."""
+    merges the parts, records them with asv, publishes the site and alerts; a re-measure job back
+    on a GPU runner confirms the alerts, and the issues job posts the confirmed ones."""
     m = v.nightly_shards
     shard = "${{ matrix.shard }}"
     env = _job_env(v, f"nightly-{shard}", {"NIGHTLY_SHARD": f"{shard}/{m}"})
@@ -610,6 +629,7 @@ def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_
         "timeout-minutes": TIMEOUT["merge"],
         "concurrency": {"group": f"nightly-{v.vendor}-merge", "cancel-in-progress": False},
         "env": dict(v.env),
+        "outputs": {"alert": "${{ steps.alert.outcome == 'failure' }}"},  # for the re-measure job
         "steps": [
             _checkout(),
             _uses("setup-python", f"Set up Python {PYTHON}", python_version=PYTHON),
@@ -622,13 +642,111 @@ def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_
             _command_step(NIGHTLY_MERGE, None, None),
             {"if": "always()", **_uses("cache-save", "Save the asv history", path=results_dir,
                                        key=f"{key}-${{{{ github.run_id }}}}")},
-            _upload(f"site-{v.vendor}", f"{html_dir}/"),
+            _upload(nightly_site_artifact(v.vendor), f"{html_dir}/"),
             _upload(f"nightly-{v.vendor}-results", f"{RESULTS_DIR}/"),
-            # Last, after the site is uploaded: an alert fails this job but still publishes.
-            _command_step(ALERT, None, None),
+            # Last, after the site is uploaded; the re-measure job (on a GPU) decides what fails.
+            _alert_step(None),
         ],
     }
-    return {f"nightly-{v.vendor}": measure, f"nightly-{v.vendor}-merge": merge}
+    return {f"nightly-{v.vendor}": measure, f"nightly-{v.vendor}-merge": merge,
+            f"nightly-{v.vendor}-remeasure": _sharded_remeasure_job(v, key, results_dir, html_dir),
+            f"nightly-{v.vendor}-issues": _issues_job(v, f"nightly-{v.vendor}-remeasure")}
+
+
+# --- the alert's re-measure and its issues (perf/nightly/confirm.py, perf/nightly/issues.py) ------
+
+
+def _alert_step(v: VendorCI | None) -> dict:
+    """The change-point alert; its exit 1 no longer fails the job by itself: the re-measure that
+    follows it on the GPU does (continue-on-error keeps `steps.alert.outcome` at 'failure')."""
+    return {**_command_step(ALERT, v, None), "continue-on-error": True}
+
+
+def _remeasure_step(v: VendorCI, after: str | None) -> dict:
+    """`alert --confirm` in the container (no token there), when the alert step alerted (`after`);
+    it fails the job for a confirmed regression and tells the issues job whether there is one."""
+    exec_prefix = ('docker exec --workdir "$GITHUB_WORKSPACE" --env GITHUB_STEP_SUMMARY '
+                   f'--env {DASHBOARD_VARIABLE} "$CI_CONTAINER" ' if v.container else "")
+    script = ("# exit 1: a regression the gate confirmed, or an alert it could not clear. The issues job\n"
+              "# posts the confirmed ones: only it holds a token that may write issues.\n"
+              "rc=0\n"
+              f"{exec_prefix}{REMEASURE.shell(v.vendor)} || rc=$?\n"
+              f'if [ -f {ISSUES_PLAN} ]; then echo "issues=true" >> "$GITHUB_OUTPUT"; fi\n'
+              'exit "$rc"\n')
+    step = {"id": REMEASURE.id, "name": REMEASURE.title(v.vendor),
+            # the dashboard the issues link (empty: GitHub Pages' default for this repository)
+            "env": {DASHBOARD_VARIABLE: f"${{{{ vars.{DASHBOARD_VARIABLE} }}}}"}, "run": script}
+    return {"if": f"${{{{ !cancelled() && {after} }}}}", **step} if after else step
+
+
+def _reupload(name: str, path: str) -> dict:
+    """Upload an artifact again under the same name (what a later job of the run changed in it)."""
+    step = _upload(name, path)
+    step["with"]["overwrite"] = True
+    return step
+
+
+def _issues_job(v: VendorCI, needs: str) -> dict:
+    """Open or comment on the issues of the confirmed regressions, on a hosted runner: the one job
+    with `issues: write`, which checks out this workflow's commit, reads the GPU job's artifacts as
+    data and runs nothing that was measured; it links the issues into the site and re-uploads it."""
+    temp = "${{ runner.temp }}"
+    script = ('python3 -m perf.nightly.issues post --results "$RUNNER_TEMP/results/nightly" \\\n'
+              '  --site "$RUNNER_TEMP/site/nightly" --repo "$REPO"\n')
+    site, results = nightly_site_artifact(v.vendor), f"nightly-{v.vendor}-results"
+    return {
+        "name": f"Nightly {v.title}: issues of the confirmed regressions",
+        "needs": needs,
+        "if": f"${{{{ !cancelled() && needs.{needs}.outputs.issues == 'true' }}}}",
+        "runs-on": HOSTED_RUNNER,
+        "timeout-minutes": TIMEOUT["comment"],
+        "permissions": {"contents": "read", "issues": "write"},
+        "concurrency": {"group": f"nightly-{v.vendor}-issues", "cancel-in-progress": False},
+        "steps": [
+            _uses("checkout", "Check out this workflow's commit (the poster)", persist_credentials=False),
+            _uses("download-artifact", "Download the nightly's results (data only)", name=results,
+                  path=f"{temp}/results"),
+            _uses("download-artifact", "Download the nightly's site (data only)", name=site,
+                  path=f"{temp}/site"),
+            {"name": "Open or comment on the issues (gh api)",
+             "env": {"GH_TOKEN": "${{ github.token }}", "REPO": "${{ github.repository }}"}, "run": script},
+            _reupload(site, f"{temp}/site/"),
+            _reupload(results, f"{temp}/results/"),
+        ],
+    }
+
+
+def _sharded_remeasure_job(v: VendorCI, key: str, results_dir: str, html_dir: str) -> dict:
+    """A sharded nightly alerts on a hosted runner; its alerts are re-measured on a GPU runner,
+    from the history the merge job saved and the site and results it uploaded."""
+    merge = f"nightly-{v.vendor}-merge"
+    site, results = nightly_site_artifact(v.vendor), f"nightly-{v.vendor}-results"
+    return {
+        "name": f"Nightly {v.title}: re-measure the alerts",
+        "needs": merge,
+        "if": f"${{{{ !cancelled() && needs.{merge}.outputs.alert == 'true' }}}}",
+        "runs-on": list(v.labels),
+        "timeout-minutes": TIMEOUT["remeasure"],
+        "concurrency": {"group": f"nightly-{v.vendor}-remeasure", "cancel-in-progress": False},
+        "env": _job_env(v, "nightly-remeasure"),
+        "outputs": {"issues": f"${{{{ steps.{REMEASURE.id}.outputs.issues }}}}"},
+        "steps": [
+            _checkout(),
+            _uses("cache-restore", "Restore the asv history the merge job saved", path=results_dir,
+                  key=f"{key}-${{{{ github.run_id }}}}"),
+            _uses("download-artifact", "Download the merge job's site", name=site, path=f"{html_dir}/"),
+            _uses("download-artifact", "Download the merge job's results", name=results,
+                  path=f"{RESULTS_DIR}/"),
+            *_start_container(v, GPU_JOB_PACKAGES),
+            *_lock_clocks(v),
+            _command_step(VERIFY, v, None),
+            _remeasure_step(v, None),
+            _reupload(site, f"{html_dir}/"),
+            _reupload(results, f"{RESULTS_DIR}/"),
+            *_restore_clocks(v),
+            *_stop_container(v),
+        ],
+    }
 
 
 def build_actionlint_config(vendors: list[VendorCI]) -> dict:
@@ -654,7 +772,7 @@ def _str(dumper: yaml.SafeDumper, s: str):
 _Dumper.add_representer(str, _str)
 
 
-_STEP_ORDER = ("name", "id", "if", "uses", "with", "env", "run")
+_STEP_ORDER = ("name", "id", "if", "continue-on-error", "uses", "with", "env", "run")
 
 
 def _ordered(doc):

@@ -2,6 +2,7 @@
 
     python -m perf nightly [all|run|publish|report] [options]   # nox -s nightly
     python -m perf alert [options]                              # nox -s alert
+    python -m perf alert --confirm [--dry-run] [options]        # re-measure the alerts, render issues
 
 `run` measures every variant and vendor library over the `nightly` suite on this GPU
 (perf/nightly/collect.py) into `<results_dir>/<machine>/perf-nightly/<sha>.jsonl` and
@@ -9,7 +10,9 @@ records the medians with `asv run --set-commit-hash HEAD` (perf/asv/benchmarks.p
 `publish` is `asv publish`; `report` writes our pages and plots into
 `<html_dir>/nightly/` (perf/nightly/site.py) and the change-point findings into
 `--out` (perf/nightly/alert.py); `all` (the default) does the three. `alert` finds steps
-at the newest commit, writes alert.json and alert.md, and exits 1 when there is one.
+at the newest commit, writes alert.json and alert.md, and exits 1 when there is one; with
+`--confirm` it re-measures each alert with the latency gate first (perf/nightly/confirm.py)
+and renders the issues of the confirmed ones (perf/nightly/issues.py posts them).
 `run` uses every GPU of this host (`--gpus`) and, split over runners, measures one share
 (`--shard I/M`) that `--merge-shards DIR` merges and records (perf/nightly/shard.py).
 The same actions: `python -m perf.nightly {all,run,publish,report,alert}`.
@@ -77,7 +80,25 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_alert_arguments(p: argparse.ArgumentParser) -> None:
+    from perf.ci.jobs import DASHBOARD_VARIABLE
+    from perf.nightly.confirm import MAX_CASES
+
     _detector_options(p)
+    g = p.add_argument_group("re-measure before alerting (perf/nightly/confirm.py, docs/nightly.md)")
+    g.add_argument("--confirm", action="store_true",
+                   help="re-measure each alert with the latency gate (flagged commit vs its last good one, "
+                        "same processes); record confirmed or noise; render the confirmed ones' issues")
+    g.add_argument("--dry-run", action="store_true",
+                   help="with --confirm: measure nothing, print the gate commands, write issue previews")
+    g.add_argument("--max-cases", type=int, default=MAX_CASES,
+                   help=f"cases re-measured per flagged commit, largest ratios first (default: {MAX_CASES})")
+    g.add_argument("--machine", default=None,
+                   help="the history whose alerts this GPU re-measures (default: this runner's, as "
+                        "`perf nightly` names it)")
+    g.add_argument("--dashboard-url", default=None,
+                   help=f"the published dashboard the issues link (default: ${DASHBOARD_VARIABLE}, else "
+                        f"https://<owner>.github.io/<repo>/ of $GITHUB_REPOSITORY)")
+    g.add_argument("--repo", default=None, help="OWNER/NAME for compare links (default: $GITHUB_REPOSITORY)")
 
 
 def nightly_main(args: argparse.Namespace) -> int:
@@ -97,10 +118,13 @@ def nightly_main(args: argparse.Namespace) -> int:
 
 
 def alert_main(args: argparse.Namespace) -> int:
-    from perf.nightly import asvrun
+    from perf.nightly import asvrun, confirm
 
+    confirm.check_options(args)
     conf = asvrun.read_config(args.config)
-    machines = _report(args, conf, publish_summary=True, site=False)
+    machines, histories = _report(args, conf, publish_summary=True, site=False)
+    if args.confirm:
+        return confirm.confirm(args, conf, machines, histories)
     return 1 if any(m["alerts"] for m in machines) else 0
 
 
@@ -170,7 +194,8 @@ def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out:
     return rc
 
 
-def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: bool = True) -> list[dict]:
+def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: bool = True,
+            ) -> tuple[list[dict], list]:
     from perf.errors import ConfigError
     from perf.nightly import alert, history
     from perf.report import publish
@@ -206,7 +231,7 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
         with open(md_path, encoding="utf-8") as f:
             publish(f.read())
     print(f"wrote {json_path} and {md_path}", flush=True)
-    return machines
+    return machines, histories
 
 
 def cli_main(argv: list[str] | None = None) -> int:

@@ -163,3 +163,26 @@ def machine_result(history: History, findings: list[Finding], notes: list[str], 
         "alerts": [f.to_dict() for f in alerts],
         "findings": [f.to_dict() for f in findings], "notes": notes,
     }
+
+
+def last_good(history: History, thresholds, key: tuple[str, str, str], settings: Settings = Settings(),
+              vendor: str | None = None) -> str | None:
+    """The last good commit of an alerted series `key` (variant, scenario, metric): the newest
+    commit before the history's newest that measured the series and that the alert, run on the
+    history as it stood that night, did not FAIL for it (no verdict, with too short a history,
+    counts as not failed); None when every earlier commit that measured it failed too.
+
+    The replay uses the same settings and thresholds as the alert and keeps the vendor libraries
+    of the scenario, so the control applies as it did then; earlier commits that did not measure
+    the series are passed over (no verdict about it was possible there).
+    """
+    name, scenario, metric = key
+    measured = history.series.get(key, {})
+    for commit in reversed(history.commits[:-1]):
+        if commit.sha not in measured:
+            continue
+        then = history.upto(commit.sha, scenario, metric)
+        findings, _ = detect(then, thresholds, settings, vendor=vendor or history.vendor)
+        if not any(f.verdict is Verdict.FAIL and (f.variant, f.scenario, f.metric) == key for f in findings):
+            return commit.sha
+    return None

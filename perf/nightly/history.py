@@ -24,6 +24,7 @@ class Commit:
     measured: str  # when the nightly measured it
     environment: dict  # perf.results environment (GPU, driver, clocks, torch, triton)
     absent_peers: dict = field(default_factory=dict)  # vendor library -> why it was not measured
+    suite: str = ""  # the suite the nightly selected its scenarios from (perf/suites.yaml)
 
     @property
     def short(self) -> str:
@@ -50,6 +51,16 @@ class History:
     @property
     def latest(self) -> Commit:
         return self.commits[-1]
+
+    def upto(self, sha: str, scenario: str | None = None, metric: str | None = None) -> History:
+        """This history as it stood when `sha` was the newest commit, optionally only the series
+        (variants and vendor libraries) of one scenario and metric: what the alert saw that night."""
+        shas = [c.sha for c in self.commits]
+        commits = self.commits[:shas.index(sha) + 1]
+        keep = {c.sha for c in commits}
+        series = {k: {s: v for s, v in by_sha.items() if s in keep} for k, by_sha in self.series.items()
+                  if (scenario is None or k[1] == scenario) and (metric is None or k[2] == metric)}
+        return History(self.machine, commits, series, {})
 
     def names(self, peers: bool | None = None) -> list[str]:
         """Variants (peers=False), vendor libraries (True) or both (None), in first-seen order."""
@@ -100,7 +111,7 @@ def _load_commit(path: str):
     sha = nightly.get("commit") or env.get("commit") or os.path.basename(path).split(".")[0]
     commit = Commit(sha=sha, date=nightly.get("commit_date") or env.get("time") or "",
                     measured=env.get("time") or "", environment=env,
-                    absent_peers=dict(head.get("peers_absent") or {}))
+                    absent_peers=dict(head.get("peers_absent") or {}), suite=str(head.get("suite") or ""))
     return commit, res
 
 

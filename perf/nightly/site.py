@@ -2,7 +2,9 @@
 
 `<html_dir>/nightly/index.html` lists the machines (vendor and GPU) with their alert status;
 each machine's page shows, from its history (perf/nightly/history.py):
-- the change-point findings of the newest commit (perf/nightly/alert.py);
+- the change-point findings of the newest commit (perf/nightly/alert.py), each alert with
+  what its re-measure found (confirmed, with a link to its issue, or noise: perf/nightly/confirm.py)
+  and a plot of its history;
 - "% of vendor SOTA": the fastest vendor library's latency over each variant's, per
   scenario at the newest commit (table) and its geometric mean over commits (plot);
 - paper-style figures (the paper's latency plots): latency against batch size, one panel
@@ -11,7 +13,10 @@ each machine's page shows, from its history (perf/nightly/history.py):
 - every variant's latency history across commits, each scenario relative to its own
   median over the history, so a step stands out among hundreds of scenarios;
 - what was skipped and why (features a variant lacks, libraries absent or refusing).
-Plain HTML and PNG files (matplotlib, Agg): no script, no fetch, so file:// works. asv's
+Plain HTML and PNG files (matplotlib, Agg): no script, no fetch, so file:// works; the only
+links out are to the alerts' GitHub issues. The alert tables sit between markers, so that
+`relink` rewrites them from alert.json alone (no history, no matplotlib) once the re-measure
+or the issues job has added to it. asv's
 own interactive site, one folder up, loads JSON and needs a web server
 (`python -m http.server -d .asv/html`).
 """
@@ -23,6 +28,7 @@ import math
 import os
 from collections import defaultdict
 
+from perf.nightly.alert import WINDOW
 from perf.nightly.history import History
 from perf.nightly.selection import PEER_PREFIX, slug
 from perf.report import geomean
@@ -32,7 +38,8 @@ body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1300px;color:#222}
 h1,h2,h3{margin-bottom:.3em} table{border-collapse:collapse;font-size:12px;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right} th{background:#f3f3f3}
 td.l,th.l{text-align:left} .fail{background:#f8c4c4} .warn{background:#fbe7b0}
-.good{background:#d5f0d5} .mid{background:#fbf3cf} .bad{background:#f8d7d7} .na{color:#999}
+.noise{background:#eee;color:#666} .good{background:#d5f0d5} .mid{background:#fbf3cf} .bad{background:#f8d7d7}
+.na{color:#999}
 img{max-width:100%;border:1px solid #eee;margin:.3em 0} .note{color:#555;font-size:13px}
 code{background:#f4f4f4;padding:0 3px}
 """
@@ -216,24 +223,164 @@ def plot_history(h: History, name: str, path: str, flagged: set[tuple[str, str, 
 # --- pages -------------------------------------------------------------------------------------
 
 
-def _findings_table(findings: list[dict]) -> list[str]:
+def case_png(variant: str, scenario: str, metric: str) -> str:
+    """The file name of an alerted series' plot in its machine's folder (issues link it)."""
+    return f"alert_{slug(variant)}_{slug(scenario)}_{slug(metric)}.png"
+
+
+def plot_case(h: History, key: tuple[str, str, str], path: str, window: int) -> str | None:
+    """One series: every commit's repeat medians and their median; the newest commit red, the
+    commits it was compared with shaded."""
+    by_sha = h.series.get(key)
+    if not by_sha:
+        return None
+    plt = _plt()
+    shas = [c.sha for c in h.commits if c.sha in by_sha]
+    xs = list(range(len(shas)))
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    earlier = xs[:-1][-window:]
+    if earlier:
+        ax.axvspan(earlier[0] - 0.4, earlier[-1] + 0.4, color="#1f77b4", alpha=0.08, lw=0,
+                   label=f"compared with ({len(earlier)} commits)")
+    for x, sha in zip(xs, shas):
+        bad = sha == h.latest.sha
+        ys = by_sha[sha]
+        ax.plot([x] * len(ys), ys, "o", ms=3, color="#d62728" if bad else "#1f77b4", alpha=0.7)
+    ax.plot(xs, [h.value(*key, s) for s in shas], "-", lw=1, color="black", label="median of repeats")
+    ax.set_xticks(xs, [s[:8] for s in shas], fontsize=7, rotation=30)
+    ax.set_ylabel(f"{key[2]} latency (ms)", fontsize=8)
+    ax.set_title(f"{key[0]} on {key[1]} ({key[2]}), {h.gpu}", fontsize=9)
+    ax.grid(True, lw=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _remeasure_cell(alert: dict | None) -> tuple[str, str]:
+    """(row class, HTML) of an alert's re-measure and issue (confirm.py, issues.py)."""
+    if not alert or not alert.get("remeasure"):
+        return "fail", "<span class=na>not re-measured</span>"
+    r, issue = alert["remeasure"], alert.get("issue") or {}
+    evidence = ""
+    if r.get("ratio") is not None:
+        ci = (f" [{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r.get("ci_low") is not None
+              and r.get("ci_high") is not None else "")
+        evidence = f": gate x{r['ratio']:.3f}{ci} ({_e(r.get('verdict', '?'))})"
+    text = f"<b>{_e(r['status'])}</b>{evidence}"
+    if r.get("status") in ("pending", "inconclusive") and r.get("note"):
+        text += f" <span class=note>{_e(r['note'])}</span>"
+    if str(issue.get("url", "")).startswith("https://"):
+        label = f"issue #{issue['number']}" if issue.get("number") else "issue"
+        text += f" &rarr; <a href='{_e(issue['url'])}'>{_e(label)}</a>"
+    return ("noise" if r.get("status") == "noise" else "fail"), text
+
+
+def _findings_table(findings: list[dict], alerts: list[dict] | None = None) -> list[str]:
     rows = [f for f in findings if f["verdict"] in ("fail", "warn")]
     if not rows:
         return ["<p>No step at the newest commit: every variant's series is within its thresholds "
                 "(or has too little history).</p>"]
+    by_key = {(a["variant"], a["scenario"], a["metric"]): a for a in alerts or []}
     rows.sort(key=lambda f: (f["verdict"] != "fail", -(f["ratio"] or 0)))
     out = ["<table><tr><th class=l>verdict</th><th class=l>variant</th><th class=l>scenario</th>"
            "<th class=l>metric</th><th>earlier (ms)</th><th>newest (ms)</th><th>ratio</th><th>CI</th>"
-           "<th>p</th><th class=l>threshold</th><th class=l>note</th></tr>"]
+           "<th>p</th><th class=l>threshold</th><th class=l>re-measure</th><th class=l>note</th></tr>"]
     for f in rows:
         ci = f"[{f['ci_low']:.3f}, {f['ci_high']:.3f}]" if f["ci_low"] is not None else "–"
         left = [f["verdict"].upper(), f["variant"], f["scenario"], f["metric"]]
         nums = [f"{f['base']:.4g}", f"{f['head']:.4g}", f"{f['ratio']:.3f}", ci, f"{f['p_value']:.1e}"]
-        out.append(f"<tr class={f['verdict']}>" + "".join(f"<td class=l>{_e(x)}</td>" for x in left)
+        cls, status = f["verdict"], "–"
+        if f["verdict"] == "fail":
+            cls, status = _remeasure_cell(by_key.get((f["variant"], f["scenario"], f["metric"])))
+        out.append(f"<tr class={cls}>" + "".join(f"<td class=l>{_e(x)}</td>" for x in left)
                    + "".join(f"<td>{x}</td>" for x in nums)
-                   + f"<td class=l>{_e(f['threshold'])}</td><td class=l>{_e(f['note'])}</td></tr>")
+                   + f"<td class=l>{_e(f['threshold'])}</td><td class=l>{status}</td>"
+                   + f"<td class=l>{_e(f['note'])}</td></tr>")
     out.append("</table>")
     return out
+
+
+ALERTS_BEGIN, ALERTS_END = "<!-- alerts:begin -->", "<!-- alerts:end -->"
+
+
+def alert_section(result: dict | None, folder: str) -> str:
+    """A machine page's change points: the table, the notes, each alert's plot (drawn by
+    machine_page into `folder`, shown where it is there); `relink` rewrites it when alert.json
+    gains re-measures and issues."""
+    result = result or {}
+    findings, alerts = result.get("findings", []), result.get("alerts", [])
+    n = sum(1 for f in findings if f["verdict"] == "fail")
+    statuses = [(a.get("remeasure") or {}).get("status") for a in alerts]
+    told = ", ".join(f"{statuses.count(s)} {s}" for s in ("confirmed", "noise", "pending", "inconclusive")
+                     if statuses.count(s))
+    body = [ALERTS_BEGIN,
+            f"<h2>Change points at the newest commit: {n} alert{'s' if n != 1 else ''}"
+            + (f" <span class=note>(re-measured: {told})</span>" if told else "") + "</h2>",
+            *_findings_table(findings, alerts),
+            *[f"<p class=note>{_e(x)}</p>" for x in result.get("notes", [])]]
+    if alerts:
+        body.append("<p class=note>Re-measure: the latency gate's same-process A/B of the newest commit "
+                    "against the alert's last good commit (<code>python -m perf alert --confirm</code>, "
+                    "docs/nightly.md): <b>confirmed</b> when the gate fails it too (an issue is opened), "
+                    "<b>noise</b> when the gate finds it ok, <b>inconclusive</b> when it warns or has no "
+                    "verdict.</p>")
+        pngs = [(a, case_png(a["variant"], a["scenario"], a["metric"])) for a in alerts]
+        body += [f"<img src='{png}' alt='history {_e(a['variant'])} {_e(a['scenario'])} {_e(a['metric'])}'>"
+                 for a, png in pngs if os.path.exists(os.path.join(folder, png))]
+    body.append(ALERTS_END)
+    return "\n".join(body)
+
+
+def _index_status(result: dict | None) -> str:
+    alerts = (result or {}).get("alerts", [])
+    if not alerts:
+        return "no alert"
+    statuses = [(a.get("remeasure") or {}).get("status") for a in alerts]
+    n = len(alerts)
+    text = f"{n} alert{'s' if n > 1 else ''}"
+    told = ", ".join(f"{statuses.count(s)} {s}" for s in ("confirmed", "noise", "pending", "inconclusive")
+                     if statuses.count(s))
+    cls = "noise" if statuses.count("noise") == n else "fail"
+    return f"<span class={cls}>{text}</span>" + (f" ({told})" if told else "")
+
+
+def relink(out_dir: str, results: dict[str, dict]) -> list[str]:
+    """Rewrite each machine page's alert section and the index's status cells from `results`
+    (machine -> alert.machine_result, with re-measures and issues); the pages rewritten. Needs
+    neither the history nor matplotlib: the issues job runs it on a bare runner."""
+    import re
+
+    done = []
+    index = os.path.join(out_dir, "index.html")
+    for machine, result in results.items():
+        page = os.path.join(out_dir, slug(machine), "index.html")
+        if not os.path.exists(page):
+            continue
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        start, end = text.find(ALERTS_BEGIN), text.find(ALERTS_END)
+        if start < 0 or end < start:
+            continue
+        with open(page, "w", encoding="utf-8") as f:
+            section = alert_section(result, os.path.dirname(page))
+            f.write(text[:start] + section + text[end + len(ALERTS_END):])
+        done.append(page)
+        if os.path.exists(index):
+            with open(index, encoding="utf-8") as f:
+                top = f.read()
+            mark = re.escape(_status_mark(machine))
+            cell = _index_status(result)
+            top = re.sub(f"({mark}).*?(<!-- /status -->)", lambda m, cell=cell: m[1] + cell + m[2], top,
+                         flags=re.S)
+            with open(index, "w", encoding="utf-8") as f:
+                f.write(top)
+    return done
+
+
+def _status_mark(machine: str) -> str:
+    return f"<!-- status {slug(machine)} -->"
 
 
 def _sota_table(h: History, metric: str) -> list[str]:
@@ -279,7 +426,9 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
     env = h.latest.environment
     findings = (result or {}).get("findings", [])
     flagged = {(f["variant"], f["scenario"], f["metric"]) for f in findings if f["verdict"] == "fail"}
-    n_alerts = sum(1 for f in findings if f["verdict"] == "fail")
+    for a in (result or {}).get("alerts", []):
+        key = (a["variant"], a["scenario"], a["metric"])
+        plot_case(h, key, os.path.join(folder, case_png(*key)), (result or {}).get("window", WINDOW))
     body = ["<p><a href='../index.html'>all machines</a> · <a href='../../index.html'>asv's interactive "
             "site</a> <span class=note>(needs a web server: <code>python -m http.server -d .asv/html</code>)"
             "</span></p>",
@@ -288,9 +437,7 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
             f"{_e(env.get('triton'))}, newest commit <code>{_e(h.latest.sha)}</code> ({_e(h.latest.date)}), "
             f"measured {_e(h.latest.measured)}; {len(h.commits)} commits in the history: "
             + ", ".join(f"<code>{c.short}</code>" for c in h.commits) + "</p>",
-            f"<h2>Change points at the newest commit: {n_alerts} alert{'s' if n_alerts != 1 else ''}</h2>",
-            *_findings_table(findings),
-            *[f"<p class=note>{_e(n)}</p>" for n in (result or {}).get("notes", [])]]
+            alert_section(result, folder)]
     metrics = h.metrics()
     body.append("<h2>% of vendor state of the art</h2><p class=note>Fastest vendor library's latency / the "
                 "variant's, per scenario (100% = on par, higher is better). Libraries labelled "
@@ -329,8 +476,7 @@ def build(histories: list[History], out_dir: str, results: dict[str, dict] | Non
     items = []
     for h in histories:
         machine_page(h, os.path.join(out_dir, slug(h.machine)), results.get(h.machine))
-        n = len((results.get(h.machine) or {}).get("alerts", []))
-        status = f"<span class=fail>{n} alert{'s' if n > 1 else ''}</span>" if n else "no alert"
+        status = f"{_status_mark(h.machine)}{_index_status(results.get(h.machine))}<!-- /status -->"
         items.append(f"<tr><td class=l><a href='{slug(h.machine)}/index.html'>{_e(h.gpu)}</a></td>"
                      f"<td class=l>{_e(h.vendor)}</td><td class=l>{_e(h.machine)}</td>"
                      f"<td>{len(h.commits)}</td>"

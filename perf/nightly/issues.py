@@ -1,0 +1,381 @@
+"""A confirmed nightly regression becomes a GitHub issue, or a comment on the open one.
+
+`python -m perf alert --confirm` (perf/nightly/confirm.py) renders, per machine and flagged
+commit, the cases its re-measure confirmed into `<out>/issues/issues.json` and one Markdown
+body per group; the nightly workflow's issues job posts them:
+
+    python3 -m perf.nightly.issues post --results results/nightly [--site .asv/html/nightly]
+                                        [--repo OWNER/NAME] [--dry-run]
+
+Each case carries a hidden marker, `<!-- perf-alert VENDOR MACHINE VARIANT SCENARIO METRIC -->`,
+like the sticky PR comment's (perf/ci/comment.py). A case whose marker is in an open issue's
+body gets a comment on that issue; the others get a new issue, one per group. A second
+marker, `<!-- perf-alert-commit SHA -->`, says which flagged commit a body or comment is
+about: a group already posted for that commit (an interrupted job run again) is not posted
+twice. The issue or comment's URL goes into alert.json, and the dashboard's alert tables link
+it (perf/nightly/site.py relink).
+
+The body: the cases with the nightly's ratio and the re-measure's ratio and interval, the
+history plot of each (a link to the dashboard's PNG, and the image: issues cannot take
+uploads through the API), the commit range last good..flagged (a compare URL), and the
+bisect command of each case. Posting goes through `gh api` (perf/ci/github.py), the
+mechanism of the PR comment. Stdlib only (the issues job runs on a bare hosted runner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+from perf import verdicts
+from perf.ci.comment import code
+from perf.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, ConfigError
+
+ISSUES_DIR = "issues"
+PLAN = "issues.json"
+PLAN_VERSION = 1
+DRY_RUN_DIR = "dry-run"  # previews of `--confirm --dry-run`: never in the plan, never posted
+REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+TITLE_CHARS = 200  # GitHub allows 256
+MARKER = "<!-- perf-alert {vendor} {machine} {variant} {scenario} {metric} -->"
+COMMIT_MARKER = "<!-- perf-alert-commit {sha} -->"
+_MARKERS = re.compile(r"<!-- perf-alert [^>]*? -->")
+
+
+def _word(text: str) -> str:
+    """One word of a marker: no spaces, and nothing that could end the HTML comment."""
+    return re.sub(r"\s+|--+|>", "_", str(text)) or "_"
+
+
+def marker(vendor: str, machine: str, variant: str, scenario: str, metric: str) -> str:
+    return MARKER.format(vendor=_word(vendor), machine=_word(machine), variant=_word(variant),
+                         scenario=_word(scenario), metric=_word(metric))
+
+
+def commit_marker(sha: str) -> str:
+    return COMMIT_MARKER.format(sha=_word(sha))
+
+
+def markers_in(body: str) -> set[str]:
+    return set(_MARKERS.findall(body or ""))
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the links point: the repository (owner/name), the dashboard's root, this run."""
+
+    repo: str = ""
+    dashboard: str = ""
+    run_url: str = ""
+
+
+def bisect_command(good: str, bad: str, variant: str, scenario: str, metric: str) -> str:
+    """The command that finds the commit of good..bad that made the case slower (`perf bisect`)."""
+    import shlex
+
+    return shlex.join(["python", "-m", "perf", "bisect", good, bad, "--scenario", scenario,
+                       "--variant", variant, "--metric", metric])
+
+
+# --- the plan: what confirm found, as data --------------------------------------------------
+
+
+def items_for(result: dict, context: Context, dry_run: bool = False) -> list[dict]:
+    """One item per (flagged commit, last good commit) of machine `result` (alert.machine_result,
+    each alert with its `remeasure`): its confirmed cases; with `dry_run`, also those a re-measure
+    would decide (pending), to preview the body they would get."""
+    from perf.ci.jobs import dashboard_link
+    from perf.nightly.selection import slug
+    from perf.nightly.site import case_png
+
+    wanted = {verdicts.CONFIRMED} | ({verdicts.PENDING} if dry_run else set())
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for a in result["alerts"]:
+        r = a.get("remeasure") or {}
+        if r.get("status") not in wanted or not r.get("base"):
+            continue
+        groups.setdefault((r["head"], r["base"]), []).append(a)
+    items = []
+    page = dashboard_link(context.dashboard, result["vendor"], slug(result["machine"]), "index.html")
+    for (head, base), alerts in groups.items():
+        cases = []
+        for a in alerts:
+            png = case_png(a["variant"], a["scenario"], a["metric"])
+            cases.append({
+                "variant": a["variant"], "scenario": a["scenario"], "metric": a["metric"],
+                "marker": marker(result["vendor"], result["machine"], *_case(a)),
+                "nightly": {k: a.get(k) for k in ("ratio", "ci_low", "ci_high", "p_value", "base", "head",
+                                                  "threshold", "note")},
+                "remeasure": a["remeasure"],
+                "plot": dashboard_link(context.dashboard, result["vendor"], slug(result["machine"]), png),
+                "plot_file": png,
+            })
+        gate_out = alerts[0]["remeasure"].get("out", "")
+        items.append({
+            "machine": result["machine"], "vendor": result["vendor"], "gpu": result["gpu"],
+            "head": head, "base": base, "repo": context.repo, "page": page, "run_url": context.run_url,
+            "gate_command": alerts[0]["remeasure"].get("command", ""), "gate_out": gate_out,
+            "commits": len(result.get("commits") or []), "cases": cases,
+        })
+    return items
+
+
+def write_items(folder: str, items: list[dict], dry_run: bool = False) -> list[str]:
+    """Each item's body as Markdown (the new-issue form) and, unless a dry run, the plan the
+    issues job posts; the paths of the bodies."""
+    target = os.path.join(folder, DRY_RUN_DIR) if dry_run else folder
+    os.makedirs(target, exist_ok=True)
+    paths = []
+    for item in items:
+        title, body = render(item)
+        name = f"{_file_part(item['machine'])}-{item['head'][:8]}-vs-{item['base'][:8]}.md"
+        path = os.path.join(target, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"<!-- title: {title} -->\n{body}")
+        item["body_file"] = os.path.basename(path)
+        item["title"] = title
+        paths.append(path)
+    plan = os.path.join(folder, PLAN)
+    if not dry_run and items:
+        with open(plan + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"version": PLAN_VERSION, "items": items}, f, indent=1)
+        os.replace(plan + ".tmp", plan)
+    elif not dry_run and os.path.exists(plan):
+        os.remove(plan)  # an earlier run's: nothing is confirmed now, so nothing may be posted
+    return paths
+
+
+def _case(a: dict) -> tuple[str, str, str]:
+    return a["variant"], a["scenario"], a["metric"]
+
+
+def _file_part(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "machine"
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def _ratio(x) -> str:
+    return f"{x:.3f}" if isinstance(x, (int, float)) else "–"
+
+
+def _interval(lo, hi) -> str:
+    return f"[{lo:.3f}, {hi:.3f}]" if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) else "–"
+
+
+def title_of(item: dict, cases: list[dict]) -> str:
+    gpu, head = item["gpu"], item["head"][:8]
+    if len(cases) == 1:
+        c = cases[0]
+        ratio = c["remeasure"].get("ratio") or c["nightly"].get("ratio")
+        text = (f"Perf regression: {c['variant']} {c['metric']} x{ratio:.2f} on {c['scenario']} ({gpu}) "
+                f"at {head}")
+    else:
+        variants = ", ".join(dict.fromkeys(c["variant"] for c in cases))
+        text = f"Perf regression on {gpu} at {head}: {len(cases)} cases ({variants})"
+    return text[:TITLE_CHARS]
+
+
+def render(item: dict, cases: list[dict] | None = None, again: bool = False) -> tuple[str, str]:
+    """(title, body) of the issue for `cases` of `item` (all by default); `again`: the comment
+    on an open issue about the same cases."""
+    cases = item["cases"] if cases is None else cases
+    good, bad = item["base"], item["head"]
+    confirmed = all(c["remeasure"].get("status") == verdicts.CONFIRMED for c in cases)
+    lines = [*(c["marker"] for c in cases), commit_marker(bad)]
+    head = (f"Slower again at {code(bad[:10])}" if again else
+            f"Performance regression on {code(item['gpu'])} (machine {code(item['machine'])})")
+    lines += [f"## {head}", ""]
+    if confirmed:
+        lines.append(f"The nightly flagged commit {code(bad[:10])} and the latency gate's same-process A/B "
+                     f"against the last good commit {code(good[:10])} confirmed it: {len(cases)} case"
+                     f"{'s' if len(cases) != 1 else ''}.")
+    else:
+        lines.append(f"**Preview (`--dry-run`): not re-measured yet.** The nightly flagged commit "
+                     f"{code(bad[:10])}; the issue is opened only if the re-measure against "
+                     f"{code(good[:10])} fails it too.")
+    compare = f"https://github.com/{item['repo']}/compare/{good}...{bad}" if item.get("repo") else ""
+    span = f"{good[:10]}..{bad[:10]}"
+    rng = f"[{code(span)}]({compare})" if compare else code(span)
+    lines += ["", f"**Commits** (last good..flagged): {rng} — `git log --oneline {span}`", "",
+              "| variant | scenario | metric | nightly ratio | p | re-measure ratio | interval | "
+              "smallest detectable | history |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        n, r = c["nightly"], c["remeasure"]
+        p = f"{n['p_value']:.1e}" if isinstance(n.get("p_value"), (int, float)) else "–"
+        plot = f"[plot]({c['plot']})" if c.get("plot") else code(c["plot_file"], 120)
+        if r.get("status") == verdicts.CONFIRMED:
+            again_cells = (_ratio(r.get("ratio")), _interval(r.get("ci_low"), r.get("ci_high")),
+                           _ratio(r.get("min_detectable")))
+        else:
+            again_cells = ("not yet", "–", "–")
+        lines.append("| " + " | ".join((code(c["variant"]), code(c["scenario"]), code(c["metric"]),
+                                          _ratio(n.get("ratio")), p, *again_cells, plot)) + " |")
+    plots = [c for c in cases if c.get("plot")]
+    if plots:
+        lines += ["", "### History", ""]
+        lines += [f"![{c['variant']} {c['metric']} on {c['scenario']}]({c['plot']})" for c in plots]
+        lines += ["", "<sub>The dashboard shows the newest night: the plot changes as the history goes on "
+                  "(this night's site is the run's `site-" + item["vendor"] + "` artifact).</sub>"]
+    lines += ["", "### Bisect", "", "```"]
+    lines += [bisect_command(good, bad, c["variant"], c["scenario"], c["metric"]) for c in cases]
+    lines += ["```", "", "### How this was measured", "",
+              f"- nightly: the flagged commit's repeat medians against those of the commits before it "
+              f"(docs/nightly.md, \"The change-point alert\"); note: "
+              f"{code(cases[0]['nightly'].get('note') or '', 160)}",
+              f"- re-measure: both commits' kernels in the same fresh processes, on the same tensors: "
+              f"{code(item.get('gate_command') or '', 400)}"]
+    links = [f"[dashboard]({item['page']})" if item.get("page") else "",
+             f"[nightly run]({item['run_url']}) (artifacts: the gate's report under "
+             f"{code(item.get('gate_out') or '')})" if item.get("run_url") else ""]
+    links = [x for x in links if x]
+    if links:
+        lines += ["", " · ".join(links)]
+    lines += ["", "<sub>ratio = flagged / last good (> 1: slower); interval: the gate's bootstrap confidence "
+              "interval; smallest detectable: the smallest ratio the gate tells from this case's noise. "
+              "Opened by the nightly workflow; later confirmations of these cases are added as comments."
+              "</sub>"]
+    return title_of(item, cases), "\n".join(lines) + "\n"
+
+
+# --- posting --------------------------------------------------------------------------------
+
+
+def load_plan(results: str) -> list[dict]:
+    path = os.path.join(results, ISSUES_DIR, PLAN)
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found; `python -m perf alert --confirm` writes it when a "
+                          f"re-measure confirms an alert") from None
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not an issues plan ({e}); run `python -m perf alert --confirm` again") \
+            from None
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if doc.get("version") != PLAN_VERSION or not isinstance(items, list) or not all(
+            isinstance(i, dict) and isinstance(i.get("cases"), list) and i.get("head") and i.get("base")
+            for i in items):
+        raise ConfigError(f"{path}: not an issues plan of version {PLAN_VERSION} (items with head, base and "
+                          f"cases); run `python -m perf alert --confirm` again")
+    return items
+
+
+def post(results: str, api, site_dir: str | None = None, dry_run: bool = False, log=print) -> list[dict]:
+    """Open or comment, per the plan in `results`; record each case's issue in alert.json (and the
+    dashboard under `site_dir`); the actions taken."""
+    items = load_plan(results)
+    by_marker: dict[str, dict] = {}
+    for issue in sorted(api.open_issues() if not dry_run else [], key=lambda i: i.get("number", 0)):
+        for m in markers_in(issue.get("body") or ""):
+            by_marker.setdefault(m, issue)  # the oldest open issue about a case keeps it
+    actions = []
+    for item in items:
+        on_issue: dict[int, list[dict]] = {}
+        new = []
+        for c in item["cases"]:
+            issue = by_marker.get(c["marker"])
+            (on_issue.setdefault(issue["number"], []) if issue else new).append(c)
+        for number, cases in on_issue.items():
+            issue = by_marker[cases[0]["marker"]]
+            mark = commit_marker(item["head"])
+            seen = [x for x in [issue, *api.comments(number)] if mark in (x.get("body") or "")]
+            if seen:
+                done = {"action": "already posted", "number": number, "url": seen[0].get("html_url", "")}
+            else:
+                _, body = render(item, cases, again=True)
+                made = api.create_comment(number, body) if not dry_run else {}
+                done = {"action": "commented", "number": number, "url": made.get("html_url", "")}
+            log(f"{done['action']}: issue #{number} ({len(cases)} case(s)) {done['url']}")
+            actions.append({**done, "machine": item["machine"], "cases": cases})
+        if new:
+            title, body = render(item, new)
+            if dry_run:
+                log(f"would open an issue: {title} ({len(new)} case(s))")
+                made = {}
+            else:
+                made = api.create_issue(title, body)
+                log(f"opened issue #{made.get('number')}: {title} {made.get('html_url', '')}")
+                for c in new:
+                    by_marker[c["marker"]] = {**made, "body": body}
+            actions.append({"action": "opened" if not dry_run else "would open", "number": made.get("number"),
+                            "url": made.get("html_url", ""), "machine": item["machine"], "cases": new})
+    if not dry_run:
+        _record(results, actions, site_dir)
+    return actions
+
+
+def _record(results: str, actions: list[dict], site_dir: str | None) -> None:
+    """Each case's issue into alert.json (written by the same run's confirm), and the dashboard."""
+    path = os.path.join(results, "alert.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read it to record the issues ({e}); pass --results, the folder "
+                          f"`perf alert --confirm` wrote") from None
+    found = {(a["machine"], c["variant"], c["scenario"], c["metric"]): a for a in actions for c in a["cases"]}
+    for m in doc.get("machines", []):
+        for a in m.get("alerts", []):
+            act = found.get((m["machine"], a["variant"], a["scenario"], a["metric"]))
+            if act is not None:
+                a["issue"] = {"url": act["url"], "number": act["number"], "action": act["action"]}
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+    if site_dir:
+        from perf.nightly import site
+
+        site.relink(site_dir, {m["machine"]: m for m in doc.get("machines", [])})
+        with open(os.path.join(site_dir, "alert.json"), "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("post",), help="post: open or comment on the planned issues")
+    parser.add_argument("--results", default=os.path.join("results", "nightly"),
+                        help="the --out of `perf alert --confirm`: alert.json and issues/ "
+                             "(default: results/nightly)")
+    parser.add_argument("--site", default=None,
+                        help="the report's folder (<html_dir>/nightly), whose alert tables get the links")
+    parser.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""),
+                        help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
+    parser.add_argument("--dry-run", action="store_true", help="call nothing; say what would be posted")
+
+
+def main(args: argparse.Namespace, api=None) -> int:
+    from perf.ci.github import ApiError, GhApi
+
+    try:
+        if not args.dry_run and not REPO.fullmatch(args.repo or ""):
+            raise ConfigError(f"--repo {args.repo!r}: expected OWNER/NAME (default: $GITHUB_REPOSITORY)")
+        if args.site and not os.path.isdir(args.site):
+            raise ConfigError(f"--site {args.site}: no such folder; pass the report's folder "
+                              f"(<html_dir>/nightly)")
+        post(args.results, api or GhApi(args.repo), args.site, args.dry_run)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ApiError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.nightly.issues",
+                                     description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
