@@ -91,6 +91,9 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--head-ref", default=None,
                    help="head commit, checked out in a worktree like the base (default: this checkout; "
                         "what perf bisect and the nightly's re-measure use)")
+    p.add_argument("--toolchain", default=None, metavar="triton==X",
+                   help="measure this checkout under the installed Triton (base) and Triton X (head, from "
+                        "the package index; PIP_NO_INDEX / PIP_FIND_LINKS apply), one side per process")
     p.add_argument("--out", default="results/ab", help="directory for results, findings and report")
     p.add_argument("--allow-dirty", action="store_true",
                    help="measure uncommitted changes as the head side (default: refuse a dirty tree)")
