@@ -5,9 +5,10 @@ files -> verdicts), `gate` (the A/B latency gate: base worktree vs head, interle
 this GPU), `report` (re-render a findings file), `table` (results files -> a benchmark
 table). Commands owned by other modules are imported only when asked for (`compile` ->
 perf.static.gate, `workflows` -> perf.ci.workflows, `nightly`/`alert` -> perf.nightly,
-`noise` -> perf.latency.noise, `tune` -> perf.tune); each exposes `add_arguments(parser)` and
-`main(args) -> int`. Every command takes `--thresholds PATH`. A `ConfigError` anywhere
-ends in its one line on stderr and exit 2, without a traceback.
+`noise` -> perf.latency.noise, `tune` -> perf.tune, `toolchain` -> perf.nightly.toolchain);
+each exposes `add_arguments(parser)` and `main(args) -> int`. Every command takes
+`--thresholds PATH`. A `ConfigError` anywhere ends in its one line on stderr and exit 2,
+without a traceback.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ EXTERNAL = {
     "calibrate": ("perf.latency.calibrate",
                   "measure the latency gate's noise on this GPU into calibration/<vendor>.yaml"),
     "tune": ("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)"),
+    "toolchain": ("perf.nightly.toolchain",
+                  "both gates: this commit, installed Triton vs the newest release (and pre-release)"),
 }
 OWN = {
     "run": "measure a suite with this checkout's kernels into a results file",

@@ -47,6 +47,7 @@ STAMP = "perf-toolchain.json"  # in a toolchain's folder: written once the folde
 # PEP 440 versions as Triton publishes them: 3.5.1, 3.6.0rc1, 3.7.0.dev20260101, 3.2.0+git...
 _VERSION = r"\d+(?:\.\d+)*(?:(?:a|b|rc)\d+)?(?:\.post\d+)?(?:\.dev\d+)?(?:\+[A-Za-z0-9.]+)?"
 SPEC = re.compile(rf"^{PACKAGE}==({_VERSION})$")
+VERSION = re.compile(rf"^{_VERSION}$")
 FIX = "pass --toolchain triton==X.Y.Z, e.g. triton==3.5.1 (`pip index versions triton --pre` lists them)"
 PIP_OPTIONS = ("PIP_NO_INDEX", "PIP_FIND_LINKS")  # in the stamp (not PIP_INDEX_URL: it may hold a token)
 PIP_TIMEOUT_S = 1800  # a 290 MB wheel over a slow link; unmeasured default (3.9.0: 12 s here, 2026-11-22)

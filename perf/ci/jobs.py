@@ -81,6 +81,11 @@ NIGHTLY_COMMANDS = (
             gpu="the nightly measurements"),
 )
 ALERT = Command("alert", "Change-point alert (nox -s alert)", (*_NOX_GPU, "-s", "alert"))
+# This commit under the newest Triton release and pre-release against the image's Triton, both
+# gates; before the nightly, whose dashboard shows its summary (perf/nightly/toolchain.py).
+TOOLCHAIN = Command("toolchain", "Toolchain A/B: newest Triton release and pre-release (perf toolchain)",
+                    ("python", "-m", "perf", "toolchain"),
+                    gpu="the latency side (the static side runs anywhere)")
 
 # --- The nightly over M runners (thresholds.yaml runners.nightly_shards > 1) ------------------
 # Each matrix job measures its share on all its GPUs and uploads it; one merge job on a hosted
