@@ -52,13 +52,16 @@ FIX = "pass --toolchain triton==X.Y.Z, e.g. triton==3.5.1 (`pip index versions t
 PIP_OPTIONS = ("PIP_NO_INDEX", "PIP_FIND_LINKS")  # in the stamp (not PIP_INDEX_URL: it may hold a token)
 PIP_TIMEOUT_S = 1800  # a 290 MB wheel over a slow link; unmeasured default (3.9.0: 12 s here, 2026-11-22)
 PROBE_TIMEOUT_S = 300  # importing triton and torch in a fresh process (about 3 s here)
-# What the check prints: Triton's version and where it came from, and the kernels' variants.
+# What the check prints: Triton's version and where it came from, the compiler backends it
+# finds (Triton 3.6 finds them through its distribution's entry points) and the kernels' variants.
 _PROBE = """\
 import json, os, sys
 out = {}
 try:
     import triton
     out.update(triton=triton.__version__, file=os.path.realpath(triton.__file__))
+    import triton.backends
+    out["backends"] = sorted(triton.backends.backends)
     import kernels
     out["variants"] = sorted(kernels.VARIANTS)
 except Exception as e:
@@ -156,6 +159,10 @@ def check(toolchain: Toolchain, where: str) -> dict:
         raise ConfigError(f"{where}: a process there imports Triton {seen['triton']} from {seen['file']}, "
                           f"not {toolchain.version} from this folder (shadowed by a .pth or PYTHONPATH "
                           f"entry?); remove the folder and retry")
+    if "backends" in seen and not seen["backends"]:
+        raise ConfigError(f"{where}: Triton {toolchain.version} there finds no compiler backend (its "
+                          f"`triton.backends` entry points are missing from its dist-info); remove the "
+                          f"folder and install the wheel again")
     if "error" in seen:
         raise ToolchainBroken(f"this checkout's kernels do not import under Triton {toolchain.version}: "
                               f"{seen['error']}")
