@@ -123,6 +123,7 @@ def _perf_options(posargs: list[str]):
     p.add_argument("--variants", default=None)
     p.add_argument("--base-ref", default=None)
     p.add_argument("--vendor", default=None)
+    p.add_argument("--toolchain", default=None)
     return p.parse_known_args(posargs)
 
 
@@ -131,13 +132,16 @@ def perf(session: nox.Session) -> None:
     """The performance gates this machine can run: static always, latency A/B on a GPU.
 
     Both compare HEAD with its merge base (`-- --suite pr --variants a,b --base-ref REF
-    --vendor nvidia|amd`; other options go to `python -m perf gate`). Without a GPU the
-    latency gate says so and passes. Exit code: 2 if any gate had bad input, else the worst.
+    --vendor nvidia|amd`; other options go to `python -m perf gate`), or with `--toolchain
+    triton==X` this checkout under the installed Triton and Triton X (docs/static-gate.md,
+    "Toolchain A/B"). Without a GPU the latency gate says so and passes. Exit code: 2 if any
+    gate had bad input, else the worst.
     """
     python = project_python(session, "test", "plots")
     opts, rest = _perf_options(list(session.posargs))
     common = ["--suite", opts.suite] + (["--variants", opts.variants] if opts.variants else []) + \
-        (["--base-ref", opts.base_ref] if opts.base_ref else [])
+        (["--base-ref", opts.base_ref] if opts.base_ref else []) + \
+        (["--toolchain", opts.toolchain] if opts.toolchain else [])
     codes = [_call(session, python, "-m", "perf", "compile", *common)]
     codes.append(_call(session, python, "-m", "perf", "gate", "--no-gpu-ok", *common,
                        *(["--vendor", opts.vendor] if opts.vendor else []), *rest))
@@ -148,7 +152,11 @@ def perf(session: nox.Session) -> None:
 
 @nox.session(name="compile", default=False, venv_backend="none")
 def compile_(session: nox.Session) -> None:
-    """Static gate: cross-compile every variant for sm_90 and gfx942, compare with the base."""
+    """Static gate: cross-compile every variant for sm_90 and gfx942, compare with the base.
+
+    `-- --base-ref REF`, or `-- --toolchain triton==X`: this checkout under the installed Triton
+    and Triton X; any option of `python -m perf compile`.
+    """
     python = project_python(session, "test")
     rc = _call(session, python, "-m", "perf", "compile", *session.posargs)
     if rc:

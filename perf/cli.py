@@ -5,10 +5,10 @@ files -> verdicts), `gate` (the A/B latency gate: base worktree vs head, interle
 this GPU), `report` (re-render a findings file), `table` (results files -> a benchmark
 table). Commands owned by other modules are imported only when asked for (`compile` ->
 perf.static.gate, `workflows` -> perf.ci.workflows, `nightly`/`alert` -> perf.nightly,
-`noise` -> perf.latency.noise, `tune` -> perf.tune, `bisect` -> perf.latency.bisect); each
-exposes `add_arguments(parser)` and `main(args) -> int`. Every command takes `--thresholds
-PATH`. A `ConfigError` anywhere ends in its one line on stderr and exit 2, without a
-traceback.
+`noise` -> perf.latency.noise, `tune` -> perf.tune, `bisect` -> perf.latency.bisect,
+`toolchain` -> perf.nightly.toolchain); each exposes `add_arguments(parser)` and
+`main(args) -> int`. Every command takes `--thresholds PATH`. A `ConfigError` anywhere
+ends in its one line on stderr and exit 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ EXTERNAL = {
     "tune": ("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)"),
     "bisect": ("perf.latency.bisect",
                "find the first commit of GOOD..BAD that made one case slower (a latency gate per step)"),
+    "toolchain": ("perf.nightly.toolchain",
+                  "both gates: this commit, installed Triton vs the newest release (and pre-release)"),
 }
 OWN = {
     "run": "measure a suite with this checkout's kernels into a results file",
@@ -94,6 +96,9 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--head-ref", default=None,
                    help="head commit, checked out in a worktree like the base (default: this checkout; "
                         "what perf bisect and the nightly's re-measure use)")
+    p.add_argument("--toolchain", default=None, metavar="triton==X",
+                   help="measure this checkout under the installed Triton (base) and Triton X (head, from "
+                        "the package index; PIP_NO_INDEX / PIP_FIND_LINKS apply), one side per process")
     p.add_argument("--out", default="results/ab", help="directory for results, findings and report")
     p.add_argument("--allow-dirty", action="store_true",
                    help="measure uncommitted changes as the head side (default: refuse a dirty tree)")

@@ -87,6 +87,11 @@ REMEASURE = Command("remeasure", "Re-measure the alerts with the latency gate (n
                     (*_NOX_GPU, "-s", "alert", "--", "--confirm"),
                     gpu="the latency gate's A/B of each flagged commit against its last good one")
 ISSUES_PLAN = f"{RESULTS_DIR}/nightly/issues/issues.json"  # perf/nightly/issues.py ISSUES_DIR/PLAN in --out
+# This commit under the newest Triton release and pre-release against the image's Triton, both
+# gates; before the nightly, whose dashboard shows its summary (perf/nightly/toolchain.py).
+TOOLCHAIN = Command("toolchain", "Toolchain A/B: newest Triton release and pre-release (perf toolchain)",
+                    ("python", "-m", "perf", "toolchain"),
+                    gpu="the latency side (the static side runs anywhere)")
 
 # --- The nightly over M runners (thresholds.yaml runners.nightly_shards > 1) ------------------
 # Each matrix job measures its share on all its GPUs and uploads it; one merge job on a hosted

@@ -54,6 +54,7 @@ from perf.ci.jobs import (
     REMEASURE,
     RESULTS_DIR,
     STATIC_FINDINGS,
+    TOOLCHAIN,
     TRUST_LABEL,
     VERIFY,
     Command,
@@ -109,7 +110,10 @@ TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15, "comment": 10,
            "remeasure": 60,
            # the nightly's merge job: `asv run` over the whole suite is ~2,500 spawned lookups of
            # about 0.5 s each (docs/nightly.md, "Runtime"), ~20 minutes; unmeasured default
-           "merge": 60}
+           "merge": 60,
+           # the nightly's toolchain A/B step: 2 Tritons x (static pr suite + 2 x 5 latency processes);
+           # unmeasured default
+           "toolchain": 60}
 ARTIFACT_RETENTION_DAYS = 30  # unmeasured default: a month of PR evidence
 NIGHTLY_CRON = "17 3 * * *"  # 03:17 UTC daily: off the top of the hour, when GitHub's queue is busiest
 # Variables through which a runner host confines a job to its GPU(s); forwarded from the
@@ -525,6 +529,7 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
                                       key=f"{key}-${{{{ github.run_id }}}}", restore_keys=f"{key}-")},
             *_start_container(v, GPU_JOB_PACKAGES + NIGHTLY_PACKAGES),
             *_lock_clocks(v),
+            _toolchain_step(v),
             *[_command_step(c, v, None) for c in NIGHTLY_COMMANDS],
             {"if": "always()", **_uses("cache-save", "Save the asv history", path=results_dir,
                                        key=f"{key}-${{{{ github.run_id }}}}")},
@@ -592,6 +597,13 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
         "permissions": {"contents": "read"},
         "jobs": jobs,
     }
+
+
+def _toolchain_step(v: VendorCI) -> dict:
+    """The toolchain A/B before the nightly (its dashboard shows the summary). A regression of a
+    newer Triton is news, not a broken commit: the step reports and the job goes on."""
+    return {**_command_step(TOOLCHAIN, v, None), "continue-on-error": True,
+            "timeout-minutes": TIMEOUT["toolchain"]}
 
 
 def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_dir: str) -> dict:

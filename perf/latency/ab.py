@@ -15,6 +15,15 @@ perf/latency/analysis.py, calibration/<vendor>.yaml). Cases that fail are measur
 in fresh processes, before they fail the gate (`statistics.retries`). A file lock keeps two
 runs off one GPU.
 
+`--toolchain triton==X` measures this checkout under two Tritons instead: the installed one
+(base) and X (head, perf/toolchain.py). Two Tritons cannot share a process, so each fresh
+process measures one side (`worker --side`), in the order A B B A A B ... (`toolchain_schedule`)
+so that drift over the run falls on both sides alike, and the verdict comes from an unpaired
+test of the process means (perf/latency/analysis.py `unpaired_findings(by_process=True)`:
+the `perf compare` statistics at the process level), with the vendor's uncalibrated
+thresholds (the calibration measures in-process pairs). Processes per side:
+`toolchain_processes`.
+
 Everything measured is appended to --out (base.jsonl, head.jsonl: perf/results.py) and the
 completed processes are listed in gate.json: an interrupted gate keeps them, and the same
 command resumes (same base, head and settings; otherwise it starts over). `compare` applies
@@ -29,6 +38,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -38,7 +48,7 @@ import threading
 import time
 from collections import Counter
 
-from perf import checkout, validate
+from perf import checkout, toolchain, validate
 from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
@@ -211,7 +221,7 @@ class Reporter:
 
 
 def _worker_cmd(args: argparse.Namespace, roots: dict[str, str], out_dir: str, first_repeat: int,
-                seed: int, keys_file: str | None, header: dict) -> list[str]:
+                seed: int, keys_file: str | None, header: dict, side: str | None = None) -> list[str]:
     cmd = [sys.executable, "-m", "perf.latency.worker", "--base-from", roots["base"], "--head-from",
            roots["head"], "--out-dir", out_dir, "--first-repeat", str(first_repeat), "--suite", args.suite,
            "--metrics", args.metrics, "--repeats", str(args.repeats), "--samples", str(args.samples),
@@ -223,16 +233,40 @@ def _worker_cmd(args: argparse.Namespace, roots: dict[str, str], out_dir: str, f
         cmd += ["--keys", keys_file]
     if getattr(args, "batch_cache", None):
         cmd += ["--batch-cache", args.batch_cache]
+    if side is not None:
+        cmd += ["--side", side]
     return cmd
 
 
-def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | None) -> dict:
-    """Run one measuring process to its end; its `done` event (GateCrash if it never came)."""
+def toolchain_processes(configured: int, alpha: float) -> int:
+    """Processes per side of a toolchain A/B: `statistics.processes`, raised until the exact
+    one-sided Mann-Whitney U over n vs n process means can be significant with one pair out of
+    order, 2 / C(2n, n) < alpha (alpha 0.01: n = 5, p 0.008; the gate's 3 could never reach it,
+    1 / C(6, 3) = 0.05)."""
+    n = max(2, configured)
+    while 2 / math.comb(2 * n, n) >= alpha:
+        n += 1
+    return n
+
+
+def toolchain_schedule(per_side: int) -> list[str]:
+    """Which side each process measures: A B B A A B ..., `per_side` of each, so a drift over
+    the run (clocks, temperature, a neighbour) falls on both sides alike."""
+    order: list[str] = []
+    for i in range(per_side):
+        order += ["base", "head"] if i % 2 == 0 else ["head", "base"]
+    return order
+
+
+def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | None,
+                pythonpath: str = ROOT) -> dict:
+    """Run one measuring process to its end; its `done` event (GateCrash if it never came).
+    `pythonpath`: this checkout, behind a toolchain's Triton in a toolchain A/B."""
     from perf.latency.measure import PROTOCOL
 
     # the public entry as production calls it: no per-call metadata value checks (the worker
     # validates each batch once itself); a test session's switch must not leak in
-    env = dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1", PAGED_ATTENTION_CHECK_VALUES="0")
+    env = dict(os.environ, PYTHONPATH=pythonpath, PYTHONUNBUFFERED="1", PAGED_ATTENTION_CHECK_VALUES="0")
     done = None
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
@@ -246,7 +280,7 @@ def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | 
                 if ev["event"] == "done":
                     done = ev
                 elif reporter is not None and ev["event"] in ("scenario", "step", "ready"):
-                    what = ev.get("what") or "loaded both sides, preparing"
+                    what = ev.get("what") or "loaded the kernels, preparing"
                     extra = f" ({ev['done']}/{ev['of']} scenarios)" if ev["event"] == "scenario" else ""
                     reporter.update(f"{label}: {what}{extra}")
             proc.wait()
@@ -266,26 +300,32 @@ def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | 
 
 
 def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledger: Ledger, attempt: int,
-            keys: list | None, reporter: Reporter | None) -> None:
-    """Run the processes of one attempt (0: every case; then re-measures of `keys`) not yet done."""
+            keys: list | None, reporter: Reporter | None,
+            toolchains: dict[str, toolchain.Toolchain] | None = None) -> None:
+    """Run the processes of one attempt (0: every case; then re-measures of `keys`) not yet done;
+    with `toolchains` (side -> Triton) each process measures one side under its Triton."""
     keys_file = None
     if keys is not None:
         keys_file = os.path.join(out_dir, f"retry{attempt}-keys.json")
         with open(keys_file, "w", encoding="utf-8") as f:
             json.dump([list(k) for k in keys], f)
-    per_attempt = args.processes * args.repeats
-    for index in range(args.processes):
+    schedule = toolchain_schedule(args.processes) if toolchains else [None] * args.processes
+    per_attempt = len(schedule) * args.repeats
+    for index, side in enumerate(schedule):
         if ledger.done(attempt, index):
             continue
-        label = (f"process {index + 1}/{args.processes}" if attempt == 0
-                 else f"re-measure {attempt}, process {index + 1}/{args.processes}")
+        label = (f"process {index + 1}/{len(schedule)}" if attempt == 0
+                 else f"re-measure {attempt}, process {index + 1}/{len(schedule)}")
+        if side is not None:
+            label += f" ({side}: {toolchains[side].describe()})"
         first = attempt * per_attempt + index * args.repeats
         header = {"gate": ledger.identity}
-        cmd = _worker_cmd(args, roots, out_dir, first, args.seed + attempt, keys_file, header)
+        cmd = _worker_cmd(args, roots, out_dir, first, args.seed + attempt, keys_file, header, side)
         log = os.path.join(out_dir, f"worker-{attempt}-{index}.log")
-        done = run_process(cmd, log, label, reporter)
+        done = run_process(cmd, log, label, reporter,
+                           toolchains[side].pythonpath() if side is not None else ROOT)
         ledger.add({"attempt": attempt, "index": index, "process": done["process"], "first_repeat": first,
-                    "pairs": done["pairs"]})
+                    "pairs": done["pairs"], **({"side": side} if side is not None else {})})
         if reporter is not None:
             reporter.update(f"{label}: done", advance=1)
 
@@ -296,6 +336,13 @@ def compare_results(base: results_mod.Results, head: results_mod.Results, th: Th
                     calibration=None, processes: set[str] | None = None, keys=None) -> list[Finding]:
     """Findings of a gate's results (paired rounds of the given processes)."""
     return analysis.paired_findings(base, head, th, vendor, calibration, processes, keys)
+
+
+def compare_toolchain_results(base: results_mod.Results, head: results_mod.Results, th: Thresholds,
+                              vendor: str, calibration=None, processes: set[str] | None = None,
+                              keys=None) -> list[Finding]:
+    """Findings of a toolchain A/B (module docstring): unpaired, process means, no calibration."""
+    return analysis.unpaired_findings(base, head, th, vendor, processes, keys, by_process=True)
 
 
 def _dedupe_skips(findings: list[Finding]) -> tuple[list[Finding], list[str]]:
@@ -400,25 +447,30 @@ def report_command(args: argparse.Namespace) -> int:
 def _identity(repo: str, args: argparse.Namespace, base_sha: str, head_sha: str) -> dict:
     """What a resumed gate must share with the interrupted one."""
     diff = (git(repo, "diff", "HEAD") or "") if args.allow_dirty else ""
-    return {"base": base_sha, "head": head_sha, "head_diff": hashlib.sha256(diff.encode()).hexdigest()[:16],
-            "suite": args.suite, "variants": args.variants, "scenarios": args.scenarios,
-            "metrics": args.metrics, "processes": args.processes, "repeats": args.repeats,
-            "samples": args.samples, "seed": args.seed}
+    identity = {"base": base_sha, "head": head_sha,
+                "head_diff": hashlib.sha256(diff.encode()).hexdigest()[:16], "suite": args.suite,
+                "variants": args.variants, "scenarios": args.scenarios,
+                "metrics": args.metrics, "processes": args.processes, "repeats": args.repeats,
+                "samples": args.samples, "seed": args.seed}
+    if getattr(args, "toolchain", None):
+        identity["toolchain"] = args.toolchain
+    return identity
 
 
-def _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter) -> list[tuple]:
+def _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter,
+               toolchains=None) -> list[tuple]:
     """Measure failing cases again in fresh processes; their verdicts come from that data alone."""
+    compare = compare_toolchain_results if toolchains else compare_results
     retried = []
     for attempt in range(1, th.vendor(vendor).statistics.retries + 1):
         failing = [(f.variant, f.scenario, f.metric) for f in findings
                    if f.verdict is Verdict.FAIL and f.ratio is not None]
         if not failing:
             break
-        measure(args, roots, out_dir, ledger, attempt, failing, reporter)
+        measure(args, roots, out_dir, ledger, attempt, failing, reporter, toolchains)
         base, head = results_mod.load(os.path.join(out_dir, "base.jsonl")), \
             results_mod.load(os.path.join(out_dir, "head.jsonl"))
-        _merge_remeasured(findings, compare_results(base, head, th, vendor, cal, ledger.ids(attempt),
-                                                    set(failing)))
+        _merge_remeasured(findings, compare(base, head, th, vendor, cal, ledger.ids(attempt), set(failing)))
         retried.extend(failing)
     return retried
 
@@ -483,20 +535,33 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     variants = validate.variants(args.variants, checkout.import_kernels().VARIANTS)
     args.metrics = ",".join(validate.metrics(args.metrics))
     repo = repo_root(os.getcwd())
-    base_sha, base_desc = resolve_base(repo, args.base_ref)
     head_ref = getattr(args, "head_ref", None)
+    spec = getattr(args, "toolchain", None)
+    toolchains = None
+    if spec is not None:
+        toolchain.parse(spec)
+        if args.base_ref or head_ref:
+            raise ConfigError(f"--toolchain measures this checkout under two Tritons; drop "
+                              f"{'--base-ref' if args.base_ref else '--head-ref'} (or drop --toolchain to "
+                              f"compare commits)")
+        try:
+            toolchains = {"base": toolchain.installed(), "head": toolchain.ensure(spec)}
+        except toolchain.ToolchainBroken as e:
+            raise GateCrash(str(e)) from None
     if head_ref and args.allow_dirty:
         raise ConfigError("--head-ref names a commit; --allow-dirty measures this working tree: "
                           "pass one of them")
     head_sha = resolve_commit(repo, head_ref, "--head-ref") if head_ref else git(repo, "rev-parse", "HEAD",
                                                                                  check=True)
     head_desc = head_ref or "HEAD"
+    base_sha, base_desc = (head_sha, "HEAD") if toolchains else resolve_base(repo, args.base_ref)
     interpreter = not vendor_mod.on_gpu()
     if interpreter and args.no_gpu_ok:
+        what = (f"Triton {toolchains['base'].version} vs {toolchains['head'].version} of {head_sha[:10]}"
+                if toolchains else f"base {base_sha[:10]} ({base_desc})")
         print(f"latency gate: skipped — latency needs a GPU (none found; torch.cuda.is_available() is "
               f"{torch.cuda.is_available()}); checked: suite {args.suite} ({len(chosen)} scenarios), "
-              f"{len(variants)} variants, base {base_sha[:10]} ({base_desc}); run `nox -s perf` on an "
-              f"H100 or MI300 machine")
+              f"{len(variants)} variants, {what}; run `nox -s perf` on an H100 or MI300 machine")
         return 0, None
     if interpreter and args.suite != "smoke":
         raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
@@ -507,12 +572,14 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     args.samples = args.samples if args.samples is not None else (
         INTERPRETER_SAMPLES if interpreter else vt.statistics.samples)
     args.processes = INTERPRETER_PROCESSES if interpreter else vt.statistics.processes
+    if toolchains and not interpreter:  # per side: enough for the process-level test (toolchain_processes)
+        args.processes = toolchain_processes(args.processes, vt.statistics.alpha)
     args.sample_budget_ms = vt.statistics.sample_budget_ms
     if args.repeats < 2 or args.samples < 1:
         raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
     if not args.allow_dirty and not head_ref:
         check_clean(repo)
-    if base_sha == head_sha and not args.allow_dirty:
+    if base_sha == head_sha and not args.allow_dirty and not toolchains:
         print(f"nothing to compare: {head_desc} is its own base ({head_sha[:10]}); measuring an A/A run, "
               f"which shows the gate's noise", file=sys.stderr)
     out_dir = os.path.abspath(args.out)  # the workers run in the harness's root, not in cwd
@@ -526,21 +593,29 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     t0 = time.monotonic()
     retried: list = []
     with gpu_lock("interpreter" if interpreter else gpu_key(), args.lock_timeout), \
-            worktree(repo, base_sha) as base_root, \
+            (contextlib.nullcontext(repo) if toolchains else worktree(repo, base_sha)) as base_root, \
             (worktree(repo, head_sha, "head") if head_ref else contextlib.nullcontext(repo)) as head_root, \
             batch_cache(not interpreter) as args.batch_cache:
         roots = {"base": base_root, "head": head_root}
-        console.print(f"A/B {args.suite}: base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
-                      f"{' + uncommitted changes' if args.allow_dirty else ''}; {args.processes} processes x "
-                      f"{args.repeats} paired rounds x {args.samples} samples per side; results in {out_dir}"
+        compare = compare_toolchain_results if toolchains else compare_results
+        what = (f"Triton {toolchains['base'].version} (base) vs {toolchains['head'].version} (head) of "
+                f"{head_sha[:10]}; {args.processes} processes per side, one side each (A B B A ...) x "
+                f"{args.repeats} rounds" if toolchains else
+                f"base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}; {args.processes} processes x "
+                f"{args.repeats} paired rounds")
+        console.print(f"A/B {args.suite}: {what}{' + uncommitted changes' if args.allow_dirty else ''} x "
+                      f"{args.samples} samples per side; results in {out_dir}"
                       + (f" (resuming: {ledger.resumed} processes done)" if ledger.resumed else ""))
         try:
-            with Reporter(console, args.processes) as reporter:
-                measure(args, roots, out_dir, ledger, 0, None, reporter)
+            with Reporter(console, args.processes * (2 if toolchains else 1)) as reporter:
+                measure(args, roots, out_dir, ledger, 0, None, reporter, toolchains)
                 base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
                 head = results_mod.load(os.path.join(out_dir, "head.jsonl"))
-                findings = compare_results(base, head, th, vendor, cal, ledger.ids(0))
-                retried = _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter)
+                if toolchains:
+                    _check_toolchains(base, head, toolchains)
+                findings = compare(base, head, th, vendor, cal, ledger.ids(0))
+                retried = _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter,
+                                     toolchains)
         except KeyboardInterrupt:
             done = sum(1 for p in ledger.processes)
             print(f"interrupted: {done} finished measuring processes are kept in {out_dir} (gate.json, "
@@ -548,6 +623,9 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
             return EXIT_INTERRUPTED, None
     seconds = time.monotonic() - t0
     gpu = head.environment.get("gpu")
+    if toolchains:
+        return _toolchain_outputs(args, out_dir, findings, toolchains, vendor, gpu, head_sha, seconds,
+                                  interpreter, th, ledger, retried, publish_report), findings
     title = f"Latency A/B on {gpu} ({vendor}): {args.suite} suite"
     notes = [f"base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
              f"{' + uncommitted changes' if args.allow_dirty else ''}; {args.processes} fresh processes x "
@@ -580,3 +658,62 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     print(f"artifacts in {out_dir}: findings.json, report.md, ratios.png, base.jsonl, head.jsonl, gate.json",
           file=sys.stderr)
     return exit_code(findings), findings
+
+
+def _check_toolchains(base: results_mod.Results, head: results_mod.Results,
+                      toolchains: dict[str, toolchain.Toolchain]) -> None:
+    """Each side's processes ran under the Triton asked for (their results headers say which)."""
+    for side, res in (("base", base), ("head", head)):
+        seen = res.environment.get("triton")
+        if seen != toolchains[side].version:
+            raise GateCrash(f"the {side} processes imported Triton {seen}, not {toolchains[side].version} "
+                            f"(see {res.path}); PYTHONPATH or a .pth file shadows the toolchain")
+
+
+def _toolchain_outputs(args, out_dir: str, findings: list[Finding], toolchains: dict, vendor: str, gpu,
+                       sha: str, seconds: float, interpreter: bool, th: Thresholds, ledger: Ledger,
+                       retried: list, publish_report: bool = True) -> int:
+    """The toolchain A/B's report: the gate's outputs, titled by the two Tritons."""
+    alpha = th.vendor(vendor).statistics.alpha
+    n = args.processes
+    versions = f"Triton {toolchains['base'].version} → {toolchains['head'].version}"
+    title = f"Latency toolchain A/B on {gpu} ({vendor}): {versions}, {args.suite} suite"
+    order = " ".join("A" if s == "base" else "B" for s in toolchain_schedule(n))
+    notes = [f"one checkout ({sha[:10]}{' + uncommitted changes' if args.allow_dirty else ''}) under two "
+             f"Tritons, base: {toolchains['base'].describe()}, head: {toolchains['head'].describe()}; "
+             f"{n} fresh processes per side, each measuring one side, in the order {order} (A = base), "
+             f"x {args.repeats} rounds x {args.samples} samples; {seconds / 60:.1f} minutes on "
+             f"this {'CPU' if interpreter else 'GPU'}"
+             + (f"; {ledger.resumed} processes of an earlier, interrupted run" if ledger.resumed else ""),
+             "pairing across processes: two Tritons cannot share a process, so no round pairs base with head "
+             "on the same tensors as the commit gate does; what a process contributes (buffer placement, "
+             "clocks of its minute) lands in the comparison, and the noise is that of separate processes, "
+             "larger than the commit gate's",
+             f"thresholds: the vendor's uncalibrated warn/fail and overrides (thresholds.yaml); "
+             f"calibration/{vendor}.yaml measures in-process pairs and would understate this noise. "
+             f"Significance: one-sided Mann-Whitney U (exact) over the {n} vs {n} process means, smallest "
+             f"possible p {1 / math.comb(2 * n, n):.4f}, alpha {alpha:g}"
+             + ("" if 1 / math.comb(2 * n, n) < alpha else ": no case can be significant, so nothing "
+                "fails (a self-test of the mechanics)"),
+             f"re-measured in fresh processes before failing: {len(retried)}" if retried
+             else "no failing case needed a re-measure",
+             "ratio: median of the head's process means / the base's (a process mean: the geometric mean of "
+             "its round medians); CI: bootstrap over process means (perf/stats.py `compare`)"]
+    if interpreter:
+        notes.insert(0, "Triton interpreter (no GPU): wall-clock self-test of the harness, not a measurement")
+    lines = _threshold_lines(th, vendor, findings)
+    meta = {"vendor": vendor, "gpu": gpu, "suite": args.suite, "processes": n, "repeats": args.repeats,
+            "samples": args.samples, "seed": args.seed, "seconds": seconds,
+            "toolchain": {"base": toolchains["base"].version, "head": toolchains["head"].version,
+                          "spec": toolchains["head"].spec, "schedule": toolchain_schedule(n)},
+            "base": {"commit": sha, "triton": toolchains["base"].version, "results": "base.jsonl"},
+            "head": {"commit": sha, "triton": toolchains["head"].version, "dirty": bool(args.allow_dirty),
+                     "results": "head.jsonl"},
+            "retried": [list(k) for k in retried],
+            "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
+    md = write_outputs(out_dir, findings, title, notes, meta, lines)
+    if publish_report:
+        publish(md)
+    print(f"artifacts in {out_dir}: findings.json, report.md, ratios.png, base.jsonl, head.jsonl, gate.json",
+          file=sys.stderr)
+    return exit_code(findings)

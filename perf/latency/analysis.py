@@ -7,7 +7,10 @@ level, thresholds from perf/thresholds.py (calibrated noise when calibration/<ve
 covers the case on this GPU, the vendor's defaults otherwise, overrides on top), verdict
 from perf/verdicts.py, and the smallest slowdown the case would catch (`min_detectable`).
 `unpaired_findings` does what is possible for two results files of separate processes
-(`perf compare`): ratio of medians and Mann-Whitney U, uncalibrated thresholds only.
+(`perf compare`): ratio of medians and Mann-Whitney U, uncalibrated thresholds only. With
+`by_process=True` (the toolchain A/B: each side in its own processes, several per side) the
+same statistics apply at the unit of independence: each process contributes one value per
+case (the geometric mean of its round medians), so a per-process offset is noise, not data.
 """
 
 from __future__ import annotations
@@ -129,6 +132,17 @@ def side_values(res: results_mod.Results, processes: set[str] | None = None) -> 
     return out
 
 
+def process_values(res: results_mod.Results, processes: set[str] | None = None) -> dict[Key, list[float]]:
+    """One value per case and process: the geometric mean of that process's round medians."""
+    logs: dict[Key, dict[str, list[float]]] = {}
+    for r in res.measurements():
+        proc = r.get("process")
+        if proc is not None and (processes is None or proc in processes):
+            key = (r["variant"], r["scenario"], r["metric"])
+            logs.setdefault(key, {}).setdefault(proc, []).append(math.log(r["median"]))
+    return {k: [math.exp(float(np.mean(v))) for _, v in sorted(by.items())] for k, by in logs.items()}
+
+
 def threshold_for(th: Thresholds, vendor: str, cal: Calibration | None, key: Key, processes: int,
                   rounds: float):
     """(threshold, calibrated variance of one process mean or None, its df)."""
@@ -181,15 +195,24 @@ def paired_findings(base: results_mod.Results, head: results_mod.Results, th: Th
 
 
 def unpaired_findings(base: results_mod.Results, head: results_mod.Results, th: Thresholds,
-                      vendor: str) -> list[Finding]:
-    """Two results files of separate processes: ratio of repeat medians, Mann-Whitney U."""
+                      vendor: str, processes: set[str] | None = None, keys: set[Key] | None = None,
+                      by_process: bool = False) -> list[Finding]:
+    """Two sides measured in separate processes: ratio of medians, bootstrap interval and
+    Mann-Whitney U over repeat medians, or with `by_process` over process means (module
+    docstring); `processes` and `keys` narrow it as in `paired_findings`."""
     vt = th.vendor(vendor)
     target = head.environment.get("gpu") or "?"
-    mb, mh = side_values(base), side_values(head)
+    values = process_values if by_process else side_values
+    mb, mh = values(base, processes), values(head, processes)
     rb, rh = _reasons(base), _reasons(head)
     metrics = sorted({k[2] for k in (*mb, *mh)}) or ["eager"]
+    caveat = ("processes of one side against the other's (one Triton per process): a per-process offset "
+              "is noise here" if by_process else
+              "unpaired: one process per side, a per-process offset counts as a change")
     findings = []
     for key in _all_keys(base, head, set(mb) & set(mh), metrics):
+        if keys is not None and key not in keys:
+            continue
         variant, scenario, metric = key
         t = th.latency(vendor, *key)
         row = dict(gate="latency", vendor=vendor, target=target, variant=variant, scenario=scenario,
@@ -200,7 +223,9 @@ def unpaired_findings(base: results_mod.Results, head: results_mod.Results, th: 
             continue
         c = stats.compare(b, h, vt.statistics.bootstrap, vt.statistics.confidence)
         verdict, note = latency_verdict(c.ratio, c.p_slower, c.p_faster, t.warn, t.fail, vt.statistics.alpha)
-        caveat = "unpaired: one process per side, a per-process offset counts as a change"
+        if by_process:
+            note = f"{note}; " if note else ""
+            note += f"{c.n_base} vs {c.n_head} processes"
         findings.append(Finding(**row, base=c.base_median, head=c.head_median, ratio=c.ratio, ci_low=c.ci_low,
                                 ci_high=c.ci_high, p_value=c.p_value, verdict=verdict,
                                 note=f"{note}; {caveat}" if note else caveat))

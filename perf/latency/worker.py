@@ -16,6 +16,10 @@ then scenario by scenario:
    effects cancel in the paired ratio. Each side's modules are swapped in around its half,
    outside the timed region.
 
+With `--side base|head` (the toolchain A/B, perf/latency/ab.py) the process loads and
+measures that one side only: two Tritons cannot share a process, so each process runs one
+side under its own Triton and the rounds are that side's alone (position 0).
+
 Records are appended to the gate's two results files (`base.jsonl`, `head.jsonl` in the
 gate's --out; perf/results.py), each measurement tagged with its round (`repeat`, numbered
 from `--first-repeat` so rounds of all processes are distinct), its position in the pair and
@@ -72,7 +76,9 @@ class Pairs:
         self.writers: dict = {}
         self.process = process
         self.keys = keys  # (variant, scenario, metric) to measure; None: all
-        self.sides = {s: checkout.load_side(getattr(args, f"{s}_from"), ALIASES[s]) for s in SIDES}
+        self.measured = (args.side,) if args.side else SIDES  # one side: a toolchain A/B's process
+        self.sides = {s: checkout.load_side(getattr(args, f"{s}_from"), ALIASES[s]) for s in self.measured}
+        self.batch_side = "head" if "head" in self.sides else self.measured[0]
         self.device = "cuda" if vendor_mod.on_gpu() else "cpu"
         self.metrics = measure.usable_metrics(args.metrics.split(","))
         self.last_emit = 0.0
@@ -82,7 +88,7 @@ class Pairs:
             return [v.strip() for v in self.args.variants.split(",") if v.strip()]
         seen: list[str] = []
         for s in ("head", "base"):
-            for v in getattr(self.sides[s].kernels, "VARIANTS", {}):
+            for v in getattr(self.sides[s].kernels, "VARIANTS", {}) if s in self.sides else ():
                 if v not in seen:
                     seen.append(v)
         return seen
@@ -91,7 +97,7 @@ class Pairs:
         """The scenario's batch, built by the head's kernels.batch, or loaded from the gate's
         batch cache (the same tensors, saved by an earlier process: building on the CPU from
         the seed is the slowest part of preparing a process)."""
-        with self.sides["head"].active():
+        with self.sides[self.batch_side].active():
             from kernels import batch as kb
 
             try:
@@ -118,7 +124,7 @@ class Pairs:
     def prepare(self, scenario, variants: list[str]) -> dict[str, dict]:
         batch = self._batch(scenario)
         cases: dict[str, dict] = {}
-        for s in SIDES:
+        for s in self.measured:
             with self.sides[s].active() as kernels:
                 cases[s] = {v: measure.make_case(kernels, v, scenario, self.device, batch) for v in variants}
             for v, case in cases[s].items():
@@ -128,7 +134,7 @@ class Pairs:
 
     def _plan(self, cases: dict, variant: str, scenario: str, metric: str):
         plans = []
-        for s in SIDES:
+        for s in self.measured:
             try:
                 with self.sides[s].active():
                     plans.append(measure.plan_case(cases[s][variant], metric, self.args.warmup))
@@ -137,28 +143,29 @@ class Pairs:
                 return None
         from perf.latency import timing
 
-        return timing.merge_plans(*plans)
+        return timing.merge_plans(*plans) if len(plans) == 2 else plans[0]
 
     def _fail(self, cases: dict, side: str, variant: str, scenario: str, metric: str, e: Exception) -> None:
         msg = f"{metric}: {type(e).__name__}: {e}".splitlines()[0][:300]
         self.writers[side].skip(variant=variant, scenario=scenario, reason=msg, kind="error")
-        for s in SIDES:
+        for s in self.measured:
             cases[s][variant].broken.add(metric)
 
     def scenario(self, scenario, variants: list[str]) -> int:
         cases = self.prepare(scenario, variants)
         items = [(v, m) for v in variants for m in self.metrics
-                 if all(cases[s][v].fn is not None for s in SIDES)
+                 if all(cases[s][v].fn is not None for s in self.measured)
                  and (self.keys is None or (v, scenario.name, m) in self.keys)]
         plans = {(v, m): self._plan(cases, v, scenario.name, m) for v, m in items}
         rng = random.Random(zlib.crc32(f"{self.args.seed} {self.process} {scenario.name}".encode()))
-        orders = side_order(self.args.repeats, self.args.seed)
+        orders = side_order(self.args.repeats, self.args.seed) if len(self.measured) == 2 else \
+            [self.measured] * self.args.repeats
         measured = 0
         for r in range(self.args.repeats):
             shuffled = list(items)
             rng.shuffle(shuffled)
             for v, m in shuffled:
-                if m in cases["head"][v].broken:
+                if m in cases[self.measured[-1]][v].broken:
                     continue
                 for position, s in enumerate(orders[r]):
                     case = cases[s][v]
@@ -205,6 +212,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-cache", default=None, help="directory of saved batches shared by the processes")
     p.add_argument("--keys", default=None, help="JSON file: [[variant, scenario, metric], ...] to measure")
     p.add_argument("--header", default="{}", help="JSON object added to both results headers")
+    p.add_argument("--side", default=None, choices=SIDES,
+                   help="measure this side only (a toolchain A/B: one Triton per process)")
     return p
 
 
@@ -229,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = json.loads(args.header)
     pairs = Pairs(args, process, keys)
     try:
-        for s in SIDES:
+        for s in pairs.measured:
             with pairs.sides[s].active():
                 header = {"environment": results.environment(pairs.sides[s].root), "suite": args.suite,
                           "side": s, "scenarios": {sc.name: sc.spec().digest() for sc in chosen},

@@ -221,9 +221,11 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
     json_path, md_path = alert.write(args.out, machines)
     if site:
         from perf.nightly import site as site_mod
+        from perf.nightly import toolchain
 
         out_dir = os.path.join(conf["_html_dir"], "nightly")
-        index = site_mod.build(histories, out_dir, {m["machine"]: m for m in machines})
+        index = site_mod.build(histories, out_dir, {m["machine"]: m for m in machines},
+                               toolchain.load_summary(os.path.join(args.out, "toolchain")))
         for p in (json_path, md_path):
             shutil.copy(p, out_dir)
         print(f"wrote {index}", flush=True)

@@ -469,8 +469,10 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
     return path
 
 
-def build(histories: list[History], out_dir: str, results: dict[str, dict] | None = None) -> str:
-    """Write the report under `out_dir` (one folder per machine and an index); returns the index."""
+def build(histories: list[History], out_dir: str, results: dict[str, dict] | None = None,
+          toolchain: dict | None = None) -> str:
+    """Write the report under `out_dir` (one folder per machine and an index); returns the index.
+    `toolchain`: the toolchain A/B's summary (perf/nightly/toolchain.py), shown when given."""
     os.makedirs(out_dir, exist_ok=True)
     results = results or {}
     items = []
@@ -491,7 +493,39 @@ def build(histories: list[History], out_dir: str, results: dict[str, dict] | Non
                  "<th>commits</th><th class=l>newest</th><th class=l>status</th></tr>", *items, "</table>"]
     else:
         body.append("<p>No nightly history yet: run <code>nox -s nightly</code> on a GPU runner.</p>")
+    if toolchain:
+        body += toolchain_section(toolchain)
     index = os.path.join(out_dir, "index.html")
     with open(index, "w", encoding="utf-8") as f:
         f.write(_page("Paged attention: nightly", body))
     return index
+
+
+def toolchain_section(summary: dict) -> list[str]:
+    """"Toolchain": this commit under the newest Triton release (and pre-release) against the
+    installed Triton, both gates' verdict counts and their worst findings."""
+    out = ["<h2>Toolchain</h2>",
+           f"<p class=note>This commit under newer Tritons against the installed Triton "
+           f"{_e(summary.get('installed'))} ({_e(summary.get('time', '')[:16])}, suite "
+           f"<code>{_e(summary.get('suite'))}</code>; <code>python -m perf toolchain</code>).</p>"]
+    if summary.get("error"):
+        return out + [f"<p class=fail>did not run: {_e(summary['error'])}</p>"]
+
+    def cell(gate: dict | None) -> str:
+        if not gate:
+            return "<td class=na>–</td>"
+        if gate.get("findings") is None:
+            why = "skipped (no GPU)" if gate.get("exit") == 0 else f"stopped (exit {gate.get('exit')})"
+            return f"<td class='l na'>{why}</td>"
+        n = gate["findings"]
+        css = "fail" if n["fail"] else ("warn" if n["warn"] else "good")
+        top = "".join(f"<br><code>{_e(t)}</code>" for t in gate.get("top", []))
+        return (f"<td class='l {css}'>{n['fail']} fail, {n['warn']} warn, {n['ok']} ok, {n['improved']} "
+                f"improved ({gate.get('seconds', 0) / 60:.1f} min){top}</td>")
+
+    rows = [f"<tr><td class=l>{_e(v['version'])}</td><td class=l>{_e(v['kind'])}</td>"
+            + (f"<td class='l na' colspan=2>{_e(v['skipped'])}</td>" if v.get("skipped")
+               else cell(v.get("static")) + cell(v.get("latency"))) + "</tr>"
+            for v in summary.get("versions", [])]
+    return out + ["<table><tr><th class=l>Triton</th><th class=l>kind</th><th class=l>static gate</th>"
+                  "<th class=l>latency gate</th></tr>", *rows, "</table>"]

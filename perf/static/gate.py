@@ -6,6 +6,11 @@ metrics.py (what the compilers report), report.py (terminal, Markdown, results r
 the verdict rules are perf.verdicts.static_findings. This module runs the two sides and
 compares them.
 
+With `--toolchain triton==X` the two sides are one checkout (the working tree) compiled
+under two Tritons: the installed one (base) and X (head, from perf/toolchain.py, its own
+folder first on the side process's PYTHONPATH). Findings, report and exit codes are those
+of a commit A/B; titles and results name both Triton versions.
+
 Head and base are compiled by the same driver (this checkout's perf/), each in its own
 process importing that side's `kernels/` (the base from a `git worktree`), so a change in
 the driver can never show up as a kernel regression. `python -m perf compile` gates the
@@ -24,9 +29,9 @@ import subprocess
 import sys
 import time
 
-from perf import checkout, git, validate
+from perf import checkout, git, toolchain, validate
 from perf.checkout import ROOT
-from perf.errors import EXIT_BAD_INPUT, ConfigError
+from perf.errors import EXIT_BAD_INPUT, EXIT_FAIL, ConfigError
 from perf.static import build, plan, report
 
 SIDE_SCHEMA = "perf-static/1"  # the per-side JSON this module writes and reads
@@ -59,6 +64,7 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
     scenarios = validate.scenarios(args.suite, args.scenarios)
     source = os.path.abspath(args.source or os.getcwd())
     doc = {"schema": SIDE_SCHEMA, "triton": triton.__version__, "source": source,
+           "triton_path": os.path.dirname(os.path.realpath(triton.__file__)),
            "commit": git.head(source), "suite": args.suite,
            "targets": [dataclasses.asdict(t) for t in targets], "comparable": True, "reason": "",
            "variants": [], "entries": []}
@@ -159,13 +165,14 @@ def collapse(findings: list) -> list:
 # ------------------------------------------------------------------------- two sides
 
 
-def _side_env() -> dict:
+def _side_env(tc: toolchain.Toolchain | None = None) -> dict:
+    """A side process's environment: this checkout on PYTHONPATH (behind a toolchain's Triton)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
-    return env
+    return (tc or toolchain.installed()).env(env)
 
 
-def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, side: str, label: str) -> dict:
+def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, side: str, label: str,
+                          tc: toolchain.Toolchain | None = None) -> dict:
     """Run this driver on `source`'s kernels in a fresh process; returns its side document."""
     cmd = [sys.executable, "-m", "perf.static.gate", "--emit-json", out, "--source", source,
            "--gate-side", side, "--thresholds", os.path.abspath(args.thresholds), "--suite", args.suite,
@@ -179,7 +186,7 @@ def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, side:
         cmd.append("--quiet")
     if not args.quiet:
         print(f"{label}: compiling {source}", file=sys.stderr, flush=True)
-    done = subprocess.run(cmd, cwd=ROOT, env=_side_env())
+    done = subprocess.run(cmd, cwd=ROOT, env=_side_env(tc))
     if done.returncode == EXIT_BAD_INPUT:
         raise ConfigError(f"{label} side ({source}): bad input (see the line above)")
     if done.returncode != 0 or not os.path.exists(out):
@@ -192,6 +199,11 @@ def check_input(args: argparse.Namespace, thresholds) -> str:
     returns the head's checkout."""
     plan.load_targets(thresholds, args.targets)
     validate.scenarios(args.suite, args.scenarios)
+    if args.toolchain is not None:
+        toolchain.parse(args.toolchain)
+        if args.base_ref:
+            raise ConfigError("--toolchain compiles this checkout under two Tritons; drop --base-ref "
+                              "(or drop --toolchain to compare commits)")
     root = git.repo_root(os.getcwd())
     if args.variants:  # the head's registry decides; the base may predate a variant
         validate.variants(args.variants, getattr(checkout.import_kernels(root), "VARIANTS", {}))
@@ -200,9 +212,9 @@ def check_input(args: argparse.Namespace, thresholds) -> str:
 
 def gate(args: argparse.Namespace, thresholds) -> int:
     """Compile base and head, compare, report; the exit code of perf.verdicts."""
-    from perf.verdicts import exit_code
-
     root = check_input(args, thresholds)
+    if args.toolchain is not None:
+        return toolchain_gate(args, thresholds, root)
     base, ref = git.resolve_base(root, args.base_ref)
     head, dirty = git.head(root) or "?", git.commit_info(root)["dirty"]
     aa = base == head and dirty is False
@@ -218,15 +230,70 @@ def gate(args: argparse.Namespace, thresholds) -> int:
     notes = _notes(base, ref, dirty, base_doc, head_doc, time.perf_counter() - start)
     if aa:
         notes.insert(0, "nothing to compare: HEAD is its own base (A/A); static metrics of HEAD below")
+    return _finish(args, root, findings, head_doc, notes)
+
+
+def _finish(args: argparse.Namespace, root: str, findings: list, head_doc: dict, notes: list[str],
+            title: str = report.TITLE, meta: dict | None = None) -> int:
+    """report.md, findings.json, static.jsonl and the terminal screen; the exit code."""
+    from perf.verdicts import exit_code
+
+    out_dir = os.path.abspath(args.out)
     paths = [os.path.join(args.out, name) for name in ("report.md", "findings.json", "static.jsonl")]
-    markdown = report.markdown(findings, head_doc, notes)
+    markdown = report.markdown(findings, head_doc, notes, title)
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write(markdown)
     report.step_summary(markdown)
-    write_doc(os.path.join(out_dir, "findings.json"), {"findings": [f.to_dict() for f in findings]})
-    report.write_results(os.path.join(out_dir, "static.jsonl"), head_doc, root)
+    write_doc(os.path.join(out_dir, "findings.json"),
+              {**(meta or {}), "findings": [f.to_dict() for f in findings]})
+    report.write_results(os.path.join(out_dir, "static.jsonl"), head_doc, root,
+                         {"triton": head_doc["triton"], **(meta or {})})
     report.terminal(findings, head_doc, notes[0], notes[1:], paths)
     return exit_code(findings)
+
+
+def toolchain_gate(args: argparse.Namespace, thresholds, root: str) -> int:
+    """This checkout compiled under the installed Triton (base) and `--toolchain` (head)."""
+    base_tc = toolchain.installed()
+    try:
+        head_tc = toolchain.ensure(args.toolchain, quiet=args.quiet)
+    except toolchain.ToolchainBroken as e:
+        print(f"static gate: FAIL — {e}", file=sys.stderr)
+        return EXIT_FAIL
+    out_dir = os.path.abspath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    start = time.perf_counter()
+    docs = {}
+    for side, tc in (("base", base_tc), ("head", head_tc)):
+        docs[side] = compile_in_subprocess(root, os.path.join(out_dir, f"{side}.json"), args, side,
+                                           f"{side} ({tc.describe()})", tc)
+        if docs[side]["triton"] != tc.version:  # perf/toolchain.py checked it; a side must not drift
+            raise RuntimeError(f"{side} side compiled with Triton {docs[side]['triton']}, not {tc.version}")
+    base_doc, head_doc = docs["base"], docs["head"]
+    findings = compare(base_doc, head_doc, thresholds)
+    versions = f"Triton {base_tc.version} → {head_tc.version}"
+    dirty = git.commit_info(root)["dirty"]
+    notes = [f"toolchain A/B: {versions}; one checkout, {(head_doc.get('commit') or '?')[:12]}"
+             f"{' + working tree' if dirty is not False else ''}, compiled under both (base: the installed "
+             f"Triton, {base_doc['triton_path']}; head: {head_doc['triton_path']}); "
+             f"suite `{head_doc['suite']}`; targets " + ", ".join(t["name"] for t in head_doc["targets"]),
+             _cost_note(base_doc, head_doc, time.perf_counter() - start)]
+    if base_tc.version == head_tc.version:
+        notes.insert(0, f"nothing to compare: Triton {head_tc.version} is the installed one (A/A)")
+    harness = sum(1 for e in head_doc["entries"] if e["status"] == "error"
+                  and e.get("error", "").startswith(("bind failed", "plan failed")))
+    if harness:
+        notes.append(f"{harness} launches could not be planned or bound under Triton {head_tc.version} (the "
+                     f"'plan failed' / 'bind failed' rows): a target that Triton does not know, or an API "
+                     f"change that perf/static/plan.py (which binds as Triton's launcher does) must follow; "
+                     f"each row's message says which")
+    meta = {"toolchain": {"base": base_tc.version, "head": head_tc.version, "spec": head_tc.spec}}
+    return _finish(args, root, findings, head_doc, notes, f"{report.TITLE} — {versions}", meta)
+
+
+def _cost_note(base_doc: dict, head_doc: dict, wall: float) -> str:
+    return (f"compiled {base_doc.get('compiled', 0)} (base) + {head_doc.get('compiled', 0)} (head) "
+            f"specializations of {head_doc.get('jobs', 0)}, the rest from .perf-cache; wall {wall:.1f} s")
 
 
 def _notes(base: str, ref: str, dirty: bool | None, base_doc: dict, head_doc: dict, wall: float) -> list[str]:
@@ -235,8 +302,7 @@ def _notes(base: str, ref: str, dirty: bool | None, base_doc: dict, head_doc: di
     notes = [f"base {base[:12]} ({ref}) vs head {(head_doc.get('commit') or '?')[:12]}{tree}; "
              f"suite `{head_doc['suite']}`; Triton {head_doc['triton']}; targets "
              + ", ".join(t["name"] for t in head_doc["targets"]),
-             f"compiled {base_doc.get('compiled', 0)} (base) + {head_doc.get('compiled', 0)} (head) "
-             f"specializations of {head_doc.get('jobs', 0)}, the rest from .perf-cache; wall {wall:.1f} s"]
+             _cost_note(base_doc, head_doc, wall)]
     if not base_doc.get("comparable", True):
         notes.append(f"base not comparable: {base_doc['reason']}; every finding is ok, its note says "
                      f"what it would be")
@@ -250,6 +316,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument
     a("--base-ref", default=None,
       help="base commit (default: merge base of HEAD with origin/main, else main)")
+    a("--toolchain", default=None, metavar="triton==X",
+      help="compile this checkout under the installed Triton (base) and Triton X (head, installed from "
+           "the package index into .perf-cache/toolchains; PIP_NO_INDEX / PIP_FIND_LINKS apply)")
     a("--emit-json", default=None, metavar="PATH",
       help="compile one side (this checkout or --source) into PATH; no gate")
     a("--source", default=None, help="checkout whose kernels/ to compile (with --emit-json)")
@@ -269,6 +338,9 @@ def main(args: argparse.Namespace) -> int:
     from perf.thresholds import load_thresholds
 
     thresholds = load_thresholds(args.thresholds)
+    if args.emit_json and args.toolchain:
+        raise ConfigError("--emit-json compiles one side in this process, under its own Triton; drop "
+                          "--toolchain (or --emit-json, to compare the two Tritons)")
     if args.emit_json:
         checkout.import_kernels(args.source)
         doc = run_side(args, thresholds)

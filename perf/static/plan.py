@@ -110,7 +110,8 @@ def bind(launch, target: Target) -> tuple[dict, dict, dict, Any]:
     binder = create_function_from_signature(kernel.signature, kernel.params, backend)
     kwargs = {"num_warps": launch.num_warps, "num_stages": launch.num_stages, **launch.vendor_options}
     kwargs["debug"] = kwargs.get("debug", kernel.debug) or knobs.runtime.debug  # as JITFunction.run
-    kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
+    if hasattr(knobs.compilation, "instrumentation_mode"):  # Triton >= 3.6 (3.5 has no such option)
+        kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
     bound, specialization, options = binder(**launch.args, **launch.constexprs, **kwargs)
     options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound, specialization, options)
     return signature, constexprs, attrs, options

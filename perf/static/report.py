@@ -175,11 +175,11 @@ def _markdown_table(doc: dict) -> list[str]:
     return lines
 
 
-def markdown(findings: list[Finding], head_doc: dict, notes: list[str]) -> str:
+def markdown(findings: list[Finding], head_doc: dict, notes: list[str], title: str = TITLE) -> str:
     """report.md: every finding (perf.report's layout), the summary and every specialization."""
     from perf.report import render_markdown
 
-    text = render_markdown(findings, TITLE, notes)
+    text = render_markdown(findings, title, notes)
     skipped = sorted({(e["variant"], e["error"]) for e in head_doc["entries"] if e["status"] == "skip"})
     lines = ["", "### Variants x targets (head)", "", "| " + " | ".join(SUMMARY_COLUMNS) + " |",
              "|" + "---|" * len(SUMMARY_COLUMNS),
@@ -207,13 +207,15 @@ def step_summary(text: str) -> None:
 # ------------------------------------------------------------------------- results records
 
 
-def write_results(path: str, doc: dict, root: str) -> None:
-    """The head's metrics in the shared results schema (perf/results.py), one record per metric."""
+def write_results(path: str, doc: dict, root: str, environment_extra: dict | None = None) -> None:
+    """The head's metrics in the shared results schema (perf/results.py), one record per metric;
+    `environment_extra` overrides what this process would record (the head's Triton of a toolchain A/B)."""
     from perf.latency.timing import Samples
     from perf.results import ResultsWriter, environment
 
     header = {"environment": {**environment(root), "gate": "static", "suite": doc["suite"],
-                              "compile_targets": [t["name"] for t in doc["targets"]]}}
+                              "compile_targets": [t["name"] for t in doc["targets"]],
+                              **(environment_extra or {})}}
     with ResultsWriter(path, header, resume=False) as w:
         for e in doc["entries"]:
             if e["status"] == "skip":

@@ -1,0 +1,154 @@
+"""The nightly's toolchain A/B: this commit under the newest Triton release and pre-release.
+
+    python -m perf toolchain [--versions auto|X,Y] [--out results/nightly/toolchain]
+
+`auto` (the default) asks the package index which Tritons exist (`pip index versions triton
+--pre`, so pip's own options apply: PIP_INDEX_URL, PIP_NO_INDEX with PIP_FIND_LINKS) and
+takes the newest release and, when there is one, the newest pre-release above it. Each
+version X is compared with the installed Triton by both gates, in their own processes:
+`python -m perf compile --toolchain triton==X` (every variant and target; any machine) and
+`python -m perf gate --toolchain triton==X --no-gpu-ok` (the production entry; skipped
+without a GPU). Their outputs land in OUT/X/static and OUT/X/latency; OUT/toolchain.json
+sums them up for the dashboard (perf/nightly/site.py, "Toolchain"). A version equal to the
+installed one is listed, not measured (it would be an A/A).
+
+Exit code: the worst of the gates' (2 if any had bad input); the nightly step continues on
+error, since a regression of a future Triton is news, not a broken commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import subprocess
+import sys
+import time
+
+from perf import toolchain
+from perf.checkout import ROOT
+from perf.errors import ConfigError
+
+DEFAULT_OUT = os.path.join("results", "nightly", "toolchain")
+SUMMARY = "toolchain.json"
+SUMMARY_VERSION = 1
+# The latency side measures the production entry over the pr suite: 2 x 5 processes on an
+# H100 is about the pr gate's cost (unmeasured default: docs/latency.md, "Toolchain A/B").
+LATENCY_VARIANTS = "static_grid"
+DEFAULT_SUITE = "pr"
+TOP_FINDINGS = 5  # findings that are not ok, per gate, shown on the dashboard
+
+
+def choose(wanted: str) -> list[tuple[str, str]]:
+    """(version, "release" | "pre-release") to compare: `auto` asks the index, else a comma list."""
+    if wanted != "auto":
+        versions = [v.strip() for v in wanted.split(",") if v.strip()]
+        bad = [v for v in versions if not toolchain.VERSION.match(v)]
+        if bad or not versions:
+            raise ConfigError(f"--versions {wanted!r}: {', '.join(bad) or 'nothing'} is not a version; pass "
+                              f"auto or Triton versions X,Y (e.g. 3.9.0,3.10.0rc1)")
+        return [(v, "pre-release" if toolchain.is_prerelease(v) else "release") for v in versions]
+    release, pre = toolchain.newest(toolchain.index_versions())
+    if release is None and pre is None:
+        raise ConfigError("`pip index versions triton --pre` lists no version; check the index access")
+    return [(v, kind) for v, kind in ((release, "release"), (pre, "pre-release")) if v]
+
+
+def _gate(cmd: list[str], out: str) -> dict:
+    """Run one gate to its end; its exit code, wall time and findings."""
+    stale = os.path.join(out, "findings.json")  # an earlier night's, in the same folder
+    if os.path.exists(stale):
+        os.remove(stale)
+    start = time.monotonic()
+    code = subprocess.call([sys.executable, "-m", "perf", *cmd, "--out", out], cwd=ROOT,
+                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                               filter(None, [ROOT, os.environ.get("PYTHONPATH")]))))
+    result = {"exit": code, "seconds": round(time.monotonic() - start, 1), "out": out}
+    path = os.path.join(out, "findings.json")
+    if not os.path.exists(path):  # the latency gate without a GPU, or a gate that stopped early
+        result["findings"] = None
+        return result
+    with open(path, encoding="utf-8") as f:
+        findings = json.load(f)["findings"]
+    counts = {v: sum(x["verdict"] == v for x in findings) for v in ("fail", "warn", "ok", "improved")}
+    rank = {"fail": 0, "warn": 1, "improved": 2}
+    shown = sorted((x for x in findings if x["verdict"] in rank), key=lambda x: rank[x["verdict"]])
+    result.update(findings=counts, top=[
+        f"{x['verdict']} {x.get('target') or ''} {x['variant']} {x['scenario']} {x['metric']}: "
+        f"{x.get('base')} -> {x.get('head')}" + (f" ({x['note'][:100]})" if x.get("note") else "")
+        for x in shown[:TOP_FINDINGS]])
+    return result
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Both gates for every chosen version; the summary written to OUT/toolchain.json."""
+    installed = toolchain.installed().version
+    summary = {"version": SUMMARY_VERSION, "kind": "toolchain",
+               "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+               "installed": installed, "suite": args.suite, "versions": []}
+    try:
+        chosen = choose(args.versions)
+    except ConfigError as e:  # the dashboard says why nothing ran
+        summary["error"] = str(e)
+        write_summary(args.out, summary)
+        raise
+    common = ["--thresholds", os.path.abspath(args.thresholds), "--suite", args.suite]
+    if args.scenarios:
+        common += ["--scenarios", args.scenarios]
+    for version, kind in chosen:
+        entry = {"version": version, "kind": kind}
+        if version == installed:
+            entry["skipped"] = f"Triton {version} is the installed one"
+        else:
+            spec = f"{toolchain.PACKAGE}=={version}"
+            where = os.path.join(os.path.abspath(args.out), version)
+            print(f"toolchain A/B: Triton {installed} -> {version} ({kind})", file=sys.stderr, flush=True)
+            entry["static"] = _gate(["compile", "--toolchain", spec, *common], os.path.join(where, "static"))
+            entry["latency"] = _gate(["gate", "--toolchain", spec, "--no-gpu-ok", "--variants", args.variants,
+                                      *common], os.path.join(where, "latency"))
+        summary["versions"].append(entry)
+        write_summary(args.out, summary)
+    return summary
+
+
+def write_summary(out: str, summary: dict) -> str:
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, SUMMARY)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=1)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def load_summary(out: str) -> dict | None:
+    """OUT/toolchain.json, or None when the toolchain A/B did not run (the dashboard omits it)."""
+    try:
+        with open(os.path.join(out, SUMMARY), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if data.get("kind") == "toolchain" else None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--versions", default="auto",
+                        help="auto (default: the index's newest release and newer pre-release) or X,Y")
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"folder for the gates' outputs (default: {DEFAULT_OUT})")
+    parser.add_argument("--suite", default=DEFAULT_SUITE,
+                        help=f"suite of both gates (default: {DEFAULT_SUITE})")
+    parser.add_argument("--scenarios", default=None, help="comma-separated fnmatch globs over the suite")
+    parser.add_argument("--variants", default=LATENCY_VARIANTS,
+                        help=f"variants the latency side measures (default: {LATENCY_VARIANTS}, the "
+                             f"production entry; the static side compiles every variant)")
+
+
+def main(args: argparse.Namespace) -> int:
+    summary = run(args)
+    codes = [g["exit"] for v in summary["versions"] for g in (v.get("static"), v.get("latency")) if g]
+    for v in summary["versions"]:
+        if "skipped" in v:
+            print(f"toolchain A/B: {v['version']}: {v['skipped']}", file=sys.stderr)
+    print(f"wrote {os.path.join(args.out, SUMMARY)}", file=sys.stderr)
+    return 2 if 2 in codes else max(codes, default=0)
