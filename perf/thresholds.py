@@ -46,12 +46,15 @@ _STAT_DEFAULTS = {"alpha": 0.01, "processes": 3, "repeats": 10, "samples": 25, "
 #   shared_memory_over_limit: fail  shared memory / LDS above the target's max cannot launch
 #   shared_memory_warn_ratio: (none) shared memory / LDS growth beyond this ratio warns
 #   occupancy_drop: warn            fewer resident warps (waves) than the base
+#   target_not_compilable: warn     the installed Triton cannot compile for a listed target at all
+#                                   (nothing checked there; same Triton on both sides, so not the
+#                                   change's doing: docs/static-gate.md)
 # Unmeasured defaults (2026-11-21): registers and occupancy are deterministic for a given
 # Triton, so any threshold is a policy choice, not a noise margin.
 STATIC_DEFAULTS: dict[str, Any] = {
     "new_spills": "fail", "new_sgpr_spills": None, "registers_warn_ratio": 1.10,
     "registers_fail_ratio": None, "shared_memory_over_limit": "fail", "shared_memory_warn_ratio": None,
-    "occupancy_drop": "warn",
+    "occupancy_drop": "warn", "target_not_compilable": "warn",
 }
 
 

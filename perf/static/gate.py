@@ -71,9 +71,12 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
         return doc
     doc["variants"] = list(registered)
     start = time.perf_counter()
-    entries, jobs = plan.plan_side(_variants(args, registered), scenarios, targets)
-    results, compiled = build.compile_all(jobs, build.DiskCache(None if args.no_cache else args.cache_dir),
-                                          args.jobs, quiet=args.quiet, label=args.gate_side or "")
+    cache = build.DiskCache(None if args.no_cache else args.cache_dir)
+    doc["cannot_compile"] = build.probe_targets(targets, cache)  # target -> the compiler's reason
+    compilable = [t for t in targets if t.name not in doc["cannot_compile"]]
+    entries, jobs = plan.plan_side(_variants(args, registered), scenarios, compilable)
+    results, compiled = build.compile_all(jobs, cache, args.jobs, quiet=args.quiet,
+                                          label=args.gate_side or "")
     for e in entries:
         if "key" in e:
             r = results[e["key"]]
@@ -118,7 +121,7 @@ def _position_key(e: dict) -> tuple:
 
 def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
     """Findings (gate "static") of head against base, collapsed over scenarios that agree."""
-    from perf.verdicts import static_findings
+    from perf.verdicts import static_findings, target_finding
 
     limits = {t["name"]: t for t in head_doc["targets"]}
     comparable = base_doc.get("comparable", True)
@@ -137,6 +140,10 @@ def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
                 b = None
         rows += static_findings(h, b, thresholds.vendor(h["vendor"]).static, limits[h["target"]],
                                 base_comparable=comparable)
+    for name, why in head_doc.get("cannot_compile", {}).items():
+        vendor = limits[name]["vendor"]
+        note = report.cannot_compile_line(name, head_doc["triton"], why)
+        rows.append(target_finding(name, vendor, note, thresholds.vendor(vendor).static))
     return collapse(rows)
 
 
@@ -237,6 +244,8 @@ def _notes(base: str, ref: str, dirty: bool | None, base_doc: dict, head_doc: di
              + ", ".join(t["name"] for t in head_doc["targets"]),
              f"compiled {base_doc.get('compiled', 0)} (base) + {head_doc.get('compiled', 0)} (head) "
              f"specializations of {head_doc.get('jobs', 0)}, the rest from .perf-cache; wall {wall:.1f} s"]
+    for name, why in head_doc.get("cannot_compile", {}).items():
+        notes.append(report.cannot_compile_line(name, head_doc["triton"], why) + "; nothing checked on it")
     if not base_doc.get("comparable", True):
         notes.append(f"base not comparable: {base_doc['reason']}; every finding is ok, its note says "
                      f"what it would be")
@@ -275,6 +284,8 @@ def main(args: argparse.Namespace) -> int:
         write_doc(args.emit_json, doc)
         if args.gate_side is None and doc["comparable"]:
             report.console().print(report.summary_table(doc, of=doc["source"]))
+            for name, why in doc["cannot_compile"].items():
+                print(report.cannot_compile_line(name, doc["triton"], why), flush=True)
         return 0
     return gate(args, thresholds)
 
