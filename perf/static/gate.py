@@ -1,10 +1,11 @@
 """Static gate: cross-compile every variant for every target, compare head with base (CPU only).
 
 The steps live in their own modules: plan.py (targets, planning as if on a target, binding
-as Triton's launcher does, cache keys), build.py (compile jobs, caches, worker pool),
+as Triton's launcher does, cache keys), probe.py (whether this Triton can compile for a
+target at all), build.py (the probes, compile jobs, caches, worker pool),
 metrics.py (what the compilers report), report.py (terminal, Markdown, results records);
-the verdict rules are perf.verdicts.static_findings. This module runs the two sides and
-compares them.
+the verdict rules are perf.verdicts.static_findings and target_finding. This module runs
+the two sides and compares them.
 
 Head and base are compiled by the same driver (this checkout's perf/), each in its own
 process importing that side's `kernels/` (the base from a `git worktree`), so a change in
@@ -55,16 +56,17 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise ConfigError("TRITON_INTERPRET=1 is set: --emit-json compiles real kernels in this process; "
                           "unset it (without --emit-json the gate unsets it for its subprocesses)")
-    targets = plan.load_targets(thresholds, args.targets)
+    import kernels
+
+    registered = kernels.VARIANTS
+    # the base may predate a variant of default_variants: its entries are skipped there
+    targets = plan.load_targets(thresholds, args.targets, None if args.gate_side == "base" else registered)
     scenarios = validate.scenarios(args.suite, args.scenarios)
     source = os.path.abspath(args.source or os.getcwd())
     doc = {"schema": SIDE_SCHEMA, "triton": triton.__version__, "source": source,
            "commit": git.head(source), "suite": args.suite,
            "targets": [dataclasses.asdict(t) for t in targets], "comparable": True, "reason": "",
            "variants": [], "entries": []}
-    import kernels
-
-    registered = kernels.VARIANTS
     if not all({"vendor", "num_sms"} <= v.hints for v in registered.values()):
         doc.update(comparable=False, reason="its variants cannot be planned for another vendor (no vendor= / "
                                             "num_sms= hints); rebase onto a newer main to compare")
@@ -74,7 +76,10 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
     cache = build.DiskCache(None if args.no_cache else args.cache_dir)
     doc["cannot_compile"] = build.probe_targets(targets, cache)  # target -> the compiler's reason
     compilable = [t for t in targets if t.name not in doc["cannot_compile"]]
-    entries, jobs = plan.plan_side(_variants(args, registered), scenarios, compilable)
+    variants, named = _variants(args, registered), bool(args.variants)
+    planned = {t.name: plan.variants_for(t, variants, named) for t in compilable}
+    doc["default_variants"] = {name: only for name, only in planned.items() if only != variants}
+    entries, jobs = plan.plan_side(variants, scenarios, compilable, named=named)
     results, compiled = build.compile_all(jobs, cache, args.jobs, quiet=args.quiet,
                                           label=args.gate_side or "")
     for e in entries:
@@ -197,11 +202,13 @@ def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, side:
 def check_input(args: argparse.Namespace, thresholds) -> str:
     """Every mistake in the options, refused before anything is checked out or compiled;
     returns the head's checkout."""
-    plan.load_targets(thresholds, args.targets)
     validate.scenarios(args.suite, args.scenarios)
     root = git.repo_root(os.getcwd())
-    if args.variants:  # the head's registry decides; the base may predate a variant
-        validate.variants(args.variants, getattr(checkout.import_kernels(root), "VARIANTS", {}))
+    # the head's registry decides; the base may predate a variant
+    registered = getattr(checkout.import_kernels(root), "VARIANTS", {})
+    plan.load_targets(thresholds, args.targets, registered)
+    if args.variants:
+        validate.variants(args.variants, registered)
     return root
 
 
@@ -244,6 +251,9 @@ def _notes(base: str, ref: str, dirty: bool | None, base_doc: dict, head_doc: di
              + ", ".join(t["name"] for t in head_doc["targets"]),
              f"compiled {base_doc.get('compiled', 0)} (base) + {head_doc.get('compiled', 0)} (head) "
              f"specializations of {head_doc.get('jobs', 0)}, the rest from .perf-cache; wall {wall:.1f} s"]
+    for name, only in head_doc.get("default_variants", {}).items():
+        notes.append(f"{name}: compiled for {', '.join(only) or 'no variant'} only (its default_variants in "
+                     f"thresholds.yaml, to bound CI time; `--variants` compiles others)")
     for name, why in head_doc.get("cannot_compile", {}).items():
         notes.append(report.cannot_compile_line(name, head_doc["triton"], why) + "; nothing checked on it")
     if not base_doc.get("comparable", True):
