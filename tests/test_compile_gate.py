@@ -6,7 +6,7 @@ of 16 and 4 pipeline stages instead of 2, the kind of change one tunes on an H10
 Triton 3.6 it needs 72 KiB of LDS on gfx942, more than a CU has, and spills SGPRs).
 `python -m perf compile` from this checkout's perf/ then gates it exactly as CI does: the
 base in a git worktree, each side compiled in its own process for every target of
-thresholds.yaml. One variant and one scenario keep a cold run to about 20 s; .perf-cache
+thresholds.yaml. One variant and one scenario keep a cold run to about 25 s; .perf-cache
 makes reruns faster.
 """
 
