@@ -152,7 +152,7 @@ def perf(session: nox.Session) -> None:
 
 @nox.session(name="compile", default=False, venv_backend="none")
 def compile_(session: nox.Session) -> None:
-    """Static gate: cross-compile every variant for sm_90 and gfx942, compare with the base.
+    """Static gate: cross-compile every variant for the targets of thresholds.yaml, compare with the base.
 
     `-- --base-ref REF`, or `-- --toolchain triton==X`: this checkout under the installed Triton
     and Triton X; any option of `python -m perf compile`.

@@ -10,7 +10,8 @@ Schema (see thresholds.yaml, commented for the people who edit it):
                 floor: {warn, fail}, k: {warn, fail}}   # calibrated: max(floor, exp(k x noise))
       statistics: {alpha, processes, repeats, samples, sample_budget_ms, retries, bootstrap, confidence}
       compile: {targets: [{name, backend, arch, warp_size, max_shared_memory_bytes,
-                           max_registers_per_thread}], static: {<key of STATIC_DEFAULTS>: ...}}
+                           max_registers_per_thread, default_variants?: [name, ...]}],
+                static: {<key of STATIC_DEFAULTS>: ...}}
       runners: {labels: [...], container, container_options, env: {NAME: value},
                 lock_clocks: false | MHz, isolation_env: [NAME, ...], nightly_shards: M}
     overrides: [{vendor?, variant?, scenario?, metric?, latency: {warn?, fail?}, reason}]
@@ -46,12 +47,15 @@ _STAT_DEFAULTS = {"alpha": 0.01, "processes": 3, "repeats": 10, "samples": 25, "
 #   shared_memory_over_limit: fail  shared memory / LDS above the target's max cannot launch
 #   shared_memory_warn_ratio: (none) shared memory / LDS growth beyond this ratio warns
 #   occupancy_drop: warn            fewer resident warps (waves) than the base
+#   target_not_compilable: warn     the installed Triton cannot compile for a listed target at all
+#                                   (nothing checked there; same Triton on both sides, so not the
+#                                   change's doing: docs/static-gate.md)
 # Unmeasured defaults (2026-11-21): registers and occupancy are deterministic for a given
 # Triton, so any threshold is a policy choice, not a noise margin.
 STATIC_DEFAULTS: dict[str, Any] = {
     "new_spills": "fail", "new_sgpr_spills": None, "registers_warn_ratio": 1.10,
     "registers_fail_ratio": None, "shared_memory_over_limit": "fail", "shared_memory_warn_ratio": None,
-    "occupancy_drop": "warn",
+    "occupancy_drop": "warn", "target_not_compilable": "warn",
 }
 
 
@@ -105,6 +109,9 @@ class CompileTarget:
     warp_size: int
     max_shared_memory_bytes: int
     max_registers_per_thread: int
+    # The variants the static gate compiles for this target when `--variants` names none
+    # (None: every registered one); checked against the registry by perf/static/plan.py.
+    default_variants: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -267,7 +274,11 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
     keys = ("name", "backend", "arch", "warp_size", "max_shared_memory_bytes", "max_registers_per_thread")
     for i, t in enumerate(comp["targets"]):
         w = f"{name}.compile.targets[{i}]"
-        t = c.mapping(t, w, keys, keys)
+        t = c.mapping(t, w, (*keys, "default_variants"), keys)
+        only = t.get("default_variants")
+        if only is not None and (not isinstance(only, list) or not only
+                                 or not all(isinstance(x, str) and x for x in only)):
+            c.fail(f"{w}.default_variants", f"must be a non-empty list of variant names, got {only!r}")
         backend = c.string(t["backend"], f"{w}.backend")
         if backend not in ("cuda", "hip"):
             c.fail(f"{w}.backend", f"must be cuda or hip, got {backend!r}")
@@ -285,6 +296,7 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
                                               f"{w}.max_shared_memory_bytes", 1, 1 << 30),
             max_registers_per_thread=c.integer(t["max_registers_per_thread"],
                                                f"{w}.max_registers_per_thread", 1, 4096),
+            default_variants=None if only is None else tuple(only),
         ))
     static = dict(c.mapping(comp["static"], f"{name}.compile.static", tuple(STATIC_DEFAULTS)))
     for key, value in static.items():

@@ -1,9 +1,9 @@
 """Verdicts: one `Finding` per (gate, vendor, target, variant, scenario, metric).
 
 Every gate reports findings and every verdict rule is here: `latency_verdict` for the
-latency gate, `static_findings` for the static gate (perf/static/). The report renders them
-and `exit_code` turns them into the process's status (0 pass, warnings allowed; 1
-regression or wrong result; 2 bad input, raised earlier as ConfigError).
+latency gate, `static_findings` and `target_finding` for the static gate (perf/static/).
+The report renders them and `exit_code` turns them into the process's status (0 pass,
+warnings allowed; 1 regression or wrong result; 2 bad input, raised earlier as ConfigError).
 
 Latency rule, the same in both directions: a change *fails* (or counts as *improved*) only
 when its ratio (head/base) lies beyond the fail threshold (1/fail for improved) *and* the
@@ -203,6 +203,19 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
     else:
         finding("occupancy", bv, hv, Verdict.OK, rule, unit + (f"; {note_new}" if note_new else ""))
     return rows
+
+
+def target_finding(target: str, vendor: str, note: str, policy: dict) -> Finding:
+    """The finding of a compile target the installed Triton cannot compile for at all (its
+    probe kernel failed: perf/static/probe.py): nothing was checked on that target. Its
+    verdict is the vendor's `target_not_compilable` rule, warn by default: the base and the
+    head are compiled by the same Triton, so the change under test did not cause it, yet a
+    gate that silently checked fewer targets than thresholds.yaml lists would be trusted
+    for more than it did (docs/static-gate.md)."""
+    severity = {"fail": Verdict.FAIL, "warn": Verdict.WARN, "ignore": Verdict.OK}
+    rule = policy["target_not_compilable"]
+    return Finding("static", vendor, target, "*", "*", "compiles", None, None, None, None, None, None,
+                   f"target_not_compilable: {rule}", severity[rule], note)
 
 
 def worst_first(findings: list[Finding]) -> list[Finding]:

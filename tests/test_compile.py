@@ -79,7 +79,7 @@ def test_plans_follow_the_target_vendors_heuristics(targets):
 
     batch = build_batch(Scenario.parse("llama3-8b/prefill/batch1-kv512/block16").spec(), fill=False)
     planned = {}
-    for name in ("sm_90", "gfx942"):
+    for name in ("sm_90", "sm_100", "gfx942", "gfx950"):
         t = targets[name]
         launches = plan.plan_as_if_on(t, VARIANTS["static_grid"], batch)
         f = heuristics.features_from_call(batch.q, batch.k_cache, batch.block_table,
@@ -90,6 +90,40 @@ def test_plans_follow_the_target_vendors_heuristics(targets):
             want.num_warps, want.num_stages, want.vendor_options(t.vendor))
         planned[name] = main.config()
     assert planned["sm_90"] != planned["gfx942"]
+    # a target of the same vendor takes that vendor's tree (no architecture branch yet)
+    assert planned["sm_100"]["constexprs"] == planned["sm_90"]["constexprs"]
+    assert planned["gfx950"]["constexprs"] == planned["gfx942"]["constexprs"]
+
+
+@pytest.mark.parametrize("name, num_sms", [("sm_90", 132), ("sm_100", 148), ("gfx942", 304), ("gfx950", 256)])
+def test_persistent_grid_is_sized_by_the_targets_own_sm_count(targets, name, num_sms):
+    """B200 (148 SMs) and MI355X (256 CUs) plan their own grids, not H100's or MI300X's: the
+    persistent grid of a batch with more work items than programs is programs_per_sm x SMs."""
+    from kernels.paged_attention import heuristics
+
+    t = targets[name]
+    assert t.facts.num_sms == num_sms  # the product's count (perf/static/metrics.py cites it)
+    batch = build_batch(Scenario.parse("llama3-8b/decode/batch128-kv64/block16").spec(), fill=False)
+    [main, *_] = plan.plan_as_if_on(t, VARIANTS["static_grid"], batch)
+    f = heuristics.features_from_call(batch.q, batch.k_cache, batch.block_table, num_sms=num_sms,
+                                      vendor=t.vendor)
+    config = heuristics.choose(t.vendor, f)
+    items = 128 * 8 * config.num_segments  # 128 sequences of one Q-block x 8 KV heads x segments
+    assert config.programs_per_sm * num_sms < items  # the bound that the SM count decides
+    assert main.grid == (config.programs_per_sm * num_sms,)
+
+
+def test_new_targets_carry_their_documented_limits(targets):
+    """thresholds.yaml: 227 KiB of shared memory per block on sm_100 as on sm_90, 160 KiB of
+    LDS on gfx950 against gfx942's 64 KiB; the occupancy facts agree with them."""
+    limits = {n: (t.backend, t.arch, t.warp_size, t.max_shared_memory_bytes, t.max_registers_per_thread)
+              for n, t in targets.items()}
+    assert limits["sm_100"] == ("cuda", 100, 32, 227 * 1024, 255)
+    assert limits["gfx950"] == ("hip", "gfx950", 64, 160 * 1024, 512)
+    for name in ("sm_90", "sm_100"):
+        facts, limit = targets[name].facts, targets[name].max_shared_memory_bytes
+        assert facts.shared_per_unit - facts.shared_reserved_per_block == limit
+    assert targets["gfx950"].facts.shared_per_unit == targets["gfx950"].max_shared_memory_bytes
 
 
 def test_fp8_scenarios_are_planned_in_each_targets_native_format(targets, monkeypatch):
@@ -110,8 +144,10 @@ def test_fp8_scenarios_are_planned_in_each_targets_native_format(targets, monkey
     monkeypatch.setattr(plan, "bind", recording_bind)
     scenario = Scenario.parse("llama3-8b/prefill/batch8-kv1024/block16/fp8")
     plan.plan_side(["qblock", "static_grid"], [scenario], list(targets.values()))
-    assert handed == {(t, kernel, dtype, dtype) for t, dtype in (("gfx942", FNUZ_E4M3), ("sm_90", OCP_E4M3))
-                      for kernel in ("_qblock_kernel", "q_block_kernel")}
+    every = {(t, kernel, dtype, dtype) for t, dtype in (("gfx942", FNUZ_E4M3), ("sm_90", OCP_E4M3))
+             for kernel in ("_qblock_kernel", "q_block_kernel")}
+    newer = {(t, "q_block_kernel", OCP_E4M3, OCP_E4M3) for t in ("sm_100", "gfx950")}  # static_grid only there
+    assert handed == every | newer
     for dtype, fmt in FP8_FORMATS.items():  # the table's Triton names are Triton's own
         assert triton_names[str(dtype).removeprefix("torch.")] == fmt.triton
 
@@ -127,7 +163,8 @@ def test_a_base_without_fp8_formats_plans_its_only_one(targets, monkeypatch):
 
 
 def test_unknown_target_and_filter_are_config_errors(thresholds):
-    with pytest.raises(ConfigError, match=r"--targets 'sm_90,sm_1': sm_1 not in .*some of: sm_90, gfx942"):
+    with pytest.raises(ConfigError, match=r"--targets 'sm_90,sm_1': sm_1 not in .*some of: sm_90, sm_100, "
+                                          r"gfx942, gfx950"):
         plan.load_targets(thresholds, "sm_90,sm_1")
     broken = copy.deepcopy(thresholds.raw)
     broken["nvidia"]["compile"]["targets"][0]["name"] = "sm_77"
@@ -141,6 +178,33 @@ def test_a_base_without_the_variant_skips_it(targets):
     entries, jobs = plan.plan_side(["no_such_variant"], [scenario], list(targets.values()))
     assert not jobs and {e["status"] for e in entries} == {"skip"}
     assert "not registered in this checkout" in entries[0]["error"]
+
+
+def test_new_targets_compile_their_default_variants_unless_named(targets):
+    """sm_100 and gfx950 compile static_grid only (thresholds.yaml default_variants, CI time),
+    unless `--variants` names others; sm_90 and gfx942 compile every variant."""
+    scenario = Scenario.parse("llama3-8b/decode/batch1-kv128/block16")
+    for named, want in ((False, {"sm_90": {"qblock", "static_grid"}, "gfx942": {"qblock", "static_grid"},
+                                 "sm_100": {"static_grid"}, "gfx950": {"static_grid"}}),
+                        (True, {t: {"qblock", "static_grid"} for t in targets})):
+        entries, _ = plan.plan_side(["qblock", "static_grid"], [scenario], list(targets.values()),
+                                    named=named)
+        planned: dict[str, set] = {}
+        for e in entries:
+            planned.setdefault(e["target"], set()).add(e["variant"])
+        assert planned == want, named
+
+
+def test_default_variants_are_checked_against_the_registry(thresholds):
+    raw = copy.deepcopy(thresholds.raw)
+    raw["nvidia"]["compile"]["targets"][1]["default_variants"] = ["static_gird"]
+    misspelled = parse_thresholds(raw, "thresholds.yaml")
+    with pytest.raises(ConfigError, match=r"thresholds.yaml: nvidia.compile.targets\[1\].default_variants: "
+                                          r"static_gird: unknown variant static_gird; registered: naive"):
+        plan.load_targets(misspelled, registered=VARIANTS)
+    raw["nvidia"]["compile"]["targets"][1]["default_variants"] = "static_grid"
+    with pytest.raises(ConfigError, match=r"default_variants: must be a non-empty list of variant names"):
+        parse_thresholds(raw, "thresholds.yaml")
 
 
 @pytest.mark.parametrize("key", ["new_spill", "registers_ratio", "occupancy"])
@@ -259,6 +323,59 @@ def test_rules_amd(thresholds, targets, change, metric, verdict):
         assert not bad
     else:
         assert v[metric] is verdict
+
+
+def test_shared_memory_limit_is_the_targets_own(thresholds, targets):
+    """64 -> 70 KiB of LDS (within the 1.10 warn ratio) cannot launch on gfx942 (64 KiB) but
+    can on gfx950 (160 KiB); 228 KiB of shared memory is over sm_100's 227 KiB per block."""
+    for name, verdict in (("gfx942", Verdict.FAIL), ("gfx950", Verdict.OK)):
+        base = _doc(targets, [_entry(name, "amd", shared_memory=64 * 1024)])
+        head = _doc(targets, [_entry(name, "amd", shared_memory=70 * 1024)])
+        assert _verdicts(gate.compare(base, head, thresholds))["shared_memory"] is verdict, name
+    base = _doc(targets, [_entry("sm_100", "nvidia")])
+    head = _doc(targets, [_entry("sm_100", "nvidia", shared_memory=228 * 1024)])
+    [f] = [f for f in gate.compare(base, head, thresholds) if f.metric.endswith("shared_memory")]
+    assert f.verdict is Verdict.FAIL and "cannot launch on sm_100" in f.note
+
+
+@pytest.mark.parametrize("rule, verdict",
+                         [("warn", Verdict.WARN), ("fail", Verdict.FAIL), ("ignore", Verdict.OK)])
+def test_a_target_triton_cannot_compile_for_is_a_finding(thresholds, targets, rule, verdict):
+    """One finding per such target, whatever the base, with the compiler's reason and the
+    vendor's `target_not_compilable` verdict (warn by default)."""
+    from perf.thresholds import STATIC_DEFAULTS
+
+    assert STATIC_DEFAULTS["target_not_compilable"] == "warn"
+    raw = copy.deepcopy(thresholds.raw)
+    raw["amd"]["compile"]["static"]["target_not_compilable"] = rule
+    policy = parse_thresholds(raw, "thresholds.yaml")
+    head = {**_doc(targets, [_entry("gfx942", "amd")]), "triton": "3.6.0",
+            "cannot_compile": {"gfx950": "RuntimeError: unsupported target: 'gfx950'"}}
+    for base in (_doc(targets, [_entry("gfx942", "amd")]), {"comparable": False}):
+        [f] = [f for f in gate.compare(base, head, policy) if f.target == "gfx950"]
+        assert (f.verdict, f.vendor, f.metric, f.threshold) == (verdict, "amd", "compiles",
+                                                                f"target_not_compilable: {rule}")
+        assert f.note == ("target gfx950: Triton 3.6.0 cannot compile for it: "
+                          "RuntimeError: unsupported target: 'gfx950'")
+
+
+@pytest.mark.parametrize("kind, text, want", [
+    ("PTXASError", "PTXAS error: Internal Triton PTX codegen error\n`ptxas` stderr:\n"
+     "ptxas-blackwell fatal   : Value 'sm_110a' is not defined for option 'gpu-name'\n\n"
+     "Repro command: ptxas ...", "PTXASError: Value 'sm_110a' is not defined for option 'gpu-name'"),
+    ("RuntimeError", "PassManager::run failed\n#blocked = ...\n/x/probe.py:37:0: error: unsupported target: "
+     "'gfx9999'\n/x/probe.py:37:0: note: Pipeline failed", "RuntimeError: unsupported target: 'gfx9999'"),
+    ("the compiler died (SIGABRT)",
+     "'sm_99a' is not a recognized processor for this target (ignoring processor)\n"
+     "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.ldmatrix",
+     "the compiler died (SIGABRT): Cannot select: intrinsic %llvm.nvvm.ldmatrix"),
+    ("ValueError", "something   else\nand more", "ValueError: something else"),
+])
+def test_probe_reason_is_the_compilers_own_line(kind, text, want):
+    """What Triton 3.6 printed for sm_110, gfx9999 and sm_99 (perf/static/probe.py docstring)."""
+    from perf.static import probe
+
+    assert probe.reason(kind, text) == want
 
 
 def test_rules_nvidia_spills_and_shared_limit(thresholds, targets):

@@ -39,7 +39,7 @@ def misspelled_thresholds(tmp_path_factory):
 
 BAD_INPUT = [  # (options, what the one line must say)
     (["--variants", "qblock,bogus"], ["--variants qblock,bogus: unknown variant bogus", *VARIANTS]),
-    (["--targets", "sm_90,sm_1"], ["--targets 'sm_90,sm_1': sm_1 not in", "sm_90, gfx942"]),
+    (["--targets", "sm_90,sm_1"], ["--targets 'sm_90,sm_1': sm_1 not in", "sm_90, sm_100, gfx942, gfx950"]),
     (["--suite", "bogus"], ["no suite 'bogus'", "--suite"]),
     (["--scenarios", "nothing*"], ["--scenarios 'nothing*' matches no scenario"]),
     (["--thresholds", "MISSPELLED"], ["amd.compile.static.new_spill: unknown key", "new_spills"]),

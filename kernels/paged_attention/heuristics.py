@@ -25,6 +25,10 @@ from kernels.paged_attention.common import decode_block_m
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
+# The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
+# the NVIDIA tree swept on an H200 and an MI355X (gfx950, 256 CUs) the AMD tree written for
+# MI300, each sized by its own SM/CU count (the device's, or the static gate's `num_sms`
+# hint). Unmeasured defaults there: nobody has swept a B200 or an MI350 yet.
 DEFAULT_NUM_SMS = {"nvidia": 132, "amd": 304}
 
 
@@ -259,6 +263,8 @@ def _amd(f: Features) -> Config:
     # docs, "Optimizing Triton kernels"; the fused-attention tutorial) uses num_stages=2 with
     # the stream pipeliner and matrix_instr_nonkdim=16 for attention; CDNA3
     # has 64 KB of LDS per CU, so tiles stay at 32-64 positions (tile 128 spilled in decode).
+    # CDNA4 (gfx950) has 160 KiB of LDS per CU and takes the same tiles: unmeasured default,
+    # spill-checked only statically (`nox -s compile` compiles it beside gfx942).
     # waves_per_eu is left to the compiler: waves_per_eu=2 capped the decode kernel at 256
     # VGPRs and spilled 23-35 of them.
     if is_decode_batch(f):

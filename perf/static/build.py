@@ -4,7 +4,9 @@ Every job is compiled with `triton.compile(ASTSource(...), target=GPUTarget(...)
 CPU, in `--jobs` spawned processes, with Triton's own cache pointed at a throwaway
 directory so compile times are real; perf/static/metrics.py reads the result. Metrics are
 kept in .perf-cache/compile/ by the job's cache key, so base and head share unchanged
-kernels and a rerun takes seconds.
+kernels and a rerun takes seconds. Before any of that, `probe_targets` finds the targets
+this Triton cannot compile for at all (perf/static/probe.py), so they are reported as such
+instead of failing every kernel.
 """
 
 from __future__ import annotations
@@ -186,6 +188,34 @@ def progress(total: int, label: str = "", quiet: bool = False):
     if sys.stderr.isatty():
         return _RichProgress(total, label)
     return PlainProgress(total, label)
+
+
+def probe_targets(targets: list, cache: DiskCache) -> dict[str, str]:
+    """name -> why this Triton cannot compile for it, for each target whose probe kernel
+    (perf/static/probe.py) fails. The probes run in processes of their own, side by side (a
+    compiler may abort on a target it does not know); their results are cached by the probe's
+    compile key like any job, so a new Triton or ptxas probes again."""
+    from perf.static import probe
+
+    out, running = {}, {}
+    with fresh_triton_cache():
+        for target in targets:
+            try:
+                key = probe.cache_key(target)
+            except Exception as e:  # a backend that cannot even take the target
+                out[target.name] = _first_line(e)
+                continue
+            hit = cache.get(key)
+            if hit is None:
+                running[target.name] = (key, probe.start(target))
+            elif hit["status"] != "ok":
+                out[target.name] = hit["error"]
+        for name, (key, process) in running.items():
+            result = probe.result(process)
+            cache.put(key, result)
+            if result["status"] != "ok":
+                out[name] = result["error"]
+    return out
 
 
 def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = False,

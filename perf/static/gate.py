@@ -1,10 +1,11 @@
 """Static gate: cross-compile every variant for every target, compare head with base (CPU only).
 
 The steps live in their own modules: plan.py (targets, planning as if on a target, binding
-as Triton's launcher does, cache keys), build.py (compile jobs, caches, worker pool),
+as Triton's launcher does, cache keys), probe.py (whether this Triton can compile for a
+target at all), build.py (the probes, compile jobs, caches, worker pool),
 metrics.py (what the compilers report), report.py (terminal, Markdown, results records);
-the verdict rules are perf.verdicts.static_findings. This module runs the two sides and
-compares them.
+the verdict rules are perf.verdicts.static_findings and target_finding. This module runs
+the two sides and compares them.
 
 With `--toolchain triton==X` the two sides are one checkout (the working tree) compiled
 under two Tritons: the installed one (base) and X (head, from perf/toolchain.py, its own
@@ -60,7 +61,11 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise ConfigError("TRITON_INTERPRET=1 is set: --emit-json compiles real kernels in this process; "
                           "unset it (without --emit-json the gate unsets it for its subprocesses)")
-    targets = plan.load_targets(thresholds, args.targets)
+    import kernels
+
+    registered = kernels.VARIANTS
+    # the base may predate a variant of default_variants: its entries are skipped there
+    targets = plan.load_targets(thresholds, args.targets, None if args.gate_side == "base" else registered)
     scenarios = validate.scenarios(args.suite, args.scenarios)
     source = os.path.abspath(args.source or os.getcwd())
     doc = {"schema": SIDE_SCHEMA, "triton": triton.__version__, "source": source,
@@ -68,18 +73,21 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
            "commit": git.head(source), "suite": args.suite,
            "targets": [dataclasses.asdict(t) for t in targets], "comparable": True, "reason": "",
            "variants": [], "entries": []}
-    import kernels
-
-    registered = kernels.VARIANTS
     if not all({"vendor", "num_sms"} <= v.hints for v in registered.values()):
         doc.update(comparable=False, reason="its variants cannot be planned for another vendor (no vendor= / "
                                             "num_sms= hints); rebase onto a newer main to compare")
         return doc
     doc["variants"] = list(registered)
     start = time.perf_counter()
-    entries, jobs = plan.plan_side(_variants(args, registered), scenarios, targets)
-    results, compiled = build.compile_all(jobs, build.DiskCache(None if args.no_cache else args.cache_dir),
-                                          args.jobs, quiet=args.quiet, label=args.gate_side or "")
+    cache = build.DiskCache(None if args.no_cache else args.cache_dir)
+    doc["cannot_compile"] = build.probe_targets(targets, cache)  # target -> the compiler's reason
+    compilable = [t for t in targets if t.name not in doc["cannot_compile"]]
+    variants, named = _variants(args, registered), bool(args.variants)
+    planned = {t.name: plan.variants_for(t, variants, named) for t in compilable}
+    doc["default_variants"] = {name: only for name, only in planned.items() if only != variants}
+    entries, jobs = plan.plan_side(variants, scenarios, compilable, named=named)
+    results, compiled = build.compile_all(jobs, cache, args.jobs, quiet=args.quiet,
+                                          label=args.gate_side or "")
     for e in entries:
         if "key" in e:
             r = results[e["key"]]
@@ -124,7 +132,7 @@ def _position_key(e: dict) -> tuple:
 
 def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
     """Findings (gate "static") of head against base, collapsed over scenarios that agree."""
-    from perf.verdicts import static_findings
+    from perf.verdicts import static_findings, target_finding
 
     limits = {t["name"]: t for t in head_doc["targets"]}
     comparable = base_doc.get("comparable", True)
@@ -143,6 +151,10 @@ def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
                 b = None
         rows += static_findings(h, b, thresholds.vendor(h["vendor"]).static, limits[h["target"]],
                                 base_comparable=comparable)
+    for name, why in head_doc.get("cannot_compile", {}).items():
+        vendor = limits[name]["vendor"]
+        note = report.cannot_compile_line(name, head_doc["triton"], why)
+        rows.append(target_finding(name, vendor, note, thresholds.vendor(vendor).static))
     return collapse(rows)
 
 
@@ -197,7 +209,6 @@ def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, side:
 def check_input(args: argparse.Namespace, thresholds) -> str:
     """Every mistake in the options, refused before anything is checked out or compiled;
     returns the head's checkout."""
-    plan.load_targets(thresholds, args.targets)
     validate.scenarios(args.suite, args.scenarios)
     if args.toolchain is not None:
         toolchain.parse(args.toolchain)
@@ -205,8 +216,11 @@ def check_input(args: argparse.Namespace, thresholds) -> str:
             raise ConfigError("--toolchain compiles this checkout under two Tritons; drop --base-ref "
                               "(or drop --toolchain to compare commits)")
     root = git.repo_root(os.getcwd())
-    if args.variants:  # the head's registry decides; the base may predate a variant
-        validate.variants(args.variants, getattr(checkout.import_kernels(root), "VARIANTS", {}))
+    # the head's registry decides; the base may predate a variant
+    registered = getattr(checkout.import_kernels(root), "VARIANTS", {})
+    plan.load_targets(thresholds, args.targets, registered)
+    if args.variants:
+        validate.variants(args.variants, registered)
     return root
 
 
@@ -277,7 +291,7 @@ def toolchain_gate(args: argparse.Namespace, thresholds, root: str) -> int:
              f"{' + working tree' if dirty is not False else ''}, compiled under both (base: the installed "
              f"Triton, {base_doc['triton_path']}; head: {head_doc['triton_path']}); "
              f"suite `{head_doc['suite']}`; targets " + ", ".join(t["name"] for t in head_doc["targets"]),
-             _cost_note(base_doc, head_doc, time.perf_counter() - start)]
+             _cost_note(base_doc, head_doc, time.perf_counter() - start), *coverage_notes(head_doc)]
     if base_tc.version == head_tc.version:
         notes.insert(0, f"nothing to compare: Triton {head_tc.version} is the installed one (A/A)")
     harness = sum(1 for e in head_doc["entries"] if e["status"] == "error"
@@ -289,6 +303,17 @@ def toolchain_gate(args: argparse.Namespace, thresholds, root: str) -> int:
                      f"each row's message says which")
     meta = {"toolchain": {"base": base_tc.version, "head": head_tc.version, "spec": head_tc.spec}}
     return _finish(args, root, findings, head_doc, notes, f"{report.TITLE} — {versions}", meta)
+
+
+def coverage_notes(head_doc: dict) -> list[str]:
+    """Targets compiled for fewer variants (default_variants) or for none (Triton cannot)."""
+    notes = []
+    for name, only in head_doc.get("default_variants", {}).items():
+        notes.append(f"{name}: compiled for {', '.join(only) or 'no variant'} only (its default_variants in "
+                     f"thresholds.yaml, to bound CI time; `--variants` compiles others)")
+    for name, why in head_doc.get("cannot_compile", {}).items():
+        notes.append(report.cannot_compile_line(name, head_doc["triton"], why) + "; nothing checked on it")
+    return notes
 
 
 def _cost_note(base_doc: dict, head_doc: dict, wall: float) -> str:
@@ -303,6 +328,7 @@ def _notes(base: str, ref: str, dirty: bool | None, base_doc: dict, head_doc: di
              f"suite `{head_doc['suite']}`; Triton {head_doc['triton']}; targets "
              + ", ".join(t["name"] for t in head_doc["targets"]),
              _cost_note(base_doc, head_doc, wall)]
+    notes += coverage_notes(head_doc)
     if not base_doc.get("comparable", True):
         notes.append(f"base not comparable: {base_doc['reason']}; every finding is ok, its note says "
                      f"what it would be")
@@ -347,6 +373,8 @@ def main(args: argparse.Namespace) -> int:
         write_doc(args.emit_json, doc)
         if args.gate_side is None and doc["comparable"]:
             report.console().print(report.summary_table(doc, of=doc["source"]))
+            for name, why in doc["cannot_compile"].items():
+                print(report.cannot_compile_line(name, doc["triton"], why), flush=True)
         return 0
     return gate(args, thresholds)
 

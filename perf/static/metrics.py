@@ -48,23 +48,30 @@ class TargetFacts:
 # Sources: NVIDIA CUDA C++ Programming Guide, "Technical Specifications per Compute
 # Capability" (compute capabilities 8.0, 9.0, 10.0) and the CUDA Occupancy Calculator's
 # allocation rules (registers in units of 256 per warp, 1 KiB reserved shared memory per
-# block); SM counts from the A100/H100 SXM5/B200 datasheets. AMD: "AMD Instinct MI300
-# CDNA3 ISA" and ROCm's "GPU hardware specifications" table (8 waves per SIMD, 512 VGPRs
-# per lane in wave64 with the unified AGPR file, granule 8, LDS 64 KiB per CU on CDNA2/3
-# and 160 KiB on CDNA4); CU counts of MI250X (per GCD), MI300X and MI355X.
+# block); SM counts from the A100/H100 SXM5 datasheets. sm_100: NVIDIA Blackwell Tuning
+# Guide ("Unified Shared Memory/L1/Texture Cache": 228 KB of shared memory per SM, 1 KB
+# reserved per block) and NVIDIA CCCL libcudacxx cuda/__device/arch_traits.h traits<sm_100>
+# (the same, 32 blocks and 2048 threads per SM, 64 K registers per SM); B200's 148 SMs
+# (2 dies x 74) from Chips and Cheese's "Nvidia's B200" (2025), NVIDIA's B200 pages giving no
+# SM count. AMD: "AMD Instinct MI300 CDNA3 ISA" and ROCm's "GPU hardware specifications"
+# table (8 waves per SIMD, 512 VGPRs per lane in wave64 with the unified AGPR file, granule
+# 8, LDS 64 KiB per CU on CDNA2/3 and 160 KiB on CDNA4, MI355X/MI350X: 256 CUs, wavefront
+# 64, VGPR file 512 KiB per CU); CU counts of MI250X (per GCD), MI300X and MI355X. gfx950's
+# 8 waves per SIMD and 4 SIMDs per CU are CDNA3's, not confirmed from a CDNA4 ISA guide
+# here (the AMD occupancy reads the compiler's own `; Occupancy:`, which knows gfx950).
 TARGET_FACTS: dict[str, TargetFacts] = {
     "sm_80": TargetFacts("nvidia", "NVIDIA A100-SXM4-80GB", 108, 32, 64, 65536, 256, 167936, 1024, 32, 1,
                          "CUDA C++ Programming Guide, compute capability 8.0"),
     "sm_90": TargetFacts("nvidia", "NVIDIA H100 80GB HBM3", 132, 32, 64, 65536, 256, 233472, 1024, 32, 1,
                          "CUDA C++ Programming Guide, compute capability 9.0"),
     "sm_100": TargetFacts("nvidia", "NVIDIA B200", 148, 32, 64, 65536, 256, 233472, 1024, 32, 1,
-                          "CUDA C++ Programming Guide, compute capability 10.0"),
+                          "Blackwell Tuning Guide; CCCL arch_traits.h sm_100; B200: 148 SMs"),
     "gfx90a": TargetFacts("amd", "AMD Instinct MI250X", 110, 64, 8, 512, 8, 65536, 0, 0, 4,
                           "AMD CDNA2 ISA; ROCm GPU hardware specifications"),
     "gfx942": TargetFacts("amd", "AMD Instinct MI300X", 304, 64, 8, 512, 8, 65536, 0, 0, 4,
                           "AMD CDNA3 ISA; ROCm GPU hardware specifications"),
     "gfx950": TargetFacts("amd", "AMD Instinct MI355X", 256, 64, 8, 512, 8, 163840, 0, 0, 4,
-                          "AMD CDNA4 ISA; ROCm GPU hardware specifications"),
+                          "ROCm GPU hardware specifications (MI355X: 256 CUs, LDS 160 KiB)"),
 }
 
 # What the report calls each metric, its unit, and which are gated (the rest are recorded).

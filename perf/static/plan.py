@@ -31,6 +31,7 @@ class Target:
     warp_size: int
     max_shared_memory_bytes: int
     max_registers_per_thread: int
+    default_variants: tuple[str, ...] | None = None  # compiled when --variants names none; None: all
 
     @property
     def facts(self) -> sm.TargetFacts:
@@ -42,18 +43,25 @@ class Target:
         return GPUTarget(self.backend, self.arch, self.warp_size)
 
 
-def load_targets(thresholds, only: str | None = None) -> list[Target]:
-    """Every vendor's compile targets (thresholds.yaml), optionally filtered by `--targets`."""
+def load_targets(thresholds, only: str | None = None, registered=None) -> list[Target]:
+    """Every vendor's compile targets (thresholds.yaml), optionally filtered by `--targets`;
+    with `registered` (a checkout's variant names), their `default_variants` are checked
+    against it."""
+    from perf import validate
+
     out = []
     for vendor, vt in thresholds.vendors.items():
         for i, t in enumerate(vt.targets):
+            where = f"{thresholds.path}: {vendor}.compile.targets[{i}]"
             if t.name not in sm.TARGET_FACTS:
                 raise ConfigError(
-                    f"{thresholds.path}: {vendor}.compile.targets[{i}].name: no hardware facts for "
+                    f"{where}.name: no hardware facts for "
                     f"{t.name!r} (known: {', '.join(sm.TARGET_FACTS)}); add it to "
                     f"perf/static/metrics.py TARGET_FACTS or use a known name")
+            if registered is not None and t.default_variants:
+                validate.variants(",".join(t.default_variants), registered, flag=f"{where}.default_variants:")
             out.append(Target(t.name, vendor, t.backend, t.arch, t.warp_size, t.max_shared_memory_bytes,
-                              t.max_registers_per_thread))
+                              t.max_registers_per_thread, t.default_variants))
     if only is not None:
         wanted = [n.strip() for n in only.split(",") if n.strip()]
         have = ", ".join(t.name for t in out)
@@ -132,12 +140,21 @@ def cache_key(launch, target: Target, signature, constexprs, attrs, options) -> 
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def plan_side(variants: list[str], scenarios: list,
-              targets: list[Target]) -> tuple[list[dict], list[Job]]:
+def variants_for(target: Target, variants: list[str], named: bool) -> list[str]:
+    """The variants compiled for `target`: all of `variants` when `--variants` named them
+    (`named`), else those of them in the target's `default_variants` (thresholds.yaml)."""
+    if named or target.default_variants is None:
+        return variants
+    return [v for v in variants if v in target.default_variants]
+
+
+def plan_side(variants: list[str], scenarios: list, targets: list[Target],
+              named: bool = False) -> tuple[list[dict], list[Job]]:
     """Entries (one per variant x scenario x target x launched kernel) and the unique jobs.
 
     `variants` may name ones this checkout lacks (a base older than the variant): their
     entries are skipped with the reason. The caller refuses names the head does not register.
+    `named`: `--variants` named them, so a target's `default_variants` does not apply.
     """
     import kernels
 
@@ -147,7 +164,7 @@ def plan_side(variants: list[str], scenarios: list,
 
     for target in targets:
         batches = {s.name: build_batch(s.spec(), "cpu", fill=False, **fp8_format(target)) for s in scenarios}
-        for name in variants:
+        for name in variants_for(target, variants, named):
             variant = kernels.VARIANTS.get(name)
             for scenario in scenarios:
                 base = {"variant": name, "scenario": scenario.name, "target": target.name,

@@ -82,6 +82,11 @@ def _scenario_label(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} (+{len(names) - 1})"
 
 
+def cannot_compile_line(target: str, triton_version: str, why: str) -> str:
+    """What the findings, the notes and the results say of a target Triton cannot compile for."""
+    return f"target {target}: Triton {triton_version} cannot compile for it: {why}"
+
+
 # ------------------------------------------------------------------------- terminal
 
 
@@ -217,6 +222,10 @@ def write_results(path: str, doc: dict, root: str, environment_extra: dict | Non
                               "compile_targets": [t["name"] for t in doc["targets"]],
                               **(environment_extra or {})}}
     with ResultsWriter(path, header, resume=False) as w:
+        for target, why in doc.get("cannot_compile", {}).items():
+            for variant in doc["variants"]:  # every scenario of the suite ("*"): nothing compiled there
+                w.skip(variant=variant, scenario="*", kind="error",
+                       reason=cannot_compile_line(target, doc["triton"], why))
         for e in doc["entries"]:
             if e["status"] == "skip":
                 w.skip(variant=e["variant"], scenario=e["scenario"], reason=f"{e['target']}: {e['error']}")
