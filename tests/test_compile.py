@@ -146,7 +146,7 @@ def test_fp8_scenarios_are_planned_in_each_targets_native_format(targets, monkey
     plan.plan_side(["qblock", "static_grid"], [scenario], list(targets.values()))
     every = {(t, kernel, dtype, dtype) for t, dtype in (("gfx942", FNUZ_E4M3), ("sm_90", OCP_E4M3))
              for kernel in ("_qblock_kernel", "q_block_kernel")}
-    newer = {(t, "q_block_kernel", OCP_E4M3, OCP_E4M3) for t in ("sm_100", "gfx950")}  # static_grid only there
+    newer = {(t, "q_block_kernel", OCP_E4M3, OCP_E4M3) for t in ("sm_100", "gfx950")}  # static_grid only
     assert handed == every | newer
     for dtype, fmt in FP8_FORMATS.items():  # the table's Triton names are Triton's own
         assert triton_names[str(dtype).removeprefix("torch.")] == fmt.triton

@@ -652,12 +652,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
                      "results": "head.jsonl"},
             "retried": [list(k) for k in retried],
             "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
-    md = write_outputs(out_dir, findings, title, notes, meta, lines)
-    if publish_report:
-        publish(md)
-    print(f"artifacts in {out_dir}: findings.json, report.md, ratios.png, base.jsonl, head.jsonl, gate.json",
-          file=sys.stderr)
-    return exit_code(findings), findings
+    return _finish(out_dir, findings, title, notes, meta, lines, publish_report), findings
 
 
 def _check_toolchains(base: results_mod.Results, head: results_mod.Results,
@@ -711,6 +706,12 @@ def _toolchain_outputs(args, out_dir: str, findings: list[Finding], toolchains: 
                      "results": "head.jsonl"},
             "retried": [list(k) for k in retried],
             "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
+    return _finish(out_dir, findings, title, notes, meta, lines, publish_report)
+
+
+def _finish(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict, lines: dict,
+            publish_report: bool) -> int:
+    """A finished gate's outputs in `out_dir` (and the step summary): its exit code."""
     md = write_outputs(out_dir, findings, title, notes, meta, lines)
     if publish_report:
         publish(md)
