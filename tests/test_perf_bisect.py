@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import time
 import pytest
 import yaml
 from interpreter_support import needs_interpreter
+from throwaway_repo import harness_repo
 
 from perf import cli
 from perf.latency import bisect
@@ -179,27 +179,10 @@ def test_a_step_is_the_gate_of_one_case_and_a_crash_is_a_skip(tmp_path, monkeypa
 
 # --- bad input --------------------------------------------------------------------------------------
 
-def _git(repo, *args):
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True,
-                   capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
     """A throwaway repository: this checkout's harness and kernels, then two commits."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    path = tmp_path_factory.mktemp("repo")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for d in ("kernels", "perf"):
-        shutil.copytree(os.path.join(ROOT, d), path / d, ignore=ignore)
-    shutil.copy(os.path.join(ROOT, "thresholds.yaml"), path / "thresholds.yaml")
-    _git(path, "init", "-q", "-b", "main")
-    for i in range(3):
-        (path / "NOTES.md").write_text(f"{i}\n")
-        _git(path, "add", "-A")
-        _git(path, "commit", "-qm", f"commit {i}")
-    return path
+    return harness_repo(tmp_path_factory.mktemp("repo"), commits=3)
 
 
 def _one_line_exit_2(code: int, err: str, *needles: str) -> None:
@@ -287,7 +270,8 @@ def test_bisect_finds_a_planted_slowdown_in_the_interpreter_and_resumes(tmp_path
     thresholds.write_text(yaml.safe_dump(th))
     out_dir = tmp_path / "out"
     argv = [sys.executable, "-m", "perf", "bisect", "HEAD~2", "HEAD", "--scenario", TINY, "--metric", "eager",
-            "--repeats", "2", "--samples", "1", "--out", str(out_dir), "--thresholds", str(thresholds)]
+            "--repeats", "2", "--samples", "1", "--out", str(out_dir), "--thresholds", str(thresholds),
+            "--lock-timeout", "600"]  # other interpreter gates of this run (xdist) hold the lock meanwhile
     env = dict(os.environ, **CPU_ONLY, PYTHONPATH=demo["repo"])
     t0 = time.monotonic()
     run = subprocess.run(argv, cwd=demo["repo"], capture_output=True, text=True, timeout=300, env=env)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 from interpreter_support import needs_interpreter
+from throwaway_repo import harness_repo
 
 from perf.errors import ConfigError
 
@@ -33,24 +33,9 @@ def _perf(*args: str, cwd: str, env: dict | None = None, timeout: float = 240) -
                           timeout=timeout, env=env)
 
 
-def _git(repo, *args):
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args], check=True,
-                   capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    path = tmp_path_factory.mktemp("repo")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for d in ("kernels", "perf"):
-        shutil.copytree(os.path.join(ROOT, d), path / d, ignore=ignore)
-    shutil.copy(os.path.join(ROOT, "thresholds.yaml"), path / "thresholds.yaml")
-    _git(path, "init", "-q", "-b", "main")
-    _git(path, "add", "-A")
-    _git(path, "commit", "-qm", "snapshot")
-    return path
+    return harness_repo(tmp_path_factory.mktemp("repo"))
 
 
 def _one_line_exit_2(out: subprocess.CompletedProcess, *needles: str) -> None:
@@ -188,7 +173,7 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     out_dir = tmp_path / "ab"
     out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios",
                 "tiny/decode/batch1-kv16/block16", "--samples", "3", "--repeats", "4", "--base-ref", "HEAD",
-                "--head-ref", "HEAD", "--out", str(out_dir), cwd=str(repo))
+                "--head-ref", "HEAD", "--out", str(out_dir), "--lock-timeout", "600", cwd=str(repo))
     assert out.returncode in (0, 1), out.stderr[-2000:]
     doc = json.loads((out_dir / "findings.json").read_text())
     assert doc["kind"] == "findings" and doc["repeats"] == 4

@@ -354,7 +354,7 @@ def test_latency_gate_alternates_sides_under_their_tritons(tmp_path, monkeypatch
 
     out = tmp_path / "ab"
     rc = main(["gate", "--toolchain", f"triton=={FAKE}", "--suite", "smoke", "--variants", "static_grid",
-               "--scenarios", "tiny/decode/*", "--out", str(out)])
+               "--scenarios", "tiny/decode/*", "--out", str(out), "--lock-timeout", "600"])
     assert rc == 0  # the interpreter's 2 per side can never be significant: 30 % slower only warns
     assert [s for s, _, _ in calls] == ["base", "head", "head", "base"]
     assert all(p == (fake.pythonpath() if s == "head" else ROOT) for s, p, _ in calls)
@@ -380,7 +380,7 @@ def test_latency_gate_refuses_a_side_that_ran_another_triton(tmp_path, monkeypat
     from perf.cli import main
 
     rc = main(["gate", "--toolchain", "triton==9.9.5", "--suite", "smoke", "--variants", "static_grid",
-               "--scenarios", "tiny/decode/*", "--out", str(tmp_path / "ab")])
+               "--scenarios", "tiny/decode/*", "--out", str(tmp_path / "ab"), "--lock-timeout", "600"])
     assert rc == 1
 
 
