@@ -18,7 +18,7 @@ import importlib
 import importlib.util
 import sys
 
-from perf.errors import EXIT_BAD_INPUT, ConfigError
+from perf.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, ConfigError
 from perf.thresholds import DEFAULT_PATH
 
 # command -> (module, help); the module's add_arguments/main (or add_<cmd>_arguments/<cmd>_main)
@@ -187,4 +187,4 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         print("interrupted: finished measurements are kept in the results files", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

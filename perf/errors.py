@@ -10,6 +10,7 @@ from __future__ import annotations
 EXIT_OK = 0  # pass (warnings allowed)
 EXIT_FAIL = 1  # a regression or a wrong result
 EXIT_BAD_INPUT = 2  # bad input or configuration
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (128 + SIGINT, as shells report it); what ran is kept
 
 
 class ConfigError(Exception):

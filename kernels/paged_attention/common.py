@@ -42,6 +42,18 @@ def apply_softcap(s, cap):
     return cap * (1.0 - 2.0 / (tl.exp(2.0 * s / cap) + 1.0))
 
 
+def layout_strides(q, k_cache, v_cache, block_table, out) -> dict:
+    """The element strides every kernel of the family takes, by the names they take them
+    under (q and out: token, head; the caches: block, position, head; the block table: seq)."""
+    return dict(
+        stride_q_token=q.stride(0), stride_q_head=q.stride(1),
+        stride_k_block=k_cache.stride(0), stride_k_pos=k_cache.stride(1), stride_k_head=k_cache.stride(2),
+        stride_v_block=v_cache.stride(0), stride_v_pos=v_cache.stride(1), stride_v_head=v_cache.stride(2),
+        stride_bt_seq=block_table.stride(0),
+        stride_o_token=out.stride(0), stride_o_head=out.stride(1),
+    )
+
+
 def next_pow2(n: int) -> int:
     return triton.next_power_of_2(n)
 

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import KernelLaunch
-from kernels.paged_attention.common import LOG2E, find_seq_idx, next_pow2
+from kernels.paged_attention.common import LOG2E, find_seq_idx, layout_strides, next_pow2
 
 FEATURES = frozenset({"head_size_non_pow2"})
 
@@ -88,13 +88,7 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
             out_ptr=out, q_ptr=q, k_cache_ptr=k_cache, v_cache_ptr=v_cache,
             block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
             scale=scale, num_seqs=block_table.shape[0],
-            stride_q_token=q.stride(0), stride_q_head=q.stride(1),
-            stride_k_block=k_cache.stride(0), stride_k_pos=k_cache.stride(1),
-            stride_k_head=k_cache.stride(2),
-            stride_v_block=v_cache.stride(0), stride_v_pos=v_cache.stride(1),
-            stride_v_head=v_cache.stride(2),
-            stride_bt_seq=block_table.stride(0),
-            stride_o_token=out.stride(0), stride_o_head=out.stride(1),
+            **layout_strides(q, k_cache, v_cache, block_table, out),
         ),
         constexprs=dict(
             QUERIES_PER_KV=num_q_heads // k_cache.shape[2],

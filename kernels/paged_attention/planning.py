@@ -21,7 +21,7 @@ import torch
 from kernels import inputs, platform
 from kernels.launch import KernelLaunch
 from kernels.paged_attention import heuristics
-from kernels.paged_attention.common import next_pow2, q_block_kernel, reduce_segments_kernel
+from kernels.paged_attention.common import layout_strides, next_pow2, q_block_kernel, reduce_segments_kernel
 
 # What the Q-block kernel supports: every feature of the contract.
 FEATURES = frozenset({"sliding_window", "softcap", "sinks", "fp8_kv", "head_size_non_pow2",
@@ -145,13 +145,7 @@ def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, b
         split_max_q=split_max_q,
         num_q_heads=q.shape[1],
         num_segments=num_segments,
-        stride_q_token=q.stride(0), stride_q_head=q.stride(1),
-        stride_k_block=k_cache.stride(0), stride_k_pos=k_cache.stride(1),
-        stride_k_head=k_cache.stride(2),
-        stride_v_block=v_cache.stride(0), stride_v_pos=v_cache.stride(1),
-        stride_v_head=v_cache.stride(2),
-        stride_bt_seq=block_table.stride(0),
-        stride_o_token=out.stride(0), stride_o_head=out.stride(1),
+        **layout_strides(q, k_cache, v_cache, block_table, out),
     )
 
 

@@ -27,6 +27,7 @@ from kernels.paged_attention.common import (
     decode_block_m,
     find_seq_idx,
     kv_to,
+    layout_strides,
     next_pow2,
 )
 
@@ -151,13 +152,7 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
             softcap=float(softcap or 0.0),
             sliding_window=int(sliding_window or 0),
             num_seqs=num_seqs,
-            stride_q_token=q.stride(0), stride_q_head=q.stride(1),
-            stride_k_block=k_cache.stride(0), stride_k_pos=k_cache.stride(1),
-            stride_k_head=k_cache.stride(2),
-            stride_v_block=v_cache.stride(0), stride_v_pos=v_cache.stride(1),
-            stride_v_head=v_cache.stride(2),
-            stride_bt_seq=block_table.stride(0),
-            stride_o_token=out.stride(0), stride_o_head=out.stride(1),
+            **layout_strides(q, k_cache, v_cache, block_table, out),
         ),
         constexprs=dict(
             QUERIES_PER_KV=queries_per_kv,

@@ -52,7 +52,7 @@ from perf import checkout, toolchain, validate
 from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
-from perf.errors import EXIT_FAIL, ConfigError
+from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, ConfigError
 from perf.git import check_clean, git, repo_root, resolve_base, resolve_commit, worktree
 from perf.latency import analysis
 from perf.latency.plot import plot_ratios
@@ -65,7 +65,6 @@ FINDINGS_VERSION = 2  # 2: findings carry min_detectable
 READS_FINDINGS = (1, 2)
 HEARTBEAT_S = 15.0  # a plain progress line at least this often when not on a terminal
 BATCH_CACHE_ENV = "PERF_BATCH_CACHE"  # a directory of saved batches kept across gates (else one per gate)
-EXIT_INTERRUPTED = 130
 # In Triton's interpreter the gate is a self-test of the harness, not a measurement: the fewest
 # rounds, samples and processes that exercise every step (pairs, processes, statistics).
 INTERPRETER_SAMPLES, INTERPRETER_ROUNDS, INTERPRETER_PROCESSES = 3, 2, 2

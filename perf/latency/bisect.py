@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 from perf import results as results_mod
 from perf import validate
 from perf import vendor as vendor_mod
-from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
+from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, ConfigError
 from perf.git import commit_all, first_parent_range, git, is_ancestor, repo_root, resolve_commit
 from perf.verdicts import Finding, Verdict
 
@@ -60,7 +60,6 @@ DEFAULT_VARIANT = "static_grid"  # the production entry (kernels.paged_attention
 # graph replay: device time with no host work in it, the quietest metric (calibration/nvidia.yaml,
 # H100, 2026-11-22: sigma_round 0.06-0.54 % against eager's 2.1-16.7 %)
 DEFAULT_METRIC = "graph"
-EXIT_INTERRUPTED = 130
 GOOD, BAD, SKIP = "good", "bad", "skip"
 
 

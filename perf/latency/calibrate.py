@@ -32,7 +32,7 @@ import numpy as np
 
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
-from perf.errors import ConfigError
+from perf.errors import EXIT_INTERRUPTED, ConfigError
 from perf.git import commit_info, repo_root
 from perf.latency import noise
 from perf.thresholds import Thresholds, calibration_path, load_thresholds
@@ -162,7 +162,7 @@ def main(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             print(f"interrupted: {len(ledger.processes)} finished processes are kept in {out_dir}; run the "
                   f"same command again to resume", file=sys.stderr)
-            return ab.EXIT_INTERRUPTED
+            return EXIT_INTERRUPTED
         except ab.GateCrash as e:
             raise ConfigError(f"calibration: {e}") from None
         launch = None

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from perf import verdicts
 from perf.ci import jobs
-from perf.errors import EXIT_OK, ConfigError
+from perf.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
 from perf.nightly import alert, issues
 from perf.nightly.history import History
 from perf.nightly.selection import slug
@@ -175,7 +175,7 @@ def execute(runs: list[Run], repo: str, runner: GateRunner | None, why_not: str 
         if found is None:
             print(f"re-measuring {what}:\n  {run.command}", flush=True)
             rc = runner(run.argv, repo)
-            if rc == 130:
+            if rc == EXIT_INTERRUPTED:
                 raise KeyboardInterrupt
             found = finished(run)
             if found is None:
