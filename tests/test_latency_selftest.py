@@ -71,6 +71,15 @@ def test_summary_keeps_and_breaks_promises(tmp_path):
     assert ok and summary["plants"][10]["in_scope"] == 0 and summary["plants"][2]["in_scope"] == 0
 
 
+def test_small_plants_gate_the_graph_metric_their_promise_is_about():
+    args = argparse.Namespace(suite="pr", variants="static_grid", scenarios=None)
+    aa = selftest.gate_command("/repo", "/out", "abc", 0, args)
+    assert "--metrics" not in aa and aa[aa.index("--variants") + 1] == "static_grid"
+    assert "--metrics" not in selftest.gate_command("/repo", "/out", "abc", 0, args, selftest.LARGEST)
+    small = selftest.gate_command("/repo", "/out", "abc", 3, args, selftest.SMALLEST)
+    assert small[small.index("--metrics") + 1] == "graph" and small[small.index("--seed") + 1] == "3"
+
+
 def test_only_a_rewritten_calibration_counts_as_clean(tmp_path):
     import subprocess
 
