@@ -121,25 +121,28 @@ def required_features(q, k_cache, *, sliding_window=None, softcap=None, sinks=No
     return needed
 
 
-def _require(cond: bool, arg: str, msg: str) -> None:
+def _require(cond: bool, arg: str, msg) -> None:
+    """Raise ValueError("arg: msg") unless `cond`. `msg` may be a function that builds it:
+    validation runs on every call's host path, and formatting a message only to drop it cost
+    most of that path's time."""
     if not cond:
-        raise ValueError(f"{arg}: {msg}")
+        raise ValueError(f"{arg}: {msg() if callable(msg) else msg}")
 
 
 def _host_number(value, arg: str) -> float:
     # A tensor here would be read with a host sync on every call: the contract is a number.
     _require(isinstance(value, numbers.Real) and not isinstance(value, bool), arg,
-             f"must be a host number (int or float), got {type(value).__name__}")
+             lambda: f"must be a host number (int or float), got {type(value).__name__}")
     return float(value)
 
 
 def validate_target(vendor=None, num_sms=None) -> None:
     """The planning hints `vendor` and `num_sms`, when given."""
     if vendor is not None:
-        _require(vendor in VENDORS, "vendor", f"unknown {vendor!r}; expected one of {VENDORS}")
+        _require(vendor in VENDORS, "vendor", lambda: f"unknown {vendor!r}; expected one of {VENDORS}")
     if num_sms is not None:
         _require(isinstance(num_sms, numbers.Integral) and not isinstance(num_sms, bool)
-                 and num_sms > 0, "num_sms", f"must be a positive int, got {num_sms!r}")
+                 and num_sms > 0, "num_sms", lambda: f"must be a positive int, got {num_sms!r}")
 
 
 def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=None,
@@ -149,56 +152,61 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
 
     `check_values`: None follows the environment switch (CHECK_VALUES_ENV).
     """
-    _require(q.dim() == 3, "q", f"expected [num_tokens, num_q_heads, head_size], got {tuple(q.shape)}")
-    _require(q.dtype in _FLOAT_DTYPES, "q", f"dtype {q.dtype} is not float16/bfloat16/float32")
+    _require(q.dim() == 3, "q",
+             lambda: f"expected [num_tokens, num_q_heads, head_size], got {tuple(q.shape)}")
+    _require(q.dtype in _FLOAT_DTYPES, "q", lambda: f"dtype {q.dtype} is not float16/bfloat16/float32")
     _require(k_cache.dim() == 4, "k_cache",
-             f"expected [num_blocks, block_size, num_kv_heads, head_size], got {tuple(k_cache.shape)}")
+             lambda: "expected [num_blocks, block_size, num_kv_heads, head_size], got "
+             f"{tuple(k_cache.shape)}")
     _require(v_cache.shape == k_cache.shape, "v_cache",
-             f"shape {tuple(v_cache.shape)} differs from k_cache {tuple(k_cache.shape)}")
-    _require(v_cache.dtype == k_cache.dtype, "v_cache", f"dtype {v_cache.dtype} != k_cache {k_cache.dtype}")
+             lambda: f"shape {tuple(v_cache.shape)} differs from k_cache {tuple(k_cache.shape)}")
+    _require(v_cache.dtype == k_cache.dtype, "v_cache",
+             lambda: f"dtype {v_cache.dtype} != k_cache {k_cache.dtype}")
     _require(k_cache.dtype == q.dtype or is_fp8(k_cache.dtype), "k_cache",
-             f"dtype {k_cache.dtype} must equal q's ({q.dtype}) or be an fp8 format: "
+             lambda: f"dtype {k_cache.dtype} must equal q's ({q.dtype}) or be an fp8 format: "
              + ", ".join(str(d) for d in FP8_FORMATS))
     _require(k_cache.shape[3] == q.shape[2], "k_cache",
-             f"head_size {k_cache.shape[3]} differs from q's {q.shape[2]}")
+             lambda: f"head_size {k_cache.shape[3]} differs from q's {q.shape[2]}")
     _require(k_cache.shape[1] > 0 and k_cache.shape[3] > 0, "k_cache",
-             f"block_size and head_size must be > 0, got {tuple(k_cache.shape)}")
+             lambda: f"block_size and head_size must be > 0, got {tuple(k_cache.shape)}")
     _require(k_cache.shape[2] > 0 and q.shape[1] % k_cache.shape[2] == 0, "q",
-             f"num_q_heads {q.shape[1]} is not a multiple of num_kv_heads {k_cache.shape[2]}")
+             lambda: f"num_q_heads {q.shape[1]} is not a multiple of num_kv_heads {k_cache.shape[2]}")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _require(t.stride(-1) == 1, name, "head dimension must be contiguous (stride 1)")
     _require(block_table.dim() == 2 and block_table.dtype == torch.int32, "block_table",
-             f"expected 2-D int32, got {block_table.dim()}-D {block_table.dtype}")
+             lambda: f"expected 2-D int32, got {block_table.dim()}-D {block_table.dtype}")
     num_seqs = block_table.shape[0]
     _require(seq_lens.dim() == 1 and seq_lens.dtype == torch.int32 and seq_lens.numel() == num_seqs,
-             "seq_lens", f"expected int32 [{num_seqs}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
+             "seq_lens", lambda: f"expected int32 [{num_seqs}], got {seq_lens.dtype} {tuple(seq_lens.shape)}")
     _require(cu_seqlens_q.dim() == 1 and cu_seqlens_q.dtype == torch.int32
              and cu_seqlens_q.numel() == num_seqs + 1, "cu_seqlens_q",
-             f"expected int32 [{num_seqs + 1}], got {cu_seqlens_q.dtype} {tuple(cu_seqlens_q.shape)}")
+             lambda: f"expected int32 [{num_seqs + 1}], got {cu_seqlens_q.dtype} {tuple(cu_seqlens_q.shape)}")
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
                     ("cu_seqlens_q", cu_seqlens_q), ("seq_lens", seq_lens)):
-        _require(t.device == q.device, name, f"on {t.device}, q on {q.device}")
+        _require(t.device == q.device, name, lambda t=t: f"on {t.device}, q on {q.device}")
     if is_fp8(k_cache.dtype):
         for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
             _require(isinstance(t, torch.Tensor) and t.numel() == 1, name,
-                     f"fp8 caches ({k_cache.dtype}) need a one-element scale tensor, got "
+                     lambda t=t: f"fp8 caches ({k_cache.dtype}) need a one-element scale tensor, got "
                      + (f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__))
             _require(t.is_floating_point() and t.device == q.device, name,
-                     f"expected a floating-point tensor on {q.device}, got {t.dtype} on {t.device}")
+                     lambda t=t: f"expected a floating-point tensor on {q.device}, got {t.dtype} on "
+                     f"{t.device}")
     if sinks is not None:
-        _require(sinks.shape == (q.shape[1],), "sinks", f"expected [{q.shape[1]}], got {tuple(sinks.shape)}")
+        _require(sinks.shape == (q.shape[1],), "sinks",
+                 lambda: f"expected [{q.shape[1]}], got {tuple(sinks.shape)}")
     if out is not None:
         _require(out.shape == q.shape and out.dtype == q.dtype, "out",
-                 f"expected {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+                 lambda: f"expected {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
         _require(out.stride(-1) == 1, "out", "head dimension must be contiguous (stride 1)")
     if scale is not None:
         s = _host_number(scale, "scale")
-        _require(math.isfinite(s) and s > 0, "scale", f"must be finite and > 0, got {s}")
+        _require(math.isfinite(s) and s > 0, "scale", lambda: f"must be finite and > 0, got {s}")
     if softcap is not None:
         c = _host_number(softcap, "softcap")
-        _require(math.isfinite(c) and c >= 0, "softcap", f"must be finite and >= 0 (0: off), got {c}")
+        _require(math.isfinite(c) and c >= 0, "softcap", lambda: f"must be finite and >= 0 (0: off), got {c}")
     if sliding_window is not None:
-        _require(sliding_window >= 0, "sliding_window", f"must be >= 0, got {sliding_window}")
+        _require(sliding_window >= 0, "sliding_window", lambda: f"must be >= 0, got {sliding_window}")
 
     if check_values is None:
         check_values = check_values_enabled()

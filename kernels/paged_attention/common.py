@@ -6,6 +6,7 @@ while-loops with loaded bounds, no inline assembly, no libdevice calls.
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -54,8 +55,22 @@ def layout_strides(q, k_cache, v_cache, block_table, out) -> dict:
     )
 
 
+_PLACEHOLDERS: dict[torch.device, torch.Tensor] = {}
+
+
+def placeholder(device: torch.device) -> torch.Tensor:
+    """One float32 element per device, passed for absent optional tensors (never read); kept,
+    as an allocation on every call's host path costs more than it needs to."""
+    if device not in _PLACEHOLDERS:
+        _PLACEHOLDERS[device] = torch.empty(1, dtype=torch.float32, device=device)
+    return _PLACEHOLDERS[device]
+
+
 def next_pow2(n: int) -> int:
-    return triton.next_power_of_2(n)
+    """The smallest power of two >= n (1 for n < 1). Plain integer arithmetic: it runs on
+    every call's host path, where `triton.next_power_of_2` (a constexpr function, callable
+    inside kernels) cost about 10 us a call on the CI machine's CPU."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
 
 
 def largest_pow2_divisor(n: int) -> int:

@@ -14,13 +14,14 @@ defaults, unmeasured until an MI300 sweep replaces them.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 
 import torch
 
 from kernels.inputs import is_fp8
-from kernels.paged_attention.common import decode_block_m
+from kernels.paged_attention.common import decode_block_m, next_pow2
 
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
@@ -177,9 +178,9 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     tiles = visible_tiles(f, tile_size)
     by_length = tiles // tiles_per_segment
     by_occupancy = math.ceil(target_programs_per_sm * f.num_sms / items)
-    segments = max(1, min(_pow2_floor(by_length), _pow2_ceil(by_occupancy), max_segments))
+    segments = max(1, min(_pow2_floor(by_length), next_pow2(by_occupancy), max_segments))
     if fill_sms and 2 * items * segments < f.num_sms and tiles >= tiles_per_segment:  # launch bound
-        segments = max(segments, min(_pow2_ceil(math.ceil(f.num_sms / items)), _pow2_floor(tiles),
+        segments = max(segments, min(next_pow2(math.ceil(f.num_sms / items)), _pow2_floor(tiles),
                                      max_segments))
     return segments
 
@@ -195,12 +196,12 @@ def _pow2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1) if n >= 1 else 0
 
 
-def _pow2_ceil(n: int) -> int:
-    return 1 << (n - 1).bit_length() if n >= 1 else 1
-
-
+@functools.lru_cache(maxsize=4096)
 def choose(vendor: str, f: Features) -> Config:
-    """The configuration for `vendor` ("nvidia" or "amd") and a batch's features."""
+    """The configuration for `vendor` ("nvidia" or "amd") and a batch's features.
+
+    Pure, so its answers are kept: a serving engine calls with few distinct feature sets, and
+    walking the tree cost about a tenth of a call's host time."""
     if vendor == "nvidia":
         return _nvidia(f)
     if vendor == "amd":

@@ -21,7 +21,13 @@ import torch
 from kernels import inputs, platform
 from kernels.launch import KernelLaunch
 from kernels.paged_attention import heuristics
-from kernels.paged_attention.common import layout_strides, next_pow2, q_block_kernel, reduce_segments_kernel
+from kernels.paged_attention.common import (
+    layout_strides,
+    next_pow2,
+    placeholder,
+    q_block_kernel,
+    reduce_segments_kernel,
+)
 
 # What the Q-block kernel supports: every feature of the contract.
 FEATURES = frozenset({"sliding_window", "softcap", "sinks", "fp8_kv", "head_size_non_pow2",
@@ -129,7 +135,7 @@ def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, b
                 split_max_q: int, num_segments: int, scale=None, sliding_window=None,
                 softcap=None, sinks=None, k_scale=None, v_scale=None) -> dict:
     """Runtime arguments of `q_block_kernel` (the caches as `kv_operands` hands them over)."""
-    dummy = q.new_empty(1, dtype=torch.float32)  # stands in for absent optional tensors
+    dummy = placeholder(q.device)  # stands in for absent optional tensors
     segm_out, segm_max, segm_sum = buffers if buffers is not None else (dummy, dummy, dummy)
     return dict(
         out_ptr=out, q_ptr=q, k_cache_ptr=k_cache, v_cache_ptr=v_cache,

@@ -14,7 +14,6 @@ softcap, sinks and fp8 caches, OCP or FNUZ e4m3 (dequantized to the query dtype 
 
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 
@@ -29,6 +28,7 @@ from kernels.paged_attention.common import (
     kv_to,
     layout_strides,
     next_pow2,
+    placeholder,
 )
 
 FEATURES = frozenset({"sliding_window", "softcap", "sinks", "fp8_kv", "head_size_non_pow2"})
@@ -137,7 +137,7 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
     queries_per_kv = num_q_heads // num_kv_heads
     block_m = decode_block_m(queries_per_kv)  # at least 16 rows for tl.dot, whole head groups
     block_q = block_m // queries_per_kv
-    dummy = q.new_empty(1, dtype=torch.float32)  # stands in for absent optional tensors
+    dummy = placeholder(q.device)  # stands in for absent optional tensors
     return [KernelLaunch(
         kernel=_qblock_kernel,
         # Upper bound on Q-blocks: every sequence may leave one partial block.
