@@ -21,7 +21,7 @@ def test_samples_statistics():
     s = Samples(tuple(float(x) for x in range(1, 11)), reps=4)
     assert s.median == 5.5
     assert s.p20 == pytest.approx(np.percentile(range(1, 11), 20))
-    assert s.summary() == {"median": 5.5, "p20": s.p20, "p80": s.p80, "n": 10, "reps": 4}
+    assert s.summary() == {"median": 5.5, "p20": s.p20, "p80": s.p80, "n": 10, "reps": 4, "redone": 0}
     assert Samples((2.0, 2.0)).cv == 0.0
 
 
@@ -53,6 +53,37 @@ def test_plan_caps_calls_per_sample_by_the_spin_they_need():
     both = timing.merge_plans(timing.make_plan(0.02, 0.01), timing.make_plan(0.01, 0.05))
     assert (both.estimate_ms, both.host_ms) == (0.01, 0.05)
     assert timing.merge_plans(None, both) is both
+
+
+def test_a_sample_the_host_queued_late_is_timed_again(monkeypatch):
+    """The spin's end event must still be pending once the sample's calls are queued; a late
+    host (the event already passed) gets the sample timed again with twice the spin."""
+    late = iter([True, False, True, True, True, True])  # sample 0: late once; sample 1: always
+    spins = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = 0.0
+
+        def record(self):
+            pass
+
+        def query(self):
+            return next(late)
+
+        def elapsed_time(self, other):
+            return 2.0
+
+    monkeypatch.setattr(timing.torch.cuda, "Event", Event)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(timing, "_spin", spins.append)
+    calls = []
+    plan = timing.Plan(reps=2, spin_ms=0.1, estimate_ms=1.0)
+    s = timing._time_events(lambda: calls.append(1), 2, plan, flush=False, budget_ms=None)
+    assert s.values == (1.0, 1.0) and s.reps == 2
+    # sample 0: 0.1 (late), 0.2 (in time); sample 1 starts at 0.2 and gives up after MAX_REDOS
+    assert spins == pytest.approx([0.1, 0.2] + [0.2 * 2 ** k for k in range(timing.MAX_REDOS + 1)])
+    assert s.redone == 1 + timing.MAX_REDOS and len(calls) == 2 * len(spins)
 
 
 def test_time_eager_without_gpu_is_wall_clock():
