@@ -288,7 +288,7 @@ def _main(args: argparse.Namespace) -> int:
                 out = os.path.join(out_dir, name)
                 print(f"selftest: {name} ({elapsed:.1f} min so far)", file=sys.stderr, flush=True)
                 r = _gate(where, out, head, i, args, pct)
-                runs.append({"name": name, "kind": kind, "percent": pct, "seed": i, **r,
+                runs.append({"name": name, "kind": kind, "percent": pct, "seed": i, "commit": head, **r,
                              "findings": _findings(out)})
                 results.write_json(os.path.join(out_dir, "runs.json"), runs)
         finally:

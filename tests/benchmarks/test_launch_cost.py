@@ -10,6 +10,12 @@ outside the timed rounds. The decode batch of Llama-3-8B (32 sequences of 1024 t
 the GPU busy for longer than a launch, so the launch queue never drains into the
 measurement; 200 rounds stay far below its depth.
 
+`test_anchor_launch_cost` times the production entry on every scenario of the `anchor` suite
+(docs/kernels.md's benchmark grid) beside this vendor's installed peers (perf/peers.py:
+FlashInfer, vLLM's Triton kernel, SDPA; each as `perf run` calls it, its planning outside
+the call), so the host cost of a call is compared with theirs in one run; a peer not
+installed skips with the reason.
+
 Used the way pytest-benchmark intends (`nox -s launch-cost`): save a baseline on main
 (`--benchmark-save=main`), then compare a branch against it; the session fails beyond the
 threshold `python -m perf calibrate --launch-cost-runs N` measured on this GPU
@@ -19,17 +25,22 @@ the interpreter's, so every case skips there with that reason.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
 from kernels import VARIANTS
 from kernels.inputs import CHECK_VALUES_ENV
+from perf import peers
 from perf.latency.measure import host_hints, takes
-from perf.scenarios import Scenario
-from perf.vendor import on_gpu
+from perf.scenarios import Scenario, suite
+from perf.vendor import on_gpu, resolve
 
 SCENARIO = "llama3-8b/decode/batch32-kv1024/block16"
 ON_GPU = on_gpu()
+ANCHOR = [s.name for s in suite("anchor")]
+VENDOR = resolve(None) if ON_GPU else "nvidia"  # without a GPU every case skips anyway
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not ON_GPU, reason="host launch cost is measured on GPU runners (nox -s launch-cost); "
@@ -63,4 +74,39 @@ def test_launch_cost(benchmark, batch, variant, monkeypatch):
 
     monkeypatch.setenv(CHECK_VALUES_ENV, "0")  # the test session turns them on; production does not
     benchmark.pedantic(call, rounds=200, iterations=1, warmup_rounds=20)
+    torch.cuda.synchronize()
+
+
+@functools.lru_cache(maxsize=1)  # the entries of a scenario run one after another: one batch
+def _anchor_batch(scenario: str):
+    from kernels.batch import build_batch
+
+    return build_batch(Scenario.parse(scenario).spec(), "cuda")
+
+
+@pytest.mark.parametrize("entry", ["static_grid", *peers.VENDOR_PEERS[VENDOR]])
+@pytest.mark.parametrize("scenario", ANCHOR)
+def test_anchor_launch_cost(benchmark, scenario, entry, monkeypatch):
+    spec = Scenario.parse(scenario).spec()
+    batch = _anchor_batch(scenario)
+    if entry == "static_grid":
+        fn, out = VARIANTS[entry], batch.new_output()
+        options = dict(batch.options, **host_hints(fn, spec))
+        fn(*batch.args(), out=out, **options, check_values=True)  # compile; values checked once
+
+        def call():
+            fn(*batch.args(), out=out, **options)
+    else:
+        try:
+            call, _, _ = peers.setup_for_batch(entry, spec, "cuda", batch)
+        except peers.PeerUnavailable as e:
+            pytest.skip(str(e))
+        call()  # library initialization, JIT compilation: not timed
+    torch.cuda.synchronize()
+    benchmark.group = f"launch cost: {scenario}"
+    benchmark.extra_info.update(scenario=scenario, entry=entry)
+    monkeypatch.setenv(CHECK_VALUES_ENV, "0")
+    # 100 rounds: the longest anchor call (a 16k prefill, about 6 ms) queues 0.6 s of GPU
+    # work, far below the launch queue's depth, so the host never waits for the device
+    benchmark.pedantic(call, rounds=100, iterations=1, warmup_rounds=10)
     torch.cuda.synchronize()
