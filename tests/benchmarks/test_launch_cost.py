@@ -110,3 +110,18 @@ def test_anchor_launch_cost(benchmark, scenario, entry, monkeypatch):
     # work, far below the launch queue's depth, so the host never waits for the device
     benchmark.pedantic(call, rounds=100, iterations=1, warmup_rounds=10)
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("scenario", ANCHOR)
+def test_anchor_plan_cost(benchmark, scenario, monkeypatch):
+    """The production entry's host work before its launches (validation, planning): with
+    `test_anchor_launch_cost`, what of a call's host time is ours and what Triton's launcher's."""
+    spec = Scenario.parse(scenario).spec()
+    batch = _anchor_batch(scenario)
+    fn, out = VARIANTS["static_grid"], batch.new_output()
+    options = dict(batch.options, **host_hints(fn, spec))
+    monkeypatch.setenv(CHECK_VALUES_ENV, "0")
+    benchmark.group = f"plan cost: {scenario}"
+    benchmark.extra_info.update(scenario=scenario, entry="static_grid.plan")
+    benchmark.pedantic(lambda: fn.plan(*batch.args(), out=out, **options), rounds=100, iterations=1,
+                       warmup_rounds=10)
