@@ -17,17 +17,22 @@ if TYPE_CHECKING:
     from perf.scenarios import Scenario
 
 
+def _named(wanted: str | None, known: list[str], flag: str, what: str, hint: str) -> list[str]:
+    """The names in `wanted` (comma-separated; all `known` when empty), each one known."""
+    if not wanted:
+        return known
+    names = [n.strip() for n in wanted.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ConfigError(f"{flag} {wanted}: unknown {what}{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(unknown) or '(none named)'}; {hint}")
+    return names
+
+
 def variants(wanted: str | None, registered: Iterable[str], flag: str = "--variants") -> list[str]:
     """The variants named in `wanted` (comma-separated; all registered when empty)."""
     registered = list(registered)
-    if not wanted:
-        return registered
-    names = [v.strip() for v in wanted.split(",") if v.strip()]
-    unknown = [v for v in names if v not in registered]
-    if unknown or not names:
-        raise ConfigError(f"{flag} {wanted}: unknown variant{'s' if len(unknown) > 1 else ''} "
-                          f"{', '.join(unknown) or '(none named)'}; registered: {', '.join(registered)}")
-    return names
+    return _named(wanted, registered, flag, "variant", f"registered: {', '.join(registered)}")
 
 
 def scenarios(suite: str, globs: str | None) -> list:
@@ -42,14 +47,7 @@ def metrics(wanted: str | None, flag: str = "--metrics") -> list[str]:
     when empty)."""
     from perf.results import METRICS
 
-    if not wanted:
-        return list(METRICS)
-    names = [m.strip() for m in wanted.split(",") if m.strip()]
-    unknown = [m for m in names if m not in METRICS]
-    if unknown or not names:
-        raise ConfigError(f"{flag} {wanted}: unknown metric {', '.join(unknown) or '(none named)'}; "
-                          f"use {' or '.join(METRICS)}")
-    return names
+    return _named(wanted, list(METRICS), flag, "metric", f"use {' or '.join(METRICS)}")
 
 
 def scenario_named(name: str, suite: str | None) -> tuple[str, Scenario]:

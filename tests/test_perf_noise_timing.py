@@ -84,6 +84,13 @@ def test_a_sample_the_host_queued_late_is_timed_again(monkeypatch):
     # sample 0: 0.1 (late), 0.2 (in time); sample 1 starts at 0.2 and gives up after MAX_REDOS
     assert spins == pytest.approx([0.1, 0.2] + [0.2 * 2 ** k for k in range(timing.MAX_REDOS + 1)])
     assert s.redone == 1 + timing.MAX_REDOS and len(calls) == 2 * len(spins)
+    # a call that is always late (a host sync inside): the spin stops growing at its bound
+    late = iter(lambda: True, None)
+    spins.clear()
+    s = timing._time_events(lambda: None, 10, plan, flush=False, budget_ms=None)
+    bound = timing.MAX_REDO_SPIN_MS
+    assert spins == pytest.approx([0.1, 0.2, 0.4, 0.8, 0.8, 1.6, 3.2, bound] + [bound] * 8)
+    assert s.redone == 6  # to the bound; none after it
 
 
 def test_time_eager_without_gpu_is_wall_clock():

@@ -65,6 +65,10 @@ SPIN_MARGIN_MS = 0.02
 # H100 VM, 2026-11-23, one process's enqueue time of the same eager call ranged 0.09-0.20
 # ms between processes, and an A/A gate there warned on 6 eager cases at ratios up to 1.12).
 MAX_REDOS = 3
+# The longest spin a redo may reach (unmeasured default, a bound on wasted GPU time): a call
+# that synchronizes the host inside (a library doing so, metadata value checks) is late
+# whatever the spin, so redoing stops there and the sample keeps what it holds.
+MAX_REDO_SPIN_MS = 4 * MAX_SPIN_MS
 
 
 class GraphUnavailable(RuntimeError):
@@ -223,12 +227,12 @@ def _time_events(fn: Callable[[], object], samples: int, p: Plan, flush: bool,
             for _ in range(p.reps):
                 fn()
             ends[i].record()
-            if not spun.query() or attempt == MAX_REDOS:
+            if not spun.query() or attempt == MAX_REDOS or spin_ms >= MAX_REDO_SPIN_MS:
                 break
             # The GPU finished spinning before the host finished queueing: it may have idled
             # between the calls, host time in the sample. Time it again, spinning longer.
             redone += 1
-            spin_ms *= 2
+            spin_ms = min(2 * spin_ms, MAX_REDO_SPIN_MS)
     torch.cuda.synchronize()
     return Samples(tuple(s.elapsed_time(e) / p.reps for s, e in zip(starts, ends)), reps=p.reps,
                    redone=redone)

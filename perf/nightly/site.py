@@ -102,6 +102,14 @@ def families(scenarios: list[str]) -> dict[str, list]:
     return {k: v for k, v in groups.items() if len({s.batch for s in v}) >= 2}
 
 
+def _save(fig, path: str, rect=None) -> str:
+    """Lay out, write (90 dpi: the dashboard's images) and close a figure; its path."""
+    fig.tight_layout(**({"rect": rect} if rect else {}))
+    fig.savefig(path, dpi=90)
+    _plt().close(fig)
+    return path
+
+
 def plot_paper(h: History, family: str, members: list, metric: str, path: str) -> str:
     """Latency against batch size: panels per KV length (columns) and decode share (rows)."""
     plt = _plt()
@@ -144,10 +152,7 @@ def plot_paper(h: History, family: str, members: list, metric: str, path: str) -
     fig.suptitle(f"{family}: {h.gpu}, commit {h.latest.short} ({metric})", fontsize=10, y=1 - 0.1 / height)
     fig.legend([handles[lb] for lb in labels], labels, loc="upper center", ncol=min(len(labels), 5),
                fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1 - 0.32 / height))
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / height))
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path, rect=(0, 0, 1, 1 - 0.75 / height))
 
 
 def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
@@ -177,10 +182,7 @@ def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
     ax.set_title(f"{h.gpu} ({h.machine}), {metric}: fastest vendor library / variant", fontsize=9)
     ax.grid(True, lw=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_history(h: History, name: str, path: str, flagged: set[tuple[str, str, str]]) -> str | None:
@@ -214,10 +216,7 @@ def plot_history(h: History, name: str, path: str, flagged: set[tuple[str, str, 
         ax.grid(True, lw=0.3)
         if ax.get_legend_handles_labels()[1]:
             ax.legend(fontsize=6, title="alert (red)", title_fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 # --- pages -------------------------------------------------------------------------------------
@@ -252,10 +251,7 @@ def plot_case(h: History, key: tuple[str, str, str], path: str, window: int) -> 
     ax.set_title(f"{key[0]} on {key[1]} ({key[2]}), {h.gpu}", fontsize=9)
     ax.grid(True, lw=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def _remeasure_cell(alert: dict | None) -> tuple[str, str]:
