@@ -174,8 +174,9 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
     "grid_of_3_programs_seg4": (Config(16, 32, 4, num_warps=4, num_stages=2, max_programs=3), 16),
     # the AMD fp8-prefill branch of heuristics._amd (BLOCK_M 64, tile 32, 8 warps)
     "amd_fp8_prefill_bm64_tile32": (Config(64, 32, 1, num_warps=8, num_stages=2), 16),
-    # the NVIDIA long-prefill branch (BLOCK_M 128, tile 128, 8 warps, 3 stages)
-    "nvidia_long_prefill_bm128_tile128_stages3": (Config(128, 128, 1, num_warps=8, num_stages=3), 16),
+    # the NVIDIA prefill shape (BLOCK_M 128, tile 128, 8 warps) one stage deeper: two tiles in
+    # flight ahead of the one computed, with the block table read a tile ahead of its use
+    "prefill_bm128_tile128_stages3": (Config(128, 128, 1, num_warps=8, num_stages=3), 16),
     # a static grid of one program per work item (programs_per_sm 0)
     "one_program_per_item_seg2": (Config(16, 32, 2, num_warps=4, num_stages=2, programs_per_sm=0), 16),
 }

@@ -93,10 +93,10 @@ def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
     assert amd.num_segments == heuristics.num_segments(_features(1, 1, 1024), amd.tile_size) == 2
 
 
-def test_long_prefills_pipeline_deeper_on_nvidia():
-    assert choose("nvidia", _features(1, 8192, 8192)).num_stages == 3
-    assert choose("nvidia", _features(4, 2048, 4096)).num_stages == 2
-    assert choose("nvidia", _features(8, 1024, 1024)).num_stages == 2
+def test_prefills_pipeline_two_stages_on_nvidia_however_long():
+    """With the block table read a tile ahead, 3 stages lost at every length (H100 sweep)."""
+    for seqs, q, kv in ((1, 8192, 8192), (1, 16384, 16384), (4, 2048, 4096), (8, 1024, 1024)):
+        assert choose("nvidia", _features(seqs, q, kv)).num_stages == 2
     assert choose("nvidia", _features(1, 8192, 8192, head_size=256)).num_stages == 2
 
 

@@ -245,16 +245,16 @@ def _nvidia(f: Features) -> Config:
     if wide:
         return _fit(f, 64, 64, num_warps=8, num_stages=2, programs_per_sm=1,
                     source="nvidia/prefill: head 256, unmeasured default")
-    # Long KV loops (>= 8192 keys) prefetch one tile deeper: 3 stages. Sweep on an NVIDIA H100
-    # (graph replay), 2026-11-22, 2 -> 3 stages: 1x8k 1.741-1.774 -> 1.676 ms, 1x16k 6.657
-    # -> 6.381 ms, 4 chunks of 2048 after 6144 keys 3.046 -> 2.933 ms; shorter ones gain
-    # nothing (16 mixed up to 4096 keys 1.813 vs 1.813, 1x2k 1.5 %, 4x2k 0.3 %) or lose (8x1k
-    # 0.339 -> 0.348 ms). ptxas (sm_90) spills 20 bytes with 3 stages (0-20 with 2): the
-    # measured times include them.
-    stages = 3 if f.max_kv_len >= 8192 else 2
-    return _fit(f, 128, 128, num_warps=8, num_stages=stages, programs_per_sm=2,
-                source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64"
-                + ("; 3 stages: sweep H100 2026-11-22, 1.04x" if stages == 3 else ""))
+    # 2 stages, however long the KV loop. Sweep on an NVIDIA H100 (graph replay), 2026-11-23,
+    # with the block table read one tile ahead (common.tile_blocks), 2 -> 3 stages: 1x8k
+    # 1.308 -> 1.428 ms, 1x16k 5.07 -> 5.33, 4 chunks of 2048 after 6144 keys 2.38 -> 2.46,
+    # 4x2k 0.474 -> 0.537, 8x1k 0.295 -> 0.344, 16 mixed up to 4096 keys 1.450 -> 1.646;
+    # tile 64 with 4 stages (1x8k 1.420 ms) and BLOCK_M 256 with tile 64 (1.780 ms) lost too.
+    # (The 3-stage branch for >= 8192 keys of 2026-11-22 measured the loop before that read
+    # ahead, whose copies were waited for at every iteration.)
+    return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2,
+                source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
+                "2 stages: sweep H100 2026-11-23")
 
 
 def _amd(f: Features) -> Config:
