@@ -161,15 +161,17 @@ def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: t
     """Physical cache blocks of KV tile j: one scalar when the tile lies in one block, else one
     per position (0 past seq_len, so the tile after the last one reads nothing out of range).
 
-    `attend_tiles` reads them one iteration ahead. Read in the iteration that uses them, they
-    made every K/V address depend on a load of the same iteration; Triton's pipeliner then
-    staged that load first and waited for all copies at each iteration's start, so each tile's
-    K/V arrived while nothing else ran. Read ahead: num_stages - 1 tiles in flight. NVIDIA
-    H100, 2026-11-23, graph replay, llama3-8b bf16, block 16, before -> after (with the
-    prefill's 2 stages, heuristics): prefill 1x8k 1.700 -> 1.308 ms, 1x16k 6.43 -> 5.07,
-    4x2k 0.600 -> 0.474, 8x1k 0.337 -> 0.295, 16 mixed up to 4k keys 1.825 -> 1.450,
-    4 chunks of 2k after 6k 2.948 -> 2.377; block 128 (one read per tile) 1x8k 1.350 ->
-    1.270; decodes within 2 % either way (memory bound).
+    `attend_tiles` reads them one iteration ahead, into registers. Read in the iteration that
+    used them, they were one of the loop's pipelined copies: every iteration waited for all
+    outstanding copies (the block ids included), read the ids back from shared memory and only
+    then addressed the next tile's K/V, so the loop never ran more than one tile ahead (sm_90
+    TTGIR: `async_wait {num = 0}` and two buffers even with 3 stages; with the read-ahead and
+    3 stages, `{num = 2}` and three). NVIDIA H100, 2026-11-23, graph replay, llama3-8b bf16,
+    block 16, before -> after (with the prefill's 2 stages, heuristics): prefill 1x8k 1.700
+    -> 1.308 ms, 1x16k 6.43 -> 5.07, 4x2k 0.600 -> 0.474, 8x1k 0.337 -> 0.295, 16 mixed up
+    to 4k keys 1.825 -> 1.450, 4 chunks of 2k after 6k 2.948 -> 2.377; block 128 (one read
+    per tile) 1x8k 1.350 -> 1.270. Decodes: 1x1k 9.9 -> 10.4 us, 8x1k 21.6 -> 22.3 us (one
+    more dependent load before a 1-2 tile loop), longer ones within 2 %.
     """
     if BLOCK_SIZE % TILE_SIZE == 0:
         first = j * TILE_SIZE
