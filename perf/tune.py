@@ -4,13 +4,13 @@
 
 Per scenario, coordinate descent from the heuristics' own choice over the knobs of
 `heuristics.Config`, each stage keeping the fastest configuration so far: (tile, warps),
-with BLOCK_M for prefill; pipeline stages; KV segments (decode only: a runtime argument,
-no recompilation); programs per SM. Every configuration is timed like `perf run`'s graph
-metric (perf.latency.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and
-must reproduce the default configuration's output; one that fails to compile or differs is
-recorded with the reason, never chosen. A stage's candidates compile together in threads
-(Triton compiles mostly outside the GIL). Writes DIR/tune.json (every configuration tried)
-and DIR/tune.md (default against best, per scenario).
+with BLOCK_M for prefill; pipeline stages; the block-table read-ahead; KV segments (decode
+only: a runtime argument, no recompilation); programs per SM. Every configuration is timed
+like `perf run`'s graph metric (perf.latency.timing: one CUDA/HIP-graph replay, L2 flushed
+before each sample) and must reproduce the default configuration's output; one that fails
+to compile or differs is recorded with the reason, never chosen. A stage's candidates
+compile together in threads (Triton compiles mostly outside the GIL). Writes DIR/tune.json
+(every configuration tried) and DIR/tune.md (default against best, per scenario).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from perf.errors import ConfigError
 
-STAGES = ("tile_warps", "stages", "segments", "programs")
+STAGES = ("tile_warps", "stages", "read_ahead", "segments", "programs")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -45,6 +45,8 @@ def candidates(stage: str, best, decode: bool) -> list:
                 for m in (64, 128) for t in (32, 64, 128) for w in (4, 8)]
     if stage == "stages":
         return [C(best, num_stages=s) for s in (1, 2, 3, 4)]
+    if stage == "read_ahead":
+        return [C(best, read_ahead=r) for r in (False, True)]
     if stage == "segments" and decode:
         s = best.num_segments
         return [C(best, num_segments=n) for n in sorted({1, max(1, s // 4), max(1, s // 2), s, s * 2, s * 4})
@@ -122,7 +124,7 @@ class _Scenario:
 
 def _short(c: dict) -> str:
     return (f"M{c['block_m']} T{c['tile_size']} S{c['num_segments']} w{c['num_warps']} s{c['num_stages']} "
-            f"p{c['programs_per_sm']}")
+            f"p{c['programs_per_sm']}" + (" ra" if c.get("read_ahead") else ""))
 
 
 def render(env: dict, results: dict) -> str:

@@ -176,7 +176,12 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
     "amd_fp8_prefill_bm64_tile32": (Config(64, 32, 1, num_warps=8, num_stages=2), 16),
     # the NVIDIA prefill shape (BLOCK_M 128, tile 128, 8 warps) one stage deeper: two tiles in
     # flight ahead of the one computed, with the block table read a tile ahead of its use
-    "prefill_bm128_tile128_stages3": (Config(128, 128, 1, num_warps=8, num_stages=3), 16),
+    "prefill_bm128_tile128_stages3": (Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True), 16),
+    # the block table read a tile ahead where the tile lies in one block, and over a block
+    # size no power-of-two tile divides, split into segments (the read past the last tile)
+    "read_ahead_tile16_in_block32_bm32": (Config(32, 16, 1, num_warps=4, num_stages=2, read_ahead=True), 32),
+    "read_ahead_tile64_over_block544_seg2": (Config(16, 64, 2, num_warps=4, num_stages=2, read_ahead=True),
+                                             544),
     # a static grid of one program per work item (programs_per_sm 0)
     "one_program_per_item_seg2": (Config(16, 32, 2, num_warps=4, num_stages=2, programs_per_sm=0), 16),
 }

@@ -27,6 +27,7 @@ def test_stage_candidates_around_the_best_so_far():
     assert tune.candidates("segments", BASE, decode=False) == []  # prefill runs sequences whole
     assert [c.num_stages for c in tune.candidates("stages", BASE, True)] == [1, 2, 3, 4]
     assert [c.programs_per_sm for c in tune.candidates("programs", BASE, False)] == [1, 2, 3, 4]
+    assert [c.read_ahead for c in tune.candidates("read_ahead", BASE, False)] == [False, True]
 
 
 def test_a_configuration_that_changes_the_output_is_never_chosen(monkeypatch):

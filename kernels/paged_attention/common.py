@@ -161,7 +161,7 @@ def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: t
     """Physical cache blocks of KV tile j: one scalar when the tile lies in one block, else one
     per position (0 past seq_len, so the tile after the last one reads nothing out of range).
 
-    `attend_tiles` reads them one iteration ahead, into registers. Read in the iteration that
+    With READ_AHEAD, `attend_tiles` reads them one iteration ahead, into registers. Read in the iteration that
     used them, they were one of the loop's pipelined copies: every iteration waited for all
     outstanding copies (the block ids included), read the ids back from shared memory and only
     then addressed the next tile's K/V, so the loop never ran more than one tile ahead (sm_90
@@ -170,8 +170,8 @@ def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: t
     block 16, before -> after (with the prefill's 2 stages, heuristics): prefill 1x8k 1.700
     -> 1.308 ms, 1x16k 6.43 -> 5.07, 4x2k 0.600 -> 0.474, 8x1k 0.337 -> 0.295, 16 mixed up
     to 4k keys 1.825 -> 1.450, 4 chunks of 2k after 6k 2.948 -> 2.377; block 128 (one read
-    per tile) 1x8k 1.350 -> 1.270. Decodes: 1x1k 9.9 -> 10.4 us, 8x1k 21.6 -> 22.3 us (one
-    more dependent load before a 1-2 tile loop), longer ones within 2 %.
+    per tile) 1x8k 1.350 -> 1.270. It costs registers (the next tile's ids are carried), and
+    decodes gained nothing from it: the heuristics choose it (`Config.read_ahead`).
     """
     if BLOCK_SIZE % TILE_SIZE == 0:
         first = j * TILE_SIZE
@@ -197,6 +197,7 @@ def attend_tiles(
     USE_SOFTCAP: tl.constexpr,
     USE_SLIDING_WINDOW: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,
+    READ_AHEAD: tl.constexpr,
 ):
     """Online softmax over KV tiles [tile_lo, tile_hi); returns the updated (acc, m_i, l_i).
 
@@ -213,14 +214,20 @@ def attend_tiles(
     dim_ok = dims < HEAD_SIZE
     PAD_HEAD: tl.constexpr = HEAD_SIZE_PADDED != HEAD_SIZE
     bt_row = block_table_ptr + seq * stride_bt_seq
-    next_blocks = tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE)
+    if READ_AHEAD:
+        next_blocks = tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE)
+    else:
+        next_blocks = 0
     for j in range(tile_lo, tile_hi):
         key_pos = j * TILE_SIZE + offs  # [TILE_SIZE] absolute key positions
         key_ok = key_pos < seq_len
-        # The block-table entries are read one tile ahead, so no K/V address depends on a load
-        # of its own iteration (see `tile_blocks`).
-        physical = next_blocks.to(tl.int64)
-        next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE)
+        if READ_AHEAD:  # the block-table entries one tile ahead (see `tile_blocks`)
+            physical = next_blocks.to(tl.int64)
+            next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE)
+        elif BLOCK_SIZE % TILE_SIZE == 0:
+            physical = tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE).to(tl.int64)
+        else:
+            physical = _load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED).to(tl.int64)
         if BLOCK_SIZE % TILE_SIZE == 0:
             k_rows = physical * stride_k_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_k_pos
             v_rows = physical * stride_v_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_v_pos
@@ -277,6 +284,7 @@ def attend_q_block(
     USE_SINKS: tl.constexpr,
     USE_FP8: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,
+    READ_AHEAD: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -334,21 +342,21 @@ def attend_q_block(
                 qk_scale, softcap, window,
                 stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
                 stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-                USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ)
+                USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
         acc, m_i, l_i = attend_tiles(
             acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
             k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
-            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ)
+            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
         acc, m_i, l_i = attend_tiles(
             acc, m_i, l_i, q, tl.maximum(full_hi, seg_lo), tl.minimum(hi, seg_hi),
             k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ)
+            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
         if USE_FP8:
             acc = acc * tl.load(v_scale_ptr)
 
@@ -434,6 +442,7 @@ def q_block_kernel(
     USE_SINKS: tl.constexpr,
     USE_FP8: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,  # the caches are FNUZ e4m3 bytes (uint8) to decode here (NVIDIA)
+    READ_AHEAD: tl.constexpr,  # read the block table a tile ahead (`tile_blocks`; heuristics choose)
     PERSISTENT: tl.constexpr,
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block`.
@@ -463,6 +472,7 @@ def q_block_kernel(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
+                READ_AHEAD,
             )
     else:
         attend_q_block(
@@ -476,6 +486,7 @@ def q_block_kernel(
             stride_bt_seq, stride_o_token, stride_o_head,
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
+                READ_AHEAD,
         )
 
 

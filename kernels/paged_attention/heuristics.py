@@ -82,6 +82,9 @@ class Config:
     # item of the shapes' bound (the hardware scheduler balances them; still batch-independent)
     programs_per_sm: int = 2
     max_programs: int = 0  # static grid: a cap on its size (0: none); tests, shared GPUs
+    # read the block table a tile ahead (common.tile_blocks): the K/V copies pipeline freely,
+    # at the cost of carrying the next tile's block ids in registers
+    read_ahead: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -252,9 +255,16 @@ def _nvidia(f: Features) -> Config:
     # tile 64 with 4 stages (1x8k 1.420 ms) and BLOCK_M 256 with tile 64 (1.780 ms) lost too.
     # (The 3-stage branch for >= 8192 keys of 2026-11-22 measured the loop before that read
     # ahead, whose copies were waited for at every iteration.)
-    return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2,
+    # The read-ahead itself, same H100, graph replay, llama3-8b bf16, block 16, off -> on:
+    # 1x8k 1.700 -> 1.308 ms, 4x2k 0.600 -> 0.474, 8x1k 0.337 -> 0.295, 16 mixed up to 4096
+    # keys 1.825 -> 1.450. Here only: decodes gained nothing (1x1k 9.9 -> 10.4 us, 8x1k 21.6
+    # -> 22.3 us, longer ones within 2 %) and the static gate (triton 3.6.0) found new ptxas
+    # spills with it in decode configurations (sm_90 phi-2 decode 0 -> 56 bytes) and new SGPR
+    # spills on gfx942; other head groups keep more registers busy with it (sm_90 qwen2.5-14b
+    # mixed: spills 16 -> 188 bytes, speed unmeasured: `python -m perf tune` sweeps it).
+    return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
-                "2 stages: sweep H100 2026-11-23")
+                "read-ahead, 2 stages: H100 2026-11-23, 1.2-1.3x")
 
 
 def _amd(f: Features) -> Config:

@@ -173,6 +173,7 @@ def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, v
         USE_SINKS=sinks is not None,
         USE_FP8=inputs.is_fp8(k_cache.dtype),
         DECODE_FNUZ=inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor),
+        READ_AHEAD=config.read_ahead,
         PERSISTENT=persistent,
     )
 
