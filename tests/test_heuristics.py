@@ -100,6 +100,16 @@ def test_prefills_pipeline_two_stages_on_nvidia_however_long():
     assert choose("nvidia", _features(1, 8192, 8192, head_size=256)).num_stages == 2
 
 
+def test_block_table_read_ahead_only_where_measured():
+    """On in the NVIDIA prefill branch (H100 lab: 1.2-1.3x); off for decodes (no gain, new
+    spills) and wherever unmeasured (AMD, head 256, short prefill chunks)."""
+    assert choose("nvidia", _features(4, 2048, 2048)).read_ahead
+    assert not choose("nvidia", _features(8, 1, 1024)).read_ahead
+    assert not choose("nvidia", _features(16, 32, 1024)).read_ahead
+    assert not choose("nvidia", _features(1, 8192, 8192, head_size=256)).read_ahead
+    assert not choose("amd", _features(4, 2048, 2048)).read_ahead
+
+
 def test_windowed_decode_is_sized_by_its_visible_keys():
     """A window of 128 keys at 4k context: segments for ~2 tiles, not for 32."""
     full = _features(8, 1, 4096)

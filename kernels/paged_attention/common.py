@@ -158,20 +158,22 @@ def _load(ptrs, mask, NEED_MASK: tl.constexpr):
 
 @triton.jit
 def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    """Physical cache blocks of KV tile j: one scalar when the tile lies in one block, else one
-    per position (0 past seq_len, so the tile after the last one reads nothing out of range).
+    """Physical cache blocks of KV tile j, for the read-ahead: one scalar when the tile lies in
+    one block, else one per position (0 past seq_len, so the tile after the last one reads
+    nothing out of range).
 
-    With READ_AHEAD, `attend_tiles` reads them one iteration ahead, into registers. Read in the iteration that
-    used them, they were one of the loop's pipelined copies: every iteration waited for all
-    outstanding copies (the block ids included), read the ids back from shared memory and only
-    then addressed the next tile's K/V, so the loop never ran more than one tile ahead (sm_90
-    TTGIR: `async_wait {num = 0}` and two buffers even with 3 stages; with the read-ahead and
-    3 stages, `{num = 2}` and three). NVIDIA H100, 2026-11-23, graph replay, llama3-8b bf16,
-    block 16, before -> after (with the prefill's 2 stages, heuristics): prefill 1x8k 1.700
-    -> 1.308 ms, 1x16k 6.43 -> 5.07, 4x2k 0.600 -> 0.474, 8x1k 0.337 -> 0.295, 16 mixed up
-    to 4k keys 1.825 -> 1.450, 4 chunks of 2k after 6k 2.948 -> 2.377; block 128 (one read
-    per tile) 1x8k 1.350 -> 1.270. It costs registers (the next tile's ids are carried), and
-    decodes gained nothing from it: the heuristics choose it (`Config.read_ahead`).
+    With READ_AHEAD, `attend_tiles` reads them one iteration ahead, into registers. Read in
+    the iteration that used them, they were one of the loop's pipelined copies: every
+    iteration waited for all outstanding copies (the block ids included), read the ids back
+    from shared memory and only then addressed the next tile's K/V, so the loop never ran
+    more than one tile ahead (sm_90 TTGIR: `async_wait {num = 0}` and two buffers even with 3
+    stages; with the read-ahead and 3 stages, `{num = 2}` and three). NVIDIA H100,
+    2026-11-23, graph replay, llama3-8b bf16, block 16, before -> after (with the prefill's 2
+    stages, heuristics): prefill 1x8k 1.700 -> 1.308 ms, 1x16k 6.43 -> 5.07, 4x2k 0.600 ->
+    0.474, 8x1k 0.337 -> 0.295, 16 mixed up to 4k keys 1.825 -> 1.450, 4 chunks of 2k after
+    6k 2.948 -> 2.377; block 128 (one read per tile) 1x8k 1.350 -> 1.270. It costs registers
+    (the next tile's ids are carried), and decodes gained nothing from it: the heuristics
+    choose it (`Config.read_ahead`).
     """
     if BLOCK_SIZE % TILE_SIZE == 0:
         first = j * TILE_SIZE
@@ -224,6 +226,9 @@ def attend_tiles(
         if READ_AHEAD:  # the block-table entries one tile ahead (see `tile_blocks`)
             physical = next_blocks.to(tl.int64)
             next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE)
+        # Without it, the current tile's own entries, masked only where positions can pass
+        # seq_len (not `tile_blocks`: masking the one-block read too added ptxas spills to
+        # decode configurations, static gate sm_90, triton 3.6.0, 2026-11-23).
         elif BLOCK_SIZE % TILE_SIZE == 0:
             physical = tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE).to(tl.int64)
         else:
@@ -486,7 +491,7 @@ def q_block_kernel(
             stride_bt_seq, stride_o_token, stride_o_head,
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-                READ_AHEAD,
+            READ_AHEAD,
         )
 
 
