@@ -216,6 +216,25 @@ def test_windowed_decode_segments_split_only_visible_tiles(variant, segments, de
     torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
 
 
+@pytest.mark.parametrize("variant", ["parallel", "flex_tile", "static_grid"])
+@pytest.mark.parametrize("segments", [1, 2])
+def test_sequence_items_do_every_query_of_a_longer_sequence(variant, segments, device):
+    """Items that index sequences (`Config.seq_items`, the NVIDIA decode branch) are planned
+    for sequences of one Q-block; a longer sequence (a graph captured for decodes, replayed
+    for a prefill) must still come out whole."""
+    spec = BatchSpec((1, 9, 1, 2), (40, 60, 5, 33), num_q_heads=8, num_kv_heads=2, head_size=64,
+                     block_size=16, dtype="float16", seed=11)
+    batch = build_batch(spec, device)
+    config = Config(16, 16, segments, num_warps=4, num_stages=2, seq_items=True)  # 4 tokens per Q-block
+    _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
+                                         **batch.options)
+    assert launches[0].constexprs["SEQ_ITEMS"]
+    out = batch.new_output()
+    VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
 # ---------------------------------------------------------------- fp8 formats
 
 FP8_VARIANTS = [name for name, v in VARIANTS.items() if "fp8_kv" in v.features]

@@ -100,6 +100,17 @@ def test_prefills_pipeline_two_stages_on_nvidia_however_long():
     assert choose("nvidia", _features(1, 8192, 8192, head_size=256)).num_stages == 2
 
 
+def test_sequence_items_only_for_nvidia_decodes():
+    """Sequence work items where they paid (NVIDIA decode batches of several sequences and
+    query heads per KV head); AMD's static gate found new SGPR spills with them."""
+    assert choose("nvidia", _features(8, 1, 1024)).seq_items
+    assert not choose("nvidia", _features(1, 1, 1024)).seq_items
+    assert not choose("nvidia", _features(16, 1, 1024, queries_per_kv=1)).seq_items
+    assert not choose("nvidia", _features(16, 32, 1024)).seq_items
+    assert not choose("nvidia", _features(4, 2048, 2048)).seq_items
+    assert not choose("amd", _features(8, 1, 1024)).seq_items
+
+
 def test_block_table_read_ahead_only_where_measured():
     """On in the NVIDIA prefill branch (H100 lab: 1.2-1.3x); off for decodes (no gain, new
     spills) and wherever unmeasured (AMD, head 256, short prefill chunks)."""

@@ -290,8 +290,17 @@ def attend_q_block(
     USE_FP8: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,
     READ_AHEAD: tl.constexpr,
+    SEQ_ITEMS: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
+
+    Items index Q-blocks: sequence i's first is cu_seqlens_q[i] // BLOCK_Q + i (a binary
+    search finds the sequence; `find_seq_idx`). With SEQ_ITEMS (`Config.seq_items`, chosen
+    where every sequence fits one Q-block: decodes) they index sequences: no search, no
+    empty items in the gaps of that bound. A loop over the sequence's Q-blocks keeps a longer
+    one whole (a graph captured for decodes replaying a prefill); it costs registers in the
+    non-persistent decode configurations (static gate, sm_90 `parallel` llama3-8b decode 72
+    -> 128), not speed on the H100 (the heuristics cite the lab).
 
     When num_segments > 1, a sequence with at most split_max_q queries (decodes) has its
     tiles split into num_segments contiguous segments; each item stores its partial output,
@@ -299,85 +308,148 @@ def attend_q_block(
     stale buffer contents are never read. Other sequences run whole in segment 0, which
     writes the output; their items for segments > 0 do nothing.
     """
-    seq = find_seq_idx(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, True)
+    if SEQ_ITEMS:
+        seq = q_block
+    else:
+        seq = find_seq_idx(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, True)
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
-    local_block = q_block - (q_start // BLOCK_Q + seq)
     split = (num_segments > 1) & (q_len <= split_max_q)  # runtime: one kernel serves both paths
-    if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
-        seq_len = tl.load(seq_lens_ptr + seq)
-        context_len = seq_len - q_len
-        rows = tl.arange(0, BLOCK_M)
-        dims = tl.arange(0, HEAD_SIZE_PADDED)
-        q_pos = local_block * BLOCK_Q + rows // QUERIES_PER_KV  # query index within the sequence
-        head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
-        row_mask = (rows < BLOCK_Q * QUERIES_PER_KV) & (q_pos < q_len)
-        dim_mask = dims < HEAD_SIZE
-        q = tl.load(q_ptr + (q_start + q_pos)[:, None] * stride_q_token + head[:, None] * stride_q_head
-                    + dims[None, :], mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
-        abs_pos = context_len + q_pos
-        first_pos = context_len + local_block * BLOCK_Q
-        last_pos = context_len + tl.minimum(local_block * BLOCK_Q + BLOCK_Q, q_len) - 1
-        lo, full_lo, full_hi, hi = tile_bounds(first_pos, last_pos, window, TILE_SIZE,
-                                               USE_SLIDING_WINDOW)
-        if split:
-            per_segment = tl.cdiv(hi - lo, num_segments)
-            seg_lo = tl.minimum(lo + segment * per_segment, hi)
-            seg_hi = tl.minimum(seg_lo + per_segment, hi)
-        else:
-            seg_lo = lo
-            seg_hi = hi
+    if SEQ_ITEMS:
+        if split | (segment == 0):
+            for local_block in range(0, tl.cdiv(q_len, BLOCK_Q)):
+                attend_rows(
+                    seq, q_start, q_len, local_block, split, kv_head, segment,
+                    out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, seq_lens_ptr,
+                    sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+                    scale, softcap, window, num_q_heads, num_segments,
+                    stride_q_token, stride_q_head,
+                    stride_k_block, stride_k_pos, stride_k_head,
+                    stride_v_block, stride_v_pos, stride_v_head,
+                    stride_bt_seq, stride_o_token, stride_o_head,
+                    QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
+                    BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
+                    DECODE_FNUZ, READ_AHEAD,
+                )
+    else:
+        local_block = q_block - (q_start // BLOCK_Q + seq)
+        if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
+            attend_rows(
+                seq, q_start, q_len, local_block, split, kv_head, segment,
+                out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, seq_lens_ptr,
+                sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+                scale, softcap, window, num_q_heads, num_segments,
+                stride_q_token, stride_q_head,
+                stride_k_block, stride_k_pos, stride_k_head,
+                stride_v_block, stride_v_pos, stride_v_head,
+                stride_bt_seq, stride_o_token, stride_o_head,
+                QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
+                BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
+                DECODE_FNUZ, READ_AHEAD,
+            )
 
-        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-        if USE_SINKS:
-            if segment == 0:  # the sink joins the denominator once: in segment 0
-                m_i = tl.load(sinks_ptr + head, mask=row_mask, other=float("-inf")).to(tl.float32) * LOG2E
-                l_i = tl.where(row_mask, 1.0, 0.0).to(tl.float32)  # exp2(sink - m_i) = 1
-        acc = tl.zeros([BLOCK_M, HEAD_SIZE_PADDED], dtype=tl.float32)
-        qk_scale = scale
-        if USE_FP8:
-            qk_scale = scale * tl.load(k_scale_ptr)
-        # Masked window edge (only with a window: otherwise lo = full_lo = 0), unmasked middle,
-        # masked causal edge.
-        if USE_SLIDING_WINDOW:
-            acc, m_i, l_i = attend_tiles(
-                acc, m_i, l_i, q, tl.maximum(lo, seg_lo), tl.minimum(full_lo, seg_hi),
-                k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
-                qk_scale, softcap, window,
-                stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
-                stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-                USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
+
+@triton.jit
+def attend_rows(
+    seq, q_start, q_len, local_block, split, kv_head, segment,
+    out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, seq_lens_ptr,
+    sinks_ptr, k_scale_ptr, v_scale_ptr,
+    segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+    scale, softcap, window, num_q_heads, num_segments,
+    stride_q_token, stride_q_head,
+    stride_k_block, stride_k_pos, stride_k_head,
+    stride_v_block, stride_v_pos, stride_v_head,
+    stride_bt_seq,
+    stride_o_token, stride_o_head,
+    QUERIES_PER_KV: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE_SIZE: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    USE_SOFTCAP: tl.constexpr,
+    USE_SLIDING_WINDOW: tl.constexpr,
+    USE_SINKS: tl.constexpr,
+    USE_FP8: tl.constexpr,
+    DECODE_FNUZ: tl.constexpr,
+    READ_AHEAD: tl.constexpr,
+):
+    """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
+    its rows' online softmax over their tiles, then the output or the segment's partials."""
+    seq_len = tl.load(seq_lens_ptr + seq)
+    context_len = seq_len - q_len
+    rows = tl.arange(0, BLOCK_M)
+    dims = tl.arange(0, HEAD_SIZE_PADDED)
+    q_pos = local_block * BLOCK_Q + rows // QUERIES_PER_KV  # query index within the sequence
+    head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
+    row_mask = (rows < BLOCK_Q * QUERIES_PER_KV) & (q_pos < q_len)
+    dim_mask = dims < HEAD_SIZE
+    q = tl.load(q_ptr + (q_start + q_pos)[:, None] * stride_q_token + head[:, None] * stride_q_head
+                + dims[None, :], mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
+    abs_pos = context_len + q_pos
+    first_pos = context_len + local_block * BLOCK_Q
+    last_pos = context_len + tl.minimum(local_block * BLOCK_Q + BLOCK_Q, q_len) - 1
+    lo, full_lo, full_hi, hi = tile_bounds(first_pos, last_pos, window, TILE_SIZE,
+                                           USE_SLIDING_WINDOW)
+    if split:
+        per_segment = tl.cdiv(hi - lo, num_segments)
+        seg_lo = tl.minimum(lo + segment * per_segment, hi)
+        seg_hi = tl.minimum(seg_lo + per_segment, hi)
+    else:
+        seg_lo = lo
+        seg_hi = hi
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if USE_SINKS:
+        if segment == 0:  # the sink joins the denominator once: in segment 0
+            m_i = tl.load(sinks_ptr + head, mask=row_mask, other=float("-inf")).to(tl.float32) * LOG2E
+            l_i = tl.where(row_mask, 1.0, 0.0).to(tl.float32)  # exp2(sink - m_i) = 1
+    acc = tl.zeros([BLOCK_M, HEAD_SIZE_PADDED], dtype=tl.float32)
+    qk_scale = scale
+    if USE_FP8:
+        qk_scale = scale * tl.load(k_scale_ptr)
+    # Masked window edge (only with a window: otherwise lo = full_lo = 0), unmasked middle,
+    # masked causal edge.
+    if USE_SLIDING_WINDOW:
         acc, m_i, l_i = attend_tiles(
-            acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
-            k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
-            qk_scale, softcap, window,
-            stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
-            stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
-            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
-        acc, m_i, l_i = attend_tiles(
-            acc, m_i, l_i, q, tl.maximum(full_hi, seg_lo), tl.minimum(hi, seg_hi),
+            acc, m_i, l_i, q, tl.maximum(lo, seg_lo), tl.minimum(full_lo, seg_hi),
             k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
             USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
-        if USE_FP8:
-            acc = acc * tl.load(v_scale_ptr)
+    acc, m_i, l_i = attend_tiles(
+        acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
+        k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
+        qk_scale, softcap, window,
+        stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
+        stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
+    acc, m_i, l_i = attend_tiles(
+        acc, m_i, l_i, q, tl.maximum(full_hi, seg_lo), tl.minimum(hi, seg_hi),
+        k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
+        qk_scale, softcap, window,
+        stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
+        stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
+    if USE_FP8:
+        acc = acc * tl.load(v_scale_ptr)
 
-        if split:
-            # Partials: [num_tokens, num_q_heads, num_segments, (HEAD_SIZE_PADDED)], float32.
-            slot = ((q_start + q_pos) * num_q_heads + head) * num_segments + segment
-            tl.store(segm_max_ptr + slot, m_i, mask=row_mask)
-            tl.store(segm_sum_ptr + slot, l_i, mask=row_mask)
-            tl.store(segm_out_ptr + slot[:, None] * HEAD_SIZE_PADDED + dims[None, :], acc,
-                     mask=row_mask[:, None])
-        else:
-            l_i = tl.where(l_i > 0.0, l_i, 1.0)
-            tl.store(out_ptr + (q_start + q_pos)[:, None] * stride_o_token
-                     + head[:, None] * stride_o_head + dims[None, :],
-                     (acc / l_i[:, None]).to(out_ptr.dtype.element_ty),
-                     mask=row_mask[:, None] & dim_mask[None, :])
+    if split:
+        # Partials: [num_tokens, num_q_heads, num_segments, (HEAD_SIZE_PADDED)], float32.
+        slot = ((q_start + q_pos) * num_q_heads + head) * num_segments + segment
+        tl.store(segm_max_ptr + slot, m_i, mask=row_mask)
+        tl.store(segm_sum_ptr + slot, l_i, mask=row_mask)
+        tl.store(segm_out_ptr + slot[:, None] * HEAD_SIZE_PADDED + dims[None, :], acc,
+                 mask=row_mask[:, None])
+    else:
+        l_i = tl.where(l_i > 0.0, l_i, 1.0)
+        tl.store(out_ptr + (q_start + q_pos)[:, None] * stride_o_token
+                 + head[:, None] * stride_o_head + dims[None, :],
+                 (acc / l_i[:, None]).to(out_ptr.dtype.element_ty),
+                 mask=row_mask[:, None] & dim_mask[None, :])
 
 
 @triton.jit
@@ -448,20 +520,25 @@ def q_block_kernel(
     USE_FP8: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,  # the caches are FNUZ e4m3 bytes (uint8) to decode here (NVIDIA)
     READ_AHEAD: tl.constexpr,  # read the block table a tile ahead (`tile_blocks`; heuristics choose)
+    SEQ_ITEMS: tl.constexpr,  # items index sequences, not Q-blocks (decode batches; `attend_q_block`)
     PERSISTENT: tl.constexpr,
 ):
-    """Work items (Q-block, KV head, segment), each by `attend_q_block`.
+    """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
+    sequence stands in for the Q-block).
 
     PERSISTENT off: grid (Q-blocks, KV heads, segments), one item per program. PERSISTENT
     on: any grid size; the Q-block count is read on the device (the same upper bound as
-    the 3-D grid's) and each program takes every num_programs-th item, heaviest first
-    (under the causal mask a sequence's last Q-blocks have the most tiles), so the grid
-    does not depend on the batch's composition.
+    the 3-D grid's; with SEQ_ITEMS the sequence count) and each program takes every
+    num_programs-th item, heaviest first (under the causal mask a sequence's last Q-blocks
+    have the most tiles), so the grid does not depend on the batch's composition.
     """
     if PERSISTENT:
         num_kv_heads = num_q_heads // QUERIES_PER_KV
         items_per_q_block = num_kv_heads * num_segments
-        num_q_blocks = tl.load(cu_seqlens_q_ptr + num_seqs) // BLOCK_Q + num_seqs
+        if SEQ_ITEMS:
+            num_q_blocks = num_seqs
+        else:
+            num_q_blocks = tl.load(cu_seqlens_q_ptr + num_seqs) // BLOCK_Q + num_seqs
         for item in range(tl.program_id(0), num_q_blocks * items_per_q_block, tl.num_programs(0)):
             q_block = num_q_blocks - 1 - item // items_per_q_block  # heaviest (last) Q-blocks first
             kv_head = (item // num_segments) % num_kv_heads
@@ -477,7 +554,7 @@ def q_block_kernel(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-                READ_AHEAD,
+                READ_AHEAD, SEQ_ITEMS,
             )
     else:
         attend_q_block(
@@ -491,7 +568,7 @@ def q_block_kernel(
             stride_bt_seq, stride_o_token, stride_o_head,
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-            READ_AHEAD,
+            READ_AHEAD, SEQ_ITEMS,
         )
 
 

@@ -85,6 +85,9 @@ class Config:
     # read the block table a tile ahead (common.tile_blocks): the K/V copies pipeline freely,
     # at the cost of carrying the next tile's block ids in registers
     read_ahead: bool = False
+    # work items index sequences, not Q-blocks (SEQ_ITEMS, common.attend_q_block): for batches
+    # whose sequences fit one Q-block; correct for any batch, fast only for those
+    seq_items: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -233,8 +236,18 @@ def _nvidia(f: Features) -> Config:
         # Sweep: tile 128 beat 64/32/16 in all 5 decode scenarios (b8x32k 0.510 -> 0.271 ms
         # with 8 segments, b8x8k 0.147 -> 0.092, b32x8k 0.438 -> 0.297, b128x1k 0.189 -> 0.157,
         # b1x32k 0.0586 -> 0.0547); 4 warps beat 2 and 8 in all 5; stages 2-4 within 2 %.
+        # Items are the sequences (`seq_items`), not Q-blocks found by a binary search, a third
+        # of them empty for 8 query heads per KV head. H100 labs, 2026-11-23, graph replay,
+        # static_grid, block 16, Q-block -> sequence items: llama3-8b 8x1k 21.8 -> 17.4 us,
+        # 32x1k 71.3 -> 55.4, fp8 32x2k 94.8 -> 75.9, 64 up to 4k 259.3 -> 241.5, 16x4k under
+        # a 1024 window 42.4 -> 39.2; gpt-oss-20b 64x4k, window 128, sinks 21.3 -> 14.8;
+        # falcon-7b 16x1k 15.3 -> 14.8. Not for one sequence (no search to save: llama3-8b
+        # 1x1k 9.92 -> 10.26) nor one query head per KV head (Q-blocks of 16 tokens leave few
+        # empty: llama2-7b 16x1k 102.6 -> 103.0-104.8, phi-2 78.4 -> 78.6). Not on AMD: the
+        # static gate found new SGPR spills with it in gfx942/gfx950 decodes (unmeasured).
         return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide else 128, fill_sms=True,
                     num_warps=4, num_stages=2, programs_per_sm=2,
+                    seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide else ""))
     if f.max_query_len <= 64:
@@ -262,6 +275,9 @@ def _nvidia(f: Features) -> Config:
     # spills with it in decode configurations (sm_90 phi-2 decode 0 -> 56 bytes) and new SGPR
     # spills on gfx942; other head groups keep more registers busy with it (sm_90 qwen2.5-14b
     # mixed: spills 16 -> 188 bytes, speed unmeasured: `python -m perf tune` sweeps it).
+    # The loop takes 255 registers (sm_90) and what adds any lost in the H100 lab of
+    # 2026-11-23 (docs/kernels.md): the FMA-folded score scale +5-12 %, tile 64 with 2 stages
+    # up to +26 % (with maxnreg 128 for two programs per SM +16-33 %), BLOCK_M 64 1.7-2.2x.
     return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
                 "read-ahead, 2 stages: H100 2026-11-23, 1.2-1.3x")

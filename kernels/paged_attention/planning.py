@@ -91,7 +91,9 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     num_tokens, num_q_heads, head_size = q.shape
     num_seqs, num_kv_heads = block_table.shape[0], k_cache.shape[2]
     block_q = config.block_q(num_q_heads // num_kv_heads)
-    q_blocks = num_tokens // block_q + num_seqs  # upper bound: each sequence may leave a partial block
+    # items per KV head and segment: sequences, or an upper bound on Q-blocks (each sequence
+    # may leave a partial block)
+    q_blocks = num_seqs if config.seq_items else num_tokens // block_q + num_seqs
     buffers = None
     if config.num_segments > 1:
         allocate = persistent_buffers if persistent else segment_buffers
@@ -174,6 +176,7 @@ def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, v
         USE_FP8=inputs.is_fp8(k_cache.dtype),
         DECODE_FNUZ=inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor),
         READ_AHEAD=config.read_ahead,
+        SEQ_ITEMS=config.seq_items,
         PERSISTENT=persistent,
     )
 
