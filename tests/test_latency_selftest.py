@@ -6,6 +6,7 @@ import argparse
 import os
 
 import pytest
+from throwaway_repo import harness_repo
 
 from perf.checkout import ROOT
 from perf.latency import plant, selftest
@@ -23,10 +24,22 @@ def test_plant_wraps_the_whole_kernel_body():
     assert lines[body].strip() == "_selftest_t0 = _selftest_clock()"
     end = next(i for i in range(body, len(lines)) if lines[i] and not lines[i][0].isspace())
     last = [x for x in lines[body:end] if x.strip()][-1]
-    assert last.strip() == "_selftest_delay(_selftest_t0, 5)" and last.startswith("    ")
-    assert "%clock64" in out and "def _selftest_delay(t0, PERCENT: tl.constexpr):" in out
+    assert last.strip() == "_selftest_delay(_selftest_t0)" and last.startswith("    ")
+    assert "%clock64" in out and '"mov.u32 $0, 5;"' in out
     compile(out, plant.TARGET, "exec")  # valid Python
     assert "s_memtime" in plant.plant_source(source, 5, "amd")
+
+
+@pytest.mark.parametrize("vendor", ["nvidia", "amd"])
+def test_plants_of_any_size_differ_by_one_immediate(vendor):
+    """The self-test's base is the 0 % plant: head and base must differ by the spin's size
+    alone (the compiled kernels then differ by that immediate; checked for sm_90 and gfx942)."""
+    with open(os.path.join(ROOT, plant.TARGET), encoding="utf-8") as f:
+        source = f.read()
+    zero, two = (plant.plant_source(source, p, vendor).splitlines() for p in (0, 2))
+    changed = [(a, b) for a, b in zip(zero, two) if a != b]
+    assert len(zero) == len(two) and len(changed) == 1
+    assert changed[0][0].replace(" 0", " 2", 1) == changed[0][1]
 
 
 def test_plant_refuses_what_it_cannot_do():
@@ -35,7 +48,7 @@ def test_plant_refuses_what_it_cannot_do():
     with pytest.raises(plant.PlantError, match="returns early"):
         plant.plant_source(f"def {plant.KERNEL}(\n    x,\n):\n    if x:\n        return\n    y = 1\n", 2)
     with pytest.raises(plant.PlantError, match="percent"):
-        plant.plant_source("", 0)
+        plant.plant_source("", -1)
 
 
 def _run(kind, verdicts, percent=None, seconds=300.0, rc=0, base=0.2, metric="graph", ratio=None):
@@ -69,6 +82,35 @@ def test_summary_keeps_and_breaks_promises(tmp_path):
              _run("plant", ["ok"] * 5, 10, ratio=1.05), _run("plant", ["improved"] * 5, 2, ratio=0.983)]
     summary, ok = selftest.summarize(short, str(tmp_path), ARGS)
     assert ok and summary["plants"][10]["in_scope"] == 0 and summary["plants"][2]["in_scope"] == 0
+
+
+def test_planted_worktrees_share_the_repository_the_gate_reads_the_base_from(tmp_path):
+    """The plant runs gate the p % worktree against the 0 % plant's commit, made in another
+    worktree: both commits must be reachable from either (one object store)."""
+    repo = tmp_path / "repo"
+    harness_repo(repo)
+    parent = tmp_path / "plants"
+    parent.mkdir()
+    zero, two = (selftest._planted_repo(str(repo), p, "nvidia", str(parent)) for p in (0, 2))
+    base = selftest.git(zero, "rev-parse", "HEAD", check=True)
+    assert selftest.git(two, "cat-file", "-t", base, check=True) == "commit"
+    diff = selftest.git(two, "diff", base, "HEAD", "--unified=0", check=True)
+    assert [x for x in diff.splitlines() if x[:1] in "+-" and not x.startswith(("+++", "---"))] == [
+        '-    return tl.inline_asm_elementwise("mov.u32 $0, 0;", "=r", [], dtype=tl.int32,',
+        '+    return tl.inline_asm_elementwise("mov.u32 $0, 2;", "=r", [], dtype=tl.int32,']
+
+
+def test_runs_against_the_zero_plant_are_judged_apart_from_earlier_ones(tmp_path):
+    """Once runs against a 0 % plant exist, the promise is judged on them alone; the earlier
+    runs (against the unplanted commit) are counted, not judged."""
+    earlier = _run("plant", ["ok"] * 50, 2)  # missed everything: would break the promise
+    current = {**_run("plant", ["fail"] * 50, 2), "baseline": selftest.ZERO_PLANT}
+    summary, ok = selftest.summarize([earlier, current], str(tmp_path), ARGS)
+    p = summary["plants"][2]
+    assert ok and p["runs"] == 1 and p["earlier_runs"] == 1 and p["baseline"] == selftest.ZERO_PLANT
+    md = selftest.markdown(summary, {"gpu": "G", "driver": "d", "date": "x", "commit": "c"})
+    assert "planted +2 % (against a 0 % plant)" in md and "1 earlier runs against HEAD not counted" in md
+    assert not selftest.summarize([earlier], str(tmp_path), ARGS)[1]
 
 
 def test_small_plants_gate_the_graph_metric_their_promise_is_about():

@@ -7,7 +7,9 @@ On the GPU it gates, over and over, with the gate's own command (`python -m perf
   second.
 - Planted slowdowns: for each `--plants` percentage, HEAD plus perf/latency/plant.py's change
   (every program of the production kernel spins that many % longer) committed on a
-  temporary worktree, gated against HEAD `--plant-runs` times. A case counts as detected
+  temporary worktree, gated `--plant-runs` times against HEAD with a 0 % plant (the same
+  code but for one immediate, so the spin is all that differs; runs record it as their
+  `baseline`). A case counts as detected
   when its verdict is FAIL. The gate promises: at 2 %, >= 95 % of runs on every graph-replay
   case of >= 0.1 ms; at 10 %, >= 95 % of runs on every case. So the plants below the largest
   gate the graph metric only (`--metrics graph`), which halves their cost; the largest gates
@@ -42,6 +44,7 @@ from perf.git import commit_all, git, repo_root
 from perf.latency.plant import plant
 from perf.thresholds import CALIBRATION_DIR, DEFAULT_PATH
 
+ZERO_PLANT = "plant0"  # a run's `baseline`: gated against HEAD with a 0 % plant (earlier runs: HEAD)
 LONG_MS = 0.1  # graph-replay cases at least this long must see the smallest plant
 SMALLEST, LARGEST = 2, 10  # the plants the promises are about (percent)
 POWER = 0.95
@@ -154,6 +157,11 @@ def summarize(runs: list[dict], out_dir: str, args: argparse.Namespace) -> tuple
     summary["plants"] = {}
     for pct in sorted({r["percent"] for r in runs if r["kind"] == "plant"}):
         pr = [r for r in runs if r["kind"] == "plant" and r["percent"] == pct]
+        # Runs against a 0 % plant, where there are any: against the unplanted commit the added
+        # code moved some cases by itself (plant.py), so those runs are counted apart.
+        current = [r for r in pr if r.get("baseline") == ZERO_PLANT]
+        earlier = len(pr) - len(current) if current else 0
+        pr = current or pr
         cases: dict[tuple, dict] = {}
         for r in pr:
             for f in r["findings"]:
@@ -183,7 +191,9 @@ def summarize(runs: list[dict], out_dir: str, args: argparse.Namespace) -> tuple
         kept = all(x["detected"] >= POWER * x["runs"] for x in scope)
         ok &= kept
         summary["plants"][pct] = {
-            "runs": len(pr), "promise": promise, "kept": kept if scope else None, "cases": rows,
+            "runs": len(pr), "earlier_runs": earlier,
+            "baseline": ZERO_PLANT if current else "HEAD", "promise": promise,
+            "kept": kept if scope else None, "cases": rows,
             "in_scope": len(scope), "detected_in_scope": sum(x["detected"] for x in scope),
             "verdicts_in_scope": sum(x["runs"] for x in scope),
             "min_rate_in_scope": min((x["detected"] / x["runs"] for x in scope), default=None),
@@ -206,10 +216,12 @@ def markdown(summary: dict, env: dict) -> str:
              f"({100 * a['warn'] / max(1, a['case_verdicts']):.2f} %), {a['improved']} improved |"]
     for pct, p in summary["plants"].items():
         rate = "–" if p["min_rate_in_scope"] is None else f"{100 * p['min_rate_in_scope']:.0f} %"
-        lines.append(f"| planted +{pct} % | {p['promise']}: >= 95 % of runs | {p['runs']} runs (asked for "
-                     f"{summary['asked']['plant_runs']}) | in scope: {p['detected_in_scope']}/"
-                     f"{p['verdicts_in_scope']} case-runs FAIL over {p['in_scope']} cases (worst case "
-                     f"{rate}); all cases: {p['detected_all']}/{p['verdicts_all']} |")
+        against = "a 0 % plant" if p["baseline"] == ZERO_PLANT else "HEAD, unplanted"
+        earlier = f"; {p['earlier_runs']} earlier runs against HEAD not counted" if p["earlier_runs"] else ""
+        lines.append(f"| planted +{pct} % (against {against}) | {p['promise']}: >= 95 % of runs | "
+                     f"{p['runs']} runs (asked for {summary['asked']['plant_runs']}{earlier}) | in scope: "
+                     f"{p['detected_in_scope']}/{p['verdicts_in_scope']} case-runs FAIL over {p['in_scope']} "
+                     f"cases (worst case {rate}); all cases: {p['detected_all']}/{p['verdicts_all']} |")
     c = summary["cost"]
     if c["max_minutes"] is not None:
         lines.append(f"| cost | <= {MAX_GATE_MINUTES:g} GPU-minutes per gate | {c['gate_runs']} gate runs | "
@@ -280,16 +292,19 @@ def _main(args: argparse.Namespace) -> int:
                     print(f"selftest: --max-minutes {args.max_minutes:g} reached after {elapsed:.1f} "
                           f"minutes; {len(runs)} gate runs in {out_dir}", file=sys.stderr)
                     break
-                where = repo
+                where, base, extra = repo, head, {}
                 if kind == "plant":
-                    if pct not in planted:
-                        planted[pct] = _planted_repo(repo, pct, vendor, parent)
+                    for p in (0, pct):
+                        if p not in planted:
+                            planted[p] = _planted_repo(repo, p, vendor, parent)
                     where = planted[pct]
+                    base = git(planted[0], "rev-parse", "HEAD", check=True)
+                    extra = {"baseline": ZERO_PLANT}
                 out = os.path.join(out_dir, name)
                 print(f"selftest: {name} ({elapsed:.1f} min so far)", file=sys.stderr, flush=True)
-                r = _gate(where, out, head, i, args, pct)
-                runs.append({"name": name, "kind": kind, "percent": pct, "seed": i, "commit": head, **r,
-                             "findings": _findings(out)})
+                r = _gate(where, out, base, i, args, pct)
+                runs.append({"name": name, "kind": kind, "percent": pct, "seed": i, "commit": head, **extra,
+                             **r, "findings": _findings(out)})
                 results.write_json(os.path.join(out_dir, "runs.json"), runs)
         finally:
             for path in planted.values():
