@@ -283,7 +283,8 @@ def _main(args: argparse.Namespace) -> int:
                 if i < args.plant_runs:
                     plan += [("plant", pct, i) for pct in plants]
             for kind, pct, i in plan:
-                name = f"aa-{i}" if kind == "aa" else f"plant{pct}-{i}"
+                # plant runs against the 0 % plant: `plantP-vs0-I` (plainly `plantP-I`: against HEAD)
+                name = f"aa-{i}" if kind == "aa" else f"plant{pct}-vs0-{i}"
                 if any(r["name"] == name for r in runs):
                     continue
                 elapsed = (time.monotonic() - t0) / 60
