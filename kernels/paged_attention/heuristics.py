@@ -24,6 +24,7 @@ from kernels.inputs import is_fp8
 from kernels.paged_attention.common import decode_block_m, next_pow2
 
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
+NARROW_WINDOW = 256  # visible keys of a decode under which tiles shrink (the NVIDIA decode branch)
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -245,8 +246,16 @@ def _nvidia(f: Features) -> Config:
         # 1x1k 9.92 -> 10.26) nor one query head per KV head (Q-blocks of 16 tokens leave few
         # empty: llama2-7b 16x1k 102.6 -> 103.0-104.8, phi-2 78.4 -> 78.6). Not on AMD: the
         # static gate found new SGPR spills with it in gfx942/gfx950 decodes (unmeasured).
-        return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide else 128, fill_sms=True,
-                    num_warps=4, num_stages=2, programs_per_sm=2,
+        # A narrow sliding window (<= NARROW_WINDOW visible keys: 1-2 tiles of 128 per item):
+        # tile 64 and one program per item, so more items run at once instead of in waves.
+        # H100 lab, 2026-11-23, graph replay, with sequence items, tile 128 / 2 programs per
+        # SM -> tile 64 / one per item: gpt-oss-20b 64x4k, window 128, sinks 14.8 -> 10.7 us
+        # (tile 32: 10.4, tile 16: 11.6; tile 128 with one per item 15.8); 16x8k 7.3 -> 7.4
+        # (128 items: no waves to save). Wider windows keep tile 128 (llama3-8b 16x4k, window
+        # 1024: 38.9 -> 38.5).
+        narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
+        return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide or narrow else 128, fill_sms=True,
+                    num_warps=4, num_stages=2, programs_per_sm=0 if narrow else 2,
                     seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide else ""))
