@@ -298,9 +298,9 @@ def attend_q_block(
     search finds the sequence; `find_seq_idx`). With SEQ_ITEMS (`Config.seq_items`, chosen
     where every sequence fits one Q-block: decodes) they index sequences: no search, no
     empty items in the gaps of that bound. A loop over the sequence's Q-blocks keeps a longer
-    one whole (a graph captured for decodes replaying a prefill); it costs registers in the
-    non-persistent decode configurations (static gate, sm_90 `parallel` llama3-8b decode 72
-    -> 128), not speed on the H100 (the heuristics cite the lab).
+    one whole (a graph captured for decodes replaying a prefill); it costs registers and
+    some spills in decode configurations (static gate, sm_90: flex_tile 168 -> 224, falcon-7b
+    static_grid 52 -> 148 bytes), not speed on the H100 (the heuristics cite the lab).
 
     When num_segments > 1, a sequence with at most split_max_q queries (decodes) has its
     tiles split into num_segments contiguous segments; each item stores its partial output,
