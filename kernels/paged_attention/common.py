@@ -315,6 +315,8 @@ def attend_q_block(
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
     split = (num_segments > 1) & (q_len <= split_max_q)  # runtime: one kernel serves both paths
+    # Two calls of `attend_rows`, not one loop for both: a loop around it costs registers
+    # (see above), and the Q-block path, prefill's, stays as it was measured.
     if SEQ_ITEMS:
         if split | (segment == 0):
             for local_block in range(0, tl.cdiv(q_len, BLOCK_Q)):

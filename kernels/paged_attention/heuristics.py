@@ -24,7 +24,9 @@ from kernels.inputs import is_fp8
 from kernels.paged_attention.common import decode_block_m, next_pow2
 
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
-NARROW_WINDOW = 256  # visible keys of a decode under which tiles shrink (the NVIDIA decode branch)
+# Visible keys of a decode up to which tiles shrink (the NVIDIA decode branch): between the
+# windows measured (H100, 2026-11-23): 128 gained 1.4x, 1024 nothing; the boundary is unmeasured.
+NARROW_WINDOW = 256
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -258,7 +260,9 @@ def _nvidia(f: Features) -> Config:
                     num_warps=4, num_stages=2, programs_per_sm=0 if narrow else 2,
                     seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
-                    + (" (head 256: unmeasured tile 64)" if wide else ""))
+                    + (" (head 256: unmeasured tile 64)" if wide else "")
+                    + ("; narrow window, tile 64, a program per item: H100 2026-11-23, 1.4x"
+                       if narrow and not wide else ""))
     if f.max_query_len <= 64:
         # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.

@@ -6,15 +6,14 @@ and parallel and flex_tile on a 3-D grid) reads its SM's cycle counter when it s
 when its work is done, spins until `percent` % more cycles have passed. Every program is
 stretched by the same fraction, so the attention kernel takes about `percent` % longer in
 every scenario, short or long (the reduce kernel of split decodes is left alone, so there
-the whole call slows by a little less, and the added code can move the compiled kernel
-either way by itself). The gate self-test (perf/latency/selftest.py) commits this on a
-temporary branch and gates it against the unchanged commit: what the gate reports must be
-that slowdown.
+the whole call slows by a little less). The gate self-test (perf/latency/selftest.py)
+commits this on a temporary branch and gates it against the same plant of 0 %: what the
+gate reports must be that slowdown.
 
 The percentage reaches the kernel through an inline-assembly move of an immediate, which the
-compiler cannot fold, so plants of every size compile to the same code but for that number.
-The self-test's base is the 0 % plant: head and base then differ by the spin alone. Against
-the unplanted commit the added code itself moved some cases (NVIDIA H100, 2026-11-23, a 2 %
+compiler cannot fold, so plants of every size compile to the same code but for that number,
+and head and base differ by the spin alone. Against the unplanted commit (`perf bisect`'s
+demo range still plants that way) the added code itself moved some cases (NVIDIA H100, 2026-11-23, a 2 %
 plant: phi-3-mini mixed 0.98x, gpt-oss-20b mixed 1.006-1.032x across commits;
 docs/latency.md).
 
