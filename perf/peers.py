@@ -47,6 +47,12 @@ FLASHINFER_TENSOR_CORE_MIN_GROUP = 4
 # Where vLLM keeps its Triton unified attention, newest first (it moved into v1/).
 VLLM_UNIFIED_MODULES = ("vllm.v1.attention.ops.triton_unified_attention",
                         "vllm.attention.ops.triton_unified_attention")
+# How vLLM's Triton backend (vllm/v1/attention/backends/triton_attn.py, vllm 0.19.1) sets up
+# the split-KV ("3D") decode path: partial buffers for up to 128 // num_kv_heads decoding
+# sequences (its MIN_LAUNCH_GRID_SIZE_2D), 16 segments each (NUM_PAR_SOFTMAX_SEGMENTS),
+# allocated once when the backend is built. Larger batches and prefills run the 2D kernel.
+VLLM_MIN_LAUNCH_GRID_2D = 128
+VLLM_SOFTMAX_SEGMENTS = 16
 
 
 class PeerUnavailable(Exception):
@@ -402,6 +408,8 @@ def _flashinfer_paged(batch, device: str):
 def _vllm_unified(batch, device: str):
     import torch
 
+    from kernels.paged_attention.common import next_pow2
+
     spec = batch.spec
     errors = []
     for path in VLLM_UNIFIED_MODULES:
@@ -423,6 +431,14 @@ def _vllm_unified(batch, device: str):
                 k_descale=b.options["k_scale"].expand(descale) if spec.fp8_kv else None,
                 v_descale=b.options["v_scale"].expand(descale) if spec.fp8_kv else None)
     params = inspect.signature(unified_attention).parameters
+    if "seq_threshold_3D" in params:  # the split-KV decode path, set up as vLLM's backend does
+        threshold = VLLM_MIN_LAUNCH_GRID_2D // spec.num_kv_heads
+        partials = (threshold, spec.num_q_heads, VLLM_SOFTMAX_SEGMENTS)
+        args.update(seq_threshold_3D=threshold, num_par_softmax_segments=VLLM_SOFTMAX_SEGMENTS,
+                    softmax_segm_output=torch.empty(*partials, next_pow2(spec.head_size),
+                                                    dtype=torch.float32, device=b.q.device),
+                    softmax_segm_max=torch.empty(partials, dtype=torch.float32, device=b.q.device),
+                    softmax_segm_expsum=torch.empty(partials, dtype=torch.float32, device=b.q.device))
     if spec.sinks:
         if "sinks" not in params:
             raise PeerUnavailable("this vllm's unified_attention has no sinks argument")

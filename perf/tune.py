@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from perf.errors import ConfigError
 
-STAGES = ("tile_warps", "stages", "read_ahead", "segments", "programs")
+STAGES = ("tile_warps", "stages", "read_ahead", "segments", "fused_reduce", "programs")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -51,6 +51,8 @@ def candidates(stage: str, best, decode: bool) -> list:
         s = best.num_segments
         return [C(best, num_segments=n) for n in sorted({1, max(1, s // 4), max(1, s // 2), s, s * 2, s * 4})
                 if n <= 128]
+    if stage == "fused_reduce" and decode and best.num_segments > 1:
+        return [C(best, fused_reduce=f) for f in (False, True)]
     if stage == "programs":
         return [C(best, programs_per_sm=p) for p in (1, 2, 3, 4)]
     return []
@@ -124,7 +126,8 @@ class _Scenario:
 
 def _short(c: dict) -> str:
     return (f"M{c['block_m']} T{c['tile_size']} S{c['num_segments']} w{c['num_warps']} s{c['num_stages']} "
-            f"p{c['programs_per_sm']}" + (" ra" if c.get("read_ahead") else ""))
+            f"p{c['programs_per_sm']}" + (" ra" if c.get("read_ahead") else "")
+            + (" fr" if c.get("fused_reduce") else ""))
 
 
 def render(env: dict, results: dict) -> str:

@@ -33,6 +33,7 @@ from interpreter_support import INTERPRETER_FNUZ_REASON, interpreter_reads_fnuz,
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
 from kernels.inputs import FNUZ_E4M3, OCP_E4M3, is_fp8
+from kernels.paged_attention import planning
 from kernels.paged_attention.common import kv_to
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
@@ -184,6 +185,11 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
                                              544),
     # a static grid of one program per work item (programs_per_sm 0)
     "one_program_per_item_seg2": (Config(16, 32, 2, num_warps=4, num_stages=2, programs_per_sm=0), 16),
+    # the last segment merges in the attention kernel (no reduce launch): items by Q-block,
+    # and items by sequence on a grid of 3 programs (each arrives for many sequences)
+    "fused_reduce_seg3": (Config(16, 32, 3, num_warps=4, num_stages=2, fused_reduce=True), 16),
+    "fused_reduce_seq_items_seg4_grid3": (Config(16, 16, 4, num_warps=4, num_stages=2, seq_items=True,
+                                                 fused_reduce=True, max_programs=3), 16),
 }
 
 
@@ -233,6 +239,28 @@ def test_sequence_items_do_every_query_of_a_longer_sequence(variant, segments, d
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)
     torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
+@pytest.mark.parametrize("variant", ["parallel", "static_grid"])
+@pytest.mark.parametrize("seq_items", [False, True])
+def test_fused_reduce_is_one_launch_and_leaves_its_counts_at_zero(variant, seq_items, device):
+    """With `Config.fused_reduce` the last segment of each split (sequence, KV head) merges:
+    one launch, the right output on every call, and the arrival counts back at 0 after each
+    (the next call, or a graph replay, starts from them)."""
+    spec = BatchSpec((1, 1, 6, 1), (40, 300, 60, 7), num_q_heads=8, num_kv_heads=2, head_size=64,
+                     block_size=16, dtype="float16", seed=13)
+    batch = build_batch(spec, device)
+    config = Config(16, 16, 3, num_warps=4, num_stages=2, seq_items=seq_items, fused_reduce=True)
+    _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
+                                         **batch.options)
+    assert [launch.name for launch in launches] == ["q_block_kernel"]
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    counts = planning.arrival_counts(spec.num_seqs, spec.num_kv_heads, device)
+    for _ in range(2):
+        out = batch.new_output()
+        VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+        torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+        assert int(torch.count_nonzero(counts)) == 0
 
 
 # ---------------------------------------------------------------- fp8 formats

@@ -28,6 +28,10 @@ def test_stage_candidates_around_the_best_so_far():
     assert [c.num_stages for c in tune.candidates("stages", BASE, True)] == [1, 2, 3, 4]
     assert [c.programs_per_sm for c in tune.candidates("programs", BASE, False)] == [1, 2, 3, 4]
     assert [c.read_ahead for c in tune.candidates("read_ahead", BASE, False)] == [False, True]
+    assert [c.fused_reduce for c in tune.candidates("fused_reduce", BASE, True)] == [False, True]
+    whole = dataclasses.replace(BASE, num_segments=1)
+    assert tune.candidates("fused_reduce", whole, True) == []  # one segment: nothing to merge
+    assert tune.candidates("fused_reduce", BASE, False) == []
 
 
 def test_a_configuration_that_changes_the_output_is_never_chosen(monkeypatch):

@@ -270,7 +270,7 @@ def attend_q_block(
     q_block, kv_head, segment,
     out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
     sinks_ptr, k_scale_ptr, v_scale_ptr,
-    segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+    segm_out_ptr, segm_max_ptr, segm_sum_ptr, arrivals_ptr,
     scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
     stride_q_token, stride_q_head,
     stride_k_block, stride_k_pos, stride_k_head,
@@ -291,6 +291,8 @@ def attend_q_block(
     DECODE_FNUZ: tl.constexpr,
     READ_AHEAD: tl.constexpr,
     SEQ_ITEMS: tl.constexpr,
+    FUSED_REDUCE: tl.constexpr,
+    SEGMENTS_PADDED: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -305,8 +307,9 @@ def attend_q_block(
     When num_segments > 1, a sequence with at most split_max_q queries (decodes) has its
     tiles split into num_segments contiguous segments; each item stores its partial output,
     max and exp-sum for `reduce_segments`, empty segments included (m = -inf, l = 0), so
-    stale buffer contents are never read. Other sequences run whole in segment 0, which
-    writes the output; their items for segments > 0 do nothing.
+    stale buffer contents are never read; with FUSED_REDUCE the last of them merges them
+    (`merge_if_last`) and no reduction is launched. Other sequences run whole in segment 0,
+    which writes the output; their items for segments > 0 do nothing.
     """
     if SEQ_ITEMS:
         seq = q_block
@@ -333,6 +336,12 @@ def attend_q_block(
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                     DECODE_FNUZ, READ_AHEAD,
                 )
+            if FUSED_REDUCE:
+                if split:  # a split sequence fits one Q-block: this item arrives once
+                    merge_if_last(seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr,
+                                  segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads,
+                                  num_segments, stride_o_token, stride_o_head, QUERIES_PER_KV,
+                                  SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED)
     else:
         local_block = q_block - (q_start // BLOCK_Q + seq)
         if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
@@ -349,6 +358,12 @@ def attend_q_block(
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                 DECODE_FNUZ, READ_AHEAD,
             )
+            if FUSED_REDUCE:
+                if split:  # local_block 0, the only Q-block of a split sequence
+                    merge_if_last(seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr,
+                                  segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads,
+                                  num_segments, stride_o_token, stride_o_head, QUERIES_PER_KV,
+                                  SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED)
 
 
 @triton.jit
@@ -461,11 +476,14 @@ def reduce_sequence_head(
     SEGMENTS_PADDED: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     HEAD_SIZE_PADDED: tl.constexpr,
+    SAME_LAUNCH: tl.constexpr = False,
 ):
     """Merge the segments of one (sequence, query head) for each of its queries, if split.
 
     The online softmax's rescaling: out = sum_s exp2(m_s - M) acc_s / sum_s exp2(m_s - M) l_s
-    with M = max_s m_s; empty segments (m_s = -inf) weigh nothing.
+    with M = max_s m_s; empty segments (m_s = -inf) weigh nothing. SAME_LAUNCH: the partials
+    were stored by other programs of this launch (`merge_if_last`), so the loads are volatile:
+    an SM's L1 is not coherent with the others' stores within a launch.
     """
     q_start = tl.load(cu_seqlens_q_ptr + seq)
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
@@ -475,15 +493,46 @@ def reduce_sequence_head(
         seg_ok = segs < num_segments
         for t in range(q_start, q_start + q_len):
             slot = (t * num_q_heads + head) * num_segments + segs
-            m = tl.load(segm_max_ptr + slot, mask=seg_ok, other=float("-inf"))
+            m = tl.load(segm_max_ptr + slot, mask=seg_ok, other=float("-inf"), volatile=SAME_LAUNCH)
             m_max = tl.max(m, axis=0)
             w = tl.where(m > float("-inf"), tl.exp2(m - m_max), 0.0)
-            denom = tl.sum(tl.load(segm_sum_ptr + slot, mask=seg_ok, other=0.0) * w, axis=0)
+            denom = tl.sum(tl.load(segm_sum_ptr + slot, mask=seg_ok, other=0.0, volatile=SAME_LAUNCH) * w,
+                           axis=0)
             acc = tl.load(segm_out_ptr + slot[:, None] * HEAD_SIZE_PADDED + dims[None, :],
-                          mask=seg_ok[:, None], other=0.0)
+                          mask=seg_ok[:, None], other=0.0, volatile=SAME_LAUNCH)
             o = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
             tl.store(out_ptr + t * stride_o_token + head * stride_o_head + dims,
                      o.to(out_ptr.dtype.element_ty), mask=dims < HEAD_SIZE)
+
+
+@triton.jit
+def merge_if_last(
+    seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr, cu_seqlens_q_ptr,
+    split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
+    QUERIES_PER_KV: tl.constexpr,
+    SEGMENTS_PADDED: tl.constexpr,
+    HEAD_SIZE: tl.constexpr,
+    HEAD_SIZE_PADDED: tl.constexpr,
+):
+    """Called by each segment's item of a split (sequence, KV head) once its partials are
+    stored: the last of the num_segments to arrive merges them for the KV head's query heads,
+    what `reduce_segments_kernel` does a launch later otherwise, and resets the count to 0
+    for the next call or graph replay (every split item arrives exactly once per launch).
+
+    Ordering: the barrier puts every thread's partial stores before the arrival in the
+    program; the arrival is a GPU-scope acquire-release atomic, so the last program sees all
+    the others' stores (the pattern of CUTLASS's split-K semaphore).
+    """
+    tl.debug_barrier()
+    count = arrivals_ptr + seq * (num_q_heads // QUERIES_PER_KV) + kv_head
+    if tl.atomic_add(count, 1, sem="acq_rel", scope="gpu") == num_segments - 1:
+        tl.atomic_xchg(count, 0, sem="relaxed", scope="gpu")
+        for h in range(QUERIES_PER_KV):
+            reduce_sequence_head(
+                seq, kv_head * QUERIES_PER_KV + h, out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+                cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
+                SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, True,
+            )
 
 
 # ---------------------------------------------------------------------------------------
@@ -502,7 +551,7 @@ REDUCE_NO_SPECIALIZE = ["split_max_q", "num_q_heads", "num_segments", "num_seqs"
 def q_block_kernel(
     out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
     sinks_ptr, k_scale_ptr, v_scale_ptr,
-    segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+    segm_out_ptr, segm_max_ptr, segm_sum_ptr, arrivals_ptr,
     scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
     stride_q_token, stride_q_head,
     stride_k_block, stride_k_pos, stride_k_head,
@@ -523,6 +572,8 @@ def q_block_kernel(
     DECODE_FNUZ: tl.constexpr,  # the caches are FNUZ e4m3 bytes (uint8) to decode here (NVIDIA)
     READ_AHEAD: tl.constexpr,  # read the block table a tile ahead (`tile_blocks`; heuristics choose)
     SEQ_ITEMS: tl.constexpr,  # items index sequences, not Q-blocks (decode batches; `attend_q_block`)
+    FUSED_REDUCE: tl.constexpr,  # the last segment merges a split sequence (`merge_if_last`)
+    SEGMENTS_PADDED: tl.constexpr,
     PERSISTENT: tl.constexpr,
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
@@ -549,28 +600,30 @@ def q_block_kernel(
                 q_block, kv_head, segment,
                 out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
                 seq_lens_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr,
-                segm_sum_ptr, scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
+                segm_sum_ptr, arrivals_ptr, scale, softcap, window, num_seqs, split_max_q, num_q_heads,
+                num_segments,
                 stride_q_token, stride_q_head,
                 stride_k_block, stride_k_pos, stride_k_head,
                 stride_v_block, stride_v_pos, stride_v_head,
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-                READ_AHEAD, SEQ_ITEMS,
+                READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED,
             )
     else:
         attend_q_block(
             tl.program_id(0), tl.program_id(1), tl.program_id(2),
             out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
             seq_lens_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr,
-            segm_sum_ptr, scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
+            segm_sum_ptr, arrivals_ptr, scale, softcap, window, num_seqs, split_max_q, num_q_heads,
+            num_segments,
             stride_q_token, stride_q_head,
             stride_k_block, stride_k_pos, stride_k_head,
             stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, stride_o_token, stride_o_head,
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-            READ_AHEAD, SEQ_ITEMS,
+            READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED,
         )
 
 

@@ -91,6 +91,9 @@ class Config:
     # work items index sequences, not Q-blocks (SEQ_ITEMS, common.attend_q_block): for batches
     # whose sequences fit one Q-block; correct for any batch, fast only for those
     seq_items: bool = False
+    # the last segment of a split sequence merges the segments in the attention kernel
+    # (FUSED_REDUCE, common.merge_if_last): one launch instead of two
+    fused_reduce: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""

@@ -94,10 +94,12 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     # items per KV head and segment: sequences, or an upper bound on Q-blocks (each sequence
     # may leave a partial block)
     q_blocks = num_seqs if config.seq_items else num_tokens // block_q + num_seqs
-    buffers = None
+    buffers = arrivals = None
     if config.num_segments > 1:
         allocate = persistent_buffers if persistent else segment_buffers
         buffers = allocate(num_tokens, num_q_heads, config.num_segments, next_pow2(head_size), q.device)
+        if config.fused_reduce:
+            arrivals = arrival_counts(num_seqs, num_kv_heads, q.device)
     if persistent:
         grid = (num_programs(config, num_sms, q_blocks * num_kv_heads * config.num_segments),)
     else:
@@ -106,7 +108,7 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
         kernel=q_block_kernel,
         grid=grid,
         args=kernel_args(q, *kv_operands(k_cache, v_cache, vendor), block_table, cu_seqlens_q,
-                         seq_lens, out, buffers, split_max_q=block_q,
+                         seq_lens, out, buffers, arrivals, split_max_q=block_q,
                          num_segments=config.num_segments, **options),
         constexprs=kernel_constexprs(q, k_cache, config, persistent, vendor,
                                      sliding_window=options.get("sliding_window"),
@@ -115,7 +117,7 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
         num_stages=config.num_stages,
         vendor_options=config.vendor_options(vendor),
     )]
-    if buffers is not None:
+    if buffers is not None and arrivals is None:
         items = num_seqs * num_q_heads
         reduce_grid = ((max(1, min(REDUCE_PROGRAMS_PER_SM * num_sms, items)),) if persistent
                        else (num_seqs, num_q_heads))
@@ -133,8 +135,8 @@ def num_programs(config: heuristics.Config, num_sms: int, max_items: int) -> int
     return max(1, programs)
 
 
-def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, buffers, *,
-                split_max_q: int, num_segments: int, scale=None, sliding_window=None,
+def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, buffers, arrivals=None,
+                *, split_max_q: int, num_segments: int, scale=None, sliding_window=None,
                 softcap=None, sinks=None, k_scale=None, v_scale=None) -> dict:
     """Runtime arguments of `q_block_kernel` (the caches as `kv_operands` hands them over)."""
     dummy = placeholder(q.device)  # stands in for absent optional tensors
@@ -146,6 +148,7 @@ def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, b
         k_scale_ptr=k_scale if k_scale is not None else dummy,
         v_scale_ptr=v_scale if v_scale is not None else dummy,
         segm_out_ptr=segm_out, segm_max_ptr=segm_max, segm_sum_ptr=segm_sum,
+        arrivals_ptr=arrivals if arrivals is not None else dummy,
         scale=q.shape[2] ** -0.5 if scale is None else float(scale),
         softcap=float(softcap or 0.0),
         window=int(sliding_window or 0),
@@ -177,6 +180,8 @@ def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, v
         DECODE_FNUZ=inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor),
         READ_AHEAD=config.read_ahead,
         SEQ_ITEMS=config.seq_items,
+        FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
+        SEGMENTS_PADDED=next_pow2(config.num_segments),
         PERSISTENT=persistent,
     )
 
@@ -211,7 +216,7 @@ def segment_buffers(num_tokens: int, num_q_heads: int, segments: int, head_size_
 # Segment buffers of the persistent grid by (device, tokens, heads, segments, padded head
 # size), allocated on the first call of a shape and kept: a captured graph holds their
 # addresses, so they must outlive it; every later call (and every replay) reuses them.
-_BUFFERS: dict[tuple, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+_BUFFERS: dict[tuple, tuple[torch.Tensor, ...] | torch.Tensor] = {}
 
 
 def persistent_buffers(num_tokens: int, num_q_heads: int, segments: int, head_size_padded: int,
@@ -222,6 +227,18 @@ def persistent_buffers(num_tokens: int, num_q_heads: int, segments: int, head_si
     return _BUFFERS[key]
 
 
+def arrival_counts(num_seqs: int, num_kv_heads: int, device) -> torch.Tensor:
+    """Per (sequence, KV head) counts of the segments done (`common.merge_if_last`), int32,
+    zeroed on the first call of a shape and kept: each launch leaves them at 0 again, so a
+    captured graph replays on them. Launches of one shape on concurrent streams would share
+    them (as they share `persistent_buffers`): run such batches on one stream."""
+    key = ("arrivals", str(torch.device(device)), num_seqs, num_kv_heads)
+    if key not in _BUFFERS:
+        _BUFFERS[key] = torch.zeros(num_seqs * num_kv_heads, dtype=torch.int32, device=device)
+    return _BUFFERS[key]
+
+
 def release_buffers() -> None:
-    """Drop the persistent grid's segment buffers (only once no captured graph uses them)."""
+    """Drop the persistent grid's segment buffers and arrival counts (only once no captured
+    graph uses them)."""
     _BUFFERS.clear()
