@@ -258,7 +258,7 @@ def _nvidia(f: Features) -> Config:
         # (tile 32: 10.4, tile 16: 11.6; tile 128 with one per item 15.8); 16x8k 7.3 -> 7.4
         # (128 items: no waves to save). Wider windows keep tile 128 (llama3-8b 16x4k, window
         # 1024: 38.9 -> 38.5).
-        narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
+        narrow = f.visible_kv_len <= NARROW_WINDOW  # a narrow window, or a short context
         return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide or narrow else 128, fill_sms=True,
                     num_warps=4, num_stages=2, programs_per_sm=0 if narrow else 2,
                     seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
@@ -269,7 +269,8 @@ def _nvidia(f: Features) -> Config:
     if f.max_query_len <= 64:
         # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
-        return _fit(f, 64, 64 if wide else 128, num_warps=4, num_stages=2, programs_per_sm=2,
+        return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),
+                    num_warps=4, num_stages=2, programs_per_sm=2,
                     source="nvidia/short-prefill: unmeasured default")
     # Compute bound: 128-row Q-blocks (32 tokens x 4 heads for Llama-3-8B), 128-position tiles,
     # 8 warps, 2 stages. Sweep: prefill 1x8k 2.080 -> 1.663 ms, 4x2k 0.663 -> 0.587 ms
