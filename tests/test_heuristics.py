@@ -120,6 +120,29 @@ def test_narrow_window_decodes_take_small_tiles_and_a_program_per_item():
     assert choose("nvidia", _features(64, 1, 4096, queries_per_kv=8)).tile_size == 128
 
 
+def test_short_contexts_take_tiles_of_their_length():
+    """H100 lab: a 128 x 64-key decode 33.4 -> 21.5 us with tile 32 and a program per item
+    (128 and 256 keys kept tile 128); short prefills take the keys' power of two (8 x 16:
+    10.44 -> 5.25 us)."""
+    short = choose("nvidia", _features(128, 1, 64))
+    assert (short.tile_size, short.programs_per_sm) == (32, 0)
+    for kv_len in (128, 256):
+        assert (choose("nvidia", _features(8, 1, kv_len)).tile_size,
+                choose("nvidia", _features(8, 1, kv_len)).programs_per_sm) == (128, 2)
+    assert choose("nvidia", _features(8, 16, 16)).tile_size == 16
+    assert choose("nvidia", _features(16, 32, 32)).tile_size == 32
+    assert choose("nvidia", _features(16, 32, 4096)).tile_size == 128
+    assert choose("amd", _features(128, 1, 64)).tile_size == choose("amd", _features(128, 1, 4096)).tile_size
+
+
+def test_fused_reduce_is_off_where_it_lost():
+    """H100 lab: merging in the attention kernel saved 25-50 us of host time per call but cost
+    device time (llama3-8b 1 x 1k 10.0 -> 13.6 us graph, falcon-7b 14.9 -> 72.2): off."""
+    for features in (_features(1, 1, 1024), _features(8, 1, 1024), _features(1, 1, 32768)):
+        config = choose("nvidia", features)
+        assert config.num_segments > 1 and not config.fused_reduce
+
+
 def test_block_table_read_ahead_only_where_measured():
     """On in the NVIDIA prefill branch (H100 lab: 1.2-1.3x); off for decodes (no gain, new
     spills) and wherever unmeasured (AMD, head 256, short prefill chunks)."""

@@ -27,6 +27,11 @@ MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
 # Visible keys of a decode up to which tiles shrink (the NVIDIA decode branch): between the
 # windows measured (H100, 2026-11-23): 128 gained 1.4x, 1024 nothing; the boundary is unmeasured.
 NARROW_WINDOW = 256
+# Visible keys of a decode up to which it takes 32-key tiles, one program per item: many
+# sequences of a few keys (H100, 2026-11-23, llama3-8b 128 x 64 keys: 33.4 -> 21.5 us). Contexts
+# of 128 and 256 keys kept tile 128 (tile 64 / a program per item lost 3-4 % at 1 x 128 and
+# 8 x 256); the boundary between 64 and 128 is unmeasured.
+SHORT_CONTEXT = 64
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -258,20 +263,33 @@ def _nvidia(f: Features) -> Config:
         # (tile 32: 10.4, tile 16: 11.6; tile 128 with one per item 15.8); 16x8k 7.3 -> 7.4
         # (128 items: no waves to save). Wider windows keep tile 128 (llama3-8b 16x4k, window
         # 1024: 38.9 -> 38.5).
-        narrow = f.visible_kv_len <= NARROW_WINDOW  # a narrow window, or a short context
-        return _fit(f, decode_block_m(f.queries_per_kv), 64 if wide or narrow else 128, fill_sms=True,
-                    num_warps=4, num_stages=2, programs_per_sm=0 if narrow else 2,
+        # Short contexts (<= SHORT_CONTEXT keys, window or not): tile 32, one program per item.
+        # Same lab, graph replay, vLLM 0.19.1's Triton kernel beside: llama3-8b 128 x 64 keys
+        # tile 128 / 2 per SM 33.4 us, tile 64 / 2 per SM 24.1, tile 64 / one per item 26.2,
+        # tile 32 / one per item 21.5 (vLLM 17.9); 1 x 128 keys: 6.78 us as it was, 7.00
+        # with tile 64 / one per item (vLLM 6.95); 8 x 256: 9.85, 10.23 (vLLM 13.07).
+        narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
+        short = f.visible_kv_len <= SHORT_CONTEXT
+        tile = 32 if short else 64 if wide or narrow else 128
+        return _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True,
+                    num_warps=4, num_stages=2, programs_per_sm=0 if narrow or short else 2,
                     seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide else "")
                     + ("; narrow window, tile 64, a program per item: H100 2026-11-23, 1.4x"
-                       if narrow and not wide else ""))
+                       if narrow and not wide and not short else "")
+                    + ("; short context, tile 32, a program per item: H100 2026-11-23, 1.55x"
+                       if short else ""))
     if f.max_query_len <= 64:
         # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
+        # Tiles no longer than the visible keys: H100 lab, 2026-11-23, graph replay, tile 128
+        # -> the keys' power of two: llama3-8b prefill 8 x 16 10.44 -> 5.25 us (tile 32: 6.12;
+        # vLLM 0.19.1's Triton kernel 5.91), 16 x 32 22.37 -> 10.92 (vLLM 11.36).
         return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),
                     num_warps=4, num_stages=2, programs_per_sm=2,
-                    source="nvidia/short-prefill: unmeasured default")
+                    source="nvidia/short-prefill: Q-block 64 unmeasured; tile = visible keys: "
+                    "H100 2026-11-23, 2x")
     # Compute bound: 128-row Q-blocks (32 tokens x 4 heads for Llama-3-8B), 128-position tiles,
     # 8 warps, 2 stages. Sweep: prefill 1x8k 2.080 -> 1.663 ms, 4x2k 0.663 -> 0.587 ms
     # (BLOCK_M 64 was 1.6-2.4x slower; 4 warps 1.4-1.7x slower; 3 stages +4-8 %).
