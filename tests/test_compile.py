@@ -103,7 +103,8 @@ def test_persistent_grid_is_sized_by_the_targets_own_sm_count(targets, name, num
 
     t = targets[name]
     assert t.facts.num_sms == num_sms  # the product's count (perf/static/metrics.py cites it)
-    batch = build_batch(Scenario.parse("llama3-8b/decode/batch128-kv64/block16").spec(), fill=False)
+    # 1k keys: a short context (<= heuristics.SHORT_CONTEXT keys) would take one program per item
+    batch = build_batch(Scenario.parse("llama3-8b/decode/batch128-kv1024/block16").spec(), fill=False)
     [main, *_] = plan.plan_as_if_on(t, VARIANTS["static_grid"], batch)
     f = heuristics.features_from_call(batch.q, batch.k_cache, batch.block_table, num_sms=num_sms,
                                       vendor=t.vendor)
