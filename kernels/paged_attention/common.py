@@ -336,12 +336,6 @@ def attend_q_block(
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                     DECODE_FNUZ, READ_AHEAD,
                 )
-            if FUSED_REDUCE:
-                if split:  # a split sequence fits one Q-block: this item arrives once
-                    merge_if_last(seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr,
-                                  segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads,
-                                  num_segments, stride_o_token, stride_o_head, QUERIES_PER_KV,
-                                  SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED)
     else:
         local_block = q_block - (q_start // BLOCK_Q + seq)
         if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
@@ -358,12 +352,17 @@ def attend_q_block(
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                 DECODE_FNUZ, READ_AHEAD,
             )
-            if FUSED_REDUCE:
-                if split:  # local_block 0, the only Q-block of a split sequence
-                    merge_if_last(seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr,
-                                  segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads,
-                                  num_segments, stride_o_token, stride_o_head, QUERIES_PER_KV,
-                                  SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED)
+    if FUSED_REDUCE:
+        # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
+        if SEQ_ITEMS:
+            arrives = split
+        else:
+            arrives = split & (q_block == q_start // BLOCK_Q + seq)
+        if arrives:
+            merge_if_last(seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr,
+                          segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
+                          stride_o_token, stride_o_head, QUERIES_PER_KV, SEGMENTS_PADDED,
+                          HEAD_SIZE, HEAD_SIZE_PADDED)
 
 
 @triton.jit

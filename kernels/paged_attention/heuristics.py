@@ -97,7 +97,9 @@ class Config:
     # whose sequences fit one Q-block; correct for any batch, fast only for those
     seq_items: bool = False
     # the last segment of a split sequence merges the segments in the attention kernel
-    # (FUSED_REDUCE, common.merge_if_last): one launch instead of two
+    # (FUSED_REDUCE, common.merge_if_last): one launch instead of two. No branch sets it:
+    # H100 lab, 2026-11-23, it saved 25-57 us of host time a call but cost device time
+    # (llama3-8b 1x1k 10.0 -> 13.6 us graph; docs/kernels.md); `perf tune` sweeps it
     fused_reduce: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
