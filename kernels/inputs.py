@@ -2,15 +2,17 @@
 KV-cache formats (`FP8_FORMATS`: OCP and FNUZ e4m3) with the choice of one per architecture.
 
 Bad input ends in a `ValueError` naming the argument, raised before any launch. Checks of
-shapes, dtypes, strides, devices and host scalars cost nothing and always run. Checks of
-metadata *values* (cu_seqlens_q, seq_lens, block ids) read device memory, a host sync a
-serving loop cannot afford on every call, so they run only when asked: the per-call hint
-`check_values=True`, or `PAGED_ATTENTION_CHECK_VALUES=1` in the environment (the test
-session sets it). They never run while a CUDA/HIP graph is being captured.
+shapes, dtypes, strides, devices and host scalars read no device memory and always run;
+`kernels.variant` keeps the `layout_key`s that passed them, so a serving loop pays for them
+once. Checks of metadata *values* (cu_seqlens_q, seq_lens, block ids) read device memory, a
+host sync a serving loop cannot afford on every call, so they run only when asked: the
+per-call hint `check_values=True`, or `PAGED_ATTENTION_CHECK_VALUES=1` in the environment
+(the test session sets it). They never run while a CUDA/HIP graph is being captured.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import os
@@ -145,13 +147,53 @@ def validate_target(vendor=None, num_sms=None) -> None:
                  and num_sms > 0, "num_sms", lambda: f"must be a positive int, got {num_sms!r}")
 
 
+def layout_key(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out=None,
+               **options) -> int | None:
+    """A number naming everything about a call but its tensors' values: each tensor's shape,
+    strides, dtype and device, each host option's type and value. `validate` and the planners
+    read nothing else, so calls with equal keys pass the same checks and plan the same
+    launches (with their own tensors): they keep their results under it instead of redoing
+    them on every call of a serving loop. A number, so that those caches hash an int, not
+    the whole description; never reused for another description. None when an option is
+    unhashable (a list for a number): callers then run the checks, which name it."""
+    layout = (_meta(q), _meta(k_cache), _meta(v_cache), _meta(block_table), _meta(cu_seqlens_q),
+              _meta(seq_lens), _meta(out), tuple((name, _meta(v)) for name, v in sorted(options.items())))
+    try:
+        key = _LAYOUTS.get(layout)
+    except TypeError:
+        return None
+    if key is None:
+        key = keep(_LAYOUTS, layout, next(_NEXT_KEY))
+    return key
+
+
+def keep(cache: dict, key, value):
+    """`cache[key] = value`, emptying the cache first when it holds KEPT_PER_CACHE entries
+    (a serving engine needs a handful; sweeps and test grids many). Every cache kept under
+    layout keys fills this way. Returns `value`."""
+    if len(cache) >= KEPT_PER_CACHE:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+KEPT_PER_CACHE = 4096  # unmeasured bound: entries are small, a few hundred bytes each
+# The descriptions seen and their keys: a description seen again after the cache was
+# emptied gets a new key, so a key never names two descriptions.
+_LAYOUTS: dict[tuple, int] = {}
+_NEXT_KEY = itertools.count()
+
+
+def _meta(value) -> tuple:
+    if isinstance(value, torch.Tensor):
+        return value.shape, value.stride(), value.dtype, value.device
+    return type(value), value  # the type too: True == 1, but only one is a valid softcap
+
+
 def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=None,
              sliding_window=None, softcap=None, sinks=None, k_scale=None, v_scale=None,
-             out=None, check_values: bool | None = None) -> None:
-    """Raise ValueError naming the first bad argument; launches nothing.
-
-    `check_values`: None follows the environment switch (CHECK_VALUES_ENV).
-    """
+             out=None) -> None:
+    """Raise ValueError naming the first bad argument; launches nothing, reads no values."""
     _require(q.dim() == 3, "q",
              lambda: f"expected [num_tokens, num_q_heads, head_size], got {tuple(q.shape)}")
     _require(q.dtype in _FLOAT_DTYPES, "q", lambda: f"dtype {q.dtype} is not float16/bfloat16/float32")
@@ -181,6 +223,11 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
     _require(cu_seqlens_q.dim() == 1 and cu_seqlens_q.dtype == torch.int32
              and cu_seqlens_q.numel() == num_seqs + 1, "cu_seqlens_q",
              lambda: f"expected int32 [{num_seqs + 1}], got {cu_seqlens_q.dtype} {tuple(cu_seqlens_q.shape)}")
+    # The kernels index these by position alone (no stride argument): a strided view would
+    # be read as if it were packed.
+    for name, t in (("block_table", block_table), ("seq_lens", seq_lens), ("cu_seqlens_q", cu_seqlens_q)):
+        _require(t.shape[-1] <= 1 or t.stride(-1) == 1, name,
+                 lambda t=t: f"last dimension must be contiguous (stride 1), got strides {t.stride()}")
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
                     ("cu_seqlens_q", cu_seqlens_q), ("seq_lens", seq_lens)):
         _require(t.device == q.device, name, lambda t=t: f"on {t.device}, q on {q.device}")
@@ -208,6 +255,11 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
     if sliding_window is not None:
         _require(sliding_window >= 0, "sliding_window", lambda: f"must be >= 0, got {sliding_window}")
 
+
+def check_values_if_asked(check_values: bool | None, q, k_cache, block_table, cu_seqlens_q,
+                          seq_lens) -> None:
+    """`validate_values` when asked: `check_values`, or (None) the environment switch
+    CHECK_VALUES_ENV; never during graph capture, where reading device memory is illegal."""
     if check_values is None:
         check_values = check_values_enabled()
     if check_values and not (q.is_cuda and torch.cuda.is_current_stream_capturing()):

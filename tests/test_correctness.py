@@ -17,6 +17,7 @@ run the kernels' own exact decoder (`common.decode_fnuz_e4m3`, checked on all 25
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import os
@@ -261,6 +262,23 @@ def test_fused_reduce_is_one_launch_and_leaves_its_counts_at_zero(variant, seq_i
         VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
         torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
         assert int(torch.count_nonzero(counts)) == 0
+
+
+@pytest.mark.parametrize("variant", ["parallel", "static_grid"])  # the two ways plans are kept
+@pytest.mark.parametrize("split", [False, True])
+def test_every_call_of_a_kept_plan_reads_its_own_tensors(variant, split, device):
+    """Calls of one layout reuse the plan made for the first (kernels.paged_attention.planning):
+    each batch, with its own values, scales and sinks, must still get its own answer."""
+    spec = BatchSpec((1, 1, 1), (100, 40, 7), num_q_heads=8, num_kv_heads=2, head_size=64,
+                     block_size=16, dtype="float16", fp8_kv=True, sinks=True, sliding_window=200,
+                     softcap=20.0)
+    config = Config(16, 16, 3, num_warps=4, num_stages=2) if split else None
+    for seed in (1, 2):
+        batch = build_batch(dataclasses.replace(spec, seed=seed), device)
+        out = batch.new_output()
+        VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+        expected = paged_attention_reference(*batch.args(), **batch.options)
+        torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
 
 
 # ---------------------------------------------------------------- fp8 formats

@@ -303,3 +303,48 @@ def test_no_sequences_leaves_padding_tokens_untouched(batch, variant):
     out = batch.new_output()
     VARIANTS[variant](*args, out=out, check_values=False, **batch.options)
     assert torch.isnan(out).all()
+
+
+# ---------------------------------------------------------------- checks kept per layout
+
+def test_layout_key_names_what_the_checks_read(batch):
+    from kernels.inputs import layout_key
+
+    key = layout_key(*batch.args(), **batch.options)
+    again = build_batch(BatchSpec((3, 1), (20, 40), num_q_heads=4, num_kv_heads=2, head_size=64, seed=7))
+    assert layout_key(*again.args(), **again.options) == key  # other values, same layout
+    q_strided = torch.empty(batch.q.shape[0], batch.q.shape[1] + 1, batch.q.shape[2])[:, 1:]
+    others = [
+        layout_key(*_args(batch, q=q_strided), **batch.options),
+        layout_key(*_args(batch, q=batch.q.to(torch.bfloat16)), **batch.options),
+        layout_key(*batch.args(), out=batch.new_output(), **batch.options),
+        layout_key(*batch.args(), **dict(batch.options, scale=0.5)),
+        layout_key(*batch.args(), **dict(batch.options, softcap=1)),
+        layout_key(*batch.args(), **dict(batch.options, softcap=True)),  # == 1, but not a number
+    ]
+    assert len({key, *others}) == 1 + len(others)
+    assert layout_key(*batch.args(), **dict(batch.options, scale=[0.5])) is None  # unhashable
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_a_known_layout_is_still_checked(batch, variant, monkeypatch):
+    """The layout's checks passed once; values (when asked) and other layouts are checked anew."""
+    monkeypatch.setenv(CHECK_VALUES_ENV, "0")
+    VARIANTS[variant].plan(*batch.args(), **batch.options)
+    with pytest.raises(ValueError, match="^cu_seqlens_q: must start at 0"):
+        VARIANTS[variant].plan(*_args(batch, cu_seqlens_q=torch.tensor([1, 3, 4], dtype=torch.int32)),
+                               check_values=True, **batch.options)
+    with pytest.raises(ValueError, match="^softcap: must be a host number"):
+        VARIANTS[variant].plan(*batch.args(), **dict(batch.options, softcap=True))
+    with pytest.raises(ValueError, match="^scale: must be a host number"):
+        VARIANTS[variant].plan(*batch.args(), **dict(batch.options, scale=[0.5]))
+
+
+@pytest.mark.parametrize("name", ["seq_lens", "cu_seqlens_q", "block_table"])
+def test_strided_metadata_is_refused(batch, name):
+    """The kernels index metadata by position alone: a strided view would be misread."""
+    packed = getattr(batch, name)
+    spread = torch.zeros(*packed.shape[:-1], 2 * packed.shape[-1], dtype=packed.dtype)
+    spread[..., ::2] = packed
+    with pytest.raises(ValueError, match=f"^{name}: last dimension must be contiguous"):
+        VARIANTS["static_grid"](*_args(batch, **{name: spread[..., ::2]}), **batch.options)

@@ -7,6 +7,10 @@ which must give identical launches, and the heuristics' own choice for that vend
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -118,3 +122,53 @@ def test_one_kernel_with_and_without_a_persistent_grid():
     q_blocks = b.q.shape[0] // config.block_q(4) + 2
     assert grid3d[0].grid == (q_blocks, 2, 4) and grid3d[1].grid == (2, 8)
     assert len(persistent[0].grid) == 1 and len(persistent[1].grid) == 1
+
+
+# ---------------------------------------------------------------- plans kept per layout
+
+def _tensor_args(launches):
+    return [{k: v for k, v in L.args.items() if isinstance(v, torch.Tensor)} for L in launches]
+
+
+@pytest.mark.parametrize("batch_name", list(BATCHES))
+@pytest.mark.parametrize("variant", TUNED)
+def test_a_kept_plan_takes_each_calls_tensors(batch_name, variant):
+    """Two calls of one layout: the same launches as planned afresh, each with its own tensors."""
+    first = build_batch(BATCHES[batch_name])
+    second = build_batch(dataclasses.replace(BATCHES[batch_name], seed=1))
+    fn = VARIANTS[variant]
+    _, launches_1 = fn.plan(*first.args(), **first.options)
+    out_2, launches_2 = fn.plan(*second.args(), **second.options)
+    fresh = fn.planner(*second.args(), out=out_2, layout=None, **second.options)
+    assert _describe(launches_2) == _describe(fresh)
+    mine = {id(t) for t in (*second.args(), out_2, *second.options.values()) if isinstance(t, torch.Tensor)}
+    theirs = {id(t) for t in (*first.args(), *first.options.values()) if isinstance(t, torch.Tensor)}
+    for args in _tensor_args(launches_2):
+        assert not {id(t) for t in args.values()} & theirs
+    for name in ("q_ptr", "block_table_ptr", "cu_seqlens_q_ptr", "seq_lens_ptr", "out_ptr"):
+        assert id(launches_2[0].args[name]) in mine
+    if variant != "static_grid" and "segm_out_ptr" in launches_2[0].args and len(launches_2) > 1:
+        # not persistent: every call its own segment buffers
+        assert launches_2[0].args["segm_out_ptr"] is not launches_1[0].args["segm_out_ptr"]
+        assert launches_2[1].args["segm_out_ptr"] is launches_2[0].args["segm_out_ptr"]
+
+
+def test_kept_plans_hold_no_tensor_of_a_call():
+    """A plan outlives the call it was made for; the call's tensors must not."""
+    b = build_batch(BATCHES["mixed_fp8"])
+    gone = [weakref.ref(t) for t in (b.q, b.k_cache, b.block_table, b.options["k_scale"])]
+    _, launches = VARIANTS["static_grid"].plan(*b.args(), **b.options)
+    assert launches
+    del b, launches
+    gc.collect()
+    assert all(ref() is None for ref in gone)
+
+
+def test_release_buffers_drops_the_plans_holding_them():
+    b = build_batch(BATCHES["decode"])
+    _, launches = VARIANTS["static_grid"].plan(*b.args(), **b.options)
+    assert len(launches) == 2  # split decode: the buffers are the persistent grid's
+    kept = launches[0].args["segm_out_ptr"]
+    planning.release_buffers()
+    _, again = VARIANTS["static_grid"].plan(*b.args(), **b.options)
+    assert again[0].args["segm_out_ptr"] is not kept

@@ -74,41 +74,112 @@ def batch_features(q, k_cache, block_table, *, max_seqlen_q=None, max_seqlen_k=N
 def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out,
                   choose: Chooser, persistent: bool, max_seqlen_q=None, max_seqlen_k=None,
                   config: heuristics.Config | None = None, vendor: str | None = None,
-                  num_sms: int | None = None, **options) -> list[KernelLaunch]:
+                  num_sms: int | None = None, layout: int | None = None,
+                  **options) -> list[KernelLaunch]:
     """The Q-block kernel's launch and, if decode sequences are split, the reduction's.
 
     `choose` picks the configuration unless the `config` hint forces one. Not persistent:
     grid (Q-blocks, KV heads, segments) and fresh segment buffers. Persistent: about
     `config.programs_per_sm` programs per SM and buffers kept per shape, so the launches
     depend on shapes only and one captured graph serves every composition.
+
+    The configuration is chosen on every call (the hints `max_seqlen_q` / `max_seqlen_k`
+    change from step to step); what follows from it and the call's `layout` key
+    (`inputs.layout_key`: grids, compile-time constants, strides, scalars, kept buffers) is
+    planned once per (layout, configuration, target) and reused with each call's tensors.
     """
     vendor, num_sms = resolve_target(vendor, num_sms)
     if config is None:
-        config = choose(vendor, batch_features(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
-                                               max_seqlen_k=max_seqlen_k, vendor=vendor,
-                                               num_sms=num_sms,
-                                               sliding_window=options.get("sliding_window")))
+        choice = None if layout is None else (layout, choose, vendor, num_sms, max_seqlen_q, max_seqlen_k)
+        config = _CHOICES.get(choice) if choice is not None else None
+        if config is None:
+            config = choose(vendor, batch_features(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
+                                                   max_seqlen_k=max_seqlen_k, vendor=vendor,
+                                                   num_sms=num_sms,
+                                                   sliding_window=options.get("sliding_window")))
+            if choice is not None:
+                inputs.keep(_CHOICES, choice, config)
+    key = None if layout is None else (layout, config, persistent, vendor, num_sms)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = _plan(q, k_cache, v_cache, block_table, out, config, persistent, vendor, num_sms,
+                     **options)
+        if key is not None:
+            inputs.keep(_PLANS, key, plan)
+    return plan.launches(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, options)
+
+
+# Configurations by (layout key, chooser, vendor, SMs, max_seqlen_q, max_seqlen_k), and plans
+# by (layout key, configuration, persistent, vendor, SMs), both filled by `inputs.keep`. A
+# serving engine needs a handful of plans, but its max_seqlen_k hint changes from step to
+# step, and so do the configurations' keys: such steps choose again.
+_CHOICES: dict[tuple, heuristics.Config] = {}
+_PLANS: dict[tuple, _Plan] = {}
+
+
+class _Plan:
+    """What a call's layout and configuration fix of its launches. It holds no tensor of the
+    call it was planned for (a cache would outlive its engine): `launches` completes it with
+    each call's tensors, and with fresh segment buffers where the grid is not persistent."""
+
+    def __init__(self, attention: KernelLaunch, reduce: KernelLaunch | None, vendor: str,
+                 options: dict, fresh_buffers: tuple | None):
+        self.vendor = vendor
+        self.optional = [name for name in _OPTIONAL_TENSORS if options.get(name) is not None]
+        self.fresh_buffers = fresh_buffers  # segment_buffers' arguments when not persistent
+        per_call = {*_CALL_TENSORS, *(name + "_ptr" for name in self.optional),
+                    *(_SEGMENT_BUFFERS if fresh_buffers is not None else ())}
+        self.templates = [(launch, [name for name in launch.args if name in per_call])
+                          for launch in (attention, reduce) if launch is not None]
+        for launch, names in self.templates:
+            launch.args.update(dict.fromkeys(names, None))
+
+    def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,
+                 options) -> list[KernelLaunch]:
+        k_operand, v_operand = kv_operands(k_cache, v_cache, self.vendor)
+        tensors = dict(out_ptr=out, q_ptr=q, k_cache_ptr=k_operand, v_cache_ptr=v_operand,
+                       block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q,
+                       seq_lens_ptr=seq_lens)
+        for name in self.optional:
+            tensors[name + "_ptr"] = options[name]
+        if self.fresh_buffers is not None:
+            tensors.update(zip(_SEGMENT_BUFFERS, segment_buffers(*self.fresh_buffers)))
+        return [KernelLaunch(t.kernel, t.grid, {**t.args, **{n: tensors[n] for n in names}},
+                             t.constexprs, t.num_warps, t.num_stages, t.vendor_options)
+                for t, names in self.templates]
+
+
+# The arguments that are a call's tensors, by the kernels' parameter names.
+_CALL_TENSORS = ("out_ptr", "q_ptr", "k_cache_ptr", "v_cache_ptr", "block_table_ptr",
+                 "cu_seqlens_q_ptr", "seq_lens_ptr")
+_OPTIONAL_TENSORS = ("sinks", "k_scale", "v_scale")  # options; absent ones stay placeholders
+_SEGMENT_BUFFERS = ("segm_out_ptr", "segm_max_ptr", "segm_sum_ptr")
+
+
+def _plan(q, k_cache, v_cache, block_table, out, config: heuristics.Config, persistent: bool,
+          vendor: str, num_sms: int, **options) -> _Plan:
     num_tokens, num_q_heads, head_size = q.shape
     num_seqs, num_kv_heads = block_table.shape[0], k_cache.shape[2]
     block_q = config.block_q(num_q_heads // num_kv_heads)
     # items per KV head and segment: sequences, or an upper bound on Q-blocks (each sequence
     # may leave a partial block)
     q_blocks = num_seqs if config.seq_items else num_tokens // block_q + num_seqs
-    buffers = arrivals = None
+    buffers = arrivals = fresh = None
     if config.num_segments > 1:
-        allocate = persistent_buffers if persistent else segment_buffers
-        buffers = allocate(num_tokens, num_q_heads, config.num_segments, next_pow2(head_size), q.device)
+        shape = (num_tokens, num_q_heads, config.num_segments, next_pow2(head_size), q.device)
+        buffers = persistent_buffers(*shape) if persistent else segment_buffers(*shape)
+        fresh = None if persistent else shape
         if config.fused_reduce:
             arrivals = arrival_counts(num_seqs, num_kv_heads, q.device)
     if persistent:
         grid = (num_programs(config, num_sms, q_blocks * num_kv_heads * config.num_segments),)
     else:
         grid = (q_blocks, num_kv_heads, config.num_segments)
-    launches = [KernelLaunch(
+    attention = KernelLaunch(
         kernel=q_block_kernel,
         grid=grid,
-        args=kernel_args(q, *kv_operands(k_cache, v_cache, vendor), block_table, cu_seqlens_q,
-                         seq_lens, out, buffers, arrivals, split_max_q=block_q,
+        args=kernel_args(q, *kv_operands(k_cache, v_cache, vendor), block_table, None, None,
+                         out, buffers, arrivals, split_max_q=block_q,
                          num_segments=config.num_segments, **options),
         constexprs=kernel_constexprs(q, k_cache, config, persistent, vendor,
                                      sliding_window=options.get("sliding_window"),
@@ -116,14 +187,15 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
         num_warps=config.num_warps,
         num_stages=config.num_stages,
         vendor_options=config.vendor_options(vendor),
-    )]
+    )
+    reduce = None
     if buffers is not None and arrivals is None:
         items = num_seqs * num_q_heads
         reduce_grid = ((max(1, min(REDUCE_PROGRAMS_PER_SM * num_sms, items)),) if persistent
                        else (num_seqs, num_q_heads))
-        launches.append(reduce_launch(reduce_grid, q, cu_seqlens_q, out, buffers, config, block_q,
-                                      num_seqs, persistent))
-    return launches
+        reduce = reduce_launch(reduce_grid, q, None, out, buffers, config, block_q, num_seqs,
+                               persistent)
+    return _Plan(attention, reduce, vendor, options, fresh)
 
 
 def num_programs(config: heuristics.Config, num_sms: int, max_items: int) -> int:
@@ -240,5 +312,6 @@ def arrival_counts(num_seqs: int, num_kv_heads: int, device) -> torch.Tensor:
 
 def release_buffers() -> None:
     """Drop the persistent grid's segment buffers and arrival counts (only once no captured
-    graph uses them)."""
+    graph uses them), and the plans that hold them."""
     _BUFFERS.clear()
+    _PLANS.clear()

@@ -6,9 +6,13 @@ host's launch cost), so this suite is where host cost is gated. The clock is the
 each round is one call of the variant's public entry exactly as a serving engine makes it
 (preallocated `out=`, the host-side hints the variant takes, no metadata value checks: they
 ran once, outside the rounds), with the GPU left to run asynchronously and synchronized only
-outside the timed rounds. The decode batch of Llama-3-8B (32 sequences of 1024 tokens) keeps
-the GPU busy for longer than a launch, so the launch queue never drains into the
-measurement; 200 rounds stay far below its depth.
+outside the timed rounds. A serving loop's `max_seqlen_k` hint grows by one every decode
+step, so every round passes the next one (`_steps`): no round finds the configuration its
+hints chose kept from the round before (a loop over one batch with fixed hints would flatter
+that); the plan the configuration leads to it may find, as a serving loop does. The decode
+batch of Llama-3-8B (32 sequences of 1024 tokens) keeps the GPU busy for longer than a
+launch, so the launch queue never drains into the measurement; 200 rounds stay far below
+its depth.
 
 `test_anchor_launch_cost` times the production entry on every scenario of the `anchor` suite
 (docs/kernels.md's benchmark grid) beside this vendor's installed peers (perf/peers.py:
@@ -26,6 +30,7 @@ the interpreter's, so every case skips there with that reason.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import pytest
 import torch
@@ -69,8 +74,10 @@ def test_launch_cost(benchmark, batch, variant, monkeypatch):
     benchmark.group = f"launch cost: {SCENARIO}"
     benchmark.extra_info["scenario"] = SCENARIO
 
+    steps = _steps(options)
+
     def call():
-        fn(*batch.args(), out=out, **options)
+        fn(*batch.args(), out=out, **next(steps))
 
     monkeypatch.setenv(CHECK_VALUES_ENV, "0")  # the test session turns them on; production does not
     benchmark.pedantic(call, rounds=200, iterations=1, warmup_rounds=20)
@@ -93,9 +100,10 @@ def test_anchor_launch_cost(benchmark, scenario, entry, monkeypatch):
         fn, out = VARIANTS[entry], batch.new_output()
         options = dict(batch.options, **host_hints(fn, spec))
         fn(*batch.args(), out=out, **options, check_values=True)  # compile; values checked once
+        steps = _steps(options)
 
         def call():
-            fn(*batch.args(), out=out, **options)
+            fn(*batch.args(), out=out, **next(steps))
     else:
         try:
             call, _, _ = peers.setup_for_batch(entry, spec, "cuda", batch)
@@ -123,5 +131,14 @@ def test_anchor_plan_cost(benchmark, scenario, monkeypatch):
     monkeypatch.setenv(CHECK_VALUES_ENV, "0")
     benchmark.group = f"plan cost: {scenario}"
     benchmark.extra_info.update(scenario=scenario, entry="static_grid.plan")
-    benchmark.pedantic(lambda: fn.plan(*batch.args(), out=out, **options), rounds=100, iterations=1,
+    steps = _steps(options)
+    benchmark.pedantic(lambda: fn.plan(*batch.args(), out=out, **next(steps)), rounds=100, iterations=1,
                        warmup_rounds=10)
+
+
+def _steps(options: dict):
+    """The options of successive calls, as a decode loop passes them: `max_seqlen_k` one larger
+    every call (an upper bound on the keys stays a correct hint), the rest unchanged."""
+    if "max_seqlen_k" not in options:
+        return itertools.repeat(options)
+    return (dict(options, max_seqlen_k=options["max_seqlen_k"] + i) for i in itertools.count())
