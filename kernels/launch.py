@@ -29,11 +29,19 @@ class KernelLaunch:
     def name(self) -> str:
         return self.kernel.fn.__name__
 
+    # Kernels compiled for this launch's plan (`CompiledLaunches`), shared by every launch
+    # made from one plan; None: always through Triton's JIT dispatch.
+    compiled: CompiledLaunches | None = None
+
     def __call__(self) -> None:
-        self.kernel[self.grid](
+        if self.compiled is not None and self.compiled.launch(self):
+            return
+        kernel = self.kernel[self.grid](
             **self.args, **self.constexprs,
             num_warps=self.num_warps, num_stages=self.num_stages, **self.vendor_options,
         )
+        if self.compiled is not None:
+            self.compiled.keep(self, kernel)
 
     def config(self) -> dict:
         """JSON-friendly description of the configuration (for results and reports)."""
@@ -51,3 +59,70 @@ def _plain(value: Any) -> Any:
     if isinstance(value, torch.dtype):
         return str(value).removeprefix("torch.")
     return value if isinstance(value, (bool, int, float, str, type(None))) else str(value)
+
+
+class CompiledLaunches:
+    """Triton's compiled kernels for the launches of one plan, launched without the JIT dispatch.
+
+    `kernel[grid](...)` binds and specializes every parameter on every call: on the NVIDIA
+    H100 VM (2026-11-23, triton 3.6.0, docs/kernels.md) 62 us of host time for the attention
+    kernel's 49 parameters and 30 us for the reduction's 15, against 14 and 12 us for the
+    compiled kernel's own launcher given the same arguments. A plan fixes every integer,
+    float, dtype and constant its launches pass (they are in its key); what Triton may still
+    specialize differently from call to call is a pointer's 16-byte alignment and the device.
+    So the first launch goes through the JIT and its compiled kernel is kept under (device,
+    alignments); later launches with the same key call that kernel's launcher directly, with
+    the arguments in the kernel's parameter order, as the JIT itself does.
+
+    Only where that launcher's calling convention is the one written here (triton 3.6 on
+    CUDA) and no launch hook is set (profilers such as proton set them); elsewhere every
+    launch takes the JIT path.
+    """
+
+    def __init__(self):
+        self._kernels: dict[tuple, Any] = {}
+
+    @staticmethod
+    def available() -> bool:
+        import triton
+
+        return (triton.__version__.startswith("3.6.") and torch.version.hip is None
+                and torch.cuda.is_available() and not _interpreting())
+
+    def _key(self, launch: KernelLaunch) -> tuple:
+        from triton.runtime import driver
+
+        aligned = (v.data_ptr() % 16 == 0 for v in launch.args.values() if isinstance(v, torch.Tensor))
+        return (driver.active.get_current_device(), *aligned)
+
+    def launch(self, launch: KernelLaunch) -> bool:
+        """Launch through the kept compiled kernel if there is one for this call's key."""
+        from triton import knobs
+
+        if knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None:
+            return False
+        key = self._key(launch)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            return False
+        from triton.runtime import driver
+
+        values = {**launch.args, **launch.constexprs}
+        grid = (*launch.grid, 1, 1)
+        kernel.run(grid[0], grid[1], grid[2], driver.active.get_current_stream(key[0]), kernel.function,
+                   kernel.packed_metadata, None, None, None,
+                   *(values[name] for name in launch.kernel.arg_names))
+        return True
+
+    def keep(self, launch: KernelLaunch, kernel) -> None:
+        """Keep what the JIT returned for this call's key (a compiled kernel, on a GPU)."""
+        passed = launch.args.keys() | launch.constexprs.keys()
+        if (hasattr(kernel, "run") and hasattr(kernel, "packed_metadata")
+                and passed.issuperset(launch.kernel.arg_names)):  # no parameter left to its default
+            self._kernels[self._key(launch)] = kernel
+
+
+def _interpreting() -> bool:
+    from kernels.platform import interpreter_active
+
+    return interpreter_active()

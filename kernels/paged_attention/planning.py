@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from kernels import inputs, platform
-from kernels.launch import KernelLaunch
+from kernels.launch import CompiledLaunches, KernelLaunch
 from kernels.paged_attention import heuristics
 from kernels.paged_attention.common import (
     layout_strides,
@@ -131,6 +131,8 @@ class _Plan:
                     *(_SEGMENT_BUFFERS if fresh_buffers is not None else ())}
         self.templates = [(launch, [name for name in launch.args if name in per_call])
                           for launch in (attention, reduce) if launch is not None]
+        for launch, _ in self.templates:  # kept with the plan: the same launches every call
+            launch.compiled = CompiledLaunches() if CompiledLaunches.available() else None
         for launch, names in self.templates:
             launch.args.update(dict.fromkeys(names, None))
 
@@ -145,7 +147,7 @@ class _Plan:
         if self.fresh_buffers is not None:
             tensors.update(zip(_SEGMENT_BUFFERS, segment_buffers(*self.fresh_buffers)))
         return [KernelLaunch(t.kernel, t.grid, {**t.args, **{n: tensors[n] for n in names}},
-                             t.constexprs, t.num_warps, t.num_stages, t.vendor_options)
+                             t.constexprs, t.num_warps, t.num_stages, t.vendor_options, t.compiled)
                 for t, names in self.templates]
 
 
