@@ -75,12 +75,14 @@ class CompiledLaunches:
     the arguments in the kernel's parameter order, as the JIT itself does.
 
     Only where that launcher's calling convention is the one written here (triton 3.6 on
-    CUDA) and no launch hook is set (profilers such as proton set them); elsewhere every
-    launch takes the JIT path.
+    CUDA); elsewhere every launch takes the JIT path. Launch hooks (profilers) are called
+    as the JIT calls them.
     """
 
-    def __init__(self):
+    def __init__(self, call_tensors: list[str]):
         self._kernels: dict[tuple, Any] = {}
+        # the arguments that change from call to call (the plan's other tensors are its own)
+        self._call_tensors = call_tensors
 
     @staticmethod
     def available() -> bool:
@@ -92,26 +94,27 @@ class CompiledLaunches:
     def _key(self, launch: KernelLaunch) -> tuple:
         from triton.runtime import driver
 
-        aligned = (v.data_ptr() % 16 == 0 for v in launch.args.values() if isinstance(v, torch.Tensor))
-        return (driver.active.get_current_device(), *aligned)
+        args = launch.args
+        return (driver.active.get_current_device(),
+                *(args[name].data_ptr() % 16 == 0 for name in self._call_tensors))
 
     def launch(self, launch: KernelLaunch) -> bool:
         """Launch through the kept compiled kernel if there is one for this call's key."""
-        from triton import knobs
-
-        if knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None:
-            return False
         key = self._key(launch)
         kernel = self._kernels.get(key)
         if kernel is None:
             return False
+        from triton import knobs
         from triton.runtime import driver
 
         values = {**launch.args, **launch.constexprs}
+        args = [values[name] for name in launch.kernel.arg_names]
         grid = (*launch.grid, 1, 1)
-        kernel.run(grid[0], grid[1], grid[2], driver.active.get_current_stream(key[0]), kernel.function,
-                   kernel.packed_metadata, None, None, None,
-                   *(values[name] for name in launch.kernel.arg_names))
+        stream = driver.active.get_current_stream(key[0])
+        # launch hooks (profilers) get what the JIT gives them: None without an enter hook
+        metadata = kernel.launch_metadata(launch.grid, stream, *args)
+        kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata,
+                   knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
         return True
 
     def keep(self, launch: KernelLaunch, kernel) -> None:

@@ -131,8 +131,8 @@ class _Plan:
                     *(_SEGMENT_BUFFERS if fresh_buffers is not None else ())}
         self.templates = [(launch, [name for name in launch.args if name in per_call])
                           for launch in (attention, reduce) if launch is not None]
-        for launch, _ in self.templates:  # kept with the plan: the same launches every call
-            launch.compiled = CompiledLaunches() if CompiledLaunches.available() else None
+        for launch, names in self.templates:  # kept with the plan: the same launches every call
+            launch.compiled = CompiledLaunches(names) if CompiledLaunches.available() else None
         for launch, names in self.templates:
             launch.args.update(dict.fromkeys(names, None))
 
