@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from kernels.platform import interpreter_active
+
 
 @dataclass
 class KernelLaunch:
@@ -89,7 +91,7 @@ class CompiledLaunches:
         import triton
 
         return (triton.__version__.startswith("3.6.") and torch.version.hip is None
-                and torch.cuda.is_available() and not _interpreting())
+                and torch.cuda.is_available() and not interpreter_active())
 
     def _key(self, launch: KernelLaunch) -> tuple:
         from triton.runtime import driver
@@ -123,9 +125,3 @@ class CompiledLaunches:
         if (hasattr(kernel, "run") and hasattr(kernel, "packed_metadata")
                 and passed.issuperset(launch.kernel.arg_names)):  # no parameter left to its default
             self._kernels[self._key(launch)] = kernel
-
-
-def _interpreting() -> bool:
-    from kernels.platform import interpreter_active
-
-    return interpreter_active()

@@ -131,10 +131,10 @@ class _Plan:
                     *(_SEGMENT_BUFFERS if fresh_buffers is not None else ())}
         self.templates = [(launch, [name for name in launch.args if name in per_call])
                           for launch in (attention, reduce) if launch is not None]
-        for launch, names in self.templates:  # kept with the plan: the same launches every call
-            launch.compiled = CompiledLaunches(names) if CompiledLaunches.available() else None
         for launch, names in self.templates:
             launch.args.update(dict.fromkeys(names, None))
+            # kept with the plan: every call of it makes the same launches
+            launch.compiled = CompiledLaunches(names) if CompiledLaunches.available() else None
 
     def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,
                  options) -> list[KernelLaunch]:
