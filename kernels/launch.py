@@ -74,17 +74,25 @@ class CompiledLaunches:
     specialize differently from call to call is a pointer's 16-byte alignment and the device.
     So the first launch goes through the JIT and its compiled kernel is kept under (device,
     alignments); later launches with the same key call that kernel's launcher directly, with
-    the arguments in the kernel's parameter order, as the JIT itself does.
+    the arguments in the kernel's parameter order, as the JIT itself does. The plan's own
+    arguments are put in that order once, from its template (`template`); a call fills in
+    only its tensors.
 
     Only where that launcher's calling convention is the one written here (triton 3.6 on
     CUDA); elsewhere every launch takes the JIT path. Launch hooks (profilers) are called
     as the JIT calls them.
     """
 
-    def __init__(self, call_tensors: list[str]):
+    def __init__(self, template: KernelLaunch, call_tensors: list[str]):
         self._kernels: dict[tuple, Any] = {}
         # the arguments that change from call to call (the plan's other tensors are its own)
         self._call_tensors = call_tensors
+        values = {**template.args, **template.constexprs}
+        names = template.kernel.arg_names
+        # a parameter left to its default needs the JIT's binding: never the fast path
+        self._complete = values.keys() >= set(names)
+        self._ordered = [values.get(name) for name in names]
+        self._slots = [(i, name) for i, name in enumerate(names) if name in call_tensors]
 
     @staticmethod
     def available() -> bool:
@@ -98,7 +106,7 @@ class CompiledLaunches:
 
         args = launch.args
         return (driver.active.get_current_device(),
-                *(args[name].data_ptr() % 16 == 0 for name in self._call_tensors))
+                *[args[name].data_ptr() % 16 == 0 for name in self._call_tensors])
 
     def launch(self, launch: KernelLaunch) -> bool:
         """Launch through the kept compiled kernel if there is one for this call's key."""
@@ -109,8 +117,9 @@ class CompiledLaunches:
         from triton import knobs
         from triton.runtime import driver
 
-        values = {**launch.args, **launch.constexprs}
-        args = [values[name] for name in launch.kernel.arg_names]
+        args = self._ordered.copy()
+        for i, name in self._slots:
+            args[i] = launch.args[name]
         grid = (*launch.grid, 1, 1)
         stream = driver.active.get_current_stream(key[0])
         # launch hooks (profilers) get what the JIT gives them: None without an enter hook
@@ -121,7 +130,5 @@ class CompiledLaunches:
 
     def keep(self, launch: KernelLaunch, kernel) -> None:
         """Keep what the JIT returned for this call's key (a compiled kernel, on a GPU)."""
-        passed = launch.args.keys() | launch.constexprs.keys()
-        if (hasattr(kernel, "run") and hasattr(kernel, "packed_metadata")
-                and passed.issuperset(launch.kernel.arg_names)):  # no parameter left to its default
+        if self._complete and hasattr(kernel, "run") and hasattr(kernel, "packed_metadata"):
             self._kernels[self._key(launch)] = kernel

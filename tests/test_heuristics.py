@@ -212,6 +212,25 @@ def test_features_from_shapes_are_bounds_and_hints_make_them_exact():
     assert hinted.queries_per_kv == 4 and hinted.head_size == 64 and hinted.dtype == "float16"
 
 
+@pytest.mark.parametrize("chooser", ["nvidia", "amd", "parallel"])
+def test_choices_read_the_kv_length_only_through_its_class(chooser):
+    """Planning keeps a choice per `kv_len_class`, not per KV length (a decode loop's
+    max_seqlen_k hint grows by one each step): every length of one class must choose alike.
+    Windows of 100 and 890 keys end inside a granule (890: its straddling tile decides a
+    1-sequence decode's segments)."""
+    from kernels.paged_attention import parallel
+
+    def pick(f):
+        return parallel.choose("nvidia", f) if chooser == "parallel" else choose(chooser, f)
+    for seqs, q_len, qpk, head, window in itertools.product(
+            [1, 128], [1, 17, 200], [1, 8], [128, 256], [0, 100, 890]):
+        chosen = {}
+        for kv_len in range(q_len, 2100):
+            f = _features(seqs, q_len, kv_len, queries_per_kv=qpk, head_size=head, window=window)
+            c = pick(f)
+            assert chosen.setdefault(heuristics.kv_len_class(kv_len, q_len, window), c) == c, f
+
+
 def test_decode_only_batch_is_recognised_from_shapes():
     b = build_batch(BatchSpec((1, 1, 1), (40, 9, 300), num_q_heads=8, num_kv_heads=2, head_size=64))
     f = features_from_call(b.q, b.k_cache, b.block_table)

@@ -185,3 +185,52 @@ def test_compiled_launches_only_where_they_are_written_for():
     assert all((launch.compiled is not None) == expected for launch in launches)
     if not torch.cuda.is_available():
         assert not expected
+
+
+def test_a_compiled_launch_hands_the_launcher_what_the_jit_would_bind(monkeypatch):
+    """The fast path orders a kept plan's arguments itself (kernels.launch.CompiledLaunches):
+    a later call must pass exactly the values Triton's binding would, in the kernel's
+    parameter order, with that call's own tensors. A stand-in driver and compiled kernel
+    record what reaches the launcher, so this runs without a GPU."""
+    from triton.runtime import driver
+
+    from kernels.launch import CompiledLaunches
+
+    class Driver:
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device):
+            return 0
+
+    class Compiled:  # what the JIT returns on a GPU: a kernel with its own launcher
+        function = packed_metadata = None
+
+        def launch_metadata(self, grid, stream, *args):
+            return None
+
+        def run(self, *launcher_args):
+            self.passed = launcher_args[9:]  # after grid, stream, function, metadata, hooks
+
+    monkeypatch.setattr(driver, "_active", Driver())
+    monkeypatch.setattr(CompiledLaunches, "available", staticmethod(lambda: True))
+    planning.release_buffers()  # plans kept so far carry no compiled launches
+    try:
+        first = build_batch(BATCHES["decode"])
+        second = build_batch(dataclasses.replace(BATCHES["decode"], seed=1))
+        _, launches = VARIANTS["parallel"].plan(*first.args(), **first.options)
+        compiled = Compiled()
+        for launch in launches:
+            launch.compiled.keep(launch, compiled)
+        _, again = VARIANTS["parallel"].plan(*second.args(), **second.options)
+        assert len(again) == 2  # the attention kernel and the reduction, each its own order
+        for launch in again:
+            assert launch.compiled.launch(launch)
+            bound = {**launch.args, **launch.constexprs}
+            expected = [bound[name] for name in launch.kernel.arg_names]
+            assert len(compiled.passed) == len(expected)
+            assert all(a is b for a, b in zip(compiled.passed, expected))
+            assert launch.args["out_ptr"] is not launches[0].args["out_ptr"]  # this call's
+        assert again[0].args["q_ptr"] is second.q
+    finally:
+        planning.release_buffers()  # no plan with a stand-in kernel outlives the test

@@ -133,17 +133,42 @@ def features_from_call(q: torch.Tensor, k_cache: torch.Tensor, block_table: torc
     num_tokens, num_q_heads, head_size = q.shape
     num_seqs = block_table.shape[0]
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
-    max_q = int(max_seqlen_q) if max_seqlen_q is not None else num_tokens - num_seqs + 1
-    max_k = int(max_seqlen_k) if max_seqlen_k is not None else block_table.shape[1] * block_size
+    max_q, max_k = call_lengths(q, k_cache, block_table, max_seqlen_q, max_seqlen_k)
     decodes = num_seqs if max_q == 1 else max(0, 2 * num_seqs - num_tokens)
     return Features(
-        num_seqs=num_seqs, num_tokens=num_tokens, max_query_len=max(1, max_q),
-        max_kv_len=max(1, max_k), avg_kv_len=float(max(1, max_k)),
+        num_seqs=num_seqs, num_tokens=num_tokens, max_query_len=max_q,
+        max_kv_len=max_k, avg_kv_len=float(max_k),
         decode_share=decodes / max(1, num_seqs), queries_per_kv=num_q_heads // num_kv_heads,
         num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size,
         dtype=str(q.dtype).removeprefix("torch."), fp8_kv=is_fp8(k_cache.dtype),
         num_sms=num_sms or DEFAULT_NUM_SMS.get(vendor, 132), window=int(sliding_window or 0),
     )
+
+
+def call_lengths(q, k_cache, block_table, max_seqlen_q=None, max_seqlen_k=None) -> tuple[int, int]:
+    """(`Features.max_query_len`, `Features.max_kv_len`) of a call: the hints, else bounds
+    from shapes."""
+    num_seqs = block_table.shape[0]
+    max_q = int(max_seqlen_q) if max_seqlen_q is not None else q.shape[0] - num_seqs + 1
+    max_k = int(max_seqlen_k) if max_seqlen_k is not None else block_table.shape[1] * k_cache.shape[1]
+    return max(1, max_q), max(1, max_k)
+
+
+# The trees read a KV length only through multiples of this many keys: their thresholds
+# (NARROW_WINDOW, SHORT_CONTEXT) are multiples of it, and so is every tile (powers of two
+# >= MIN_TILE) whose count `visible_tiles` takes.
+KV_GRANULE = MIN_TILE
+
+
+def kv_len_class(max_kv_len: int, max_query_len: int, window: int) -> tuple[int, bool]:
+    """What `choose` and `parallel.choose` read of `Features.max_kv_len`: its multiple of
+    KV_GRANULE rounded up, and whether a sliding window hides part of it (the straddling tile
+    of `visible_tiles`). Features that differ only in max_kv_len (and avg_kv_len) but share
+    this class get the same configuration (tests/test_heuristics.py walks every length up to
+    2100). So a decode loop, whose `max_seqlen_k` hint grows by one each step, can keep its
+    choice for 15 steps of 16 (`planning.plan_q_blocks`)."""
+    granules = -(-max_kv_len // KV_GRANULE)
+    return granules * KV_GRANULE, bool(window) and window + max_query_len - 1 < max_kv_len
 
 
 def features_from_spec(spec, num_sms: int) -> Features:

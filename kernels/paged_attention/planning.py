@@ -83,15 +83,20 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     `config.programs_per_sm` programs per SM and buffers kept per shape, so the launches
     depend on shapes only and one captured graph serves every composition.
 
-    The configuration is chosen on every call (the hints `max_seqlen_q` / `max_seqlen_k`
-    change from step to step); what follows from it and the call's `layout` key
-    (`inputs.layout_key`: grids, compile-time constants, strides, scalars, kept buffers) is
-    planned once per (layout, configuration, target) and reused with each call's tensors.
+    The configuration is kept per (layout, target, hints): the call's `layout` key
+    (`inputs.layout_key`), and of `max_seqlen_k`, which grows from step to step, only what
+    the choosers read (`heuristics.kv_len_class`). What follows from it and the layout (grids,
+    compile-time constants, strides, scalars, kept buffers) is planned once per (layout,
+    configuration, target) and reused with each call's tensors.
     """
     vendor, num_sms = resolve_target(vendor, num_sms)
     if config is None:
-        choice = None if layout is None else (layout, choose, vendor, num_sms, max_seqlen_q, max_seqlen_k)
-        config = _CHOICES.get(choice) if choice is not None else None
+        choice = None
+        if layout is not None:
+            max_q, max_k = heuristics.call_lengths(q, k_cache, block_table, max_seqlen_q, max_seqlen_k)
+            window = options.get("sliding_window") or 0
+            choice = (layout, choose, vendor, num_sms, max_q, heuristics.kv_len_class(max_k, max_q, window))
+            config = _CHOICES.get(choice)
         if config is None:
             config = choose(vendor, batch_features(q, k_cache, block_table, max_seqlen_q=max_seqlen_q,
                                                    max_seqlen_k=max_seqlen_k, vendor=vendor,
@@ -109,10 +114,11 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     return plan.launches(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, options)
 
 
-# Configurations by (layout key, chooser, vendor, SMs, max_seqlen_q, max_seqlen_k), and plans
-# by (layout key, configuration, persistent, vendor, SMs), both filled by `inputs.keep`. A
-# serving engine needs a handful of plans, but its max_seqlen_k hint changes from step to
-# step, and so do the configurations' keys: such steps choose again.
+# Configurations by (layout key, chooser, vendor, SMs, longest query, KV length class), and
+# plans by (layout key, configuration, persistent, vendor, SMs), both filled by `inputs.keep`.
+# A serving engine needs a handful of plans; its max_seqlen_k hint grows by one each decode
+# step, and one step in KV_GRANULE enters a new class and chooses again (H100 host,
+# 2026-11-23: a choice cost about 30 us of a 60-120 us call, docs/kernels.md).
 _CHOICES: dict[tuple, heuristics.Config] = {}
 _PLANS: dict[tuple, _Plan] = {}
 
@@ -134,7 +140,7 @@ class _Plan:
         for launch, names in self.templates:
             launch.args.update(dict.fromkeys(names, None))
             # kept with the plan: every call of it makes the same launches
-            launch.compiled = CompiledLaunches(names) if CompiledLaunches.available() else None
+            launch.compiled = CompiledLaunches(launch, names) if CompiledLaunches.available() else None
 
     def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,
                  options) -> list[KernelLaunch]:

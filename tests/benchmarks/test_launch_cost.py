@@ -7,9 +7,9 @@ each round is one call of the variant's public entry exactly as a serving engine
 (preallocated `out=`, the host-side hints the variant takes, no metadata value checks: they
 ran once, outside the rounds), with the GPU left to run asynchronously and synchronized only
 outside the timed rounds. A serving loop's `max_seqlen_k` hint grows by one every decode
-step, so every round passes the next one (`_steps`): no round finds the configuration its
-hints chose kept from the round before (a loop over one batch with fixed hints would flatter
-that); the plan the configuration leads to it may find, as a serving loop does. The decode
+step, so every round passes the next one (`_steps`): one round in 16 enters a new class of
+KV lengths and chooses its configuration again (`heuristics.kv_len_class`), as a serving loop
+does; a loop over one batch with fixed hints would never choose again. The decode
 batch of Llama-3-8B (32 sequences of 1024 tokens) keeps the GPU busy for longer than a
 launch, so the launch queue never drains into the measurement; 200 rounds stay far below
 its depth.
