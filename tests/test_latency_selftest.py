@@ -138,3 +138,12 @@ def test_only_a_rewritten_calibration_counts_as_clean(tmp_path):
     assert selftest.changed_outside_calibration(str(tmp_path)) == []
     (tmp_path / "kernels.py").write_text("b\n")
     assert selftest.changed_outside_calibration(str(tmp_path)) == ["kernels.py"]
+
+
+def test_a_gate_is_expected_to_take_as_long_as_earlier_ones_of_its_kind_and_size():
+    runs = [{"kind": "aa", "percent": None, "seconds": 120}, {"kind": "aa", "percent": None, "seconds": 100},
+            {"kind": "plant", "percent": 10, "seconds": 240}, {"kind": "plant", "percent": 2, "seconds": 130}]
+    assert selftest.typical_minutes(runs, "plant", 10) == 4.0
+    assert selftest.typical_minutes(runs, "aa", None) == pytest.approx(110 / 60)
+    assert selftest.typical_minutes(runs, "plant", 5) == pytest.approx(125 / 60)  # none yet: every gate's
+    assert selftest.typical_minutes([], "plant", 5) == 0.0
