@@ -70,6 +70,11 @@ def test_summary_keeps_and_breaks_promises(tmp_path):
     assert summary["plants"][2]["kept"] and summary["plants"][2]["in_scope"] == 50
     md = selftest.markdown(summary, {"gpu": "G", "driver": "d", "date": "x", "commit": "c"})
     assert "| A/A false fails | 0 FAIL | 2 runs (100 case verdicts; asked for 20)" in md
+    assert md.startswith("Gate self-test on G (driver d), x, commit c;")
+    # a copied runs file without raw results names no GPU rather than printing None
+    md = selftest.markdown(summary, {"gpu": None, "driver": None, "date": "x", "commit": None,
+                                     "suite": "pr", "variants": "static_grid"})
+    assert "None" not in md.splitlines()[0] and "from the runs file alone" in md.splitlines()[0]
     # one false fail, too many warnings, a missed 2 % on a long graph case, a slow gate
     for bad in ([_run("aa", ["fail"] + ["ok"] * 49)], [_run("aa", ["warn"] * 2 + ["ok"] * 48)],
                 [_run("plant", ["ok"] + ["fail"] * 49, 2)], [_run("aa", ["ok"], seconds=700)]):

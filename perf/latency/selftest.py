@@ -220,8 +220,12 @@ def summarize(runs: list[dict], out_dir: str, args: argparse.Namespace) -> tuple
 
 def markdown(summary: dict, env: dict) -> str:
     a = summary["aa"]
-    lines = [f"Gate self-test on {env.get('gpu')} (driver {env.get('driver')}), {env.get('date')}, commit "
-             f"{str(env.get('commit'))[:10]}; suite {env.get('suite')}, variants {env.get('variants')}.", "",
+    # a runs file summarized without its raw results (a copied runs.json) does not know its GPU
+    where = (f"on {env['gpu']} (driver {env.get('driver')}), {env.get('date')}, "
+             f"commit {str(env.get('commit'))[:10]}" if env.get("gpu") else
+             f"summarized {env.get('date')} from the runs file alone (GPU, driver and commits: no raw "
+             f"results in --out; each run records its commit)")
+    lines = [f"Gate self-test {where}; suite {env.get('suite')}, variants {env.get('variants')}.", "",
              "| check | promise | ran | result |", "|---|---|---|---|",
              f"| A/A false fails | 0 FAIL | {a['runs']} runs ({a['case_verdicts']} case verdicts; asked for "
              f"{summary['asked']['aa_runs']}) | {a['fail']} FAIL, {a['warn']} warn "
