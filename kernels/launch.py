@@ -57,6 +57,13 @@ class KernelLaunch:
         }
 
 
+def _hooked(hook: Any) -> bool:
+    """Whether a launch hook would do anything: triton 3.6 keeps its hooks in a `HookChain`
+    (never None, so its launcher always calls it), which may be empty; a user may also set a
+    plain function."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, torch.dtype):
         return str(value).removeprefix("torch.")
@@ -80,7 +87,8 @@ class CompiledLaunches:
 
     Only where that launcher's calling convention is the one written here (triton 3.6 on
     CUDA); elsewhere every launch takes the JIT path. Launch hooks (profilers) are called
-    as the JIT calls them.
+    as the JIT calls them; with none set, the launcher gets None for them and for the launch
+    metadata, which the JIT builds and hands to empty hook chains on every launch.
     """
 
     def __init__(self, template: KernelLaunch, call_tensors: list[str]):
@@ -122,10 +130,13 @@ class CompiledLaunches:
             args[i] = launch.args[name]
         grid = (*launch.grid, 1, 1)
         stream = driver.active.get_current_stream(key[0])
-        # launch hooks (profilers) get what the JIT gives them: None without an enter hook
-        metadata = kernel.launch_metadata(launch.grid, stream, *args)
+        enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+        if _hooked(enter) or _hooked(leave):  # launch hooks (profilers) get what the JIT gives them
+            metadata = kernel.launch_metadata(launch.grid, stream, *args)
+        else:  # Triton's JIT builds the metadata and calls the empty hook chains even then
+            metadata = enter = leave = None
         kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata,
-                   knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *args)
+                   enter, leave, *args)
         return True
 
     def keep(self, launch: KernelLaunch, kernel) -> None:

@@ -207,9 +207,10 @@ def test_a_compiled_launch_hands_the_launcher_what_the_jit_would_bind(monkeypatc
         function = packed_metadata = None
 
         def launch_metadata(self, grid, stream, *args):
-            return None
+            return {"name": "metadata"}
 
         def run(self, *launcher_args):
+            self.hooks = launcher_args[6:9]  # launch metadata, enter hook, exit hook
             self.passed = launcher_args[9:]  # after grid, stream, function, metadata, hooks
 
     monkeypatch.setattr(driver, "_active", Driver())
@@ -232,5 +233,20 @@ def test_a_compiled_launch_hands_the_launcher_what_the_jit_would_bind(monkeypatc
             assert all(a is b for a, b in zip(compiled.passed, expected))
             assert launch.args["out_ptr"] is not launches[0].args["out_ptr"]  # this call's
         assert again[0].args["q_ptr"] is second.q
+        # no hook set: the launcher is handed none, and no metadata is built for it
+        assert compiled.hooks == (None, None, None)
+        # a profiler's hook: called as the JIT calls it, with the launch's metadata
+        from triton import knobs
+
+        def hook(metadata):
+            pass
+
+        knobs.runtime.launch_enter_hook.add(hook)
+        try:
+            assert again[0].compiled.launch(again[0])
+        finally:
+            knobs.runtime.launch_enter_hook.remove(hook)
+        assert compiled.hooks == ({"name": "metadata"}, knobs.runtime.launch_enter_hook,
+                                  knobs.runtime.launch_exit_hook)
     finally:
         planning.release_buffers()  # no plan with a stand-in kernel outlives the test
