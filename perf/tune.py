@@ -1,11 +1,13 @@
 """Sweep static_grid's launch configurations: the numbers kernels/paged_attention/heuristics.py cites.
 
-    python -m perf tune [--suite tune] [--scenarios GLOBS] [--out DIR] [--threads N]
+    python -m perf tune [--suite tune] [--scenarios GLOBS] [--stages LIST] [--out DIR] [--threads N]
 
 Per scenario, coordinate descent from the heuristics' own choice over the knobs of
 `heuristics.Config`, each stage keeping the fastest configuration so far: (tile, warps),
 with BLOCK_M for prefill; pipeline stages; the block-table read-ahead; KV segments (decode
-only: a runtime argument, no recompilation); programs per SM. Every configuration is timed
+only: a runtime argument, no recompilation); the fused reduction (split decodes); programs
+per SM (0: one program per work item); sequence work items (decode). `--stages` runs some of
+them, in that order. Every configuration is timed
 like `perf run`'s graph metric (perf.latency.timing: one CUDA/HIP-graph replay, L2 flushed
 before each sample) and must reproduce the default configuration's output; one that fails
 to compile or differs is recorded with the reason, never chosen. A stage's candidates
@@ -23,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from perf.errors import ConfigError
 
-STAGES = ("tile_warps", "stages", "read_ahead", "segments", "fused_reduce", "programs")
+STAGES = ("tile_warps", "stages", "read_ahead", "segments", "fused_reduce", "programs", "seq_items")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -33,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenarios", default=None, help="comma-separated fnmatch globs over the suite")
     p.add_argument("--out", default=os.path.join("results", "tune"), help="folder for tune.json and tune.md")
     p.add_argument("--threads", type=int, default=12, help="compile threads per stage (default: 12)")
+    p.add_argument("--stages", default=",".join(STAGES),
+                   help=f"comma-separated stages to run, in this order (default: all: {','.join(STAGES)})")
 
 
 def candidates(stage: str, best, decode: bool) -> list:
@@ -53,8 +57,10 @@ def candidates(stage: str, best, decode: bool) -> list:
                 if n <= 128]
     if stage == "fused_reduce" and decode and best.num_segments > 1:
         return [C(best, fused_reduce=f) for f in (False, True)]
-    if stage == "programs":
-        return [C(best, programs_per_sm=p) for p in (1, 2, 3, 4)]
+    if stage == "programs":  # 0: one program per work item of the shapes' bound, not persistent
+        return [C(best, programs_per_sm=p) for p in (0, 1, 2, 3, 4)]
+    if stage == "seq_items" and decode:
+        return [C(best, seq_items=i) for i in (False, True)]
     return []
 
 
@@ -127,7 +133,7 @@ class _Scenario:
 def _short(c: dict) -> str:
     return (f"M{c['block_m']} T{c['tile_size']} S{c['num_segments']} w{c['num_warps']} s{c['num_stages']} "
             f"p{c['programs_per_sm']}" + (" ra" if c.get("read_ahead") else "")
-            + (" fr" if c.get("fused_reduce") else ""))
+            + (" fr" if c.get("fused_reduce") else "") + (" si" if c.get("seq_items") else ""))
 
 
 def render(env: dict, results: dict) -> str:
@@ -149,6 +155,10 @@ def main(args: argparse.Namespace) -> int:
     from perf import checkout, results, scenarios
     from perf import vendor as vendor_mod
 
+    stages = [st.strip() for st in args.stages.split(",") if st.strip()]
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        raise ConfigError(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
     if not vendor_mod.on_gpu():
         raise ConfigError("python -m perf tune: no GPU visible to torch; the sweep times kernels on one (the "
                           "interpreter's timings mean nothing); run it on a GPU machine")
@@ -167,7 +177,7 @@ def main(args: argparse.Namespace) -> int:
         default = heuristics.choose(vendor, heuristics.features_from_spec(s.spec, env["num_sms"]))
         best, best_ms = default, s.measure(default)
         default_ms = best_ms
-        for stage in STAGES:
+        for stage in stages:
             configs = candidates(stage, best, decode)
             print(f"tune [{i}/{len(chosen)}] {scenario.name}: {stage}, {len(configs)} configurations",
                   flush=True)

@@ -26,7 +26,9 @@ def test_stage_candidates_around_the_best_so_far():
     assert [c.num_segments for c in tune.candidates("segments", BASE, decode=True)] == [1, 2, 4, 8, 16, 32]
     assert tune.candidates("segments", BASE, decode=False) == []  # prefill runs sequences whole
     assert [c.num_stages for c in tune.candidates("stages", BASE, True)] == [1, 2, 3, 4]
-    assert [c.programs_per_sm for c in tune.candidates("programs", BASE, False)] == [1, 2, 3, 4]
+    assert [c.programs_per_sm for c in tune.candidates("programs", BASE, False)] == [0, 1, 2, 3, 4]
+    assert [c.seq_items for c in tune.candidates("seq_items", BASE, True)] == [False, True]
+    assert tune.candidates("seq_items", BASE, False) == []  # prefill items are Q-blocks
     assert [c.read_ahead for c in tune.candidates("read_ahead", BASE, False)] == [False, True]
     assert [c.fused_reduce for c in tune.candidates("fused_reduce", BASE, True)] == [False, True]
     whole = dataclasses.replace(BASE, num_segments=1)
@@ -76,6 +78,14 @@ def test_tune_needs_a_gpu(capsys):
     assert main(["tune", "--scenarios", "llama3-8b/decode/*"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "perf tune: no GPU" in err[0]
+
+
+def test_an_unknown_stage_is_refused_before_anything_runs(capsys):
+    from perf.cli import main
+
+    assert main(["tune", "--stages", "tile_warps,warps"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--stages: unknown warps" in err[0]
 
 
 def test_the_markdown_names_default_and_best():
