@@ -188,6 +188,11 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
     "one_program_per_item_seg2": (Config(16, 32, 2, num_warps=4, num_stages=2, programs_per_sm=0), 16),
     # the last segment merges in the attention kernel (no reduce launch): items by Q-block,
     # and items by sequence on a grid of 3 programs (each arrives for many sequences)
+    # the 2-warp shapes of the NVIDIA decode tree: short decodes split into 16 segments of one
+    # tile (sequence items, 4 programs per SM), and many short items on tile 64
+    "two_warps_tile16_seg16_seq_items": (Config(16, 16, 16, num_warps=2, num_stages=2, programs_per_sm=4,
+                                                seq_items=True), 16),
+    "two_warps_tile64_seg2": (Config(16, 64, 2, num_warps=2, num_stages=2, programs_per_sm=4), 16),
     "fused_reduce_seg3": (Config(16, 32, 3, num_warps=4, num_stages=2, fused_reduce=True), 16),
     "fused_reduce_seq_items_seg4_grid3": (Config(16, 16, 4, num_warps=4, num_stages=2, seq_items=True,
                                                  fused_reduce=True, max_programs=3), 16),

@@ -88,7 +88,7 @@ def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
     assert (segments(1, 1024, False), segments(1, 8192, False)) == (1, 8)  # the rule without it
     for seqs, kv in ((32, 1024), (128, 1024), (8, 8192), (1, 32768)):  # enough programs: unchanged
         assert segments(seqs, kv) == segments(seqs, kv, False)
-    assert choose("nvidia", _features(1, 1, 1024)).num_segments == 8
+    assert choose("nvidia", _features(1, 1, 8192)).num_segments == 32
     amd = choose("amd", _features(1, 1, 1024))  # AMD: unmeasured there, off
     assert amd.num_segments == heuristics.num_segments(_features(1, 1, 1024), amd.tile_size) == 2
 
@@ -121,11 +121,11 @@ def test_narrow_window_decodes_take_small_tiles_and_a_program_per_item():
 
 
 def test_short_contexts_take_tiles_of_their_length():
-    """H100 lab: a 128 x 64-key decode 33.4 -> 21.5 us with tile 32 and a program per item
-    (128 and 256 keys kept tile 128); short prefills take the keys' power of two (8 x 16:
-    10.44 -> 5.25 us)."""
+    """H100 labs: a 128 x 64-key decode 33.4 -> 16.2 us with tile 16, 2 warps, 4 programs per SM
+    (128 and 256 keys kept tile 128 for 8 sequences); short prefills take the keys' power of
+    two (8 x 16: 10.44 -> 5.25 us)."""
     short = choose("nvidia", _features(128, 1, 64))
-    assert (short.tile_size, short.programs_per_sm) == (32, 0)
+    assert (short.tile_size, short.num_warps, short.programs_per_sm) == (16, 2, 4)
     for kv_len in (128, 256):
         assert (choose("nvidia", _features(8, 1, kv_len)).tile_size,
                 choose("nvidia", _features(8, 1, kv_len)).programs_per_sm) == (128, 2)
@@ -133,6 +133,49 @@ def test_short_contexts_take_tiles_of_their_length():
     assert choose("nvidia", _features(16, 32, 32)).tile_size == 32
     assert choose("nvidia", _features(16, 32, 4096)).tile_size == 128
     assert choose("amd", _features(128, 1, 64)).tile_size == choose("amd", _features(128, 1, 4096)).tile_size
+
+
+def test_few_short_decodes_split_into_segments_of_two_tiles():
+    """H100 lab: 1-4 sequences (<= a quarter of the SMs in items) of 129-1024 keys split into
+    up to 16 segments with a tile of half a segment (1x512 12.09 -> 8.00 us); one tile of 128
+    or 64 items stay whole (8x256 lost 7 % split)."""
+    def tile_segments(seqs, kv, **kw):
+        c = choose("nvidia", _features(seqs, 1, kv, **kw))
+        return c.tile_size, c.num_segments
+    assert tile_segments(1, 256) == (16, 16)
+    assert tile_segments(1, 512) == (16, 16)
+    assert tile_segments(1, 1024) == (32, 16)
+    assert tile_segments(2, 1024) == (32, 16)
+    assert tile_segments(4, 512) == (32, 8)
+    assert tile_segments(4, 1024) == (64, 8)
+    assert tile_segments(1, 128) == (128, 1)  # one tile of 128: whole
+    assert tile_segments(8, 256) == (128, 1)  # 64 items: whole
+    assert tile_segments(1, 1025) == (128, 8)  # longer: the fill_sms rule of num_segments
+    assert tile_segments(1, 8192) == (128, 32)
+    for kv in range(129, 1025):  # every answer a launchable split of the visible tiles
+        tile, segments = tile_segments(1, kv)
+        assert tile >= 16 and segments <= -(-kv // 16) and tile * segments <= 2 * 16 * -(-kv // 16)
+    wide = choose("nvidia", _features(1, 1, 512, head_size=256))  # head 256: unmeasured, as before
+    assert wide.tile_size == 64 and "launch-bound" not in wide.source
+    assert heuristics.short_split(_features(1, 1, 512, num_sms=304)) is not None  # MI300's count:
+    amd = choose("amd", _features(1, 1, 512))  # but AMD (unmeasured) keeps its tree
+    assert amd.tile_size == choose("amd", _features(1, 1, 4096)).tile_size
+
+
+def test_many_short_decodes_take_tile_64_two_warps_four_programs_per_sm():
+    """H100 lab: 64-128 sequences of 128-2048 keys (>= 3 work items per SM), 1.02-1.33x with
+    tile 64, 2 warps, 4 programs per SM and the segments of tile 128; 32 x 256 (256 items) and
+    longer sequences keep the decode default."""
+    def knobs(seqs, kv, **kw):
+        c = choose("nvidia", _features(seqs, 1, kv, **kw))
+        return c.tile_size, c.num_warps, c.programs_per_sm, c.num_segments
+    assert knobs(64, 128) == (64, 2, 4, 1)
+    assert knobs(128, 1024) == (64, 2, 4, 1)
+    assert knobs(64, 1024) == (64, 2, 4, heuristics.num_segments(_features(64, 1, 1024), 128, fill_sms=True))
+    assert knobs(64, 2048)[:3] == (64, 2, 4)
+    assert knobs(32, 256)[:3] == knobs(64, 4096)[:3] == knobs(128, 8192)[:3] == (128, 4, 2)
+    assert knobs(64, 1024, head_size=256)[1:3] == (4, 2)  # head 256: unmeasured, unchanged
+    assert knobs(128, 64)[:3] == (16, 2, 4)  # short contexts keep their own branch
 
 
 def test_fused_reduce_is_off_where_it_lost():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -236,6 +236,43 @@ def visible_tiles(f: Features, tile_size: int) -> int:
     return math.ceil(f.visible_kv_len / tile_size) + straddle
 
 
+# Launch-bound decodes of short sequences (`short_split`): the range of visible keys and the
+# share of the SMs the work items may fill, both as measured (H100 lab of 2026-11-23 below).
+SPLIT_KEYS = (128, 1024)  # more than the first, at most the second
+SPLIT_MAX_SEGMENTS = 16
+# Decodes of many short sequences (the `many` rule of `_nvidia`): at least this many work items
+# per SM (64 sequences x 8 KV heads on 132 SMs) and at most this many visible keys, as measured.
+MANY_ITEMS_PER_SM = 3
+MANY_ITEMS_MAX_KEYS = 2048
+
+
+def short_split(f: Features) -> tuple[int, int] | None:
+    """(tile, segments) for a decode batch of few, short sequences, or None where it does not apply.
+
+    Few work items (sequences x KV heads <= a quarter of the SMs) of 129-1024 visible keys
+    leave most SMs idle and ran whole (the `fill_sms` rule of `num_segments` needs >= 8 tiles
+    of 128). Here the sequence splits into up to 16 segments, about one per SM, and the tile
+    shrinks to half a segment's keys (at least 16), so every program has two tiles to pipeline.
+    H100 lab, 2026-11-23, graph replay, 5 shuffled rounds, tiles 16-128 x 1-16 segments,
+    llama3-8b unless named, before -> chosen (best measured; vLLM 0.19.1's Triton kernel):
+    1x256 8.33 -> 7.29 us (7.29; 6.91), 1x512 12.09 -> 8.00 (8.00; 7.91), 1x1k 9.89 -> 8.75
+    (8.75; 9.70), 2x256 8.82 -> 7.92 (7.92; 7.57), 2x512 12.54 -> 8.85 (8.85; 8.66), 2x1k
+    10.95 -> 10.12 (10.12; 10.79), 4x256 9.19 -> 8.84 (8.75; 9.19), 4x512 12.97 -> 10.15
+    (10.15; 10.63), 4x1k 13.12 -> 12.35 (12.35; 13.91), falcon-7b 4x1k 11.04 -> 8.97 (8.97;
+    9.88), 16x1k 14.91 -> 13.59 (13.37; 15.06), llama2-7b 1x512 12.28 -> 10.04 (10.04; 9.88).
+    Left whole: one tile of 128 (1x128 6.54 us whole, 6.91 split) and 64 items (8x256: 9.35
+    whole, 10.03 split; 8x512 would gain, 13.52 -> 12.24, but stays whole with 8x256).
+    Lengths are read in tiles of MIN_TILE keys, so a KV-length class (`kv_len_class`) keeps
+    one answer."""
+    items = f.num_seqs * f.num_kv_heads
+    keys = visible_tiles(f, MIN_TILE)  # visible keys, in tiles of MIN_TILE
+    if 4 * items > f.num_sms or not SPLIT_KEYS[0] < keys * MIN_TILE <= SPLIT_KEYS[1]:
+        return None
+    segments = min(next_pow2(math.ceil(f.num_sms / items)), SPLIT_MAX_SEGMENTS, _pow2_floor(keys))
+    tile = MIN_TILE * max(1, _pow2_floor(keys // (2 * segments)))
+    return min(tile, 128), segments
+
+
 def _pow2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1) if n >= 1 else 0
 
@@ -290,23 +327,52 @@ def _nvidia(f: Features) -> Config:
         # (tile 32: 10.4, tile 16: 11.6; tile 128 with one per item 15.8); 16x8k 7.3 -> 7.4
         # (128 items: no waves to save). Wider windows keep tile 128 (llama3-8b 16x4k, window
         # 1024: 38.9 -> 38.5).
-        # Short contexts (<= SHORT_CONTEXT keys, window or not): tile 32, one program per item.
-        # Same lab, graph replay, vLLM 0.19.1's Triton kernel beside: llama3-8b 128 x 64 keys
-        # tile 128 / 2 per SM 33.4 us, tile 64 / 2 per SM 24.1, tile 64 / one per item 26.2,
-        # tile 32 / one per item 21.5 (vLLM 17.9); 1 x 128 keys: 6.78 us as it was, 7.00
-        # with tile 64 / one per item (vLLM 6.95); 8 x 256: 9.85, 10.23 (vLLM 13.07).
+        # Short contexts (<= SHORT_CONTEXT keys, window or not): tile 16, 2 warps, 4 programs
+        # per SM. Same lab, graph replay, vLLM 0.19.1's Triton kernel beside: llama3-8b 128 x 64
+        # keys tile 128 / 2 per SM 33.4 us, tile 64 / 2 per SM 24.1, tile 64 / one per item
+        # 26.2, tile 32 / one per item 21.5 (vLLM 17.9); 1 x 128 keys: 6.78 us as it was, 7.00
+        # with tile 64 / one per item (vLLM 6.95); 8 x 256: 9.85, 10.23 (vLLM 13.07). Then
+        # (H100 lab, 2026-11-23, graph replay, 7 shuffled rounds, vLLM beside), tile 32 / 4
+        # warps / one per item -> tile 16 / 2 warps / 4 per SM: 128 x 64 keys 21.40 -> 16.17
+        # us (vLLM 17.72; 2 warps alone 18.13), 32 x 64 7.38 -> 7.35 (vLLM 7.76), 8 x 32 5.14
+        # -> 5.14 (vLLM 7.87).
+        # Launch-bound short decodes (`short_split`): a tile of about half a segment.
+        # Many items of short sequences (>= MANY_ITEMS_PER_SM x SMs work items, 65-2048
+        # visible keys): tile 64, 2 warps, 4 programs per SM. H100 lab, 2026-11-23, graph
+        # replay, 5 shuffled rounds, llama3-8b, tile 128 / 4 warps / 2 per SM -> that (vLLM
+        # 0.19.1's Triton kernel): 64x128 18.25 -> 13.73 us (14.76), 64x256 35.61 -> 31.89
+        # (31.31), 64x512 58.51 -> 55.31 (55.26), 64x1k 103.08 -> 100.25 (101.41), 64x2k 200.9
+        # -> 197.0 (191.74), 128x128 40.28 -> 34.67 (33.45), 128x256 61.14 -> 56.91 (57.49),
+        # 128x512 107.78 -> 101.72 (105.29), 128x1k 194.87 -> 191.11 (196.46); 4 per SM or
+        # one per item alone, or tile 64 alone, within 2 %; 32x256 (256 items) 14.31 -> 14.50,
+        # so not there. One query head per KV head, same lab: llama2-7b 16x1k (512 items)
+        # 102.42 -> 100.90, phi-2 16x1k 79.75 -> 75.39; llama2-7b 64 up to 4k lost (857 ->
+        # 883 us), outside the range. Longer sequences, fp8 and head 256 are unmeasured.
         narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
         short = f.visible_kv_len <= SHORT_CONTEXT
-        tile = 32 if short else 64 if wide or narrow else 128
-        return _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True,
-                    num_warps=4, num_stages=2, programs_per_sm=0 if narrow or short else 2,
-                    seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
-                    source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
-                    + (" (head 256: unmeasured tile 64)" if wide else "")
-                    + ("; narrow window, tile 64, a program per item: H100 2026-11-23, 1.4x"
-                       if narrow and not wide and not short else "")
-                    + ("; short context, tile 32, a program per item: H100 2026-11-23, 1.55x"
-                       if short else ""))
+        split = None if narrow or short or wide else short_split(f)  # head 256: unmeasured
+        many = (not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
+                and f.num_seqs * f.num_kv_heads >= MANY_ITEMS_PER_SM * f.num_sms)
+        tile = 16 if short else split[0] if split else 64 if wide or narrow or many else 128
+        cfg = _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True,
+                   num_warps=2 if short or many else 4, num_stages=2,
+                   programs_per_sm=4 if short or many else 0 if narrow else 2,
+                   seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
+                   source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
+                   + (" (head 256: unmeasured tile 64)" if wide else "")
+                   + ("; narrow window, tile 64, a program per item: H100 2026-11-23, 1.4x"
+                      if narrow and not wide and not short else "")
+                   + ("; short context, tile 16, 2 warps: H100 2026-11-23, 2.1x"
+                      if short else "")
+                   + ("; launch-bound short decode, split: H100 2026-11-23, 1.04-1.51x"
+                      if split else "")
+                   + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
+                      if many else ""))
+        if split:
+            return replace(cfg, num_segments=split[1])
+        if many:  # the segments of tile 128, as measured
+            return replace(cfg, num_segments=num_segments(f, 128, fill_sms=True))
+        return cfg
     if f.max_query_len <= 64:
         # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
