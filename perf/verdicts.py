@@ -160,21 +160,27 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
         else:
             finding(metric, bv, hv, Verdict.OK, rule, note_new)
 
-    # registers per thread
+    # registers per thread; per program where the launch's warp count changed (the same work on
+    # half the threads holds about twice the registers per thread and the same register file)
     warn_r, fail_r = policy["registers_warn_ratio"], policy["registers_fail_ratio"]
     rule = ", ".join(([f"warn > {warn_r:g}"] if warn_r else []) + ([f"fail > {fail_r:g}"] if fail_r else []))
     hv, bv = hm["registers"], bm.get("registers")
     ratio = hv / bv if bv else None
+    hw, bw = (side.get("config", {}).get("num_warps") if side else None for side in (head, base))
+    note = note_new
+    if ratio is not None and hw and bw and hw != bw:
+        ratio = hv * hw / (bv * bw)
+        note = f"compared per program: {bv} x {bw} warps -> {hv} x {hw} warps ({ratio:.3f})"
     if hv > limits["max_registers_per_thread"]:
         finding("registers", bv, hv, Verdict.FAIL, rule, "above the target's register limit")
     elif ratio is not None and fail_r and ratio > fail_r:
-        finding("registers", bv, hv, Verdict.FAIL, rule)
+        finding("registers", bv, hv, Verdict.FAIL, rule, note)
     elif ratio is not None and warn_r and ratio > warn_r:
-        finding("registers", bv, hv, Verdict.WARN, rule)
+        finding("registers", bv, hv, Verdict.WARN, rule, note)
     elif ratio is not None and warn_r and ratio < 1 / warn_r:
-        finding("registers", bv, hv, Verdict.IMPROVED, rule)
+        finding("registers", bv, hv, Verdict.IMPROVED, rule, note)
     else:
-        finding("registers", bv, hv, Verdict.OK, rule, note_new)
+        finding("registers", bv, hv, Verdict.OK, rule, note)
 
     # shared memory / LDS
     limit, sev, warn_s = (limits["max_shared_memory_bytes"], policy["shared_memory_over_limit"],

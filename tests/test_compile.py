@@ -326,6 +326,22 @@ def test_rules_amd(thresholds, targets, change, metric, verdict):
         assert v[metric] is verdict
 
 
+def test_registers_are_compared_per_program_when_the_warp_count_changes(thresholds, targets):
+    """Halving the warps gives each thread twice the work: 142 -> 204 registers per thread with
+    4 -> 2 warps (H100-measured short-context decode) is 568 -> 408 per program, not a +44 %
+    regression; with the warps unchanged the same numbers fail."""
+    def side(registers, warps):
+        entry = _entry("sm_90", "nvidia", registers=registers)
+        return _doc(targets, [{**entry, "config": {"num_warps": warps}}])
+
+    [f] = [f for f in gate.compare(side(142, 4), side(204, 2), thresholds) if f.metric.endswith("registers")]
+    assert f.verdict is Verdict.IMPROVED and "per program: 142 x 4 warps -> 204 x 2 warps" in f.note
+    [f] = [f for f in gate.compare(side(142, 4), side(204, 4), thresholds) if f.metric.endswith("registers")]
+    assert f.verdict is Verdict.FAIL
+    [f] = [f for f in gate.compare(side(100, 2), side(140, 4), thresholds) if f.metric.endswith("registers")]
+    assert f.verdict is Verdict.FAIL  # more warps and more registers each: 200 -> 560 per program
+
+
 def test_shared_memory_limit_is_the_targets_own(thresholds, targets):
     """64 -> 70 KiB of LDS (within the 1.10 warn ratio) cannot launch on gfx942 (64 KiB) but
     can on gfx950 (160 KiB); 228 KiB of shared memory is over sm_100's 227 KiB per block."""
