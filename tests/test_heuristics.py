@@ -113,8 +113,11 @@ def test_sequence_items_only_for_nvidia_decodes():
 
 def test_narrow_window_decodes_take_small_tiles_and_a_program_per_item():
     """H100 lab: gpt-oss-20b 64x4k under a 128 window 14.8 -> 10.7 us; a 1024 window kept tile 128."""
-    narrow = choose("nvidia", _features(64, 1, 4096, queries_per_kv=8, window=128))
+    narrow = choose("nvidia", _features(16, 1, 8192, queries_per_kv=8, window=128))
     assert (narrow.tile_size, narrow.programs_per_sm) == (64, 0)
+    crowded = choose("nvidia", _features(64, 1, 4096, queries_per_kv=8, window=256))  # 512 items
+    assert (crowded.tile_size, crowded.programs_per_sm) == (32, 0)  # H100: 40.13 -> 33.41 us
+    assert choose("nvidia", _features(64, 1, 4096, head_size=256, window=128)).tile_size == 64
     wide_window = choose("nvidia", _features(16, 1, 4096, window=1024))
     assert (wide_window.tile_size, wide_window.programs_per_sm) == (128, 2)
     assert choose("nvidia", _features(64, 1, 4096, queries_per_kv=8)).tile_size == 128

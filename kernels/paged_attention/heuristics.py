@@ -351,16 +351,23 @@ def _nvidia(f: Features) -> Config:
         narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
         short = f.visible_kv_len <= SHORT_CONTEXT
         split = None if narrow or short or wide else short_split(f)  # head 256: unmeasured
-        many = (not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
-                and f.num_seqs * f.num_kv_heads >= MANY_ITEMS_PER_SM * f.num_sms)
-        tile = 16 if short else split[0] if split else 64 if wide or narrow or many else 128
+        crowded = f.num_seqs * f.num_kv_heads >= MANY_ITEMS_PER_SM * f.num_sms
+        many = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
+        # A narrow window over many items takes tile 32 (H100 lab, 2026-11-23, graph replay, 5
+        # shuffled rounds, tile 64 -> 32, one program per item, vLLM 0.19.1 beside): llama3-8b
+        # 64x4k, window 256 40.13 -> 33.41 us (vLLM 32.96), gpt-oss-20b 64x4k, window 128,
+        # sinks 10.68 -> 10.20 (12.50); fewer items lost with it (gpt-oss 16x8k 7.42 -> 7.68, its
+        # fp8 16x4k 6.94 -> 7.40, llama3-8b 8x4k, window 256, 12.20 -> 12.98).
+        tile = (16 if short else split[0] if split else 32 if narrow and crowded and not wide
+                else 64 if wide or narrow or many else 128)
         cfg = _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True,
                    num_warps=2 if short or many else 4, num_stages=2,
                    programs_per_sm=4 if short or many else 0 if narrow else 2,
                    seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
                    source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                    + (" (head 256: unmeasured tile 64)" if wide else "")
-                   + ("; narrow window, tile 64, a program per item: H100 2026-11-23, 1.4x"
+                   + (f"; narrow window, tile {tile}, a program per item: H100 2026-11-23, "
+                      + ("1.05-1.2x over tile 64" if tile == 32 else "1.4x")
                       if narrow and not wide and not short else "")
                    + ("; short context, tile 16, 2 warps: H100 2026-11-23, 2.1x"
                       if short else "")
