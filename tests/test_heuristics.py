@@ -157,7 +157,7 @@ def test_few_short_decodes_split_into_segments_of_two_tiles():
     assert tile_segments(1, 8192) == (128, 32)
     for kv in range(129, 1025):  # every answer a launchable split of the visible tiles
         tile, segments = tile_segments(1, kv)
-        assert tile >= 16 and segments <= -(-kv // 16) and tile * segments <= 2 * 16 * -(-kv // 16)
+        assert 16 <= tile <= 128 and segments <= -(-kv // 16) and tile * segments <= 2 * 16 * -(-kv // 16)
     wide = choose("nvidia", _features(1, 1, 512, head_size=256))  # head 256: unmeasured, as before
     assert wide.tile_size == 64 and "launch-bound" not in wide.source
     assert heuristics.short_split(_features(1, 1, 512, num_sms=304)) is not None  # MI300's count:

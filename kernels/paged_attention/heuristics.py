@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -75,6 +75,11 @@ class Features:
     @property
     def decode_only(self) -> bool:
         return self.max_query_len == 1
+
+    @property
+    def kv_items(self) -> int:
+        """(sequence, KV head) pairs: a decode batch's work items before any split."""
+        return self.num_seqs * self.num_kv_heads
 
 
 @dataclass(frozen=True)
@@ -218,7 +223,7 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     """
     if not is_decode_batch(f):
         return 1
-    items = f.num_seqs * f.num_kv_heads
+    items = f.kv_items
     tiles = visible_tiles(f, tile_size)
     by_length = tiles // tiles_per_segment
     by_occupancy = math.ceil(target_programs_per_sm * f.num_sms / items)
@@ -264,13 +269,13 @@ def short_split(f: Features) -> tuple[int, int] | None:
     whole, 10.03 split; 8x512 would gain, 13.52 -> 12.24, but stays whole with 8x256).
     Lengths are read in tiles of MIN_TILE keys, so a KV-length class (`kv_len_class`) keeps
     one answer."""
-    items = f.num_seqs * f.num_kv_heads
+    items = f.kv_items
     keys = visible_tiles(f, MIN_TILE)  # visible keys, in tiles of MIN_TILE
     if 4 * items > f.num_sms or not SPLIT_KEYS[0] < keys * MIN_TILE <= SPLIT_KEYS[1]:
         return None
     segments = min(next_pow2(math.ceil(f.num_sms / items)), SPLIT_MAX_SEGMENTS, _pow2_floor(keys))
-    tile = MIN_TILE * max(1, _pow2_floor(keys // (2 * segments)))
-    return min(tile, 128), segments
+    # >= 4 segments (items <= SMs / 4) over <= 64 tiles of 16: the tile stays <= 128
+    return MIN_TILE * max(1, _pow2_floor(keys // (2 * segments))), segments
 
 
 def _pow2_floor(n: int) -> int:
@@ -290,11 +295,13 @@ def choose(vendor: str, f: Features) -> Config:
     raise ValueError(f"vendor: unknown {vendor!r}; expected 'nvidia' or 'amd'")
 
 
-def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, **kw) -> Config:
-    """Clamp a branch's choice to what the kernel needs: whole head groups, dot minimums."""
+def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, segments: int | None = None,
+         **kw) -> Config:
+    """Clamp a branch's choice to what the kernel needs: whole head groups, dot minimums.
+    Segments: `num_segments` for the tile unless the branch names them."""
     block_m = max(block_m, decode_block_m(f.queries_per_kv))
     tile_size = max(MIN_TILE, tile_size)
-    segments = num_segments(f, tile_size, fill_sms=fill_sms)
+    segments = segments or num_segments(f, tile_size, fill_sms=fill_sms)
     return Config(block_m=block_m, tile_size=tile_size, num_segments=segments, **kw)
 
 
@@ -351,7 +358,7 @@ def _nvidia(f: Features) -> Config:
         narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
         short = f.visible_kv_len <= SHORT_CONTEXT
         split = None if narrow or short or wide else short_split(f)  # head 256: unmeasured
-        crowded = f.num_seqs * f.num_kv_heads >= MANY_ITEMS_PER_SM * f.num_sms
+        crowded = f.kv_items >= MANY_ITEMS_PER_SM * f.num_sms
         many = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
         # A narrow window over many items takes tile 32 (H100 lab, 2026-11-23, graph replay, 5
         # shuffled rounds, tile 64 -> 32, one program per item, vLLM 0.19.1 beside): llama3-8b
@@ -360,26 +367,23 @@ def _nvidia(f: Features) -> Config:
         # fp8 16x4k 6.94 -> 7.40, llama3-8b 8x4k, window 256, 12.20 -> 12.98).
         tile = (16 if short else split[0] if split else 32 if narrow and crowded and not wide
                 else 64 if wide or narrow or many else 128)
-        cfg = _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True,
-                   num_warps=2 if short or many else 4, num_stages=2,
-                   programs_per_sm=4 if short or many else 0 if narrow else 2,
-                   seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
-                   source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
-                   + (" (head 256: unmeasured tile 64)" if wide else "")
-                   + (f"; narrow window, tile {tile}, a program per item: H100 2026-11-23, "
-                      + ("1.05-1.2x over tile 64" if tile == 32 else "1.4x")
-                      if narrow and not wide and not short else "")
-                   + ("; short context, tile 16, 2 warps: H100 2026-11-23, 2.1x"
-                      if short else "")
-                   + ("; launch-bound short decode, split: H100 2026-11-23, 1.04-1.51x"
-                      if split else "")
-                   + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
-                      if many else ""))
-        if split:
-            return replace(cfg, num_segments=split[1])
-        if many:  # the segments of tile 128, as measured
-            return replace(cfg, num_segments=num_segments(f, 128, fill_sms=True))
-        return cfg
+        segments = (split[1] if split else  # many: the segments of tile 128, as measured
+                    num_segments(f, 128, fill_sms=True) if many else None)
+        return _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
+                    num_warps=2 if short or many else 4, num_stages=2,
+                    programs_per_sm=4 if short or many else 0 if narrow else 2,
+                    seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
+                    source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
+                    + (" (head 256: unmeasured tile 64)" if wide else "")
+                    + (f"; narrow window, tile {tile}, a program per item: H100 2026-11-23, "
+                       + ("1.05-1.2x over tile 64" if tile == 32 else "1.4x")
+                       if narrow and not wide and not short else "")
+                    + ("; short context, tile 16, 2 warps: H100 2026-11-23, 2.1x"
+                       if short else "")
+                    + ("; launch-bound short decode, split: H100 2026-11-23, 1.04-1.51x"
+                       if split else "")
+                    + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
+                       if many else ""))
     if f.max_query_len <= 64:
         # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
