@@ -34,7 +34,7 @@ from interpreter_support import INTERPRETER_FNUZ_REASON, interpreter_reads_fnuz,
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
 from kernels.inputs import FNUZ_E4M3, OCP_E4M3, is_fp8
-from kernels.paged_attention import planning
+from kernels.paged_attention import heuristics, planning
 from kernels.paged_attention.common import kv_to
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
@@ -209,6 +209,39 @@ def test_forced_config_matches_reference(variant, config_name, feature, device):
     batch = make_batch(spec, feature, device)
     out = batch.new_output()
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
+@pytest.mark.parametrize("variant", ["parallel", "static_grid"])
+@pytest.mark.parametrize("config", [None, Config(256, 64, 1, num_warps=8, num_stages=2, read_ahead=True)],
+                         ids=["heuristics", "rows256_tile64"])
+def test_head_group_that_does_not_divide_the_q_block(variant, config, device):
+    """Falcon-7b's 71 query heads on one KV head: a Q-block of 128 rows holds one token, one of
+    256 rows three (the NVIDIA prefill heuristics' choice for it); rows past the last whole
+    head group stay empty, and a prefill's last Q-block holds fewer tokens than BLOCK_Q."""
+    spec = BatchSpec((1, 7, 70, 1), (300, 7, 97, 1), num_q_heads=71, num_kv_heads=1, head_size=64,
+                     block_size=16, dtype="float16", seed=71)
+    batch = build_batch(spec, device)
+    out = batch.new_output()
+    VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
+@pytest.mark.parametrize("head_size", [128, 256])
+def test_short_decodes_split_as_the_heuristics_choose(head_size, device):
+    """Few decodes of 129-1024 keys split into up to 16 segments of small tiles (NVIDIA's
+    `short_split`, head 256 included): every segment, the empty ones of the shorter sequence
+    too, merges into the right output."""
+    spec = BatchSpec((1, 1), (700, 150), num_q_heads=4, num_kv_heads=2, head_size=head_size,
+                     block_size=16, dtype="float16", seed=head_size)
+    features = heuristics.features_from_spec(spec, heuristics.DEFAULT_NUM_SMS["nvidia"])
+    assert heuristics.choose("nvidia", features).num_segments == 16  # the branch under test
+    batch = build_batch(spec, device)
+    out = batch.new_output()
+    VARIANTS["static_grid"](*batch.args(), out=out, max_seqlen_q=1, max_seqlen_k=700, vendor="nvidia",
+                            num_sms=heuristics.DEFAULT_NUM_SMS["nvidia"], **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)
     torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
 

@@ -32,6 +32,12 @@ NARROW_WINDOW = 256
 # of 128 and 256 keys kept tile 128 (tile 64 / a program per item lost 3-4 % at 1 x 128 and
 # 8 x 256); the boundary between 64 and 128 is unmeasured.
 SHORT_CONTEXT = 64
+# Least share of a 128-row Q-block's rows a prefill's head group must fill (tokens x query
+# heads per KV head): below it the NVIDIA prefill takes 256 rows. Falcon-7b's 71 query heads
+# on one KV head fill 71 of 128 (one token per Q-block) and 213 of 256 (three). H100 lab,
+# 2026-11-23 (docs/kernels.md, "Prefill with many query heads per KV head"); between 0.55 and
+# 0.83 the boundary is unmeasured.
+MIN_PREFILL_ROW_USE = 0.75
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -278,6 +284,13 @@ def short_split(f: Features) -> tuple[int, int] | None:
     return MIN_TILE * max(1, _pow2_floor(keys // (2 * segments))), segments
 
 
+def prefill_row_use(queries_per_kv: int, block_m: int) -> float:
+    """Share of a Q-block's rows that hold queries: whole tokens' head groups in block_m rows
+    (at least one token: `_fit` widens a Q-block to a whole head group)."""
+    rows = max(block_m, decode_block_m(queries_per_kv))
+    return (rows // queries_per_kv) * queries_per_kv / rows
+
+
 def _pow2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1) if n >= 1 else 0
 
@@ -354,10 +367,16 @@ def _nvidia(f: Features) -> Config:
         # one per item alone, or tile 64 alone, within 2 %; 32x256 (256 items) 14.31 -> 14.50,
         # so not there. One query head per KV head, same lab: llama2-7b 16x1k (512 items)
         # 102.42 -> 100.90, phi-2 16x1k 79.75 -> 75.39; llama2-7b 64 up to 4k lost (857 ->
-        # 883 us), outside the range. Longer sequences, fp8 and head 256 are unmeasured.
+        # 883 us), outside the range. Longer sequences and fp8 are unmeasured.
+        # Head 256 (gemma2-9b: 16 query, 8 KV heads) takes `short_split` too. H100 lab,
+        # 2026-11-23, graph replay, 5 shuffled rounds, tile 64 with the SM-filling segments ->
+        # the split (vLLM 0.19.1's Triton kernel): 1x256 12.78 -> 7.90 us (7.62), 1x512 10.63
+        # -> 8.70 (9.04), 1x1k 11.33 -> 10.39 (11.23), 2x512 11.24 -> 10.15 (10.47); 4x1k
+        # splits as before (17.08; 24.47). The split was the best of the five configurations
+        # measured (tile 16/32/64 x 8/16 segments, 2 or 4 warps) in all five.
         narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
         short = f.visible_kv_len <= SHORT_CONTEXT
-        split = None if narrow or short or wide else short_split(f)  # head 256: unmeasured
+        split = None if narrow or short else short_split(f)
         crowded = f.kv_items >= MANY_ITEMS_PER_SM * f.num_sms
         many = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
         # A narrow window over many items takes tile 32 (H100 lab, 2026-11-23, graph replay, 5
@@ -380,7 +399,7 @@ def _nvidia(f: Features) -> Config:
                        if narrow and not wide and not short else "")
                     + ("; short context, tile 16, 2 warps: H100 2026-11-23, 2.1x"
                        if short else "")
-                    + ("; launch-bound short decode, split: H100 2026-11-23, 1.04-1.51x"
+                    + ("; launch-bound short decode, split: H100 2026-11-23, 1.04-1.62x"
                        if split else "")
                     + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
                        if many else ""))
@@ -417,6 +436,18 @@ def _nvidia(f: Features) -> Config:
     # The loop takes 255 registers (sm_90) and what adds any lost in the H100 lab of
     # 2026-11-23 (docs/kernels.md): the FMA-folded score scale +5-12 %, tile 64 with 2 stages
     # up to +26 % (with maxnreg 128 for two programs per SM +16-33 %), BLOCK_M 64 1.7-2.2x.
+    # A head group that fills few of 128 rows (`prefill_row_use`): 256 rows, tile 64. H100
+    # lab, 2026-11-23, graph replay, 5 shuffled rounds, falcon-7b (71 query heads, 1 KV head,
+    # head 64), 128 rows / tile 128 -> 256 rows / tile 64 (vLLM 0.19.1's Triton kernel):
+    # prefill 16 up to 4k 6.00 -> 3.35 ms (9.20), 1x8k 3.86 -> 2.23 (6.76), 64 up to 512
+    # 1.067 -> 0.503 (0.897); mixed 64 up to 4k 11.44 -> 6.28 (17.46), 16 up to 512 0.161 ->
+    # 0.088 (0.154). Tile 128 with 256 rows 1-24 % slower than tile 64, tile 32 7-27 %, 3
+    # stages -4 to +5 %, 512 rows / tile 32 / 16 warps 0-18 %; no spills (sm_90, 253
+    # registers). Head 64 only: larger heads with 256 rows are unmeasured.
+    if f.head_size <= 64 and prefill_row_use(f.queries_per_kv, 128) < MIN_PREFILL_ROW_USE:
+        return _fit(f, 256, 64, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
+                    source="nvidia/prefill: few rows of 128 used, 256 rows, tile 64: "
+                    "H100 2026-11-23, 1.7-2.1x")
     return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
                 "read-ahead, 2 stages: H100 2026-11-23, 1.2-1.3x")
