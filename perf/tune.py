@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from perf.errors import ConfigError
 
-STAGES = ("tile_warps", "stages", "read_ahead", "segments", "fused_reduce", "programs", "seq_items")
+STAGES = ("tile_warps", "stages", "read_ahead", "edge_tile", "segments", "fused_reduce", "programs",
+          "seq_items")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -51,6 +52,9 @@ def candidates(stage: str, best, decode: bool) -> list:
         return [C(best, num_stages=s) for s in (1, 2, 3, 4)]
     if stage == "read_ahead":
         return [C(best, read_ahead=r) for r in (False, True)]
+    if stage == "edge_tile" and not decode:  # the causal edge in halves or quarters of a tile
+        edges = (0, best.tile_size // 2, best.tile_size // 4)
+        return [C(best, edge_tile=e) for e in edges if e == 0 or e >= 16]
     if stage == "segments" and decode:
         s = best.num_segments
         return [C(best, num_segments=n) for n in sorted({1, max(1, s // 4), max(1, s // 2), s, s * 2, s * 4})
@@ -133,7 +137,8 @@ class _Scenario:
 def _short(c: dict) -> str:
     return (f"M{c['block_m']} T{c['tile_size']} S{c['num_segments']} w{c['num_warps']} s{c['num_stages']} "
             f"p{c['programs_per_sm']}" + (" ra" if c.get("read_ahead") else "")
-            + (" fr" if c.get("fused_reduce") else "") + (" si" if c.get("seq_items") else ""))
+            + (" fr" if c.get("fused_reduce") else "") + (" si" if c.get("seq_items") else "")
+            + (f" e{c['edge_tile']}" if c.get("edge_tile") else ""))
 
 
 def render(env: dict, results: dict) -> str:

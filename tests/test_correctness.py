@@ -184,6 +184,11 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
     "read_ahead_tile16_in_block32_bm32": (Config(32, 16, 1, num_warps=4, num_stages=2, read_ahead=True), 32),
     "read_ahead_tile64_over_block544_seg2": (Config(16, 64, 2, num_warps=4, num_stages=2, read_ahead=True),
                                              544),
+    # the causal edge in smaller tiles than the rest: the NVIDIA prefill shape with edges of
+    # 32 keys, and tiles gathered over 544-token blocks split into segments with edges of 16
+    "edge32_prefill_bm128_tile128": (Config(128, 128, 1, num_warps=8, num_stages=2, read_ahead=True,
+                                            edge_tile=32), 16),
+    "edge16_tile64_over_block544_seg2": (Config(16, 64, 2, num_warps=4, num_stages=2, edge_tile=16), 544),
     # a static grid of one program per work item (programs_per_sm 0)
     "one_program_per_item_seg2": (Config(16, 32, 2, num_warps=4, num_stages=2, programs_per_sm=0), 16),
     # the last segment merges in the attention kernel (no reduce launch): items by Q-block,

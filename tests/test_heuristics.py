@@ -201,6 +201,16 @@ def test_prefill_of_many_query_heads_per_kv_head_takes_256_rows():
     assert choose("amd", _features(16, 512, 4096, queries_per_kv=71, head_size=64)).block_m != 256
 
 
+def test_causal_edge_keeps_whole_tiles_in_every_branch():
+    """H100 lab: edges of 64 keys gained up to 1.05x on llama3-8b prefills, but the static
+    gate found new spills with them (sm_90 fp8 prefill, sm_100 prefills and mixed batches):
+    no branch cuts the causal edge (`perf tune` sweeps it)."""
+    for features in (_features(8, 1024, 1024), _features(1, 8192, 8192), _features(8, 1, 1024),
+                     _features(16, 32, 1024), _features(16, 512, 4096, queries_per_kv=71, head_size=64)):
+        assert choose("nvidia", features).edge_tile == 0
+        assert choose("amd", features).edge_tile == 0
+
+
 def test_fused_reduce_is_off_where_it_lost():
     """H100 lab: merging in the attention kernel saved 25-50 us of host time per call but cost
     device time (llama3-8b 1 x 1k 10.0 -> 13.6 us graph, falcon-7b 14.9 -> 72.2): off."""

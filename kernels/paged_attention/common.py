@@ -293,6 +293,7 @@ def attend_q_block(
     SEQ_ITEMS: tl.constexpr,
     FUSED_REDUCE: tl.constexpr,
     SEGMENTS_PADDED: tl.constexpr,
+    EDGE_TILE: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -334,7 +335,7 @@ def attend_q_block(
                     stride_bt_seq, stride_o_token, stride_o_head,
                     QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
-                    DECODE_FNUZ, READ_AHEAD,
+                    DECODE_FNUZ, READ_AHEAD, EDGE_TILE,
                 )
     else:
         local_block = q_block - (q_start // BLOCK_Q + seq)
@@ -350,7 +351,7 @@ def attend_q_block(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
-                DECODE_FNUZ, READ_AHEAD,
+                DECODE_FNUZ, READ_AHEAD, EDGE_TILE,
             )
     if FUSED_REDUCE:
         # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
@@ -390,6 +391,7 @@ def attend_rows(
     USE_FP8: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,
     READ_AHEAD: tl.constexpr,
+    EDGE_TILE: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
     its rows' online softmax over their tiles, then the output or the segment's partials."""
@@ -443,12 +445,20 @@ def attend_rows(
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
+    # The causal edge in tiles of EDGE_TILE keys (a divisor of TILE_SIZE): the tiles of
+    # TILE_SIZE it covers, cut after the last key a query of this Q-block sees.
+    if EDGE_TILE == TILE_SIZE:
+        edge_lo = tl.maximum(full_hi, seg_lo)
+        edge_hi = tl.minimum(hi, seg_hi)
+    else:
+        edge_lo = tl.maximum(full_hi, seg_lo) * (TILE_SIZE // EDGE_TILE)
+        edge_hi = tl.minimum(tl.minimum(hi, seg_hi) * (TILE_SIZE // EDGE_TILE), last_pos // EDGE_TILE + 1)
     acc, m_i, l_i = attend_tiles(
-        acc, m_i, l_i, q, tl.maximum(full_hi, seg_lo), tl.minimum(hi, seg_hi),
+        acc, m_i, l_i, q, edge_lo, edge_hi,
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
-        stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
+        stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
     if USE_FP8:
         acc = acc * tl.load(v_scale_ptr)
@@ -574,6 +584,7 @@ def q_block_kernel(
     FUSED_REDUCE: tl.constexpr,  # the last segment merges a split sequence (`merge_if_last`)
     SEGMENTS_PADDED: tl.constexpr,
     PERSISTENT: tl.constexpr,
+    EDGE_TILE: tl.constexpr,  # keys per tile of the masked causal edge (`Config.edge_tile`)
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -607,7 +618,7 @@ def q_block_kernel(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-                READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED,
+                READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
             )
     else:
         attend_q_block(
@@ -622,7 +633,7 @@ def q_block_kernel(
             stride_bt_seq, stride_o_token, stride_o_head,
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-            READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED,
+            READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
         )
 
 

@@ -104,6 +104,13 @@ class Config:
     # read the block table a tile ahead (common.tile_blocks): the K/V copies pipeline freely,
     # at the cost of carrying the next tile's block ids in registers
     read_ahead: bool = False
+    # keys per tile of the masked causal edge (a divisor of tile_size; 0: tile_size): a
+    # Q-block's last tiles cut at its last visible key instead of a whole tile's keys. No
+    # branch sets it: H100 lab, 2026-11-24, edge 64 in the prefill branch gained up to 1.05x
+    # (llama3-8b 8x1k 296 -> 281 us) but the static gate (triton 3.6.0) found new ptxas
+    # spills with it (sm_90 llama3-8b fp8 prefill 0 -> 8 bytes, qwen2.5-14b mixed 188 -> 192;
+    # sm_100, unmeasured, up to 56 -> 248); docs/kernels.md. `perf tune` sweeps it
+    edge_tile: int = 0
     # work items index sequences, not Q-blocks (SEQ_ITEMS, common.attend_q_block): for batches
     # whose sequences fit one Q-block; correct for any batch, fast only for those
     seq_items: bool = False

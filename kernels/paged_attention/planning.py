@@ -259,6 +259,7 @@ def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, v
         USE_FP8=inputs.is_fp8(k_cache.dtype),
         DECODE_FNUZ=inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor),
         READ_AHEAD=config.read_ahead,
+        EDGE_TILE=config.edge_tile or config.tile_size,
         SEQ_ITEMS=config.seq_items,
         FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
         SEGMENTS_PADDED=next_pow2(config.num_segments),
