@@ -450,7 +450,8 @@ def _nvidia(f: Features) -> Config:
     # 1.067 -> 0.503 (0.897); mixed 64 up to 4k 11.44 -> 6.28 (17.46), 16 up to 512 0.161 ->
     # 0.088 (0.154). Tile 128 with 256 rows 1-24 % slower than tile 64, tile 32 7-27 %, 3
     # stages -4 to +5 %, 512 rows / tile 32 / 16 warps 0-18 %; no spills (sm_90, 253
-    # registers). Head 64 only: larger heads with 256 rows are unmeasured.
+    # registers; sm_100, unmeasured, spills 8 bytes where 128 rows spilled none). Head 64
+    # only: larger heads with 256 rows are unmeasured.
     if f.head_size <= 64 and prefill_row_use(f.queries_per_kv, 128) < MIN_PREFILL_ROW_USE:
         return _fit(f, 256, 64, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
                     source="nvidia/prefill: few rows of 128 used, 256 rows, tile 64: "
