@@ -9,7 +9,13 @@ import torch
 
 from kernels.batch import BatchSpec, build_batch
 from kernels.paged_attention import heuristics
-from kernels.paged_attention.heuristics import Features, choose, features_from_call, features_from_spec
+from kernels.paged_attention.heuristics import (
+    Config,
+    Features,
+    choose,
+    features_from_call,
+    features_from_spec,
+)
 
 
 def _features(num_seqs, query_len, kv_len, *, queries_per_kv=4, head_size=128, num_sms=132,
@@ -209,6 +215,12 @@ def test_causal_edge_keeps_whole_tiles_in_every_branch():
                      _features(16, 32, 1024), _features(16, 512, 4096, queries_per_kv=71, head_size=64)):
         assert choose("nvidia", features).edge_tile == 0
         assert choose("amd", features).edge_tile == 0
+
+
+@pytest.mark.parametrize("edge", [8, 48, 256])
+def test_an_edge_tile_that_does_not_divide_the_tile_is_refused(edge):
+    with pytest.raises(ValueError, match="edge_tile"):
+        Config(128, 128, 1, num_warps=8, num_stages=2, edge_tile=edge)
 
 
 def test_fused_reduce_is_off_where_it_lost():

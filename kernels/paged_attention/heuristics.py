@@ -123,6 +123,14 @@ class Config:
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
 
+    def __post_init__(self):
+        # The kernel maps edge tiles onto whole tiles (TILE_SIZE // EDGE_TILE of them each):
+        # any other value would skip or repeat keys, so it is refused here.
+        edge = self.edge_tile
+        if edge and (edge < MIN_TILE or self.tile_size % edge or edge & (edge - 1)):
+            raise ValueError(f"edge_tile: {edge} must be 0 or a power of two >= {MIN_TILE} dividing "
+                             f"tile_size {self.tile_size}")
+
     def block_q(self, queries_per_kv: int) -> int:
         return self.block_m // queries_per_kv
 
