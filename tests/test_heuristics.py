@@ -171,6 +171,7 @@ def test_few_short_decodes_split_into_segments_of_two_tiles():
     assert tile_segments(1, 1024, head_size=256) == (32, 16)
     assert tile_segments(2, 512, head_size=256) == (16, 16)
     assert tile_segments(4, 1024, head_size=256) == (64, 8)
+    assert "unmeasured" not in choose("nvidia", _features(1, 1, 512, head_size=256)).source
     assert heuristics.short_split(_features(1, 1, 512, num_sms=304)) is not None  # MI300's count:
     amd = choose("amd", _features(1, 1, 512))  # but AMD (unmeasured) keeps its tree
     assert amd.tile_size == choose("amd", _features(1, 1, 4096)).tile_size

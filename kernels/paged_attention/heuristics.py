@@ -408,7 +408,7 @@ def _nvidia(f: Features) -> Config:
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
                     seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
-                    + (" (head 256: unmeasured tile 64)" if wide else "")
+                    + (" (head 256: unmeasured tile 64)" if wide and tile == 64 else "")
                     + (f"; narrow window, tile {tile}, a program per item: H100 2026-11-23, "
                        + ("1.05-1.2x over tile 64" if tile == 32 else "1.4x")
                        if narrow and not wide and not short else "")
