@@ -199,6 +199,15 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
                                                 seq_items=True), 16),
     "two_warps_tile64_seg2": (Config(16, 64, 2, num_warps=2, num_stages=2, programs_per_sm=4), 16),
     "fused_reduce_seg3": (Config(16, 32, 3, num_warps=4, num_stages=2, fused_reduce=True), 16),
+    # one block id per cache block of a tile ([blocks, block, D] copies) with int32 offsets:
+    # the NVIDIA prefill shape with 3 stages; without the read-ahead, in int64, split; blocks
+    # of 32 in tiles of 64 whose causal edge (32 keys) lies in one block
+    "block_vector_offsets32_prefill_bm128_tile128_stages3": (
+        Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True, offsets_32=True), 16),
+    "block_vector_tile64_over_block16_seg3": (Config(16, 64, 3, num_warps=4, num_stages=2, block_vector=True), 16),
+    "block_vector_offsets32_tile64_over_block32_edge32": (
+        Config(32, 64, 1, num_warps=4, num_stages=2, read_ahead=True, block_vector=True, offsets_32=True,
+               edge_tile=32), 32),
     "fused_reduce_seq_items_seg4_grid3": (Config(16, 16, 4, num_warps=4, num_stages=2, seq_items=True,
                                                  fused_reduce=True, max_programs=3), 16),
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -99,11 +100,23 @@ def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
     assert amd.num_segments == heuristics.num_segments(_features(1, 1, 1024), amd.tile_size) == 2
 
 
-def test_prefills_pipeline_two_stages_on_nvidia_however_long():
-    """With the block table read a tile ahead, 3 stages lost at every length (H100 sweep)."""
-    for seqs, q, kv in ((1, 8192, 8192), (1, 16384, 16384), (4, 2048, 4096), (8, 1024, 1024)):
-        assert choose("nvidia", _features(seqs, q, kv)).num_stages == 2
+def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper():
+    """Block ids per cache block with int32 offsets, one program per item, and a third stage
+    beyond LONG_PREFILL_KEYS visible keys (H100 lab); the head-256 branch keeps 2 stages."""
+    for seqs, q, kv, stages in ((1, 8192, 8192, 3), (1, 16384, 16384, 3), (4, 2048, 8192, 3),
+                                (4, 2048, 2048, 2), (8, 1024, 1024, 2), (1, 512, 512, 2)):
+        config = choose("nvidia", _features(seqs, q, kv))
+        assert (config.num_stages, config.block_vector, config.offsets_32, config.programs_per_sm,
+                config.read_ahead) == (stages, True, True, 0, True), (seqs, q, kv)
+    at = heuristics.LONG_PREFILL_KEYS
+    assert choose("nvidia", _features(1, at, at)).num_stages == 2
+    assert choose("nvidia", _features(1, at + 16, at + 16)).num_stages == 3
+    # a window bounds the visible keys, however long the context
+    assert choose("nvidia", _features(1, 512, 8192, window=1024)).num_stages == 2
     assert choose("nvidia", _features(1, 8192, 8192, head_size=256)).num_stages == 2
+    assert not choose("amd", _features(1, 8192, 8192)).block_vector
+    fp8 = choose("nvidia", dataclasses.replace(_features(8, 1024, 1024), fp8_kv=True))  # ran even
+    assert (fp8.block_vector, fp8.offsets_32, fp8.num_stages, fp8.programs_per_sm) == (False, False, 2, 2)
 
 
 def test_sequence_items_only_for_nvidia_decodes():

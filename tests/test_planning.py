@@ -250,3 +250,20 @@ def test_a_compiled_launch_hands_the_launcher_what_the_jit_would_bind(monkeypatc
                                   knobs.runtime.launch_exit_hook)
     finally:
         planning.release_buffers()  # no plan with a stand-in kernel outlives the test
+
+
+def test_int32_offsets_only_where_every_cache_offset_fits():
+    """`offsets_32` asks; the plan computes cache offsets in int32 only when the caches'
+    largest element offset (plus a padded head's lanes) stays below 2**31."""
+    small = torch.empty(1024, 16, 8, 128, device="meta")
+    huge = torch.empty(2**20 + 1, 16, 8, 128, device="meta")  # 2**31 + 16384 elements
+    last_fits = torch.empty(2**20, 16, 8, 128, device="meta")  # last offset 2**31 - 1
+    assert planning.offsets_32(small, small, head_size=128)
+    assert not planning.offsets_32(small, huge, head_size=128)  # either cache decides
+    assert not planning.offsets_32(last_fits, head_size=128)  # the padded lanes' offsets too
+    q = torch.empty(4, 32, 128, device="meta")
+    config = heuristics.Config(128, 128, 1, num_warps=8, num_stages=3, offsets_32=True, block_vector=True)
+    assert planning.kernel_constexprs(q, small, small, config, True, "nvidia")["OFFSETS_32"]
+    assert not planning.kernel_constexprs(q, huge, huge, config, True, "nvidia")["OFFSETS_32"]
+    off = dataclasses.replace(config, offsets_32=False)
+    assert not planning.kernel_constexprs(q, small, small, off, True, "nvidia")["OFFSETS_32"]

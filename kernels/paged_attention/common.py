@@ -157,10 +157,20 @@ def _load(ptrs, mask, NEED_MASK: tl.constexpr):
 
 
 @triton.jit
-def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    """Physical cache blocks of KV tile j, for the read-ahead: one scalar when the tile lies in
-    one block, else one per position (0 past seq_len, so the tile after the last one reads
-    nothing out of range).
+def _offsets(block_ids, OFFSETS_32: tl.constexpr):
+    """Block ids in the type the cache offsets are computed in (int64 unless OFFSETS_32)."""
+    if OFFSETS_32:
+        return block_ids
+    else:
+        return block_ids.to(tl.int64)
+
+
+@triton.jit
+def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                VECTOR: tl.constexpr):
+    """Physical cache blocks of KV tile j: one scalar when the tile lies in one block, one per
+    block it spans with VECTOR (see `attend_tiles`), else one per position; 0 past seq_len,
+    so the tile after the last one reads nothing out of range.
 
     With READ_AHEAD, `attend_tiles` reads them one iteration ahead, into registers. Read in
     the iteration that used them, they were one of the loop's pipelined copies: every
@@ -178,6 +188,11 @@ def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: t
     if BLOCK_SIZE % TILE_SIZE == 0:
         first = j * TILE_SIZE
         return tl.load(bt_row + first // BLOCK_SIZE, mask=first < seq_len, other=0)
+    elif VECTOR:
+        first = j * TILE_SIZE
+        blocks = tl.arange(0, TILE_SIZE // BLOCK_SIZE)
+        return tl.load(bt_row + first // BLOCK_SIZE + blocks, mask=first + blocks * BLOCK_SIZE < seq_len,
+                       other=0)
     else:
         pos = j * TILE_SIZE + offs
         return tl.load(bt_row + pos // BLOCK_SIZE, mask=pos < seq_len, other=0)
@@ -200,6 +215,8 @@ def attend_tiles(
     USE_SLIDING_WINDOW: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,
     READ_AHEAD: tl.constexpr,
+    BLOCK_VECTOR: tl.constexpr,
+    OFFSETS_32: tl.constexpr,
 ):
     """Online softmax over KV tiles [tile_lo, tile_hi); returns the updated (acc, m_i, l_i).
 
@@ -210,40 +227,65 @@ def attend_tiles(
     MASKED tiles apply the causal/window masks and guard reads past seq_len; the others
     are seen whole by every row. fp8 caches are converted exactly to q's dtype (`kv_to`);
     their scales are folded into qk_scale (k) and the caller's epilogue (v).
+
+    With BLOCK_VECTOR, a tile spanning several whole blocks (a power-of-two block dividing
+    the tile: 16 in 128) reads one id per block, not per position, and loads K and V as
+    [blocks, BLOCK_SIZE, D] (reshaped to [TILE_SIZE, D]); OFFSETS_32 computes the cache
+    offsets in int32. Both cut the address arithmetic of every copy: NVIDIA H100, 2026-11-24,
+    triton 3.6.0, a lab kernel of this loop (llama3-8b heads, bf16, blocks of 16, causal 1 x
+    8k, 3 stages): per-position ids in int64 429 TFLOP/s, in int32 467, block ids in int64
+    445, in int32 525 (a dense cache: 520); docs/kernels.md.
     """
     offs = tl.arange(0, TILE_SIZE)
     dims = tl.arange(0, HEAD_SIZE_PADDED)
     dim_ok = dims < HEAD_SIZE
     PAD_HEAD: tl.constexpr = HEAD_SIZE_PADDED != HEAD_SIZE
     bt_row = block_table_ptr + seq * stride_bt_seq
+    VECTOR: tl.constexpr = BLOCK_VECTOR and BLOCK_SIZE < TILE_SIZE and TILE_SIZE % BLOCK_SIZE == 0
     if READ_AHEAD:
-        next_blocks = tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE)
+        next_blocks = tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
     else:
         next_blocks = 0
     for j in range(tile_lo, tile_hi):
         key_pos = j * TILE_SIZE + offs  # [TILE_SIZE] absolute key positions
         key_ok = key_pos < seq_len
         if READ_AHEAD:  # the block-table entries one tile ahead (see `tile_blocks`)
-            physical = next_blocks.to(tl.int64)
-            next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE)
+            physical = _offsets(next_blocks, OFFSETS_32)
+            next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
         # Without it, the current tile's own entries, masked only where positions can pass
         # seq_len (not `tile_blocks`: masking the one-block read too added ptxas spills to
         # decode configurations, static gate sm_90, triton 3.6.0, 2026-11-23).
         elif BLOCK_SIZE % TILE_SIZE == 0:
-            physical = tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE).to(tl.int64)
+            physical = _offsets(tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE), OFFSETS_32)
+        elif VECTOR:
+            physical = _offsets(tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR),
+                                OFFSETS_32)
         else:
-            physical = _load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED).to(tl.int64)
-        if BLOCK_SIZE % TILE_SIZE == 0:
-            k_rows = physical * stride_k_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_k_pos
-            v_rows = physical * stride_v_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_v_pos
+            physical = _offsets(_load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED), OFFSETS_32)
+        if VECTOR:  # [blocks, BLOCK_SIZE, D] copies, seen as [TILE_SIZE, D]
+            in_block = tl.arange(0, BLOCK_SIZE)
+            pos2 = (j * TILE_SIZE + tl.arange(0, TILE_SIZE // BLOCK_SIZE)[:, None] * BLOCK_SIZE
+                    + in_block[None, :])
+            ok3 = (pos2 < seq_len)[:, :, None] & dim_ok[None, None, :]
+            k3 = physical[:, None] * stride_k_block + in_block[None, :] * stride_k_pos
+            v3 = physical[:, None] * stride_v_block + in_block[None, :] * stride_v_pos
+            k = _load(k_cache_ptr + k3[:, :, None] + kv_head * stride_k_head + dims[None, None, :],
+                      ok3, MASKED or PAD_HEAD).reshape(TILE_SIZE, HEAD_SIZE_PADDED)
+            v = _load(v_cache_ptr + v3[:, :, None] + kv_head * stride_v_head + dims[None, None, :],
+                      ok3, MASKED or PAD_HEAD).reshape(TILE_SIZE, HEAD_SIZE_PADDED)
+            s = tl.dot(q, tl.trans(kv_to(k, q.dtype, DECODE_FNUZ)))  # [BLOCK_M, TILE_SIZE]
         else:
-            k_rows = physical * stride_k_block + (key_pos % BLOCK_SIZE) * stride_k_pos
-            v_rows = physical * stride_v_block + (key_pos % BLOCK_SIZE) * stride_v_pos
-        k = _load(k_cache_ptr + k_rows[None, :] + kv_head * stride_k_head + dims[:, None],
-                  dim_ok[:, None] & key_ok[None, :], MASKED or PAD_HEAD)  # [D, TILE_SIZE]
-        v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
-                  key_ok[:, None] & dim_ok[None, :], MASKED or PAD_HEAD)  # [TILE_SIZE, D]
-        s = tl.dot(q, kv_to(k, q.dtype, DECODE_FNUZ))  # [BLOCK_M, TILE_SIZE]
+            if BLOCK_SIZE % TILE_SIZE == 0:
+                k_rows = physical * stride_k_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_k_pos
+                v_rows = physical * stride_v_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_v_pos
+            else:
+                k_rows = physical * stride_k_block + (key_pos % BLOCK_SIZE) * stride_k_pos
+                v_rows = physical * stride_v_block + (key_pos % BLOCK_SIZE) * stride_v_pos
+            k = _load(k_cache_ptr + k_rows[None, :] + kv_head * stride_k_head + dims[:, None],
+                      dim_ok[:, None] & key_ok[None, :], MASKED or PAD_HEAD)  # [D, TILE_SIZE]
+            v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
+                      key_ok[:, None] & dim_ok[None, :], MASKED or PAD_HEAD)  # [TILE_SIZE, D]
+            s = tl.dot(q, kv_to(k, q.dtype, DECODE_FNUZ))  # [BLOCK_M, TILE_SIZE]
         if USE_SOFTCAP:
             s = apply_softcap(s * qk_scale, softcap) * LOG2E
         else:
@@ -294,6 +336,8 @@ def attend_q_block(
     FUSED_REDUCE: tl.constexpr,
     SEGMENTS_PADDED: tl.constexpr,
     EDGE_TILE: tl.constexpr,
+    BLOCK_VECTOR: tl.constexpr,
+    OFFSETS_32: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -335,7 +379,7 @@ def attend_q_block(
                     stride_bt_seq, stride_o_token, stride_o_head,
                     QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
-                    DECODE_FNUZ, READ_AHEAD, EDGE_TILE,
+                    DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32,
                 )
     else:
         local_block = q_block - (q_start // BLOCK_Q + seq)
@@ -351,7 +395,7 @@ def attend_q_block(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
-                DECODE_FNUZ, READ_AHEAD, EDGE_TILE,
+                DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32,
             )
     if FUSED_REDUCE:
         # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
@@ -392,6 +436,8 @@ def attend_rows(
     DECODE_FNUZ: tl.constexpr,
     READ_AHEAD: tl.constexpr,
     EDGE_TILE: tl.constexpr,
+    BLOCK_VECTOR: tl.constexpr,
+    OFFSETS_32: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
     its rows' online softmax over their tiles, then the output or the segment's partials."""
@@ -437,14 +483,16 @@ def attend_rows(
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
+            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR,
+        OFFSETS_32)
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
-        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR,
+        OFFSETS_32)
     # The causal edge in tiles of EDGE_TILE keys (a divisor of TILE_SIZE): the tiles of
     # TILE_SIZE it covers, cut after the last key a query of this Q-block sees.
     if EDGE_TILE == TILE_SIZE:
@@ -459,7 +507,8 @@ def attend_rows(
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD)
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR,
+        OFFSETS_32)
     if USE_FP8:
         acc = acc * tl.load(v_scale_ptr)
 
@@ -585,6 +634,8 @@ def q_block_kernel(
     SEGMENTS_PADDED: tl.constexpr,
     PERSISTENT: tl.constexpr,
     EDGE_TILE: tl.constexpr,  # keys per tile of the masked causal edge (`Config.edge_tile`)
+    BLOCK_VECTOR: tl.constexpr,  # a tile over several cache blocks reads one id per block (`attend_tiles`)
+    OFFSETS_32: tl.constexpr,  # cache offsets in int32: every one fits (`planning.offsets_32`)
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -618,7 +669,8 @@ def q_block_kernel(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-                READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
+                READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE, BLOCK_VECTOR,
+                OFFSETS_32,
             )
     else:
         attend_q_block(
@@ -633,7 +685,7 @@ def q_block_kernel(
             stride_bt_seq, stride_o_token, stride_o_head,
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-            READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
+            READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32,
         )
 
 

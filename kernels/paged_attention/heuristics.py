@@ -38,6 +38,12 @@ SHORT_CONTEXT = 64
 # 2026-11-23 (docs/kernels.md, "Prefill with many query heads per KV head"); between 0.55 and
 # 0.83 the boundary is unmeasured.
 MIN_PREFILL_ROW_USE = 0.75
+# Visible keys beyond which the NVIDIA prefill (one block id per cache block, int32 offsets)
+# takes a third stage. H100 lab, 2026-11-24, llama3-8b, 2 -> 3 stages: 1 x 8k 1.363 -> 1.238
+# ms, 1 x 16k 5.26 -> 4.79, 16 mixed up to 4k 1.397 -> 1.357, 4 chunks of 2k after 6k 2.398
+# -> 2.161; at 2k even (4 x 2k 418 -> 419 us, 1 x 2k 113.5 -> 112.5), at 1k a loss (8 x 1k
+# 274 -> 290). Between 2k and 4k the boundary is unmeasured.
+LONG_PREFILL_KEYS = 2048
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -111,6 +117,11 @@ class Config:
     # spills with it (sm_90 llama3-8b fp8 prefill 0 -> 8 bytes, qwen2.5-14b mixed 188 -> 192;
     # sm_100, unmeasured, up to 56 -> 248); docs/kernels.md. `perf tune` sweeps it
     edge_tile: int = 0
+    # a tile spanning several whole cache blocks (16 in 128) reads one block id per block and
+    # copies [blocks, block, D] (common.attend_tiles); off: one id per key position
+    block_vector: bool = False
+    # cache offsets in int32 where the caches' extents allow it (planning.offsets_32), else int64
+    offsets_32: bool = False
     # work items index sequences, not Q-blocks (SEQ_ITEMS, common.attend_q_block): for batches
     # whose sequences fit one Q-block; correct for any batch, fast only for those
     seq_items: bool = False
@@ -464,9 +475,30 @@ def _nvidia(f: Features) -> Config:
         return _fit(f, 256, 64, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
                     source="nvidia/prefill: few rows of 128 used, 256 rows, tile 64: "
                     "H100 2026-11-23, 1.7-2.1x")
-    return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
+    # One block id per cache block of a tile, int32 offsets (`Config.block_vector`,
+    # `Config.offsets_32`), one program per item, a third stage beyond LONG_PREFILL_KEYS.
+    # Same-process H100 lab, 2026-11-24, graph replay, 5 shuffled rounds, llama3-8b bf16,
+    # block 16, the previous choice (ids per position, int64, 2 programs per SM, 2 stages)
+    # -> this: 1x8k 1.336 -> 1.238 ms, 1x16k 5.14 -> 4.79, 4x2k 478 -> 418 us, 8x1k 297.5 ->
+    # 274, 1x2k 115.2 -> 113.5, 1x512 19.2 -> 18.2, 16 mixed up to 4k 1.455 -> 1.357, 4 chunks
+    # of 2k after 6k 2.363 -> 2.161. Each alone, at 1x8k with 2 stages: block ids 1.367,
+    # int32 offsets spill (sm_90, 24 bytes), both 1.343; the third stage needs both (the
+    # previous loop lost with it: 1.432). One program per item: 4x2k 470 -> 418 us, within
+    # noise elsewhere. A second run (same day, FlashInfer and vLLM beside) agreed and added
+    # qwen2.5-14b mixed 16 x 1k 434 -> 419 us, blocks of 64 (mixed 32 x 1k) 676 -> 583, 4
+    # chunks of 512 after 3.5k 350 -> 311 (3 stages with 72 bytes of ptxas spills, sm_90).
+    # Not for fp8 caches: the llama3-8b fp8 prefill 8 x 1k ran even (320.7 -> 321.6 us) and
+    # spilled 20 bytes (sm_90). Other head sizes and block sizes take it unmeasured.
+    if f.fp8_kv:
+        return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
+                    source="nvidia/prefill fp8: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
+                    "read-ahead: H100 2026-11-23, 1.2-1.3x")
+    long = f.visible_kv_len > LONG_PREFILL_KEYS
+    return _fit(f, 128, 128, num_warps=8, num_stages=3 if long else 2, programs_per_sm=0,
+                read_ahead=True, block_vector=True, offsets_32=True,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
-                "read-ahead, 2 stages: H100 2026-11-23, 1.2-1.3x")
+                "read-ahead: H100 2026-11-23, 1.2-1.3x; block ids per block, int32 offsets, a "
+                "program per item" + (", 3 stages" if long else "") + ": H100 2026-11-24, 1.02-1.16x")
 
 
 def _amd(f: Features) -> Config:

@@ -189,7 +189,7 @@ def _plan(q, k_cache, v_cache, block_table, out, config: heuristics.Config, pers
         args=kernel_args(q, *kv_operands(k_cache, v_cache, vendor), block_table, None, None,
                          out, buffers, arrivals, split_max_q=block_q,
                          num_segments=config.num_segments, **options),
-        constexprs=kernel_constexprs(q, k_cache, config, persistent, vendor,
+        constexprs=kernel_constexprs(q, k_cache, v_cache, config, persistent, vendor,
                                      sliding_window=options.get("sliding_window"),
                                      softcap=options.get("softcap"), sinks=options.get("sinks")),
         num_warps=config.num_warps,
@@ -240,7 +240,7 @@ def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, b
     )
 
 
-def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, vendor: str, *,
+def kernel_constexprs(q, k_cache, v_cache, config: heuristics.Config, persistent: bool, vendor: str, *,
                       sliding_window=None, softcap=None, sinks=None) -> dict:
     """Compile-time constants of `q_block_kernel` for `vendor`'s kernels."""
     num_q_heads, head_size = q.shape[1], q.shape[2]
@@ -260,11 +260,21 @@ def kernel_constexprs(q, k_cache, config: heuristics.Config, persistent: bool, v
         DECODE_FNUZ=inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor),
         READ_AHEAD=config.read_ahead,
         EDGE_TILE=config.edge_tile or config.tile_size,
+        BLOCK_VECTOR=config.block_vector,
+        OFFSETS_32=config.offsets_32 and offsets_32(k_cache, v_cache, head_size=head_size),
         SEQ_ITEMS=config.seq_items,
         FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
         SEGMENTS_PADDED=next_pow2(config.num_segments),
         PERSISTENT=persistent,
     )
+
+
+def offsets_32(*caches: torch.Tensor, head_size: int) -> bool:
+    """Whether every element offset the kernel forms into these caches fits in int32: their
+    largest element's, plus the padding of a head to a power of two (the padded lanes are
+    masked, but their offsets are formed)."""
+    extent = max(sum((n - 1) * stride for n, stride in zip(c.shape, c.stride())) for c in caches)
+    return extent + next_pow2(head_size) < 2**31
 
 
 def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config, split_max_q: int,
