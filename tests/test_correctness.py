@@ -203,8 +203,10 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
     # the NVIDIA prefill shape with 3 stages; without the read-ahead, in int64, split; blocks
     # of 32 in tiles of 64 whose causal edge (32 keys) lies in one block
     "block_vector_offsets32_prefill_bm128_tile128_stages3": (
-        Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True, offsets_32=True), 16),
-    "block_vector_tile64_over_block16_seg3": (Config(16, 64, 3, num_warps=4, num_stages=2, block_vector=True), 16),
+        Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True,
+               offsets_32=True), 16),
+    "block_vector_tile64_over_block16_seg3": (
+        Config(16, 64, 3, num_warps=4, num_stages=2, block_vector=True), 16),
     "block_vector_offsets32_tile64_over_block32_edge32": (
         Config(32, 64, 1, num_warps=4, num_stages=2, read_ahead=True, block_vector=True, offsets_32=True,
                edge_tile=32), 32),
