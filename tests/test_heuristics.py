@@ -102,7 +102,8 @@ def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
 
 def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper():
     """Block ids per cache block with int32 offsets, one program per item, and a third stage
-    beyond LONG_PREFILL_KEYS visible keys (H100 lab); the head-256 branch keeps 2 stages."""
+    beyond LONG_PREFILL_KEYS visible keys (H100 labs); head 256 and the 256-row branch take
+    the addressing and the third stage with their own program counts; fp8 keeps the old."""
     for seqs, q, kv, stages in ((1, 8192, 8192, 3), (1, 16384, 16384, 3), (4, 2048, 8192, 3),
                                 (4, 2048, 2048, 2), (8, 1024, 1024, 2), (1, 512, 512, 2)):
         config = choose("nvidia", _features(seqs, q, kv))
@@ -113,10 +114,20 @@ def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper(
     assert choose("nvidia", _features(1, at + 16, at + 16)).num_stages == 3
     # a window bounds the visible keys, however long the context
     assert choose("nvidia", _features(1, 512, 8192, window=1024)).num_stages == 2
-    assert choose("nvidia", _features(1, 8192, 8192, head_size=256)).num_stages == 2
+    def picked(config):
+        return (config.block_m, config.num_stages, config.programs_per_sm, config.block_vector,
+                config.offsets_32)
+    assert picked(choose("nvidia", _features(1, 8192, 8192, head_size=256))) == (64, 3, 1, True, True)
+    assert picked(choose("nvidia", _features(4, 2048, 2048, head_size=256))) == (64, 2, 0, True, True)
+    falcon = dict(queries_per_kv=71, head_size=64)
+    assert picked(choose("nvidia", _features(1, 8192, 8192, **falcon))) == (256, 3, 2, True, True)
+    assert picked(choose("nvidia", _features(8, 1024, 1024, **falcon))) == (256, 2, 2, True, True)
     assert not choose("amd", _features(1, 8192, 8192)).block_vector
-    fp8 = choose("nvidia", dataclasses.replace(_features(8, 1024, 1024), fp8_kv=True))  # ran even
-    assert (fp8.block_vector, fp8.offsets_32, fp8.num_stages, fp8.programs_per_sm) == (False, False, 2, 2)
+    for shape in ((8, 1024, 1024), (1, 8192, 8192)):  # fp8 ran even: the previous choices
+        fp8 = dataclasses.replace(_features(*shape), fp8_kv=True)
+        assert picked(choose("nvidia", fp8)) == (128, 2, 2, False, False)
+        wide = dataclasses.replace(_features(*shape, head_size=256), fp8_kv=True)
+        assert picked(choose("nvidia", wide)) == (64, 2, 1, False, False)
 
 
 def test_sequence_items_only_for_nvidia_decodes():

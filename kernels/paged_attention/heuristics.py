@@ -442,9 +442,22 @@ def _nvidia(f: Features) -> Config:
     # Compute bound: 128-row Q-blocks (32 tokens x 4 heads for Llama-3-8B), 128-position tiles,
     # 8 warps, 2 stages. Sweep: prefill 1x8k 2.080 -> 1.663 ms, 4x2k 0.663 -> 0.587 ms
     # (BLOCK_M 64 was 1.6-2.4x slower; 4 warps 1.4-1.7x slower; 3 stages +4-8 %).
+    # Every prefill branch below: one block id per cache block of a tile and int32 offsets
+    # (`Config.block_vector`, `Config.offsets_32`; "fast addressing"), and a third stage
+    # beyond LONG_PREFILL_KEYS visible keys. Same-process H100 labs, 2026-11-24, graph
+    # replay, 5 shuffled rounds, bf16, block 16, each branch's previous choice -> this
+    # (docs/kernels.md, "Block ids per cache block"); not for fp8 caches (below).
+    fast = not f.fp8_kv
+    long = fast and f.visible_kv_len > LONG_PREFILL_KEYS
+    # Head 256 (gemma2-9b, 8 query heads per KV head): 4x2k 943.5 -> 697.7 us with one program
+    # per item (752.0 with 3 stages), 1x8k 2.950 -> 2.362 ms with 3 stages (2.437 with one
+    # program per item, 2 stages); the previous 64 rows, tile 64, 8 warps were never swept.
     if wide:
-        return _fit(f, 64, 64, num_warps=8, num_stages=2, programs_per_sm=1,
-                    source="nvidia/prefill: head 256, unmeasured default")
+        return _fit(f, 64, 64, num_warps=8, num_stages=3 if long else 2,
+                    programs_per_sm=0 if fast and not long else 1, block_vector=fast, offsets_32=fast,
+                    source="nvidia/prefill: head 256, unmeasured rows and tile"
+                    + ("; fast addressing" + (", 3 stages" if long else ", a program per item")
+                       + ": H100 2026-11-24, 1.25-1.35x" if fast else ""))
     # 2 stages, however long the KV loop. Sweep on an NVIDIA H100 (graph replay), 2026-11-23,
     # with the block table read one tile ahead (common.tile_blocks), 2 -> 3 stages: 1x8k
     # 1.308 -> 1.428 ms, 1x16k 5.07 -> 5.33, 4 chunks of 2048 after 6144 keys 2.38 -> 2.46,
@@ -470,35 +483,34 @@ def _nvidia(f: Features) -> Config:
     # 0.088 (0.154). Tile 128 with 256 rows 1-24 % slower than tile 64, tile 32 7-27 %, 3
     # stages -4 to +5 %, 512 rows / tile 32 / 16 warps 0-18 %; no spills (sm_90, 253
     # registers; sm_100, unmeasured, spills 8 bytes where 128 rows spilled none). Head 64
-    # only: larger heads with 256 rows are unmeasured.
+    # only: larger heads with 256 rows are unmeasured. Fast addressing (2026-11-24): 1x8k
+    # 2.248 -> 1.986 ms with 3 stages (2.197 with 2), 16 up to 4k 3.885 -> 3.547 (3.795); one
+    # program per item gained nothing (2.201, 3.932 with 2 stages).
     if f.head_size <= 64 and prefill_row_use(f.queries_per_kv, 128) < MIN_PREFILL_ROW_USE:
-        return _fit(f, 256, 64, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
+        return _fit(f, 256, 64, num_warps=8, num_stages=3 if long else 2, programs_per_sm=2,
+                    read_ahead=True, block_vector=fast, offsets_32=fast,
                     source="nvidia/prefill: few rows of 128 used, 256 rows, tile 64: "
-                    "H100 2026-11-23, 1.7-2.1x")
-    # One block id per cache block of a tile, int32 offsets (`Config.block_vector`,
-    # `Config.offsets_32`), one program per item, a third stage beyond LONG_PREFILL_KEYS.
-    # Same-process H100 lab, 2026-11-24, graph replay, 5 shuffled rounds, llama3-8b bf16,
-    # block 16, the previous choice (ids per position, int64, 2 programs per SM, 2 stages)
-    # -> this: 1x8k 1.336 -> 1.238 ms, 1x16k 5.14 -> 4.79, 4x2k 478 -> 418 us, 8x1k 297.5 ->
-    # 274, 1x2k 115.2 -> 113.5, 1x512 19.2 -> 18.2, 16 mixed up to 4k 1.455 -> 1.357, 4 chunks
-    # of 2k after 6k 2.363 -> 2.161. Each alone, at 1x8k with 2 stages: block ids 1.367,
-    # int32 offsets spill (sm_90, 24 bytes), both 1.343; the third stage needs both (the
-    # previous loop lost with it: 1.432). One program per item: 4x2k 470 -> 418 us, within
-    # noise elsewhere. A second run (same day, FlashInfer and vLLM beside) agreed and added
-    # qwen2.5-14b mixed 16 x 1k 434 -> 419 us, blocks of 64 (mixed 32 x 1k) 676 -> 583, 4
-    # chunks of 512 after 3.5k 350 -> 311 (3 stages with 72 bytes of ptxas spills, sm_90).
-    # Not for fp8 caches: the llama3-8b fp8 prefill 8 x 1k ran even (320.7 -> 321.6 us) and
-    # spilled 20 bytes (sm_90). Other head sizes and block sizes take it unmeasured.
-    if f.fp8_kv:
-        return _fit(f, 128, 128, num_warps=8, num_stages=2, programs_per_sm=2, read_ahead=True,
-                    source="nvidia/prefill fp8: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
-                    "read-ahead: H100 2026-11-23, 1.2-1.3x")
-    long = f.visible_kv_len > LONG_PREFILL_KEYS
-    return _fit(f, 128, 128, num_warps=8, num_stages=3 if long else 2, programs_per_sm=0,
-                read_ahead=True, block_vector=True, offsets_32=True,
+                    "H100 2026-11-23, 1.7-2.1x"
+                    + ("; fast addressing" + (", 3 stages" if long else "")
+                       + ": H100 2026-11-24, 1.02-1.13x" if fast else ""))
+    # The 128-row branch, ids per position in int64, 2 programs per SM, 2 stages -> fast
+    # addressing, one program per item (llama3-8b): 1x8k 1.336 -> 1.238 ms, 1x16k 5.14 ->
+    # 4.79, 4x2k 478 -> 418 us, 8x1k 297.5 -> 274, 1x2k 115.2 -> 113.5, 1x512 19.2 -> 18.2,
+    # 16 mixed up to 4k 1.455 -> 1.357, 4 chunks of 2k after 6k 2.363 -> 2.161. Each alone,
+    # at 1x8k with 2 stages: block ids 1.367, int32 offsets spill (sm_90, 24 bytes), both
+    # 1.343; the third stage needs both (the previous loop lost with it: 1.432). One program
+    # per item: 4x2k 470 -> 418 us, within noise elsewhere. A second run (FlashInfer and vLLM
+    # beside) agreed and added qwen2.5-14b mixed 16 x 1k 434 -> 419 us, blocks of 64 (mixed
+    # 32 x 1k) 676 -> 583, 4 chunks of 512 after 3.5k 350 -> 311 (3 stages with 72 bytes of
+    # ptxas spills, sm_90). Not for fp8 caches: the llama3-8b fp8 prefill 8 x 1k ran even
+    # (320.7 -> 321.6 us) and spilled 20 bytes (sm_90). Other head sizes and block sizes take
+    # it unmeasured.
+    return _fit(f, 128, 128, num_warps=8, num_stages=3 if long else 2, programs_per_sm=0 if fast else 2,
+                read_ahead=True, block_vector=fast, offsets_32=fast,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
-                "read-ahead: H100 2026-11-23, 1.2-1.3x; block ids per block, int32 offsets, a "
-                "program per item" + (", 3 stages" if long else "") + ": H100 2026-11-24, 1.02-1.16x")
+                "read-ahead: H100 2026-11-23, 1.2-1.3x"
+                + ("; fast addressing, a program per item" + (", 3 stages" if long else "")
+                   + ": H100 2026-11-24, 1.02-1.16x" if fast else ""))
 
 
 def _amd(f: Features) -> Config:
