@@ -4,8 +4,8 @@
 
 Per scenario, coordinate descent from the heuristics' own choice over the knobs of
 `heuristics.Config`, each stage keeping the fastest configuration so far: (tile, warps),
-with BLOCK_M for prefill; pipeline stages; the block-table read-ahead; the causal edge's tile
-(prefill); KV segments (decode only: a runtime argument, no recompilation); the fused
+with BLOCK_M for prefill; pipeline stages; the block-table read-ahead; the cache addressing
+(block ids per cache block, int32 offsets); the causal edge's tile (prefill); KV segments (decode only: a runtime argument, no recompilation); the fused
 reduction (split decodes); programs per SM (0: one program per work item); sequence work
 items (decode). `--stages` runs some of them, in that order. Every configuration is timed
 like `perf run`'s graph metric (perf.latency.timing: one CUDA/HIP-graph replay, L2 flushed
@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from perf.errors import ConfigError
 
-STAGES = ("tile_warps", "stages", "read_ahead", "edge_tile", "segments", "fused_reduce", "programs",
-          "seq_items")
+STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
+          "programs", "seq_items")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -52,6 +52,8 @@ def candidates(stage: str, best, decode: bool) -> list:
         return [C(best, num_stages=s) for s in (1, 2, 3, 4)]
     if stage == "read_ahead":
         return [C(best, read_ahead=r) for r in (False, True)]
+    if stage == "addressing":  # block ids per cache block and int32 offsets, each and both
+        return [C(best, block_vector=v, offsets_32=o) for v in (False, True) for o in (False, True)]
     if stage == "edge_tile" and not decode:  # the causal edge in halves or quarters of a tile
         edges = (0, best.tile_size // 2, best.tile_size // 4)
         return [C(best, edge_tile=e) for e in edges if e == 0 or e >= 16]
@@ -138,7 +140,8 @@ def _short(c: dict) -> str:
     return (f"M{c['block_m']} T{c['tile_size']} S{c['num_segments']} w{c['num_warps']} s{c['num_stages']} "
             f"p{c['programs_per_sm']}" + (" ra" if c.get("read_ahead") else "")
             + (" fr" if c.get("fused_reduce") else "") + (" si" if c.get("seq_items") else "")
-            + (f" e{c['edge_tile']}" if c.get("edge_tile") else ""))
+            + (f" e{c['edge_tile']}" if c.get("edge_tile") else "") + (" bv" if c.get("block_vector") else "")
+            + (" o32" if c.get("offsets_32") else ""))
 
 
 def render(env: dict, results: dict) -> str:

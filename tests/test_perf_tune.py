@@ -32,6 +32,8 @@ def test_stage_candidates_around_the_best_so_far():
     assert [c.edge_tile for c in tune.candidates("edge_tile", BASE, False)] == [0, 32, 16]
     assert tune.candidates("edge_tile", BASE, True) == []  # a decode has no causal edge
     assert [c.read_ahead for c in tune.candidates("read_ahead", BASE, False)] == [False, True]
+    assert [(c.block_vector, c.offsets_32) for c in tune.candidates("addressing", BASE, True)] == [
+        (False, False), (False, True), (True, False), (True, True)]
     assert [c.fused_reduce for c in tune.candidates("fused_reduce", BASE, True)] == [False, True]
     whole = dataclasses.replace(BASE, num_segments=1)
     assert tune.candidates("fused_reduce", whole, True) == []  # one segment: nothing to merge
