@@ -8,11 +8,12 @@ BLOCK_M for prefill; pipeline stages; the block-table read-ahead; the cache addr
 ids per cache block, int32 offsets); the causal edge's tile (prefill); KV segments (decode
 only: a runtime argument, no recompilation); the fused reduction (split decodes); programs per
 SM (0: one program per work item); sequence work items (decode). `--stages` runs some of them,
-in that order. Every configuration is timed like `perf run`'s graph metric (perf.latency.timing:
-one CUDA/HIP-graph replay, L2 flushed before each sample) and must reproduce the default configuration's output; one that fails
-to compile or differs is recorded with the reason, never chosen. A stage's candidates
-compile together in threads (Triton compiles mostly outside the GIL). Writes DIR/tune.json
-(every configuration tried) and DIR/tune.md (default against best, per scenario).
+in that order. Every configuration is timed like `perf run`'s graph metric
+(perf.latency.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and must
+reproduce the default configuration's output; one that fails to compile or differs is recorded
+with the reason, never chosen. A stage's candidates compile together in threads (Triton
+compiles mostly outside the GIL). Writes DIR/tune.json (every configuration tried) and
+DIR/tune.md (default against best, per scenario).
 """
 
 from __future__ import annotations
