@@ -102,7 +102,7 @@ def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
 
 def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper():
     """Block ids per cache block with int32 offsets, one program per item, and a third stage
-    beyond LONG_PREFILL_KEYS visible keys (H100 labs); head 256 and the 256-row branch take
+    beyond LONG_PREFILL_KEYS keys per Q-block (H100 labs); head 256 and the 256-row branch take
     the addressing and the third stage with their own program counts; fp8 keeps the old."""
     for seqs, q, kv, stages in ((1, 8192, 8192, 3), (1, 16384, 16384, 3), (4, 2048, 8192, 3),
                                 (4, 2048, 2048, 2), (8, 1024, 1024, 2), (1, 512, 512, 2)):
@@ -112,8 +112,15 @@ def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper(
     at = heuristics.LONG_PREFILL_KEYS
     assert choose("nvidia", _features(1, at, at)).num_stages == 2
     assert choose("nvidia", _features(1, at + 16, at + 16)).num_stages == 3
-    # a window bounds the visible keys, however long the context
-    assert choose("nvidia", _features(1, 512, 8192, window=1024)).num_stages == 2
+    # a window bounds the keys of a Q-block, however long the prompt: 2 stages, and the
+    # persistent grid's 2 programs per SM (H100 lab: both faster under windows of 128 and 1024)
+    for q in (512, 8192):
+        windowed = choose("nvidia", _features(1, q, 8192, window=1024))
+        assert (windowed.num_stages, windowed.programs_per_sm, windowed.block_vector) == (2, 2, True)
+    assert heuristics.prefill_q_block_keys(_features(1, 8192, 8192, window=1024), 128) == 1024 + 32 - 1
+    assert heuristics.prefill_q_block_keys(_features(1, 8192, 8192, window=4096), 128) == 4096 + 32 - 1
+    assert heuristics.prefill_q_block_keys(_features(1, 8192, 8192), 128) == 8192
+    assert choose("nvidia", _features(1, 8192, 8192, window=4096)).num_stages == 3
     def picked(config):
         return (config.block_m, config.num_stages, config.programs_per_sm, config.block_vector,
                 config.offsets_32)

@@ -38,11 +38,11 @@ SHORT_CONTEXT = 64
 # 2026-11-23 (docs/kernels.md, "Prefill with many query heads per KV head"); between 0.55 and
 # 0.83 the boundary is unmeasured.
 MIN_PREFILL_ROW_USE = 0.75
-# Visible keys beyond which the NVIDIA prefill (one block id per cache block, int32 offsets)
-# takes a third stage. H100 lab, 2026-11-24, llama3-8b, 2 -> 3 stages: 1 x 8k 1.363 -> 1.238
-# ms, 1 x 16k 5.26 -> 4.79, 16 mixed up to 4k 1.397 -> 1.357, 4 chunks of 2k after 6k 2.398
-# -> 2.161; at 2k even (4 x 2k 418 -> 419 us, 1 x 2k 113.5 -> 112.5), at 1k a loss (8 x 1k
-# 274 -> 290). Between 2k and 4k the boundary is unmeasured.
+# Keys a Q-block sees (`prefill_q_block_keys`) beyond which the NVIDIA prefill (one block id
+# per cache block, int32 offsets) takes a third stage. H100 lab, 2026-11-24, llama3-8b, 2 -> 3
+# stages: 1 x 8k 1.363 -> 1.238 ms, 1 x 16k 5.26 -> 4.79, 16 mixed up to 4k 1.397 -> 1.357, 4
+# chunks of 2k after 6k 2.398 -> 2.161; at 2k even (4 x 2k 418 -> 419 us, 1 x 2k 113.5 ->
+# 112.5), at 1k a loss (8 x 1k 274 -> 290). Between 2k and 4k the boundary is unmeasured.
 LONG_PREFILL_KEYS = 2048
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
@@ -317,6 +317,15 @@ def prefill_row_use(queries_per_kv: int, block_m: int) -> float:
     return (rows // queries_per_kv) * queries_per_kv / rows
 
 
+def prefill_q_block_keys(f: Features, block_m: int) -> int:
+    """Keys one Q-block of a prefill can see: every visible key, or under a sliding window at
+    most the window plus the block's own tokens (`block_m // queries_per_kv`, at least one)."""
+    keys = f.visible_kv_len
+    if f.window:
+        keys = min(keys, f.window + max(1, block_m // f.queries_per_kv) - 1)
+    return keys
+
+
 def _pow2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1) if n >= 1 else 0
 
@@ -448,15 +457,18 @@ def _nvidia(f: Features) -> Config:
     # replay, 5 shuffled rounds, bf16, block 16, each branch's previous choice -> this
     # (docs/kernels.md, "Block ids per cache block"); not for fp8 caches (below).
     fast = not f.fp8_kv
-    long = fast and f.visible_kv_len > LONG_PREFILL_KEYS
+
+    def long(block_m: int) -> bool:  # the third stage: only for many tiles per Q-block
+        return fast and prefill_q_block_keys(f, block_m) > LONG_PREFILL_KEYS
     # Head 256 (gemma2-9b, 8 query heads per KV head): 4x2k 943.5 -> 697.7 us with one program
     # per item (752.0 with 3 stages), 1x8k 2.950 -> 2.362 ms with 3 stages (2.437 with one
     # program per item, 2 stages); the previous 64 rows, tile 64, 8 warps were never swept.
     if wide:
-        return _fit(f, 64, 64, num_warps=8, num_stages=3 if long else 2,
-                    programs_per_sm=0 if fast and not long else 1, block_vector=fast, offsets_32=fast,
+        deep = long(64)
+        return _fit(f, 64, 64, num_warps=8, num_stages=3 if deep else 2,
+                    programs_per_sm=0 if fast and not deep else 1, block_vector=fast, offsets_32=fast,
                     source="nvidia/prefill: head 256, unmeasured rows and tile"
-                    + ("; fast addressing" + (", 3 stages" if long else ", a program per item")
+                    + ("; fast addressing" + (", 3 stages" if deep else ", a program per item")
                        + ": H100 2026-11-24, 1.25-1.35x" if fast else ""))
     # 2 stages, however long the KV loop. Sweep on an NVIDIA H100 (graph replay), 2026-11-23,
     # with the block table read one tile ahead (common.tile_blocks), 2 -> 3 stages: 1x8k
@@ -487,11 +499,12 @@ def _nvidia(f: Features) -> Config:
     # 2.248 -> 1.986 ms with 3 stages (2.197 with 2), 16 up to 4k 3.885 -> 3.547 (3.795); one
     # program per item gained nothing (2.201, 3.932 with 2 stages).
     if f.head_size <= 64 and prefill_row_use(f.queries_per_kv, 128) < MIN_PREFILL_ROW_USE:
-        return _fit(f, 256, 64, num_warps=8, num_stages=3 if long else 2, programs_per_sm=2,
+        deep = long(256)
+        return _fit(f, 256, 64, num_warps=8, num_stages=3 if deep else 2, programs_per_sm=2,
                     read_ahead=True, block_vector=fast, offsets_32=fast,
                     source="nvidia/prefill: few rows of 128 used, 256 rows, tile 64: "
                     "H100 2026-11-23, 1.7-2.1x"
-                    + ("; fast addressing" + (", 3 stages" if long else "")
+                    + ("; fast addressing" + (", 3 stages" if deep else "")
                        + ": H100 2026-11-24, 1.02-1.13x" if fast else ""))
     # The 128-row branch, ids per position in int64, 2 programs per SM, 2 stages -> fast
     # addressing, one program per item (llama3-8b): 1x8k 1.336 -> 1.238 ms, 1x16k 5.14 ->
@@ -503,14 +516,24 @@ def _nvidia(f: Features) -> Config:
     # beside) agreed and added qwen2.5-14b mixed 16 x 1k 434 -> 419 us, blocks of 64 (mixed
     # 32 x 1k) 676 -> 583, 4 chunks of 512 after 3.5k 350 -> 311 (3 stages with 72 bytes of
     # ptxas spills, sm_90). Not for fp8 caches: the llama3-8b fp8 prefill 8 x 1k ran even
-    # (320.7 -> 321.6 us) and spilled 20 bytes (sm_90). Other head sizes and block sizes take
-    # it unmeasured.
-    return _fit(f, 128, 128, num_warps=8, num_stages=3 if long else 2, programs_per_sm=0 if fast else 2,
+    # (320.7 -> 321.6 us) and spilled 20 bytes (sm_90). Held-out shapes, same day (previous
+    # -> this): block 544 mixed 32 x 8k 25.9 -> 22.8 ms, block 32 23.9 -> 21.0, phi-2 (head
+    # 80) prefill 16 up to 4k 3.33 -> 2.69, phi-3-mini (head 96) 2.81 -> 2.20, llama2-7b (one
+    # query head per KV head) 2.94 -> 2.45, softcap / sinks mixed 1.10x / 1.16x, fp16 chunks
+    # 1.11x. Under a sliding window a Q-block sees few tiles (`prefill_q_block_keys`): 2
+    # stages and the persistent grid's 2 programs per SM; fast addressing, 3 stages and one
+    # program per item -> this: gpt-oss-20b (window 128, sinks) mixed 64 up to 4k 2.894 ->
+    # 2.549 ms (previous choice 2.775), prefill 16 up to 4k 1.511 -> 1.349 (1.466), llama3-8b
+    # window 1024 mixed 16 up to 4k 1.162 -> 1.055 (1.291), prefill 4 x 8k 2.015 -> 1.842
+    # (2.189); 2 stages with one program per item in between (2.691, 1.411, 1.085, 1.883).
+    deep = long(128)
+    return _fit(f, 128, 128, num_warps=8, num_stages=3 if deep else 2,
+                programs_per_sm=0 if fast and not f.window else 2,
                 read_ahead=True, block_vector=fast, offsets_32=fast,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
                 "read-ahead: H100 2026-11-23, 1.2-1.3x"
-                + ("; fast addressing, a program per item" + (", 3 stages" if long else "")
-                   + ": H100 2026-11-24, 1.02-1.16x" if fast else ""))
+                + ("; fast addressing" + ("" if f.window else ", a program per item")
+                   + (", 3 stages" if deep else "") + ": H100 2026-11-24, 1.02-1.28x" if fast else ""))
 
 
 def _amd(f: Features) -> Config:
