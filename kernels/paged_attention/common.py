@@ -242,6 +242,7 @@ def attend_tiles(
     PAD_HEAD: tl.constexpr = HEAD_SIZE_PADDED != HEAD_SIZE
     bt_row = block_table_ptr + seq * stride_bt_seq
     VECTOR: tl.constexpr = BLOCK_VECTOR and BLOCK_SIZE < TILE_SIZE and TILE_SIZE % BLOCK_SIZE == 0
+    FOLD: tl.constexpr = VECTOR and not MASKED and not USE_SOFTCAP  # the softmax's form (below)
     if READ_AHEAD:
         next_blocks = tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
     else:
@@ -286,22 +287,36 @@ def attend_tiles(
             v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
                       key_ok[:, None] & dim_ok[None, :], MASKED or PAD_HEAD)  # [TILE_SIZE, D]
             s = tl.dot(q, kv_to(k, q.dtype, DECODE_FNUZ))  # [BLOCK_M, TILE_SIZE]
-        if USE_SOFTCAP:
-            s = apply_softcap(s * qk_scale, softcap) * LOG2E
+        # Block-vector tiles seen whole fold the score scale into exp2's argument (one FMA a
+        # score) and accumulate P V into acc: NVIDIA H100, 2026-11-24, two fresh processes
+        # each, llama3-8b 1x8k 1.228 -> 1.167-1.189 ms, 4x2k 420 -> 400-404 us, 8x1k 273 ->
+        # 267, 16 mixed up to 4k 1.337-1.352 -> 1.307-1.311 ms, 4 chunks of 2k after 6k
+        # 2.084-2.107 -> 2.027-2.068 (docs/kernels.md). Elsewhere the loop keeps its form: with
+        # ids per position the fold added ptxas spills and lost 5-12 % (H100, 2026-11-23).
+        if not FOLD:
+            if USE_SOFTCAP:
+                s = apply_softcap(s * qk_scale, softcap) * LOG2E
+            else:
+                s = s * (qk_scale * LOG2E)
+            if MASKED:
+                visible = key_pos[None, :] <= abs_pos[:, None]
+                if USE_SLIDING_WINDOW:
+                    visible = visible & (abs_pos[:, None] - key_pos[None, :] < window)
+                s = tl.where(visible, s, float("-inf"))
+                m_new = tl.maximum(m_i, tl.max(s, axis=1))
+                m_new = tl.where(m_new > float("-inf"), m_new, 0.0)  # rows that see nothing yet
+            else:
+                m_new = tl.maximum(m_i, tl.max(s, axis=1))
+            p = tl.exp2(s - m_new[:, None])
         else:
-            s = s * (qk_scale * LOG2E)
-        if MASKED:
-            visible = key_pos[None, :] <= abs_pos[:, None]
-            if USE_SLIDING_WINDOW:
-                visible = visible & (abs_pos[:, None] - key_pos[None, :] < window)
-            s = tl.where(visible, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))
-            m_new = tl.where(m_new > float("-inf"), m_new, 0.0)  # rows that see nothing yet
-        else:
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        p = tl.exp2(s - m_new[:, None])
+            m_new = tl.maximum(m_i, tl.max(s, axis=1) * (qk_scale * LOG2E))
+            p = tl.exp2(s * (qk_scale * LOG2E) - m_new[:, None])
         alpha = tl.exp2(m_i - m_new)
-        acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), kv_to(v, q.dtype, DECODE_FNUZ))
+        if FOLD:
+            acc = acc * alpha[:, None]
+            acc = tl.dot(p.to(q.dtype), kv_to(v, q.dtype, DECODE_FNUZ), acc)
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), kv_to(v, q.dtype, DECODE_FNUZ))
         l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
     return acc, m_i, l_i
