@@ -498,16 +498,14 @@ def attend_rows(
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR,
-        OFFSETS_32)
+            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
-        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR,
-        OFFSETS_32)
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
     # The causal edge in tiles of EDGE_TILE keys (a divisor of TILE_SIZE): the tiles of
     # TILE_SIZE it covers, cut after the last key a query of this Q-block sees.
     if EDGE_TILE == TILE_SIZE:
@@ -522,8 +520,7 @@ def attend_rows(
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
-        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR,
-        OFFSETS_32)
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
     if USE_FP8:
         acc = acc * tl.load(v_scale_ptr)
 

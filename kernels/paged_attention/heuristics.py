@@ -453,7 +453,7 @@ def _nvidia(f: Features) -> Config:
     # (BLOCK_M 64 was 1.6-2.4x slower; 4 warps 1.4-1.7x slower; 3 stages +4-8 %).
     # Every prefill branch below: one block id per cache block of a tile and int32 offsets
     # (`Config.block_vector`, `Config.offsets_32`; "fast addressing"), and a third stage
-    # beyond LONG_PREFILL_KEYS visible keys. Same-process H100 labs, 2026-11-24, graph
+    # beyond LONG_PREFILL_KEYS keys per Q-block. Same-process H100 labs, 2026-11-24, graph
     # replay, 5 shuffled rounds, bf16, block 16, each branch's previous choice -> this
     # (docs/kernels.md, "Block ids per cache block"); not for fp8 caches (below).
     fast = not f.fp8_kv
@@ -462,31 +462,32 @@ def _nvidia(f: Features) -> Config:
         return fast and prefill_q_block_keys(f, block_m) > LONG_PREFILL_KEYS
     # Head 256 (gemma2-9b, 8 query heads per KV head): 4x2k 943.5 -> 697.7 us with one program
     # per item (752.0 with 3 stages), 1x8k 2.950 -> 2.362 ms with 3 stages (2.437 with one
-    # program per item, 2 stages); the previous 64 rows, tile 64, 8 warps were never swept.
+    # program per item, 2 stages), 1x2k 264.0 -> 184.5 us, mixed 16 x 2k 1.918 -> 1.437 ms,
+    # with softcap 50 2.650 -> 2.077 (8 bytes of new spills, sm_90); the previous 64 rows,
+    # tile 64, 8 warps were never swept. Under a window, unmeasured.
     if wide:
         deep = long(64)
         return _fit(f, 64, 64, num_warps=8, num_stages=3 if deep else 2,
                     programs_per_sm=0 if fast and not deep else 1, block_vector=fast, offsets_32=fast,
                     source="nvidia/prefill: head 256, unmeasured rows and tile"
                     + ("; fast addressing" + (", 3 stages" if deep else ", a program per item")
-                       + ": H100 2026-11-24, 1.25-1.35x" if fast else ""))
-    # 2 stages, however long the KV loop. Sweep on an NVIDIA H100 (graph replay), 2026-11-23,
-    # with the block table read one tile ahead (common.tile_blocks), 2 -> 3 stages: 1x8k
-    # 1.308 -> 1.428 ms, 1x16k 5.07 -> 5.33, 4 chunks of 2048 after 6144 keys 2.38 -> 2.46,
-    # 4x2k 0.474 -> 0.537, 8x1k 0.295 -> 0.344, 16 mixed up to 4096 keys 1.450 -> 1.646;
-    # tile 64 with 4 stages (1x8k 1.420 ms) and BLOCK_M 256 with tile 64 (1.780 ms) lost too.
-    # (The 3-stage branch for >= 8192 keys of 2026-11-22 measured the loop before that read
-    # ahead, whose copies were waited for at every iteration.)
-    # The read-ahead itself, same H100, graph replay, llama3-8b bf16, block 16, off -> on:
-    # 1x8k 1.700 -> 1.308 ms, 4x2k 0.600 -> 0.474, 8x1k 0.337 -> 0.295, 16 mixed up to 4096
-    # keys 1.825 -> 1.450. Here only: decodes gained nothing (1x1k 9.9 -> 10.4 us, 8x1k 21.6
-    # -> 22.3 us, longer ones within 2 %) and the static gate (triton 3.6.0) found new ptxas
-    # spills with it in decode configurations (sm_90 phi-2 decode 0 -> 56 bytes) and new SGPR
-    # spills on gfx942; other head groups keep more registers busy with it (sm_90 qwen2.5-14b
-    # mixed: spills 16 -> 188 bytes, speed unmeasured: `python -m perf tune` sweeps it).
-    # The loop takes 255 registers (sm_90) and what adds any lost in the H100 lab of
-    # 2026-11-23 (docs/kernels.md): the FMA-folded score scale +5-12 %, tile 64 with 2 stages
-    # up to +26 % (with maxnreg 128 for two programs per SM +16-33 %), BLOCK_M 64 1.7-2.2x.
+                       + ": H100 2026-11-24, 1.25-1.43x" if fast else ""))
+    # Before the fast addressing: 2 stages, however long the KV loop. Sweep on an NVIDIA H100 (graph
+    # replay), 2026-11-23, with the block table read one tile ahead (common.tile_blocks), 2 -> 3
+    # stages: 1x8k 1.308 -> 1.428 ms, 1x16k 5.07 -> 5.33, 4 chunks of 2048 after 6144 keys 2.38 ->
+    # 2.46, 4x2k 0.474 -> 0.537, 8x1k 0.295 -> 0.344, 16 mixed up to 4096 keys 1.450 -> 1.646; tile
+    # 64 with 4 stages (1x8k 1.420 ms) and BLOCK_M 256 with tile 64 (1.780 ms) lost too. (The
+    # 3-stage branch for >= 8192 keys of 2026-11-22 measured the loop before that read ahead, whose
+    # copies were waited for at every iteration.) The read-ahead itself, same H100, graph replay,
+    # llama3-8b bf16, block 16, off -> on: 1x8k 1.700 -> 1.308 ms, 4x2k 0.600 -> 0.474, 8x1k 0.337
+    # -> 0.295, 16 mixed up to 4096 keys 1.825 -> 1.450. Here only: decodes gained nothing (1x1k 9.9
+    # -> 10.4 us, 8x1k 21.6 -> 22.3 us, longer ones within 2 %) and the static gate (triton 3.6.0)
+    # found new ptxas spills with it in decode configurations (sm_90 phi-2 decode 0 -> 56 bytes) and
+    # new SGPR spills on gfx942; other head groups keep more registers busy with it (sm_90
+    # qwen2.5-14b mixed: spills 16 -> 188 bytes, speed unmeasured: `python -m perf tune` sweeps it).
+    # The loop took 255 registers (sm_90) and what added any lost in the H100 lab of 2026-11-23
+    # (docs/kernels.md): the FMA-folded score scale +5-12 % (with ids per position), tile 64 with 2
+    # stages up to +26 % (with maxnreg 128 for two programs per SM +16-33 %), BLOCK_M 64 1.7-2.2x.
     # A head group that fills few of 128 rows (`prefill_row_use`): 256 rows, tile 64. H100
     # lab, 2026-11-23, graph replay, 5 shuffled rounds, falcon-7b (71 query heads, 1 KV head,
     # head 64), 128 rows / tile 128 -> 256 rows / tile 64 (vLLM 0.19.1's Triton kernel):
