@@ -256,11 +256,17 @@ def test_int32_offsets_only_where_every_cache_offset_fits():
     """`offsets_32` asks; the plan computes cache offsets in int32 only when the caches'
     largest element offset (plus a padded head's lanes) stays below 2**31."""
     small = torch.empty(1024, 16, 8, 128, device="meta")
-    huge = torch.empty(2**20 + 1, 16, 8, 128, device="meta")  # 2**31 + 16384 elements
-    last_fits = torch.empty(2**20, 16, 8, 128, device="meta")  # last offset 2**31 - 1
+    huge = torch.empty(2**17 + 1, 16, 8, 128, device="meta")  # 2**31 + 16384 elements
+    last_fits = torch.empty(2**17, 16, 8, 128, device="meta")  # last offset 2**31 - 1
     assert planning.offsets_32(small, small, head_size=128)
+    assert planning.offsets_32(last_fits, head_size=128)
     assert not planning.offsets_32(small, huge, head_size=128)  # either cache decides
-    assert not planning.offsets_32(last_fits, head_size=128)  # the padded lanes' offsets too
+    # head 80, padded to 128 lanes: a last block starting 100 elements below 2**31 holds its
+    # 80 values below it, but the padded lanes' offsets (up to + 127) pass it
+    def two_blocks(start_of_second):
+        return torch.empty_strided((2, 1, 1, 80), (start_of_second, 80, 80, 1), device="meta")
+    assert not planning.offsets_32(two_blocks(2**31 - 100), head_size=80)
+    assert planning.offsets_32(two_blocks(2**31 - 128), head_size=80)
     q = torch.empty(4, 32, 128, device="meta")
     config = heuristics.Config(128, 128, 1, num_warps=8, num_stages=3, offsets_32=True, block_vector=True)
     assert planning.kernel_constexprs(q, small, small, config, True, "nvidia")["OFFSETS_32"]

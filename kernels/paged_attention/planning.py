@@ -271,10 +271,10 @@ def kernel_constexprs(q, k_cache, v_cache, config: heuristics.Config, persistent
 
 def offsets_32(*caches: torch.Tensor, head_size: int) -> bool:
     """Whether every element offset the kernel forms into these caches fits in int32: their
-    largest element's, plus the padding of a head to a power of two (the padded lanes are
-    masked, but their offsets are formed)."""
+    largest element's, and past it the lanes that pad a head to a power of two (masked, but
+    their offsets are formed)."""
     extent = max(sum((n - 1) * stride for n, stride in zip(c.shape, c.stride())) for c in caches)
-    return extent + next_pow2(head_size) < 2**31
+    return extent + next_pow2(head_size) - head_size < 2**31
 
 
 def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config, split_max_q: int,
