@@ -42,6 +42,8 @@ _STAT_DEFAULTS = {"alpha": 0.01, "processes": 3, "repeats": 10, "samples": 25, "
 # and what a key the file leaves out means. Severities are fail | warn | ignore, ratios head/base:
 #   new_spills: fail                more spill bytes/registers than the base (any, for a new kernel)
 #   new_sgpr_spills: (new_spills)   AMD SGPR spills alone: they usually land in VGPR lanes, not memory
+#   new_wgmma_serialization: fail   ptxas serializes a kernel's wgmma (info C7515) where the base's
+#                                   were not (any, for a new kernel); NVIDIA Hopper only
 #   registers_warn_ratio: 1.10      registers per thread up by more than 10 % warns
 #   registers_fail_ratio: (none)    ... and beyond this ratio fails
 #   shared_memory_over_limit: fail  shared memory / LDS above the target's max cannot launch
@@ -53,7 +55,8 @@ _STAT_DEFAULTS = {"alpha": 0.01, "processes": 3, "repeats": 10, "samples": 25, "
 # Unmeasured defaults (2026-11-21): registers and occupancy are deterministic for a given
 # Triton, so any threshold is a policy choice, not a noise margin.
 STATIC_DEFAULTS: dict[str, Any] = {
-    "new_spills": "fail", "new_sgpr_spills": None, "registers_warn_ratio": 1.10,
+    "new_spills": "fail", "new_sgpr_spills": None, "new_wgmma_serialization": "fail",
+    "registers_warn_ratio": 1.10,
     "registers_fail_ratio": None, "shared_memory_over_limit": "fail", "shared_memory_warn_ratio": None,
     "occupancy_drop": "warn", "target_not_compilable": "warn",
 }

@@ -160,6 +160,18 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
         else:
             finding(metric, bv, hv, Verdict.OK, rule, note_new)
 
+    # wgmma serialized by ptxas (NVIDIA, Hopper): each matrix instruction waits for the last
+    if "wgmma_serialized" in hm:
+        rule = f"new_wgmma_serialization: {policy['new_wgmma_serialization']}"
+        hv, bv = hm["wgmma_serialized"], bm.get("wgmma_serialized")
+        if hv > (bv or 0):
+            finding("wgmma_serialized", bv, hv, severity[policy["new_wgmma_serialization"]], rule,
+                    note_new or "ptxas serializes its wgmma (info C7515)")
+        elif bv is not None and hv < bv:
+            finding("wgmma_serialized", bv, hv, Verdict.IMPROVED, rule, "wgmma no longer serialized")
+        else:
+            finding("wgmma_serialized", bv, hv, Verdict.OK, rule, note_new)
+
     # registers per thread; per program where the launch's warp count changed (the same work on
     # half the threads holds about twice the registers per thread and the same register file)
     warn_r, fail_r = policy["registers_warn_ratio"], policy["registers_fail_ratio"]

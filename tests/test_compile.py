@@ -260,9 +260,17 @@ amdhsa.target:   amdgcn-amd-amdhsa--gfx942
 """
 
 
+# What the ptxas of the triton 3.6 wheel printed for a prefill configuration of ours whose
+# K/V offsets were summed in another order (sm_90, 2026-11-24).
+SERIALIZED = ("ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are "
+              "serialized due to non wgmma instructions defining accumulator registers of a wgmma "
+              "between start and end of the pipeline stage in the function 'q_block_kernel'\n")
+
+
 def test_parse_ptxas():
     assert sm.parse_ptxas(PTXAS) == {"registers": 255, "stack_frame": 32, "spill_stores": 28,
-                                     "spill_loads": 24}
+                                     "spill_loads": 24, "wgmma_serialized": 0}
+    assert sm.parse_ptxas(SERIALIZED + PTXAS)["wgmma_serialized"] == 1
     with pytest.raises(ValueError):
         sm.parse_ptxas("ptxas info    : 0 bytes gmem\n")
 
@@ -402,6 +410,22 @@ def test_rules_nvidia_spills_and_shared_limit(thresholds, targets):
     v = _verdicts(findings)
     assert v["spill_stores"] is v["spill_loads"] is v["shared_memory"] is Verdict.FAIL
     assert all(f.target == "sm_90" and f.vendor == "nvidia" for f in findings)
+
+
+def test_rules_nvidia_wgmma_serialization(thresholds, targets):
+    """Serialized wgmma fails (no spill need come with it); its end is an improvement; a
+    metrics document without the key (AMD, or older metrics) is never judged on it."""
+    calm, serial = _entry("sm_90", "nvidia", wgmma_serialized=0), _entry("sm_90", "nvidia", wgmma_serialized=1)
+    v = _verdicts(gate.compare(_doc(targets, [calm]), _doc(targets, [serial]), thresholds))
+    assert v["wgmma_serialized"] is Verdict.FAIL and v["spill_stores"] is Verdict.OK
+    v = _verdicts(gate.compare(_doc(targets, [serial]), _doc(targets, [calm]), thresholds))
+    assert v["wgmma_serialized"] is Verdict.IMPROVED
+    v = _verdicts(gate.compare(_doc(targets, [serial]), _doc(targets, [serial]), thresholds))
+    assert v["wgmma_serialized"] is Verdict.OK
+    v = _verdicts(gate.compare(_doc(targets, []), _doc(targets, [serial]), thresholds))  # a new kernel
+    assert v["wgmma_serialized"] is Verdict.FAIL
+    assert "wgmma_serialized" not in _verdicts(gate.compare(_doc(targets, [_entry("gfx942", "amd")]),
+                                                           _doc(targets, [_entry("gfx942", "amd")]), thresholds))
 
 
 def test_no_longer_compiles_fails_with_the_message_and_target(thresholds, targets):

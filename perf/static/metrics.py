@@ -1,7 +1,9 @@
 """Static resource metrics of a compiled kernel: what ptxas and the AMDGCN metadata report.
 
 NVIDIA: `ptxas -v` (the one inside the triton wheel, run on the PTX triton produced, with
-the flags triton uses) prints registers per thread, stack frame and spill bytes. AMD: the
+the flags triton uses) prints registers per thread, stack frame and spill bytes, and info
+C7515 when it serializes the kernel's wgmma (Hopper's asynchronous matrix instructions):
+then every wgmma waits for the previous one, which no spill count shows. AMD: the
 AMDGCN text carries a YAML metadata block (`.vgpr_count`, `.sgpr_count`,
 `.vgpr_spill_count`, `.sgpr_spill_count`, `.private_segment_fixed_size`) and comment
 lines (`; NumVgprs:`, `; NumAgprs:`, `; Occupancy:`). Shared memory (LDS on AMD) is
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 import yaml
 
 # Bump when a parser or formula changes: cached metrics of older versions are recomputed.
-METRICS_VERSION = 2
+METRICS_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,8 @@ TARGET_FACTS: dict[str, TargetFacts] = {
 }
 
 # What the report calls each metric, its unit, and which are gated (the rest are recorded).
-NVIDIA_METRICS = ("registers", "spill_stores", "spill_loads", "stack_frame", "shared_memory",
-                  "occupancy", "compile_time_s")
+NVIDIA_METRICS = ("registers", "spill_stores", "spill_loads", "stack_frame", "wgmma_serialized",
+                  "shared_memory", "occupancy", "compile_time_s")
 AMD_METRICS = ("registers", "arch_vgprs", "agprs", "sgprs", "vgpr_spills", "sgpr_spills", "scratch",
                "shared_memory", "occupancy", "compile_time_s")
 SPILL_METRICS = ("spill_stores", "spill_loads", "vgpr_spills", "sgpr_spills")
@@ -84,6 +86,7 @@ UNITS = {
     "registers": "regs/thread", "arch_vgprs": "VGPRs", "agprs": "AGPRs", "sgprs": "SGPRs",
     "spill_stores": "B", "spill_loads": "B", "stack_frame": "B", "vgpr_spills": "VGPRs",
     "sgpr_spills": "SGPRs", "scratch": "B/lane", "shared_memory": "B", "compile_time_s": "s",
+    "wgmma_serialized": "0/1",
 }
 
 
@@ -95,16 +98,23 @@ def occupancy_unit(vendor: str) -> str:
 
 _PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_REGS = re.compile(r"Used (\d+) registers")
+# ptxas info C7515 (the ptxas of the triton 3.6 wheel, CUDA 12.8): "Potential Performance
+# Loss: wgmma.mma_async instructions are serialized due to <reason>". Seen on a prefill
+# configuration of ours near 255 registers (sm_90, 2026-11-24): a wait after each of the 16
+# wgmma of a KV tile, and no spill at all.
+_PTXAS_WGMMA_SERIAL = re.compile(r"wgmma\.mma_async instructions are serialized")
 
 
 def parse_ptxas(text: str) -> dict[str, int]:
-    """Registers, stack frame and spill bytes from `ptxas -v` output (one entry function)."""
+    """Registers, stack frame, spill bytes and wgmma serialization (1 if ptxas reported it)
+    from `ptxas -v` output (one entry function)."""
     frame = _PTXAS_FRAME.search(text)
     regs = _PTXAS_REGS.search(text)
     if not frame or not regs:
         raise ValueError(f"ptxas -v output without register/spill lines:\n{text.strip()[:500]}")
     return {"registers": int(regs.group(1)), "stack_frame": int(frame.group(1)),
-            "spill_stores": int(frame.group(2)), "spill_loads": int(frame.group(3))}
+            "spill_stores": int(frame.group(2)), "spill_loads": int(frame.group(3)),
+            "wgmma_serialized": int(bool(_PTXAS_WGMMA_SERIAL.search(text)))}
 
 
 def run_ptxas(ptx: str, capability: int, enable_fp_fusion: bool = True) -> str:
