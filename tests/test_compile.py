@@ -415,7 +415,8 @@ def test_rules_nvidia_spills_and_shared_limit(thresholds, targets):
 def test_rules_nvidia_wgmma_serialization(thresholds, targets):
     """Serialized wgmma fails (no spill need come with it); its end is an improvement; a
     metrics document without the key (AMD, or older metrics) is never judged on it."""
-    calm, serial = _entry("sm_90", "nvidia", wgmma_serialized=0), _entry("sm_90", "nvidia", wgmma_serialized=1)
+    calm = _entry("sm_90", "nvidia", wgmma_serialized=0)
+    serial = _entry("sm_90", "nvidia", wgmma_serialized=1)
     v = _verdicts(gate.compare(_doc(targets, [calm]), _doc(targets, [serial]), thresholds))
     assert v["wgmma_serialized"] is Verdict.FAIL and v["spill_stores"] is Verdict.OK
     v = _verdicts(gate.compare(_doc(targets, [serial]), _doc(targets, [calm]), thresholds))
@@ -424,8 +425,8 @@ def test_rules_nvidia_wgmma_serialization(thresholds, targets):
     assert v["wgmma_serialized"] is Verdict.OK
     v = _verdicts(gate.compare(_doc(targets, []), _doc(targets, [serial]), thresholds))  # a new kernel
     assert v["wgmma_serialized"] is Verdict.FAIL
-    assert "wgmma_serialized" not in _verdicts(gate.compare(_doc(targets, [_entry("gfx942", "amd")]),
-                                                           _doc(targets, [_entry("gfx942", "amd")]), thresholds))
+    amd = _doc(targets, [_entry("gfx942", "amd")])
+    assert "wgmma_serialized" not in _verdicts(gate.compare(amd, amd, thresholds))
 
 
 def test_no_longer_compiles_fails_with_the_message_and_target(thresholds, targets):
