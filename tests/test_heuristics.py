@@ -239,13 +239,22 @@ def test_prefill_of_many_query_heads_per_kv_head_takes_256_rows():
     assert choose("amd", _features(16, 512, 4096, queries_per_kv=71, head_size=64)).block_m != 256
 
 
-def test_causal_edge_keeps_whole_tiles_in_every_branch():
-    """H100 lab: edges of 64 keys gained up to 1.05x on llama3-8b prefills, but the static
-    gate found new spills with them (sm_90 fp8 prefill, sm_100 prefills and mixed batches):
-    no branch cuts the causal edge (`perf tune` sweeps it)."""
-    for features in (_features(8, 1024, 1024), _features(1, 8192, 8192), _features(8, 1, 1024),
-                     _features(16, 32, 1024), _features(16, 512, 4096, queries_per_kv=71, head_size=64)):
+def test_causal_edge_tiles_of_the_128_row_prefill():
+    """H100 lab: the NVIDIA 128-row prefill cuts its causal edge into tiles of 64 keys up to
+    EDGE_64_MAX_KEYS keys per Q-block and of 32 beyond (1.02-1.09x); under a window (the
+    edge then spans the window's tiles), with fp8 caches, in the other prefill branches,
+    in decodes and on AMD the edge keeps whole tiles."""
+    limit = heuristics.EDGE_64_MAX_KEYS
+    for kv, edge in ((512, 64), (limit, 64), (limit + 16, 32), (2048, 32), (8192, 32)):
+        config = choose("nvidia", _features(1, kv, kv))
+        assert (config.block_m, config.tile_size, config.edge_tile) == (128, 128, edge), kv
+    assert choose("nvidia", _features(4, 512, 4096)).edge_tile == 32  # chunks after a context
+    fp8 = dataclasses.replace(_features(1, 8192, 8192), fp8_kv=True)
+    for features in (_features(1, 8192, 8192, window=1024), fp8, _features(8, 1, 1024),
+                     _features(16, 512, 4096, queries_per_kv=71, head_size=64),
+                     _features(4, 2048, 2048, head_size=256)):
         assert choose("nvidia", features).edge_tile == 0
+    for features in (_features(8, 1024, 1024), _features(1, 8192, 8192), _features(16, 32, 1024)):
         assert choose("amd", features).edge_tile == 0
 
 

@@ -44,6 +44,14 @@ MIN_PREFILL_ROW_USE = 0.75
 # chunks of 2k after 6k 2.398 -> 2.161; at 2k even (4 x 2k 418 -> 419 us, 1 x 2k 113.5 ->
 # 112.5), at 1k a loss (8 x 1k 274 -> 290). Between 2k and 4k the boundary is unmeasured.
 LONG_PREFILL_KEYS = 2048
+# Keys a Q-block sees up to which the NVIDIA 128-row prefill cuts its causal edge into tiles
+# of 64 keys, beyond it 32 (`Config.edge_tile`). H100 lab, 2026-11-24, same process, graph
+# replay, 5 shuffled rounds, llama3-8b, edge 128 -> 64 / 32: 1 x 512 18.12 -> 17.27 / 18.45 us,
+# 8 x 1k 265.7 -> 251.5 / 254.4, blocks of 64 mixed 32 x 1k 580.5 -> 558.1 / 564.7; 1 x 2k
+# 109.0 -> 104.9 / 102.8, 4 x 2k 404.7 -> 393.6 / 390.3, 1 x 8k 1201.5 -> 1198.3 / 1126.7
+# (docs/kernels.md, "The causal edge in tiles of 32"). Between 1k and 2k the boundary is
+# unmeasured (32 mixed up to 2k keys: 271.3 -> 264.5 / 267.8).
+EDGE_64_MAX_KEYS = 1024
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -111,11 +119,8 @@ class Config:
     # at the cost of carrying the next tile's block ids in registers
     read_ahead: bool = False
     # keys per tile of the masked causal edge (a divisor of tile_size; 0: tile_size): a
-    # Q-block's last tiles cut at its last visible key instead of a whole tile's keys. No
-    # branch sets it: H100 lab, 2026-11-24, edge 64 in the prefill branch gained up to 1.05x
-    # (llama3-8b 8x1k 296 -> 281 us) but the static gate (triton 3.6.0) found new ptxas
-    # spills with it (sm_90 llama3-8b fp8 prefill 0 -> 8 bytes, qwen2.5-14b mixed 188 -> 192;
-    # sm_100, unmeasured, up to 56 -> 248); docs/kernels.md. `perf tune` sweeps it
+    # Q-block's last tiles cut at its last visible key instead of a whole tile's keys. The
+    # NVIDIA 128-row prefill sets it (EDGE_64_MAX_KEYS); `perf tune` sweeps it
     edge_tile: int = 0
     # a tile spanning several whole cache blocks (16 in 128) reads one block id per block and
     # copies [blocks, block, D] (common.attend_tiles); off: one id per key position
@@ -527,14 +532,27 @@ def _nvidia(f: Features) -> Config:
     # 2.549 ms (previous choice 2.775), prefill 16 up to 4k 1.511 -> 1.349 (1.466), llama3-8b
     # window 1024 mixed 16 up to 4k 1.162 -> 1.055 (1.291), prefill 4 x 8k 2.015 -> 1.842
     # (2.189); 2 stages with one program per item in between (2.691, 1.411, 1.085, 1.883).
+    # The causal edge in tiles of 64 or 32 keys (EDGE_64_MAX_KEYS), cut after the Q-block's
+    # last visible key, where the whole tile read up to 127 keys past the diagonal. The lab
+    # there (same day, edge 128 -> 32) also ran 16 mixed up to 4k 1325.5 -> 1212.2 us, 4
+    # chunks of 2k after 6k 2061.9 -> 2008.5, 4 chunks of 512 after 3.5k 300.0 -> 282.0, 1 x
+    # 16k 4.63 -> 4.46 ms, qwen2.5-14b mixed 16 x 1k 395.7 -> 377.4 us, softcap / sinks mixed
+    # 1.05x / 1.06x, block 544 mixed 32 x 8k 22.5 -> 21.2 ms, phi-3-mini and llama2-7b prefill
+    # 16 up to 4k 1.05x, and the 76 bytes of ptxas spills of the 3-stage loop went (sm_90).
+    # Not under a window: the causal edge then spans the window's tiles (llama3-8b window 1024
+    # mixed 831.2 -> 841.4 us, gpt-oss-20b window 128 2380 -> 2560), nor for fp8 (8 x 1k
+    # 318.6 -> 318.9 us with 32; 311.0 with 64, one run: unchanged, as are the head-256 and
+    # 256-row branches, gemma2-9b 4 x 2k 690.8 -> 689.3, falcon-7b 16 up to 4k 1.02x).
     deep = long(128)
+    edge = 0 if f.window or not fast else 64 if prefill_q_block_keys(f, 128) <= EDGE_64_MAX_KEYS else 32
     return _fit(f, 128, 128, num_warps=8, num_stages=3 if deep else 2,
                 programs_per_sm=0 if fast and not f.window else 2,
-                read_ahead=True, block_vector=fast, offsets_32=fast,
+                read_ahead=True, block_vector=fast, offsets_32=fast, edge_tile=edge,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
                 "read-ahead: H100 2026-11-23, 1.2-1.3x"
                 + ("; fast addressing" + ("" if f.window else ", a program per item")
-                   + (", 3 stages" if deep else "") + ": H100 2026-11-24, 1.02-1.28x" if fast else ""))
+                   + (", 3 stages" if deep else "") + ": H100 2026-11-24, 1.02-1.28x" if fast else "")
+                + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.09x" if edge else ""))
 
 
 def _amd(f: Features) -> Config:
