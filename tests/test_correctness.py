@@ -230,12 +230,15 @@ def test_forced_config_matches_reference(variant, config_name, feature, device):
 
 
 @pytest.mark.parametrize("variant", ["parallel", "static_grid"])
-@pytest.mark.parametrize("config", [None, Config(256, 64, 1, num_warps=8, num_stages=2, read_ahead=True)],
-                         ids=["heuristics", "rows256_tile64"])
+@pytest.mark.parametrize("config", [
+    None, Config(256, 64, 1, num_warps=8, num_stages=2, read_ahead=True),
+    Config(256, 64, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True, offsets_32=True,
+           edge_tile=16)], ids=["heuristics", "rows256_tile64", "rows256_tile64_edge16"])
 def test_head_group_that_does_not_divide_the_q_block(variant, config, device):
     """Falcon-7b's 71 query heads on one KV head: a Q-block of 128 rows holds one token, one of
-    256 rows three (the NVIDIA prefill heuristics' choice for it); rows past the last whole
-    head group stay empty, and a prefill's last Q-block holds fewer tokens than BLOCK_Q."""
+    256 rows three (the NVIDIA prefill heuristics' choice for it, with its causal edge in tiles
+    of 16 keys beyond 1024); rows past the last whole head group stay empty, and a prefill's
+    last Q-block holds fewer tokens than BLOCK_Q."""
     spec = BatchSpec((1, 7, 70, 1), (300, 7, 97, 1), num_q_heads=71, num_kv_heads=1, head_size=64,
                      block_size=16, dtype="float16", seed=71)
     batch = build_batch(spec, device)

@@ -239,19 +239,22 @@ def test_prefill_of_many_query_heads_per_kv_head_takes_256_rows():
     assert choose("amd", _features(16, 512, 4096, queries_per_kv=71, head_size=64)).block_m != 256
 
 
-def test_causal_edge_tiles_of_the_128_row_prefill():
-    """H100 lab: the NVIDIA 128-row prefill cuts its causal edge into tiles of 64 keys up to
-    EDGE_64_MAX_KEYS keys per Q-block and of 32 beyond (1.02-1.09x); under a window (the
-    edge then spans the window's tiles), with fp8 caches, in the other prefill branches,
-    in decodes and on AMD the edge keeps whole tiles."""
-    limit = heuristics.EDGE_64_MAX_KEYS
+def test_causal_edge_tiles_of_the_nvidia_prefill():
+    """H100 labs: the NVIDIA prefill (128 rows with tiles of 128, 256 rows with tiles of 64)
+    cuts its causal edge into half tiles up to EDGE_HALF_MAX_KEYS keys per Q-block and into
+    quarter tiles beyond (1.02-1.09x); under a window (the edge then spans the window's
+    tiles), with fp8 caches, for head 256, in decodes and on AMD the edge keeps whole tiles."""
+    limit = heuristics.EDGE_HALF_MAX_KEYS
     for kv, edge in ((512, 64), (limit, 64), (limit + 16, 32), (2048, 32), (8192, 32)):
         config = choose("nvidia", _features(1, kv, kv))
         assert (config.block_m, config.tile_size, config.edge_tile) == (128, 128, edge), kv
     assert choose("nvidia", _features(4, 512, 4096)).edge_tile == 32  # chunks after a context
+    for kv, edge in ((512, 32), (4096, 16)):  # falcon-7b: 71 query heads on one KV head, head 64
+        config = choose("nvidia", _features(16, 512, kv, queries_per_kv=71, head_size=64))
+        assert (config.block_m, config.tile_size, config.edge_tile) == (256, 64, edge), kv
     fp8 = dataclasses.replace(_features(1, 8192, 8192), fp8_kv=True)
     for features in (_features(1, 8192, 8192, window=1024), fp8, _features(8, 1, 1024),
-                     _features(16, 512, 4096, queries_per_kv=71, head_size=64),
+                     _features(16, 512, 4096, queries_per_kv=71, head_size=64, window=1024),
                      _features(4, 2048, 2048, head_size=256)):
         assert choose("nvidia", features).edge_tile == 0
     for features in (_features(8, 1024, 1024), _features(1, 8192, 8192), _features(16, 32, 1024)):

@@ -44,14 +44,16 @@ MIN_PREFILL_ROW_USE = 0.75
 # chunks of 2k after 6k 2.398 -> 2.161; at 2k even (4 x 2k 418 -> 419 us, 1 x 2k 113.5 ->
 # 112.5), at 1k a loss (8 x 1k 274 -> 290). Between 2k and 4k the boundary is unmeasured.
 LONG_PREFILL_KEYS = 2048
-# Keys a Q-block sees up to which the NVIDIA 128-row prefill cuts its causal edge into tiles
-# of 64 keys, beyond it 32 (`Config.edge_tile`). H100 lab, 2026-11-24, same process, graph
-# replay, 5 shuffled rounds, llama3-8b, edge 128 -> 64 / 32: 1 x 512 18.12 -> 17.27 / 18.45 us,
-# 8 x 1k 265.7 -> 251.5 / 254.4, blocks of 64 mixed 32 x 1k 580.5 -> 558.1 / 564.7; 1 x 2k
-# 109.0 -> 104.9 / 102.8, 4 x 2k 404.7 -> 393.6 / 390.3, 1 x 8k 1201.5 -> 1198.3 / 1126.7
-# (docs/kernels.md, "The causal edge in tiles of 32"). Between 1k and 2k the boundary is
-# unmeasured (32 mixed up to 2k keys: 271.3 -> 264.5 / 267.8).
-EDGE_64_MAX_KEYS = 1024
+# Keys a Q-block sees up to which the NVIDIA prefill (128 rows, tile 128; 256 rows, tile 64)
+# cuts its causal edge into tiles of half its tile, beyond it a quarter (`causal_edge_tile`).
+# H100 labs, 2026-11-24, same process, graph replay, 5 shuffled rounds, whole tile -> half /
+# quarter: llama3-8b 1 x 512 18.12 -> 17.27 / 18.45 us, 8 x 1k 265.7 -> 251.5 / 254.4, blocks
+# of 64 mixed 32 x 1k 580.5 -> 558.1 / 564.7, falcon-7b prefill 64 up to 512 485.7 -> 471.7 /
+# 497.7; llama3-8b 1 x 2k 109.0 -> 104.9 / 102.8, 4 x 2k 404.7 -> 393.6 / 390.3, 1 x 8k
+# 1201.5 -> 1198.3 / 1126.7, falcon-7b 16 up to 4k 3051.5 -> 2969.9 / 2920.2 (docs/kernels.md,
+# "The causal edge in tiles of 32"). Between 1k and 2k keys (llama3-8b; 32 mixed up to 2k:
+# 271.3 -> 264.5 / 267.8) and between 512 and 4k (falcon-7b) the boundary is unmeasured.
+EDGE_HALF_MAX_KEYS = 1024
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -120,7 +122,7 @@ class Config:
     read_ahead: bool = False
     # keys per tile of the masked causal edge (a divisor of tile_size; 0: tile_size): a
     # Q-block's last tiles cut at its last visible key instead of a whole tile's keys. The
-    # NVIDIA 128-row prefill sets it (EDGE_64_MAX_KEYS); `perf tune` sweeps it
+    # NVIDIA prefill sets it (`causal_edge_tile`); `perf tune` sweeps it
     edge_tile: int = 0
     # a tile spanning several whole cache blocks (16 in 128) reads one block id per block and
     # copies [blocks, block, D] (common.attend_tiles); off: one id per key position
@@ -331,6 +333,19 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
     return keys
 
 
+def causal_edge_tile(f: Features, block_m: int, tile_size: int) -> int:
+    """The NVIDIA prefill's causal edge (`Config.edge_tile`): half the tile where a Q-block
+    sees up to EDGE_HALF_MAX_KEYS keys, a quarter beyond; whole tiles (0) under a sliding
+    window, whose causal edge then spans the window's tiles (H100 lab, 2026-11-24: llama3-8b
+    window 1024 mixed 831.2 -> 841.4 us with a quarter, gpt-oss-20b window 128 2380 -> 2560),
+    and for fp8 caches (llama3-8b 8 x 1k 320.6 -> 313.3 us with half, 1 x 8k 1695.5 -> 1687.3,
+    mixed 16 up to 4k 1980.6 -> 1992.1: no rule to keep)."""
+    if f.window or f.fp8_kv:
+        return 0
+    half = prefill_q_block_keys(f, block_m) <= EDGE_HALF_MAX_KEYS
+    return max(MIN_TILE, tile_size // 2 if half else tile_size // 4)
+
+
 def _pow2_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1) if n >= 1 else 0
 
@@ -504,14 +519,20 @@ def _nvidia(f: Features) -> Config:
     # only: larger heads with 256 rows are unmeasured. Fast addressing (2026-11-24): 1x8k
     # 2.248 -> 1.986 ms with 3 stages (2.197 with 2), 16 up to 4k 3.885 -> 3.547 (3.795); one
     # program per item gained nothing (2.201, 3.932 with 2 stages).
+    # The causal edge in tiles of 32 or 16 keys (`causal_edge_tile`), same lab as the 128-row
+    # branch's below: falcon-7b prefill 64 up to 512 485.7 -> 471.7 us (16: 497.7), 16 up to 4k
+    # 3051.5 -> 2920.2 (32: 2969.9), 1 x 8k 1963.7 -> 1922.1 (1957.6), mixed 64 up to 4k 5673
+    # -> 5471 (5588); the one spill of 4 bytes of the 2-stage loop went (sm_90).
     if f.head_size <= 64 and prefill_row_use(f.queries_per_kv, 128) < MIN_PREFILL_ROW_USE:
         deep = long(256)
+        edge = causal_edge_tile(f, 256, 64)
         return _fit(f, 256, 64, num_warps=8, num_stages=3 if deep else 2, programs_per_sm=2,
-                    read_ahead=True, block_vector=fast, offsets_32=fast,
+                    read_ahead=True, block_vector=fast, offsets_32=fast, edge_tile=edge,
                     source="nvidia/prefill: few rows of 128 used, 256 rows, tile 64: "
                     "H100 2026-11-23, 1.7-2.1x"
                     + ("; fast addressing" + (", 3 stages" if deep else "")
-                       + ": H100 2026-11-24, 1.02-1.13x" if fast else ""))
+                       + ": H100 2026-11-24, 1.02-1.13x" if fast else "")
+                    + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.04x" if edge else ""))
     # The 128-row branch, ids per position in int64, 2 programs per SM, 2 stages -> fast
     # addressing, one program per item (llama3-8b): 1x8k 1.336 -> 1.238 ms, 1x16k 5.14 ->
     # 4.79, 4x2k 478 -> 418 us, 8x1k 297.5 -> 274, 1x2k 115.2 -> 113.5, 1x512 19.2 -> 18.2,
@@ -532,19 +553,16 @@ def _nvidia(f: Features) -> Config:
     # 2.549 ms (previous choice 2.775), prefill 16 up to 4k 1.511 -> 1.349 (1.466), llama3-8b
     # window 1024 mixed 16 up to 4k 1.162 -> 1.055 (1.291), prefill 4 x 8k 2.015 -> 1.842
     # (2.189); 2 stages with one program per item in between (2.691, 1.411, 1.085, 1.883).
-    # The causal edge in tiles of 64 or 32 keys (EDGE_64_MAX_KEYS), cut after the Q-block's
+    # The causal edge in tiles of 64 or 32 keys (`causal_edge_tile`), cut after the Q-block's
     # last visible key, where the whole tile read up to 127 keys past the diagonal. The lab
     # there (same day, edge 128 -> 32) also ran 16 mixed up to 4k 1325.5 -> 1212.2 us, 4
     # chunks of 2k after 6k 2061.9 -> 2008.5, 4 chunks of 512 after 3.5k 300.0 -> 282.0, 1 x
     # 16k 4.63 -> 4.46 ms, qwen2.5-14b mixed 16 x 1k 395.7 -> 377.4 us, softcap / sinks mixed
     # 1.05x / 1.06x, block 544 mixed 32 x 8k 22.5 -> 21.2 ms, phi-3-mini and llama2-7b prefill
     # 16 up to 4k 1.05x, and the 76 bytes of ptxas spills of the 3-stage loop went (sm_90).
-    # Not under a window: the causal edge then spans the window's tiles (llama3-8b window 1024
-    # mixed 831.2 -> 841.4 us, gpt-oss-20b window 128 2380 -> 2560), nor for fp8 (8 x 1k
-    # 318.6 -> 318.9 us with 32; 311.0 with 64, one run: unchanged, as are the head-256 and
-    # 256-row branches, gemma2-9b 4 x 2k 690.8 -> 689.3, falcon-7b 16 up to 4k 1.02x).
+    # Head 256 keeps whole tiles: gemma2-9b 4 x 2k 690.8 -> 689.3 us with 32, 715.8 with 16.
     deep = long(128)
-    edge = 0 if f.window or not fast else 64 if prefill_q_block_keys(f, 128) <= EDGE_64_MAX_KEYS else 32
+    edge = causal_edge_tile(f, 128, 128)
     return _fit(f, 128, 128, num_warps=8, num_stages=3 if deep else 2,
                 programs_per_sm=0 if fast and not f.window else 2,
                 read_ahead=True, block_vector=fast, offsets_32=fast, edge_tile=edge,
