@@ -80,6 +80,9 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="also write the Markdown to this file")
     p.add_argument("--ours", default="static_grid",
                    help="the variant whose ratio to the best peer is shown (default: static_grid)")
+    p.add_argument("--against", default=None,
+                   help="comma list of peers to show the ratio to as well, each in its own table "
+                        "(e.g. flashinfer_paged: the peer a target is set against)")
 
     p = sub.add_parser("compare", help=OWN["compare"], description=OWN["compare"])
     _common(p)

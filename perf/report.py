@@ -144,9 +144,11 @@ def _ms(x: float | None) -> str:
     return "–" if x is None or not math.isfinite(x) else (f"{x:.3f}" if x >= 0.1 else f"{x:.4f}")
 
 
-def render_table(res, ours: str = "static_grid") -> str:
+def render_table(res, ours: str = "static_grid", against: tuple[str, ...] = ()) -> str:
     """Markdown: per scenario the median latency of every variant and peer (eager / graph),
-    then `ours` against the fastest peer, with the derived throughput and geometric means."""
+    then `ours` against the fastest peer and against each peer named in `against` (the peer a
+    target is set against, which need not be the fastest: a dense library bounds a paged
+    kernel without being one), with the derived throughput and geometric means."""
     import statistics
 
     from perf.peers import PREFIX
@@ -192,6 +194,14 @@ def render_table(res, ours: str = "static_grid") -> str:
                   + (f" ({layouts[p]})" if layouts.get(p) else "") for p in peers]
         lines += ["", "Peers: " + "; ".join(legend) + "."]
     lines += _versus_peers(medians, scenarios, peers, metrics, ours)
+    for name in against:
+        peer = name if name.startswith(PREFIX) else PREFIX + name
+        if peer not in peers:
+            lines += ["", f"No `{name.removeprefix(PREFIX)}` in these results: no ratio to it "
+                          f"(measured peers: {', '.join(p.removeprefix(PREFIX) for p in peers) or 'none'})."]
+            continue
+        versus = f"`{peer.removeprefix(PREFIX)}`"
+        lines += _versus_peers(medians, scenarios, [peer], metrics, ours, versus=versus)
     skipped: dict[tuple[str, str], list[str]] = {}
     for r in res.skips():
         skipped.setdefault((r["variant"].removeprefix(PREFIX), r["reason"]), []).append(r["scenario"])
@@ -214,7 +224,9 @@ def _figure(spec, ms: float) -> str:
 
 
 def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics: list[str],
-                  ours: str) -> list[str]:
+                  ours: str, versus: str = "the fastest peer") -> list[str]:
+    """`ours` over the fastest of `peers` per scenario (one peer: that peer), per metric, with
+    the geometric means over all, decode and prefill-or-mixed scenarios and the largest ratio."""
     from perf.peers import PREFIX
 
     if not peers:
@@ -223,7 +235,7 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
         return ["", f"No `{ours}` in these results: no ratio to the peers (`--ours VARIANT`)."]
     out = []
     for metric in metrics:
-        out += ["", f"`{ours}` against the fastest peer, {metric} (ratio = latency of `{ours}` / the peer's; "
+        out += ["", f"`{ours}` against {versus}, {metric} (ratio = latency of `{ours}` / the peer's; "
                     f"< 1 is faster):", "",
                 f"| scenario | {ours} ms | throughput | best peer | its ms | its throughput | ratio |",
                 "|---|---|---|---|---|---|---|"]
@@ -247,7 +259,9 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
         if ratios:
             parts = [f"all {len(ratios)}: **{geomean(ratios.values()):.2f}**"]
             parts += [f"{k} ({len(v)}): {geomean(v):.2f}" for k, v in sorted(kinds.items())]
-            out += ["", f"Geometric mean of the ratios ({metric}): " + ", ".join(parts) + "."]
+            worst = max(ratios, key=ratios.get)
+            out += ["", f"Geometric mean of the ratios ({metric}): " + ", ".join(parts)
+                    + f"; largest {ratios[worst]:.2f} ({worst})."]
         else:
             out += ["", f"No scenario has both `{ours}` and a peer ({metric})."]
     return out
@@ -257,7 +271,8 @@ def table_command(args) -> int:
     """`python -m perf table RESULTS.jsonl... [--out FILE.md]`: print (and write) the table."""
     from perf import results
 
-    markdown = render_table(results.merge(args.results), ours=args.ours)
+    against = tuple(p.strip() for p in (args.against or "").split(",") if p.strip())
+    markdown = render_table(results.merge(args.results), ours=args.ours, against=against)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w", encoding="utf-8") as f:

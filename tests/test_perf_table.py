@@ -86,10 +86,30 @@ def test_table_shows_every_variant_and_peer_and_ours_over_the_best_peer(tmp_path
     assert f"| {PREFILL} | 0.250 | {tflops:.1f} TFLOP/s | sdpa_cudnn | 0.125 |" in md and "| 2.00 |" in md
     gm = math.sqrt(1.2 * 2.0)
     assert (f"Geometric mean of the ratios (graph): all 2: **{gm:.2f}**, decode (1): 1.20, "
-            f"prefill or mixed (1): 2.00.") in lines
+            f"prefill or mixed (1): 2.00; largest 2.00 ({PREFILL}).") in lines
     assert f"Geometric mean of the ratios (eager): all 2: **{math.sqrt(1.25 * 2.0):.2f}**" in md
     assert f"- `naive`, {PREFILL}: skipped: too slow" in lines
     assert f"- `flashinfer_paged`, {PREFILL}: flashinfer refused: no" in lines
+
+
+def test_against_a_named_peer_that_is_not_the_fastest(tmp_path):
+    """`--against flashinfer_paged`: its own table over the scenarios it ran, beside the one
+    against the fastest peer (sdpa_cudnn is faster on the prefill and is what that one uses);
+    a peer the results lack is named, not an error."""
+    res = results.load(write_fixture(tmp_path / "r.jsonl"))
+    md = report.render_table(res, against=("flashinfer_paged", "vllm_unified"))
+    lines = md.splitlines()
+    i = lines.index("`static_grid` against `flashinfer_paged`, graph (ratio = latency of `static_grid` / the "
+                    "peer's; < 1 is faster):")
+    table = lines[i:lines.index("", i + 2)]
+    assert [r.split(" | ")[0] for r in table[4:]] == [f"| {DECODE}"]  # it ran no prefill
+    assert table[4].endswith(f"| flashinfer_paged | 0.0750 | {table[4].split(' | ')[5]} | 1.20 |")
+    assert (f"Geometric mean of the ratios (graph): all 1: **1.20**, decode (1): 1.20; "
+            f"largest 1.20 ({DECODE}).") in md
+    assert f"Geometric mean of the ratios (eager): all 1: **{0.1 / 0.08:.2f}**" in md
+    assert ("No `vllm_unified` in these results: no ratio to it "
+            "(measured peers: flashinfer_paged, sdpa_cudnn).") in md
+    assert md.count("against the fastest peer") == 2  # eager and graph, unchanged
 
 
 def test_results_under_the_earlier_names_render_under_the_current_ones(tmp_path):
@@ -117,10 +137,12 @@ def test_table_without_peers_or_ours_says_so(tmp_path):
 def test_table_command_writes_markdown_and_refuses_a_missing_file(tmp_path):
     path = write_fixture(tmp_path / "r.jsonl")
     env = dict(os.environ, PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, "-m", "perf", "table", path, "--out", str(tmp_path / "t" / "t.md")],
+    out = subprocess.run([sys.executable, "-m", "perf", "table", path, "--out", str(tmp_path / "t" / "t.md"),
+                          "--against", "flashinfer_paged"],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert (tmp_path / "t" / "t.md").read_text() in out.stdout and f"| {DECODE} |" in out.stdout
+    assert "`static_grid` against `flashinfer_paged`, eager" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "perf", "table", str(tmp_path / "none.jsonl")], cwd=ROOT,
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
