@@ -89,6 +89,21 @@ def test_terminal_output_fits_one_screen(capsys):
     assert len(lines) < 70, out
 
 
+def test_summary_counts_serialized_wgmma_on_nvidia_only():
+    """The head's summary counts the specializations whose wgmma ptxas serialized, per
+    variant and target; AMD (no such metric) reads "–"."""
+    nvidia = {"registers": 255, "spill_stores": 0, "spill_loads": 0, "stack_frame": 0, "shared_memory": 4096,
+              "occupancy": 8, "compile_time_s": 1.0}
+    entries = [{"variant": "static_grid", "scenario": f"s{i}", "target": "sm_90", "vendor": "nvidia",
+                "kernel": "_k", "status": "ok", "key": f"k{i}", "metrics": {**nvidia, "wgmma_serialized": w}}
+               for i, w in enumerate((1, 0, 1))] + _head_doc()["entries"][-1:]
+    rows = {(r["variant"], r["target"]): report._summary_cells(r)
+            for r in report.summary_rows({"entries": entries})}
+    column = report.SUMMARY_COLUMNS.index("wgmma serialized")
+    assert rows[("static_grid", "sm_90")][column] == "2"
+    assert rows[(entries[-1]["variant"], "gfx942")][column] == "–"
+
+
 def test_plain_progress_prints_at_least_every_interval():
     stream = io.StringIO()
     with build.PlainProgress(3, "head", every=0.05, stream=stream) as bar:

@@ -15,9 +15,9 @@ from perf.static import metrics as sm
 from perf.verdicts import Finding, Verdict, counts, worst_first
 
 TERMINAL_FINDINGS = 20  # rows of findings the terminal shows; the rest are in report.md (fits a screen)
-TITLE = "Static gate: registers, spills, shared memory/LDS, occupancy"
-SUMMARY_COLUMNS = ("variant", "target", "specializations", "max registers", "spilling", "max shared/LDS",
-                   "min occupancy", "compile s (sum)", "not compiled")
+TITLE = "Static gate: registers, spills, wgmma serialization, shared memory/LDS, occupancy"
+SUMMARY_COLUMNS = ("variant", "target", "specializations", "max registers", "spilling", "wgmma serialized",
+                   "max shared/LDS", "min occupancy", "compile s (sum)", "not compiled")
 
 
 # ------------------------------------------------------------------------- rows
@@ -36,12 +36,14 @@ def compile_rows(doc: dict) -> list[dict]:
 
 
 def summary_rows(doc: dict) -> list[dict]:
-    """Variants x targets: specializations, worst registers/spills/shared/occupancy, compile time."""
+    """Variants x targets: specializations, worst registers/spills/shared/occupancy, serialized
+    wgmma (NVIDIA; None elsewhere), compile time."""
     rows: dict[tuple, dict] = {}
     for r in compile_rows(doc):
         s = rows.setdefault((r["variant"], r["target"]), {
             "variant": r["variant"], "target": r["target"], "vendor": r["vendor"], "kernels": 0,
-            "registers": 0, "spilling": 0, "shared": 0, "occupancy": None, "compile_s": 0.0, "failed": 0})
+            "registers": 0, "spilling": 0, "serialized": None, "shared": 0, "occupancy": None,
+            "compile_s": 0.0, "failed": 0})
         s["kernels"] += 1
         if r["status"] != "ok":
             s["failed"] += 1
@@ -49,6 +51,8 @@ def summary_rows(doc: dict) -> list[dict]:
         m = r["metrics"]
         s["registers"] = max(s["registers"], m["registers"])
         s["spilling"] += any(m.get(k) for k in sm.SPILL_METRICS)
+        if "wgmma_serialized" in m:  # NVIDIA only
+            s["serialized"] = (s["serialized"] or 0) + m["wgmma_serialized"]
         s["shared"] = max(s["shared"], m["shared_memory"])
         s["occupancy"] = m["occupancy"] if s["occupancy"] is None else min(s["occupancy"], m["occupancy"])
         s["compile_s"] += m["compile_time_s"]
@@ -57,7 +61,8 @@ def summary_rows(doc: dict) -> list[dict]:
 
 def _summary_cells(s: dict) -> list[str]:
     occupancy = "–" if s["occupancy"] is None else f"{s['occupancy']} {sm.occupancy_unit(s['vendor'])}"
-    return [s["variant"], s["target"], str(s["kernels"]), str(s["registers"]), str(s["spilling"]),
+    serialized = "–" if s["serialized"] is None else str(s["serialized"])
+    return [s["variant"], s["target"], str(s["kernels"]), str(s["registers"]), str(s["spilling"]), serialized,
             f"{s['shared'] / 1024:.1f} KiB", occupancy, f"{s['compile_s']:.1f}", str(s["failed"])]
 
 
@@ -67,6 +72,8 @@ def _short(entry: dict) -> dict[str, str]:
         return {"status": entry["status"], "note": entry.get("error", "")[:80]}
     if entry["vendor"] == "nvidia":
         spills = f"{m['spill_stores']}/{m['spill_loads']} B"
+        if m.get("wgmma_serialized"):
+            spills += ", wgmma serialized"
     else:
         spills = f"{m['vgpr_spills']}v/{m['sgpr_spills']}s"
     regs = str(m["registers"])
@@ -107,7 +114,7 @@ def summary_table(doc: dict, of: str = "the head"):
         table.add_column(col, overflow="fold")
     for s in summary_rows(doc):
         cells = _summary_cells(s)
-        if s["spilling"] or s["failed"]:
+        if s["spilling"] or s["serialized"] or s["failed"]:
             cells = [f"[red]{c}[/]" for c in cells]
         table.add_row(*cells)
     return table
@@ -190,7 +197,8 @@ def markdown(findings: list[Finding], head_doc: dict, notes: list[str], title: s
              "|" + "---|" * len(SUMMARY_COLUMNS),
              *("| " + " | ".join(_summary_cells(s)) + " |" for s in summary_rows(head_doc)),
              "", "registers: NVIDIA per thread, AMD VGPRs incl. AGPRs; spilling: specializations with any "
-             "spill; occupancy: warps/SM (NVIDIA), waves/SIMD (AMD).",
+             "spill; wgmma serialized: specializations whose wgmma ptxas serialized (NVIDIA Hopper); "
+             "occupancy: warps/SM (NVIDIA), waves/SIMD (AMD).",
              "", "<details><summary>Compiled kernels of the head (registers: NVIDIA per thread; AMD "
              "VGPRs incl. AGPRs, then SGPRs; spills: NVIDIA store/load bytes, AMD VGPR/SGPR counts; "
              "occupancy: warps/SM or waves/SIMD; * = from cache)</summary>", "",
