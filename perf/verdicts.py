@@ -146,31 +146,25 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
         finding("compiles", None, None, Verdict.IMPROVED, compiles,
                 f"compiles again (base: {base.get('error', '')[:120]})")
 
-    # spills: any increase, or any spill in a kernel the base did not have
-    for metric in SPILL_METRICS:
+    # spills, and wgmma serialized by ptxas (NVIDIA Hopper: each matrix instruction waits for
+    # the last): any increase, or any in a kernel the base did not have
+    for metric in (*SPILL_METRICS, "wgmma_serialized"):
         if metric not in hm:
             continue
-        key = "new_sgpr_spills" if metric == "sgpr_spills" and policy["new_sgpr_spills"] else "new_spills"
+        if metric == "wgmma_serialized":
+            key, worse, better = ("new_wgmma_serialization", "ptxas serializes its wgmma (info C7515)",
+                                  "wgmma no longer serialized")
+        else:
+            key = "new_sgpr_spills" if metric == "sgpr_spills" and policy["new_sgpr_spills"] else "new_spills"
+            worse, better = "new spills", "fewer spills"
         rule = f"{key}: {policy[key]}"
         hv, bv = hm[metric], bm.get(metric)
         if hv > (bv or 0):
-            finding(metric, bv, hv, severity[policy[key]], rule, note_new or "new spills")
+            finding(metric, bv, hv, severity[policy[key]], rule, note_new or worse)
         elif bv is not None and hv < bv:
-            finding(metric, bv, hv, Verdict.IMPROVED, rule, "fewer spills")
+            finding(metric, bv, hv, Verdict.IMPROVED, rule, better)
         else:
             finding(metric, bv, hv, Verdict.OK, rule, note_new)
-
-    # wgmma serialized by ptxas (NVIDIA, Hopper): each matrix instruction waits for the last
-    if "wgmma_serialized" in hm:
-        rule = f"new_wgmma_serialization: {policy['new_wgmma_serialization']}"
-        hv, bv = hm["wgmma_serialized"], bm.get("wgmma_serialized")
-        if hv > (bv or 0):
-            finding("wgmma_serialized", bv, hv, severity[policy["new_wgmma_serialization"]], rule,
-                    note_new or "ptxas serializes its wgmma (info C7515)")
-        elif bv is not None and hv < bv:
-            finding("wgmma_serialized", bv, hv, Verdict.IMPROVED, rule, "wgmma no longer serialized")
-        else:
-            finding("wgmma_serialized", bv, hv, Verdict.OK, rule, note_new)
 
     # registers per thread; per program where the launch's warp count changed (the same work on
     # half the threads holds about twice the registers per thread and the same register file)
