@@ -194,6 +194,20 @@ def launch_cost(session: nox.Session) -> None:
     session.run(python, "-m", "pytest", *args, *session.posargs, external=True)
 
 
+@nox.session(name="host-cost", default=False, venv_backend="none")
+def host_cost(session: nox.Session) -> None:
+    """Host cost of a call on the anchor grid beside the installed peers, alternated call by
+    call in fresh processes (`python -m perf host-cost`): results/host-cost.jsonl and .md.
+
+    `-- --processes 6 --rounds 300`, `--peers vllm_unified`, any option of the command. Needs a
+    GPU (exit 2 without).
+    """
+    python = project_python(session, "test")
+    rc = _call(session, python, "-m", "perf", "host-cost", "--md", "results/host-cost.md", *session.posargs)
+    if rc:
+        raise SystemExit(rc)
+
+
 @nox.session(default=False, venv_backend="none")
 def calibrate(session: nox.Session) -> None:
     """Measure the latency gate's noise on this GPU (A/A) into calibration/<vendor>.yaml.

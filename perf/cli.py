@@ -5,10 +5,10 @@ files -> verdicts), `gate` (the A/B latency gate: base worktree vs head, interle
 this GPU), `report` (re-render a findings file), `table` (results files -> a benchmark
 table). Commands owned by other modules are imported only when asked for (`compile` ->
 perf.static.gate, `workflows` -> perf.ci.workflows, `nightly`/`alert` -> perf.nightly,
-`noise` -> perf.latency.noise, `tune` -> perf.tune, `bisect` -> perf.latency.bisect,
-`toolchain` -> perf.nightly.toolchain); each exposes `add_arguments(parser)` and
-`main(args) -> int`. Every command takes `--thresholds PATH`. A `ConfigError` anywhere
-ends in its one line on stderr and exit 2, without a traceback.
+`noise` -> perf.latency.noise, `host-cost` -> perf.latency.host_cost, `tune` -> perf.tune,
+`bisect` -> perf.latency.bisect, `toolchain` -> perf.nightly.toolchain); each exposes
+`add_arguments(parser)` and `main(args) -> int`. Every command takes `--thresholds PATH`.
+A `ConfigError` anywhere ends in its one line on stderr and exit 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ EXTERNAL = {
     "workflows": ("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml"),
     "nightly": ("perf.nightly", "nightly asv run, publish and plots"),
     "alert": ("perf.nightly", "change-point alerts over the nightly history"),
+    "host-cost": ("perf.latency.host_cost",
+                  "host time of a call beside the peers, alternated call by call in fresh processes"),
     "noise": ("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate detects"),
     "calibrate": ("perf.latency.calibrate",
                   "measure the latency gate's noise on this GPU into calibration/<vendor>.yaml"),
