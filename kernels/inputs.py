@@ -158,9 +158,18 @@ def layout_key(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out=
     unhashable (a list for a number): callers then run the checks, which name it."""
     # options in the caller's order (a serving loop passes them alike every call; another order
     # is only another key), an absent one as None itself: with a call's 6 options, mostly
-    # absent, the key 23 -> 17 us (CPU development machine, 2026-11-23)
-    layout = (_meta(q), _meta(k_cache), _meta(v_cache), _meta(block_table), _meta(cu_seqlens_q),
-              _meta(seq_lens), _meta(out),
+    # absent, the key 23 -> 17 us (CPU development machine, 2026-11-23); the six tensors' fields
+    # read in one tuple, not one per tensor: 6.3-6.5 -> 5.5 us (same machine, 2026-11-24)
+    try:
+        tensors = (q.shape, q.stride(), q.dtype, q.device, k_cache.shape, k_cache.stride(),
+                   k_cache.dtype, k_cache.device, v_cache.shape, v_cache.stride(), v_cache.dtype,
+                   v_cache.device, block_table.shape, block_table.stride(), block_table.dtype,
+                   block_table.device, cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype,
+                   cu_seqlens_q.device, seq_lens.shape, seq_lens.stride(), seq_lens.dtype, seq_lens.device)
+    except (AttributeError, TypeError):  # not all tensors: described by value, `validate` names them
+        tensors = (_meta(q), _meta(k_cache), _meta(v_cache), _meta(block_table), _meta(cu_seqlens_q),
+                   _meta(seq_lens))
+    layout = (tensors, None if out is None else _meta(out),
               tuple([(name, None if v is None else _meta(v)) for name, v in options.items()]))
     try:
         key = _LAYOUTS.get(layout)

@@ -101,6 +101,11 @@ class CompiledLaunches:
         self._complete = values.keys() >= set(names)
         self._ordered = [values.get(name) for name in names]
         self._slots = [(i, name) for i, name in enumerate(names) if name in call_tensors]
+        from triton import knobs
+        from triton.runtime import driver
+
+        # looked up once, not by an import statement per launch (each about 0.5 us)
+        self._driver, self._runtime = driver, knobs.runtime
 
     @staticmethod
     def available() -> bool:
@@ -109,12 +114,13 @@ class CompiledLaunches:
         return (triton.__version__.startswith("3.6.") and torch.version.hip is None
                 and torch.cuda.is_available() and not interpreter_active())
 
-    def _key(self, launch: KernelLaunch) -> tuple:
-        from triton.runtime import driver
-
-        args = launch.args
-        return (driver.active.get_current_device(),
-                *[args[name].data_ptr() % 16 == 0 for name in self._call_tensors])
+    def _key(self, launch: KernelLaunch) -> tuple[int, int]:
+        """(device, the call tensors that are not 16-byte aligned, as a bit mask)."""
+        args, misaligned = launch.args, 0
+        for bit, name in enumerate(self._call_tensors):
+            if args[name].data_ptr() & 15:
+                misaligned |= 1 << bit
+        return self._driver.active.get_current_device(), misaligned
 
     def launch(self, launch: KernelLaunch) -> bool:
         """Launch through the kept compiled kernel if there is one for this call's key."""
@@ -122,22 +128,19 @@ class CompiledLaunches:
         kernel = self._kernels.get(key)
         if kernel is None:
             return False
-        from triton import knobs
-        from triton.runtime import driver
-
         args = self._ordered.copy()
         for i, name in self._slots:
             args[i] = launch.args[name]
-        grid = (*launch.grid, 1, 1)
-        stream = driver.active.get_current_stream(key[0])
-        enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+        grid = launch.grid
+        stream = self._driver.active.get_current_stream(key[0])
+        enter, leave = self._runtime.launch_enter_hook, self._runtime.launch_exit_hook
         if _hooked(enter) or _hooked(leave):  # launch hooks (profilers) get what the JIT gives them
-            metadata = kernel.launch_metadata(launch.grid, stream, *args)
+            metadata = kernel.launch_metadata(grid, stream, *args)
         else:  # the JIT builds it and calls the empty hook chains even then (H100, 2026-11-23:
             # 0.6-1.9 us per launch, docs/kernels.md "Host cost beside vLLM")
             metadata = enter = leave = None
-        kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata,
-                   enter, leave, *args)
+        kernel.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
+                   kernel.function, kernel.packed_metadata, metadata, enter, leave, *args)
         return True
 
     def keep(self, launch: KernelLaunch, kernel) -> None:

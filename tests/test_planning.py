@@ -233,6 +233,11 @@ def test_a_compiled_launch_hands_the_launcher_what_the_jit_would_bind(monkeypatc
             assert all(a is b for a, b in zip(compiled.passed, expected))
             assert launch.args["out_ptr"] is not launches[0].args["out_ptr"]  # this call's
         assert again[0].args["q_ptr"] is second.q
+        # a call tensor off the 16-byte alignment the kept kernel was specialized for (same
+        # layout, so the same plan): not launched by it, but through the JIT's binding
+        shifted = torch.empty(second.q.numel() + 1, dtype=second.q.dtype)[1:].view(second.q.shape)
+        _, odd = VARIANTS["parallel"].plan(shifted, *second.args()[1:], **second.options)
+        assert odd[0].compiled is again[0].compiled and not odd[0].compiled.launch(odd[0])
         # no hook set: the launcher is handed none, and no metadata is built for it
         assert compiled.hooks == (None, None, None)
         # a profiler's hook: called as the JIT calls it, with the launch's metadata
