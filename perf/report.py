@@ -201,7 +201,9 @@ def render_table(res, ours: str = "static_grid", against: tuple[str, ...] = ()) 
                           f"(measured peers: {', '.join(p.removeprefix(PREFIX) for p in peers) or 'none'})."]
             continue
         versus = f"`{peer.removeprefix(PREFIX)}`"
-        lines += _versus_peers(medians, scenarios, [peer], metrics, ours, versus=versus)
+        paired = {m: paired_against(res, ours, peer, m) for m in metrics}
+        lines += _versus_peers(medians, scenarios, [peer], metrics, ours, versus=versus, paired=paired,
+                               sources=len({r.get("source", 0) for r in res.measurements()}))
     skipped: dict[tuple[str, str], list[str]] = {}
     for r in res.skips():
         skipped.setdefault((r["variant"].removeprefix(PREFIX), r["reason"]), []).append(r["scenario"])
@@ -223,10 +225,48 @@ def _figure(spec, ms: float) -> str:
     return f"{value:.1f} {unit}"
 
 
+PAIRED_ALPHA = 0.05  # a named peer's verdict per scenario: one-sided test over the processes
+MIN_PROCESSES = 3  # results files (processes) for that test; fewer: intervals only
+
+
+def paired_against(res, ours: str, peer: str, metric: str) -> dict:
+    """scenario -> perf.stats.Paired of `ours` / `peer`: a repeat of `perf run` times every
+    case of a scenario in one shuffled round, so repeat r of both are neighbours in time and
+    their ratio is paired; each results file (a process: merged files keep a `source`) is a
+    group, the unit of the test, as in the latency gate."""
+    from perf import stats
+
+    per: dict[tuple, dict[int, float]] = {}
+    for r in res.measurements():
+        if r["metric"] == metric and r["variant"] in (ours, peer):
+            per.setdefault((r["variant"], r["scenario"], r.get("source", 0)), {})[r["repeat"]] = r["median"]
+    out = {}
+    for scenario in {k[1] for k in per}:
+        groups = []
+        for source in sorted({k[2] for k in per if k[1] == scenario}):
+            mine, theirs = per.get((ours, scenario, source), {}), per.get((peer, scenario, source), {})
+            common = sorted(mine.keys() & theirs.keys())
+            if common:
+                groups.append(stats.log_ratios([theirs[i] for i in common], [mine[i] for i in common]))
+        if groups:
+            out[scenario] = stats.paired(groups)
+    return out
+
+
+def _paired_cells(p, decided: bool) -> str:
+    if p is None:
+        return "– | –"
+    verdict = "–" if not decided else ("**slower**" if p.p_slower < PAIRED_ALPHA else
+                                       "faster" if p.p_faster < PAIRED_ALPHA else "even")
+    return f"{p.ci_low:.2f}-{p.ci_high:.2f} | {verdict}"
+
+
 def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics: list[str],
-                  ours: str, versus: str = "the fastest peer") -> list[str]:
+                  ours: str, versus: str = "the fastest peer", paired: dict | None = None,
+                  sources: int = 1) -> list[str]:
     """`ours` over the fastest of `peers` per scenario (one peer: that peer), per metric, with
-    the geometric means over all, decode and prefill-or-mixed scenarios and the largest ratio."""
+    the geometric means over all, decode and prefill-or-mixed scenarios and the largest ratio.
+    `paired` (metric -> `paired_against`, a named peer): each ratio's interval and verdict too."""
     from perf.peers import PREFIX
 
     if not peers:
@@ -234,11 +274,14 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
     if not any(k[0] == ours for k in medians):
         return ["", f"No `{ours}` in these results: no ratio to the peers (`--ours VARIANT`)."]
     out = []
+    decided = sources >= MIN_PROCESSES
     for metric in metrics:
+        pairs = (paired or {}).get(metric)
+        extra = " paired 95 % | verdict |" if pairs is not None else ""
         out += ["", f"`{ours}` against {versus}, {metric} (ratio = latency of `{ours}` / the peer's; "
                     f"< 1 is faster):", "",
-                f"| scenario | {ours} ms | throughput | best peer | its ms | its throughput | ratio |",
-                "|---|---|---|---|---|---|---|"]
+                f"| scenario | {ours} ms | throughput | best peer | its ms | its throughput | ratio |{extra}",
+                "|---|---|---|---|---|---|---|" + ("---|---|" if pairs is not None else "")]
         ratios: dict[str, float] = {}
         for s in scenarios:
             mine = medians.get((ours, s, metric))
@@ -248,8 +291,9 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
             if mine is None or best is None:
                 continue
             ratios[s] = mine / best[0]
+            cells = f" {_paired_cells(pairs.get(s), decided)} |" if pairs is not None else ""
             out.append(f"| {s} | {_ms(mine)} | {_figure(spec, mine)} | {best[1].removeprefix(PREFIX)} | "
-                       f"{_ms(best[0])} | {_figure(spec, best[0])} | {ratios[s]:.2f} |")
+                       f"{_ms(best[0])} | {_figure(spec, best[0])} | {ratios[s]:.2f} |{cells}")
         kinds = {}
         for s, r in ratios.items():
             spec = _spec(s)
@@ -262,9 +306,25 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
             worst = max(ratios, key=ratios.get)
             out += ["", f"Geometric mean of the ratios ({metric}): " + ", ".join(parts)
                     + f"; largest {ratios[worst]:.2f} ({worst})."]
+            if pairs is not None:
+                out.append(_paired_summary(pairs, ratios, sources, decided))
         else:
             out += ["", f"No scenario has both `{ours}` and a peer ({metric})."]
     return out
+
+
+def _paired_summary(pairs: dict, ratios: dict, sources: int, decided: bool) -> str:
+    """The line under a named peer's table: how its paired verdicts came out, or why there are none."""
+    if not decided:
+        return (f"Paired intervals: ratio per repeat (measured in the same round), over the repeats of "
+                f"{sources} results file(s); a verdict needs {MIN_PROCESSES} or more (one per process: "
+                f"`perf run` several times, then `perf table` on all the files).")
+    verdicts = {s: _paired_cells(pairs.get(s), True).split(" | ")[1] for s in ratios}
+    slower = [s for s, v in verdicts.items() if v == "**slower**"]
+    n = {v: sum(1 for x in verdicts.values() if x == v) for v in ("faster", "even", "**slower**")}
+    return (f"Paired over {sources} results files (processes; one-sided test at {PAIRED_ALPHA:g}): "
+            f"{n['faster']} faster, {n['even']} even, {n['**slower**']} slower"
+            + (f" ({', '.join(slower)})" if slower else "") + ".")
 
 
 def table_command(args) -> int:

@@ -270,8 +270,12 @@ def merge(paths: Iterable[str]) -> Results:
     """Several files of one side (e.g. a run and its re-measurement) as one."""
     paths = list(paths)
     first = load(paths[0])
-    for p in paths[1:]:
+    for r in first.records:
+        r.setdefault("source", 0)
+    for i, p in enumerate(paths[1:], 1):
         other = load(p)
         check_comparable(first, other)
+        for r in other.records:  # which file (process) it came from: the unit of a paired test
+            r.setdefault("source", i)
         first.records.extend(other.records)
     return first

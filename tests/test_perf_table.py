@@ -103,13 +103,47 @@ def test_against_a_named_peer_that_is_not_the_fastest(tmp_path):
                     "peer's; < 1 is faster):")
     table = lines[i:lines.index("", i + 2)]
     assert [r.split(" | ")[0] for r in table[4:]] == [f"| {DECODE}"]  # it ran no prefill
-    assert table[4].endswith(f"| flashinfer_paged | 0.0750 | {table[4].split(' | ')[5]} | 1.20 |")
+    throughput = table[4].split(" | ")[5]
+    assert table[4].endswith(f"| flashinfer_paged | 0.0750 | {throughput} | 1.20 | 1.20-1.20 | – |")
+    assert "over the repeats of 1 results file(s); a verdict needs 3 or more" in md
     assert (f"Geometric mean of the ratios (graph): all 1: **1.20**, decode (1): 1.20; "
             f"largest 1.20 ({DECODE}).") in md
     assert f"Geometric mean of the ratios (eager): all 1: **{0.1 / 0.08:.2f}**" in md
     assert ("No `vllm_unified` in these results: no ratio to it "
             "(measured peers: flashinfer_paged, sdpa_cudnn).") in md
     assert md.count("against the fastest peer") == 2  # eager and graph, unchanged
+
+
+def test_against_a_named_peer_paired_per_repeat_over_processes(tmp_path):
+    """With one results file per process, each ratio to a named peer gets its interval and a
+    verdict: repeat r of ours and of the peer ran in the same round, so drift between rounds
+    (here 1.5x) and between processes (2x) cancels; a 3 % slower kernel is found slower, the
+    same speed reads even."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for p in range(4):
+        header = {"environment": ENV, "suite": "pr", "variants": ["static_grid"], "peers": ["vllm_unified"],
+                  "repeats": 8, "samples": 25}
+        path = str(tmp_path / f"p{p}.jsonl")
+        with results.ResultsWriter(path, header, resume=False) as w:
+            for scenario, factor in ((DECODE, 1.03), (PREFILL, 1.0)):
+                for r in range(8):
+                    peer = 0.01 * 2.0 ** (p % 2) * (1 + r / 16) * math.exp(rng.normal(0, 0.01))
+                    for name, ms in (("static_grid", peer * factor * math.exp(rng.normal(0, 0.01))),
+                                     ("peer:vllm_unified", peer)):
+                        w.record(variant=name, scenario=scenario, metric="graph", repeat=r,
+                                 samples=Samples((ms,) * 3), config=[], digest="d")
+        paths.append(path)
+    md = report.render_table(results.merge(paths), against=("vllm_unified",))
+    row = {line.split(" | ")[0][2:]: line for line in md.splitlines()
+           if line.startswith("| llama3-8b") and line.count("|") == 10}
+    assert row[DECODE].endswith("| **slower** |") and row[PREFILL].endswith("| even |")
+    low, high = map(float, row[DECODE].split(" | ")[-2].split("-"))
+    assert 1.0 < low <= 1.03 <= high < 1.06
+    assert (f"Paired over 4 results files (processes; one-sided test at 0.05): 0 faster, 1 even, 1 slower "
+            f"({DECODE}).") in md
 
 
 def test_results_under_the_earlier_names_render_under_the_current_ones(tmp_path):
