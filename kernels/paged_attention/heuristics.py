@@ -443,10 +443,22 @@ def _nvidia(f: Features) -> Config:
                 else 64 if wide or narrow or many else 128)
         segments = (split[1] if split else  # many: the segments of tile 128, as measured
                     num_segments(f, 128, fill_sms=True) if many else None)
+        # Cache offsets in int32 (`offsets_32`, where the caches allow it). H100 lab, 2026-11-24,
+        # graph replay, 3 processes x 7 shuffled rounds, ratio paired per round, default -> int32
+        # (us): qwen2.5-7b 64 up to 512 19.70 -> 0.912x, llama3-8b 8x1k 17.82 -> 0.943x, 8x8k
+        # 0.980x, 1x32k 0.991x, 32x8k 0.994x, 128x1k 0.997x, llama2-7b 1x512 0.978x, 16x1k
+        # 0.992x, gemma2-9b 1x512 0.987x, falcon-7b 16x1k 0.987x, phi-2 16x1k 0.995x; even for
+        # llama3-8b 1x512 and 1x1k, qwen2.5-14b 1x512. Not for short contexts (llama3-8b 128 x
+        # 64 keys 16.32 us -> 1.022x); sliding windows and fp8 unmeasured; not for a head padded
+        # to a power of two (phi-2's 80: 0.995x on the H100, but ptxas spilled 4 bytes for it on
+        # sm_100 in the static gate, triton 3.6.0). Block ids per cache block with it (the
+        # prefills' pair) lost in 5 of the 15 (up to 1.115x).
+        int32 = not (short or f.window or f.fp8_kv or f.head_size != next_pow2(f.head_size))
         return _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
                     num_warps=2 if short or many else 4, num_stages=2,
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
                     seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
+                    offsets_32=int32,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide and tile == 64 else "")
                     + (f"; narrow window, tile {tile}, a program per item: H100 2026-11-23, "
@@ -457,7 +469,9 @@ def _nvidia(f: Features) -> Config:
                     + ("; launch-bound short decode, split: H100 2026-11-23, 1.04-1.62x"
                        if split else "")
                     + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
-                       if many else ""))
+                       if many else "")
+                    + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
+                       if int32 else ""))
     if f.max_query_len <= 64:
         # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
