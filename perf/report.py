@@ -253,12 +253,21 @@ def paired_against(res, ours: str, peer: str, metric: str) -> dict:
     return out
 
 
-def _paired_cells(p, decided: bool) -> str:
-    if p is None:
-        return "– | –"
-    verdict = "–" if not decided else ("**slower**" if p.p_slower < PAIRED_ALPHA else
-                                       "faster" if p.p_faster < PAIRED_ALPHA else "even")
-    return f"{p.ci_low:.2f}-{p.ci_high:.2f} | {verdict}"
+def paired_verdict(p) -> str | None:
+    """"faster", "even" or "slower" of a paired ratio (perf.stats.Paired) by the one-sided test
+    over its processes at PAIRED_ALPHA; None with fewer than MIN_PROCESSES of them."""
+    if p.n_processes < MIN_PROCESSES:
+        return None
+    return "slower" if p.p_slower < PAIRED_ALPHA else "faster" if p.p_faster < PAIRED_ALPHA else "even"
+
+
+def verdict_cell(p) -> str:
+    verdict = paired_verdict(p)
+    return "–" if verdict is None else "**slower**" if verdict == "slower" else verdict
+
+
+def _paired_cells(p) -> str:
+    return "– | –" if p is None else f"{p.ci_low:.2f}-{p.ci_high:.2f} | {verdict_cell(p)}"
 
 
 def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics: list[str],
@@ -291,7 +300,7 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
             if mine is None or best is None:
                 continue
             ratios[s] = mine / best[0]
-            cells = f" {_paired_cells(pairs.get(s), decided)} |" if pairs is not None else ""
+            cells = f" {_paired_cells(pairs.get(s))} |" if pairs is not None else ""
             out.append(f"| {s} | {_ms(mine)} | {_figure(spec, mine)} | {best[1].removeprefix(PREFIX)} | "
                        f"{_ms(best[0])} | {_figure(spec, best[0])} | {ratios[s]:.2f} |{cells}")
         kinds = {}
@@ -319,11 +328,11 @@ def _paired_summary(pairs: dict, ratios: dict, sources: int, decided: bool) -> s
         return (f"Paired intervals: ratio per repeat (measured in the same round), over the repeats of "
                 f"{sources} results file(s); a verdict needs {MIN_PROCESSES} or more (one per process: "
                 f"`perf run` several times, then `perf table` on all the files).")
-    verdicts = {s: _paired_cells(pairs.get(s), True).split(" | ")[1] for s in ratios}
-    slower = [s for s, v in verdicts.items() if v == "**slower**"]
-    n = {v: sum(1 for x in verdicts.values() if x == v) for v in ("faster", "even", "**slower**")}
+    verdicts = {s: paired_verdict(pairs[s]) if s in pairs else None for s in ratios}
+    slower = [s for s, v in verdicts.items() if v == "slower"]
+    n = {v: sum(1 for x in verdicts.values() if x == v) for v in ("faster", "even", "slower")}
     return (f"Paired over {sources} results files (processes; one-sided test at {PAIRED_ALPHA:g}): "
-            f"{n['faster']} faster, {n['even']} even, {n['**slower**']} slower"
+            f"{n['faster']} faster, {n['even']} even, {n['slower']} slower"
             + (f" ({', '.join(slower)})" if slower else "") + ".")
 
 

@@ -10,6 +10,7 @@ import pytest
 from perf import cli, results
 from perf.latency import host_cost
 from perf.latency.timing import Samples
+from perf.report import paired_verdict
 
 ENV = {"gpu": "NVIDIA H100 80GB HBM3", "vendor": "nvidia", "driver": "580.159.04", "torch": "2.11.0",
        "triton": "3.6.0", "time": "2026-11-24T06:00:00+00:00", "commit": "0123456789", "host": "vm"}
@@ -71,10 +72,10 @@ def _results(tmp_path, ours_over_peer: dict[str, float], processes: int = 4, rou
 def test_paired_ratios_recover_the_planted_factor_through_the_drift(tmp_path):
     res = _results(tmp_path, {"s1": 0.7, "s2": 1.0, "s3": 1.15})
     ratios = host_cost.paired_ratios(res, "static_grid", VLLM)
-    assert ratios["s1"].ratio == pytest.approx(0.7, rel=0.03) and host_cost.verdict(ratios["s1"]) == "below"
+    assert ratios["s1"].ratio == pytest.approx(0.7, rel=0.03) and paired_verdict(ratios["s1"]) == "faster"
     assert ratios["s3"].ratio == pytest.approx(1.15, rel=0.03)
-    assert host_cost.verdict(ratios["s3"]) == "**above**"
-    assert ratios["s2"].ci_low < 1.0 < ratios["s2"].ci_high and host_cost.verdict(ratios["s2"]) == "even"
+    assert paired_verdict(ratios["s3"]) == "slower"
+    assert ratios["s2"].ci_low < 1.0 < ratios["s2"].ci_high and paired_verdict(ratios["s2"]) == "even"
     assert all(p.n_processes == 4 for p in ratios.values())
     # a ratio of the two entries' medians, without the pairing, would read the drift instead
     medians = {n: [r["median"] for r in res.measurements() if r["variant"] == n and r["scenario"] == "s1"]
@@ -82,21 +83,22 @@ def test_paired_ratios_recover_the_planted_factor_through_the_drift(tmp_path):
     assert medians["static_grid"][0] / medians[VLLM][1] < 0.5
 
 
-def test_the_table_names_the_gpu_the_ratios_and_the_rows_above(tmp_path):
+def test_the_table_names_the_gpu_the_ratios_and_the_slower_rows(tmp_path):
     res = _results(tmp_path, {"s1": 0.7, "s3": 1.15})
     md = host_cost.render(res, "static_grid")
     assert "NVIDIA H100 80GB HBM3" in md and "driver 580.159.04" in md and "4 processes x 60 rounds" in md
     assert "| scenario | static_grid | vllm_unified |" in md
     assert "`static_grid` / `vllm_unified`" in md
-    assert "| s3 | 1.1" in md and "| s1 | 0.7" in md and "| **above** |" in md and "| below |" in md
-    assert "1 above (s3)" in md and "largest 1.1" in md
+    assert "| s3 | 1.1" in md and "| s1 | 0.7" in md and "| **slower** |" in md and "| faster |" in md
+    assert "1 slower (s3)" in md and "largest 1.1" in md
     assert "`flashinfer_paged` (flashinfer is not installed)" in md
 
 
 def test_fewer_than_three_processes_decide_nothing(tmp_path):
-    res = _results(tmp_path, {"s1": 0.7}, processes=1)
-    assert host_cost.verdict(host_cost.paired_ratios(res, "static_grid", VLLM)["s1"]) == "even"
-    assert "too few to decide" in host_cost.render(res, "static_grid")
+    res = _results(tmp_path, {"s1": 0.7}, processes=2)  # a t-test of 1 degree of freedom: no
+    assert paired_verdict(host_cost.paired_ratios(res, "static_grid", VLLM)["s1"]) is None
+    md = host_cost.render(res, "static_grid")
+    assert "| 0.7" in md and "| – |" in md and "there is no verdict: the test needs 3 or more" in md
 
 
 def test_without_a_gpu_it_says_why_and_exits_2(monkeypatch, capsys):

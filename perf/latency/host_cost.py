@@ -23,7 +23,8 @@ Each process's calls are records of the results file (perf/results.py; metric "h
 = process, samples in ms in call order), appended scenario by scenario: an interrupted run
 resumes where it stopped. The ratio of a row is `perf.stats.paired` over the per-round log
 ratios ours / peer, processes as the unit (as the latency gate): the geometric mean, its
-bootstrap interval, and "above" / "below" where the process-level test says so at 5 %.
+bootstrap interval, and "slower" / "faster" where the process-level test says so at 5 %
+(`perf.report.paired_verdict`, as `perf table --against` judges device time).
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ METRIC = "host"
 DEFAULT_ROUNDS = 200  # as the launch-cost suite's single-scenario test
 DEFAULT_PROCESSES = 4  # unmeasured default; 3 are the fewest the process-level test needs
 WARMUP_ROUNDS = 10  # untimed rounds before the timed ones, in every process
-ALPHA = 0.05  # the row's verdict: one-sided process-level test at this level
 
 
 def serving_options(options: dict):
@@ -104,16 +104,10 @@ def _median_us(res, name: str, scenario: str) -> float | None:
     return float(np.median(medians)) * 1e3 if medians else None
 
 
-def verdict(p) -> str:
-    if p.p_slower < ALPHA:
-        return "**above**"
-    return "below" if p.p_faster < ALPHA else "even"
-
-
 def render(res, ours: str) -> str:
     """Markdown: per scenario the median host time of every entry, then ours / each peer."""
     from perf.peers import PREFIX
-    from perf.report import geomean
+    from perf.report import MIN_PROCESSES, PAIRED_ALPHA, geomean, paired_verdict, verdict_cell
 
     head, env = res.header, res.environment
     names = list(dict.fromkeys(r["variant"] for r in res.measurements() if r["metric"] == METRIC))
@@ -137,21 +131,22 @@ def render(res, ours: str) -> str:
             continue
         label = peer.removeprefix(PREFIX)
         lines += ["", f"`{ours}` / `{label}`, paired per round (geometric mean over the processes, 95 % "
-                      f"interval; verdict: one-sided test over the processes at {ALPHA:g}):", "",
+                      f"interval; < 1: less host time; verdict: one-sided test over the processes at "
+                      f"{PAIRED_ALPHA:g}):", "",
                   "| scenario | ratio | interval | verdict |", "|---|---|---|---|"]
         for s in scenarios:
             if s in ratios:
                 p = ratios[s]
-                lines.append(f"| {s} | {p.ratio:.2f} | {p.ci_low:.2f}-{p.ci_high:.2f} | {verdict(p)} |")
-        above = [s for s in scenarios if s in ratios and verdict(ratios[s]) == "**above**"]
+                lines.append(f"| {s} | {p.ratio:.2f} | {p.ci_low:.2f}-{p.ci_high:.2f} | {verdict_cell(p)} |")
+        slower = [s for s in scenarios if s in ratios and paired_verdict(ratios[s]) == "slower"]
         worst = max(ratios, key=lambda s: ratios[s].ratio)
         mean = geomean(p.ratio for p in ratios.values())
         lines += ["", f"Against `{label}`: geometric mean **{mean:.2f}** over {len(ratios)} scenarios; "
                       f"largest {ratios[worst].ratio:.2f} ({worst}); "
-                      f"{len(above)} above" + (f" ({', '.join(above)})" if above else "") + "."]
-        if len(processes) < 3:
-            lines.append(f"With {len(processes)} process(es) the test has too few to decide: verdicts say "
-                         f"'even'.")
+                      f"{len(slower)} slower" + (f" ({', '.join(slower)})" if slower else "") + "."]
+        if len(processes) < MIN_PROCESSES:
+            lines.append(f"With {len(processes)} process(es) there is no verdict: the test needs "
+                         f"{MIN_PROCESSES} or more.")
     skipped = sorted({(r["variant"].removeprefix(PREFIX), r["reason"]) for r in res.skips()})
     if skipped:
         lines += ["", "Not measured: " + "; ".join(f"`{n}` ({why})" for n, why in skipped) + "."]
@@ -281,7 +276,7 @@ def _worker(args, kernels, chosen, variants: list[str], peers, absent: dict) -> 
                     skipped[v] = str(e)
                     continue
                 steps = serving_options(options)
-                calls[v] = lambda fn=fn, args=tensors, out=out, steps=steps: fn(*args, out=out, **next(steps))
+                calls[v] = lambda fn=fn, t=tensors, out=out, steps=steps: fn(*t, out=out, **next(steps))
             for p in peers:
                 try:
                     call, _, _ = peers_mod.setup_for_batch(p, spec, "cuda", batch)
