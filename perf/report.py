@@ -202,8 +202,7 @@ def render_table(res, ours: str = "static_grid", against: tuple[str, ...] = ()) 
             continue
         versus = f"`{peer.removeprefix(PREFIX)}`"
         paired = {m: paired_against(res, ours, peer, m) for m in metrics}
-        lines += _versus_peers(medians, scenarios, [peer], metrics, ours, versus=versus, paired=paired,
-                               sources=len({r.get("source", 0) for r in res.measurements()}))
+        lines += _versus_peers(medians, scenarios, [peer], metrics, ours, versus=versus, paired=paired)
     skipped: dict[tuple[str, str], list[str]] = {}
     for r in res.skips():
         skipped.setdefault((r["variant"].removeprefix(PREFIX), r["reason"]), []).append(r["scenario"])
@@ -232,18 +231,19 @@ MIN_PROCESSES = 3  # results files (processes) for that test; fewer: intervals o
 def paired_against(res, ours: str, peer: str, metric: str) -> dict:
     """scenario -> perf.stats.Paired of `ours` / `peer`: a repeat of `perf run` times every
     case of a scenario in one shuffled round, so repeat r of both are neighbours in time and
-    their ratio is paired; each results file (a process: merged files keep a `source`) is a
-    group, the unit of the test, as in the latency gate."""
+    their ratio is paired; each process (a results file, `source` as `table_command` merges
+    them, or a gate worker's `process`) is a group, the unit of the test, as in the latency gate."""
     from perf import stats
 
     per: dict[tuple, dict[int, float]] = {}
     for r in res.measurements():
         if r["metric"] == metric and r["variant"] in (ours, peer):
-            per.setdefault((r["variant"], r["scenario"], r.get("source", 0)), {})[r["repeat"]] = r["median"]
+            process = (r.get("source", 0), r.get("process"))
+            per.setdefault((r["variant"], r["scenario"], process), {})[r["repeat"]] = r["median"]
     out = {}
     for scenario in {k[1] for k in per}:
         groups = []
-        for source in sorted({k[2] for k in per if k[1] == scenario}):
+        for source in sorted({k[2] for k in per if k[1] == scenario}, key=str):
             mine, theirs = per.get((ours, scenario, source), {}), per.get((peer, scenario, source), {})
             common = sorted(mine.keys() & theirs.keys())
             if common:
@@ -271,8 +271,7 @@ def _paired_cells(p) -> str:
 
 
 def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics: list[str],
-                  ours: str, versus: str = "the fastest peer", paired: dict | None = None,
-                  sources: int = 1) -> list[str]:
+                  ours: str, versus: str = "the fastest peer", paired: dict | None = None) -> list[str]:
     """`ours` over the fastest of `peers` per scenario (one peer: that peer), per metric, with
     the geometric means over all, decode and prefill-or-mixed scenarios and the largest ratio.
     `paired` (metric -> `paired_against`, a named peer): each ratio's interval and verdict too."""
@@ -283,7 +282,6 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
     if not any(k[0] == ours for k in medians):
         return ["", f"No `{ours}` in these results: no ratio to the peers (`--ours VARIANT`)."]
     out = []
-    decided = sources >= MIN_PROCESSES
     for metric in metrics:
         pairs = (paired or {}).get(metric)
         extra = " paired 95 % | verdict |" if pairs is not None else ""
@@ -316,24 +314,25 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
             out += ["", f"Geometric mean of the ratios ({metric}): " + ", ".join(parts)
                     + f"; largest {ratios[worst]:.2f} ({worst})."]
             if pairs is not None:
-                out.append(_paired_summary(pairs, ratios, sources, decided))
+                out.append(_paired_summary(pairs, ratios))
         else:
             out += ["", f"No scenario has both `{ours}` and a peer ({metric})."]
     return out
 
 
-def _paired_summary(pairs: dict, ratios: dict, sources: int, decided: bool) -> str:
+def _paired_summary(pairs: dict, ratios: dict) -> str:
     """The line under a named peer's table: how its paired verdicts came out, or why there are none."""
-    if not decided:
-        return (f"Paired intervals: ratio per repeat (measured in the same round), over the repeats of "
-                f"{sources} results file(s); a verdict needs {MIN_PROCESSES} or more (one per process: "
-                f"`perf run` several times, then `perf table` on all the files).")
     verdicts = {s: paired_verdict(pairs[s]) if s in pairs else None for s in ratios}
+    n = {v: sum(1 for x in verdicts.values() if x == v) for v in ("faster", "even", "slower", None)}
+    if n[None] == len(verdicts):
+        return (f"Paired intervals: ratio per repeat (measured in the same round); a verdict needs "
+                f"{MIN_PROCESSES} or more processes per scenario (`perf run` several times, then `perf "
+                f"table` on all the files).")
     slower = [s for s, v in verdicts.items() if v == "slower"]
-    n = {v: sum(1 for x in verdicts.values() if x == v) for v in ("faster", "even", "slower")}
-    return (f"Paired over {sources} results files (processes; one-sided test at {PAIRED_ALPHA:g}): "
-            f"{n['faster']} faster, {n['even']} even, {n['slower']} slower"
-            + (f" ({', '.join(slower)})" if slower else "") + ".")
+    return (f"Paired, one-sided test over the processes at {PAIRED_ALPHA:g}: {n['faster']} faster, "
+            f"{n['even']} even, {n['slower']} slower" + (f" ({', '.join(slower)})" if slower else "")
+            + (f", {n[None]} without a verdict (fewer than {MIN_PROCESSES} processes)" if n[None] else "")
+            + ".")
 
 
 def table_command(args) -> int:
@@ -341,7 +340,8 @@ def table_command(args) -> int:
     from perf import results
 
     against = tuple(p.strip() for p in (args.against or "").split(",") if p.strip())
-    markdown = render_table(results.merge(args.results), ours=args.ours, against=against)
+    markdown = render_table(results.merge(args.results, source_key="source"), ours=args.ours,
+                            against=against)
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w", encoding="utf-8") as f:

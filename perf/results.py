@@ -266,16 +266,18 @@ def write_json(path: str, obj: dict) -> None:
     os.replace(tmp, path)
 
 
-def merge(paths: Iterable[str]) -> Results:
-    """Several files of one side (e.g. a run and its re-measurement) as one."""
+def merge(paths: Iterable[str], source_key: str | None = None) -> Results:
+    """Several files of one side (e.g. a run and its re-measurement) as one. `source_key`:
+    also set that field of every record to its file's index (a paired test's process), in
+    these records only: a merge that is written out (the nightly shards) passes none."""
     paths = list(paths)
     first = load(paths[0])
-    for r in first.records:
-        r.setdefault("source", 0)
-    for i, p in enumerate(paths[1:], 1):
-        other = load(p)
-        check_comparable(first, other)
-        for r in other.records:  # which file (process) it came from: the unit of a paired test
-            r.setdefault("source", i)
-        first.records.extend(other.records)
+    for i, p in enumerate(paths):
+        other = first if i == 0 else load(p)
+        if i:
+            check_comparable(first, other)
+            first.records.extend(other.records)
+        if source_key:
+            for r in other.records:
+                r[source_key] = i
     return first

@@ -94,6 +94,22 @@ def test_the_table_names_the_gpu_the_ratios_and_the_slower_rows(tmp_path):
     assert "`flashinfer_paged` (flashinfer is not installed)" in md
 
 
+def test_a_scenario_measured_again_counts_once(tmp_path):
+    """A process cut off after writing part of a scenario's entries measures all of them again
+    when resumed: its latest records count, once."""
+    res = _results(tmp_path, {"s1": 0.7})
+    before = host_cost.render(res, "static_grid")
+    with results.ResultsWriter(res.path, res.header) as w:  # process 0 of s1, again, 10x slower
+        for name in ("static_grid", VLLM):
+            w.record(variant=name, scenario="s1", metric="host", repeat=0,
+                     samples=Samples((1.0,) * 60, clock="host"), config=[], digest="d")
+    again = results.load(res.path)
+    others = [r["median"] for r in res.measurements() if r["variant"] == VLLM and r["repeat"] > 0]
+    assert host_cost._median_us(again, VLLM, "s1") == pytest.approx(np.median([1.0, *others]) * 1e3)
+    assert host_cost.paired_ratios(again, "static_grid", VLLM)["s1"].n_pairs == 4 * 60
+    assert before != host_cost.render(again, "static_grid")
+
+
 def test_fewer_than_three_processes_decide_nothing(tmp_path):
     res = _results(tmp_path, {"s1": 0.7}, processes=2)  # a t-test of 1 degree of freedom: no
     assert paired_verdict(host_cost.paired_ratios(res, "static_grid", VLLM)["s1"]) is None

@@ -8,6 +8,7 @@ interpreter) with a stand-in peer and renders what `perf run --peers` wrote.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -105,7 +106,7 @@ def test_against_a_named_peer_that_is_not_the_fastest(tmp_path):
     assert [r.split(" | ")[0] for r in table[4:]] == [f"| {DECODE}"]  # it ran no prefill
     throughput = table[4].split(" | ")[5]
     assert table[4].endswith(f"| flashinfer_paged | 0.0750 | {throughput} | 1.20 | 1.20-1.20 | – |")
-    assert "over the repeats of 1 results file(s); a verdict needs 3 or more" in md
+    assert "a verdict needs 3 or more processes per scenario" in md
     assert (f"Geometric mean of the ratios (graph): all 1: **1.20**, decode (1): 1.20; "
             f"largest 1.20 ({DECODE}).") in md
     assert f"Geometric mean of the ratios (eager): all 1: **{0.1 / 0.08:.2f}**" in md
@@ -136,14 +137,27 @@ def test_against_a_named_peer_paired_per_repeat_over_processes(tmp_path):
                         w.record(variant=name, scenario=scenario, metric="graph", repeat=r,
                                  samples=Samples((ms,) * 3), config=[], digest="d")
         paths.append(path)
-    md = report.render_table(results.merge(paths), against=("vllm_unified",))
+    md = report.render_table(results.merge(paths, source_key="source"), against=("vllm_unified",))
     row = {line.split(" | ")[0][2:]: line for line in md.splitlines()
            if line.startswith("| llama3-8b") and line.count("|") == 10}
     assert row[DECODE].endswith("| **slower** |") and row[PREFILL].endswith("| even |")
     low, high = map(float, row[DECODE].split(" | ")[-2].split("-"))
     assert 1.0 < low <= 1.03 <= high < 1.06
-    assert (f"Paired over 4 results files (processes; one-sided test at 0.05): 0 faster, 1 even, 1 slower "
+    assert (f"Paired, one-sided test over the processes at 0.05: 0 faster, 1 even, 1 slower "
             f"({DECODE}).") in md
+    # files that already carry a `source` (say 0 each) are still told apart, one process each
+    for path in paths:
+        with open(path) as f:
+            lines = [json.loads(line) for line in f]
+        with open(path, "w") as f:
+            f.writelines(json.dumps(dict(r, source=0) if r.get("kind") == "record" else r) + "\n"
+                         for r in lines)
+    again = report.render_table(results.merge(paths, source_key="source"), against=("vllm_unified",))
+    assert "0 faster, 1 even, 1 slower" in again
+    # one scenario measured in fewer processes: it has no verdict, and the line says so
+    one = report.render_table(results.merge(paths[:1] + paths[1:2], source_key="source"),
+                              against=("vllm_unified",))
+    assert "a verdict needs 3 or more processes per scenario" in one
 
 
 def test_results_under_the_earlier_names_render_under_the_current_ones(tmp_path):

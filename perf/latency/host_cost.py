@@ -83,9 +83,8 @@ def paired_ratios(res, ours: str, peer: str) -> dict[str, object]:
     from perf import stats
 
     calls: dict[tuple[str, str], dict[int, list[float]]] = {}
-    for r in res.measurements():
-        if r["metric"] == METRIC:
-            calls.setdefault((r["variant"], r["scenario"]), {})[r["repeat"]] = r["samples"]
+    for (name, scenario, process), r in _latest(res).items():
+        calls.setdefault((name, scenario), {})[process] = r["samples"]
     out = {}
     for (name, scenario), mine in calls.items():
         theirs = calls.get((peer, scenario))
@@ -98,9 +97,15 @@ def paired_ratios(res, ours: str, peer: str) -> dict[str, object]:
     return out
 
 
+def _latest(res) -> dict[tuple[str, str, int], dict]:
+    """(entry, scenario, process) -> its record; the last one where a resumed process measured a
+    scenario again (an interrupted one had written part of its entries)."""
+    return {(r["variant"], r["scenario"], r["repeat"]): r for r in res.measurements()
+            if r["metric"] == METRIC}
+
+
 def _median_us(res, name: str, scenario: str) -> float | None:
-    medians = [r["median"] for r in res.measurements()
-               if r["metric"] == METRIC and r["variant"] == name and r["scenario"] == scenario]
+    medians = [r["median"] for (n, s, _), r in _latest(res).items() if n == name and s == scenario]
     return float(np.median(medians)) * 1e3 if medians else None
 
 
@@ -273,7 +278,10 @@ def _worker(args, kernels, chosen, variants: list[str], peers, absent: dict) -> 
                 try:
                     fn(*tensors, out=out, **options, **check)  # compile; metadata values checked once
                 except NotImplementedError as e:
-                    skipped[v] = str(e)
+                    skipped[v] = ("skip", str(e))
+                    continue
+                except Exception as e:  # a broken entry is a finding, not the end of the run
+                    skipped[v] = ("error", f"{type(e).__name__}: {e}".splitlines()[0][:300])
                     continue
                 steps = serving_options(options)
                 calls[v] = lambda fn=fn, t=tensors, out=out, steps=steps: fn(*t, out=out, **next(steps))
@@ -282,7 +290,11 @@ def _worker(args, kernels, chosen, variants: list[str], peers, absent: dict) -> 
                     call, _, _ = peers_mod.setup_for_batch(p, spec, "cuda", batch)
                     call()  # library initialization, JIT compilation: not timed
                 except peers_mod.PeerUnavailable as e:
-                    skipped[peers_mod.PREFIX + p] = str(e)
+                    skipped[peers_mod.PREFIX + p] = ("skip", str(e))
+                    continue
+                except Exception as e:
+                    message = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+                    skipped[peers_mod.PREFIX + p] = ("error", message)
                     continue
                 calls[peers_mod.PREFIX + p] = call
             torch.cuda.synchronize()
@@ -292,8 +304,8 @@ def _worker(args, kernels, chosen, variants: list[str], peers, absent: dict) -> 
                               for n, t in times.items()), file=sys.stderr, flush=True)
             if writer is not None:
                 digest = batch.spec.digest()
-                for name, reason in skipped.items():
-                    writer.skip(variant=name, scenario=scenario.name, reason=reason)
+                for name, (kind, reason) in skipped.items():
+                    writer.skip(variant=name, scenario=scenario.name, reason=reason, kind=kind)
                 for name, t in times.items():
                     writer.record(variant=name, scenario=scenario.name, metric=METRIC, repeat=args.worker,
                                   samples=Samples(tuple(t), clock="host"), config=[], digest=digest)
