@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 
 import numpy as np
 import pytest
+from interpreter_support import needs_interpreter
 
 from perf import cli, results
 from perf.latency import host_cost
@@ -164,3 +166,33 @@ def test_an_interrupted_run_resumes_the_missing_scenarios_only(tmp_path, monkeyp
     assert spawned == [(1, decodes)]  # no warm-up, process 0 kept, process 1 again
     text = capsys.readouterr().out
     assert "`static_grid` / `vllm_unified`" in text and f"wrote {out}" in text
+
+
+@needs_interpreter
+def test_a_worker_alternates_ours_and_a_peer_and_records_both(tmp_path, monkeypatch):
+    """The measuring process itself, in Triton's interpreter (on a GPU it runs the same code on
+    CUDA): ours with its metadata checked once, a stand-in peer, a refused peer, both timed
+    entries recorded per round under this process, the refusal as a skip."""
+    import kernels
+    from perf import peers, scenarios
+
+    def setup(batch, device):
+        out = batch.new_output()
+        return (lambda: out.copy_(batch.q)), "copies q"
+
+    def refuse(batch, device):
+        raise peers.PeerUnavailable("not for this batch")
+
+    monkeypatch.setitem(peers.PEERS, "copy_q", peers.Peer("copy_q", "a copy of q (stand-in)", "torch", setup))
+    monkeypatch.setitem(peers.PEERS, "refuses", peers.Peer("refuses", "refuses", "torch", refuse))
+    monkeypatch.setattr(peers, "absent_reason", lambda name: None)
+    monkeypatch.setattr(results, "environment", lambda root=None: dict(ENV))
+    chosen = scenarios.select(scenarios.suite("smoke"), "tiny/decode/batch1-kv16*")
+    out = str(tmp_path / "host.jsonl")
+    args = argparse.Namespace(worker=2, rounds=3, out=out, suite="smoke", thresholds="thresholds.yaml")
+    assert host_cost._worker(args, kernels, chosen, ["static_grid"], ("copy_q", "refuses"), {}) == 0
+    res = results.load(out)
+    recorded = sorted((r["variant"], r["repeat"], r["n"]) for r in res.measurements())
+    assert recorded == [("peer:copy_q", 2, 3), ("static_grid", 2, 3)]
+    assert [(r["variant"], r["reason"]) for r in res.skips()] == [("peer:refuses", "not for this batch")]
+    assert all(r["clock"] == "host" and min(r["samples"]) > 0 for r in res.measurements())
