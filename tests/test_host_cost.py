@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 
 import numpy as np
 import pytest
 from interpreter_support import needs_interpreter
 
+from kernels.inputs import CHECK_VALUES_ENV
 from perf import cli, results
 from perf.latency import host_cost
 from perf.latency.timing import Samples
@@ -187,6 +189,8 @@ def test_a_worker_alternates_ours_and_a_peer_and_records_both(tmp_path, monkeypa
     monkeypatch.setitem(peers.PEERS, "refuses", peers.Peer("refuses", "refuses", "torch", refuse))
     monkeypatch.setattr(peers, "absent_reason", lambda name: None)
     monkeypatch.setattr(results, "environment", lambda root=None: dict(ENV))
+    # the worker turns the session's value checks off, as production runs: restored after the test
+    monkeypatch.setenv(CHECK_VALUES_ENV, os.environ.get(CHECK_VALUES_ENV, ""))
     chosen = scenarios.select(scenarios.suite("smoke"), "tiny/decode/batch1-kv16*")
     out = str(tmp_path / "host.jsonl")
     args = argparse.Namespace(worker=2, rounds=3, out=out, suite="smoke", thresholds="thresholds.yaml")
@@ -196,3 +200,4 @@ def test_a_worker_alternates_ours_and_a_peer_and_records_both(tmp_path, monkeypa
     assert recorded == [("peer:copy_q", 2, 3), ("static_grid", 2, 3)]
     assert [(r["variant"], r["reason"]) for r in res.skips()] == [("peer:refuses", "not for this batch")]
     assert all(r["clock"] == "host" and min(r["samples"]) > 0 for r in res.measurements())
+    assert os.environ[CHECK_VALUES_ENV] == "0"  # (what the monkeypatch undoes)
