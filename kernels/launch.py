@@ -131,16 +131,16 @@ class CompiledLaunches:
         args = self._ordered.copy()
         for i, name in self._slots:
             args[i] = launch.args[name]
-        grid = launch.grid
+        grid = (*launch.grid, 1, 1)
         stream = self._driver.active.get_current_stream(key[0])
         enter, leave = self._runtime.launch_enter_hook, self._runtime.launch_exit_hook
         if _hooked(enter) or _hooked(leave):  # launch hooks (profilers) get what the JIT gives them
-            metadata = kernel.launch_metadata(grid, stream, *args)
+            metadata = kernel.launch_metadata(launch.grid, stream, *args)
         else:  # the JIT builds it and calls the empty hook chains even then (H100, 2026-11-23:
             # 0.6-1.9 us per launch, docs/kernels.md "Host cost beside vLLM")
             metadata = enter = leave = None
-        kernel.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
-                   kernel.function, kernel.packed_metadata, metadata, enter, leave, *args)
+        kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata,
+                   enter, leave, *args)
         return True
 
     def keep(self, launch: KernelLaunch, kernel) -> None:

@@ -270,14 +270,13 @@ def merge(paths: Iterable[str], source_key: str | None = None) -> Results:
     """Several files of one side (e.g. a run and its re-measurement) as one. `source_key`:
     also set that field of every record to its file's index (a paired test's process), in
     these records only: a merge that is written out (the nightly shards) passes none."""
-    paths = list(paths)
-    first = load(paths[0])
-    for i, p in enumerate(paths):
-        other = first if i == 0 else load(p)
-        if i:
-            check_comparable(first, other)
-            first.records.extend(other.records)
+    loaded = [load(p) for p in paths]
+    first = loaded[0]
+    for i, other in enumerate(loaded):
         if source_key:
             for r in other.records:
                 r[source_key] = i
+        if i:
+            check_comparable(first, other)
+            first.records.extend(other.records)
     return first

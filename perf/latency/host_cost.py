@@ -46,7 +46,7 @@ from perf.errors import ConfigError
 METRIC = "host"
 DEFAULT_ROUNDS = 200  # as the launch-cost suite's single-scenario test
 DEFAULT_PROCESSES = 4  # unmeasured default; 3 are the fewest the process-level test needs
-WARMUP_ROUNDS = 10  # untimed rounds before the timed ones, in every process
+WARMUP_ROUNDS = 10  # untimed rounds before the timed ones, in every process (as the launch-cost suite's)
 
 
 def serving_options(options: dict):
@@ -104,8 +104,8 @@ def _latest(res) -> dict[tuple[str, str, int], dict]:
             if r["metric"] == METRIC}
 
 
-def _median_us(res, name: str, scenario: str) -> float | None:
-    medians = [r["median"] for (n, s, _), r in _latest(res).items() if n == name and s == scenario]
+def _median_us(latest: dict, name: str, scenario: str) -> float | None:
+    medians = [r["median"] for (n, s, _), r in latest.items() if n == name and s == scenario]
     return float(np.median(medians)) * 1e3 if medians else None
 
 
@@ -127,8 +127,9 @@ def render(res, ours: str) -> str:
              f"of the processes' medians.", "",
              "| scenario | " + " | ".join(n.removeprefix(PREFIX) for n in names) + " |",
              "|---" * (len(names) + 1) + "|"]
+    latest = _latest(res)
     for s in scenarios:
-        cells = [_us(_median_us(res, n, s)) for n in names]
+        cells = [_us(_median_us(latest, n, s)) for n in names]
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     for peer in peers:
         ratios = paired_ratios(res, ours, peer)
