@@ -441,8 +441,15 @@ def _nvidia(f: Features) -> Config:
         # fp8 16x4k 6.94 -> 7.40, llama3-8b 8x4k, window 256, 12.20 -> 12.98).
         tile = (16 if short else split[0] if split else 32 if narrow and crowded and not wide
                 else 64 if wide or narrow or many else 128)
-        segments = (split[1] if split else  # many: the segments of tile 128, as measured
-                    num_segments(f, 128, fill_sms=True) if many else None)
+        # Many items take one segment each: at >= 3 items per SM the split's reduction costs
+        # more than the occupancy it adds. H100 lab, 2026-11-24, graph replay, 2 processes x 7
+        # shuffled rounds (medians of the first; the second within 0.3 %), 2 segments (what
+        # tile 128's rule gave for 1921-2048 keys under 4 items per SM) -> one (vLLM 0.19.1's
+        # Triton kernel): llama2-7b 16x2k 192.33 -> 189.49 us (189.69), llama3-8b 64x2k 196.55
+        # -> 188.63 (192.20), its 64 up to 2k 119.57 -> 115.81 (139.11), llama2-7b 16 up to 2k
+        # 135.30 -> 132.43 (154.22), phi-2 16x2k 144.47 -> 139.83 (153.61); 4 segments lost in
+        # all five.
+        segments = split[1] if split else 1 if many else None
         # Cache offsets in int32 (`offsets_32`, where the caches allow it). H100 lab, 2026-11-24,
         # graph replay, 3 processes x 7 shuffled rounds, ratio paired per round, default -> int32
         # (us): qwen2.5-7b 64 up to 512 19.70 -> 0.912x, llama3-8b 8x1k 17.82 -> 0.943x, 8x8k
