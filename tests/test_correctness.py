@@ -280,6 +280,58 @@ def test_windowed_decode_segments_split_only_visible_tiles(variant, segments, de
     torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
 
 
+@pytest.mark.parametrize("variant,config", [
+    ("naive", None), ("qblock", None), ("parallel", None), ("flex_tile", None), ("static_grid", None),
+    ("static_grid", Config(16, 16, 3, num_warps=4, num_stages=2)),
+    ("static_grid", Config(16, 16, 4, num_warps=4, num_stages=2, seq_items=True, fused_reduce=True)),
+], ids=["naive", "qblock", "parallel", "flex_tile", "static_grid", "static_grid_reduce",
+        "static_grid_fused_reduce"])
+def test_token_offsets_in_int64_match_the_reference(variant, config, monkeypatch, device):
+    """Batches of more than 2**31 elements of q (llama3-8b: 524,288 tokens) form their q, out
+    and partials offsets in int64 (`planning.token_offsets_32`); in int32 they wrapped and
+    the kernels read and wrote out of bounds. Too large for the interpreter: that path,
+    forced on a small batch, must give the same outputs (decodes, split and merged too)."""
+    monkeypatch.setattr(planning, "token_offsets_32", lambda *_: False)
+    planning.release_buffers()  # no plan kept from before the switch
+    try:
+        decodes = config is not None and config.seq_items
+        query_lens, kv_lens = ((1, 1, 1), (300, 40, 1)) if decodes else ((1, 5, 17, 1), (300, 18, 40, 1))
+        spec = BatchSpec(query_lens, kv_lens, num_q_heads=8, num_kv_heads=2, head_size=64, block_size=16,
+                         dtype="float16", seed=31)
+        batch = build_batch(spec, device)
+        forced = {} if config is None else {"config": config}  # naive and qblock take none
+        _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), **forced,
+                                             **batch.options)
+        assert all(not launch.constexprs["TOKEN_OFFSETS_32"] for launch in launches)
+        out = batch.new_output()
+        VARIANTS[variant](*batch.args(), out=out, **forced, **batch.options)
+        expected = paged_attention_reference(*batch.args(), **batch.options)
+        torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+    finally:
+        planning.release_buffers()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["naive", "qblock", "parallel", "flex_tile", "static_grid"])
+def test_a_batch_past_two_to_the_31_query_elements(variant, device):
+    """8,195 sequences of llama3-8b heads, 524,323 tokens: q and out hold more than 2**31
+    elements, so the last three sequences' offsets pass int32 (they wrapped negative and the
+    kernels faulted: illegal memory access, H100, 2026-11-24); planned in int64, their outputs
+    match the reference (computed for the last five sequences alone), every row written."""
+    spec = BatchSpec((64,) * 8192 + (1, 33, 1), (64,) * 8192 + (300, 97, 1), dtype="float16", seed=3)
+    batch = build_batch(spec, device)
+    q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens = batch.args()
+    assert q.numel() >= 2**31
+    out = batch.new_output()
+    VARIANTS[variant](*batch.args(), out=out, **batch.options)
+    first = 8190  # the last five sequences, offsets past 2**31 included
+    start = int(cu_seqlens_q[first])
+    expected = paged_attention_reference(q[start:], k_cache, v_cache, block_table[first:],
+                                         cu_seqlens_q[first:] - start, seq_lens[first:], **batch.options)
+    torch.testing.assert_close(out[start:].float(), expected.float(), atol=3e-3, rtol=3e-3)
+    assert not out.isnan().any()
+
+
 @pytest.mark.parametrize("variant", ["parallel", "flex_tile", "static_grid"])
 @pytest.mark.parametrize("segments", [1, 2])
 def test_sequence_items_do_every_query_of_a_longer_sequence(variant, segments, device):

@@ -257,6 +257,30 @@ def test_a_compiled_launch_hands_the_launcher_what_the_jit_would_bind(monkeypatc
         planning.release_buffers()  # no plan with a stand-in kernel outlives the test
 
 
+def test_token_offsets_in_int32_only_where_q_out_and_partials_fit():
+    """`token_offsets_32`: q and out (`offsets_32`: a padded head's lanes too) and, when split,
+    the float32 partials (tokens x heads x segments x padded head) below 2**31 elements; any
+    one past it puts every token offset in int64, for the attention and the reduction alike."""
+    def q_of(tokens, head_size=128):
+        return torch.empty(tokens, 32, head_size, device="meta")
+    fits, past = q_of(2**31 // 4096), q_of(2**31 // 4096 + 1)  # llama3-8b: 524,288 tokens fit
+    assert planning.token_offsets_32(fits, fits, 1)
+    assert not planning.token_offsets_32(past, past, 1)
+    assert not planning.token_offsets_32(fits, past, 1)  # out decides too
+    decodes = q_of(32768)  # 2**31 partial elements at 16 segments
+    assert planning.token_offsets_32(decodes, decodes, 1) and planning.token_offsets_32(decodes, decodes, 8)
+    assert not planning.token_offsets_32(decodes, decodes, 16)
+    small = torch.empty(64, 16, 8, 128, device="meta")
+    whole, split = (heuristics.Config(16, 16, n, num_warps=4, num_stages=2) for n in (1, 16))
+    def attention(q, config):
+        return planning.kernel_constexprs(q, small, small, q, config, True, "nvidia")["TOKEN_OFFSETS_32"]
+    assert attention(fits, whole) and attention(decodes, whole)
+    assert not attention(past, whole) and not attention(decodes, split)
+    buffers = (small,) * 3  # stand-ins: only shapes matter here
+    reduce = planning.reduce_launch((1,), decodes, None, decodes, buffers, split, 1, 32768, True)
+    assert not reduce.constexprs["TOKEN_OFFSETS_32"]
+
+
 def test_int32_offsets_only_where_every_cache_offset_fits():
     """`offsets_32` asks; the plan computes cache offsets in int32 only when the caches'
     largest element offset (plus a padded head's lanes) stays below 2**31."""
@@ -274,7 +298,7 @@ def test_int32_offsets_only_where_every_cache_offset_fits():
     assert planning.offsets_32(two_blocks(2**31 - 128), head_size=80)
     q = torch.empty(4, 32, 128, device="meta")
     config = heuristics.Config(128, 128, 1, num_warps=8, num_stages=3, offsets_32=True, block_vector=True)
-    assert planning.kernel_constexprs(q, small, small, config, True, "nvidia")["OFFSETS_32"]
-    assert not planning.kernel_constexprs(q, huge, huge, config, True, "nvidia")["OFFSETS_32"]
+    assert planning.kernel_constexprs(q, small, small, q, config, True, "nvidia")["OFFSETS_32"]
+    assert not planning.kernel_constexprs(q, huge, huge, q, config, True, "nvidia")["OFFSETS_32"]
     off = dataclasses.replace(config, offsets_32=False)
-    assert not planning.kernel_constexprs(q, small, small, off, True, "nvidia")["OFFSETS_32"]
+    assert not planning.kernel_constexprs(q, small, small, q, off, True, "nvidia")["OFFSETS_32"]

@@ -157,12 +157,13 @@ def _load(ptrs, mask, NEED_MASK: tl.constexpr):
 
 
 @triton.jit
-def _offsets(block_ids, OFFSETS_32: tl.constexpr):
-    """Block ids in the type the cache offsets are computed in (int64 unless OFFSETS_32)."""
+def offset_index(indices, OFFSETS_32: tl.constexpr):
+    """Indices (block ids, token indices) in the type the offsets formed from them are
+    computed in: int64 unless OFFSETS_32 (the planner's `planning.offsets_32`: every one fits)."""
     if OFFSETS_32:
-        return block_ids
+        return indices
     else:
-        return block_ids.to(tl.int64)
+        return indices.to(tl.int64)
 
 
 @triton.jit
@@ -251,18 +252,18 @@ def attend_tiles(
         key_pos = j * TILE_SIZE + offs  # [TILE_SIZE] absolute key positions
         key_ok = key_pos < seq_len
         if READ_AHEAD:  # the block-table entries one tile ahead (see `tile_blocks`)
-            physical = _offsets(next_blocks, OFFSETS_32)
+            physical = offset_index(next_blocks, OFFSETS_32)
             next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
         # Without it, the current tile's own entries, masked only where positions can pass
         # seq_len (not `tile_blocks`: masking the one-block read too added ptxas spills to
         # decode configurations, static gate sm_90, triton 3.6.0, 2026-11-23).
         elif BLOCK_SIZE % TILE_SIZE == 0:
-            physical = _offsets(tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE), OFFSETS_32)
+            physical = offset_index(tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE), OFFSETS_32)
         elif VECTOR:
-            physical = _offsets(tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR),
+            physical = offset_index(tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR),
                                 OFFSETS_32)
         else:
-            physical = _offsets(_load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED), OFFSETS_32)
+            physical = offset_index(_load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED), OFFSETS_32)
         if VECTOR:  # [blocks, BLOCK_SIZE, D] copies, seen as [TILE_SIZE, D]
             in_block = tl.arange(0, BLOCK_SIZE)
             pos2 = (j * TILE_SIZE + tl.arange(0, TILE_SIZE // BLOCK_SIZE)[:, None] * BLOCK_SIZE
@@ -353,6 +354,7 @@ def attend_q_block(
     EDGE_TILE: tl.constexpr,
     BLOCK_VECTOR: tl.constexpr,
     OFFSETS_32: tl.constexpr,
+    TOKEN_OFFSETS_32: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -394,7 +396,7 @@ def attend_q_block(
                     stride_bt_seq, stride_o_token, stride_o_head,
                     QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
-                    DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32,
+                    DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
                 )
     else:
         local_block = q_block - (q_start // BLOCK_Q + seq)
@@ -410,7 +412,7 @@ def attend_q_block(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
-                DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32,
+                DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
             )
     if FUSED_REDUCE:
         # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
@@ -422,7 +424,7 @@ def attend_q_block(
             merge_if_last(seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr,
                           segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
                           stride_o_token, stride_o_head, QUERIES_PER_KV, SEGMENTS_PADDED,
-                          HEAD_SIZE, HEAD_SIZE_PADDED)
+                          HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32)
 
 
 @triton.jit
@@ -453,6 +455,7 @@ def attend_rows(
     EDGE_TILE: tl.constexpr,
     BLOCK_VECTOR: tl.constexpr,
     OFFSETS_32: tl.constexpr,
+    TOKEN_OFFSETS_32: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
     its rows' online softmax over their tiles, then the output or the segment's partials."""
@@ -464,7 +467,8 @@ def attend_rows(
     head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
     row_mask = (rows < BLOCK_Q * QUERIES_PER_KV) & (q_pos < q_len)
     dim_mask = dims < HEAD_SIZE
-    q = tl.load(q_ptr + (q_start + q_pos)[:, None] * stride_q_token + head[:, None] * stride_q_head
+    token = offset_index(q_start + q_pos, TOKEN_OFFSETS_32)  # q, out and partials are per token
+    q = tl.load(q_ptr + token[:, None] * stride_q_token + head[:, None] * stride_q_head
                 + dims[None, :], mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
     abs_pos = context_len + q_pos
     first_pos = context_len + local_block * BLOCK_Q
@@ -526,15 +530,14 @@ def attend_rows(
 
     if split:
         # Partials: [num_tokens, num_q_heads, num_segments, (HEAD_SIZE_PADDED)], float32.
-        slot = ((q_start + q_pos) * num_q_heads + head) * num_segments + segment
+        slot = (token * num_q_heads + head) * num_segments + segment
         tl.store(segm_max_ptr + slot, m_i, mask=row_mask)
         tl.store(segm_sum_ptr + slot, l_i, mask=row_mask)
         tl.store(segm_out_ptr + slot[:, None] * HEAD_SIZE_PADDED + dims[None, :], acc,
                  mask=row_mask[:, None])
     else:
         l_i = tl.where(l_i > 0.0, l_i, 1.0)
-        tl.store(out_ptr + (q_start + q_pos)[:, None] * stride_o_token
-                 + head[:, None] * stride_o_head + dims[None, :],
+        tl.store(out_ptr + token[:, None] * stride_o_token + head[:, None] * stride_o_head + dims[None, :],
                  (acc / l_i[:, None]).to(out_ptr.dtype.element_ty),
                  mask=row_mask[:, None] & dim_mask[None, :])
 
@@ -546,6 +549,7 @@ def reduce_sequence_head(
     SEGMENTS_PADDED: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     HEAD_SIZE_PADDED: tl.constexpr,
+    TOKEN_OFFSETS_32: tl.constexpr,
     SAME_LAUNCH: tl.constexpr = False,
 ):
     """Merge the segments of one (sequence, query head) for each of its queries, if split.
@@ -562,7 +566,11 @@ def reduce_sequence_head(
         dims = tl.arange(0, HEAD_SIZE_PADDED)
         seg_ok = segs < num_segments
         for t in range(q_start, q_start + q_len):
-            slot = (t * num_q_heads + head) * num_segments + segs
+            if TOKEN_OFFSETS_32:
+                token = t
+            else:  # widened through q_start: t is a plain int in Triton's interpreter
+                token = q_start.to(tl.int64) + (t - q_start)
+            slot = (token * num_q_heads + head) * num_segments + segs
             m = tl.load(segm_max_ptr + slot, mask=seg_ok, other=float("-inf"), volatile=SAME_LAUNCH)
             m_max = tl.max(m, axis=0)
             w = tl.where(m > float("-inf"), tl.exp2(m - m_max), 0.0)
@@ -571,7 +579,7 @@ def reduce_sequence_head(
             acc = tl.load(segm_out_ptr + slot[:, None] * HEAD_SIZE_PADDED + dims[None, :],
                           mask=seg_ok[:, None], other=0.0, volatile=SAME_LAUNCH)
             o = tl.sum(acc * w[:, None], axis=0) / tl.where(denom > 0.0, denom, 1.0)
-            tl.store(out_ptr + t * stride_o_token + head * stride_o_head + dims,
+            tl.store(out_ptr + token * stride_o_token + head * stride_o_head + dims,
                      o.to(out_ptr.dtype.element_ty), mask=dims < HEAD_SIZE)
 
 
@@ -583,6 +591,7 @@ def merge_if_last(
     SEGMENTS_PADDED: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     HEAD_SIZE_PADDED: tl.constexpr,
+    TOKEN_OFFSETS_32: tl.constexpr,
 ):
     """Called by each segment's item of a split (sequence, KV head) once its partials are
     stored: the last of the num_segments to arrive merges them for the KV head's query heads,
@@ -601,7 +610,7 @@ def merge_if_last(
             reduce_sequence_head(
                 seq, kv_head * QUERIES_PER_KV + h, out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
                 cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
-                SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, True,
+                SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32, True,
             )
 
 
@@ -648,6 +657,7 @@ def q_block_kernel(
     EDGE_TILE: tl.constexpr,  # keys per tile of the masked causal edge (`Config.edge_tile`)
     BLOCK_VECTOR: tl.constexpr,  # a tile over several cache blocks reads one id per block (`attend_tiles`)
     OFFSETS_32: tl.constexpr,  # cache offsets in int32: every one fits (`planning.offsets_32`)
+    TOKEN_OFFSETS_32: tl.constexpr,  # q, out and partials offsets in int32: every one fits
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -682,7 +692,7 @@ def q_block_kernel(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
                 READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE, BLOCK_VECTOR,
-                OFFSETS_32,
+                OFFSETS_32, TOKEN_OFFSETS_32,
             )
     else:
         attend_q_block(
@@ -698,6 +708,7 @@ def q_block_kernel(
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
             READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32,
+            TOKEN_OFFSETS_32,
         )
 
 
@@ -709,6 +720,7 @@ def reduce_segments_kernel(
     HEAD_SIZE: tl.constexpr,
     HEAD_SIZE_PADDED: tl.constexpr,
     PERSISTENT: tl.constexpr,
+    TOKEN_OFFSETS_32: tl.constexpr,
 ):
     """Items (sequence, query head), each by `reduce_sequence_head`: grid (sequences, query
     heads) with PERSISTENT off, any grid looping over the items with PERSISTENT on."""
@@ -718,10 +730,11 @@ def reduce_segments_kernel(
                 item // num_q_heads, item % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
                 segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
                 stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
+                TOKEN_OFFSETS_32,
             )
     else:
         reduce_sequence_head(
             tl.program_id(0), tl.program_id(1), out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
             cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
-            SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
+            SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32,
         )

@@ -18,7 +18,8 @@ import triton
 import triton.language as tl
 
 from kernels.launch import KernelLaunch
-from kernels.paged_attention.common import LOG2E, find_seq_idx, layout_strides, next_pow2
+from kernels.paged_attention import planning
+from kernels.paged_attention.common import LOG2E, find_seq_idx, layout_strides, next_pow2, offset_index
 
 FEATURES = frozenset({"head_size_non_pow2"})
 
@@ -36,6 +37,7 @@ def _naive_kernel(
     BLOCK_SIZE: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     HEAD_SIZE_PADDED: tl.constexpr,
+    TOKEN_OFFSETS_32: tl.constexpr,  # q and out offsets in int32: every one fits
 ):
     token = tl.program_id(0)
     head = tl.program_id(1)
@@ -48,7 +50,8 @@ def _naive_kernel(
 
     dims = tl.arange(0, HEAD_SIZE_PADDED)
     dim_mask = dims < HEAD_SIZE
-    q = tl.load(q_ptr + token * stride_q_token + head * stride_q_head + dims,
+    row = offset_index(token, TOKEN_OFFSETS_32)
+    q = tl.load(q_ptr + row * stride_q_token + head * stride_q_head + dims,
                 mask=dim_mask, other=0.0).to(tl.float32)
     qk_scale = scale * LOG2E
 
@@ -73,7 +76,7 @@ def _naive_kernel(
         acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
         l_i = l_i * alpha + tl.sum(p, axis=0)
         m_i = m_new
-    tl.store(out_ptr + token * stride_o_token + head * stride_o_head + dims,
+    tl.store(out_ptr + row * stride_o_token + head * stride_o_head + dims,
              (acc / l_i).to(out_ptr.dtype.element_ty), mask=dim_mask)
 
 
@@ -95,6 +98,7 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
             BLOCK_SIZE=k_cache.shape[1],
             HEAD_SIZE=head_size,
             HEAD_SIZE_PADDED=next_pow2(head_size),
+            TOKEN_OFFSETS_32=planning.token_offsets_32(q, out, 1),
         ),
         # Triton's defaults, untuned on purpose: naive is the baseline of the progression.
         num_warps=4,

@@ -194,7 +194,7 @@ def _plan(q, k_cache, v_cache, block_table, out, config: heuristics.Config, pers
         args=kernel_args(q, *kv_operands(k_cache, v_cache, vendor), block_table, None, None,
                          out, buffers, arrivals, split_max_q=block_q,
                          num_segments=config.num_segments, **options),
-        constexprs=kernel_constexprs(q, k_cache, v_cache, config, persistent, vendor,
+        constexprs=kernel_constexprs(q, k_cache, v_cache, out, config, persistent, vendor,
                                      sliding_window=options.get("sliding_window"),
                                      softcap=options.get("softcap"), sinks=options.get("sinks")),
         num_warps=config.num_warps,
@@ -245,8 +245,8 @@ def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, b
     )
 
 
-def kernel_constexprs(q, k_cache, v_cache, config: heuristics.Config, persistent: bool, vendor: str, *,
-                      sliding_window=None, softcap=None, sinks=None) -> dict:
+def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persistent: bool, vendor: str,
+                      *, sliding_window=None, softcap=None, sinks=None) -> dict:
     """Compile-time constants of `q_block_kernel` for `vendor`'s kernels."""
     num_q_heads, head_size = q.shape[1], q.shape[2]
     queries_per_kv = num_q_heads // k_cache.shape[2]
@@ -267,6 +267,7 @@ def kernel_constexprs(q, k_cache, v_cache, config: heuristics.Config, persistent
         EDGE_TILE=config.edge_tile or config.tile_size,
         BLOCK_VECTOR=config.block_vector,
         OFFSETS_32=config.offsets_32 and offsets_32(k_cache, v_cache, head_size=head_size),
+        TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
         SEQ_ITEMS=config.seq_items,
         FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
         SEGMENTS_PADDED=next_pow2(config.num_segments),
@@ -274,12 +275,22 @@ def kernel_constexprs(q, k_cache, v_cache, config: heuristics.Config, persistent
     )
 
 
-def offsets_32(*caches: torch.Tensor, head_size: int) -> bool:
-    """Whether every element offset the kernel forms into these caches fits in int32: their
-    largest element's, and past it the lanes that pad a head to a power of two (masked, but
-    their offsets are formed)."""
-    extent = max(sum((n - 1) * stride for n, stride in zip(c.shape, c.stride())) for c in caches)
+def offsets_32(*tensors: torch.Tensor, head_size: int) -> bool:
+    """Whether every element offset the kernel forms into these tensors (caches, or q and out)
+    fits in int32: their largest element's, and past it the lanes that pad a head to a power
+    of two (masked, but their offsets are formed)."""
+    extent = max(sum((n - 1) * stride for n, stride in zip(t.shape, t.stride())) for t in tensors)
     return extent + next_pow2(head_size) - head_size < 2**31
+
+
+def token_offsets_32(q, out, num_segments: int) -> bool:
+    """Whether the offsets formed from token indices fit in int32: into q, out and, when split,
+    the float32 partials (tokens x query heads x segments x padded head; `segment_buffers`).
+    Past 2**31 (llama3-8b: 524,288 tokens of 32 heads x 128) an int32 offset wraps negative,
+    and the kernels read and write out of bounds: they then compute them in int64."""
+    num_tokens, num_q_heads, head_size = q.shape
+    partials = num_tokens * num_q_heads * num_segments * next_pow2(head_size) if num_segments > 1 else 0
+    return offsets_32(q, out, head_size=head_size) and partials < 2**31
 
 
 def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config, split_max_q: int,
@@ -294,7 +305,8 @@ def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config
                   num_segments=config.num_segments, stride_o_token=out.stride(0),
                   stride_o_head=out.stride(1), num_seqs=num_seqs),
         constexprs=dict(SEGMENTS_PADDED=next_pow2(config.num_segments), HEAD_SIZE=q.shape[2],
-                        HEAD_SIZE_PADDED=next_pow2(q.shape[2]), PERSISTENT=persistent),
+                        HEAD_SIZE_PADDED=next_pow2(q.shape[2]), PERSISTENT=persistent,
+                        TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments)),
         num_warps=4,  # a few KB per (sequence, head): Triton's default suffices (unmeasured)
         num_stages=1,
     )

@@ -28,6 +28,7 @@ from kernels.paged_attention.common import (
     kv_to,
     layout_strides,
     next_pow2,
+    offset_index,
     placeholder,
 )
 
@@ -55,6 +56,7 @@ def _qblock_kernel(
     USE_SINKS: tl.constexpr,
     USE_FP8: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,  # the caches are FNUZ e4m3 bytes (uint8) to decode here (NVIDIA)
+    TOKEN_OFFSETS_32: tl.constexpr,  # q and out offsets in int32: every one fits
 ):
     q_block = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -73,7 +75,8 @@ def _qblock_kernel(
     head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
     row_mask = (rows < BLOCK_Q * QUERIES_PER_KV) & (q_pos < q_len)
     dim_mask = dims < HEAD_SIZE
-    q_offs = (q_start + q_pos)[:, None] * stride_q_token + head[:, None] * stride_q_head + dims[None, :]
+    token = offset_index(q_start + q_pos, TOKEN_OFFSETS_32)
+    q_offs = token[:, None] * stride_q_token + head[:, None] * stride_q_head + dims[None, :]
     q = tl.load(q_ptr + q_offs, mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
 
     if USE_SINKS:
@@ -120,7 +123,7 @@ def _qblock_kernel(
         l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
     l_i = tl.where(l_i > 0.0, l_i, 1.0)
-    out_offs = (q_start + q_pos)[:, None] * stride_o_token + head[:, None] * stride_o_head + dims[None, :]
+    out_offs = token[:, None] * stride_o_token + head[:, None] * stride_o_head + dims[None, :]
     tl.store(out_ptr + out_offs, (acc / l_i[:, None]).to(out_ptr.dtype.element_ty),
              mask=row_mask[:, None] & dim_mask[None, :])
 
@@ -166,6 +169,7 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
             USE_SINKS=sinks is not None,
             USE_FP8=inputs.is_fp8(k_cache.dtype),
             DECODE_FNUZ=inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor),
+            TOKEN_OFFSETS_32=planning.token_offsets_32(q, out, 1),
         ),
         # Triton's defaults; per-vendor tuning belongs to the later variants' heuristics.
         num_warps=4,
