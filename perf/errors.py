@@ -17,3 +17,22 @@ class ConfigError(Exception):
     """Bad input or configuration; `str(err)` is the one line to print before exiting 2."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+# What CUDA/HIP report after a kernel faults the context (sticky errors): every later call in
+# the process fails the same way, so measuring on only records the fault again and again.
+CONTEXT_LOST_MARKS = ("illegal memory access", "unspecified launch failure", "device-side assert",
+                      "misaligned address", "illegal instruction", "hardware exception")
+
+
+def context_lost(reason: str) -> bool:
+    """Whether an error's text says the GPU context is lost (a kernel faulted)."""
+    text = reason.lower()
+    return any(mark in text for mark in CONTEXT_LOST_MARKS)
+
+
+class ContextLost(ConfigError):
+    """A kernel faulted the GPU context: the process stops, with what finished kept. Reported
+    in one line like a ConfigError, but exit 1: a wrong result, not bad input."""
+
+    exit_code = EXIT_FAIL

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from perf import git
-from perf.errors import ConfigError
+from perf.errors import ConfigError, ContextLost, context_lost
 
 SCHEMA_VERSION = 1
 METRICS = ("eager", "graph")  # latency per call (ms): launched eagerly; replayed from a CUDA/HIP graph
@@ -167,6 +167,10 @@ class ResultsWriter:
                 for r in (self.existing.skips() if self.existing else [])}
         if (kind, variant, scenario, reason) not in seen:  # a resumed run does not repeat it
             self._write({"kind": kind, "variant": variant, "scenario": scenario, "reason": reason})
+        if kind == "error" and context_lost(reason):  # every later case would fail the same way
+            raise ContextLost(f"{variant} on {scenario} faulted the GPU ({reason}); nothing after it can "
+                              f"run in this process. What finished is kept in {self.path}: fix the kernel, "
+                              f"or rerun into the same file leaving the scenario out (--scenarios)")
 
     def close(self) -> None:
         self._f.close()

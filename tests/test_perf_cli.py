@@ -18,7 +18,8 @@ import pytest
 from interpreter_support import needs_interpreter
 from throwaway_repo import harness_repo
 
-from perf.errors import ConfigError
+from perf import results
+from perf.errors import ConfigError, context_lost
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -166,6 +167,33 @@ def test_run_writes_incrementally_and_resumes(repo, tmp_path):
     assert again.returncode == 0
     kinds = [json.loads(x)["kind"] for x in out.read_text().splitlines()]
     assert kinds.count("record") == 2 and kinds.count("skip") == 1
+
+
+@needs_interpreter
+def test_run_stops_at_a_fault_that_loses_the_gpu_context(tmp_path, monkeypatch, capsys):
+    """After an illegal memory access every later call in the process fails too: `perf run`
+    records the fault, keeps what finished and stops in one line, exit 1, instead of recording
+    the same error for every case after it (an H100 nightly run did, 2026-11-24)."""
+    from perf import peers
+    from perf.cli import main
+
+    def setup(batch, device):
+        def fault():
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return fault, "faults"
+
+    monkeypatch.setitem(peers.PEERS, "faulty", peers.Peer("faulty", "faults (stand-in)", "torch", setup))
+    out = tmp_path / "run.jsonl"
+    code = main(["run", "--suite", "smoke", "--variants", "naive", "--peers", "faulty", "--repeats", "1",
+                 "--samples", "1", "--out", str(out)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "peer:faulty on tiny/mixed50/batch2-kv16/block16 faulted the GPU" in err
+    res = results.load(str(out))
+    assert [(r["variant"], r["kind"]) for r in res.skips()] == [("peer:faulty", "error")]
+    assert not res.measurements()  # the first scenario's round never ran; the other two were not begun
+    assert not context_lost("variant 'naive' does not support sliding_window")
+    assert context_lost("AcceleratorError: CUDA error: unspecified launch failure")
 
 
 @needs_interpreter
