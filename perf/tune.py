@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from perf.errors import ConfigError
 
 STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
-          "programs", "seq_items")
+          "programs", "seq_items", "decode_layout")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -68,6 +68,8 @@ def candidates(stage: str, best, decode: bool) -> list:
         return [C(best, programs_per_sm=p) for p in (0, 1, 2, 3, 4)]
     if stage == "seq_items" and decode:
         return [C(best, seq_items=i) for i in (False, True)]
+    if stage == "decode_layout" and decode and not best.seq_items:  # Q-block items only
+        return [C(best, decode_layout=d) for d in (False, True)]
     return []
 
 
@@ -141,6 +143,7 @@ def _short(c: dict) -> str:
     return (f"M{c['block_m']} T{c['tile_size']} S{c['num_segments']} w{c['num_warps']} s{c['num_stages']} "
             f"p{c['programs_per_sm']}" + (" ra" if c.get("read_ahead") else "")
             + (" fr" if c.get("fused_reduce") else "") + (" si" if c.get("seq_items") else "")
+            + (" dl" if c.get("decode_layout") else "")
             + (f" e{c['edge_tile']}" if c.get("edge_tile") else "") + (" bv" if c.get("block_vector") else "")
             + (" o32" if c.get("offsets_32") else ""))
 

@@ -35,7 +35,7 @@ from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
 from kernels.inputs import FNUZ_E4M3, OCP_E4M3, is_fp8
 from kernels.paged_attention import heuristics, planning
-from kernels.paged_attention.common import kv_to
+from kernels.paged_attention.common import kv_to, locate_q_block
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
 
@@ -355,6 +355,26 @@ def test_sequence_items_do_every_query_of_a_longer_sequence(variant, segments, d
     torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
 
 
+@pytest.mark.parametrize("variant", ["parallel", "flex_tile", "static_grid"])
+@pytest.mark.parametrize("segments,fused_reduce", [(1, False), (2, False), (3, True)])
+def test_decode_layout_items_over_gaps_and_a_prefill(variant, segments, fused_reduce, device):
+    """Q-block items that guess a decode batch's layout (`Config.decode_layout`): eleven
+    sequences in Q-blocks of 4 tokens leave gaps in the middle and at the end of the bound,
+    and a prefill among them misses the guess; a grid of 3 programs takes many items each."""
+    spec = BatchSpec((1, 1, 1, 1, 1, 6, 1, 1, 1, 1, 1), (40, 7, 33, 1, 60, 21, 16, 17, 5, 48, 9),
+                     num_q_heads=8, num_kv_heads=2, head_size=64, block_size=16, dtype="float16", seed=5)
+    batch = build_batch(spec, device)
+    config = Config(16, 16, segments, num_warps=4, num_stages=2, decode_layout=True, max_programs=3,
+                    fused_reduce=fused_reduce)
+    _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
+                                         **batch.options)
+    assert launches[0].constexprs["DECODE_LAYOUT"] and not launches[0].constexprs["SEQ_ITEMS"]
+    out = batch.new_output().fill_(float("nan"))
+    VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
 @pytest.mark.parametrize("variant", ["parallel", "static_grid"])
 @pytest.mark.parametrize("seq_items", [False, True])
 def test_fused_reduce_is_one_launch_and_leaves_its_counts_at_zero(variant, seq_items, device):
@@ -397,6 +417,46 @@ def test_every_call_of_a_kept_plan_reads_its_own_tensors(variant, split, device)
 # ---------------------------------------------------------------- fp8 formats
 
 FP8_VARIANTS = [name for name, v in VARIANTS.items() if "fp8_kv" in v.features]
+
+
+@triton.jit
+def _locate_kernel(cu_seqlens_q_ptr, out_ptr, num_seqs, BLOCK_Q: tl.constexpr, DECODE_LAYOUT: tl.constexpr):
+    q_block = tl.program_id(0)
+    found = locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, DECODE_LAYOUT)
+    for i in tl.static_range(4):
+        tl.store(out_ptr + 4 * q_block + i, found[i])
+
+
+@pytest.mark.parametrize("decode_layout", [False, True])
+@pytest.mark.parametrize("block_q", [1, 2, 16])
+@pytest.mark.parametrize("query_lens", [
+    [1] * 16, [1] * 40, [1], [1, 1, 3, 1, 1], [5, 1, 1, 17, 1, 33, 1], [40, 2, 1, 0, 1, 9], [0, 1, 1],
+])
+def test_locate_q_block_finds_every_block_and_only_those(decode_layout, block_q, query_lens, device):
+    """Every Q-block of the bound (`find_seq_idx`'s numbering: sequence i's first is
+    cu_seqlens_q[i] // BLOCK_Q + i) maps to its sequence, first query, query count and
+    index, and every gap to no queries: by the binary search alone, and with the decode-layout
+    guess whether it hits, lands next to a gap or falls back to the search (prefills among
+    decodes, an empty sequence)."""
+    cu = [0]
+    for n in query_lens:
+        cu.append(cu[-1] + n)
+    bound = cu[-1] // block_q + len(query_lens)
+    want = {}
+    for i, n in enumerate(query_lens):
+        first = cu[i] // block_q + i
+        for j in range(-(-n // block_q)):
+            want[first + j] = (i, cu[i], n, j)
+    out = torch.full((bound, 4), -7, dtype=torch.int32, device=device)
+    _locate_kernel[(bound,)](torch.tensor(cu, dtype=torch.int32, device=device),
+                             out, len(query_lens), BLOCK_Q=block_q, DECODE_LAYOUT=decode_layout)
+    got = out.cpu().tolist()
+    for q_block in range(bound):
+        if q_block in want:
+            assert tuple(got[q_block]) == want[q_block], (q_block, got[q_block])
+        else:
+            assert got[q_block][3] * block_q >= got[q_block][2], (q_block, got[q_block])  # no queries
+    assert len(want) == sum(-(-n // block_q) for n in query_lens)
 
 
 @triton.jit

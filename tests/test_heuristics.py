@@ -148,6 +148,19 @@ def test_sequence_items_only_for_nvidia_decodes():
     assert not choose("amd", _features(8, 1, 1024)).seq_items
 
 
+def test_decode_layout_where_decode_items_stay_q_blocks():
+    """NVIDIA decodes whose items are Q-blocks (one sequence, one query head per KV head)
+    guess the decode layout; sequence items need no search, prefills never match the layout,
+    and AMD is unmeasured."""
+    for features in (_features(1, 1, 1024), _features(16, 1, 1024, queries_per_kv=1),
+                     _features(1, 1, 512, queries_per_kv=5)):
+        assert choose("nvidia", features).decode_layout
+    assert not choose("nvidia", _features(8, 1, 1024)).decode_layout  # sequence items
+    assert not choose("nvidia", _features(16, 32, 1024)).decode_layout
+    assert not choose("nvidia", _features(4, 2048, 2048)).decode_layout
+    assert not choose("amd", _features(16, 1, 1024, queries_per_kv=1)).decode_layout
+
+
 def test_narrow_window_decodes_take_small_tiles_and_a_program_per_item():
     """H100 lab: gpt-oss-20b 64x4k under a 128 window 14.8 -> 10.7 us; a 1024 window kept tile 128."""
     narrow = choose("nvidia", _features(16, 1, 8192, queries_per_kv=8, window=128))

@@ -29,6 +29,9 @@ def test_stage_candidates_around_the_best_so_far():
     assert [c.programs_per_sm for c in tune.candidates("programs", BASE, False)] == [0, 1, 2, 3, 4]
     assert [c.seq_items for c in tune.candidates("seq_items", BASE, True)] == [False, True]
     assert tune.candidates("seq_items", BASE, False) == []  # prefill items are Q-blocks
+    assert [c.decode_layout for c in tune.candidates("decode_layout", BASE, True)] == [False, True]
+    assert tune.candidates("decode_layout", dataclasses.replace(BASE, seq_items=True), True) == []
+    assert tune.candidates("decode_layout", BASE, False) == []
     assert [c.edge_tile for c in tune.candidates("edge_tile", BASE, False)] == [0, 32, 16]
     assert tune.candidates("edge_tile", BASE, True) == []  # a decode has no causal edge
     assert [c.read_ahead for c in tune.candidates("read_ahead", BASE, False)] == [False, True]

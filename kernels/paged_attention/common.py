@@ -38,6 +38,52 @@ def find_seq_idx(cu_seqlens_q_ptr, target, num_seqs, BLOCK_Q: tl.constexpr,
 
 
 @triton.jit
+def search_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q: tl.constexpr):
+    """`locate_q_block` by the binary search alone."""
+    seq = find_seq_idx(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, True)
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    return seq, q_start, q_len, q_block - (q_start // BLOCK_Q + seq)
+
+
+@triton.jit
+def locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q: tl.constexpr, DECODE_LAYOUT: tl.constexpr):
+    """(sequence, its first query, its query count, the Q-block's index in it) of Q-block
+    `q_block` (`find_seq_idx`'s numbering). A Q-block of no sequence (the gaps that numbering
+    leaves) gets no queries: a count of 0, or an index past the sequence's Q-blocks.
+
+    Every load an item makes before its first key waits on these. The binary search costs
+    log2(sequences) dependent loads, then the sequence's query range one more. A decode
+    batch has one Q-block per sequence, sequence i at i + i // BLOCK_Q: with DECODE_LAYOUT
+    that layout is guessed first and checked with three loads issued together (a hit, or a
+    gap next to the guess); only a miss (a prefill among the decodes) searches.
+    """
+    if DECODE_LAYOUT:
+        guess = tl.minimum(q_block - q_block // (BLOCK_Q + 1), num_seqs - 1)
+        before = tl.load(cu_seqlens_q_ptr + tl.maximum(guess - 1, 0))
+        start = tl.load(cu_seqlens_q_ptr + guess)
+        stop = tl.load(cu_seqlens_q_ptr + guess + 1)
+        first = start // BLOCK_Q + guess
+        end = first + tl.cdiv(stop - start, BLOCK_Q)
+        # Where the sequence before the guess ends (0 for the first: cu_seqlens_q[0] is 0)
+        # and where the one after it begins (for the last: the Q-block bound itself).
+        before_end = before // BLOCK_Q + tl.maximum(guess - 1, 0) + tl.cdiv(start - before, BLOCK_Q)
+        next_first = stop // BLOCK_Q + guess + 1
+        hit = (first <= q_block) & (q_block < end)
+        gap = ((before_end <= q_block) & (q_block < first)) | ((end <= q_block) & (q_block < next_first))
+        if hit | gap:
+            seq = guess
+            q_start = start
+            q_len = tl.where(hit, stop - start, 0)
+            local_block = tl.where(hit, q_block - first, 0)
+        else:
+            seq, q_start, q_len, local_block = search_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q)
+    else:
+        seq, q_start, q_len, local_block = search_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q)
+    return seq, q_start, q_len, local_block
+
+
+@triton.jit
 def apply_softcap(s, cap):
     """cap * tanh(s / cap), written as 1 - 2 / (exp(2x) + 1) so that large |x| saturates."""
     return cap * (1.0 - 2.0 / (tl.exp(2.0 * s / cap) + 1.0))
@@ -349,6 +395,7 @@ def attend_q_block(
     DECODE_FNUZ: tl.constexpr,
     READ_AHEAD: tl.constexpr,
     SEQ_ITEMS: tl.constexpr,
+    DECODE_LAYOUT: tl.constexpr,
     FUSED_REDUCE: tl.constexpr,
     SEGMENTS_PADDED: tl.constexpr,
     EDGE_TILE: tl.constexpr,
@@ -358,8 +405,8 @@ def attend_q_block(
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
-    Items index Q-blocks: sequence i's first is cu_seqlens_q[i] // BLOCK_Q + i (a binary
-    search finds the sequence; `find_seq_idx`). With SEQ_ITEMS (`Config.seq_items`, chosen
+    Items index Q-blocks: sequence i's first is cu_seqlens_q[i] // BLOCK_Q + i
+    (`locate_q_block` finds the sequence). With SEQ_ITEMS (`Config.seq_items`, chosen
     where every sequence fits one Q-block: decodes) they index sequences: no search, no
     empty items in the gaps of that bound. A loop over the sequence's Q-blocks keeps a longer
     one whole (a graph captured for decodes replaying a prefill); it costs registers and
@@ -375,10 +422,12 @@ def attend_q_block(
     """
     if SEQ_ITEMS:
         seq = q_block
+        q_start = tl.load(cu_seqlens_q_ptr + seq)
+        q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+        local_block = 0
     else:
-        seq = find_seq_idx(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, True)
-    q_start = tl.load(cu_seqlens_q_ptr + seq)
-    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+        seq, q_start, q_len, local_block = locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q,
+                                                          DECODE_LAYOUT)
     split = (num_segments > 1) & (q_len <= split_max_q)  # runtime: one kernel serves both paths
     # Two calls of `attend_rows`, not one loop for both: a loop around it costs registers
     # (see above), and the Q-block path, prefill's, stays as it was measured.
@@ -399,7 +448,6 @@ def attend_q_block(
                     DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
                 )
     else:
-        local_block = q_block - (q_start // BLOCK_Q + seq)
         if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
             attend_rows(
                 seq, q_start, q_len, local_block, split, kv_head, segment,
@@ -651,6 +699,7 @@ def q_block_kernel(
     DECODE_FNUZ: tl.constexpr,  # the caches are FNUZ e4m3 bytes (uint8) to decode here (NVIDIA)
     READ_AHEAD: tl.constexpr,  # read the block table a tile ahead (`tile_blocks`; heuristics choose)
     SEQ_ITEMS: tl.constexpr,  # items index sequences, not Q-blocks (decode batches; `attend_q_block`)
+    DECODE_LAYOUT: tl.constexpr,  # Q-block items guess a decode batch's layout (`locate_q_block`)
     FUSED_REDUCE: tl.constexpr,  # the last segment merges a split sequence (`merge_if_last`)
     SEGMENTS_PADDED: tl.constexpr,
     PERSISTENT: tl.constexpr,
@@ -673,6 +722,13 @@ def q_block_kernel(
         items_per_q_block = num_kv_heads * num_segments
         if SEQ_ITEMS:
             num_q_blocks = num_seqs
+        elif DECODE_LAYOUT:
+            # The bound less its trailing gaps: where the last sequence's Q-blocks end. A
+            # decode batch of 16 x k sequences otherwise ends in an empty Q-block whose items
+            # some programs take first (heaviest first), starting a real item late.
+            last = tl.load(cu_seqlens_q_ptr + tl.maximum(num_seqs - 1, 0))
+            total = tl.load(cu_seqlens_q_ptr + num_seqs)
+            num_q_blocks = last // BLOCK_Q + num_seqs - 1 + tl.cdiv(total - last, BLOCK_Q)
         else:
             num_q_blocks = tl.load(cu_seqlens_q_ptr + num_seqs) // BLOCK_Q + num_seqs
         for item in range(tl.program_id(0), num_q_blocks * items_per_q_block, tl.num_programs(0)):
@@ -691,8 +747,8 @@ def q_block_kernel(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-                READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE, BLOCK_VECTOR,
-                OFFSETS_32, TOKEN_OFFSETS_32,
+                READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
+                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
             )
     else:
         attend_q_block(
@@ -707,8 +763,8 @@ def q_block_kernel(
             stride_bt_seq, stride_o_token, stride_o_head,
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
-            READ_AHEAD, SEQ_ITEMS, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32,
-            TOKEN_OFFSETS_32,
+            READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
+            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
         )
 
 

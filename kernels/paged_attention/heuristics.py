@@ -132,6 +132,10 @@ class Config:
     # work items index sequences, not Q-blocks (SEQ_ITEMS, common.attend_q_block): for batches
     # whose sequences fit one Q-block; correct for any batch, fast only for those
     seq_items: bool = False
+    # Q-block items find their sequence by guessing a decode batch's layout (one Q-block per
+    # sequence) before any binary search, and the persistent loop skips the bound's trailing
+    # gaps (DECODE_LAYOUT, common.locate_q_block): for decodes whose items are Q-blocks
+    decode_layout: bool = False
     # the last segment of a split sequence merges the segments in the attention kernel
     # (FUSED_REDUCE, common.merge_if_last): one launch instead of two. No branch sets it:
     # H100 lab, 2026-11-23, it saved 25-57 us of host time a call but cost device time
@@ -461,10 +465,18 @@ def _nvidia(f: Features) -> Config:
         # sm_100 in the static gate, triton 3.6.0). Block ids per cache block with it (the
         # prefills' pair) lost in 5 of the 15 (up to 1.115x).
         int32 = not (short or f.window or f.fp8_kv or f.head_size != next_pow2(f.head_size))
+        # Where items stay Q-blocks (one sequence, or one query head per KV head), they guess
+        # the decode layout before any binary search and skip the bound's trailing gaps
+        # (`decode_layout`). H100 lab, 2026-11-24, graph replay, 3 processes x 7 shuffled
+        # rounds each, off -> on (vLLM 0.19.1's Triton kernel in the same processes, ratio):
+        # llama2-7b 16x1k 100.30 -> 99.67 us (1.006 -> 1.000), 16 up to 1k 65.86 -> 65.31,
+        # 24x1k 148.98 -> 147.93, 64 up to 512 118.37 -> 116.86, qwen2.5-14b 1 up to 512 8.53
+        # -> 8.36 (1.024 -> 1.007); phi-2 16x1k and llama3-8b 1x128, 1x512, 1x1k within 1 %.
+        seq_items = f.num_seqs > 1 and f.queries_per_kv > 1
         return _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
                     num_warps=2 if short or many else 4, num_stages=2,
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
-                    seq_items=f.num_seqs > 1 and f.queries_per_kv > 1,
+                    seq_items=seq_items, decode_layout=not seq_items,
                     offsets_32=int32,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide and tile == 64 else "")
@@ -478,7 +490,8 @@ def _nvidia(f: Features) -> Config:
                     + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
                        if many else "")
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
-                       if int32 else ""))
+                       if int32 else "")
+                    + ("; decode layout: H100 2026-11-24, 1.00-1.02x" if not seq_items else ""))
     if f.max_query_len <= 64:
         # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.

@@ -269,6 +269,7 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         OFFSETS_32=config.offsets_32 and offsets_32(k_cache, v_cache, head_size=head_size),
         TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
         SEQ_ITEMS=config.seq_items,
+        DECODE_LAYOUT=config.decode_layout,
         FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
         SEGMENTS_PADDED=next_pow2(config.num_segments),
         PERSISTENT=persistent,
