@@ -149,12 +149,13 @@ def test_sequence_items_only_for_nvidia_decodes():
 
 
 def test_decode_layout_where_decode_items_stay_q_blocks():
-    """NVIDIA decodes whose items are Q-blocks (one sequence, one query head per KV head)
-    guess the decode layout; sequence items need no search, prefills never match the layout,
-    and AMD is unmeasured."""
-    for features in (_features(1, 1, 1024), _features(16, 1, 1024, queries_per_kv=1),
-                     _features(1, 1, 512, queries_per_kv=5)):
-        assert choose("nvidia", features).decode_layout
+    """NVIDIA decode batches whose items are Q-blocks (one query head per KV head) guess the
+    decode layout; one sequence has a search of one step (it lost there), sequence items need
+    none, prefills never match the layout, and AMD is unmeasured."""
+    assert choose("nvidia", _features(16, 1, 1024, queries_per_kv=1)).decode_layout
+    assert choose("nvidia", _features(64, 1, 512, queries_per_kv=1)).decode_layout
+    assert not choose("nvidia", _features(1, 1, 1024, queries_per_kv=1)).decode_layout
+    assert not choose("nvidia", _features(1, 1, 512, queries_per_kv=5)).decode_layout
     assert not choose("nvidia", _features(8, 1, 1024)).decode_layout  # sequence items
     assert not choose("nvidia", _features(16, 32, 1024)).decode_layout
     assert not choose("nvidia", _features(4, 2048, 2048)).decode_layout

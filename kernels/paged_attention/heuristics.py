@@ -465,18 +465,22 @@ def _nvidia(f: Features) -> Config:
         # sm_100 in the static gate, triton 3.6.0). Block ids per cache block with it (the
         # prefills' pair) lost in 5 of the 15 (up to 1.115x).
         int32 = not (short or f.window or f.fp8_kv or f.head_size != next_pow2(f.head_size))
-        # Where items stay Q-blocks (one sequence, or one query head per KV head), they guess
-        # the decode layout before any binary search and skip the bound's trailing gaps
+        # Where a batch's items stay Q-blocks (one query head per KV head), they guess the
+        # decode layout before any binary search and skip the bound's trailing gaps
         # (`decode_layout`). H100 lab, 2026-11-24, graph replay, 3 processes x 7 shuffled
         # rounds each, off -> on (vLLM 0.19.1's Triton kernel in the same processes, ratio):
         # llama2-7b 16x1k 100.30 -> 99.67 us (1.006 -> 1.000), 16 up to 1k 65.86 -> 65.31,
-        # 24x1k 148.98 -> 147.93, 64 up to 512 118.37 -> 116.86, qwen2.5-14b 1 up to 512 8.53
-        # -> 8.36 (1.024 -> 1.007); phi-2 16x1k and llama3-8b 1x128, 1x512, 1x1k within 1 %.
+        # 24x1k 148.98 -> 147.93, 64 up to 512 118.37 -> 116.86; phi-2 16x1k 75.48 -> 75.38.
+        # Not for one sequence (a search of one step; same-process lab, 2 x 9 rounds, off ->
+        # on: llama2-7b 1 up to 512 9.78 -> 9.96 us, phi-2 9.62 -> 9.79, qwen2.5-7b 7.86 ->
+        # 7.90, gemma2-9b 8.88 -> 8.93, llama3-8b 8.08 -> 8.09; only falcon-7b gained, 7.84 ->
+        # 7.62).
         seq_items = f.num_seqs > 1 and f.queries_per_kv > 1
+        decode_layout = f.num_seqs > 1 and not seq_items
         return _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
                     num_warps=2 if short or many else 4, num_stages=2,
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
-                    seq_items=seq_items, decode_layout=not seq_items,
+                    seq_items=seq_items, decode_layout=decode_layout,
                     offsets_32=int32,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide and tile == 64 else "")
@@ -491,7 +495,7 @@ def _nvidia(f: Features) -> Config:
                        if many else "")
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
                        if int32 else "")
-                    + ("; decode layout: H100 2026-11-24, 1.00-1.02x" if not seq_items else ""))
+                    + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else ""))
     if f.max_query_len <= 64:
         # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
         # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
