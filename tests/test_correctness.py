@@ -431,13 +431,14 @@ def _locate_kernel(cu_seqlens_q_ptr, out_ptr, num_seqs, BLOCK_Q: tl.constexpr, D
 @pytest.mark.parametrize("block_q", [1, 2, 16])
 @pytest.mark.parametrize("query_lens", [
     [1] * 16, [1] * 40, [1], [1, 1, 3, 1, 1], [5, 1, 1, 17, 1, 33, 1], [40, 2, 1, 0, 1, 9], [0, 1, 1],
+    [0, 0, 0, 0, 1, 1, 0, 1],  # empty sequences: the guess lands before a block's owner, next to it
 ])
 def test_locate_q_block_finds_every_block_and_only_those(decode_layout, block_q, query_lens, device):
     """Every Q-block of the bound (`find_seq_idx`'s numbering: sequence i's first is
     cu_seqlens_q[i] // BLOCK_Q + i) maps to its sequence, first query, query count and
     index, and every gap to no queries: by the binary search alone, and with the decode-layout
     guess whether it hits, lands next to a gap or falls back to the search (prefills among
-    decodes, an empty sequence)."""
+    decodes, empty sequences)."""
     cu = [0]
     for n in query_lens:
         cu.append(cu[-1] + n)

@@ -60,14 +60,15 @@ def locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q: tl.constexpr, D
     """
     if DECODE_LAYOUT:
         guess = tl.minimum(q_block - q_block // (BLOCK_Q + 1), num_seqs - 1)
-        before = tl.load(cu_seqlens_q_ptr + tl.maximum(guess - 1, 0))
+        prev = tl.maximum(guess - 1, 0)
+        before = tl.load(cu_seqlens_q_ptr + prev)
         start = tl.load(cu_seqlens_q_ptr + guess)
         stop = tl.load(cu_seqlens_q_ptr + guess + 1)
         first = start // BLOCK_Q + guess
         end = first + tl.cdiv(stop - start, BLOCK_Q)
         # Where the sequence before the guess ends (0 for the first: cu_seqlens_q[0] is 0)
         # and where the one after it begins (for the last: the Q-block bound itself).
-        before_end = before // BLOCK_Q + tl.maximum(guess - 1, 0) + tl.cdiv(start - before, BLOCK_Q)
+        before_end = before // BLOCK_Q + prev + tl.cdiv(start - before, BLOCK_Q)
         next_first = stop // BLOCK_Q + guess + 1
         hit = (first <= q_block) & (q_block < end)
         gap = ((before_end <= q_block) & (q_block < first)) | ((end <= q_block) & (q_block < next_first))
