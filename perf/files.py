@@ -1,0 +1,338 @@
+"""Every file the harness reads or writes goes through here: strict readers, one locked writer.
+
+Reading: `read_text`, `load_yaml`, `load_json` and `load_jsonl` turn every way a file can be
+wrong (missing, a directory, unreadable, not UTF-8, bad syntax, a key given twice) into a
+`ConfigError` that names the file, the line where there is one, and the fix. YAML is loaded
+strictly: a duplicated key is refused, never "the last one wins", so a second `fail:` or a
+second `nvidia:` section cannot weaken a gate unseen. What a file must contain is each file
+kind's own reader's business (thresholds and calibration: perf/thresholds.py, suites:
+perf/scenarios.py, results: perf/results.py, findings: perf/verdicts.py, nightly history:
+perf/nightly/history.py); they read through these functions.
+
+Writing: `write_text` / `write_json` (whole documents) and `Appender` (JSON Lines, one
+record at a time) hold an exclusive lock on the output for as long as they write, so two
+runs into one file are refused in one line instead of interleaving; documents are written
+to a temporary file beside the target and renamed over it (atomic: a reader sees the old
+file or the new one, never a fragment). `check_output` refuses an output path that cannot
+be written (a directory, under a file, unwritable) before any work starts. `guard_measured`
+keeps measured data (calibration, history, baselines) from being replaced by data of
+another GPU, vendor or the interpreter without `--force`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from perf.errors import ConfigError
+
+
+def _why(e: OSError) -> str:
+    """An OSError in a few words (no path: the caller names it)."""
+    if isinstance(e, IsADirectoryError):
+        return "is a directory, not a file"
+    if isinstance(e, NotADirectoryError):
+        return "a part of the path is a file, not a directory"
+    if isinstance(e, PermissionError):
+        return "permission denied"
+    if isinstance(e, FileNotFoundError):
+        return "not found"
+    return e.strerror or type(e).__name__
+
+
+# --- reading -------------------------------------------------------------------------------
+
+def read_text(path: str, what: str, fix: str) -> str:
+    """The file's text; ConfigError (`path: <what> <why>; <fix>`) if it cannot be read as UTF-8."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {e.start}); {fix}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: {what} {_why(e)}; {fix}") from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping key given twice (PyYAML keeps the last silently)."""
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    loader.flatten_mapping(node)
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping key must be a plain value", key_node.start_mark) from None
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                f"while reading the mapping that starts on line {node.start_mark.line + 1}", node.start_mark,
+                f"key {key!r} is given twice (first on line {seen[key]}); keep one", key_node.start_mark)
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def parse_yaml(text: str, path: str, fix: str) -> Any:
+    """Strictly parsed YAML text (see `load_yaml`)."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}: {where}{problem}; {fix}") from None
+
+
+def load_yaml(path: str, what: str, fix: str) -> Any:
+    """A YAML file, loaded strictly (duplicate keys refused); ConfigError naming path and line."""
+    return parse_yaml(read_text(path, what, fix), path, fix)
+
+
+def load_json(path: str, what: str, fix: str, expect: type = dict) -> Any:
+    """A JSON document of type `expect`; ConfigError naming the file otherwise."""
+    text = read_text(path, what, fix)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: {what} is not JSON (line {e.lineno}: {e.msg}); {fix}") from None
+    if not isinstance(doc, expect):
+        raise ConfigError(f"{path}: {what} holds a JSON {type(doc).__name__}, expected a JSON "
+                          f"{'object' if expect is dict else expect.__name__}; {fix}")
+    return doc
+
+
+def load_jsonl(path: str, what: str, fix: str) -> tuple[list[dict], str | None]:
+    """The JSON objects of a JSON Lines file, and its last line if an interrupted writer cut
+    it short (a partial line without its newline). Any other bad line is a ConfigError."""
+    text = read_text(path, what, fix)
+    rows, truncated = [], None
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1 and rows:  # no newline after it: the writer stopped mid-line
+                truncated = line
+                break
+            raise ConfigError(f"{path}: line {i + 1} is not JSON; {what} must hold one JSON object per "
+                              f"line; {fix}") from None
+        if not isinstance(obj, dict):
+            raise ConfigError(f"{path}: line {i + 1} is a JSON {type(obj).__name__}, not an object; {fix}")
+        rows.append(obj)
+    return rows, truncated
+
+
+# --- writing -------------------------------------------------------------------------------
+
+def check_output(path: str, flag: str = "--out", directory: bool = False) -> str:
+    """Refuse, before any work, an output that cannot be written: `path` (a file, or with
+    `directory` a folder to write into) under a file, a directory where a file is wanted,
+    or in a place this user cannot write. Returns the path."""
+    path = os.fspath(path)
+    target = os.path.abspath(path)
+    if directory:
+        if os.path.exists(target) and not os.path.isdir(target):
+            raise ConfigError(f"{flag} {path}: is a file, not a directory; name a directory")
+        probe = target
+    else:
+        if os.path.isdir(target):
+            raise ConfigError(f"{flag} {path}: is a directory; name a file inside it")
+        probe = os.path.dirname(target)
+    while not os.path.exists(probe):  # the nearest existing ancestor decides
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ConfigError(f"{flag} {path}: {probe} is a file, not a directory; choose another path")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path}: {probe} is not writable by this user; choose another path")
+    if not directory and os.path.exists(target) and not os.access(target, os.W_OK):
+        raise ConfigError(f"{flag} {path}: the file is not writable by this user; choose another path")
+    return path
+
+
+def _makedirs(directory: str, path: str) -> None:
+    try:
+        os.makedirs(directory or ".", exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot create its directory {directory} ({_why(e)}); choose another "
+                          f"path") from None
+
+
+def lock_path(path: str) -> str:
+    """The lock file of an output: a hidden sibling, so renaming the output keeps the lock."""
+    head, tail = os.path.split(os.path.abspath(path))
+    return os.path.join(head, f".{tail}.lock")
+
+
+@contextlib.contextmanager
+def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str | None = None) -> Iterator[str]:
+    """Hold the exclusive lock of `path` (an output, or any lock name with `what`); a second
+    holder waits up to `timeout` seconds, then gets a ConfigError naming the first."""
+    lp = path if what else lock_path(path)
+    _makedirs(os.path.dirname(lp), path)
+    try:
+        f = open(lp, "a+", encoding="utf-8")  # noqa: SIM115 (closed in finally)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot create its lock file {lp} ({_why(e)}); choose another "
+                          f"path") from None
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    f.seek(0)
+                    other = f.read().strip() or "another process"
+                    raise ConfigError(f"{path}: {what or 'being written'} by {other}; wait for it to end or "
+                                      f"write to another path") from None
+                time.sleep(0.2)
+        f.seek(0)
+        f.truncate()
+        f.write(holder or f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}")
+        f.flush()
+        yield lp
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(f, fcntl.LOCK_UN)
+        f.close()
+
+
+def _replace(path: str, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path`, fsync it, rename it over `path`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    _makedirs(directory, path)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(path):
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot write it ({_why(e)}); choose another path") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_bytes(path: str, data: bytes, timeout: float = 0.0) -> str:
+    """Replace `path` with `data` atomically, under its lock. Returns the path."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a directory; cannot write a file there")
+    with lock(path, timeout):
+        _replace(path, data)
+    return path
+
+
+def write_text(path: str, text: str, timeout: float = 0.0) -> str:
+    """Replace `path` with `text` (UTF-8) atomically, under its lock."""
+    return write_bytes(path, text.encode("utf-8"), timeout)
+
+
+def write_json(path: str, obj: Any, timeout: float = 0.0) -> str:
+    """Replace `path` with one JSON document atomically, under its lock."""
+    return write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n", timeout)
+
+
+class Appender:
+    """A JSON Lines output held exclusively while it is open: `append(obj)` writes one line,
+    flushed and fsynced, so an interrupted run keeps every finished line. `fresh=True` starts
+    the file over (atomically: the old file stays whole until the first line is written)."""
+
+    def __init__(self, path: str, fresh: bool, timeout: float = 0.0):
+        self.path = os.fspath(path)
+        check_output(self.path)
+        self._lock = lock(self.path, timeout)
+        self._lock.__enter__()
+        try:
+            if fresh:
+                _replace(self.path, b"")
+            self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        except OSError as e:
+            self._lock.__exit__(None, None, None)
+            raise ConfigError(f"{self.path}: cannot write it ({_why(e)}); choose another path") from None
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+
+    def append(self, obj: dict) -> None:
+        try:
+            self._f.write(json.dumps(obj, sort_keys=True, default=str) + "\n")
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise ConfigError(f"{self.path}: the disk is full; what was written before is kept") from None
+            raise ConfigError(f"{self.path}: cannot write it ({_why(e)})") from None
+
+    def truncate_partial_line(self) -> None:
+        """Cut a last line an interrupted writer left without its newline."""
+        with open(self.path, "rb+") as f:
+            data = f.read()
+            f.truncate(data.rfind(b"\n") + 1)
+
+    def close(self) -> None:
+        if getattr(self, "_f", None) is not None and not self._f.closed:
+            self._f.close()
+            self._lock.__exit__(None, None, None)
+
+    def __enter__(self) -> Appender:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --- measured data -------------------------------------------------------------------------
+
+# Environment fields that make measured data another machine's: replacing one file's data
+# with data that differs in any of them needs --force.
+IDENTITY = ("vendor", "gpu", "interpreter")
+
+
+def guard_measured(path: str, old: dict | None, new: dict, force: bool, flag: str = "--force") -> None:
+    """Refuse to replace the measured data in `path` (environment `old`) with data measured
+    elsewhere (environment `new`: another vendor, GPU, or Triton's interpreter) unless forced."""
+    if old is None or force:
+        return
+    for key in IDENTITY:
+        a, b = old.get(key), new.get(key)
+        if key == "interpreter":
+            a, b = bool(a), bool(b)
+        if a != b:
+            what = {"interpreter": "measured in Triton's interpreter"}.get(key, f"{key} {b!r}")
+            raise ConfigError(f"{path}: holds data measured with {key} {a!r}; this data was {what}. Refusing "
+                              f"to replace it: write elsewhere, or pass {flag} to replace it anyway")
