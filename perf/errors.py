@@ -10,6 +10,7 @@ from __future__ import annotations
 EXIT_OK = 0  # pass (warnings allowed)
 EXIT_FAIL = 1  # a regression or a wrong result
 EXIT_BAD_INPUT = 2  # bad input or configuration
+EXIT_INTERNAL = 3  # a bug in the harness: an unexpected exception (traceback with --debug)
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (128 + SIGINT, as shells report it); what ran is kept
 
 
@@ -17,6 +18,17 @@ class ConfigError(Exception):
     """Bad input or configuration; `str(err)` is the one line to print before exiting 2."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class NothingMeasured(ConfigError):
+    """No verdict from zero measured or compared cases: exit 2, never a pass. The message says
+    why (a filter that matched nothing, graph metrics without a GPU, a file without records).
+    `NothingMeasured(why)` adds the prefix unless `why` already has it."""
+
+    PREFIX = "nothing was measured: "
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why if why.startswith(self.PREFIX) else self.PREFIX + why)
 
 
 # What CUDA/HIP report after a kernel faults the context (sticky errors): every later call in
