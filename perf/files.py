@@ -24,14 +24,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import json
 import os
 import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
-
-import yaml
 
 from perf.errors import ConfigError
 
@@ -62,11 +61,22 @@ def read_text(path: str, what: str, fix: str) -> str:
         raise ConfigError(f"{path}: {what} {_why(e)}; {fix}") from None
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a mapping key given twice (PyYAML keeps the last silently)."""
+@functools.cache
+def _strict_loader() -> type:
+    """yaml.SafeLoader that refuses a mapping key given twice (PyYAML keeps the last silently).
+    Made on first use: JSON readers (the PR comment's, on a bare python3) need no PyYAML."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+    return StrictLoader
 
 
-def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+def _strict_mapping(loader, node, deep: bool = False) -> dict:
+    import yaml
+
     loader.flatten_mapping(node)
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
@@ -84,13 +94,12 @@ def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = 
     return loader.construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
-
-
 def parse_yaml(text: str, path: str, fix: str) -> Any:
     """Strictly parsed YAML text (see `load_yaml`)."""
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        return yaml.load(text, Loader=_strict_loader())  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
@@ -119,6 +128,13 @@ def load_json(path: str, what: str, fix: str, expect: type = dict) -> Any:
 def load_jsonl(path: str, what: str, fix: str) -> tuple[list[dict], str | None]:
     """The JSON objects of a JSON Lines file, and its last line if an interrupted writer cut
     it short (a partial line without its newline). Any other bad line is a ConfigError."""
+    rows, truncated = load_jsonl_numbered(path, what, fix)
+    return [obj for _, obj in rows], truncated
+
+
+def load_jsonl_numbered(path: str, what: str, fix: str) -> tuple[list[tuple[int, dict]], str | None]:
+    """`load_jsonl` with each object's line number (1-based), for readers that name the line
+    of a bad record."""
     text = read_text(path, what, fix)
     rows, truncated = [], None
     lines = text.split("\n")
@@ -135,7 +151,7 @@ def load_jsonl(path: str, what: str, fix: str) -> tuple[list[dict], str | None]:
                               f"line; {fix}") from None
         if not isinstance(obj, dict):
             raise ConfigError(f"{path}: line {i + 1} is a JSON {type(obj).__name__}, not an object; {fix}")
-        rows.append(obj)
+        rows.append((i + 1, obj))
     return rows, truncated
 
 
@@ -181,9 +197,10 @@ def lock_path(path: str) -> str:
 
 
 @contextlib.contextmanager
-def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str | None = None) -> Iterator[str]:
+def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str | None = None,
+         fix: str = "wait for it to end or write to another path") -> Iterator[str]:
     """Hold the exclusive lock of `path` (an output, or any lock name with `what`); a second
-    holder waits up to `timeout` seconds, then gets a ConfigError naming the first."""
+    holder waits up to `timeout` seconds, then gets a ConfigError naming the first (and `fix`)."""
     lp = path if what else lock_path(path)
     _makedirs(os.path.dirname(lp), path)
     try:
@@ -201,8 +218,7 @@ def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str |
                 if time.monotonic() >= deadline:
                     f.seek(0)
                     other = f.read().strip() or "another process"
-                    raise ConfigError(f"{path}: {what or 'being written'} by {other}; wait for it to end or "
-                                      f"write to another path") from None
+                    raise ConfigError(f"{path}: {what or 'being written'} by {other}; {fix}") from None
                 time.sleep(0.2)
         f.seek(0)
         f.truncate()
@@ -303,6 +319,19 @@ class Appender:
         with open(self.path, "rb+") as f:
             data = f.read()
             f.truncate(data.rfind(b"\n") + 1)
+
+    def end_last_line(self) -> None:
+        """End a complete last line that lacks its newline (a writer stopped right after it),
+        so the next line starts on a line of its own."""
+        with open(self.path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return
+        self._f.write("\n")
+        self._f.flush()
 
     def close(self) -> None:
         if getattr(self, "_f", None) is not None and not self._f.closed:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
-from perf.verdicts import Finding, Verdict, counts, worst_first
+from perf.verdicts import Finding, Verdict, counts, nothing_compared, worst_first
 
 _COLUMNS = ("verdict", "vendor", "target", "variant", "scenario", "metric", "base", "head",
             "ratio", "CI", "p", "threshold", "note")
@@ -54,7 +55,8 @@ def _table(rows: list[Finding]) -> list[str]:
 
 def headline(findings: list[Finding]) -> str:
     n = counts(findings)
-    status = "FAIL" if n["fail"] else ("pass with warnings" if n["warn"] else "pass")
+    status = "FAIL" if n["fail"] else ("nothing measured" if nothing_compared(findings) else
+                                       "pass with warnings" if n["warn"] else "pass")
     parts = [f"{n[v.value]} {v.value}" for v in (Verdict.FAIL, Verdict.WARN, Verdict.OK, Verdict.IMPROVED)]
     return f"**{status}**: " + ", ".join(parts)
 
@@ -87,10 +89,21 @@ def render_markdown(findings: list[Finding], title: str, notes: list[str] | None
 def publish(markdown: str) -> None:
     """Print the report and append it to the GitHub job summary when running in Actions."""
     print(markdown, flush=True)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as f:
-            f.write(markdown + "\n")
+    step_summary(markdown + "\n")
+
+
+def step_summary(text: str) -> None:
+    """Append `text` to $GITHUB_STEP_SUMMARY when it is set: an append (GitHub's contract), so
+    not the atomic writer; a summary that cannot be written is said on stderr, never fatal."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        print(f"warning: $GITHUB_STEP_SUMMARY {path}: cannot append the report ({e.strerror or e}); it is "
+              f"printed above", file=sys.stderr, flush=True)
 
 
 # --- the benchmark table (`python -m perf table RESULTS.jsonl`) ---------------------------------
@@ -336,16 +349,22 @@ def _paired_summary(pairs: dict, ratios: dict) -> str:
 
 
 def table_command(args) -> int:
-    """`python -m perf table RESULTS.jsonl... [--out FILE.md]`: print (and write) the table."""
-    from perf import results
+    """`python -m perf table RESULTS.jsonl... [--out FILE.md]`: print (and write) the table;
+    NothingMeasured when the files hold no measurement (a table of dashes is no benchmark)."""
+    from perf import files, results
+    from perf.errors import NothingMeasured
 
-    against = tuple(p.strip() for p in (args.against or "").split(",") if p.strip())
-    markdown = render_table(results.merge(args.results, source_key="source"), ours=args.ours,
-                            against=against)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(markdown)
+        files.check_output(args.out, "--out")
+    against = tuple(p.strip() for p in (args.against or "").split(",") if p.strip())
+    merged = results.merge(args.results, source_key="source")
+    if not merged.measurements():
+        raise NothingMeasured(f"{', '.join(args.results)} hold no measurement ({len(merged.skips())} skip or "
+                              f"error lines say why); run `python -m perf run` again, on a GPU for --metrics "
+                              f"graph")
+    markdown = render_table(merged, ours=args.ours, against=against)
+    if args.out:
+        files.write_text(args.out, markdown)
     print(markdown, end="", flush=True)
     if args.out:
         print(f"wrote {args.out}", flush=True)

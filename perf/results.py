@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import json
+import hashlib
+import math
 import os
 import platform as _pyplatform
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from perf import git
+from perf import files, git
 from perf.errors import ConfigError, ContextLost, context_lost
 
 SCHEMA_VERSION = 1
@@ -81,7 +83,31 @@ def environment(root: str | None = None) -> dict:
         env["clocks"] = _run(["amd-smi", "metric", "--clock"]) or _run(["rocm-smi", "--showclocks"])
     if root is not None:
         env.update(git.commit_info(root))
+        env["kernels_tree"] = kernels_tree(root)
     return env
+
+
+def kernels_tree(root: str) -> str | None:
+    """A digest of the checkout's kernels/ as it is on disk (every file but caches): what a
+    commit alone does not say when the tree is dirty. None without a kernels/ folder."""
+    top = os.path.join(root, "kernels")
+    if not os.path.isdir(top):
+        return None
+    h = hashlib.sha256()
+    for folder, dirs, names in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = os.path.join(folder, name)
+            h.update(os.path.relpath(path, top).encode() + b"\0")
+            try:
+                with open(path, "rb") as f:
+                    h.update(f.read())
+            except OSError:
+                h.update(b"<unreadable>")
+            h.update(b"\0")
+    return h.hexdigest()[:16]
 
 
 # Header fields two results files must share to be compared or resumed into one another:
@@ -130,37 +156,58 @@ class Results:
 
 
 class ResultsWriter:
-    """Append-only JSON Lines writer; reopening an existing file resumes it."""
+    """Append-only JSON Lines writer (perf.files.Appender: the file is locked while it is
+    open, so a second writer is refused in one line naming the first). Reopening an existing
+    file resumes it, if it was written on this machine, at this commit and kernel tree, with
+    these settings; `resume=False` starts it over (another machine's data only with `force`).
+    Every line carries the commit (and the kernel tree's digest when it was dirty)."""
 
-    def __init__(self, path: str, header: dict, resume: bool = True):
-        self.path = path
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self.existing = load(path) if resume and os.path.exists(path) and os.path.getsize(path) else None
-        if self.existing is not None:
-            _check_same_machine(self.existing.environment, header["environment"], path)
-            _check_same_settings(self.existing.header, header, path, "resume into it")
-            if self.existing.truncated is not None:
-                _drop_last_line(path)
-                print(f"{path}: its last record was cut short by an interrupted run; dropped it, resuming "
-                      f"after {len(self.existing.records)} records", flush=True)
-            self._f = open(path, "a", encoding="utf-8")
-        else:
-            self._f = open(path, "w", encoding="utf-8")
-            self._write({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
+    def __init__(self, path: str, header: dict, resume: bool = True, force: bool = False):
+        self.path = files.check_output(path)
+        env = header.get("environment") or {}
+        self._stamp = {"commit": env.get("commit")}
+        if env.get("dirty") or env.get("commit") is None:
+            self._stamp["kernels_tree"] = env.get("kernels_tree")
+        self._records = 0
+        exists = os.path.isfile(path) and os.path.getsize(path) > 0
+        if exists and not resume:
+            files.guard_measured(path, _environment_or_none(path), env, force)
+        self._out = files.Appender(path, fresh=not (exists and resume))
+        self.existing = None
+        try:
+            if exists and resume:
+                self.existing = load(path, warn=False)  # under the lock: nobody appends meanwhile
+                _check_same_machine(self.existing.environment, env, path)
+                _check_same_commit(self.existing.environment, env, path)
+                _check_same_settings(self.existing.header, header, path, "resume into it")
+                if self.existing.truncated is not None:
+                    self._out.truncate_partial_line()
+                    print(f"{path}: its last record was cut short by an interrupted run; dropped it, "
+                          f"resuming after {len(self.existing.records)} records", flush=True)
+                else:
+                    self._out.end_last_line()
+            else:
+                self._out.append({"kind": "header", "schema_version": SCHEMA_VERSION, **header})
+        except BaseException:
+            self._out.close()
+            raise
 
     def done(self) -> set[tuple]:
         return self.existing.done() if self.existing else set()
 
+    def count(self) -> int:
+        """Measurements in the file: those resumed and those written since."""
+        return (len(self.existing.measurements()) if self.existing else 0) + self._records
+
     def _write(self, obj: dict) -> None:
-        self._f.write(json.dumps(obj, sort_keys=True) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        self._out.append({**obj, **self._stamp})
 
     def record(self, *, variant: str, scenario: str, metric: str, repeat: int, samples,
                config: list[dict], digest: str, **extra) -> None:
         self._write({"kind": "record", "variant": variant, "scenario": scenario, "metric": metric,
                      "repeat": repeat, "samples": list(samples.values), "clock": samples.clock,
                      **samples.summary(), "config": config, "batch_digest": digest, **extra})
+        self._records += 1
 
     def skip(self, *, variant: str, scenario: str, reason: str, kind: str = "skip") -> None:
         seen = {(r["kind"], r["variant"], r["scenario"], r["reason"])
@@ -173,7 +220,7 @@ class ResultsWriter:
                               f"or rerun into the same file leaving the scenario out (--scenarios)")
 
     def close(self) -> None:
-        self._f.close()
+        self._out.close()
 
     def __enter__(self) -> ResultsWriter:
         return self
@@ -182,11 +229,40 @@ class ResultsWriter:
         self.close()
 
 
+def _environment_or_none(path: str) -> dict | None:
+    """The environment of the results file at `path`, None when it is not one (nothing measured
+    to keep: a file that is not results may be replaced)."""
+    try:
+        return load(path, warn=False).environment
+    except ConfigError:
+        return None
+
+
+def _identity(env: dict) -> dict:
+    """What makes measured data another machine's (perf.files.IDENTITY; the interpreter as a bool)."""
+    return {k: bool(env.get(k)) if k == "interpreter" else env.get(k) for k in files.IDENTITY}
+
+
 def _check_same_machine(old: dict, new: dict, path: str) -> None:
-    for key in ("vendor", "gpu"):
-        if old.get(key) != new.get(key):
-            raise ConfigError(f"{path}: environment.{key} is {old.get(key)!r}, this machine has "
-                              f"{new.get(key)!r}; resume on the same GPU or write to a new --out file")
+    a, b = _identity(old), _identity(new)
+    for key in files.IDENTITY:
+        if a[key] != b[key]:
+            raise ConfigError(f"{path}: environment.{key} is {a[key]!r}, this machine has {b[key]!r}; "
+                              f"resume on the same GPU (or both in Triton's interpreter) or write to a new "
+                              f"--out file")
+
+
+def _check_same_commit(old: dict, new: dict, path: str) -> None:
+    """No resume across commits or kernel trees: the records would mix two codes under one header."""
+    a, b = old.get("commit"), new.get("commit")
+    if a != b:
+        raise ConfigError(f"{path}: written at commit {str(a)[:10]}, this checkout is {str(b)[:10]}; write "
+                          f"to a new --out or pass --no-resume")
+    ta, tb = old.get("kernels_tree"), new.get("kernels_tree")
+    if ta is not None and tb is not None and ta != tb:
+        raise ConfigError(f"{path}: written at commit {str(a)[:10]} with kernels/ as digest {ta}, this "
+                          f"checkout's kernels/ is {tb} (uncommitted changes differ); write to a new --out "
+                          f"or pass --no-resume")
 
 
 def _check_same_settings(old: dict, new: dict, path: str, action: str) -> None:
@@ -196,39 +272,144 @@ def _check_same_settings(old: dict, new: dict, path: str, action: str) -> None:
                               f"(write to a new --out file, or pass the same settings)")
 
 
-def _drop_last_line(path: str) -> None:
-    """Cut a partial last line (no newline) so that appended records start on a line of their own."""
-    with open(path, "rb+") as f:
-        data = f.read()
-        f.truncate(data.rfind(b"\n") + 1)
+# --- reading: the one reader of results files --------------------------------------------------
+
+_FIX = "pass a results file written by `python -m perf run` (or a gate's base.jsonl/head.jsonl)"
 
 
-def load(path: str) -> Results:
-    """Parse a results file; ConfigError if it is not one or has another schema version."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = [line for line in f if line.strip()]
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: results file not found; run `python -m perf run --out {path}` "
-                          f"first") from None
-    parsed = []
-    truncated = None
-    for i, line in enumerate(lines):
-        try:
-            parsed.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1 and i > 0:  # a line cut short by an interrupted run: reported
-                truncated = line.strip()
-                break
-            raise ConfigError(f"{path}: line {i + 1} is not JSON; this is not a perf results file") from None
-    if not parsed or parsed[0].get("kind") != "header":
-        raise ConfigError(f"{path}: no header line; this is not a perf results file")
-    version = parsed[0].get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ConfigError(f"{path}: schema_version {version!r}, this harness reads {SCHEMA_VERSION}; "
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and math.isfinite(x)
+
+
+def _str_or_none(x) -> bool:
+    return x is None or isinstance(x, str)
+
+
+def _list_of_str(x) -> bool:
+    return isinstance(x, list) and all(isinstance(v, str) for v in x)
+
+
+# header field -> (check, what it must be); fields not listed are free (informational)
+_HEADER = {
+    "environment": (lambda x: isinstance(x, dict), "an object"),
+    "suite": (_str_or_none, "a suite name"),
+    "side": (_str_or_none, "a side name"),
+    "variants": (lambda x: x is None or _list_of_str(x), "a list of variant names"),
+    "peers": (lambda x: x is None or _list_of_str(x), "a list of peer names"),
+    "peers_absent": (lambda x: x is None or isinstance(x, dict), "an object"),
+    "scenarios": (lambda x: isinstance(x, dict) and all(isinstance(k, str) for k in x), "an object"),
+    "metrics": (lambda x: isinstance(x, str) or _list_of_str(x), "a list of metric names"),
+    "repeats": (lambda x: x is None or (_is_int(x) and x >= 1), "a positive integer"),
+    "samples": (lambda x: x is None or (_is_int(x) and x >= 1), "a positive integer"),
+    "gate": (lambda x: isinstance(x, (str, dict)), "a gate's name or identity"),
+    "nightly": (lambda x: isinstance(x, dict), "an object"),
+    "devices": (lambda x: isinstance(x, list) and all(isinstance(e, dict) for e in x), "a list of objects"),
+}
+# environment fields the harness reads back
+_ENVIRONMENT = {
+    "vendor": (_str_or_none, "a vendor name"), "gpu": (_str_or_none, "a GPU name"),
+    "commit": (_str_or_none, "a commit sha"), "kernels_tree": (_str_or_none, "a digest"),
+    "time": (_str_or_none, "an ISO 8601 time"), "gate": (_str_or_none, "a gate's name"),
+    "suite": (_str_or_none, "a suite name"),
+}
+REASON_KINDS = ("skip", "error", "missing")
+_RECORD = {  # kind "record": field -> (check, what it must be); all required but the optional ones
+    "variant": (lambda x: isinstance(x, str) and x != "", "a variant name"),
+    "scenario": (lambda x: isinstance(x, str) and x != "", "a scenario name"),
+    "metric": (lambda x: isinstance(x, str) and x != "", "a metric name"),
+    "repeat": (lambda x: _is_int(x) and x >= 0, "a repeat number >= 0"),
+    "samples": (lambda x: isinstance(x, list) and x != [] and all(_is_number(v) and v >= 0 for v in x),
+                "a non-empty list of finite numbers >= 0"),
+    "median": (lambda x: _is_number(x) and x >= 0, "a finite number >= 0"),
+}
+_RECORD_OPTIONAL = {
+    "config": (lambda x: isinstance(x, list), "a list"),
+    "process": (lambda x: isinstance(x, str), "a process id"),
+    "commit": (_str_or_none, "a commit sha"), "kernels_tree": (_str_or_none, "a digest"),
+    "p20": (_is_number, "a finite number"), "p80": (_is_number, "a finite number"),
+}
+_REASON = {
+    "variant": (lambda x: isinstance(x, str) and x != "", "a variant name"),
+    "scenario": (lambda x: isinstance(x, str) and x != "", "a scenario name"),
+    "reason": (lambda x: isinstance(x, str), "the reason as text"),
+}
+
+
+def _check_fields(path: str, where: str, obj: dict, spec: dict, required: bool) -> None:
+    for key, (ok, what) in spec.items():
+        if key not in obj:
+            if required:
+                raise ConfigError(f"{path}: {where} has no {key!r}; {_FIX}")
+            continue
+        if not ok(obj[key]):
+            raise ConfigError(f"{path}: {where}: {key} is {_short(obj[key])}, expected {what}; {_FIX}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def load(path: str, warn: bool = True) -> Results:
+    """Read a results file whole, checking every line (perf.files.load_jsonl): the header's
+    schema version and fields, each line's kind and the fields of its kind with their types,
+    each measurement once, every line of the header's commit. ConfigError naming the file and
+    line otherwise; a last line cut short by an interrupted writer is kept aside (`truncated`)
+    and, with `warn`, said on stderr (what is read is one line less than the file holds)."""
+    if not os.path.exists(path):
+        raise ConfigError(f"{path}: results file not found; run `python -m perf run --out {path}` first")
+    numbered, truncated = files.load_jsonl_numbered(path, "a results file", _FIX)
+    if not numbered or numbered[0][1].get("kind") != "header":
+        raise ConfigError(f"{path}: no header line; this is not a perf results file ({_FIX})")
+    header = numbered[0][1]
+    version = header.get("schema_version")
+    if not _is_int(version) or version != SCHEMA_VERSION:
+        raise ConfigError(f"{path}: schema_version {_short(version)}, this harness reads {SCHEMA_VERSION}; "
                           f"re-measure with this version (`python -m perf run`)")
+    _check_fields(path, "line 1 (header)", header, _HEADER, required=False)
+    if "environment" not in header:
+        raise ConfigError(f"{path}: line 1 (header) has no 'environment'; {_FIX}")
+    _check_fields(path, "line 1 (header): environment", header["environment"], _ENVIRONMENT, required=False)
+    parsed = [obj for _, obj in numbered]
     _rename_scenarios(parsed)
-    return Results(path, parsed[0], parsed[1:], truncated)
+    static = header.get("gate") == "static" or header["environment"].get("gate") == "static"
+    commit = header["environment"].get("commit")
+    seen: dict[tuple, int] = {}
+    for line, r in numbered[1:]:
+        kind = r.get("kind")
+        where = f"line {line}"
+        if kind == "record":
+            _check_fields(path, where, r, _RECORD, required=True)
+            _check_fields(path, where, r, _RECORD_OPTIONAL, required=False)
+            if not static and r["median"] <= 0:
+                raise ConfigError(f"{path}: {where}: median is {r['median']!r}; a latency must be > 0; "
+                                  f"{_FIX}")
+            key = (r["variant"], r["scenario"], r["metric"], r["repeat"], r.get("process"))
+            if key in seen:
+                raise ConfigError(f"{path}: {where} repeats the measurement of line {seen[key]} ({key[0]} "
+                                  f"{key[1]} {key[2]} repeat {key[3]}); a results file holds each once: "
+                                  f"re-measure into a new --out")
+            seen[key] = line
+        elif kind in REASON_KINDS:
+            _check_fields(path, where, r, _REASON, required=True)
+        elif kind == "header":
+            raise ConfigError(f"{path}: {where} is a second header (two files joined?); {_FIX}")
+        else:
+            raise ConfigError(f"{path}: {where}: kind {_short(kind)} is none of record, "
+                              f"{', '.join(REASON_KINDS)}; {_FIX}")
+        if "commit" in r and r["commit"] != commit:
+            raise ConfigError(f"{path}: {where} was measured at commit {str(r['commit'])[:10]}, the "
+                              f"header's is {str(commit)[:10]}: one file mixes two commits; re-measure "
+                              f"into a new --out")
+    if truncated is not None and warn:
+        print(f"warning: {path}: its last line is cut short (an interrupted run); read without it "
+              f"({len(parsed) - 1} lines kept; `perf run` into the same file resumes after them)",
+              file=sys.stderr, flush=True)
+    return Results(path, header, parsed[1:], truncated)
 
 
 def _rename_scenarios(parsed: list[dict]) -> None:
@@ -239,7 +420,7 @@ def _rename_scenarios(parsed: list[dict]) -> None:
     names = functools.lru_cache(maxsize=None)(canonical_name)
     head = parsed[0]
     if isinstance(head.get("scenarios"), dict):
-        head["scenarios"] = {names(k): v for k, v in head["scenarios"].items()}
+        head["scenarios"] = {names(k) if isinstance(k, str) else k: v for k, v in head["scenarios"].items()}
     for r in parsed[1:]:
         if isinstance(r.get("scenario"), str):
             r["scenario"] = names(r["scenario"])
@@ -255,19 +436,11 @@ def check_comparable(a: Results, b: Results) -> None:
         raise ConfigError(f"{b.path}: a {b.kind} results file, {a.path} is a {a.kind} one; compare files "
                           f"of one gate")
     _check_same_settings(a.header, b.header, b.path, f"compare it with {a.path}")
-    for key in ("vendor", "gpu"):
-        va, vb = a.environment.get(key), b.environment.get(key)
-        if va != vb:
-            raise ConfigError(f"{b.path}: environment.{key} is {vb!r} but {a.path} has {va!r}; "
+    ia, ib = _identity(a.environment), _identity(b.environment)
+    for key in files.IDENTITY:
+        if ia[key] != ib[key]:
+            raise ConfigError(f"{b.path}: environment.{key} is {ib[key]!r} but {a.path} has {ia[key]!r}; "
                               f"compare results measured on the same GPU")
-
-
-def write_json(path: str, obj: dict) -> None:
-    """Write one JSON document atomically (artifacts: findings, summaries)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1, sort_keys=True, default=str)
-    os.replace(tmp, path)
 
 
 def merge(paths: Iterable[str], source_key: str | None = None) -> Results:

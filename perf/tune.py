@@ -39,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=12, help="compile threads per stage (default: 12)")
     p.add_argument("--stages", default=",".join(STAGES),
                    help=f"comma-separated stages to run, in this order (default: all: {','.join(STAGES)})")
+    p.add_argument("--force", action="store_true",
+                   help="replace a tune.json in --out measured on another GPU, vendor or the interpreter")
 
 
 def candidates(stage: str, best, decode: bool) -> list:
@@ -163,8 +165,19 @@ def render(env: dict, results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def load_sweep(path: str) -> dict:
+    """tune.json of an earlier sweep: {"environment": {...}, "results": {scenario: {...}}}."""
+    from perf import files
+
+    doc = files.load_json(path, "a sweep's tune.json", "remove it or pass another --out")
+    if not isinstance(doc.get("environment"), dict) or not isinstance(doc.get("results"), dict):
+        raise ConfigError(f"{path}: needs an `environment` and a `results` object; not a sweep of "
+                          f"`python -m perf tune`: remove it or pass another --out")
+    return doc
+
+
 def main(args: argparse.Namespace) -> int:
-    from perf import checkout, results, scenarios
+    from perf import checkout, files, results, scenarios
     from perf import vendor as vendor_mod
 
     stages = [st.strip() for st in args.stages.split(",") if st.strip()]
@@ -179,9 +192,12 @@ def main(args: argparse.Namespace) -> int:
     from kernels.paged_attention import heuristics
 
     chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
+    files.check_output(args.out, "--out", directory=True)
     env = results.environment(checkout.ROOT)
+    sweep = os.path.join(args.out, "tune.json")
+    if os.path.exists(sweep):  # an earlier sweep is measured data: another GPU's only with --force
+        files.guard_measured(sweep, load_sweep(sweep)["environment"], env, getattr(args, "force", False))
     vendor = platform.current().vendor
-    os.makedirs(args.out, exist_ok=True)
     out: dict[str, dict] = {}
     for i, scenario in enumerate(chosen, 1):
         s = _Scenario(kernels, scenario, "cuda")
@@ -210,9 +226,8 @@ def main(args: argparse.Namespace) -> int:
         import torch
 
         torch.cuda.empty_cache()
-    results.write_json(os.path.join(args.out, "tune.json"), {"environment": env, "results": out})
+    files.write_json(sweep, {"environment": env, "results": out})
     markdown = render(env, out)
-    with open(os.path.join(args.out, "tune.md"), "w", encoding="utf-8") as f:
-        f.write(markdown)
+    files.write_text(os.path.join(args.out, "tune.md"), markdown)
     print(markdown, flush=True)
     return 0

@@ -3,7 +3,9 @@
 Every gate reports findings and every verdict rule is here: `latency_verdict` for the
 latency gate, `static_findings` and `target_finding` for the static gate (perf/static/).
 The report renders them and `exit_code` turns them into the process's status (0 pass,
-warnings allowed; 1 regression or wrong result; 2 bad input, raised earlier as ConfigError).
+warnings allowed; 1 regression or wrong result; 2 bad input, raised as ConfigError, and
+findings that compared nothing: `NothingMeasured`, never a pass). `load_findings` is the one
+reader of findings files (the gates' findings.json).
 
 Latency rule, the same in both directions: a change *fails* (or counts as *improved*) only
 when its ratio (head/base) lies beyond the fail threshold (1/fail for improved) *and* the
@@ -20,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass
 from enum import Enum
 
-from perf.errors import EXIT_FAIL, EXIT_OK
+from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError, NothingMeasured
 
 
 class Verdict(str, Enum):
@@ -241,9 +243,105 @@ def counts(findings: list[Finding]) -> dict[str, int]:
     return out
 
 
-def exit_code(findings: list[Finding]) -> int:
-    """1 if any finding fails, else 0 (warnings pass)."""
-    return EXIT_FAIL if any(f.verdict is Verdict.FAIL for f in findings) else EXIT_OK
+def compared(f: Finding) -> bool:
+    """Whether a finding compared something measured: a ratio of base and head, or a static
+    metric of the head (a new kernel). Skipped, missing and broken cases compare nothing."""
+    return f.ratio is not None or (f.gate == "static" and f.head is not None)
+
+
+def nothing_compared(findings: list[Finding]) -> str | None:
+    """Why `findings` compare nothing (None when one of them does): what a verdict from them
+    would rest on, in a few words."""
+    if any(compared(f) for f in findings):
+        return None
+    if not findings:
+        return "no case at all (0 findings)"
+    why: dict[str, int] = {}
+    for f in findings:
+        text = (f.note or f.verdict.value).split(":", 1)[0].split(";", 1)[0].strip()
+        why[text] = why.get(text, 0) + 1
+    parts = ", ".join(f"{n} {text}" for text, n in sorted(why.items(), key=lambda kv: -kv[1])[:3])
+    return f"none of {len(findings)} findings compares a measured base with a measured head ({parts})"
+
+
+def exit_code(findings: list[Finding], where: str = "") -> int:
+    """1 if any finding fails (a case broken on the head fails without a ratio), else 0
+    (warnings pass); NothingMeasured (exit 2) when no finding compared anything, since a
+    pass needs something checked. `where`: where the findings are, for the message."""
+    if any(f.verdict is Verdict.FAIL for f in findings):
+        return EXIT_FAIL
+    why = nothing_compared(findings)
+    if why is not None:
+        raise NothingMeasured(why + (f"; {where}" if where else ""))
+    return EXIT_OK
+
+
+# --- findings files: the one reader --------------------------------------------------------
+
+FINDINGS_VERSION = 2  # 2: findings carry min_detectable
+READS_FINDINGS = (1, 2)
+_FINDINGS_FIX = "pass the findings.json of `python -m perf gate`, `compare --out` or `compile`"
+_TEXT = ("gate", "vendor", "target", "variant", "scenario", "metric", "threshold")
+_NUMBERS = ("base", "head", "ratio", "ci_low", "ci_high", "p_value", "min_detectable")
+_OPTIONAL = {"note": "", "min_detectable": None}
+
+
+def _number_or_none(x) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def finding_from(d, path: str, where: str) -> Finding:
+    """One finding of a findings file, every field checked (ConfigError naming it)."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: {where} is a JSON {type(d).__name__}, not a finding object; "
+                          f"{_FINDINGS_FIX}")
+    fields = {f for f in Finding.__dataclass_fields__}
+    unknown = sorted(set(d) - fields)
+    if unknown:
+        raise ConfigError(f"{path}: {where}: unknown field {unknown[0]!r} (a newer harness's findings?); "
+                          f"{_FINDINGS_FIX}")
+    missing = sorted(fields - set(d) - set(_OPTIONAL))
+    if missing:
+        raise ConfigError(f"{path}: {where} has no {missing[0]!r}; {_FINDINGS_FIX}")
+    for key in _TEXT:
+        if not isinstance(d[key], str):
+            raise ConfigError(f"{path}: {where}.{key} is {type(d[key]).__name__}, expected text; "
+                              f"{_FINDINGS_FIX}")
+    for key in _NUMBERS:
+        if not _number_or_none(d.get(key)):
+            raise ConfigError(f"{path}: {where}.{key} is {type(d[key]).__name__}, expected a number or null; "
+                              f"{_FINDINGS_FIX}")
+    if not isinstance(d.get("note", ""), str):
+        raise ConfigError(f"{path}: {where}.note is {type(d['note']).__name__}, expected text; "
+                          f"{_FINDINGS_FIX}")
+    try:
+        verdict = Verdict(d["verdict"])
+    except (ValueError, TypeError):
+        raise ConfigError(f"{path}: {where}.verdict is {str(d['verdict'])[:20]!r}, not one of "
+                          f"{', '.join(v.value for v in Verdict)}; {_FINDINGS_FIX}") from None
+    return Finding(**{**_OPTIONAL, **d, "verdict": verdict})
+
+
+def load_findings(path: str) -> tuple[dict, list[Finding]]:
+    """A findings file, read whole: (the document, its findings). ConfigError naming the file
+    when it is not a JSON object, has no `findings` list, is of another kind or schema
+    version, or holds a malformed finding (naming its index and field)."""
+    from perf import files
+
+    doc = files.load_json(path, "findings file", _FINDINGS_FIX, expect=dict)
+    kind = doc.get("kind", "findings")
+    if kind != "findings":
+        raise ConfigError(f"{path}: kind {str(kind)[:20]!r}, not a findings file; {_FINDINGS_FIX}")
+    version = doc.get("schema_version", READS_FINDINGS[0])
+    if isinstance(version, bool) or version not in READS_FINDINGS:
+        raise ConfigError(f"{path}: schema_version {str(doc['schema_version'])[:20]}; this harness reads "
+                          f"findings versions {', '.join(map(str, READS_FINDINGS))}: re-run the gate "
+                          f"with this version")
+    items = doc.get("findings")
+    if not isinstance(items, list):
+        what = "no `findings` list" if items is None else f"`findings` is a JSON {type(items).__name__}"
+        raise ConfigError(f"{path}: {what}; {_FINDINGS_FIX}")
+    return doc, [finding_from(d, path, f"findings[{i}]") for i, d in enumerate(items)]
 
 
 # --- nightly alerts, re-measured (perf/nightly/confirm.py) --------------------------------------

@@ -157,11 +157,17 @@ def test_cli_writes_the_body_and_refuses_bad_input_in_one_line(findings_files, t
     assert out.read_text().startswith("<!-- perf-gate:nvidia -->")
     assert comment.cli([str(tmp_path / "missing.json"), "--vendor", "nvidia"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "missing.json: not found" in err[0]
+    assert len(err) == 1 and "missing.json: findings file not found" in err[0]
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"findings": [{"gate": "latency", "verdict": "meh"}]}))
+    good = json.loads(findings_files[0].read_text())["findings"][0]
+    bad.write_text(json.dumps({"findings": [good, {**good, "verdict": "meh"}]}))
     assert comment.cli([str(bad), "--vendor", "nvidia"]) == 2
-    assert "findings[0]: needs the text fields" in capsys.readouterr().err
+    assert "findings[1].verdict is 'meh', not one of ok, improved, warn, fail" in capsys.readouterr().err
+    bad.write_text(json.dumps({"findings": [{"gate": "latency", "verdict": "fail"}]}))
+    assert comment.cli([str(bad), "--vendor", "nvidia"]) == 2
+    assert "findings[0] has no 'base'" in capsys.readouterr().err
+    assert comment.cli([*map(str, findings_files), "--vendor", "nvidia", "--out", str(tmp_path)]) == 2
+    assert "--out" in capsys.readouterr().err  # a directory: refused before anything is read
 
 
 def test_comment_links_the_nightly_dashboard(findings_files, tmp_path):

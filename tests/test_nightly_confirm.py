@@ -219,7 +219,7 @@ def test_a_gate_that_ends_without_findings_is_inconclusive(tmp_path, on_gpu, mon
 
 @pytest.mark.parametrize("argv, message", [
     (["--dry-run"], "--dry-run shows what --confirm"),
-    (["--confirm", "--max-cases", "0"], "--max-cases 0"),
+    (["--confirm", "--max-cases", "0"], "--max-cases"),
     (["--confirm", "--repo", "not a repo"], "--repo 'not a repo'"),
 ])
 def test_bad_options_end_in_one_line_and_exit_2(tmp_path, capsys, argv, message):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from perf import results
-from perf.errors import ConfigError
+from perf.errors import ConfigError, NothingMeasured
 from perf.latency import ab, analysis
 from perf.latency.timing import Samples
 from perf.thresholds import Calibration, CaseNoise, load_thresholds
@@ -50,7 +50,14 @@ def test_exit_code_and_order():
                            _finding(Verdict.FAIL, 1.2), _finding(Verdict.IMPROVED, 0.8))
     assert exit_code([ok, warn, imp]) == 0
     assert exit_code([ok, fail]) == 1
-    assert exit_code([]) == 0
+    with pytest.raises(NothingMeasured, match="nothing was measured: no case at all"):
+        exit_code([])  # a pass needs something checked
+    skipped = _finding(Verdict.OK, None)
+    skipped.note = "skipped on both sides: no softcap"
+    with pytest.raises(NothingMeasured, match="2 skipped on both sides"):
+        exit_code([skipped, skipped])
+    broken = _finding(Verdict.FAIL, None)  # broken on head: a regression, measured or not
+    assert exit_code([skipped, broken]) == 1
     assert [f.verdict for f in worst_first([imp, ok, fail, warn])] == [
         Verdict.FAIL, Verdict.WARN, Verdict.OK, Verdict.IMPROVED]
 

@@ -45,7 +45,7 @@ def test_markdown_worst_first_with_passing_rows_folded():
 def test_headline_states():
     assert headline([_f("a", Verdict.OK, 1.0)]).startswith("**pass**")
     assert headline([_f("a", Verdict.WARN, 1.04)]).startswith("**pass with warnings**")
-    assert headline([]).startswith("**pass**")
+    assert headline([]).startswith("**nothing measured**")  # never a pass
 
 
 def test_all_passing_has_no_fold():

@@ -17,15 +17,15 @@ variable PERF_DASHBOARD_URL), else GitHub Pages' address of `--repo` (perf.ci.jo
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
 from dataclasses import dataclass
 
+from perf import files
 from perf.ci.jobs import CPU_JOB, DASHBOARD_VARIABLE, TRUST_LABEL, dashboard_link, dashboard_url, is_gpu_job
 from perf.errors import EXIT_OK, ConfigError
-from perf.verdicts import Verdict, counts
+from perf.verdicts import Verdict, counts, load_findings
 
 MARKER = "<!-- perf-gate:{vendor} -->"  # the comment's first line: how the workflow finds it again
 MAX_ROWS = 20  # rows per table before "and N more": unmeasured default, about one screen
@@ -35,7 +35,6 @@ GITHUB_LIMIT = 65536  # characters of a comment body (GitHub's API refuses longe
 BUDGET = 30000  # bytes this body may take: under half the limit, so escaping never nears it
 _BAD = (Verdict.FAIL, Verdict.WARN)
 _MARK = {Verdict.FAIL: "**fail**", Verdict.WARN: "warn", Verdict.OK: "ok", Verdict.IMPROVED: "improved"}
-_REQUIRED = ("gate", "vendor", "variant", "scenario", "metric", "verdict")
 
 
 def marker(vendor: str) -> str:
@@ -75,36 +74,13 @@ def _number(x) -> float | None:
 
 
 def load(path: str) -> list[Row]:
-    """The findings of one findings.json (latency gate or static gate)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: not found; pass the findings.json files the gates wrote") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not a findings file ({e}); pass a gate's findings.json") from None
-    items = doc.get("findings") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        raise ConfigError(f"{path}: no `findings` list; pass the findings.json of `perf gate` or "
-                          f"`perf compile`")
-    rows = []
-    for i, d in enumerate(items):
-        where = f"{path}: findings[{i}]"
-        if not isinstance(d, dict) or any(not isinstance(d.get(k), str) for k in _REQUIRED):
-            raise ConfigError(f"{where}: needs the text fields {', '.join(_REQUIRED)}; was it written by "
-                              f"a gate of this harness?")
-        try:
-            verdict = Verdict(d["verdict"])
-        except ValueError:
-            raise ConfigError(f"{where}.verdict: {d['verdict']!r} is not one of "
-                              f"{', '.join(v.value for v in Verdict)}") from None
-        rows.append(Row(gate=d["gate"], vendor=d["vendor"], target=str(d.get("target") or ""),
-                        variant=d["variant"], scenario=d["scenario"], metric=d["metric"], verdict=verdict,
-                        base=_number(d.get("base")), head=_number(d.get("head")),
-                        ratio=_number(d.get("ratio")),
-                        ci_low=_number(d.get("ci_low")), ci_high=_number(d.get("ci_high")),
-                        min_detectable=_number(d.get("min_detectable")), note=str(d.get("note") or "")))
-    return rows
+    """The findings of one findings.json (latency gate or static gate), read by the one
+    findings reader (perf.verdicts.load_findings: every field checked, ConfigError naming it)."""
+    _, findings = load_findings(path)
+    return [Row(gate=f.gate, vendor=f.vendor, target=f.target, variant=f.variant, scenario=f.scenario,
+                metric=f.metric, verdict=f.verdict, base=_number(f.base), head=_number(f.head),
+                ratio=_number(f.ratio), ci_low=_number(f.ci_low), ci_high=_number(f.ci_high),
+                min_detectable=_number(f.min_detectable), note=f.note) for f in findings]
 
 
 # --- Escaping: the text comes from the PR's code --------------------------------------------
@@ -297,23 +273,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     try:
+        if args.out:
+            files.check_output(args.out, "--out")
         rows = [r for path in args.findings for r in load(path)]
         jobs = None
         if args.jobs:
-            try:
-                with open(args.jobs, encoding="utf-8") as f:
-                    jobs = jobs_from(json.load(f))
-            except (OSError, json.JSONDecodeError) as e:
-                raise ConfigError(f"--jobs {args.jobs}: not GitHub's jobs JSON ({e})") from None
+            jobs = jobs_from(files.load_json(args.jobs, "GitHub's jobs JSON",
+                                             "pass the output of `gh api repos/R/actions/runs/ID/jobs`"))
         dashboard = dashboard_url(args.repo, args.dashboard_url)
         body = render(rows, args.vendor, args.run_url, jobs, args.commit, dashboard=dashboard)
+        if args.out:
+            files.write_text(args.out, body)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(body)
-    else:
+    if not args.out:
         sys.stdout.write(body)
     return EXIT_OK
 

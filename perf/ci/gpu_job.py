@@ -62,11 +62,10 @@ def verify_torch(vendor: str) -> int:
 
 
 def summary(markdown: str) -> None:
-    """Append to the GitHub job summary when running in a job."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(markdown + "\n\n")
+    """Append to the GitHub job summary when running in a job (never fatal: perf.report.step_summary)."""
+    from perf.report import step_summary
+
+    step_summary(markdown + "\n\n")
 
 
 def ci_commands(vendor: str, base_ref: str | None) -> list[tuple[Command, list[str]]]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import math
@@ -48,21 +47,19 @@ import threading
 import time
 from collections import Counter
 
-from perf import checkout, toolchain, validate
+from perf import checkout, files, toolchain, validate
 from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
-from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, ConfigError
+from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, ConfigError, NothingMeasured
 from perf.git import check_clean, git, repo_root, resolve_base, resolve_commit, worktree
 from perf.latency import analysis
 from perf.latency.plot import plot_ratios
-from perf.latency.worker import side_order
+from perf.latency.worker import load_keys, side_order
 from perf.report import publish, render_markdown
 from perf.thresholds import Thresholds, calibration_for, load_thresholds
-from perf.verdicts import Finding, Verdict, detectable_summary, exit_code
+from perf.verdicts import FINDINGS_VERSION, Finding, Verdict, detectable_summary, exit_code, load_findings
 
-FINDINGS_VERSION = 2  # 2: findings carry min_detectable
-READS_FINDINGS = (1, 2)
 HEARTBEAT_S = 15.0  # a plain progress line at least this often when not on a terminal
 BATCH_CACHE_ENV = "PERF_BATCH_CACHE"  # a directory of saved batches kept across gates (else one per gate)
 # In Triton's interpreter the gate is a self-test of the harness, not a measurement: the fewest
@@ -92,29 +89,9 @@ def batch_cache(enabled: bool):
 def gpu_lock(key: str, timeout: float = 0.0):
     """An exclusive lock per GPU, so two A/B runs never share one (they would disturb each other)."""
     path = os.path.join(tempfile.gettempdir(), f"perf-gpu-{key}.lock")
-    f = open(path, "a+")
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                f.seek(0)
-                holder = f.read().strip() or "another process"
-                f.close()
-                raise ConfigError(f"{path}: GPU {key} is locked by {holder}; wait for that run to end "
-                                  f"or pass --lock-timeout SECONDS") from None
-            time.sleep(1.0)
-    f.seek(0)
-    f.truncate()
-    f.write(f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}")
-    f.flush()
-    try:
-        yield path
-    finally:
-        fcntl.flock(f, fcntl.LOCK_UN)
-        f.close()
+    with files.lock(path, timeout, what=f"GPU {key} is locked",
+                    fix="wait for that run to end or pass --lock-timeout SECONDS") as held:
+        yield held
 
 
 def gpu_key() -> str:
@@ -132,26 +109,63 @@ class GateCrash(RuntimeError):
     """A measuring process ended without finishing (it crashed, or the GPU failed it)."""
 
 
-class Ledger:
-    """gate.json in --out: what this gate is (base, head, settings) and which processes finished."""
+LEDGER = "gate.json"
+SIDE_FILES = ("base.jsonl", "head.jsonl")
+# what a finished gate leaves beside its results: removed when another gate starts over there,
+# so that no earlier gate's findings are read as this one's
+OUTPUTS = ("findings.json", "report.md", "ratios.png")
+_LEDGER_FIX = "remove the gate's --out folder (or that file) or pass another --out"
 
-    def __init__(self, out_dir: str, identity: dict):
-        self.path = os.path.join(out_dir, "gate.json")
+
+def load_ledger(path: str) -> dict:
+    """gate.json, read whole: {"identity": {...}, "processes": [{attempt, index, process, ...}]};
+    ConfigError naming the file and field when it is not one."""
+    doc = files.load_json(path, "the gate's ledger", _LEDGER_FIX, expect=dict)
+    if not isinstance(doc.get("identity"), dict):
+        raise ConfigError(f"{path}: no `identity` object; not a gate's ledger; {_LEDGER_FIX}")
+    processes = doc.get("processes")
+    if not isinstance(processes, list):
+        raise ConfigError(f"{path}: no `processes` list; not a gate's ledger; {_LEDGER_FIX}")
+    for i, p in enumerate(processes):
+        ok = (isinstance(p, dict) and isinstance(p.get("process"), str)
+              and all(isinstance(p.get(k), int) and not isinstance(p.get(k), bool) and p[k] >= 0
+                      for k in ("attempt", "index")))
+        if not ok:
+            raise ConfigError(f"{path}: processes[{i}] needs a `process` id and `attempt`, `index` >= 0; "
+                              f"{_LEDGER_FIX}")
+    return doc
+
+
+class Ledger:
+    """gate.json in --out: what this gate is (base, head, settings, machine) and which processes
+    finished. The same gate resumes; another gate's measurements there are replaced, said on
+    stderr (another machine's only with `force`); results without a ledger are refused."""
+
+    def __init__(self, out_dir: str, identity: dict, force: bool = False):
+        self.path = os.path.join(out_dir, LEDGER)
         self.identity = identity
         self.processes: list[dict] = []
         self.resumed = 0
-        old = None
-        with contextlib.suppress(OSError, ValueError):
-            with open(self.path, encoding="utf-8") as f:
-                old = json.load(f)
-        if old and old.get("identity") == identity:
-            self.processes = old.get("processes", [])
+        old = load_ledger(self.path) if os.path.exists(self.path) else None
+        if old is not None and old["identity"] == identity:
+            self.processes = old["processes"]
             self.resumed = len(self.processes)
-        else:  # another gate's (or no) results: start over
-            for name in ("base.jsonl", "head.jsonl", "gate.json"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(out_dir, name))
-            self.save()
+            return
+        held = [n for n in SIDE_FILES if os.path.exists(os.path.join(out_dir, n))]
+        if held and old is None:
+            raise ConfigError(f"{out_dir}: holds {' and '.join(held)} but no {LEDGER}: not a gate's output, "
+                              f"and the gate would replace them; pass another --out (or move them away)")
+        if held:
+            files.guard_measured(out_dir, old["identity"].get("machine"), identity.get("machine") or {},
+                                 force)
+            was = old["identity"]
+            print(f"{out_dir}: holds another gate's measurements (base {str(was.get('base'))[:10]}, head "
+                  f"{str(was.get('head'))[:10]}, suite {was.get('suite')}); starting over there",
+                  file=sys.stderr, flush=True)
+        for name in (*SIDE_FILES, *OUTPUTS, LEDGER):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(out_dir, name))
+        self.save()
 
     def done(self, attempt: int, index: int) -> dict | None:
         for p in self.processes:
@@ -167,7 +181,7 @@ class Ledger:
         self.save()
 
     def save(self) -> None:
-        results_mod.write_json(self.path, {"identity": self.identity, "processes": self.processes})
+        files.write_json(self.path, {"identity": self.identity, "processes": self.processes})
 
 
 class Reporter:
@@ -305,9 +319,8 @@ def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledge
     with `toolchains` (side -> Triton) each process measures one side under its Triton."""
     keys_file = None
     if keys is not None:
-        keys_file = os.path.join(out_dir, f"retry{attempt}-keys.json")
-        with open(keys_file, "w", encoding="utf-8") as f:
-            json.dump([list(k) for k in keys], f)
+        keys_file = files.write_json(os.path.join(out_dir, f"retry{attempt}-keys.json"),
+                                     [list(k) for k in keys])
     schedule = toolchain_schedule(args.processes) if toolchains else [None] * args.processes
     per_attempt = len(schedule) * args.repeats
     for index, side in enumerate(schedule):
@@ -359,21 +372,30 @@ def _dedupe_skips(findings: list[Finding]) -> tuple[list[Finding], list[str]]:
 
 def write_outputs(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict,
                   thresholds: dict | None = None) -> str:
-    """findings.json, report.md and ratios.png (each case against its own thresholds)."""
-    os.makedirs(out_dir, exist_ok=True)
+    """findings.json, report.md and ratios.png (each case against its own thresholds; an
+    earlier ratios.png is removed when nothing has a ratio to draw)."""
     shown, skip_notes = _dedupe_skips(findings)
     notes = notes + skip_notes
+    plot = os.path.join(out_dir, "ratios.png")
     try:
-        plot_ratios(shown, os.path.join(out_dir, "ratios.png"), title, thresholds or {})
+        drawn = plot_ratios(shown, plot, title, thresholds or {})
     except ImportError:
+        drawn = None
         notes.append("matplotlib missing: no plot")
+    if drawn is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(plot)
     md = render_markdown(shown, title, notes)
-    results_mod.write_json(os.path.join(out_dir, "findings.json"), {
+    files.write_json(os.path.join(out_dir, "findings.json"), {
         "schema_version": FINDINGS_VERSION, "kind": "findings", "title": title, "notes": notes,
         **meta, "findings": [f.to_dict() for f in findings]})
-    with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write(md)
+    files.write_text(os.path.join(out_dir, "report.md"), md)
     return md
+
+
+def written(out_dir: str, names: tuple[str, ...]) -> str:
+    """The names of `names` that exist in `out_dir`, for the line that points at them."""
+    return ", ".join(n for n in names if os.path.exists(os.path.join(out_dir, n)))
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -389,6 +411,8 @@ def _vendor_for(res: results_mod.Results, given: str | None) -> str:
 
 
 def compare_command(args: argparse.Namespace) -> int:
+    if args.out:
+        files.check_output(args.out, "--out", directory=True)
     th = load_thresholds(args.thresholds)
     base, head = results_mod.load(args.base), results_mod.load(args.head)
     results_mod.check_comparable(base, head)
@@ -404,7 +428,11 @@ def compare_command(args: argparse.Namespace) -> int:
     md = write_outputs(args.out, findings, title, notes, meta, _threshold_lines(th, vendor, findings)) \
         if args.out else render_markdown(shown, title, notes + skip_notes)
     publish(md)
-    return exit_code(findings)
+    code = exit_code(findings, f"{args.head} against {args.base}"
+                     + (f" (report: {os.path.join(args.out, 'report.md')})" if args.out else ""))
+    if args.out:
+        print(f"wrote {written(args.out, OUTPUTS)} in {args.out}", file=sys.stderr)
+    return code
 
 
 def _threshold_lines(th: Thresholds, vendor: str, findings: list[Finding], calibration=None,
@@ -421,33 +449,47 @@ def _threshold_lines(th: Thresholds, vendor: str, findings: list[Finding], calib
 
 
 def report_command(args: argparse.Namespace) -> int:
-    try:
-        with open(args.findings, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{args.findings}: not found; run `python -m perf gate` or "
-                          f"`python -m perf compare --out DIR` first") from None
-    except json.JSONDecodeError:
-        raise ConfigError(f"{args.findings}: not JSON; pass the findings.json of a gate run") from None
-    if data.get("kind") != "findings" or data.get("schema_version") not in READS_FINDINGS:
-        raise ConfigError(f"{args.findings}: schema_version {data.get('schema_version')!r} of kind "
-                          f"{data.get('kind')!r}; this harness reads findings versions "
-                          f"{', '.join(map(str, READS_FINDINGS))}")
-    findings = [Finding.from_dict(d) for d in data["findings"]]
-    shown, _ = _dedupe_skips(findings)
-    publish(render_markdown(shown, data.get("title", "findings"), data.get("notes", [])))
     if args.plot:
-        lines = {tuple(k.split(" ", 2)): tuple(v) for k, v in data.get("thresholds", {}).items()}
-        plot_ratios(shown, args.plot, data.get("title", ""), lines)
-        print(f"plot: {args.plot}")
-    return exit_code(findings)
+        files.check_output(args.plot, "--plot")
+    data, findings = load_findings(args.findings)
+    lines = plot_thresholds(data, args.findings)
+    shown, _ = _dedupe_skips(findings)
+    publish(render_markdown(shown, str(data.get("title", "findings")), data.get("notes") or []))
+    code = exit_code(findings, args.findings)
+    if args.plot:
+        if plot_ratios(shown, args.plot, str(data.get("title", "")), lines):
+            print(f"plot: {args.plot}")
+        else:
+            print(f"no plot: no finding of {args.findings} has a ratio to draw", file=sys.stderr)
+    return code
 
 
-def _identity(repo: str, args: argparse.Namespace, base_sha: str, head_sha: str) -> dict:
-    """What a resumed gate must share with the interrupted one."""
+def plot_thresholds(doc: dict, path: str) -> dict:
+    """A findings file's `thresholds` ("variant scenario metric" -> [warn, fail]) as the plot takes
+    them; ConfigError naming the entry that is not one."""
+    table = doc.get("thresholds") or {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: `thresholds` is a JSON {type(table).__name__}, expected an object")
+    out = {}
+    for k, v in table.items():
+        key = tuple(k.split(" ", 2))
+        numbers = isinstance(v, list) and len(v) == 2 and all(
+            x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0) for x in v)
+        if len(key) != 3 or not numbers:
+            raise ConfigError(f"{path}: thresholds[{k[:60]!r}] is {str(v)[:40]}, expected \"variant scenario "
+                              f"metric\": [warn, fail]; pass the findings.json a gate wrote")
+        out[key] = tuple(v)
+    return out
+
+
+def _identity(repo: str, args: argparse.Namespace, base_sha: str, head_sha: str, machine: dict) -> dict:
+    """What a resumed gate must share with the interrupted one: the commits (and the head's
+    uncommitted kernels), the settings and the machine (perf.files.IDENTITY)."""
     diff = (git(repo, "diff", "HEAD") or "") if args.allow_dirty else ""
     identity = {"base": base_sha, "head": head_sha,
-                "head_diff": hashlib.sha256(diff.encode()).hexdigest()[:16], "suite": args.suite,
+                "head_diff": hashlib.sha256(diff.encode()).hexdigest()[:16],
+                "head_kernels": results_mod.kernels_tree(repo) if args.allow_dirty else None,
+                "machine": machine, "suite": args.suite,
                 "variants": args.variants, "scenarios": args.scenarios,
                 "metrics": args.metrics, "processes": args.processes, "repeats": args.repeats,
                 "samples": args.samples, "seed": args.seed}
@@ -489,15 +531,13 @@ def recompute(out_dir: str, th: Thresholds, vendor: str, calibration) -> list[Fi
     and thresholds (the self-test uses it): the first measurement, then each re-measure for
     the cases it holds. A case that fails now but was not re-measured then keeps its FAIL,
     with a note saying so."""
-    with open(os.path.join(out_dir, "gate.json"), encoding="utf-8") as f:
-        processes = json.load(f)["processes"]
+    processes = load_ledger(os.path.join(out_dir, LEDGER))["processes"]
     base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
     head = results_mod.load(os.path.join(out_dir, "head.jsonl"))
     ids = lambda a: {p["process"] for p in processes if p["attempt"] == a}  # noqa: E731
     findings = compare_results(base, head, th, vendor, calibration, ids(0))
     for attempt in sorted({p["attempt"] for p in processes} - {0}):
-        with open(os.path.join(out_dir, f"retry{attempt}-keys.json"), encoding="utf-8") as f:
-            measured = {tuple(k) for k in json.load(f)}
+        measured = load_keys(os.path.join(out_dir, f"retry{attempt}-keys.json"))
         failing = {(f.variant, f.scenario, f.metric) for f in findings
                    if f.verdict is Verdict.FAIL and f.ratio is not None}
         _merge_remeasured(findings, compare_results(base, head, th, vendor, calibration, ids(attempt),
@@ -533,6 +573,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     chosen = validate.scenarios(args.suite, args.scenarios)
     variants = validate.variants(args.variants, checkout.import_kernels().VARIANTS)
     args.metrics = ",".join(validate.metrics(args.metrics))
+    files.check_output(args.out, "--out", directory=True)
     repo = repo_root(os.getcwd())
     head_ref = getattr(args, "head_ref", None)
     spec = getattr(args, "toolchain", None)
@@ -565,6 +606,9 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     if interpreter and args.suite != "smoke":
         raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
                           "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
+    if interpreter and "eager" not in args.metrics.split(","):
+        raise NothingMeasured(f"--metrics {args.metrics}: graph replay needs a GPU (found none); pass "
+                              f"--metrics eager to self-test the harness in the interpreter")
     args.repeats = args.repeats if args.repeats is not None else (
         INTERPRETER_ROUNDS if interpreter else vt.statistics.repeats)
     # the interpreter's wall clock measures nothing: a smoke run needs few samples (--samples overrides)
@@ -588,7 +632,9 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     cal, cal_note = calibration_for(th, vendor, gpu_name) if not interpreter else \
         (None, "Triton interpreter: no calibration applies")
     console = Console(stderr=True)
-    ledger = Ledger(out_dir, _identity(repo, args, base_sha, head_sha))
+    machine = {"vendor": vendor, "gpu": gpu_name or "Triton interpreter", "interpreter": interpreter}
+    ledger = Ledger(out_dir, _identity(repo, args, base_sha, head_sha, machine),
+                    getattr(args, "force", False))
     t0 = time.monotonic()
     retried: list = []
     with gpu_lock("interpreter" if interpreter else gpu_key(), args.lock_timeout), \
@@ -710,10 +756,11 @@ def _toolchain_outputs(args, out_dir: str, findings: list[Finding], toolchains: 
 
 def _finish(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict, lines: dict,
             publish_report: bool) -> int:
-    """A finished gate's outputs in `out_dir` (and the step summary): its exit code."""
+    """A finished gate's outputs in `out_dir` (and the step summary): its exit code
+    (NothingMeasured when no case was compared: the report says per case why)."""
     md = write_outputs(out_dir, findings, title, notes, meta, lines)
     if publish_report:
         publish(md)
-    print(f"artifacts in {out_dir}: findings.json, report.md, ratios.png, base.jsonl, head.jsonl, gate.json",
-          file=sys.stderr)
-    return exit_code(findings)
+    code = exit_code(findings, f"the report says per case why: {os.path.join(out_dir, 'report.md')}")
+    print(f"artifacts in {out_dir}: {written(out_dir, (*OUTPUTS, *SIDE_FILES, LEDGER))}", file=sys.stderr)
+    return code

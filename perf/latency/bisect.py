@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import shlex
@@ -48,10 +47,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from perf import results as results_mod
-from perf import validate
+from perf import files, validate
 from perf import vendor as vendor_mod
-from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, ConfigError
+from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, ConfigError, NothingMeasured
 from perf.git import commit_all, first_parent_range, git, is_ancestor, repo_root, resolve_commit
 from perf.verdicts import Finding, Verdict
 
@@ -293,10 +291,11 @@ def prepare(args: argparse.Namespace) -> Plan:
 
 
 def _finished(out_dir: str) -> list:
-    with contextlib.suppress(OSError, ValueError):
-        with open(os.path.join(out_dir, "gate.json"), encoding="utf-8") as f:
-            return json.load(f).get("processes", [])
-    return []
+    """The finished processes of a step's gate (its ledger), [] before it ran."""
+    from perf.latency.ab import LEDGER, load_ledger
+
+    path = os.path.join(out_dir, LEDGER)
+    return load_ledger(path)["processes"] if os.path.exists(path) else []
 
 
 def gate_step(plan: Plan) -> Callable[[str], Step]:
@@ -314,6 +313,8 @@ def gate_step(plan: Plan) -> Callable[[str], Step]:
         except ab.GateCrash as e:
             return Step(commit, SKIP, note=f"the gate could not measure it: {e}",
                         seconds=time.monotonic() - t0)
+        except NothingMeasured as e:  # the case has no ratio at this commit (its report says why)
+            return Step(commit, SKIP, note=str(e), seconds=time.monotonic() - t0)
         if findings is None:  # the gate was interrupted (it said so)
             raise KeyboardInterrupt
         s = step_from_findings(commit, findings, plan.key)
@@ -389,7 +390,7 @@ class Record:
 
     def save(self, result: str, outcome: Outcome | None = None) -> None:
         p = self.plan
-        results_mod.write_json(self.path, {
+        files.write_json(self.path, {
             "schema_version": BISECT_VERSION, "kind": "bisect", "command": p.command(),
             "good": {"commit": p.good, "ref": p.good_ref}, "bad": {"commit": p.bad, "ref": p.bad_ref},
             "order": "first-parent",
@@ -453,7 +454,7 @@ def _shared_batches():
 
 def main(args: argparse.Namespace) -> int:
     plan = prepare(args)
-    os.makedirs(plan.out, exist_ok=True)
+    files.check_output(args.out, "--out", directory=True)
     record = Record(plan)
     record.header()
     record.save("running")
@@ -488,8 +489,7 @@ def make_demo_range(path: str, commits: int, plant_at: int, edit: Callable[[str]
         raise ConfigError(f"--plant-at {plant_at}: must be 1..--commits ({commits})")
     record_path = os.path.join(path, "demo.json")
     if os.path.exists(record_path):
-        with open(record_path, encoding="utf-8") as f:
-            old = json.load(f)
+        old = files.load_json(record_path, "the demo range's record", "remove DIR or name another one")
         if old.get("asked") == asked:
             return old
         raise ConfigError(f"{path}: holds a demo range of other settings ({old.get('asked')}); remove it or "
@@ -520,7 +520,7 @@ def make_demo_range(path: str, commits: int, plant_at: int, edit: Callable[[str]
         made.append(commit_all(repo, f"demo {i}/{commits}: {what}", "perf-bisect-demo"))
     record = {"asked": asked, "repo": repo, "good": good, "bad": made[-1], "commits": made,
               "planted": made[plant_at - 1], "plant_at": plant_at}
-    results_mod.write_json(record_path, record)
+    files.write_json(record_path, record)
     return record
 
 
@@ -577,10 +577,10 @@ def demo_main(argv: list[str]) -> int:
     code = subprocess.call([sys.executable, "-m", "perf", *argv_bisect], cwd=demo["repo"],
                            env=dict(os.environ, PYTHONPATH=demo["repo"]))
     try:
-        with open(os.path.join(out, "bisect.json"), encoding="utf-8") as f:
-            found = json.load(f)
-    except (OSError, ValueError):
-        print(f"demo: the bisect wrote no {out}/bisect.json (exit {code})", file=sys.stderr)
+        found = files.load_json(os.path.join(out, "bisect.json"), "the bisect's record",
+                                "run the bisect again")
+    except ConfigError as e:
+        print(f"demo: the bisect wrote no readable {out}/bisect.json (exit {code}): {e}", file=sys.stderr)
         return code or EXIT_FAIL
     minutes = (time.monotonic() - t0) / 60
     if found.get("first_bad") == demo["planted"]:

@@ -36,12 +36,14 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 
 import numpy as np
 
+from perf import files
 from perf import vendor as vendor_mod
-from perf.errors import ConfigError
+from perf.errors import ConfigError, NothingMeasured
 
 METRIC = "host"
 DEFAULT_ROUNDS = 200  # as the launch-cost suite's single-scenario test
@@ -181,6 +183,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="results/host-cost.jsonl", help="results file (JSON Lines; resumed)")
     p.add_argument("--md", default=None, help="also write the table as Markdown to this file")
     p.add_argument("--no-resume", action="store_true", help="overwrite --out instead of resuming it")
+    p.add_argument("--force", action="store_true",
+                   help="with --no-resume: replace an --out measured on another GPU, vendor or the "
+                        "interpreter")
     p.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)  # process index; -1: warm-up
 
 
@@ -198,6 +203,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.rounds < 1 or args.processes < 1:
         raise ConfigError(f"--rounds {args.rounds} --processes {args.processes}: both must be at least 1")
+    files.check_output(args.out, "--out")
+    if args.md:
+        files.check_output(args.md, "--md")
     if not vendor_mod.on_gpu():
         raise ConfigError("no GPU: the host cost of a call is measured beside a GPU that runs it (in "
                           "Triton's interpreter a call costs the interpreter's time); run it on a GPU "
@@ -213,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
     for p, reason in absent.items():
         print(f"note: peer {p} is not measured here: {reason}", flush=True)
     with results.ResultsWriter(args.out, _header(args, variants, peers, absent),
-                               resume=not args.no_resume) as writer:
+                               resume=not args.no_resume, force=args.force) as writer:
         done = writer.done()
         skips = writer.existing.skips() if writer.existing else []
         refused = {(r["variant"], r["scenario"]) for r in skips}
@@ -225,11 +233,13 @@ def main(args: argparse.Namespace) -> int:
         _spawn(args, -1, [s.name for s in chosen], "warm-up process (untimed)")
     for i, scenarios in todo.items():
         _spawn(args, i, scenarios, f"process {i + 1}/{args.processes}")
-    markdown = render(results.load(args.out), args.ours or variants[0])
+    res = results.load(args.out)
+    if not res.measurements():
+        raise NothingMeasured(f"every entry was skipped or failed; {args.out} holds only the lines saying "
+                              f"why")
+    markdown = render(res, args.ours or variants[0])
     if args.md:
-        os.makedirs(os.path.dirname(os.path.abspath(args.md)), exist_ok=True)
-        with open(args.md, "w", encoding="utf-8") as f:
-            f.write(markdown)
+        files.write_text(args.md, markdown)
     print(markdown, end="", flush=True)
     print(f"wrote {args.out}" + (f" and {args.md}" if args.md else ""), flush=True)
     return 0
@@ -268,6 +278,7 @@ def _worker(args, kernels, chosen, variants: list[str], peers, absent: dict) -> 
     device = "cuda" if vendor_mod.on_gpu() else "cpu"
     sync = torch.cuda.synchronize if device == "cuda" else None
     writer = None
+    process = uuid.uuid4().hex[:12]  # a resumed process index measures its scenarios again: a new id
     if args.worker >= 0:
         writer = results.ResultsWriter(args.out, _header(args, variants, peers, absent), resume=True)
     try:
@@ -314,7 +325,8 @@ def _worker(args, kernels, chosen, variants: list[str], peers, absent: dict) -> 
                     writer.skip(variant=name, scenario=scenario.name, reason=reason, kind=kind)
                 for name, t in times.items():
                     writer.record(variant=name, scenario=scenario.name, metric=METRIC, repeat=args.worker,
-                                  samples=Samples(tuple(t), clock="host"), config=[], digest=digest)
+                                  samples=Samples(tuple(t), clock="host"), config=[], digest=digest,
+                                  process=process)
             calls = tensors = batch = None  # this scenario's memory, before the next one's
     finally:
         if writer is not None:

@@ -28,9 +28,9 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from perf import checkout, validate
+from perf import checkout, files, validate
 from perf import vendor as vendor_mod
-from perf.errors import ConfigError
+from perf.errors import ConfigError, NothingMeasured
 
 PROTOCOL = "@@perf "  # prefix of a worker's protocol lines on stdout
 BATCH_BUDGET_BYTES = int(float(os.environ.get("PERF_BATCH_BUDGET_GB", "24")) * 2**30)
@@ -150,6 +150,15 @@ def usable_metrics(metrics: list[str]) -> list[str]:
     return [m for m in metrics if m == "eager" or vendor_mod.on_gpu()]
 
 
+def require_metrics(metrics: list[str], option: str = "--metrics") -> list[str]:
+    """`usable_metrics`, refused when none is left: a run that could measure nothing must not start."""
+    usable = usable_metrics(metrics)
+    if not usable:
+        raise NothingMeasured(f"{option} {','.join(metrics)}: graph replay needs a GPU (found none); pass "
+                              f"{option} eager to run in Triton's interpreter")
+    return usable
+
+
 class Side:
     """This process's kernels set up for a list of scenarios; measures rounds."""
 
@@ -254,6 +263,7 @@ def run_command(args: argparse.Namespace) -> int:
     from perf import peers as peers_mod
     from perf import results, thresholds
 
+    files.check_output(args.out, "--out")
     th = thresholds.load_thresholds(args.thresholds)
     vendor = vendor_mod.resolve(args.vendor, cpu_default=None)
     if vendor is not None:
@@ -268,6 +278,7 @@ def run_command(args: argparse.Namespace) -> int:
     if vendor is None and args.suite != "smoke" and not args.allow_cpu:
         raise ConfigError(f"--suite {args.suite}: sized for a GPU, and there is none here (Triton's "
                           f"interpreter would take hours); use --suite smoke, or pass --allow-cpu to run it")
+    require_metrics(args.metrics.split(","))
     peers, absent = peers_mod.resolve(args.peers, vendor)
     if args.peers == "auto" and vendor is None:
         print("note: --peers auto: no GPU here, so no vendor library is measured", flush=True)
@@ -276,7 +287,8 @@ def run_command(args: argparse.Namespace) -> int:
     header = _header(args, root, variants, chosen, repeats, samples)
     header.update(peers=list(peers), peers_absent=absent)
     names = [*variants, *(peers_mod.PREFIX + p for p in peers)]
-    with results.ResultsWriter(args.out, header, resume=not args.no_resume) as writer:
+    with results.ResultsWriter(args.out, header, resume=not args.no_resume,
+                               force=getattr(args, "force", False)) as writer:
         done = writer.done()
         budget = th.vendor(vendor).statistics.sample_budget_ms if vendor else None
         side = Side(kernels, variants, chosen, args.metrics.split(","), samples, writer, budget_ms=budget)
@@ -300,5 +312,8 @@ def run_command(args: argparse.Namespace) -> int:
                 progress.advance(task, len(names) * len(side.metrics) * repeats)
                 side.release(scenario)
                 peers_mod.detach(side, scenario, peers)
-    print(f"wrote {args.out}")
+        measured = writer.count()
+    if not measured:
+        raise NothingMeasured(f"every case was skipped or failed; {args.out} holds only the lines saying why")
+    print(f"wrote {args.out} ({measured} measurements)")
     return 0

@@ -8,15 +8,18 @@ marks at its own warn (dotted) and fail (dashed) ratio and their mirror images 1
 
 from __future__ import annotations
 
+import io
 import math
 
+from perf import files
 from perf.verdicts import Finding, Verdict
 
 
 def plot_ratios(findings: list[Finding], path: str, title: str = "head / base",
                 thresholds: dict | None = None) -> str | None:
     """Draw one point per (variant, scenario, metric) with its CI; `thresholds` maps
-    (variant, scenario, metric) -> (warn, fail). Returns the path, None if nothing has a ratio."""
+    (variant, scenario, metric) -> (warn, fail). Returns the path, None if nothing has a ratio
+    (then nothing is written). The PNG is drawn into memory and written whole (perf.files)."""
     rows = [f for f in findings if f.ratio is not None and math.isfinite(f.ratio)]
     if not rows:
         return None
@@ -55,6 +58,7 @@ def plot_ratios(findings: list[Finding], path: str, title: str = "head / base",
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=6, loc="best", ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=120, format="png")
     plt.close(fig)
-    return path
+    return files.write_bytes(path, buffer.getvalue())

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import shutil
 import subprocess
@@ -37,9 +36,9 @@ import time
 
 import numpy as np
 
-from perf import results
+from perf import files, results
 from perf import vendor as vendor_mod
-from perf.errors import ConfigError
+from perf.errors import ConfigError, NothingMeasured
 from perf.git import commit_all, git, repo_root
 from perf.latency.plant import plant
 from perf.thresholds import CALIBRATION_DIR, DEFAULT_PATH
@@ -124,19 +123,37 @@ def _planted_repo(repo: str, percent: int, vendor: str, parent: str) -> str:
 
 
 def _findings(out: str) -> list[dict]:
+    """The findings a gate run wrote (none when it wrote no findings.json: it crashed or stopped)."""
+    from perf.verdicts import load_findings
+
     path = os.path.join(out, "findings.json")
     if not os.path.exists(path):
         return []
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)["findings"]
+    return [f.to_dict() for f in load_findings(path)[1]]
 
 
-def _load_runs(out_dir: str) -> list[dict]:
-    path = os.path.join(out_dir, "runs.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    return []
+RUNS_FIX = "remove it (and the run folders beside it) or pass another --out"
+_RUN_FIELDS = {"name": str, "kind": str, "rc": int, "seconds": (int, float), "findings": list}
+
+
+def load_runs(path: str) -> list[dict]:
+    """runs.json: the gate runs of a self-test so far, each checked (ConfigError naming the entry);
+    [] when there is none yet."""
+    from perf.verdicts import finding_from
+
+    if not os.path.exists(path):
+        return []
+    runs = files.load_json(path, "the self-test's runs file", RUNS_FIX, expect=list)
+    for i, r in enumerate(runs):
+        bad = (not isinstance(r, dict) or r.get("kind") not in ("aa", "plant") or
+               any(not isinstance(r.get(k), t) or isinstance(r.get(k), bool) for k, t in _RUN_FIELDS.items()))
+        if bad or (r["kind"] == "plant" and not isinstance(r.get("percent"), int)):
+            raise ConfigError(f"{path}: run {i} is not a gate run of the self-test (needs name, kind "
+                              f"aa|plant, "
+                              f"percent for a plant, rc, seconds, findings); {RUNS_FIX}")
+        for j, f in enumerate(r["findings"]):
+            finding_from(f, path, f"run {i} findings[{j}]")
+    return runs
 
 
 def _reanalyze(runs: list[dict], out_dir: str, args: argparse.Namespace) -> list[dict]:
@@ -271,9 +288,9 @@ def changed_outside_calibration(repo: str) -> list[str]:
 
 
 def _main(args: argparse.Namespace) -> int:
+    files.check_output(args.out, "--out", directory=True)
     out_dir = os.path.abspath(args.out)
-    os.makedirs(out_dir, exist_ok=True)
-    runs = _load_runs(out_dir)
+    runs = load_runs(os.path.join(out_dir, "runs.json"))
     repo = repo_root(os.getcwd())
     plants = [int(x) for x in args.plants.split(",") if x.strip()]
     if not args.summarize:
@@ -322,12 +339,15 @@ def _main(args: argparse.Namespace) -> int:
                 r = _gate(where, out, base, i, args, pct)
                 runs.append({"name": name, "kind": kind, "percent": pct, "seed": i, "commit": head, **extra,
                              **r, "findings": _findings(out)})
-                results.write_json(os.path.join(out_dir, "runs.json"), runs)
+                files.write_json(os.path.join(out_dir, "runs.json"), runs)
         finally:
             for path in planted.values():
                 git(repo, "worktree", "remove", "--force", path)
             shutil.rmtree(parent, ignore_errors=True)
             git(repo, "worktree", "prune")
+    if not runs:
+        raise NothingMeasured(f"{out_dir} holds no gate run of the self-test (runs.json); run it without "
+                              f"--summarize on the GPU (or with a larger --max-minutes)")
     if args.summarize and args.reanalyze:
         runs = _reanalyze(runs, out_dir, args)
     summary, ok = summarize(runs, out_dir, args)
@@ -340,10 +360,9 @@ def _main(args: argparse.Namespace) -> int:
     env = {"gpu": env.get("gpu"), "driver": env.get("driver"), "commit": env.get("commit"),
            "date": _dt.date.today().isoformat(), "suite": args.suite, "variants": args.variants}
     summary["environment"] = env
-    results.write_json(os.path.join(out_dir, "selftest.json"), summary)
+    files.write_json(os.path.join(out_dir, "selftest.json"), summary)
     md = markdown(summary, env)
-    with open(os.path.join(out_dir, "selftest.md"), "w", encoding="utf-8") as f:
-        f.write(md)
+    files.write_text(os.path.join(out_dir, "selftest.md"), md)
     print(md)
     print(f"selftest: {'every promise kept' if ok else 'A PROMISE IS BROKEN'} by {len(runs)} gate runs; "
           f"{out_dir}/selftest.md", file=sys.stderr)

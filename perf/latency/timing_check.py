@@ -19,11 +19,11 @@ and written as JSON (`--out`); docs/latency.md quotes them.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import numpy as np
 
+from perf import files
 from perf import vendor as vendor_mod
 
 SCENARIOS = ("llama3-8b/prefill/batch8-kv16/block16,llama3-8b/decode/batch1-kv128/block16,"
@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=25)
     p.add_argument("--out", default=None, help="also write the rows as JSON here")
     args = p.parse_args(argv)
+    if args.out:
+        files.check_output(args.out, "--out")
     if not vendor_mod.on_gpu():
         print("error: no GPU: this checks device timing on a GPU", file=sys.stderr)
         return 2
@@ -110,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['gate_us']:8.2f} {r['many_us']:8.2f} {r['gate_vs_many']:9.3f} "
               f"{r['eager_synced_us']:12.2f} {r['eager_gate_us']:10.2f}")
     if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        files.write_json(args.out, {"gpu": torch.cuda.get_device_name(), "rows": rows})
     return 0
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import inspect
+import io
 import json
 import os
 import random
@@ -42,6 +43,7 @@ import uuid
 import zlib
 
 from perf import checkout
+from perf import files as files_mod
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
 from perf.latency import measure
@@ -58,6 +60,19 @@ def emit(event: dict) -> None:
 
 def files(out_dir: str) -> dict[str, str]:
     return {s: os.path.join(out_dir, f"{s}.jsonl") for s in SIDES}
+
+
+def load_keys(path: str) -> set[tuple[str, str, str]]:
+    """A keys file of the gate (retry<N>-keys.json): the (variant, scenario, metric) cases a
+    re-measure measures; ConfigError naming the file and entry when it is not one."""
+    doc = files_mod.load_json(path, "a keys file", "remove the gate's --out folder and run the gate again",
+                              expect=list)
+    for i, k in enumerate(doc):
+        if not (isinstance(k, list) and len(k) == 3 and all(isinstance(x, str) for x in k)):
+            raise ConfigError(f"{path}: entry {i} is {str(k)[:60]}, expected [variant, scenario, metric]; "
+                              f"remove "
+                              f"the gate's --out folder and run the gate again")
+    return {tuple(k) for k in doc}
 
 
 def side_order(repeats: int, seed: int) -> list[tuple[str, str]]:
@@ -115,8 +130,9 @@ class Pairs:
                 if path:
                     import torch
 
-                    torch.save({"args": list(batch.args()), "options": batch.options}, path + ".tmp")
-                    os.replace(path + ".tmp", path)
+                    buffer = io.BytesIO()
+                    torch.save({"args": list(batch.args()), "options": batch.options}, buffer)
+                    files_mod.write_bytes(path, buffer.getvalue())
                 return batch
             except Exception:  # make_case records the reason per variant
                 return None
@@ -222,10 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     vendor_mod.interpreter_without_gpu()
     from perf import results, scenarios
 
-    keys = None
-    if args.keys:
-        with open(args.keys, encoding="utf-8") as f:
-            keys = {tuple(k) for k in json.load(f)}
+    keys = load_keys(args.keys) if args.keys else None
     chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
     if keys is not None:
         chosen = [s for s in chosen if any(k[1] == s.name for k in keys)]

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 
-from perf import git
+from perf import files, git
 from perf import vendor as vendor_mod
 from perf.vendor import on_gpu
 
@@ -74,6 +73,9 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
                    help="measure uncommitted changes as HEAD (default: refuse a dirty tree)")
     p.add_argument("--allow-cpu", action="store_true",
                    help="no GPU: run in Triton's interpreter (wall-clock, no graphs) to try the pipeline")
+    p.add_argument("--force", action="store_true",
+                   help="record into a machine's history measured on another GPU, vendor or the interpreter "
+                        "(its older nights are then left out of it, and said so)")
     from perf.nightly import shard
 
     shard.add_arguments(p)  # --gpus, --shard I/M, --merge-shards DIR (perf/nightly/shard.py)
@@ -105,6 +107,7 @@ def nightly_main(args: argparse.Namespace) -> int:
     from perf.nightly import asvrun, shard
 
     shard.check_action(args)
+    files.check_output(args.out, "--out", directory=True)
     conf = asvrun.read_config(args.config)
     rc = 0
     if args.action in ("all", "run"):
@@ -118,11 +121,19 @@ def nightly_main(args: argparse.Namespace) -> int:
 
 
 def alert_main(args: argparse.Namespace) -> int:
+    from perf.errors import NothingMeasured
     from perf.nightly import asvrun, confirm
 
+    if args.vendor is not None:
+        vendor_mod.check_name(args.vendor)
     confirm.check_options(args)
+    files.check_output(args.out, "--out", directory=True)
     conf = asvrun.read_config(args.config)
     machines, histories = _report(args, conf, publish_summary=True, site=False)
+    if not any(m["findings"] for m in machines):  # no series was compared on any machine
+        why = "; ".join(f"{m['machine']}: {'; '.join(m['notes']) or 'no series at the newest commit'}"
+                        for m in machines)
+        raise NothingMeasured(f"no change-point verdict on any machine ({why}); alert.md says so too")
     if args.confirm:
         return confirm.confirm(args, conf, machines, histories)
     return 1 if any(m["alerts"] for m in machines) else 0
@@ -135,7 +146,7 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
     if part is None:
         asvrun.require_asv()
     if args.merge_shards:  # the merge job: the runners' parts; no GPU, no torch needed
-        name, sha, sel, out = shard.merge_parts(args.merge_shards, conf, args.machine)
+        name, sha, sel, out = shard.merge_parts(args.merge_shards, conf, args.machine, args.force)
         return _record(args, conf, name, sha, sel, out)
     from perf import peers as peers_mod
     from perf.errors import ConfigError
@@ -154,6 +165,7 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
                           f"stash them, or pass --allow-dirty")
     vendor = vendor_mod.detect() or "cpu"
     name = shard.machine_name(args.machine, part)
+    _guard_history(conf, name, args.force)
     peers, absent = peers_mod.resolve(args.peers, vendor)
     suite = args.suite or selection.DEFAULT_SUITE
     out = shard.part_path(args.out, name, sha, part) if part else \
@@ -183,14 +195,29 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
     return _record(args, conf, name, sha, sel, out)
 
 
+def _guard_history(conf: dict, name: str, force: bool) -> None:
+    """A night measured here may join machine `name`'s history only if the history is this GPU's,
+    vendor's and interpreter's (perf.files.guard_measured); with `force` it starts the history
+    over on this machine (the older nights stay on disk, left out and said so)."""
+    from perf import results
+    from perf.nightly import history, selection
+
+    folder = selection.history_dir(conf["_results_dir"], name)
+    old = history.newest_environment(folder) if os.path.isdir(folder) else None
+    files.guard_measured(folder, old, results.environment(), force)
+
+
+def _copy(src: str, dst: str) -> None:
+    files.write_text(dst, files.read_text(src, "the night's results file", "run the nightly again"))
+
+
 def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out: str) -> int:
     """`asv run` for this commit's results file `out`, and its copy for the job's artifact."""
     from perf.nightly import asvrun
 
     asvrun.machine(conf, name)
     rc = asvrun.run(conf, name, sha, sel.to_env(), args.bench)
-    os.makedirs(args.out, exist_ok=True)
-    shutil.copy(out, os.path.join(args.out, f"{name}-{sha[:8]}.jsonl"))  # the job's artifact
+    _copy(out, os.path.join(args.out, f"{name}-{sha[:8]}.jsonl"))  # the job's artifact
     return rc
 
 
@@ -205,10 +232,14 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
     settings = alert.Settings(window=args.window, min_history=args.min_history)
     if settings.window < 1 or settings.min_history < 1:
         raise ConfigError("--window and --min-history must be >= 1")
-    histories = history.load_all(conf["_results_dir"])
+    unreadable: list[str] = []
+    histories = history.load_all(conf["_results_dir"], unreadable)
     if not histories:
-        raise ConfigError(f"{conf['_results_dir']}: no nightly history (no */perf-nightly/*.jsonl); run "
-                          f"`python -m perf nightly run` on a GPU first")
+        more = f" and {len(unreadable) - 1} more" if unreadable[1:] else ""
+        found = f" (the only files there: {unreadable[0]}{more})" if unreadable else ""
+        raise ConfigError(f"{conf['_results_dir']}: no nightly history (no readable */perf-nightly/*.jsonl"
+                          f"{found}); run `python -m perf nightly run` on a GPU first")
+    history.say_skipped(histories, unreadable)
     machines = []
     for h in histories:
         vendor = args.vendor or h.vendor
@@ -217,7 +248,10 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
                                    f"verdicts (pass --vendor nvidia|amd to apply one)"]
         else:
             findings, notes = alert.detect(h, th, settings, vendor=vendor)
+        notes += [f"left out of this history: {line}" for line in h.skipped]
         machines.append(alert.machine_result(h, findings, notes, settings))
+    if unreadable:  # said in the first machine's notes as well: alert.md and the dashboard show them
+        machines[0]["notes"] += [f"left out of the nightly history: {line}" for line in unreadable]
     json_path, md_path = alert.write(args.out, machines)
     if site:
         from perf.nightly import site as site_mod
@@ -227,11 +261,10 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
         index = site_mod.build(histories, out_dir, {m["machine"]: m for m in machines},
                                toolchain.load_summary(os.path.join(args.out, "toolchain")))
         for p in (json_path, md_path):
-            shutil.copy(p, out_dir)
+            _copy(p, os.path.join(out_dir, os.path.basename(p)))
         print(f"wrote {index}", flush=True)
     if publish_summary:
-        with open(md_path, encoding="utf-8") as f:
-            publish(f.read())
+        publish(files.read_text(md_path, "alert.md", "run the alert again"))
     print(f"wrote {json_path} and {md_path}", flush=True)
     return machines, histories
 

@@ -30,7 +30,6 @@ this repository.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -126,15 +125,11 @@ def library_control(ratios: dict[tuple[str, str, str], float]) -> dict[tuple[str
 
 def write(out_dir: str, machine_results: list[dict]) -> tuple[str, str]:
     """alert.json (machine-readable, every machine) and alert.md (what a person reads)."""
+    from perf import files
     from perf.report import render_markdown
 
-    os.makedirs(out_dir, exist_ok=True)
     doc = {"alert": any(m["alerts"] for m in machine_results), "machines": machine_results}
-    json_path = os.path.join(out_dir, "alert.json")
-    tmp = json_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True, default=_plain)
-    os.replace(tmp, json_path)
+    json_path = files.write_json(os.path.join(out_dir, "alert.json"), doc)
     parts = []
     for m in machine_results:
         findings = [Finding.from_dict(d) for d in m["findings"]]
@@ -142,16 +137,8 @@ def write(out_dir: str, machine_results: list[dict]) -> tuple[str, str]:
         parts.append(render_markdown(findings, title, notes=m["notes"]))
     if not parts:
         parts.append("## Nightly change points\n\nNo nightly history found.\n")
-    md_path = os.path.join(out_dir, "alert.md")
-    with open(md_path, "w", encoding="utf-8") as f:
-        f.write("\n".join(parts))
+    md_path = files.write_text(os.path.join(out_dir, "alert.md"), "\n".join(parts))
     return json_path, md_path
-
-
-def _plain(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return str(x)
 
 
 def machine_result(history: History, findings: list[Finding], notes: list[str], settings: Settings) -> dict:

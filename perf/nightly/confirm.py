@@ -32,7 +32,6 @@ dashboard's alert tables are rewritten (site.relink).
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -40,7 +39,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from perf import verdicts
+from perf import files, verdicts
 from perf.ci import jobs
 from perf.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
 from perf.nightly import alert, issues
@@ -134,17 +133,18 @@ def finished(run: Run) -> dict[tuple[str, str, str], Finding] | None:
     """The gate's findings of `run` when its findings.json is for these two commits and holds every
     case; None otherwise (not run, interrupted, or another run's folder)."""
     path = os.path.join(run.out, "findings.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if (doc.get("base") or {}).get("commit") != run.base or (doc.get("head") or {}).get("commit") != run.head:
+    if not os.path.exists(path):
         return None
     try:
-        found = {(d["variant"], d["scenario"], d["metric"]): Finding.from_dict(d) for d in doc["findings"]}
-    except (KeyError, TypeError, ValueError):
+        doc, findings = verdicts.load_findings(path)
+    except ConfigError as e:  # the gate rewrites it when run again: measured anew, nothing lost
+        print(f"note: {e}; the gate runs again", file=sys.stderr, flush=True)
         return None
+    commits = [(doc.get(side) or {}).get("commit") if isinstance(doc.get(side), dict) else None
+               for side in ("base", "head")]
+    if commits != [run.base, run.head]:
+        return None
+    found = {(f.variant, f.scenario, f.metric): f for f in findings}
     return found if all(k in found for k in run.cases) else None
 
 
@@ -275,8 +275,7 @@ def _write(args, conf: dict, machines: list[dict], items: list[dict]) -> None:
     if os.path.isdir(html):
         site.relink(html, {m["machine"]: m for m in machines})
     text = summary(machines, written, bool(args.dry_run))
-    with open(os.path.join(args.out, "remeasure.md"), "w", encoding="utf-8") as f:
-        f.write(text)
+    files.write_text(os.path.join(args.out, "remeasure.md"), text)
     publish(text)
 
 

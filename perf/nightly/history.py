@@ -5,6 +5,13 @@ into `<asv results_dir>/<machine>/perf-nightly/<sha>.jsonl`; re-measuring a comm
 replaces its file, like asv replaces its result. Commits are ordered by committer date
 (then measurement time), which is the order of main's first-parent history for a nightly
 that follows one branch.
+
+A history is one machine's: every file read by perf.results.load (the one results reader)
+and of the GPU, vendor and interpreter of its newest readable file (perf.files.IDENTITY).
+A file that cannot be read (cut, corrupt, another schema) or was measured elsewhere is left
+out of the series, never silently: it is listed in `History.skipped`, said on stderr and
+shown in alert.md and on the dashboard, and the rest of the history stays usable (one bad
+night does not stop the nightly's report and alerts).
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from __future__ import annotations
 import glob
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 
+from perf.errors import ConfigError
 from perf.nightly.selection import PEER_PREFIX
 
 
@@ -39,6 +48,7 @@ class History:
     commits: list[Commit]
     series: dict[tuple[str, str, str], dict[str, list[float]]]
     notes: dict[tuple[str, str], str]  # (name, scenario) -> skip/error reason at the newest commit
+    skipped: list[str] = field(default_factory=list)  # "path: why" of each file left out (module doc)
 
     @property
     def vendor(self) -> str:
@@ -104,7 +114,7 @@ class History:
 def _load_commit(path: str):
     from perf import results
 
-    res = results.load(path)
+    res = results.load(path, warn=False)
     head = res.header
     env = res.environment
     nightly = head.get("nightly") or {}
@@ -115,26 +125,72 @@ def _load_commit(path: str):
     return commit, res
 
 
-def load_machine(folder: str, machine: str) -> History | None:
-    """The history in `folder` (one machine's perf-nightly folder); None if it holds no file."""
-    loaded = [_load_commit(p) for p in sorted(glob.glob(os.path.join(folder, "*.jsonl")))]
-    if not loaded:
-        return None
+def identity(env: dict) -> dict:
+    """What makes a file another machine's (perf.files.IDENTITY; the interpreter as a bool)."""
+    from perf import files
+
+    return {k: bool(env.get(k)) if k == "interpreter" else env.get(k) for k in files.IDENTITY}
+
+
+def load_machine(folder: str, machine: str, unreadable: list[str] | None = None) -> History | None:
+    """The history in `folder` (one machine's perf-nightly folder); None if it holds no readable
+    file (those it holds are then added to `unreadable`). Files left out are listed in
+    `skipped` (module docstring)."""
+    loaded, skipped = [], []
+    for path in sorted(glob.glob(os.path.join(folder, "*.jsonl"))):
+        try:
+            loaded.append(_load_commit(path))
+        except ConfigError as e:
+            message = str(e)
+            skipped.append(message if message.startswith(path) else f"{path}: {message}")
     loaded.sort(key=lambda cr: (cr[0].date, cr[0].measured))
+    if loaded:
+        newest = identity(loaded[-1][0].environment)
+        kept = []
+        for commit, res in loaded:
+            other = identity(commit.environment)
+            if other != newest:
+                skipped.append(f"{res.path}: measured on {other['gpu']} ({other['vendor']}"
+                               f"{', interpreter' if other['interpreter'] else ''}), this history is "
+                               f"{newest['gpu']}'s ({newest['vendor']}); move it to its machine's folder")
+            else:
+                kept.append((commit, res))
+        loaded = kept
+    if not loaded:
+        if unreadable is not None:
+            unreadable.extend(skipped)
+        return None
     series: dict[tuple[str, str, str], dict[str, list[float]]] = {}
     for commit, res in loaded:
         for key, medians in res.medians().items():
             series.setdefault(key, {})[commit.sha] = medians
     notes = {(r["variant"], r["scenario"]): r["reason"] for r in loaded[-1][1].skips()}
-    return History(machine, [c for c, _ in loaded], series, notes)
+    return History(machine, [c for c, _ in loaded], series, notes, skipped)
 
 
-def load_all(results_dir: str) -> list[History]:
-    """Every machine's history under asv's results folder, by machine name."""
+def newest_environment(folder: str) -> dict | None:
+    """The environment of the newest readable file of a machine's history folder (what a new
+    night must match unless forced); None when the folder holds none."""
+    h = load_machine(folder, os.path.basename(os.path.dirname(folder)))
+    return h.latest.environment if h is not None else None
+
+
+def load_all(results_dir: str, unreadable: list[str] | None = None) -> list[History]:
+    """Every machine's history under asv's results folder, by machine name; the files of machines
+    left without a readable one go to `unreadable`."""
     out = []
     for folder in sorted(glob.glob(os.path.join(results_dir, "*", "perf-nightly"))):
         machine = os.path.basename(os.path.dirname(folder))
-        h = load_machine(folder, machine)
+        h = load_machine(folder, machine, unreadable)
         if h is not None:
             out.append(h)
     return out
+
+
+def say_skipped(histories: list[History], unreadable: list[str]) -> None:
+    """Every file left out of a history, one warning line each on stderr (never silently)."""
+    for h in histories:
+        for line in h.skipped:
+            print(f"warning: {line}; left out of machine {h.machine}'s history", file=sys.stderr, flush=True)
+    for line in unreadable:
+        print(f"warning: {line}; left out of the nightly history", file=sys.stderr, flush=True)

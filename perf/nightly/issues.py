@@ -25,13 +25,12 @@ mechanism of the PR comment. Stdlib only (the issues job runs on a bare hosted r
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
 from dataclasses import dataclass
 
-from perf import verdicts
+from perf import files, verdicts
 from perf.ci.comment import code
 from perf.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, ConfigError
 
@@ -128,22 +127,17 @@ def write_items(folder: str, items: list[dict], dry_run: bool = False) -> list[s
     """Each item's body as Markdown (the new-issue form) and, unless a dry run, the plan the
     issues job posts; the paths of the bodies."""
     target = os.path.join(folder, DRY_RUN_DIR) if dry_run else folder
-    os.makedirs(target, exist_ok=True)
     paths = []
     for item in items:
         title, body = render(item)
         name = f"{_file_part(item['machine'])}-{item['head'][:8]}-vs-{item['base'][:8]}.md"
-        path = os.path.join(target, name)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(f"<!-- title: {title} -->\n{body}")
+        path = files.write_text(os.path.join(target, name), f"<!-- title: {title} -->\n{body}")
         item["body_file"] = os.path.basename(path)
         item["title"] = title
         paths.append(path)
     plan = os.path.join(folder, PLAN)
     if not dry_run and items:
-        with open(plan + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({"version": PLAN_VERSION, "items": items}, f, indent=1)
-        os.replace(plan + ".tmp", plan)
+        files.write_json(plan, {"version": PLAN_VERSION, "items": items})
     elif not dry_run and os.path.exists(plan):
         os.remove(plan)  # an earlier run's: nothing is confirmed now, so nothing may be posted
     return paths
@@ -248,16 +242,11 @@ def render(item: dict, cases: list[dict] | None = None, again: bool = False) -> 
 
 def load_plan(results: str) -> list[dict]:
     path = os.path.join(results, ISSUES_DIR, PLAN)
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
+    if not os.path.exists(path):
         raise ConfigError(f"{path}: not found; `python -m perf alert --confirm` writes it when a "
-                          f"re-measure confirms an alert") from None
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: not an issues plan ({e}); run `python -m perf alert --confirm` again") \
-            from None
-    items = doc.get("items") if isinstance(doc, dict) else None
+                          f"re-measure confirms an alert")
+    doc = files.load_json(path, "the issues plan", "run `python -m perf alert --confirm` again")
+    items = doc.get("items")
     if doc.get("version") != PLAN_VERSION or not isinstance(items, list) or not all(
             isinstance(i, dict) and isinstance(i.get("cases"), list) and i.get("head") and i.get("base")
             for i in items):
@@ -313,27 +302,25 @@ def post(results: str, api, site_dir: str | None = None, dry_run: bool = False, 
 def _record(results: str, actions: list[dict], site_dir: str | None) -> None:
     """Each case's issue into alert.json (written by the same run's confirm), and the dashboard."""
     path = os.path.join(results, "alert.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: cannot read it to record the issues ({e}); pass --results, the folder "
-                          f"`perf alert --confirm` wrote") from None
+    doc = files.load_json(path, "alert.json, to record the issues in", "pass --results, the folder "
+                          "`perf alert --confirm` wrote")
+    if not isinstance(doc.get("machines", []), list) or not all(
+            isinstance(m, dict) and isinstance(m.get("alerts", []), list) for m in doc.get("machines", [])):
+        raise ConfigError(f"{path}: `machines` is not a list of machines with their alerts; pass --results, "
+                          f"the "
+                          f"folder `perf alert --confirm` wrote")
     found = {(a["machine"], c["variant"], c["scenario"], c["metric"]): a for a in actions for c in a["cases"]}
     for m in doc.get("machines", []):
         for a in m.get("alerts", []):
             act = found.get((m["machine"], a["variant"], a["scenario"], a["metric"]))
             if act is not None:
                 a["issue"] = {"url": act["url"], "number": act["number"], "action": act["action"]}
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-    os.replace(path + ".tmp", path)
+    files.write_json(path, doc)
     if site_dir:
         from perf.nightly import site
 
         site.relink(site_dir, {m["machine"]: m for m in doc.get("machines", [])})
-        with open(os.path.join(site_dir, "alert.json"), "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
+        files.write_json(os.path.join(site_dir, "alert.json"), doc)
 
 
 # --- command line ---------------------------------------------------------------------------

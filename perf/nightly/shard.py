@@ -21,6 +21,7 @@ once, so one commit's history never mixes images, drivers, GPU kinds or settings
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -30,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from perf import devices
+from perf import devices, files
 from perf.errors import EXIT_FAIL, ConfigError
 from perf.nightly.selection import ROOT, Selection
 
@@ -213,8 +214,9 @@ def measure(sel: Selection, out: str, *, gpus: str = "all", part: Part | None = 
         signal.signal(signal.SIGTERM, previous)
     merge(paths, out, GPU_KEY)
     for path in paths:
-        for p in (path, f"{path}.log"):
-            os.remove(p)
+        for p in (path, f"{path}.log", files.lock_path(path)):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(p)
     os.rmdir(folder)
     return out
 
@@ -297,8 +299,10 @@ def _last_line(path: str) -> str:
 
 
 def _header(path: str) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return json.loads(f.readline())
+    """A shard file's header, the file read whole by the one results reader (perf.results.load)."""
+    from perf import results
+
+    return results.load(path).header
 
 
 def _device_entries(path: str, header: dict, key: str) -> list[dict]:
@@ -397,12 +401,8 @@ def merge(paths: list[str], out: str, key: str) -> dict:
     header = {k: v for k, v in headers[order[0]].items() if k not in (key, "devices")}
     header["scenarios"] = {name: digests[name] for name in of}
     header["devices"] = [e for i in order for e in _device_entries(paths[i], headers[i], key)]
-    tmp = f"{out}.tmp"
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(tmp, "w", encoding="utf-8") as f:
-        for obj in (header, *merged.records):
-            f.write(json.dumps(obj, sort_keys=True) + "\n")
-    os.replace(tmp, out)
+    lines = (json.dumps(obj, sort_keys=True) + "\n" for obj in (header, *merged.records))
+    files.write_text(out, "".join(lines))
     return header
 
 
@@ -433,11 +433,13 @@ def _first_missing(header: dict, scenarios, records: list[dict]) -> str | None:
     return None
 
 
-def merge_parts(folder: str, conf: dict, machine: str | None = None) -> tuple[str, str, Selection, str]:
+def merge_parts(folder: str, conf: dict, machine: str | None = None,
+                force: bool = False) -> tuple[str, str, Selection, str]:
     """The merge job: the M runners' parts under `folder` -> this commit's file in the history.
 
     Returns (machine, commit, selection, path) for `asv run`. The commit must be the one
-    checked out here, and the machine the parts' (`--machine` may only repeat it).
+    checked out here, and the machine the parts' (`--machine` may only repeat it); the parts'
+    GPU, vendor and interpreter those of the machine's history (`force`: perf.files.guard_measured).
     """
     from perf import git
     from perf.nightly import selection
@@ -446,7 +448,8 @@ def merge_parts(folder: str, conf: dict, machine: str | None = None) -> tuple[st
     if not paths:
         raise ConfigError(f"--merge-shards {folder}: no *.jsonl part files there; download the shard jobs' "
                           f"artifacts into it (they write {os.path.join('results', 'nightly', PARTS_DIR)}/)")
-    nightly = _header(paths[0]).get("nightly") or {}
+    first = _header(paths[0])
+    nightly = first.get("nightly") or {}
     sha, name = nightly.get("commit"), nightly.get("machine")
     if not sha or not name:
         raise ConfigError(f"{paths[0]}: header has no nightly.commit/machine; not a part of `python -m perf "
@@ -457,7 +460,12 @@ def merge_parts(folder: str, conf: dict, machine: str | None = None) -> tuple[st
                           f"the commit the shard jobs measured")
     if machine and machine != name:
         raise ConfigError(f"--machine {machine}: the parts were measured as machine {name}; drop --machine")
-    out = os.path.join(selection.history_dir(conf["_results_dir"], name), f"{sha}.jsonl")
+    from perf.nightly import history
+
+    folder = selection.history_dir(conf["_results_dir"], name)
+    old = history.newest_environment(folder) if os.path.isdir(folder) else None
+    files.guard_measured(folder, old, first.get("environment") or {}, force)
+    out = os.path.join(folder, f"{sha}.jsonl")
     header = merge(paths, out, RUNNER_KEY)
     sel = Selection(suite=header["suite"], scenarios=tuple(header["scenarios"]),
                     variants=tuple(header["variants"]), peers=tuple(header["peers"]),

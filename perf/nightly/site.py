@@ -24,10 +24,12 @@ own interactive site, one folder up, loads JSON and needs a web server
 from __future__ import annotations
 
 import html
+import io
 import math
 import os
 from collections import defaultdict
 
+from perf import files
 from perf.nightly.alert import WINDOW
 from perf.nightly.history import History
 from perf.nightly.selection import PEER_PREFIX, slug
@@ -103,11 +105,13 @@ def families(scenarios: list[str]) -> dict[str, list]:
 
 
 def _save(fig, path: str, rect=None) -> str:
-    """Lay out, write (90 dpi: the dashboard's images) and close a figure; its path."""
+    """Lay out, write (90 dpi: the dashboard's images; drawn in memory, written whole by
+    perf.files) and close a figure; its path."""
     fig.tight_layout(**({"rect": rect} if rect else {}))
-    fig.savefig(path, dpi=90)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=90, format="png")
     _plt().close(fig)
-    return path
+    return files.write_bytes(path, buffer.getvalue())
 
 
 def plot_paper(h: History, family: str, members: list, metric: str, path: str) -> str:
@@ -354,24 +358,20 @@ def relink(out_dir: str, results: dict[str, dict]) -> list[str]:
         page = os.path.join(out_dir, slug(machine), "index.html")
         if not os.path.exists(page):
             continue
-        with open(page, encoding="utf-8") as f:
-            text = f.read()
+        text = files.read_text(page, "a dashboard page", "build the dashboard again (`perf nightly report`)")
         start, end = text.find(ALERTS_BEGIN), text.find(ALERTS_END)
         if start < 0 or end < start:
             continue
-        with open(page, "w", encoding="utf-8") as f:
-            section = alert_section(result, os.path.dirname(page))
-            f.write(text[:start] + section + text[end + len(ALERTS_END):])
+        section = alert_section(result, os.path.dirname(page))
+        files.write_text(page, text[:start] + section + text[end + len(ALERTS_END):])
         done.append(page)
         if os.path.exists(index):
-            with open(index, encoding="utf-8") as f:
-                top = f.read()
+            top = files.read_text(index, "the dashboard's index", "build the dashboard again")
             mark = re.escape(_status_mark(machine))
             cell = _index_status(result)
             top = re.sub(f"({mark}).*?(<!-- /status -->)", lambda m, cell=cell: m[1] + cell + m[2], top,
                          flags=re.S)
-            with open(index, "w", encoding="utf-8") as f:
-                f.write(top)
+            files.write_text(index, top)
     return done
 
 
@@ -408,7 +408,7 @@ def _skips(h: History) -> list[str]:
     by_reason: dict[tuple[str, str], int] = defaultdict(int)
     for (name, _), reason in h.notes.items():
         by_reason[(name, reason)] += 1
-    out = []
+    out = [f"<li><b>left out of the history</b>: {_e(line)}</li>" for line in h.skipped]
     for peer, reason in sorted(h.latest.absent_peers.items()):
         out.append(f"<li><b>{_e(peer)}</b>: not measured on this machine ({_e(reason)})</li>")
     for (name, reason), n in sorted(by_reason.items()):
@@ -418,7 +418,6 @@ def _skips(h: History) -> list[str]:
 
 def machine_page(h: History, folder: str, result: dict | None) -> str:
     """Write one machine's page and figures into `folder`; returns the page's path."""
-    os.makedirs(folder, exist_ok=True)
     env = h.latest.environment
     findings = (result or {}).get("findings", [])
     flagged = {(f["variant"], f["scenario"], f["metric"]) for f in findings if f["verdict"] == "fail"}
@@ -459,17 +458,14 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
         if p:
             body.append(f"<img src='{os.path.basename(p)}' alt='history {_e(name)}'>")
     body += ["<h2>Skipped</h2>", *_skips(h)]
-    path = os.path.join(folder, "index.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(_page(f"Nightly: {h.gpu} ({h.machine})", body))
-    return path
+    page = _page(f"Nightly: {h.gpu} ({h.machine})", body)
+    return files.write_text(os.path.join(folder, "index.html"), page)
 
 
 def build(histories: list[History], out_dir: str, results: dict[str, dict] | None = None,
           toolchain: dict | None = None) -> str:
     """Write the report under `out_dir` (one folder per machine and an index); returns the index.
     `toolchain`: the toolchain A/B's summary (perf/nightly/toolchain.py), shown when given."""
-    os.makedirs(out_dir, exist_ok=True)
     results = results or {}
     items = []
     for h in histories:
@@ -491,10 +487,7 @@ def build(histories: list[History], out_dir: str, results: dict[str, dict] | Non
         body.append("<p>No nightly history yet: run <code>nox -s nightly</code> on a GPU runner.</p>")
     if toolchain:
         body += toolchain_section(toolchain)
-    index = os.path.join(out_dir, "index.html")
-    with open(index, "w", encoding="utf-8") as f:
-        f.write(_page("Paged attention: nightly", body))
-    return index
+    return files.write_text(os.path.join(out_dir, "index.html"), _page("Paged attention: nightly", body))
 
 
 def toolchain_section(summary: dict) -> list[str]:

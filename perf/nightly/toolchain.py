@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import subprocess
 import sys
 import time
 
-from perf import toolchain
+from perf import files, toolchain
 from perf.checkout import ROOT
 from perf.errors import ConfigError
+from perf.verdicts import load_findings
 
 DEFAULT_OUT = os.path.join("results", "nightly", "toolchain")
 SUMMARY = "toolchain.json"
@@ -69,8 +69,7 @@ def _gate(cmd: list[str], out: str) -> dict:
     if not os.path.exists(path):  # the latency gate without a GPU, or a gate that stopped early
         result["findings"] = None
         return result
-    with open(path, encoding="utf-8") as f:
-        findings = json.load(f)["findings"]
+    findings = [f.to_dict() for f in load_findings(path)[1]]
     counts = {v: sum(x["verdict"] == v for x in findings) for v in ("fail", "warn", "ok", "improved")}
     rank = {"fail": 0, "warn": 1, "improved": 2}
     shown = sorted((x for x in findings if x["verdict"] in rank), key=lambda x: rank[x["verdict"]])
@@ -83,6 +82,7 @@ def _gate(cmd: list[str], out: str) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     """Both gates for every chosen version; the summary written to OUT/toolchain.json."""
+    files.check_output(args.out, "--out", directory=True)
     installed = toolchain.installed().version
     summary = {"version": SUMMARY_VERSION, "kind": "toolchain",
                "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -113,22 +113,23 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def write_summary(out: str, summary: dict) -> str:
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, SUMMARY)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
-    os.replace(path + ".tmp", path)
-    return path
+    return files.write_json(os.path.join(out, SUMMARY), summary)
 
 
 def load_summary(out: str) -> dict | None:
-    """OUT/toolchain.json, or None when the toolchain A/B did not run (the dashboard omits it)."""
-    try:
-        with open(os.path.join(out, SUMMARY), encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+    """OUT/toolchain.json, or None when the toolchain A/B did not run (the dashboard omits it);
+    ConfigError naming the file when it is there but not a summary of this version."""
+    path = os.path.join(out, SUMMARY)
+    if not os.path.exists(path):
         return None
-    return data if data.get("kind") == "toolchain" else None
+    fix = "run `python -m perf toolchain` again (or remove it)"
+    data = files.load_json(path, "the toolchain A/B's summary", fix)
+    if data.get("kind") != "toolchain" or data.get("version") != SUMMARY_VERSION or \
+            not isinstance(data.get("versions"), list) or \
+            not all(isinstance(v, dict) for v in data["versions"]):
+        raise ConfigError(f"{path}: not a toolchain summary of version {SUMMARY_VERSION} (kind, version, "
+                          f"versions); {fix}")
+    return data
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
