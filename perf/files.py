@@ -29,7 +29,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from perf.errors import ConfigError
@@ -175,11 +175,29 @@ def check_output(path: str, flag: str = "--out", directory: bool = False) -> str
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
         raise ConfigError(f"{flag} {path}: {probe} is a file, not a directory; choose another path")
-    if not os.access(probe, os.W_OK | os.X_OK):
+    if not _can_create_in(probe):
         raise ConfigError(f"{flag} {path}: {probe} is not writable by this user; choose another path")
+    if not directory and os.path.exists(target) and not os.path.isfile(target):
+        # outputs are replaced by a rename: a device (/dev/null) or a socket would be replaced too
+        raise ConfigError(f"{flag} {path}: is not a regular file (a device, a pipe or a socket); name a file")
     if not directory and os.path.exists(target) and not os.access(target, os.W_OK):
         raise ConfigError(f"{flag} {path}: the file is not writable by this user; choose another path")
     return path
+
+
+def _can_create_in(directory: str) -> bool:
+    """Whether a file can be created in `directory`: tried, since os.access says yes to root
+    for /proc, /sys and read-only mounts, where every write then fails."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perf-check-")
+    except OSError:
+        return False
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.remove(tmp)
+    return True
 
 
 def _makedirs(directory: str, path: str) -> None:
@@ -281,6 +299,17 @@ def write_text(path: str, text: str, timeout: float = 0.0) -> str:
 def write_json(path: str, obj: Any, timeout: float = 0.0) -> str:
     """Replace `path` with one JSON document atomically, under its lock."""
     return write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n", timeout)
+
+
+def rewrite(path: str, make: Callable[[], str], timeout: float = 0.0) -> str:
+    """Replace `path` with the text `make()` returns, calling it under the lock: what `make`
+    checks in the old file (`guard_measured`, a section it keeps) cannot change before the write."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a directory; cannot write a file there")
+    with lock(path, timeout):
+        _replace(path, make().encode("utf-8"))
+    return path
 
 
 class Appender:

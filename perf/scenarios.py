@@ -32,7 +32,9 @@ old names are read under the new ones (`canonical_name`, used by perf.results.lo
 from __future__ import annotations
 
 import fnmatch
+import functools
 import itertools
+import math
 import os
 import random
 import re
@@ -40,8 +42,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from perf import files
 from perf.errors import ConfigError
 
 SUITES_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suites.yaml")
@@ -101,14 +102,26 @@ class Scenario:
     dtype: str = DEFAULT_DTYPE  # fp16 | bf16 | fp32
 
     def __post_init__(self) -> None:
+        """Every field of a meaningful type and range, so a suites.yaml grid value such as
+        `batch: true` or `window: 0` is refused instead of becoming another batch."""
+        for name in ("model", "dtype"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a name, got {getattr(self, name)!r}")
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r} (known: {', '.join(MODELS)})")
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r} (known: {', '.join(DTYPES)})")
-        if not (self.block_size > 0 and self.batch > 0 and self.max_seq > 0 and 0 <= self.decode <= 100):
-            raise ValueError(f"block_size, batch and max_seq must be > 0 and decode in 0..100: {self}")
-        if self.chunk is not None and self.chunk <= 0:
-            raise ValueError("chunk must be > 0")
+        for name in ("block_size", "batch", "max_seq", "decode", "chunk", "window", "softcap"):
+            value = getattr(self, name)
+            optional = name in ("chunk", "window", "softcap")
+            if (value is None and optional) or (type(value) is int and (value > 0 or name == "decode")):
+                continue
+            raise ValueError(f"{name} must be {'null or ' if optional else ''}an integer > 0, got {value!r}")
+        if not 0 <= self.decode <= 100:
+            raise ValueError(f"decode is a percentage of the sequences (0 to 100), got {self.decode!r}")
+        for name in ("variable", "sinks", "fp8"):
+            if type(getattr(self, name)) is not bool:
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
 
     @property
     def kind(self) -> str:
@@ -239,30 +252,94 @@ _AXES = {  # grid key -> Scenario field
     "decode": "decode", "chunk": "chunk", "variable": "variable", "window": "window",
     "softcap": "softcap", "sinks": "sinks", "fp8": "fp8", "dtype": "dtype",
 }
+_GRID_REQUIRED = ("model", "batch", "max_seq", "decode")  # the others have defaults (module docstring)
+_GRID_MAX = 10000  # scenarios one grid may expand to: more is a typo, not a suite
+_SUITE_KEYS = ("description", "scenarios", "grids")
+_SUITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_FIX = "fix perf/suites.yaml (its header explains suites, scenarios and grids)"
 
 
-def _expand_grid(grid: dict, where: str) -> list[Scenario]:
+def _expand_grid(grid: Any, where: str, path: str) -> list[Scenario]:
+    if not isinstance(grid, dict) or not grid:
+        raise ConfigError(f"{path}: {where}: a grid is a mapping of axes to values, got {grid!r}; {_FIX}")
     for key in grid:
         if key not in _AXES:
-            raise ConfigError(f"{SUITES_PATH}: {where}.{key}: unknown axis (expected one of: "
-                              f"{', '.join(_AXES)})")
+            raise ConfigError(f"{path}: {where}.{key}: unknown axis (expected one of: {', '.join(_AXES)})")
+    for key in _GRID_REQUIRED:
+        if key not in grid:
+            raise ConfigError(f"{path}: {where}: missing axis {key!r} (every grid names "
+                              f"{', '.join(_GRID_REQUIRED)})")
     axes = {k: (v if isinstance(v, list) else [v]) for k, v in grid.items()}
+    for key, values in axes.items():
+        if not values:
+            raise ConfigError(f"{path}: {where}.{key}: an empty list of values expands to no scenario; "
+                              f"give at least one value")
+    if math.prod(len(v) for v in axes.values()) > _GRID_MAX:
+        raise ConfigError(f"{path}: {where}: expands to more than {_GRID_MAX} scenarios; split it")
     out = []
     for values in itertools.product(*axes.values()):
         fields = {"block_size": 16, **{_AXES[k]: v for k, v in zip(axes, values)}}
         try:
             out.append(Scenario(**fields))
         except (TypeError, ValueError) as e:
-            raise ConfigError(f"{SUITES_PATH}: {where}: {e}") from None
+            raise ConfigError(f"{path}: {where}: {e}") from None
     return out
 
 
-def load_suites(path: str = SUITES_PATH) -> dict[str, dict[str, Any]]:
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of suite names")
-    return data
+def _parse_suite(name: Any, body: Any, path: str) -> tuple[Scenario, ...]:
+    """One suite's scenarios, in file order, without duplicates; ConfigError naming the field."""
+    if not isinstance(name, str) or not _SUITE_NAME.fullmatch(name):
+        raise ConfigError(f"{path}: suite name {name!r} is not a name (letters, digits, '-', '_', '.'); "
+                          f"{_FIX}")
+    if not isinstance(body, dict):
+        raise ConfigError(f"{path}: {name}: a suite is a mapping with scenarios: and/or grids:, got "
+                          f"{'nothing' if body is None else type(body).__name__}; {_FIX}")
+    for key in body:
+        if key not in _SUITE_KEYS:
+            raise ConfigError(f"{path}: {name}.{key}: unknown key (expected one of: "
+                              f"{', '.join(_SUITE_KEYS)})")
+    if not isinstance(body.get("description", ""), str):
+        raise ConfigError(f"{path}: {name}.description: must be text")
+    out: list[Scenario] = []
+    for field in ("scenarios", "grids"):
+        if field in body and not isinstance(body[field], list):
+            raise ConfigError(f"{path}: {name}.{field}: expected a list, got "
+                              f"{'nothing' if body[field] is None else type(body[field]).__name__}; {_FIX}")
+    for i, item in enumerate(body.get("scenarios", ())):
+        if not isinstance(item, str):
+            raise ConfigError(f"{path}: {name}.scenarios[{i}]: a scenario is a name ({GRAMMAR}), "
+                              f"got {item!r}")
+        try:
+            out.append(Scenario.parse(item))
+        except ValueError as e:
+            raise ConfigError(f"{path}: {name}.scenarios[{i}]: {e}") from None
+    for i, grid in enumerate(body.get("grids", ())):
+        out.extend(_expand_grid(grid, f"{name}.grids[{i}]", path))
+    unique = tuple({s.name: s for s in out}.values())  # file order, a scenario listed twice once
+    if not unique:
+        raise ConfigError(f"{path}: {name}: the suite has no scenarios; add scenarios: or grids:")
+    return unique
+
+
+_CACHE: dict[str, tuple[str, dict[str, tuple[Scenario, ...]]]] = {}
+
+
+def load_suites(path: str = SUITES_PATH) -> dict[str, tuple[Scenario, ...]]:
+    """Every suite of a suites file, validated whole (ConfigError naming file and field).
+    Parsed once per content of the file (commands ask for suites often; expanding the grids
+    is what costs), read every time so an edit is never missed."""
+    path = os.fspath(path)
+    text = files.read_text(path, "suites file", _FIX)
+    cached = _CACHE.get(path)
+    if cached is not None and cached[0] == text:
+        return cached[1]
+    data = files.parse_yaml(text, path, _FIX)
+    if not isinstance(data, dict) or not data:
+        got = "nothing" if data is None else "an empty mapping" if data == {} else type(data).__name__
+        raise ConfigError(f"{path}: expected a mapping of suite names to suites, got {got}; {_FIX}")
+    suites = {name: _parse_suite(name, body, path) for name, body in data.items()}
+    _CACHE[path] = (text, suites)
+    return suites
 
 
 def suite_names(path: str = SUITES_PATH) -> list[str]:
@@ -274,23 +351,7 @@ def suite(name: str, path: str = SUITES_PATH) -> list[Scenario]:
     suites = load_suites(path)
     if name not in suites:
         raise ConfigError(f"{path}: no suite {name!r} (have: {', '.join(suites)}); pass --suite NAME")
-    body = suites[name] or {}
-    out: list[Scenario] = []
-    for i, item in enumerate(body.get("scenarios") or []):
-        try:
-            out.append(Scenario.parse(item))
-        except ValueError as e:
-            raise ConfigError(f"{path}: {name}.scenarios[{i}]: {e}") from None
-    for i, grid in enumerate(body.get("grids") or []):
-        out.extend(_expand_grid(grid, f"{name}.grids[{i}]"))
-    seen, unique = set(), []
-    for s in out:
-        if s.name not in seen:
-            seen.add(s.name)
-            unique.append(s)
-    if not unique:
-        raise ConfigError(f"{path}: suite {name!r} has no scenarios")
-    return unique
+    return list(suites[name])
 
 
 def canonical_name(name: str) -> str:
@@ -301,14 +362,30 @@ def canonical_name(name: str) -> str:
         return name
 
 
+@functools.lru_cache(maxsize=8192)
+def names_of(name: str) -> tuple[str, ...]:
+    """The names a scenario answers to in a glob: the one given, its current name and its
+    earlier compact form (`Scenario.seed_key`); just `name` when it is no scenario name."""
+    try:
+        s = Scenario.parse(name)
+    except ValueError:
+        return (name,)
+    return tuple(dict.fromkeys((name, s.name, s.seed_key)))
+
+
+def glob_matches(name: str, glob: str) -> bool:
+    """Whether an fnmatch glob, written over the current or the earlier names, matches the
+    scenario `name` (how --scenarios and thresholds.yaml's overrides select scenarios)."""
+    return any(fnmatch.fnmatchcase(n, glob) for n in names_of(name))
+
+
 def select(scenarios: list[Scenario], patterns: str | None) -> list[Scenario]:
     """Keep scenarios matching any comma-separated fnmatch glob (all when None); a glob
     may be written over the earlier names too (`llama3-8b_bs16_b*_d100`)."""
     if not patterns:
         return scenarios
     globs = [p.strip() for p in patterns.split(",") if p.strip()]
-    kept = [s for s in scenarios
-            if any(fnmatch.fnmatchcase(s.name, g) or fnmatch.fnmatchcase(s.seed_key, g) for g in globs)]
+    kept = [s for s in scenarios if any(glob_matches(s.name, g) for g in globs)]
     if not kept:
         raise ConfigError(f"--scenarios {patterns!r} matches no scenario of the suite")
     return kept

@@ -15,19 +15,28 @@ Schema (see thresholds.yaml, commented for the people who edit it):
       runners: {labels: [...], container, container_options, env: {NAME: value},
                 lock_clocks: false | MHz, isolation_env: [NAME, ...], nightly_shards: M}
     overrides: [{vendor?, variant?, scenario?, metric?, latency: {warn?, fail?}, reason}]
+
+Cross-field rules, so that no file weakens a gate unseen: every warn ratio <= its fail
+ratio (latency, floor, k, static registers); target names unique across vendors, each
+target's backend its vendor's (cuda under nvidia, hip under amd); an override's vendor has a
+section, and its variant, scenario and metric globs each match something that exists (a
+registered variant, a scenario of perf/suites.yaml, a metric of perf.results.METRICS); no
+NaN, inf or true/false where a number belongs. Duplicate keys (a second `fail:` or
+`nvidia:`) are refused by the strict YAML reader (perf/files.py).
 """
 
 from __future__ import annotations
 
+import ast
 import fnmatch
+import functools
 import math
 import os
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import yaml
-
+from perf import files
 from perf.errors import ConfigError
 
 VENDORS = ("nvidia", "amd")
@@ -35,6 +44,7 @@ SCHEMA_VERSION = 1
 DEFAULT_PATH = "thresholds.yaml"
 SEVERITIES = ("fail", "warn", "ignore")
 _TOP_KEYS = ("version", *VENDORS, "overrides")
+BACKENDS = {"nvidia": "cuda", "amd": "hip"}  # the compiler backend of each vendor's targets
 _STAT_DEFAULTS = {"alpha": 0.01, "processes": 3, "repeats": 10, "samples": 25, "sample_budget_ms": 100,
                   "retries": 1, "bootstrap": 2000, "confidence": 0.95}
 
@@ -151,9 +161,11 @@ class Override:
     fail: float | None = None
 
     def matches(self, vendor: str, variant: str, scenario: str, metric: str) -> bool:
+        from perf.scenarios import glob_matches
+
         return ((self.vendor is None or self.vendor == vendor)
                 and fnmatch.fnmatchcase(variant, self.variant)
-                and fnmatch.fnmatchcase(scenario, self.scenario)
+                and glob_matches(scenario, self.scenario)  # current or earlier names, as --scenarios
                 and fnmatch.fnmatchcase(metric, self.metric))
 
 
@@ -217,7 +229,7 @@ class _Checker:
         return value
 
     def number(self, value: Any, where: str, lo: float, hi: float, lo_open: bool = False) -> float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if ok:
             ok = (value > lo if lo_open else value >= lo) and value <= hi
         if not ok:
@@ -269,6 +281,7 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
         bootstrap=c.integer(s["bootstrap"], f"{w}.bootstrap", 100, 1000000),
         confidence=c.number(s["confidence"], f"{w}.confidence", 0.5, 1.0, lo_open=True),
     )
+    _check_statistics(c, w, stats)
 
     comp = c.mapping(v["compile"], f"{name}.compile", ("targets", "static"), ("targets", "static"))
     if not isinstance(comp["targets"], list) or not comp["targets"]:
@@ -285,6 +298,10 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
         backend = c.string(t["backend"], f"{w}.backend")
         if backend not in ("cuda", "hip"):
             c.fail(f"{w}.backend", f"must be cuda or hip, got {backend!r}")
+        if backend != BACKENDS[name]:
+            home = next(v for v, b in BACKENDS.items() if b == backend)
+            c.fail(f"{w}.backend", f"a {name} target compiles with {BACKENDS[name]}, got {backend!r}; move "
+                                   f"the target under the {home}: section or fix its backend")
         arch = t["arch"]
         if backend == "cuda":
             c.integer(arch, f"{w}.arch", 50, 200)
@@ -306,8 +323,9 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
         w = f"{name}.compile.static.{key}"
         if key.endswith("_ratio"):
             static[key] = c.number(value, w, 1.0, 100.0)
-        elif value not in SEVERITIES:
+        elif not isinstance(value, str) or value not in SEVERITIES:
             c.fail(w, f"must be one of {', '.join(SEVERITIES)}, got {value!r}")
+    _check_static_pairs(c, f"{name}.compile.static", static)
 
     r = c.mapping(v["runners"], f"{name}.runners",
                   ("labels", "container", "container_options", "env", "lock_clocks", "isolation_env",
@@ -338,6 +356,32 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
     )
     vt = VendorThresholds(name, latency, stats, tuple(targets), {**STATIC_DEFAULTS, **static}, runners)
     return replace(vt, noise_rule=noise_rule)
+
+
+def _check_statistics(c: _Checker, where: str, s: Statistics) -> None:
+    """Combinations the statistics cannot mean: an interval whose tails hold no resample."""
+    tail = (1.0 - s.confidence) / 2.0
+    if tail * s.bootstrap < 1.0:
+        need = f"at least {math.ceil(1.0 / tail)} resamples or a lower confidence" if tail > 0 else \
+            "a confidence below 1"
+        c.fail(f"{where}.bootstrap", f"{s.bootstrap} resamples leave no resample in each tail of a "
+                                     f"{s.confidence:g} interval; give {need}")
+
+
+def _check_static_pairs(c: _Checker, where: str, static: dict) -> None:
+    """Every `<metric>_warn_ratio` <= its `<metric>_fail_ratio`, a key left out taking its
+    default (STATIC_DEFAULTS), so a warn above the fail cannot hide the warning band."""
+    merged = {**STATIC_DEFAULTS, **static}
+    for key in STATIC_DEFAULTS:
+        if not key.endswith("_warn_ratio"):
+            continue
+        fail_key = key[: -len("_warn_ratio")] + "_fail_ratio"
+        warn, fail = merged[key], merged.get(fail_key)
+        if warn is not None and fail is not None and fail < warn:
+            field = fail_key if fail_key in static else key
+            given = "" if key in static and fail_key in static else " (the other one is the default)"
+            c.fail(f"{where}.{field}", f"{fail_key} {fail:g} is below {key} {warn:g}{given}; "
+                                       f"the warn ratio must be <= the fail ratio")
 
 
 def _parse_noise_rule(c: _Checker, name: str, lat: dict) -> NoiseRule | None:
@@ -380,6 +424,86 @@ def _parse_overrides(c: _Checker, items: Any) -> tuple[Override, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=1)
+def registered_variants() -> tuple[str, ...] | None:
+    """The names of kernels.VARIANTS, read from the dict literal in kernels/__init__.py
+    without importing it (torch and Triton take seconds, and every command reads the
+    thresholds); importing kernels if the literal is gone; None if neither works."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    source = os.path.join(root, "kernels", "__init__.py")
+    try:
+        with open(source, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        tree = None
+    for node in tree.body if tree is not None else ():
+        target = node.target if isinstance(node, ast.AnnAssign) else \
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if (isinstance(target, ast.Name) and target.id == "VARIANTS" and isinstance(node.value, ast.Dict)
+                and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.value.keys)):
+            return tuple(k.value for k in node.value.keys)
+    try:
+        import kernels
+    except ImportError:
+        return None
+    return tuple(kernels.VARIANTS)
+
+
+def _suite_scenario_names() -> list[str]:
+    """Every scenario of every suite of perf/suites.yaml (current names)."""
+    from perf.scenarios import load_suites
+
+    return list(dict.fromkeys(s.name for scenarios in load_suites().values() for s in scenarios))
+
+
+def _check_overrides(c: _Checker, overrides: tuple[Override, ...],
+                     vendors: dict[str, VendorThresholds]) -> None:
+    """An override must be able to apply: its vendor has a section, each glob matches an
+    existing name, and the ratio it leaves to the vendor does not move the one it gives."""
+    from perf.results import METRICS
+    from perf.scenarios import glob_matches
+
+    never = "so the override would never apply"
+    for o in overrides:
+        w = f"overrides[{o.index}]"
+        if o.vendor is not None and o.vendor not in vendors:
+            c.fail(f"{w}.vendor", f"this file has no {o.vendor!r} section, {never}; add the section or drop "
+                                  f"the override")
+        variants = registered_variants()
+        if variants is not None and not any(fnmatch.fnmatchcase(v, o.variant) for v in variants):
+            c.fail(f"{w}.variant", f"{o.variant!r} matches no registered variant ({', '.join(variants)}), "
+                                   f"{never}")
+        if not any(fnmatch.fnmatchcase(m, o.metric) for m in METRICS):
+            c.fail(f"{w}.metric", f"{o.metric!r} matches no metric ({', '.join(METRICS)}), {never}")
+        if o.scenario != "*" and not any(glob_matches(n, o.scenario) for n in _suite_scenario_names()):
+            c.fail(f"{w}.scenario", f"{o.scenario!r} matches no scenario of any suite in perf/suites.yaml "
+                                    f"(current or earlier names, e.g. llama3-8b/decode/*), {never}")
+        for name in ([o.vendor] if o.vendor else list(vendors)):
+            lat = vendors[name].latency
+            if o.warn is None and o.fail < lat.warn:
+                c.fail(f"{w}.latency.fail", f"{o.fail:g} is below the warn ratio it keeps "
+                                            f"({name}.latency.warn {lat.warn:g}), so {name} cases would fail "
+                                            f"only beyond {lat.warn:g}; give warn too, or a fail >= "
+                                            f"{lat.warn:g}")
+            if o.fail is None and o.warn > lat.fail:
+                c.fail(f"{w}.latency.warn", f"{o.warn:g} is above the fail ratio it keeps "
+                                            f"({name}.latency.fail {lat.fail:g}), so {name} cases would fail "
+                                            f"only beyond {o.warn:g}; give fail too, or a warn <= "
+                                            f"{lat.fail:g}")
+
+
+def _check_targets(c: _Checker, vendors: dict[str, VendorThresholds]) -> None:
+    """Target names are unique across the file (the static gate keys its results by them)."""
+    seen: dict[str, str] = {}
+    for name, vt in vendors.items():
+        for i, t in enumerate(vt.targets):
+            where = f"{name}.compile.targets[{i}]"
+            if t.name in seen:
+                c.fail(f"{where}.name", f"target {t.name!r} is already listed as {seen[t.name]}; each target "
+                                        f"once")
+            seen[t.name] = where
+
+
 def parse_thresholds(data: Any, path: str = DEFAULT_PATH) -> Thresholds:
     """Validate parsed YAML; raises ConfigError naming `path` and the first bad field."""
     c = _Checker(path)
@@ -390,33 +514,24 @@ def parse_thresholds(data: Any, path: str = DEFAULT_PATH) -> Thresholds:
         if key not in _TOP_KEYS:
             hint = " (vendors are: " + ", ".join(VENDORS) + ")"
             c.fail(key, f"unknown key{hint}; expected one of: {', '.join(_TOP_KEYS)}")
-    if data.get("version", SCHEMA_VERSION) != SCHEMA_VERSION:
-        c.fail("version", f"this harness reads version {SCHEMA_VERSION}, got {data['version']!r}")
+    version = data.get("version", SCHEMA_VERSION)
+    if type(version) is not int or version != SCHEMA_VERSION:
+        c.fail("version", f"this harness reads version {SCHEMA_VERSION}, got {version!r}")
     vendors = {name: _parse_vendor(c, name, data[name]) for name in VENDORS if name in data}
     if not vendors:
         c.fail("(top level)", f"no vendor section; add at least one of: {', '.join(VENDORS)}")
-    return Thresholds(path, vendors, _parse_overrides(c, data.get("overrides")), data)
+    _check_targets(c, vendors)
+    overrides = _parse_overrides(c, data.get("overrides"))
+    _check_overrides(c, overrides, vendors)
+    return Thresholds(path, vendors, overrides, data)
 
 
 def load_thresholds(path: str | os.PathLike = DEFAULT_PATH) -> Thresholds:
     """Read and validate the thresholds file (ConfigError on the first problem)."""
     path = os.fspath(path)
-    data = _read_yaml(path, "run from the repository root or pass --thresholds PATH", "fix the syntax")
-    return parse_thresholds(data, path)
-
-
-def _read_yaml(path: str, if_missing: str, if_invalid: str) -> Any:
-    """Parsed YAML of `path`; ConfigError naming the file (and line) with the fix."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.safe_load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found; {if_missing}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(syntax)"
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{path}: {where}: invalid YAML ({problem}); {if_invalid}") from None
+    text = files.read_text(path, "thresholds file", "run from the repository root or pass --thresholds PATH")
+    return parse_thresholds(files.parse_yaml(text, path, "fix the file (thresholds.yaml of the repository "
+                                                         "shows the layout)"), path)
 
 
 # --- calibration: measured noise per case --------------------------------------------------
@@ -468,42 +583,64 @@ def calibration_path(thresholds_path: str, vendor: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(thresholds_path)), CALIBRATION_DIR, f"{vendor}.yaml")
 
 
+CALIBRATION_FIX = "rerun `python -m perf calibrate` on the GPU"
+_LAUNCH_COST_KEYS = ("fail_percent", "runs", "sigma_process", "rule")
+
+
 def parse_calibration(data: Any, path: str) -> Calibration:
-    """Validate a parsed calibration file; ConfigError naming `path` and the first bad field."""
+    """Validate a parsed calibration file whole; ConfigError naming `path` and the first bad field."""
+    from perf.results import METRICS
+
     c = _Checker(path)
     if data is None:
-        c.fail("(top level)", "the file is empty; rerun `python -m perf calibrate`")
+        c.fail("(top level)", f"the file is empty; {CALIBRATION_FIX}")
     data = c.mapping(data, "(top level)", ("version", "vendor", "gpu", "meta", "cases", "launch_cost"),
                      ("version", "vendor", "gpu", "cases"))
-    if data["version"] != CALIBRATION_VERSION:
+    if type(data["version"]) is not int or data["version"] != CALIBRATION_VERSION:
         c.fail("version", f"this harness reads version {CALIBRATION_VERSION}, got {data['version']!r}; "
-                          f"rerun `python -m perf calibrate`")
+                          f"{CALIBRATION_FIX}")
     vendor = c.string(data["vendor"], "vendor")
     if vendor not in VENDORS:
         c.fail("vendor", f"unknown vendor {vendor!r} (expected one of: {', '.join(VENDORS)})")
-    if not isinstance(data["cases"], list):
-        c.fail("cases", f"expected a list, got {_kind(data['cases'])}")
-    cases = {}
+    gpu = c.string(data["gpu"], "gpu")
+    if not isinstance(data["cases"], list) or not data["cases"]:
+        c.fail("cases", f"expected a non-empty list of cases, got {data['cases']!r:.40}; {CALIBRATION_FIX}")
+    cases: dict[tuple[str, str, str], CaseNoise] = {}
+    first: dict[tuple[str, str, str], int] = {}
     keys = ("variant", "scenario", "metric", "sigma_round", "tau", "processes", "rounds", "median_ms")
     for i, e in enumerate(data["cases"]):
         w = f"cases[{i}]"
         e = c.mapping(e, w, keys, keys)
         variant, scenario, metric = (c.string(e[k], f"{w}.{k}") for k in ("variant", "scenario", "metric"))
+        if metric not in METRICS:
+            c.fail(f"{w}.metric", f"unknown metric {metric!r} (expected one of: {', '.join(METRICS)})")
         key = (variant, _scenario_name(scenario), metric)
+        if key in first:
+            c.fail(w, f"{variant} {key[1]} {metric} is calibrated twice (also cases[{first[key]}]); "
+                      f"{CALIBRATION_FIX}")
+        first[key] = i
+        processes = c.integer(e["processes"], f"{w}.processes", 2, 100000)
         cases[key] = CaseNoise(
             sigma_round=c.number(e["sigma_round"], f"{w}.sigma_round", 0.0, 10.0),
             tau=c.number(e["tau"], f"{w}.tau", 0.0, 10.0),
-            processes=c.integer(e["processes"], f"{w}.processes", 2, 100000),
-            rounds=c.integer(e["rounds"], f"{w}.rounds", 2, 10000000),
-            median_ms=c.number(e["median_ms"], f"{w}.median_ms", 0.0, 1e9))
+            processes=processes,
+            rounds=c.integer(e["rounds"], f"{w}.rounds", max(2, processes), 10000000),
+            median_ms=c.number(e["median_ms"], f"{w}.median_ms", 0.0, 1e9, lo_open=True))
     launch = data.get("launch_cost")
     if launch is not None:
-        launch = c.mapping(launch, "launch_cost")
-        if "fail_percent" not in launch:
-            c.fail("launch_cost", "missing required key 'fail_percent'")
+        launch = c.mapping(launch, "launch_cost", _LAUNCH_COST_KEYS, ("fail_percent",))
         c.number(launch["fail_percent"], "launch_cost.fail_percent", 0.0, 1000.0, lo_open=True)
+        if "runs" in launch:
+            c.integer(launch["runs"], "launch_cost.runs", 2, 100000)
+        sigmas = c.mapping(launch.get("sigma_process", {}), "launch_cost.sigma_process")
+        for variant, sigma in sigmas.items():
+            c.number(sigma, f"launch_cost.sigma_process.{variant}", 0.0, 100.0)
+        if "rule" in launch:
+            c.string(launch["rule"], "launch_cost.rule")
     meta = c.mapping(data.get("meta") or {}, "meta")
-    return Calibration(path, vendor, c.string(data["gpu"], "gpu"), dict(meta), cases, launch)
+    if "interpreter" in meta and not isinstance(meta["interpreter"], bool):
+        c.fail("meta.interpreter", f"must be true or false, got {meta['interpreter']!r}")
+    return Calibration(path, vendor, gpu, dict(meta), cases, launch)
 
 
 def _scenario_name(name: str) -> str:
@@ -516,8 +653,13 @@ def _scenario_name(name: str) -> str:
 
 def load_calibration(path: str) -> Calibration:
     """Read and validate one calibration file (ConfigError on a problem, naming the file)."""
-    rerun = "rerun `python -m perf calibrate` on the GPU"
-    return parse_calibration(_read_yaml(path, rerun, rerun), path)
+    return parse_calibration(files.load_yaml(path, "calibration file", CALIBRATION_FIX), path)
+
+
+def measured_environment(cal: Calibration) -> dict:
+    """What a calibration was measured on, in perf.files.guard_measured's terms (files written
+    before `meta.interpreter` existed were measured on GPUs)."""
+    return {"vendor": cal.vendor, "gpu": cal.gpu, "interpreter": bool(cal.meta.get("interpreter", False))}
 
 
 def calibration_for(thresholds: Thresholds, vendor: str, gpu: str | None) -> tuple[Calibration | None, str]:

@@ -173,3 +173,152 @@ def test_launch_cost_threshold_from_separate_runs():
     expected = 100 * (math.exp(rule.k_fail * math.sqrt(2) * sigma) - 1)
     assert loud["fail_percent"] == pytest.approx(expected, abs=0.1)
     assert loud["sigma_process"]["a"] == pytest.approx(sigma, abs=1e-5)
+
+
+# --- the calibration file is measured data: never replaced by another machine's unasked ----
+
+H100_CALIBRATION = os.path.join(ROOT, "calibration", "nvidia.yaml")
+INTERPRETER = {"vendor": "cpu", "gpu": "Triton interpreter", "interpreter": True, "driver": None,
+               "commit": "abc", "torch": "t", "triton": "3.6.0"}
+
+
+def _repo_with_h100_calibration(tmp_path):
+    """thresholds.yaml and the committed H100 calibration/nvidia.yaml, copied into tmp_path."""
+    (tmp_path / "calibration").mkdir()
+    cal = tmp_path / "calibration" / "nvidia.yaml"
+    cal.write_bytes(open(H100_CALIBRATION, "rb").read())
+    th = tmp_path / "thresholds.yaml"
+    th.write_bytes(open(os.path.join(ROOT, "thresholds.yaml"), "rb").read())
+    return th, cal
+
+
+def _aa_of(tmp_path, env, processes=3, name="ab"):
+    out = tmp_path / name
+    out.mkdir()
+    global ENV
+    saved, ENV = ENV, env
+    try:
+        _aa(out, {("static_grid", "tiny/decode/batch1-kv16/block16", "eager"): (0.01, 0.0)},
+            processes=processes)
+    finally:
+        ENV = saved
+    return out
+
+
+def _noise(*argv) -> int:
+    from perf import cli
+
+    return cli.main(["noise", *map(str, argv)])
+
+
+def test_noise_write_refuses_to_replace_a_gpu_calibration_with_interpreter_noise(tmp_path, capsys):
+    """The bug of issue 35: after an interpreter gate, `perf noise results/ab --vendor nvidia
+    --write calibration/nvidia.yaml` replaced the committed H100 calibration, exit 0."""
+    th, cal = _repo_with_h100_calibration(tmp_path)
+    ab = _aa_of(tmp_path, INTERPRETER)
+    before = cal.read_bytes()
+    assert _noise(ab, "--vendor", "nvidia", "--write", cal, "--thresholds", th) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(cal) in err[0] and "NVIDIA H100" in err[0] and "--force" in err[0], err
+    assert cal.read_bytes() == before
+    # --force replaces it, and the file says where its numbers come from
+    assert _noise(ab, "--vendor", "nvidia", "--write", cal, "--thresholds", th, "--force") == 0
+    from perf.thresholds import load_calibration
+
+    written = load_calibration(str(cal))
+    assert written.gpu == "Triton interpreter" and written.meta["interpreter"] is True
+    assert written.launch_cost is None  # the H100's launch-cost threshold is not carried over
+    # ... and a GPU's calibration does not silently replace the interpreter's either
+    capsys.readouterr()
+    assert _noise(_aa_of(tmp_path, ENV, name="gpu"), "--write", cal, "--thresholds", th) == 2
+    err = capsys.readouterr().err
+    assert "holds data measured with gpu 'Triton interpreter'" in err and "--force" in err
+
+
+@pytest.mark.parametrize("other,field", [
+    ({**ENV, "gpu": "NVIDIA H200"}, "gpu"),
+    ({**ENV, "interpreter": True}, "interpreter"),
+])
+def test_write_calibration_refuses_another_gpu_or_the_interpreter(tmp_path, other, field):
+    from perf.errors import ConfigError
+
+    _, cal = _repo_with_h100_calibration(tmp_path)
+    before = cal.read_bytes()
+    row = {"variant": "static_grid", "scenario": "s", "metric": "graph", "case": _case()}
+    doc = noise.calibration_doc([row], "nvidia", other, {})
+    with pytest.raises(ConfigError) as err:
+        noise.write_calibration(str(cal), doc)
+    msg = str(err.value)
+    assert msg.startswith(f"{cal}: holds data measured with {field}") and "--force" in msg
+    assert cal.read_bytes() == before
+    noise.write_calibration(str(cal), doc, force=True)
+    assert cal.read_bytes() != before
+
+
+def _case():
+    from perf.thresholds import CaseNoise
+
+    return CaseNoise(0.002, 0.001, 6, 60, 0.05)
+
+
+def test_write_calibration_refuses_another_vendor_and_an_unreadable_file(tmp_path):
+    from perf.errors import ConfigError
+
+    _, cal = _repo_with_h100_calibration(tmp_path)
+    row = {"variant": "static_grid", "scenario": "s", "metric": "graph", "case": _case()}
+    amd = noise.calibration_doc([row], "amd", {**ENV, "gpu": "AMD Instinct MI300X"}, {})
+    with pytest.raises(ConfigError, match="holds data measured with vendor 'nvidia'.*--force"):
+        noise.write_calibration(str(cal), amd)
+    cal.write_text("version: 1\nvendor: nvidia\nvendor: amd\n")  # not a calibration: not replaced unread
+    with pytest.raises(ConfigError, match=r"given twice.*not replaced unread.*--force"):
+        noise.write_calibration(str(cal), noise.calibration_doc([row], "nvidia", ENV, {}))
+    noise.write_calibration(str(cal), noise.calibration_doc([row], "nvidia", ENV, {}), force=True)
+    assert "static_grid" in cal.read_text()
+
+
+def test_nothing_measured_writes_nothing(tmp_path, capsys):
+    from perf.errors import NothingMeasured
+
+    th, cal = _repo_with_h100_calibration(tmp_path)
+    before = cal.read_bytes()
+    with pytest.raises(NothingMeasured, match="^nothing was measured: "):
+        noise.write_calibration(str(cal), noise.calibration_doc([], "nvidia", ENV, {}))
+    one_process = _aa_of(tmp_path, ENV, processes=1)  # no case in two processes: no noise to calibrate
+    assert _noise(one_process, "--write", cal, "--thresholds", th) == 2
+    err = capsys.readouterr().err
+    assert "nothing was measured: " in err and "left as it is" in err and cal.read_bytes() == before
+
+
+def test_write_calibration_holds_the_lock_and_refuses_a_file_the_reader_would_refuse(tmp_path):
+    from perf import files
+    from perf.errors import ConfigError
+
+    path = tmp_path / "calibration" / "nvidia.yaml"
+    row = {"variant": "static_grid", "scenario": "s", "metric": "graph", "case": _case()}
+    with files.lock(str(path)), pytest.raises(ConfigError, match="being written by"):
+        noise.write_calibration(str(path), noise.calibration_doc([row], "nvidia", ENV, {}))
+    assert not path.exists()
+    no_gpu = {k: v for k, v in ENV.items() if k != "gpu"}  # results that do not say which GPU
+    with pytest.raises(ConfigError, match="refusing to write a calibration the gate could not read.*gpu"):
+        noise.write_calibration(str(path), noise.calibration_doc([row], "nvidia", no_gpu, {}))
+    assert not path.exists()
+
+
+def test_calibrate_refuses_another_gpus_calibration_before_measuring(tmp_path, monkeypatch):
+    import argparse
+
+    from perf.errors import ConfigError
+    from perf.latency import ab, calibrate
+
+    th, cal = _repo_with_h100_calibration(tmp_path)
+    monkeypatch.setattr(calibrate.vendor_mod, "on_gpu", lambda: True)
+    monkeypatch.setattr(calibrate.vendor_mod, "resolve", lambda given: "nvidia")
+    monkeypatch.setattr(calibrate, "this_environment",
+                        lambda vendor: {"vendor": vendor, "gpu": "NVIDIA H200", "interpreter": False})
+    monkeypatch.setattr(ab, "measure", lambda *a, **k: pytest.fail("measured before refusing"))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--thresholds")
+    calibrate.add_arguments(parser)
+    args = parser.parse_args(["--thresholds", str(th), "--out", str(tmp_path / "out")])
+    with pytest.raises(ConfigError, match=f"^{cal}: holds data measured with gpu 'NVIDIA H100.*--force"):
+        calibrate.main(args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,74 @@ def test_names_are_safe_where_they_become_file_names():
     for s in scenarios.suite("nightly"):
         assert "," not in s.name and " " not in s.name  # --scenarios and asv's params split on neither
         assert "/" not in slug(s.name) and slug(s.name)
+
+
+GRID = "{model: tiny, batch: 1, max_seq: 16, decode: 0}"
+
+
+@pytest.mark.parametrize("text,says", [
+    ("", "expected a mapping of suite names to suites, got nothing"),
+    ("- smoke\n", "got list"),
+    ("{}\n", "got an empty mapping"),
+    ("a: {scenarios: [tiny/decode/batch1-kv16/block16]}\na: {grids: [" + GRID + "]}\n",
+     "key 'a' is given twice"),
+    ("a:\n", "a: a suite is a mapping"),
+    ("a: {scenarios: []}\n", "a: the suite has no scenarios"),
+    ("a: {scenario: [tiny/decode/batch1-kv16/block16]}\n", "a.scenario: unknown key"),
+    ("a: {scenarios: tiny/decode/batch1-kv16/block16}\n", "a.scenarios: expected a list"),
+    ("a: {scenarios: [42]}\n", "a.scenarios[0]: a scenario is a name"),
+    ("a: {scenarios: [tiny/decoding/batch1-kv16/block16]}\n", "a.scenarios[0]: scenario"),
+    ("a: {grids: [[1]]}\n", "a.grids[0]: a grid is a mapping"),
+    ("a: {grids: [{model: tiny, batch: 1, max_seq: 16}]}\n", "a.grids[0]: missing axis 'decode'"),
+    ("a: {grids: [{model: tiny, batch: [], max_seq: 16, decode: 0}]}\n", "a.grids[0].batch: an empty list"),
+    ("a: {grids: [{model: tiny, batch: true, max_seq: 16, decode: 0}]}\n", "batch must be an integer > 0"),
+    ("a: {grids: [{model: tiny, batch: '1', max_seq: 16, decode: 0}]}\n", "batch must be an integer > 0"),
+    ("a: {grids: [{model: tiny, batch: 1.5, max_seq: 16, decode: 0}]}\n", "batch must be an integer > 0"),
+    ("a: {grids: [{model: tiny, batch: 1, max_seq: 16, decode: 0, window: 0}]}\n", "window must be null or"),
+    ("a: {grids: [{model: tiny, batch: 1, max_seq: 16, decode: 0, fp8: 1}]}\n", "fp8 must be true or false"),
+    ("a: {grids: [{model: tiny, batch: 1, max_seq: 16, decode: 101}]}\n", "decode is a percentage"),
+    ("a: {grids: [{model: nope, batch: 1, max_seq: 16, decode: 0}]}\n", "unknown model"),
+    ("a: {grids: [{model: tiny, batch: 1, max_seq: 16, decode: 0, dtype: fp64}]}\n", "unknown dtype"),
+    ("a: {grids: [{model: tiny, batch: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "
+     "max_seq: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], decode: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "
+     "block_size: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}]}\n",
+     "expands to more than"),
+    ("a: {description: [x], grids: [" + GRID + "]}\n", "a.description: must be text"),
+    ("1: {grids: [" + GRID + "]}\n", "suite name 1 is not a name"),
+    # the whole file is checked, not only the suite asked for
+    ("ok: {grids: [" + GRID + "]}\nbad: {scenarios: [nope]}\n", "bad.scenarios[0]"),
+])
+def test_a_suites_file_is_validated_whole(tmp_path, text, says):
+    p = tmp_path / "suites.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        scenarios.suite("ok" if text.startswith("ok:") else "a", str(p))
+    msg = str(err.value)
+    assert msg.startswith(f"{p}: ") and says in msg and "\n" not in msg, msg
+
+
+def test_suites_file_errors_name_the_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"suites file not found"):
+        scenarios.suite_names(str(tmp_path / "nope.yaml"))
+    with pytest.raises(ConfigError, match=r"is a directory"):
+        scenarios.suite_names(str(tmp_path))
+    p = tmp_path / "suites.yaml"
+    p.write_bytes(b"a: {grids: [" + GRID.encode() + b"]}\n# \xff\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8"):
+        scenarios.suite_names(str(p))
+
+
+def test_suites_are_parsed_once_per_content_of_the_file(tmp_path, monkeypatch):
+    p = tmp_path / "suites.yaml"
+    p.write_text("a: {grids: [" + GRID + "]}\n")
+    parsed = []
+    real = scenarios.files.parse_yaml
+    monkeypatch.setattr(scenarios.files, "parse_yaml", lambda *a: parsed.append(1) or real(*a))
+    for _ in range(3):
+        assert [s.name for s in scenarios.suite("a", str(p))] == ["tiny/prefill/batch1-kv16/block16"]
+    assert len(parsed) == 1
+    stat = os.stat(p)
+    p.write_text("a: {grids: [" + GRID.replace("batch: 1", "batch: 2") + "]}\n")  # same size
+    os.utime(p, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same modification time
+    assert [s.name for s in scenarios.suite("a", str(p))] == ["tiny/prefill/batch2-kv16/block16"]
+    assert len(parsed) == 2

@@ -118,6 +118,32 @@ INVALID = [  # (path to change, new value, field the message must name)
     ("overrides.0.reason", _DELETE, "overrides[0]"),
     ("overrides.0.vendor", "intel", "overrides[0].vendor"),
     ("overrides.0.latency", {}, "overrides[0].latency"),
+    # numbers: never NaN, inf or true/false
+    ("nvidia.latency.fail", float("nan"), "nvidia.latency.fail"),
+    ("nvidia.latency.fail", float("inf"), "nvidia.latency.fail"),
+    ("nvidia.latency.floor.warn", float("nan"), "nvidia.latency.floor.warn"),
+    ("nvidia.latency.k.fail", float("inf"), "nvidia.latency.k.fail"),
+    ("nvidia.statistics.alpha", float("nan"), "nvidia.statistics.alpha"),
+    ("nvidia.statistics.processes", True, "nvidia.statistics.processes"),
+    ("nvidia.compile.static.registers_fail_ratio", float("nan"),
+     "nvidia.compile.static.registers_fail_ratio"),
+    ("overrides.0.latency.fail", float("inf"), "overrides[0].latency.fail"),
+    ("version", True, "version"),
+    ("version", 1.0, "version"),
+    # cross-field rules
+    ("nvidia.compile.static.registers_fail_ratio", 1.05, "nvidia.compile.static.registers_fail_ratio"),
+    ("amd.compile.static.registers_warn_ratio", 1.5, "amd.compile.static.registers_fail_ratio"),
+    ("nvidia.compile.targets.1.name", "sm_90", "nvidia.compile.targets[1].name"),
+    ("amd.compile.targets.1.name", "sm_90", "amd.compile.targets[1].name"),
+    ("nvidia.compile.targets.0.backend", "hip", "nvidia.compile.targets[0].backend"),
+    ("nvidia.statistics.bootstrap", 100, "nvidia.statistics.bootstrap"),  # with confidence 0.99 below
+    ("nvidia.statistics.confidence", 1.0, "nvidia.statistics.bootstrap"),
+    # overrides that could never apply, or would move the ratio they leave to the vendor
+    ("overrides.0.variant", "statc_grid", "overrides[0].variant"),
+    ("overrides.0.metric", "graf", "overrides[0].metric"),
+    ("overrides.0.scenario", "llama3-8b/decoded/*", "overrides[0].scenario"),
+    ("overrides.0.latency", {"fail": 1.02}, "overrides[0].latency.fail"),
+    ("overrides.0.latency", {"warn": 1.2}, "overrides[0].latency.warn"),
 ]
 
 
@@ -128,11 +154,49 @@ def _invalid_id(path, value):
 @pytest.mark.parametrize("path,value,field", INVALID, ids=[_invalid_id(p, v) for p, v, _ in INVALID])
 def test_every_invalid_field_is_named(raw, path, value, field):
     data = _set(raw, path, value)
+    if path == "nvidia.statistics.bootstrap":
+        data["nvidia"]["statistics"]["confidence"] = 0.99  # 0.5 % tails of 100 resamples: none in a tail
     with pytest.raises(ConfigError) as err:
         parse_thresholds(data, "t.yaml")
     msg = str(err.value)
     assert msg.startswith(f"t.yaml: {field}"), msg
     assert "\n" not in msg
+
+
+def test_an_override_needs_its_vendors_section(raw):
+    data = copy.deepcopy(raw)
+    del data["amd"]
+    data["overrides"][0]["vendor"] = "amd"
+    with pytest.raises(ConfigError, match=r"^t\.yaml: overrides\[0\]\.vendor: this file has no 'amd'"):
+        parse_thresholds(data, "t.yaml")
+
+
+def test_variant_names_are_read_without_importing_kernels(tmp_path):
+    """Every command reads the thresholds, some on machines without torch (workflows, CI)."""
+    import kernels
+    from perf.thresholds import registered_variants
+
+    assert registered_variants() == tuple(kernels.VARIANTS)
+    p = tmp_path / "th.yaml"
+    p.write_text(open(SHIPPED, encoding="utf-8").read().replace(
+        "overrides: []", "overrides:\n  - {variant: 'q*', scenario: '*/decode/*', metric: graph, "
+                         "latency: {fail: 1.1}, reason: r}"))
+    code = ("import sys; from perf.thresholds import load_thresholds; load_thresholds(sys.argv[1]); "
+            "print(sorted(m for m in ('torch', 'triton', 'kernels') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(p)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+def test_an_override_over_earlier_scenario_names_applies(raw):
+    """A scenario glob written over the earlier names (as --scenarios takes them) is accepted
+    on load, so it must match the current names the gate looks thresholds up by."""
+    data = copy.deepcopy(raw)
+    data["overrides"] = [{"scenario": "llama3-8b_bs16_b*_d100", "latency": {"warn": 1.2, "fail": 1.3},
+                          "reason": "r"}]
+    th = parse_thresholds(data, "t.yaml")
+    assert th.latency("nvidia", "naive", "llama3-8b/decode/batch32-kv1024/block16", "graph").fail == 1.3
+    assert th.latency("nvidia", "naive", "llama3-8b/prefill/batch8-kv16/block16", "graph").fail == 1.05
 
 
 def test_unknown_top_level_vendor(raw):
@@ -156,8 +220,40 @@ def test_malformed_files(tmp_path, text, where):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match="file not found.*--thresholds"):
+    with pytest.raises(ConfigError, match="thresholds file not found.*--thresholds"):
         load_thresholds(tmp_path / "nope.yaml")
+
+
+SHIPPED_TEXT = open(SHIPPED, encoding="utf-8").read()
+
+
+def _second_nvidia_section() -> str:
+    """The shipped text with its nvidia section appended again, made lax (the last one won)."""
+    start, end = SHIPPED_TEXT.index("\nnvidia:\n"), SHIPPED_TEXT.index("\namd:\n")
+    return SHIPPED_TEXT + SHIPPED_TEXT[start:end].replace("fail: 1.05", "fail: 50.0")
+
+
+@pytest.mark.parametrize("name,text,says", [
+    ("duplicate-fail", SHIPPED_TEXT.replace("    fail: 1.05\n", "    fail: 1.05\n    fail: 50.0\n", 1),
+     "key 'fail' is given twice"),
+    ("second-nvidia", _second_nvidia_section(), "key 'nvidia' is given twice"),
+    ("invalid-utf8", SHIPPED_TEXT.replace("# H100", "# H\udcff100", 1), "not UTF-8"),
+    ("empty", "", "(top level): the file is empty"),
+    ("list", "- nvidia\n", "(top level): expected a mapping"),
+    ("scalar", "1.05\n", "(top level): expected a mapping"),
+])
+def test_strict_text_level_mistakes(tmp_path, name, text, says):
+    p = tmp_path / "th.yaml"
+    p.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.raises(ConfigError) as err:
+        load_thresholds(p)
+    msg = str(err.value)
+    assert msg.startswith(f"{p}: ") and says in msg and "\n" not in msg
+
+
+def test_a_directory_as_thresholds(tmp_path):
+    with pytest.raises(ConfigError, match=r"is a directory"):
+        load_thresholds(tmp_path)
 
 
 def test_cli_exits_2_with_one_line(tmp_path):
@@ -187,9 +283,9 @@ def test_calibrated_threshold_is_the_larger_of_floor_and_k_noise(raw):
 
 def test_overrides_win_over_calibration(raw):
     data = copy.deepcopy(raw)
-    data["overrides"] = [{"scenario": "s", "latency": {"fail": 1.5}, "reason": "r"}]
+    data["overrides"] = [{"scenario": "phi-2/*", "latency": {"fail": 1.5}, "reason": "r"}]
     th = parse_thresholds(data, "t.yaml")
-    t = th.latency("nvidia", "v", "s", "graph", noise=0.001)
+    t = th.latency("nvidia", "v", "phi-2/decode/batch16-kv1024/block16", "graph", noise=0.001)
     assert t.fail == 1.5 and t.source == "overrides[0]"
 
 
@@ -232,6 +328,21 @@ def test_calibration_applies_only_to_its_gpu(tmp_path):
     (CAL.replace("vendor: nvidia", "vendor: intel"), "vendor"),
     (CAL + "launch_cost: {runs: 3}\n", "launch_cost"),
     ("cases: [\n", "line"),
+    (CAL.replace("version: 1", "version: true"), "version"),
+    (CAL.replace("tau: 0.001", "tau: .nan"), "cases[0].tau"),
+    (CAL.replace("sigma_round: 0.002", "sigma_round: .inf"), "cases[0].sigma_round"),
+    (CAL.replace("metric: graph", "metric: graf"), "cases[0].metric"),
+    (CAL.replace("gpu: NVIDIA H100 80GB HBM3", "gpu: ''"), "gpu"),
+    (CAL.replace("rounds: 60", "rounds: 3"), "cases[0].rounds"),  # fewer rounds than processes
+    (CAL.replace("median_ms: 0.05", "median_ms: 0"), "cases[0].median_ms"),
+    (CAL.split("cases:")[0] + "cases: []\n", "cases"),
+    (CAL + CAL[CAL.index("  - "):], "cases[1]"),  # the same case twice
+    (CAL.replace("metric: graph", "metric: graph, colour: red"), "cases[0].colour"),
+    (CAL.replace("commit: abc}", "commit: abc, interpreter: 'no'}"), "meta.interpreter"),
+    (CAL + "launch_cost: {fail_percent: .nan}\n", "launch_cost.fail_percent"),
+    (CAL + "launch_cost: {fail_percent: 5, typo: 1}\n", "launch_cost.typo"),
+    (CAL + "gpu: NVIDIA H200\n", "line"),  # a key given twice
+    ("- 1\n", "(top level)"),
 ])
 def test_bad_calibration_files_name_the_field(tmp_path, text, field):
     th = _calibrated_repo(tmp_path, text)

@@ -21,7 +21,6 @@ two 62-64 and 139-142 us; `nox -s launch-cost` runs the same warm-up before it m
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import subprocess
@@ -30,9 +29,10 @@ import time
 
 import numpy as np
 
+from perf import files
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
-from perf.errors import EXIT_INTERRUPTED, ConfigError
+from perf.errors import EXIT_INTERRUPTED, ConfigError, NothingMeasured
 from perf.git import commit_info, repo_root
 from perf.latency import noise
 from perf.thresholds import Thresholds, calibration_path, load_thresholds
@@ -57,12 +57,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="results/calibrate", help="directory for the A/A results")
     p.add_argument("--write", default=None, metavar="PATH",
                    help="calibration file (default: calibration/<vendor>.yaml beside the thresholds)")
+    p.add_argument("--force", action="store_true",
+                   help="replace a calibration measured on another GPU or vendor (refused without it)")
     p.add_argument("--launch-cost-runs", type=int, default=0,
                    help="also calibrate the launch-cost suite's threshold from this many runs (0: keep it)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lock-timeout", type=float, default=0.0)
     p.add_argument("--launch-cost-threshold", action="store_true",
                    help="only print the launch-cost suite's fail percentage on this machine and its source")
+
+
+def this_environment(vendor: str) -> dict:
+    """What this process measures on, in perf.files.guard_measured's terms (as the gate's
+    workers record it: perf.results.environment)."""
+    from kernels import platform as kplatform
+
+    p = kplatform.current()
+    return {"vendor": vendor, "gpu": p.device_name, "interpreter": kplatform.interpreter_active()}
 
 
 def launch_cost_threshold(medians: dict[str, list[float]], th: Thresholds, vendor: str) -> dict:
@@ -114,10 +125,10 @@ def run_launch_cost(runs: int, out_dir: str) -> dict[str, list[float]]:
         print(f"launch cost run {i + 1}/{runs}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
         if subprocess.call(cmd, cwd=ROOT, env=env) not in (0, 5) or not os.path.exists(path):
             raise ConfigError(f"--launch-cost-runs: run {i + 1} failed; run `nox -s launch-cost` to see why")
-        with open(path, encoding="utf-8") as f:
-            for b in json.load(f).get("benchmarks", []):
-                variant = (b.get("params") or {}).get("variant") or b["name"]
-                medians.setdefault(variant, []).append(b["stats"]["median"])
+        for b in files.load_json(path, "pytest-benchmark's output", "run `nox -s launch-cost` to see why"
+                                 ).get("benchmarks", []):
+            variant = (b.get("params") or {}).get("variant") or b["name"]
+            medians.setdefault(variant, []).append(b["stats"]["median"])
     return medians
 
 
@@ -129,20 +140,22 @@ def main(args: argparse.Namespace) -> int:
         print(f"{percent:g} ({source})")
         return 0
     th = load_thresholds(args.thresholds)
+    if args.processes < 3:
+        raise ConfigError(f"--processes {args.processes}: at least 3 (process-to-process noise needs them)")
+    out_dir = os.path.abspath(args.out)  # --out and --write: checked by perf/cli.py before main
     if not vendor_mod.on_gpu():
         raise ConfigError("no GPU: calibration measures this GPU's noise; run `python -m perf calibrate` on "
                           "the GPU machine whose gate it calibrates")
     vendor = vendor_mod.resolve(args.vendor)
     s = th.vendor(vendor).statistics
-    if args.processes < 3:
-        raise ConfigError(f"--processes {args.processes}: at least 3 (process-to-process noise needs them)")
     args.repeats = args.repeats or s.repeats
     args.samples = args.samples or s.samples
     args.sample_budget_ms = s.sample_budget_ms
+    write = noise.check_write_path(args.write or calibration_path(th.path, vendor), vendor,
+                                   "--write" if args.write else "calibration")
+    noise.refuse_replacing(write, this_environment(vendor), args.force)  # before hours of measuring
     repo = repo_root(os.getcwd())
-    out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
-    write = args.write or calibration_path(th.path, vendor)
     t0 = time.monotonic()
     info = commit_info(repo)
     identity = {"calibrate": info["commit"], "dirty": info["dirty"], "suite": args.suite,
@@ -171,12 +184,13 @@ def main(args: argparse.Namespace) -> int:
     base, head, processes = noise.load_aa(out_dir)
     rows = noise.noise_rows(base, head, processes, th, vendor, s.processes, s.repeats)
     if not rows:
-        raise ConfigError(f"{out_dir}: no case was measured in two or more processes; nothing to calibrate")
+        raise NothingMeasured(f"{out_dir}: no case was measured in two or more processes; {write} is left as "
+                              f"it is")
     minutes = (time.monotonic() - t0) / 60
     doc = noise.calibration_doc(rows, vendor, {**head.environment, "commit": info["commit"]}, {
         "dirty": info["dirty"], "suite": args.suite, "variants": args.variants, "metrics": args.metrics,
         "processes": args.processes, "repeats": args.repeats, "samples": args.samples})
-    noise.write_calibration(write, doc, launch)
+    noise.write_calibration(write, doc, launch, force=args.force)
     noise.print_table(rows, f"A/A noise on {head.environment.get('gpu')}; gate: {s.processes} processes x "
                             f"{s.repeats} rounds")
     if launch:
@@ -200,5 +214,10 @@ def _standalone(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    vendor_mod.interpreter_without_gpu()
-    sys.exit(_standalone())
+    from perf import cli
+
+    def _calibrate(argv: list[str]) -> int:
+        vendor_mod.interpreter_without_gpu()
+        return cli.main(["calibrate", *argv])
+
+    cli.entry(_calibrate)

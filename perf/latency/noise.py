@@ -10,24 +10,40 @@ perf.stats (noise_components, gate_sigma, min_detectable), perf.thresholds (the 
 and the calibrated variance the gate's test would use. Where calibration/<vendor>.yaml
 already holds the case, its calibrated noise is shown beside the measured one; `--write`
 writes these results as the calibration file (what `perf calibrate` does after measuring).
+
+A calibration is measured data: `write_calibration` (locked and atomic, perf/files.py) never
+replaces one measured on another GPU or vendor, or on a GPU with Triton's interpreter's
+numbers, without `--force` (the file records `meta.interpreter`), and never writes a file
+without cases or one the reader (perf/thresholds.py) would refuse.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import math
 import os
 
 import numpy as np
 import yaml
 
+from perf import files, stats
 from perf import results as results_mod
-from perf import stats
-from perf.errors import ConfigError
+from perf.errors import ConfigError, NothingMeasured
 from perf.latency import analysis
-from perf.thresholds import CALIBRATION_VERSION, CaseNoise, Thresholds, calibration_for, load_thresholds
+from perf.thresholds import (
+    CALIBRATION_FIX,
+    CALIBRATION_VERSION,
+    VENDORS,
+    Calibration,
+    CaseNoise,
+    Thresholds,
+    calibration_for,
+    load_calibration,
+    load_thresholds,
+    measured_environment,
+    parse_calibration,
+)
 
 POWER = analysis.POWER
 
@@ -41,8 +57,13 @@ def load_aa(out_dir: str) -> tuple[results_mod.Results, results_mod.Results, set
     processes = None
     ledger = os.path.join(out_dir, "gate.json")
     if os.path.exists(ledger):
-        with open(ledger, encoding="utf-8") as f:
-            processes = {p["process"] for p in json.load(f).get("processes", []) if p["attempt"] == 0}
+        fix = "rerun the gate into a fresh --out"
+        done = files.load_json(ledger, "the gate's ledger", fix).get("processes", [])
+        if not isinstance(done, list) or not all(
+                isinstance(p, dict) and isinstance(p.get("process"), str) and type(p.get("attempt")) is int
+                for p in done):
+            raise ConfigError(f"{ledger}: processes must be a list of {{process, attempt}} entries; {fix}")
+        processes = {p["process"] for p in done if p["attempt"] == 0}
     return results_mod.load(paths[0]), results_mod.load(paths[1]), processes
 
 
@@ -80,7 +101,8 @@ def calibration_doc(rows: list[dict], vendor: str, environment: dict, meta: dict
         "version": CALIBRATION_VERSION, "vendor": vendor, "gpu": environment.get("gpu"),
         "meta": {"date": _dt.date.today().isoformat(), "driver": environment.get("driver"),
                  "commit": environment.get("commit"), "torch": environment.get("torch"),
-                 "triton": environment.get("triton"), **meta},
+                 "triton": environment.get("triton"), "interpreter": bool(environment.get("interpreter")),
+                 **meta},
         "cases": [{"variant": r["variant"], "scenario": r["scenario"], "metric": r["metric"],
                    "sigma_round": round(r["case"].sigma_round, 7), "tau": round(r["case"].tau, 7),
                    "processes": r["case"].processes, "rounds": r["case"].rounds,
@@ -88,29 +110,82 @@ def calibration_doc(rows: list[dict], vendor: str, environment: dict, meta: dict
     }
 
 
-def write_calibration(path: str, doc: dict, launch_cost: dict | None = None) -> None:
-    """Write the calibration file; a launch_cost section already there is kept unless replaced."""
-    old = None
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            old = yaml.safe_load(f) or {}
-    if launch_cost is not None:
-        doc["launch_cost"] = launch_cost
-    elif old and old.get("launch_cost") and old.get("gpu") == doc["gpu"]:
-        doc["launch_cost"] = old["launch_cost"]
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    header = ("# Measured noise of the latency gate on one GPU: written by `python -m perf calibrate`\n"
-              "# (perf/latency/calibrate.py), read by perf/thresholds.py. Do not edit by hand; rerun it.\n"
-              "# sigma_round: std. dev. of a round's paired log(head/base) within a process (A/A);\n"
-              "# tau: std. dev. of process means beyond it (what a process adds); both natural-log units.\n")
+def doc_environment(doc: dict) -> dict:
+    """What a calibration document was measured on (perf.files.guard_measured's terms)."""
+    return {"vendor": doc["vendor"], "gpu": doc["gpu"], "interpreter": bool(doc["meta"].get("interpreter"))}
+
+
+def existing_calibration(path: str, force: bool) -> Calibration | None:
+    """The calibration in `path`, None if there is none (or, with `force`, none readable).
+    A file that is not a valid calibration is not replaced without --force either."""
+    if not os.path.exists(path):
+        return None
+    try:
+        return load_calibration(path)
+    except ConfigError as e:
+        if force:
+            return None
+        raise ConfigError(f"{e}; it is not replaced unread: fix or remove it, or pass --force") from None
+
+
+def refuse_replacing(path: str, environment: dict, force: bool) -> Calibration | None:
+    """The calibration in `path`, after refusing (ConfigError) to replace one measured on
+    another vendor or GPU, or on a GPU with interpreter data, unless `force`."""
+    old = existing_calibration(path, force)
+    files.guard_measured(path, None if old is None else measured_environment(old), environment, force)
+    return old
+
+
+HEADER = ("# Measured noise of the latency gate on one GPU: written by `python -m perf calibrate`\n"
+          "# (perf/latency/calibrate.py), read by perf/thresholds.py. Do not edit by hand; rerun it.\n"
+          "# sigma_round: std. dev. of a round's paired log(head/base) within a process (A/A);\n"
+          "# tau: std. dev. of process means beyond it (what a process adds); both natural-log units.\n")
+
+
+def render_calibration(doc: dict) -> str:
+    """The calibration file's text: the header, the fields, one flow mapping per case."""
+    doc = dict(doc)
     cases = doc.pop("cases")
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
     flow = {"default_flow_style": True, "sort_keys": False, "width": 10000}
     lines = "\n".join("  - " + yaml.safe_dump(c, **flow).strip() for c in cases)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(header + body + "cases:\n" + lines + "\n")
-    os.replace(path + ".tmp", path)
-    doc["cases"] = cases
+    return HEADER + body + "cases:\n" + lines + "\n"
+
+
+def write_calibration(path: str, doc: dict, launch_cost: dict | None = None, force: bool = False) -> None:
+    """Write the calibration file, under its lock and atomically. Refused (ConfigError) where
+    it would replace data measured elsewhere without `force` (`refuse_replacing`), or hold no
+    case. A launch_cost section already there is kept unless replaced, if measured alike."""
+    if not doc["cases"]:
+        raise NothingMeasured(f"no case to calibrate; {path} is left as it is")
+    environment = doc_environment(doc)
+
+    def make() -> str:
+        old = refuse_replacing(path, environment, force)
+        new = dict(doc)
+        if launch_cost is not None:
+            new["launch_cost"] = launch_cost
+        elif old is not None and old.launch_cost and measured_environment(old) == environment:
+            new["launch_cost"] = old.launch_cost
+        text = render_calibration(new)
+        try:  # never write a file the gate would refuse to read
+            parse_calibration(files.parse_yaml(text, path, CALIBRATION_FIX), path)
+        except ConfigError as e:
+            raise ConfigError(f"refusing to write a calibration the gate could not read: {e}") from None
+        return text
+
+    files.rewrite(path, make)
+
+
+def check_write_path(path: str, vendor: str, flag: str = "--write") -> str:
+    """Refuse, before any work, a calibration path that cannot be written or that is named
+    for another vendor (calibration/amd.yaml for nvidia data: the gate would refuse it)."""
+    files.check_output(path, flag)
+    stem, ext = os.path.splitext(os.path.basename(path))
+    if ext in (".yaml", ".yml") and stem in VENDORS and stem != vendor:
+        raise ConfigError(f"{flag} {path}: the file is named for {stem}, the data is {vendor}'s; write "
+                          f"calibration/{vendor}.yaml")
+    return path
 
 
 def print_table(rows: list[dict], title: str) -> None:
@@ -147,6 +222,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="gate rounds per process (default: thresholds)")
     parser.add_argument("--write", default=None, metavar="PATH",
                         help="also write these results as a calibration file (e.g. calibration/nvidia.yaml)")
+    parser.add_argument("--force", action="store_true",
+                        help="with --write: replace a calibration measured on another GPU or vendor, or "
+                             "one from a GPU with data from Triton's interpreter")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -155,12 +233,17 @@ def main(args: argparse.Namespace) -> int:
     vendor = args.vendor or base.environment.get("vendor")
     if vendor not in th.vendors:
         raise ConfigError(f"{args.paths[0]}: measured on {vendor!r}; pass --vendor nvidia|amd")
+    if args.write:
+        check_write_path(args.write, vendor)
+        refuse_replacing(args.write, {"vendor": vendor, "gpu": head.environment.get("gpu"),
+                                      "interpreter": bool(head.environment.get("interpreter"))}, args.force)
     s = th.vendor(vendor).statistics
     p, r = args.processes or s.processes, args.repeats or s.repeats
     cal, note = calibration_for(th, vendor, head.environment.get("gpu"))
     rows = noise_rows(base, head, processes, th, vendor, p, r, cal)
     if not rows:
-        raise ConfigError(f"{args.paths[0]}: no case has paired rounds in two or more processes")
+        raise NothingMeasured(f"{args.paths[0]}: no case has paired rounds in two or more processes"
+                              + (f"; {args.write} is left as it is" if args.write else ""))
     print_table(rows, f"A/A noise ({args.paths[0]}); gate: {p} processes x {r} rounds, alpha {s.alpha:g}, "
                       f"95 % power, {1 + s.retries} measurements to fail")
     print(f"calibration: {note}")
@@ -168,6 +251,6 @@ def main(args: argparse.Namespace) -> int:
         doc = calibration_doc(rows, vendor, head.environment, {
             "processes": max(r["case"].processes for r in rows), "repeats": head.header.get("repeats"),
             "samples": head.header.get("samples"), "suite": head.header.get("suite")})
-        write_calibration(args.write, doc)
+        write_calibration(args.write, doc, force=args.force)
         print(f"wrote {args.write}")
     return 0
