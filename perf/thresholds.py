@@ -529,7 +529,8 @@ def parse_thresholds(data: Any, path: str = DEFAULT_PATH) -> Thresholds:
 def load_thresholds(path: str | os.PathLike = DEFAULT_PATH) -> Thresholds:
     """Read and validate the thresholds file (ConfigError on the first problem)."""
     path = os.fspath(path)
-    text = files.read_text(path, "thresholds file", "run from the repository root or pass --thresholds PATH")
+    fix = "pass --thresholds PATH of a UTF-8 YAML file (or run from the repository root: thresholds.yaml)"
+    text = files.read_text(path, "thresholds file", fix)
     return parse_thresholds(files.parse_yaml(text, path, "fix the file (thresholds.yaml of the repository "
                                                          "shows the layout)"), path)
 
