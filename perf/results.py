@@ -170,7 +170,8 @@ class ResultsWriter:
             self._stamp["kernels_tree"] = env.get("kernels_tree")
         self._records = 0
         exists = os.path.isfile(path) and os.path.getsize(path) > 0
-        if exists and not resume:
+        timed = "static" not in (header.get("gate"), env.get("gate"))  # compile metrics: any machine's alike
+        if exists and not resume and timed:
             files.guard_measured(path, _environment_or_none(path), env, force)
         self._out = files.Appender(path, fresh=not (exists and resume))
         self.existing = None

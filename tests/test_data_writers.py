@@ -224,6 +224,9 @@ def test_another_machines_results_are_replaced_only_with_force(tmp_path):
     with results.ResultsWriter(path, interp, resume=False, force=True) as w:
         _record(w, "cpu", 0)
     assert [r["variant"] for r in results.load(path).measurements()] == ["cpu"]
+    static = {"environment": {**HEADER["environment"], "gate": "static"}}  # compile metrics: no machine's
+    with results.ResultsWriter(path, static, resume=False) as w:
+        _record(w, "static", 0)
 
 
 @needs_interpreter
