@@ -359,9 +359,10 @@ def table_command(args) -> int:
     against = tuple(p.strip() for p in (args.against or "").split(",") if p.strip())
     merged = results.merge(args.results, source_key="source")
     if not merged.measurements():
-        raise NothingMeasured(f"{', '.join(args.results)} hold no measurement ({len(merged.skips())} skip or "
-                              f"error lines say why); run `python -m perf run` again, on a GPU for --metrics "
-                              f"graph")
+        hold = "holds" if len(args.results) == 1 else "hold"
+        raise NothingMeasured(f"{', '.join(args.results)} {hold} no measurement ({len(merged.skips())} skip "
+                              f"or error lines say why); run `python -m perf run` again, on a GPU for "
+                              f"--metrics graph")
     markdown = render_table(merged, ours=args.ours, against=against)
     if args.out:
         files.write_text(args.out, markdown)

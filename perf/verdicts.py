@@ -19,6 +19,7 @@ perf/thresholds.py (calibrated noise or the vendor's defaults); the test from pe
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from enum import Enum
 
@@ -258,7 +259,7 @@ def nothing_compared(findings: list[Finding]) -> str | None:
         return "no case at all (0 findings)"
     why: dict[str, int] = {}
     for f in findings:
-        text = (f.note or f.verdict.value).split(":", 1)[0].split(";", 1)[0].strip()
+        text = re.split(r"[:;(]", f.note or f.verdict.value, maxsplit=1)[0].strip()
         why[text] = why.get(text, 0) + 1
     parts = ", ".join(f"{n} {text}" for text, n in sorted(why.items(), key=lambda kv: -kv[1])[:3])
     return f"none of {len(findings)} findings compares a measured base with a measured head ({parts})"

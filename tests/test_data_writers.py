@@ -339,5 +339,5 @@ def test_compare_against_a_head_without_records_is_nothing_measured(tmp_path, ca
     with results.ResultsWriter(head, HEADER) as w:
         w.skip(variant="v", scenario="s", reason="broke", kind="skip")
     one_line(*run_cli(["compare", base, head, "--out", str(tmp_path / "cmp")], capsys),
-             "nothing was measured")
+             "nothing was measured", "(1 not measured on head);")
     assert "**nothing measured**" in (tmp_path / "cmp" / "report.md").read_text()
