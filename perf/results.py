@@ -178,8 +178,8 @@ class ResultsWriter:
         try:
             if exists and resume:
                 self.existing = load(path, warn=False)  # under the lock: nobody appends meanwhile
-                _check_same_machine(self.existing.environment, env, path)
                 _check_same_commit(self.existing.environment, env, path)
+                _check_same_machine(self.existing.environment, env, path)
                 _check_same_settings(self.existing.header, header, path, "resume into it")
                 if self.existing.truncated is not None:
                     self._out.truncate_partial_line()
