@@ -1,8 +1,6 @@
-"""`python -m perf`: see perf/cli.py for the commands."""
+"""`python -m perf`: see perf/cli.py for the commands and the error boundary."""
 
-import sys
-
-from perf.cli import main
+from perf.cli import entry, main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry(main)

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from perf.errors import ConfigError
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the harness's checkout
 PACKAGE = "kernels"
 
@@ -59,9 +61,18 @@ def _pop_package() -> dict[str, ModuleType]:
     return {name: sys.modules.pop(name) for name in [n for n in sys.modules if _is_ours(n)]}
 
 
+def require_kernels(root: str, what: str = "checkout") -> str:
+    """`root`, if it holds a `kernels` package; else a ConfigError naming `what` (an import
+    from it would fall back to this checkout's kernels and measure them under its name)."""
+    if not os.path.isfile(os.path.join(root, PACKAGE, "__init__.py")):
+        raise ConfigError(f"{what} {root}: no {PACKAGE}/ package there (no {PACKAGE}/__init__.py); name a "
+                          f"checkout of this repository")
+    return root
+
+
 def import_kernels(root: str | None = None):
     """Import and return `kernels` from the checkout at `root` (default: this one)."""
-    root = os.path.realpath(root or ROOT)
+    root = os.path.realpath(require_kernels(root) if root else ROOT)
     if loaded_from() not in (None, root):
         _pop_package()
     if root != os.path.realpath(ROOT) and loaded_from() != root:
@@ -105,7 +116,7 @@ def load_side(root: str, alias: str) -> Side:
     """Import every module of `root`'s `kernels` and park it under `alias` (module docstring)."""
     if not alias.isidentifier() or alias == PACKAGE:
         raise ValueError(f"alias {alias!r}: must be an identifier other than {PACKAGE!r}")
-    root = os.path.realpath(root)
+    root = os.path.realpath(require_kernels(root))
     saved = _pop_package()
     shim = _shim(root)
     sys.path.insert(0, shim)

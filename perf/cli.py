@@ -1,50 +1,159 @@
-"""`python -m perf <command>`: the harness's command line.
+"""`python -m perf <command>`: one registry of every command, one error boundary around each.
 
-Commands of this package: `run` (measure a suite on this GPU), `compare` (two results
-files -> verdicts), `gate` (the A/B latency gate: base worktree vs head, interleaved on
-this GPU), `report` (re-render a findings file), `table` (results files -> a benchmark
-table). Commands owned by other modules are imported only when asked for (`compile` ->
-perf.static.gate, `workflows` -> perf.ci.workflows, `nightly`/`alert` -> perf.nightly,
-`noise` -> perf.latency.noise, `host-cost` -> perf.latency.host_cost, `tune` -> perf.tune,
-`bisect` -> perf.latency.bisect, `toolchain` -> perf.nightly.toolchain); each exposes
-`add_arguments(parser)` and `main(args) -> int`. Every command takes `--thresholds PATH`.
-A `ConfigError` anywhere ends in its one line on stderr and exit 2, without a traceback.
+COMMANDS maps each command to its module, its help, how its arguments are added and its
+main; `python -m perf --help` lists them, and every one is parsed (one-line argparse errors,
+numbers range-checked: RANGES) and dispatched the same way: outputs it names are checked
+before any work (OUTPUTS), a measuring command's names and the GPU rule are checked next
+(perf.validate.before_measuring), then its main runs. Modules are imported only when their
+command is asked for. Every `python -m perf.<module>` entry point (the gate's workers and
+side processes included) runs inside the same boundary: `entry(main)`, or `command(name)`
+for a registered command.
+
+The boundary (`boundary`): a ConfigError is its one line on stderr, exit 2 (ContextLost:
+exit 1); a missing third-party package is one line naming it and the interpreter to use,
+exit 2; Ctrl-C or SIGTERM is one line, exit 130, and the processes the command started are
+stopped (children run in process groups of their own: `run_child`); any other exception
+is a bug in the harness: `internal error: <Type>: <message>`, exit 3. `--debug` (before
+or after the command) or PERF_DEBUG=1 shows the traceback of everything.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import difflib
 import importlib
 import importlib.util
+import math
+import os
+import signal
+import subprocess
 import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import NoReturn
 
-from perf.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, ConfigError
-from perf.thresholds import DEFAULT_PATH
+from perf.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError
 
-# command -> (module, help); the module's add_arguments/main (or add_<cmd>_arguments/<cmd>_main)
-EXTERNAL = {
-    "compile": ("perf.static.gate", "static gate: cross-compile every variant per target, compare resources"),
-    "workflows": ("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml"),
-    "nightly": ("perf.nightly", "nightly asv run, publish and plots"),
-    "alert": ("perf.nightly", "change-point alerts over the nightly history"),
-    "host-cost": ("perf.latency.host_cost",
-                  "host time of a call beside the peers, alternated call by call in fresh processes"),
-    "noise": ("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate detects"),
-    "calibrate": ("perf.latency.calibrate",
-                  "measure the latency gate's noise on this GPU into calibration/<vendor>.yaml"),
-    "tune": ("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)"),
-    "bisect": ("perf.latency.bisect",
-               "find the first commit of GOOD..BAD that made one case slower (a latency gate per step)"),
-    "toolchain": ("perf.nightly.toolchain",
-                  "both gates: this commit, installed Triton vs the newest release (and pre-release)"),
+DEFAULT_PATH = "thresholds.yaml"  # perf.thresholds.DEFAULT_PATH; not imported here: that needs PyYAML
+DEBUG_ENV = "PERF_DEBUG"
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """One command: `module.<main>(args)` after `module.<add>(parser)` added its arguments
+    (`add` None: the parser of `_add_own`; `parser`: a module function returning a parser
+    whose arguments the command takes). `outputs`: (option dest, "file" | "dir") checked
+    with perf.files.check_output before the command runs."""
+
+    module: str
+    help: str
+    main: str = "main"
+    add: str | None = "add_arguments"
+    parser: str | None = None
+    thresholds: bool = True  # takes --thresholds PATH
+    outputs: tuple[tuple[str, str], ...] = ()
+
+
+COMMANDS: dict[str, Command] = {
+    "run": Command("perf.latency.measure", "measure a suite with this checkout's kernels into a results file",
+                   main="run_command", add=None, outputs=(("out", "file"),)),
+    "compare": Command("perf.latency.ab", "compare two results files (base, head) and apply the latency "
+                       "thresholds", main="compare_command", add=None, outputs=(("out", "dir"),)),
+    "gate": Command("perf.latency.ab", "A/B latency gate: head vs base (git worktree), interleaved on this "
+                    "GPU", main="gate_command", add=None, outputs=(("out", "dir"),)),
+    "report": Command("perf.latency.ab", "render a findings file (from compare/gate) as Markdown and a plot",
+                      main="report_command", add=None, outputs=(("plot", "file"),)),
+    "table": Command("perf.report", "render results files as a benchmark table: variants and peers side by "
+                     "side", main="table_command", add=None, outputs=(("out", "file"),)),
+    "compile": Command("perf.static.gate", "static gate: cross-compile every variant per target, compare "
+                       "resources", outputs=(("out", "dir"), ("emit_json", "file"), ("cache_dir", "dir"))),
+    "workflows": Command("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml",
+                         thresholds=False),
+    "nightly": Command("perf.nightly", "nightly asv run, publish and plots", main="nightly_main",
+                       add="add_nightly_arguments", outputs=(("out", "dir"),)),
+    "alert": Command("perf.nightly", "change-point alerts over the nightly history", main="alert_main",
+                     add="add_alert_arguments", outputs=(("out", "dir"),)),
+    "host-cost": Command("perf.latency.host_cost", "host time of a call beside the peers, alternated call by "
+                         "call in fresh processes", outputs=(("out", "file"), ("md", "file"))),
+    "noise": Command("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate "
+                     "detects", outputs=(("write", "file"),)),
+    "calibrate": Command("perf.latency.calibrate", "measure the latency gate's noise on this GPU into "
+                         "calibration/<vendor>.yaml", outputs=(("out", "dir"), ("write", "file"))),
+    "tune": Command("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)",
+                    outputs=(("out", "dir"),)),
+    "bisect": Command("perf.latency.bisect", "find the first commit of GOOD..BAD that made one case slower "
+                      "(a latency gate per step)", outputs=(("out", "dir"),)),
+    "toolchain": Command("perf.nightly.toolchain", "both gates: this commit, installed Triton vs the newest "
+                         "release (and pre-release)", outputs=(("out", "dir"),)),
+    "selftest": Command("perf.latency.selftest", "the latency gate's false-fail rate and detection power on "
+                        "this GPU (nox -s gate-selftest)", main="_main", add=None, parser="_parser",
+                        thresholds=False, outputs=(("out", "dir"),)),
+    "comment": Command("perf.ci.comment", "the sticky pull-request comment of one vendor, from the gates' "
+                       "findings", thresholds=False, outputs=(("out", "file"),)),
+    "gpu-job": Command("perf.ci.gpu_job", "a vendor's GPU CI job on this machine (nox -s ci)",
+                       thresholds=False),
+    "issues": Command("perf.nightly.issues", "post the issues of the nightly's confirmed regressions (after "
+                      "perf alert --confirm)", thresholds=False),
 }
-OWN = {
-    "run": "measure a suite with this checkout's kernels into a results file",
-    "compare": "compare two results files (base, head) and apply the latency thresholds",
-    "gate": "A/B latency gate: head vs base (git worktree), interleaved on this GPU",
-    "report": "render a findings file (from compare/gate) as Markdown and a plot",
-    "table": "render results files as a benchmark table: variants and peers side by side",
+OWN = {name: c.help for name, c in COMMANDS.items() if c.add is None and c.parser is None}
+
+# option (argparse dest) -> (type, smallest value, whether the smallest is excluded): every
+# command's numeric options are range-checked when parsed, so `--repeats 0`, `--samples -3`
+# or `--lock-timeout nan` end in one line, exit 2, instead of deep in a run.
+RANGES: dict[str, tuple[type, float, bool]] = {
+    "repeats": (int, 1, False), "samples": (int, 1, False), "processes": (int, 1, False),
+    "rounds": (int, 1, False), "jobs": (int, 1, False), "threads": (int, 1, False),
+    "window": (int, 1, False), "min_history": (int, 1, False), "max_cases": (int, 1, False),
+    "commits": (int, 1, False), "plant_at": (int, 1, False), "percent": (int, 1, False),
+    "aa_runs": (int, 0, False), "plant_runs": (int, 0, False), "launch_cost_runs": (int, 0, False),
+    "first_repeat": (int, 0, False), "warmup": (int, 0, False),
+    "lock_timeout": (float, 0, False), "budget_ms": (float, 0, True), "max_call_ms": (float, 0, True),
+    "max_minutes": (float, 0, True),
 }
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line (a ConfigError: the boundary prints it,
+    exit 2) naming the command, the argument and where the usage is."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{self.prog}: {' '.join(message.split())}; see `{self.prog} --help`")
+
+
+def _number(kind: type, lo: float | None = None, open_: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite `kind` at least `lo` (above it with `open_`)."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if lo is not None and (value <= lo if open_ else value < lo):
+            least = "above" if open_ else "at least"
+            raise argparse.ArgumentTypeError(f"{text} is too small: it must be {least} {lo:g}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _apply_ranges(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every int/float option of `parser` (and of its sub-parsers) range-checked (RANGES)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _apply_ranges(sub)
+        elif action.type in (int, float):
+            kind, lo, open_ = RANGES.get(action.dest, (action.type, None, False))
+            action.type = _number(action.type if lo is None else kind, lo, open_)
+    return parser
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -70,6 +179,9 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     _measure_options(p)
     p.add_argument("--out", default="results/run.jsonl", help="results file (JSON Lines; resumed if present)")
     p.add_argument("--no-resume", action="store_true", help="overwrite --out instead of resuming it")
+    p.add_argument("--force", action="store_true",
+                   help="with --no-resume: replace an --out measured on another GPU, vendor or the "
+                        "interpreter")
     p.add_argument("--allow-cpu", action="store_true",
                    help="run a GPU-sized suite in Triton's interpreter when there is no GPU (slow)")
     p.add_argument("--peers", default="none",
@@ -112,6 +224,8 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the shuffled round order")
     p.add_argument("--lock-timeout", type=float, default=0.0,
                    help="seconds to wait for another run's GPU lock (default: fail at once)")
+    p.add_argument("--force", action="store_true",
+                   help="replace another machine's gate measurements in --out (GPU, vendor or interpreter)")
 
     p = sub.add_parser("report", help=OWN["report"], description=OWN["report"])
     _common(p)
@@ -121,75 +235,383 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
 
 def _choices() -> str:
     """The suites and variants a user may name, for --help (computed only when asked)."""
-    from perf import scenarios
+    lines = []
+    try:
+        from perf import scenarios
 
-    lines = [f"suites (perf/suites.yaml): {', '.join(scenarios.suite_names())}"]
+        lines.append(f"suites (perf/suites.yaml): {', '.join(scenarios.suite_names())}")
+    except (ImportError, ConfigError) as e:
+        lines.append(f"suites: unavailable here ({e})")
     try:
         import kernels
 
         lines.append(f"variants (kernels.VARIANTS): {', '.join(kernels.VARIANTS)}")
     except ImportError as e:  # torch or triton missing: help still works
         lines.append(f"variants: unavailable here ({e})")
+    lines.append("`python -m perf COMMAND --help` gives a command's options; --debug (or PERF_DEBUG=1) "
+                 "shows tracebacks. Exit codes: 0 pass, 1 regression or wrong result, 2 bad input, "
+                 "3 a bug in the harness, 130 interrupted.")
     return "\n".join(lines)
 
 
 def build_parser(with_choices: bool = False) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m perf", description=__doc__.splitlines()[0],
-                                     epilog=_choices() if with_choices else None,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", metavar="command")
+    """The top-level parser: every command listed; the five of `_add_own` parsed in full
+    (what `perf bisect` parses its gate steps with), the others by `command_parser`."""
+    parser = Parser(prog="python -m perf", description="The harness's commands: measure, gate, compare and "
+                    "report (README.md; docs/architecture.md maps the code).",
+                    epilog=_choices() if with_choices else None,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of any error")
+    sub = parser.add_subparsers(dest="command", metavar="command", parser_class=Parser)
     _add_own(sub)
-    for name, (_, help_text) in EXTERNAL.items():
-        sub.add_parser(name, help=help_text, add_help=False)  # listed in --help; parsed in _external
-    return parser
+    for name, c in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=c.help, add_help=False)  # listed; parsed by command_parser
+    return _apply_ranges(parser)
 
 
-def _external(command: str, argv: list[str]) -> int:
-    module_name, help_text = EXTERNAL[command]
+def _module(name: str):
+    module_name = COMMANDS[name].module
     if importlib.util.find_spec(module_name) is None:
-        raise ConfigError(f"`python -m perf {command}` needs {module_name.replace('.', '/')}.py, which "
+        raise ConfigError(f"`python -m perf {name}` needs {module_name.replace('.', '/')}.py, which "
                           f"this checkout does not have yet; update the checkout")
-    module = importlib.import_module(module_name)
-    add = getattr(module, f"add_{command}_arguments", None) or module.add_arguments
-    main = getattr(module, f"{command}_main", None) or module.main
-    parser = argparse.ArgumentParser(prog=f"python -m perf {command}", description=help_text,
-                                     conflict_handler="resolve")
-    _common(parser)
-    add(parser)
-    args = parser.parse_args(argv)
-    args.command = command
-    return int(main(args) or 0)
+    return importlib.import_module(module_name)
 
 
-# command -> (module, function) of the commands parsed here
-HANDLERS = {
-    "run": ("perf.latency.measure", "run_command"),
-    "compare": ("perf.latency.ab", "compare_command"),
-    "gate": ("perf.latency.ab", "gate_command"),
-    "report": ("perf.latency.ab", "report_command"),
-    "table": ("perf.report", "table_command"),
-}
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of command `name`, as the registry says to build it."""
+    c = COMMANDS[name]
+    if c.add is None and c.parser is None:
+        top = build_parser()
+        (sub,) = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+        return sub.choices[name]
+    module = _module(name)
+    parents = [getattr(module, c.parser)()] if c.parser else []
+    parser = Parser(prog=f"python -m perf {name}", description=c.help, parents=parents,
+                    conflict_handler="resolve")
+    if c.thresholds:
+        _common(parser)
+    if c.add:
+        getattr(module, c.add)(parser)
+    return _apply_ranges(parser)
 
 
-def _own(args: argparse.Namespace) -> int:
-    module, function = HANDLERS[args.command]
-    return getattr(importlib.import_module(module), function)(args)
+def check_outputs(name: str, args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output path of the command that cannot be written."""
+    from perf import files
+
+    for dest, kind in COMMANDS[name].outputs:
+        path = getattr(args, dest, None)
+        if path is None or (dest == "cache_dir" and getattr(args, "no_cache", False)):
+            continue
+        files.check_output(path, "--" + dest.replace("_", "-"), directory=kind == "dir")
+
+
+def run_command(name: str, argv: list[str]) -> int:
+    """Parse `argv` for command `name`, check what it names, run its main: the exit code."""
+    c = COMMANDS[name]
+    args = command_parser(name).parse_args(argv)
+    args.command = name
+    check_outputs(name, args)
+    from perf import validate
+
+    validate.before_measuring(name, args)
+    return getattr(importlib.import_module(c.module), c.main)(args)
+
+
+def _dispatch(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        build_parser(with_choices=True).print_help()
+        return 0 if argv else EXIT_BAD_INPUT
+    name = argv[0]
+    if name not in COMMANDS:
+        close = difflib.get_close_matches(name, COMMANDS, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        where = "options go after the command; " if name.startswith("-") else ""
+        raise ConfigError(f"unknown command {name!r}: {hint}{where}commands: {', '.join(COMMANDS)} "
+                          f"(`python -m perf --help` says what each does)")
+    return run_command(name, argv[1:])
+
+
+def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """`argv` without the global --debug flag (anywhere before a `--`), and whether it was there."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    kept = [a for a in argv[:end] if a != "--debug"] + argv[end:]
+    return kept, len(kept) != len(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """`python -m perf ARGV` in this process: the exit code (nothing raised, see module doc)."""
+    argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
+    return boundary(lambda: _dispatch(argv), debug=debug)
+
+
+# --- the boundary ---------------------------------------------------------------------------
+
+_interrupted = False  # set by entry's signal handlers: what is raised after it is the interrupt's
+_quiet_interrupt = False  # a worker or side process (entry's `internal`): its parent reports it
+# The import name of a third-party package -> what to install (the rest are the same).
+PIP_NAMES = {"yaml": "pyyaml", "sklearn": "scikit-learn"}
+OWN_PACKAGES = ("perf", "kernels", "tests")
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _missing_package(e: BaseException) -> str | None:
+    """The one line for a third-party package this interpreter lacks, else None."""
+    if not isinstance(e, ModuleNotFoundError) or not e.name:
+        return None
+    top = e.name.split(".")[0]
+    if top in OWN_PACKAGES:
+        return None
+    return (f"error: this Python ({sys.executable}) lacks the package {PIP_NAMES.get(top, top)} (`import "
+            f"{e.name}` failed); run perf with the project's interpreter: `nox -s cli -- COMMAND ...` "
+            f"(README, Quick start), or install the project into this one: {sys.executable} -m pip install "
+            f"-e '.[test]'")
+
+
+def _caused_by_interrupt(e: BaseException) -> bool:
+    """Whether `e` was raised while handling (or because of) a KeyboardInterrupt, e.g. an
+    import that Ctrl-C cut short and that failed in another way."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _exit_code(code) -> int:
+    """What `sys.exit(code)` means, as an exit code."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    _say(str(code))
+    return 1
+
+
+def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interrupt: bool = False) -> int:
+    """Run `fn` and turn whatever it raises into an exit code and at most one line on stderr
+    (the module docstring says which); never raises."""
+    debug = debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    quiet_interrupt = quiet_interrupt or _quiet_interrupt
     try:
-        if argv and argv[0] in EXTERNAL:
-            return _external(argv[0], argv[1:])
-        parser = build_parser(with_choices=not argv or argv[0] in ("-h", "--help"))
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help()
-            return EXIT_BAD_INPUT
-        return _own(args)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return e.exit_code
+        code = _exit_code(fn())
+    except SystemExit as e:
+        code = _exit_code(e.code)
     except KeyboardInterrupt:
-        print("interrupted: finished measurements are kept in the results files", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        if not quiet_interrupt:
+            _say("interrupted: stopped; what finished is kept")
         return EXIT_INTERRUPTED
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        if _interrupted or _caused_by_interrupt(e):
+            if not quiet_interrupt:
+                _say(f"interrupted: stopped (while {type(e).__name__} was raised); what finished is kept")
+            return EXIT_INTERRUPTED
+        if isinstance(e, ConfigError):
+            _say(f"error: {_one_line(e)}")
+            return e.exit_code
+        missing = _missing_package(e)
+        if missing:
+            _say(missing)
+            return EXIT_BAD_INPUT
+        _say(f"internal error: {type(e).__name__}: {_one_line(e)[:500]} (rerun with --debug for the "
+             f"traceback)")
+        return EXIT_INTERNAL
+    if _interrupted and code != EXIT_INTERRUPTED:  # code that caught the interrupt and went on
+        if not quiet_interrupt:
+            _say("interrupted: stopped; what finished is kept")
+        return EXIT_INTERRUPTED
+    return code
+
+
+# An interrupt raised while a module imports can land in C++ that called back into Python
+# (torch's start-up through pybind11: "terminate called after throwing an instance of
+# 'pybind11::error_already_set' ... KeyboardInterrupt", exit -6, measured at 1.9 s into
+# `perf compile`), or in C code that clears it (torch's numpy import). So it is raised once
+# the import is over: the signal is sent again every DEFER_S seconds, DEFER_MAX times at most.
+DEFER_S, DEFER_MAX = 0.2, 100
+_deferred = 0
+
+
+def _importing(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _on_signal(signum, frame) -> None:
+    global _interrupted, _deferred
+    _interrupted = True
+    if _importing(frame) and _deferred < DEFER_MAX:
+        _deferred += 1
+        timer = threading.Timer(DEFER_S, _signal, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        return
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def entry(main_fn: Callable[[list[str]], int | None], argv: list[str] | None = None, *,
+          internal: bool = False) -> NoReturn:
+    """What every `if __name__ == "__main__":` of the harness calls: `main_fn(argv)` inside
+    the boundary, as the process's owner. SIGTERM is an interrupt like Ctrl-C; on an
+    interrupt or a bug, every process this one started is stopped before it exits (stray
+    grandchildren are adopted: Linux's child subreaper). `internal`: a worker or side process
+    of another command, which says nothing on an interrupt (its parent does)."""
+    global _quiet_interrupt
+    _quiet_interrupt = internal
+    argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
+    if debug:
+        os.environ[DEBUG_ENV] = "1"  # the processes it starts show theirs too
+    _adopt_orphans()
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
+        signal.signal(signal.SIGINT, _on_signal)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_signal)
+    code = boundary(lambda: main_fn(argv), debug=debug)
+    if code in (EXIT_INTERRUPTED, EXIT_INTERNAL):
+        for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the clean-up short
+            signal.signal(s, signal.SIG_IGN)
+        stop_children()
+        # CPython marks a KeyboardInterrupt raised inside exec() of a string (dataclasses does it
+        # at import) as unhandled and then dies by SIGINT at exit, whatever we return (measured:
+        # exit -2 after this boundary had said "interrupted"); every such exec clears the mark.
+        exec("pass", {})  # noqa: S102
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    sys.exit(code)
+
+
+def command(name: str) -> NoReturn:
+    """`python -m <the module of command name>`: the same as `python -m perf <name>`."""
+    entry(lambda argv: main([name, *argv]))
+
+
+# --- the processes a command starts -----------------------------------------------------------
+
+def _adopt_orphans() -> None:
+    """Linux: this process adopts its descendants whose parent died (PR_SET_CHILD_SUBREAPER),
+    so that `stop_children` still finds them."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _proc_stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state) of a process from /proc, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), fields[0]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """The live processes whose parent chain leads to `pid` (this process), from /proc."""
+    pid = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry_ in os.listdir("/proc"):
+            if entry_.isdigit():
+                stat = _proc_stat(int(entry_))
+                if stat is not None and stat[1] != "Z":
+                    children.setdefault(stat[0], []).append(int(entry_))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _reap() -> None:
+    """Collect the exit status of finished children (adopted ones included)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def stop_children(grace: float = 3.0) -> None:
+    """Stop every descendant of this process: SIGTERM, then SIGKILL after `grace` seconds.
+    multiprocessing's resource tracker ignores SIGTERM (and would warn of leaked semaphores
+    once its pipe closes): it is killed at once."""
+    pids = descendants()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                tracker = b"resource_tracker" in f.read()
+        except OSError:
+            tracker = False
+        _signal(pid, signal.SIGKILL if tracker else signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        _reap()
+        pids = [p for p in pids if (_proc_stat(p) or (0, "Z"))[1] != "Z"]
+        time.sleep(0.05)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+    _reap()
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """Stop a child started in a process group of its own (`start_new_session`) and all it
+    started: SIGINT to the group, up to `grace` seconds for the child to clean up, then SIGKILL
+    to whatever of the group is left."""
+    try:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(grace)
+    except BaseException:  # noqa: S110 (a timeout or a second Ctrl-C: kill below)
+        pass
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(5)
+
+
+def run_child(cmd: list[str], *, timeout: float | None = None, grace: float = 10.0,
+              capture_output: bool = False, **popen) -> subprocess.CompletedProcess:
+    """`subprocess.run` for a child that may start processes of its own (a compile side with
+    its worker pool, pip): it runs in a process group of its own, which an interrupt or a
+    timeout here stops as a whole (`stop_group`), so nothing it started outlives it."""
+    if capture_output:
+        popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_group(proc, grace=0)
+        raise
+    except BaseException:
+        stop_group(proc, grace)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import functools
 import json
 import os
@@ -175,11 +176,29 @@ def check_output(path: str, flag: str = "--out", directory: bool = False) -> str
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
         raise ConfigError(f"{flag} {path}: {probe} is a file, not a directory; choose another path")
-    if not os.access(probe, os.W_OK | os.X_OK):
+    if not _can_create_in(probe):
         raise ConfigError(f"{flag} {path}: {probe} is not writable by this user; choose another path")
+    if not directory and os.path.exists(target) and not os.path.isfile(target):
+        # outputs are replaced by a rename: a device (/dev/null) or a socket would be replaced too
+        raise ConfigError(f"{flag} {path}: is not a regular file (a device, a pipe or a socket); name a file")
     if not directory and os.path.exists(target) and not os.access(target, os.W_OK):
         raise ConfigError(f"{flag} {path}: the file is not writable by this user; choose another path")
     return path
+
+
+def _can_create_in(directory: str) -> bool:
+    """Whether a file can be created in `directory`: tried, since os.access says yes to root
+    for /proc, /sys and read-only mounts, where every write then fails."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".perf-check-")
+    except OSError:
+        return False
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.remove(tmp)
+    return True
 
 
 def _makedirs(directory: str, path: str) -> None:
@@ -190,10 +209,16 @@ def _makedirs(directory: str, path: str) -> None:
                           f"path") from None
 
 
+LOCK_DIR = os.path.join(tempfile.gettempdir(), "perf-locks")  # one lock file per output path
+
+
 def lock_path(path: str) -> str:
-    """The lock file of an output: a hidden sibling, so renaming the output keeps the lock."""
-    head, tail = os.path.split(os.path.abspath(path))
-    return os.path.join(head, f".{tail}.lock")
+    """The lock file of an output: named by the output's real path in one folder of this
+    machine's temporary directory, so output folders (a published dashboard, a results
+    folder) hold no lock files, and renaming a new version over the output keeps its lock."""
+    real = os.path.realpath(path)
+    digest = hashlib.sha1(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return os.path.join(LOCK_DIR, f"{os.path.basename(real)[:40]}-{digest}.lock")
 
 
 @contextlib.contextmanager
@@ -203,6 +228,9 @@ def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str |
     holder waits up to `timeout` seconds, then gets a ConfigError naming the first (and `fix`)."""
     lp = path if what else lock_path(path)
     _makedirs(os.path.dirname(lp), path)
+    if os.path.dirname(lp) == LOCK_DIR:  # shared by every user of this machine, like /tmp
+        with contextlib.suppress(OSError):
+            os.chmod(LOCK_DIR, 0o1777)
     try:
         f = open(lp, "a+", encoding="utf-8")  # noqa: SIM115 (closed in finally)
     except OSError as e:

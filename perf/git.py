@@ -122,11 +122,12 @@ def commit_all(root: str, message: str, author: str = "perf-harness") -> str:
 
 @contextlib.contextmanager
 def worktree(root: str, sha: str, name: str = "base") -> Iterator[str]:
-    """`sha` checked out in a temporary detached worktree, removed afterwards."""
+    """`sha` checked out in a temporary detached worktree, removed afterwards (also when an
+    interrupt cuts the checkout itself short)."""
     parent = tempfile.mkdtemp(prefix=f"perf-{name}-")
     path = os.path.join(parent, name)
-    git(root, "worktree", "add", "--detach", path, sha, check=True)
     try:
+        git(root, "worktree", "add", "--detach", path, sha, check=True)
         yield path
     finally:
         git(root, "worktree", "remove", "--force", path)

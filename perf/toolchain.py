@@ -50,6 +50,9 @@ SPEC = re.compile(rf"^{PACKAGE}==({_VERSION})$")
 VERSION = re.compile(rf"^{_VERSION}$")
 FIX = "pass --toolchain triton==X.Y.Z, e.g. triton==3.5.1 (`pip index versions triton --pre` lists them)"
 PIP_OPTIONS = ("PIP_NO_INDEX", "PIP_FIND_LINKS")  # in the stamp (not PIP_INDEX_URL: it may hold a token)
+# What a Triton costs to fetch, said before pip starts: a wheel of about 300 MB (PIP_TIMEOUT_S's
+# 290 MB one), and the installed triton 3.6.0 of the CPU environment is 641 MB (du, 2026-11-26).
+WHEEL_MB, INSTALLED_MB = 300, 650
 PIP_TIMEOUT_S = 1800  # a 290 MB wheel over a slow link; unmeasured default (3.9.0: 12 s here, 2026-11-22)
 PROBE_TIMEOUT_S = 300  # importing triton and torch in a fresh process (about 3 s here)
 # What the check prints: Triton's version and where it came from, the compiler backends it
@@ -192,8 +195,10 @@ def pip_install(version: str, target: str) -> None:
     """`pip install --no-deps --target TARGET triton==X` with pip's own options from the environment."""
     cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
            "--quiet", "--target", target, f"{PACKAGE}=={version}"]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    from perf.cli import run_child
+
+    try:  # in a process group of its own: an interrupt stops pip and what it started
+        done = run_child(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise ConfigError(f"--toolchain {PACKAGE}=={version}: pip did not finish in {PIP_TIMEOUT_S} s; check "
                           f"its access to the index, or install from a folder of wheels (PIP_NO_INDEX=1 "
@@ -217,7 +222,8 @@ def _stamped(path: str, version: str) -> bool:
 def ensure(spec: str, root: str | None = None, installer=pip_install, quiet: bool = False) -> Toolchain:
     """The toolchain of `spec`, installed and checked once, then reused (module docstring).
 
-    `installer(version, folder)` fills a folder with the package (tests pass a fake)."""
+    `installer(version, folder)` fills a folder with the package (tests pass a fake). An
+    install is announced on stderr (what, how big, where) even with `quiet`."""
     version = parse(spec)
     if version == installed_version():
         return installed()
@@ -229,9 +235,10 @@ def ensure(spec: str, root: str | None = None, installer=pip_install, quiet: boo
     os.makedirs(root, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".install-{version}-", dir=root)
     try:
-        if not quiet:
-            print(f"toolchain: installing {PACKAGE}=={version} into {path} (pip: PIP_INDEX_URL, PIP_NO_INDEX "
-                  f"and PIP_FIND_LINKS apply)", file=sys.stderr, flush=True)
+        # said even with `quiet`: a download of this size must never be silent
+        print(f"toolchain: installing {PACKAGE}=={version} into {path}: pip fetches a wheel of about "
+              f"{WHEEL_MB} MB (about {INSTALLED_MB} MB installed) from the package index (PIP_INDEX_URL, "
+              f"PIP_NO_INDEX and PIP_FIND_LINKS apply); later runs reuse it", file=sys.stderr, flush=True)
         start = time.monotonic()
         installer(version, tmp)
         seen = check(Toolchain(version, tmp), path)

@@ -64,3 +64,156 @@ def scenario_named(name: str, suite: str | None) -> tuple[str, Scenario]:
     where = f"suite {suite}" if suite else f"any suite of perf/suites.yaml ({', '.join(names)})"
     raise ConfigError(f"--scenario {name}: not in {where}; name one scenario exactly as a suite lists it "
                       f"(`python -m perf --help` lists the suites)")
+
+
+def peers(wanted: str | None, flag: str = "--peers") -> None:
+    """`auto`, `none` or a comma list of perf/peers.py's names (whether each is installed is
+    perf.peers.resolve's business, on the machine that measures)."""
+    if wanted in (None, "auto", "none"):
+        return
+    from perf.peers import PEERS
+
+    _named(wanted, list(PEERS), flag, "peer", f"use auto, none or a comma list of: {', '.join(PEERS)}")
+
+
+def _registered(names: str | None, flag: str = "--variants") -> None:
+    """Check `names` against this checkout's kernels (imported under the interpreter when
+    there is no GPU, which must be chosen before Triton is first imported)."""
+    if not names:
+        return
+    from perf import checkout, vendor
+
+    vendor.interpreter_without_gpu()
+    variants(names, getattr(checkout.import_kernels(), "VARIANTS", {}), flag)
+
+
+def _refs(*pairs: tuple[str | None, str]) -> None:
+    named = [(ref, flag) for ref, flag in pairs if ref]
+    if not named:
+        return
+    import os
+
+    from perf import git
+
+    root = git.repo_root(os.getcwd())
+    for ref, flag in named:
+        git.resolve_commit(root, ref, flag)
+
+
+def _vendor(given: str | None) -> None:
+    if given is not None:
+        from perf import vendor
+
+        vendor.resolve(given)
+
+
+def _run(a) -> None:
+    scenarios(a.suite, a.scenarios)
+    _registered(a.variants)
+    metrics(a.metrics)
+    _vendor(a.vendor)
+    peers(a.peers)
+    _gpu("perf run", a.suite, cpu_ok=a.allow_cpu, allow="--allow-cpu")
+
+
+def _gate(a) -> None:
+    scenarios(a.suite, a.scenarios)
+    _registered(a.variants)
+    metrics(a.metrics)
+    _vendor(a.vendor)
+    if a.toolchain is not None:
+        from perf import toolchain
+
+        toolchain.parse(a.toolchain)
+    _refs((a.base_ref, "--base-ref"), (a.head_ref, "--head-ref"))
+    _gpu("perf gate", a.suite, cpu_ok=a.no_gpu_ok)  # --no-gpu-ok: it says so and skips
+
+
+def _bisect(a) -> None:
+    _refs((a.good, "GOOD"), (a.bad, "BAD"))
+    _registered(a.variant, "--variant")
+    metrics(a.metric, "--metric")
+    _vendor(a.vendor)
+    if a.scenario:  # without one, perf bisect says it is required
+        suite, _ = scenario_named(a.scenario, a.suite)
+        _gpu("perf bisect", suite)
+
+
+def _calibrate(a) -> None:
+    if a.launch_cost_threshold:  # reads the calibration file only
+        return
+    scenarios(a.suite, a.scenarios)
+    _registered(a.variants)
+    metrics(a.metrics)
+    _vendor(a.vendor)
+    _gpu("perf calibrate")
+
+
+def _host_cost(a) -> None:
+    scenarios(a.suite, a.scenarios)
+    _registered(a.variants)
+    peers(a.peers)
+    _gpu("perf host-cost")
+
+
+def _selftest(a) -> None:
+    if a.summarize:  # reads the runs already in --out
+        return
+    scenarios(a.suite, a.scenarios)
+    _registered(a.variants)
+    _gpu("perf selftest")
+
+
+def _tune(a) -> None:
+    from perf.tune import STAGES
+
+    unknown = sorted({s.strip() for s in a.stages.split(",") if s.strip()} - set(STAGES))
+    if unknown:
+        raise ConfigError(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
+    scenarios(a.suite, a.scenarios)
+    _gpu("perf tune")
+
+
+def _nightly(a) -> None:
+    if a.action not in ("all", "run") or a.merge_shards:  # publish, report, merge: nothing measured
+        return
+    from perf.nightly import selection
+
+    suite = a.suite or selection.DEFAULT_SUITE
+    selection.resolve_scenarios(suite, a.scenarios)
+    _registered(a.variants)
+    peers(a.peers)
+    _gpu("perf nightly", suite, cpu_ok=a.allow_cpu, allow="--allow-cpu")
+
+
+def _toolchain(a) -> None:  # its latency gate skips without a GPU (--no-gpu-ok)
+    scenarios(a.suite, a.scenarios)
+    _registered(a.variants)
+
+
+def _gpu(what: str, suite: str | None = None, **kw) -> None:
+    from perf import vendor
+
+    vendor.require_gpu(what, suite, **kw)
+
+
+BEFORE_MEASURING = {"run": _run, "gate": _gate, "bisect": _bisect, "calibrate": _calibrate,
+                    "host-cost": _host_cost, "selftest": _selftest, "tune": _tune, "nightly": _nightly,
+                    "toolchain": _toolchain}
+
+
+def before_measuring(command: str, args) -> None:
+    """Every name a measuring command was given, then the GPU rule (perf.vendor.require_gpu).
+
+    perf/cli.py calls it for each command of BEFORE_MEASURING after parsing and before the
+    command's own code: a typo (or a broken --thresholds file) is never hidden behind "no GPU"
+    or found after an expensive step (a compile, a download), and a GPU-sized run never starts
+    on a CPU by any route."""
+    check = BEFORE_MEASURING.get(command)
+    if check is None:
+        return
+    if getattr(args, "thresholds", None):  # the whole file, read as the command will read it
+        from perf.thresholds import load_thresholds
+
+        load_thresholds(args.thresholds)
+    check(args)

@@ -12,6 +12,7 @@ import os
 
 VENDORS = ("nvidia", "amd")
 INTERPRETER_VENDOR = "nvidia"  # the interpreter runs NVIDIA's decision trees (kernels' current_vendor)
+CPU_SUITES = ("smoke",)  # the only suites sized for Triton's interpreter (seconds, not hours)
 
 
 def on_gpu() -> bool:
@@ -54,6 +55,32 @@ def resolve(given: str | None, *, cpu_default: str | None = INTERPRETER_VENDOR) 
         raise ConfigError(f"--vendor {given}: this machine's GPU is {found} "
                           f"({torch.cuda.get_device_name()}); drop --vendor or run on an {given} GPU")
     return given or found or cpu_default
+
+
+def require_gpu(what: str, suite: str | None = None, *, cpu_ok: bool = False,
+                allow: str | None = None) -> bool:
+    """The one rule of every command that measures: a GPU-sized run never starts on a CPU.
+
+    Returns whether a GPU is here. Without one, a run of a CPU-sized suite (`suite` in
+    CPU_SUITES) or one the caller allows (`cpu_ok`: e.g. `--allow-cpu` given) goes on in
+    Triton's interpreter; anything else is a ConfigError naming the fix: `--suite smoke`
+    where `suite` is given, and `allow` (the flag that would allow it) where there is one.
+    perf/cli.py applies it to every measuring command after their names are checked.
+    """
+    from perf.errors import ConfigError
+
+    if on_gpu():
+        return True
+    if cpu_ok or (suite is not None and suite in CPU_SUITES):
+        return False
+    if suite is None:
+        raise ConfigError(f"no GPU here: {what} measures on a CUDA or ROCm GPU, which Triton's interpreter "
+                          f"cannot stand in for; run it on a GPU machine")
+    small = CPU_SUITES[0]
+    also = f", or pass {allow} to run it anyway" if allow else ""
+    raise ConfigError(f"no GPU here: {what} --suite {suite} is sized for a GPU (Triton's interpreter would "
+                      f"take hours); run it on a GPU machine, or use the {small} suite (--suite {small})"
+                      f"{also}")
 
 
 def interpreter_without_gpu() -> None:

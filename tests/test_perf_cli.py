@@ -78,16 +78,19 @@ def test_unknown_vendor_and_malformed_thresholds(repo, tmp_path):
     _one_line_exit_2(_perf("gate", "--thresholds", str(bad), cwd=str(repo)), str(bad), "nvidia", "statistics")
 
 
-def test_external_commands_dispatch_lazily(monkeypatch, capsys):
+def test_registered_commands_dispatch_lazily(monkeypatch, capsys):
     from perf import cli
 
-    monkeypatch.setitem(cli.EXTERNAL, "ghost", ("perf.ghost_module", "a command whose module is missing"))
+    ghost = cli.Command("perf.ghost_module", "a command whose module is missing")
+    monkeypatch.setitem(cli.COMMANDS, "ghost", ghost)
     assert cli.main(["ghost"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "perf/ghost_module.py" in err
     # a present module gets --thresholds and its own arguments, and its exit code is returned
-    monkeypatch.setitem(cli.EXTERNAL, "echo", ("tests.test_perf_cli", "test double"))
+    monkeypatch.setitem(cli.COMMANDS, "echo", cli.Command("tests.test_perf_cli", "test double"))
     assert cli.main(["echo", "--thresholds", "x.yaml", "--value", "7"]) == 7
+    assert cli.main(["echo", "--thresholds", "x.yaml", "--value", "seven"]) == 2  # argparse: one line too
+    assert capsys.readouterr().err.count("\n") == 1
 
 
 def add_arguments(parser):  # the module interface of `python -m perf <external command>`

@@ -20,10 +20,10 @@ from perf.verdicts import Finding, Verdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _compile(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
+def _compile(*args: str, out: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = ROOT
-    return subprocess.run([sys.executable, "-m", "perf", "compile", "--out", os.devnull, *args],
+    return subprocess.run([sys.executable, "-m", "perf", "compile", "--out", out, *args],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -43,20 +43,28 @@ BAD_INPUT = [  # (options, what the one line must say)
     (["--suite", "bogus"], ["no suite 'bogus'", "--suite"]),
     (["--scenarios", "nothing*"], ["--scenarios 'nothing*' matches no scenario"]),
     (["--thresholds", "MISSPELLED"], ["amd.compile.static.new_spill: unknown key", "new_spills"]),
-    (["--emit-json", os.devnull, "--variants", "bogus"], ["--variants bogus: unknown variant bogus"]),
+    (["--emit-json", "OUT/side.json", "--variants", "bogus"], ["--variants bogus: unknown variant bogus"]),
+    # a rename over /dev/null would replace the device
+    (["--emit-json", os.devnull], ["--emit-json /dev/null: is not a regular file"]),
+    # it compiled this checkout under OUT's name
+    (["--source", "OUT", "--emit-json", "OUT/side.json"], ["--source", "no kernels/ package there"]),
+    (["--cache-dir", "OUT/file/cache"], ["--cache-dir OUT/file/cache", "is a file, not a directory"]),
+    (["--jobs", "0"], ["argument --jobs: 0 is too small: it must be at least 1"]),
 ]
 
 
 @pytest.mark.parametrize("options,expected", BAD_INPUT, ids=[" ".join(o) for o, _ in BAD_INPUT])
-def test_bad_input_is_refused_in_one_line(options, expected, misspelled_thresholds):
-    options = [misspelled_thresholds if o == "MISSPELLED" else o for o in options]
+def test_bad_input_is_refused_in_one_line(options, expected, misspelled_thresholds, tmp_path):
+    (tmp_path / "file").write_text("a file where a folder is wanted")
+    options = [misspelled_thresholds if o == "MISSPELLED" else o.replace("OUT", str(tmp_path))
+               for o in options]
     start = time.perf_counter()
-    done = _compile(*options)
+    done = _compile(*options, out=str(tmp_path / "out"))
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     for text in expected:
-        assert text in done.stderr, done.stderr
+        assert text.replace("OUT", str(tmp_path)) in done.stderr, done.stderr
     assert "compiling" not in done.stderr  # refused before anything was compiled
     assert time.perf_counter() - start < 120
 

@@ -218,7 +218,7 @@ def _perf(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 BAD = [
     (["compile", "--toolchain", "triton>=3.5"], "--toolchain 'triton>=3.5': not a pinned Triton"),
     (["compile", "--toolchain", "triton==3.5.1", "--base-ref", "HEAD"], "drop --base-ref"),
-    (["compile", "--toolchain", "triton==3.5.1", "--emit-json", os.devnull], "drop --toolchain"),
+    (["compile", "--toolchain", "triton==3.5.1", "--emit-json", "OUT/side.json"], "drop --toolchain"),
     (["gate", "--toolchain", "triton", "--no-gpu-ok"], "--toolchain 'triton': not a pinned"),
     (["gate", "--toolchain", "triton==3.5.1", "--head-ref", "HEAD", "--no-gpu-ok"], "drop --head-ref"),
     (["toolchain", "--versions", "3.x", "--out", "OUT"], "--versions '3.x': 3.x is not a version"),
@@ -227,7 +227,7 @@ BAD = [
 
 @pytest.mark.parametrize("args,expected", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_input_is_refused_in_one_line(args, expected, tmp_path):
-    done = _perf(*[str(tmp_path) if a == "OUT" else a for a in args])
+    done = _perf(*[a.replace("OUT", str(tmp_path)) for a in args])
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert expected in done.stderr and "Traceback" not in done.stderr

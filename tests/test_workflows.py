@@ -428,8 +428,10 @@ def test_comment_workflow_posts_once_then_edits_its_own_comment(tmp_path):
     (bin_dir / "python3").symlink_to(sys.executable)
     art = temp / "artifacts"
     (art / "pr-number").mkdir(parents=True)
-    finding = {"gate": "latency", "vendor": "nvidia", "target": "H100", "variant": "paged_v2",
-               "scenario": "decode", "metric": "graph", "ratio": 1.3, "verdict": "fail", "note": ""}
+    from perf.verdicts import Finding, Verdict
+
+    finding = Finding("latency", "nvidia", "H100", "paged_v2", "decode", "graph", 1.0, 1.3, 1.3, 1.25, 1.35,
+                      0.001, "fail > 1.05", Verdict.FAIL).to_dict()  # a whole finding: the reader checks each
     (art / "pr-nvidia-results/ab").mkdir(parents=True)
     (art / "pr-nvidia-results/ab/findings.json").write_text(json.dumps({"findings": [finding]}))
     responses = {

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from perf import files as files_mod
 from perf.ci import comment
 from perf.ci.jobs import (
     ALERT,
@@ -500,11 +501,16 @@ def _asv_dirs(root: Path) -> tuple[str, str]:
     results, html = ".asv/results", ".asv/html"
     conf = root / "asv.conf.json"
     if conf.exists():
-        text = re.sub(r"^\s*//.*$", "", conf.read_text(encoding="utf-8"), flags=re.M)
+        raw = files_mod.read_text(str(conf), "asv's configuration", "fix it or remove it")
+        text = re.sub(r"^\s*//.*$", "", raw, flags=re.M)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{conf}: line {e.lineno}: invalid JSON ({e.msg}); fix the syntax") from None
+        if not isinstance(data, dict) or not all(isinstance(data.get(k, ""), str)
+                                                 for k in ("results_dir", "html_dir")):
+            raise ConfigError(f"{conf}: expected a JSON object whose results_dir and html_dir are text; "
+                              f"fix it")
         results, html = data.get("results_dir", results), data.get("html_dir", html)
     return results.strip("/").removeprefix("./"), html.strip("/").removeprefix("./")
 
@@ -822,13 +828,19 @@ def generate(thresholds: str | os.PathLike = DEFAULT_PATH, root: str | os.PathLi
     }
 
 
+def _on_disk(path: Path) -> str | None:
+    """A generated file's text on disk, None when it is missing (perf.files: one line if unreadable)."""
+    if not path.exists():
+        return None
+    return files_mod.read_text(str(path), "a generated workflow file", "remove it and run `nox -s workflows`")
+
+
 def write(files: dict[str, str], root: Path) -> list[str]:
     changed = []
     for rel, text in files.items():
         path = root / rel
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+        if _on_disk(path) != text:
+            files_mod.write_text(str(path), text)
             changed.append(rel)
     return changed
 
@@ -837,10 +849,10 @@ def drift(files: dict[str, str], root: Path) -> dict[str, str]:
     """Relative path -> unified diff, for each generated file that differs from disk or is missing."""
     out = {}
     for rel, text in files.items():
-        path = root / rel
-        if not path.exists():
+        have = _on_disk(root / rel)
+        if have is None:
             out[rel] = f"{rel}: missing\n"
-        elif (have := path.read_text(encoding="utf-8")) != text:
+        elif have != text:
             out[rel] = "".join(difflib.unified_diff(have.splitlines(True), text.splitlines(True),
                                                     f"{rel} (on disk)", f"{rel} (from thresholds.yaml)", n=1))
     return out
@@ -908,15 +920,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        return _main(args)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-
-
-def _main(args: argparse.Namespace) -> int:
     root = Path(args.root)
+    if not root.is_dir():
+        why = "not a directory" if root.exists() else "no such directory"
+        raise ConfigError(f"--root {args.root}: {why}; pass the repository root that holds .github/ "
+                          f"(default: .)")
     files = generate(args.thresholds, root)
     if args.graph:
         print(graph(files))
@@ -956,17 +964,20 @@ def lint_opt_ins(thresholds: str, root: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         (scratch / ".github/workflows").mkdir(parents=True)
-        shutil.copy(root / ".github/actionlint.yaml", scratch / ".github/actionlint.yaml")
+        files[".github/actionlint.yaml"] = render(build_actionlint_config(vendors), LINT_HEADER)
         write(files, scratch)
         return lint(scratch, list(files),
                     " as generated with lock_clocks and nightly_shards set (scratch copy, not committed)")
 
 
 def cli(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perf.ci.workflows", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return main(parser.parse_args(argv))
+    """`python -m perf workflows ARGV` in this process (perf/cli.py's boundary): the exit code."""
+    from perf.cli import main as perf_main
+
+    return perf_main(["workflows", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
-    sys.exit(cli())
+    from perf.cli import command
+
+    command("workflows")

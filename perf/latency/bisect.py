@@ -594,14 +594,12 @@ def demo_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    vendor_mod.interpreter_without_gpu()
-    argv = sys.argv[1:]
-    if not any(a.startswith("--make-demo-range") for a in argv):  # the bisect itself
-        from perf.cli import main as cli_main
+    from perf import cli
 
-        sys.exit(cli_main(["bisect", *argv]))
-    try:
-        sys.exit(demo_main(argv))
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        sys.exit(e.exit_code)
+    def _bisect_or_demo(argv: list[str]) -> int:
+        vendor_mod.interpreter_without_gpu()
+        if any(a.startswith("--make-demo-range") for a in argv):
+            return demo_main(argv)
+        return cli.main(["bisect", *argv])  # the bisect itself
+
+    cli.entry(_bisect_or_demo)

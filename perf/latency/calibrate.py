@@ -214,5 +214,10 @@ def _standalone(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    vendor_mod.interpreter_without_gpu()
-    sys.exit(_standalone())
+    from perf import cli
+
+    def _calibrate(argv: list[str]) -> int:
+        vendor_mod.interpreter_without_gpu()
+        return cli.main(["calibrate", *argv])
+
+    cli.entry(_calibrate)

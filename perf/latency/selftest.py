@@ -370,6 +370,11 @@ def _main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    vendor_mod.interpreter_without_gpu()
-    sys.exit(main())
+    from perf import cli
+
+    def _selftest(argv: list[str]) -> int:
+        vendor_mod.interpreter_without_gpu()
+        return cli.main(["selftest", *argv])
+
+    cli.entry(_selftest)
 

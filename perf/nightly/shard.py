@@ -524,5 +524,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(worker_main())
+if __name__ == "__main__":  # one GPU's worker: its parent reports an interrupt
+    from perf.cli import entry
+
+    entry(worker_main, internal=True)

@@ -17,12 +17,14 @@ import io
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from perf.errors import ConfigError
 from perf.static import metrics as sm
 from perf.static.plan import Job
 
@@ -103,11 +105,15 @@ class DiskCache:
         if not self.root:
             return
         path = self._path(key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(value, f, sort_keys=True)
-        os.replace(tmp, path)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(value, f, sort_keys=True)
+            os.replace(tmp, path)
+        except OSError as e:
+            raise ConfigError(f"--cache-dir {self.root}: cannot write {path} ({e.strerror or e}); choose "
+                              f"another --cache-dir, or pass --no-cache") from None
 
 
 class PlainProgress:
@@ -195,27 +201,50 @@ def probe_targets(targets: list, cache: DiskCache) -> dict[str, str]:
     (perf/static/probe.py) fails. The probes run in processes of their own, side by side (a
     compiler may abort on a target it does not know); their results are cached by the probe's
     compile key like any job, so a new Triton or ptxas probes again."""
+    from perf.cli import stop_group
     from perf.static import probe
 
     out, running = {}, {}
-    with fresh_triton_cache():
-        for target in targets:
-            try:
-                key = probe.cache_key(target)
-            except Exception as e:  # a backend that cannot even take the target
-                out[target.name] = _first_line(e)
-                continue
-            hit = cache.get(key)
-            if hit is None:
-                running[target.name] = (key, probe.start(target))
-            elif hit["status"] != "ok":
-                out[target.name] = hit["error"]
-        for name, (key, process) in running.items():
-            result = probe.result(process)
-            cache.put(key, result)
-            if result["status"] != "ok":
-                out[name] = result["error"]
+    try:
+        with fresh_triton_cache():
+            for target in targets:
+                try:
+                    key = probe.cache_key(target)
+                except Exception as e:  # a backend that cannot even take the target
+                    out[target.name] = _first_line(e)
+                    continue
+                hit = cache.get(key)
+                if hit is None:
+                    running[target.name] = (key, probe.start(target))
+                elif hit["status"] != "ok":
+                    out[target.name] = hit["error"]
+            for name, (key, process) in running.items():
+                result = probe.result(process)
+                cache.put(key, result)
+                if result["status"] != "ok":
+                    out[name] = result["error"]
+    except BaseException:  # an interrupt: no probe outlives the gate
+        for _, process in running.values():
+            stop_group(process, grace=0)
+        raise
     return out
+
+
+def _ignore_sigint() -> None:
+    """A compile worker leaves Ctrl-C to its parent, which stops the pool (`compile_all`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now (an interrupt or an error)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        with contextlib.suppress(Exception):
+            p.terminate()
+    for p in processes:
+        with contextlib.suppress(Exception):
+            p.join(5)
 
 
 def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = False,
@@ -245,9 +274,14 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
             import multiprocessing
 
             # spawn: a clean interpreter per worker (fork after torch has started threads can hang)
-            with ProcessPoolExecutor(max_workers=min(workers, len(todo)),
-                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+            pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_ignore_sigint,
+                                       mp_context=multiprocessing.get_context("spawn"))
+            try:
                 futures = {pool.submit(compile_job, job): job for job in todo}
                 for future in as_completed(futures):
                     done(futures[future], future.result())
+            except BaseException:  # Ctrl-C, SIGTERM or an error: nothing keeps compiling behind it
+                _stop_pool(pool)
+                raise
+            pool.shutdown(wait=True)
     return results, len(todo)

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import subprocess
 import sys
 import time
 
-from perf import checkout, git, toolchain, validate
+from perf import checkout, files, git, toolchain, validate
 from perf.checkout import ROOT
 from perf.errors import EXIT_BAD_INPUT, EXIT_FAIL, ConfigError
 from perf.static import build, plan, report
@@ -99,20 +97,11 @@ def run_side(args: argparse.Namespace, thresholds) -> dict:
 
 
 def write_doc(path: str, doc: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=1, sort_keys=True, default=str)
-    os.replace(tmp, path)
+    files.write_json(path, doc)
 
 
 def read_doc(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not a static-gate side file ({e}); rerun `python -m perf compile`"
-                          ) from None
+    doc = files.load_json(path, "a static-gate side file", "rerun `python -m perf compile`")
     if doc.get("schema") != SIDE_SCHEMA:
         raise ConfigError(f"{path}: schema {doc.get('schema')!r}, expected {SIDE_SCHEMA!r}; recompile it")
     return doc
@@ -198,7 +187,9 @@ def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, side:
         cmd.append("--quiet")
     if not args.quiet:
         print(f"{label}: compiling {source}", file=sys.stderr, flush=True)
-    done = subprocess.run(cmd, cwd=ROOT, env=_side_env(tc))
+    from perf.cli import run_child
+
+    done = run_child(cmd, cwd=ROOT, env=_side_env(tc))  # an interrupt stops it and its compile workers
     if done.returncode == EXIT_BAD_INPUT:
         raise ConfigError(f"{label} side ({source}): bad input (see the line above)")
     if done.returncode != 0 or not os.path.exists(out):
@@ -255,8 +246,7 @@ def _finish(args: argparse.Namespace, root: str, findings: list, head_doc: dict,
     out_dir = os.path.abspath(args.out)
     paths = [os.path.join(args.out, name) for name in ("report.md", "findings.json", "static.jsonl")]
     markdown = report.markdown(findings, head_doc, notes, title)
-    with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write(markdown)
+    files.write_text(os.path.join(out_dir, "report.md"), markdown)
     report.step_summary(markdown)
     write_doc(os.path.join(out_dir, "findings.json"),
               {**(meta or {}), "findings": [f.to_dict() for f in findings]})
@@ -367,6 +357,11 @@ def main(args: argparse.Namespace) -> int:
     if args.emit_json and args.toolchain:
         raise ConfigError("--emit-json compiles one side in this process, under its own Triton; drop "
                           "--toolchain (or --emit-json, to compare the two Tritons)")
+    if args.source is not None:
+        checkout.require_kernels(args.source, "--source")
+        if not args.emit_json:
+            raise ConfigError("--source compiles one checkout's kernels with --emit-json PATH; add "
+                              "--emit-json, or drop --source to gate this checkout against its base")
     if args.emit_json:
         checkout.import_kernels(args.source)
         doc = run_side(args, thresholds)
@@ -379,14 +374,7 @@ def main(args: argparse.Namespace) -> int:
     return gate(args, thresholds)
 
 
-if __name__ == "__main__":  # `python -m perf.static.gate`: the side processes of the gate
-    from perf.thresholds import DEFAULT_PATH
+if __name__ == "__main__":  # `python -m perf.static.gate`: a side process of the gate (`compile`)
+    from perf import cli
 
-    _parser = argparse.ArgumentParser(prog="python -m perf.static.gate", description=__doc__.splitlines()[0])
-    _parser.add_argument("--thresholds", default=DEFAULT_PATH)
-    add_arguments(_parser)
-    try:
-        sys.exit(main(_parser.parse_args()))
-    except ConfigError as _e:
-        print(f"error: {_e}", file=sys.stderr)
-        sys.exit(EXIT_BAD_INPUT)
+    cli.entry(lambda argv: cli.main(["compile", *argv]), internal=True)

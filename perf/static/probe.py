@@ -92,8 +92,9 @@ def start(target) -> subprocess.Popen:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    # its own process group: an interrupt of the gate stops it (perf.cli.stop_group)
     return subprocess.Popen([sys.executable, "-m", "perf.static.probe", spec], env=env, cwd=root,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def result(process: subprocess.Popen) -> dict:
@@ -132,5 +133,7 @@ def main(spec: str) -> None:
     print(json.dumps(said), flush=True)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1])
+if __name__ == "__main__":  # a probe's process (`start`): its parent reports an interrupt
+    from perf.cli import entry
+
+    entry(lambda argv: main(*argv), internal=True)

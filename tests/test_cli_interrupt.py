@@ -1,0 +1,120 @@
+"""Ctrl-C during `python -m perf compile`: exit 130, one line, and no process it started left.
+
+The static gate runs a side process per checkout, each with spawn workers of a process pool
+and multiprocessing's resource tracker, and probe processes; an interrupt used to leave the
+workers and the tracker orphaned. SIGINT goes to the command's process alone (as `kill -INT`
+does; a terminal's Ctrl-C reaches the whole group, which is the easier case) after a random
+1-5 s: during start-up and imports, while the base worktree is checked out, or while the
+side compiles. Every process seen below the command while it ran must be gone after it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes from /proc")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _below(root: int) -> dict[int, str]:
+    """pid -> start time of every live process whose parent chain leads to `root`."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (s := _stat(int(entry))) is not None and s[0] != "Z":
+            children.setdefault(int(s[1]), []).append(int(entry))
+    found, todo = {}, [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            s = _stat(child)
+            if s is not None:
+                found[child] = s[19]
+                todo.append(child)
+    return found
+
+
+def _still_running(seen: dict[int, str]) -> list[str]:
+    """The processes of `seen` still alive (same pid and start time), with their command lines."""
+    alive = []
+    for pid, started in seen.items():
+        s = _stat(pid)
+        if s is not None and s[0] != "Z" and s[19] == started:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    line = f.read().replace(b"\0", b" ").decode(errors="replace")
+                alive.append(f"{pid}: {line[:200]}")
+            except OSError:
+                pass
+    return alive
+
+
+@pytest.mark.parametrize("window", [(1.0, 2.5), (3.5, 5.0)], ids=["starting", "compiling"])
+def test_sigint_to_compile_exits_130_and_leaves_no_process(window, tmp_path):
+    delay = random.uniform(*window)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PERF_DEBUG")}
+    env["PYTHONPATH"] = ROOT
+    cmd = [sys.executable, "-m", "perf", "compile", "--suite", "smoke", "--variants", "naive,qblock",
+           "--targets", "sm_90,gfx942", "--jobs", "2", "--no-cache", "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: dict[int, str] = {}
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < delay:
+            seen.update(_below(proc.pid))
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        stopped = time.monotonic()
+        while proc.poll() is None and time.monotonic() - stopped < 30:
+            seen.update(_below(proc.pid))
+            time.sleep(0.02)
+        out, err = proc.communicate(timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    took = time.monotonic() - stopped
+    assert proc.returncode == 130, f"after {delay:.2f} s: exit {proc.returncode}\n{err[-3000:]}"
+    lines = [x for x in err.splitlines() if x.startswith(("interrupted", "error", "internal", "Traceback"))]
+    assert lines == ["interrupted: stopped; what finished is kept"], err[-3000:]
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 3  # SIGKILLed ones may take a moment to be reaped
+    while (alive := _still_running(seen)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive, f"after SIGINT at {delay:.2f} s ({len(seen)} processes seen): {alive}"
+    assert took < 8, f"stopping took {took:.1f} s"  # the side stops its pool at once (about 2 s here)
+
+
+def test_an_interrupted_compile_pool_cancels_its_queue_and_ends_its_workers():
+    """What a compile side does on Ctrl-C (perf.static.build): nothing keeps compiling behind
+    it, instead of `with ProcessPoolExecutor` waiting for every queued job."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from perf.static import build
+
+    pool = ProcessPoolExecutor(max_workers=2, initializer=build._ignore_sigint,
+                               mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(time.sleep, 30) for _ in range(10)]
+    while not all(p.is_alive() for p in (pool._processes or {}).values()) or len(pool._processes or {}) < 2:
+        time.sleep(0.05)
+    workers = list(pool._processes.values())
+    start = time.monotonic()
+    build._stop_pool(pool)
+    assert time.monotonic() - start < 10
+    assert not any(w.is_alive() for w in workers)
+    # two running, one handed to the workers' queue (concurrent.futures' EXTRA_QUEUED_CALLS): the
+    # rest never started
+    assert sum(f.cancelled() for f in futures) >= len(futures) - 3
