@@ -7,6 +7,13 @@ MI300, OCP elsewhere) or the one asked for. Physical cache blocks are handed out
 shuffled order, so block tables are never contiguous and a kernel that ignores the table
 cannot pass. The cache is sized from the batch (the blocks the sequences need plus a few
 unused ones).
+
+`poison=True` (the correctness grid) fills every cache slot no sequence owns with NaN, as
+recycled or uninitialized memory of a serving engine may hold anything: the slots of a
+sequence's last block past its seq_len, and every block no sequence uses (the spare ones;
+block-table entries past a sequence's last block name one of them, as vLLM's padding
+entries name its never-written null block). A kernel that lets any of them into a
+sequence's arithmetic (0 * NaN is NaN) turns that sequence's output into NaN.
 """
 
 from __future__ import annotations
@@ -101,9 +108,38 @@ class PagedBatch:
         """An output buffer poisoned with NaN, so unwritten elements fail any comparison."""
         return torch.full_like(self.q, float("nan"))
 
+    def owned_slots(self) -> torch.Tensor:
+        """[num_blocks, block_size] bool: the cache slots some sequence owns (`owned_slots`)."""
+        return owned_slots(self.block_table, self.seq_lens, self.k_cache.shape[0], self.k_cache.shape[1])
+
+
+def owned_slots(block_table: torch.Tensor, seq_lens: torch.Tensor, num_blocks: int,
+                block_size: int) -> torch.Tensor:
+    """[num_blocks, block_size] bool: True where a sequence owns the slot (one of its first
+    seq_len positions, through its block table); everything else is nobody's."""
+    table = block_table.cpu().long()
+    lens = seq_lens.cpu().long()
+    positions = torch.arange(table.shape[1] * block_size)
+    used = positions[None, :] < lens[:, None]  # [num_seqs, width * block_size]
+    slots = table[:, positions // block_size] * block_size + positions % block_size
+    owned = torch.zeros(num_blocks * block_size, dtype=torch.bool)
+    owned[slots[used]] = True
+    return owned.view(num_blocks, block_size)
+
+
+def poison_unowned(cache: torch.Tensor, owned: torch.Tensor) -> None:
+    """Write NaN into every slot of `cache` ([num_blocks, block_size, ...]) that `owned` (from
+    `owned_slots`) leaves False: float NaN, or for an fp8 cache its format's NaN byte
+    (`inputs.Fp8Format.nan_byte`)."""
+    unowned = ~owned.to(cache.device)
+    if inputs.is_fp8(cache.dtype):
+        cache.view(torch.uint8)[unowned] = inputs.FP8_FORMATS[cache.dtype].nan_byte
+    else:
+        cache[unowned] = float("nan")
+
 
 def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool = True,
-                fp8_dtype: torch.dtype | None = None) -> PagedBatch:
+                fp8_dtype: torch.dtype | None = None, poison: bool = False) -> PagedBatch:
     """Make the batch `spec` describes; the same seed gives the same tensors everywhere.
 
     `fill=False` leaves q and the caches unwritten (`torch.empty`): shapes, dtypes, strides,
@@ -115,6 +151,10 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool 
     None: the one native to this process's device (`inputs.fp8_dtype_for`: FNUZ on an
     MI300, OCP elsewhere, the interpreter included). The same seed gives the same values
     in either format (scaled to each format's range), not the same bytes.
+
+    `poison`: NaN in every cache slot no sequence owns, and block-table entries past a
+    sequence's last block pointing at a spare (NaN) block (see the module's docstring). The
+    owned slots, the scales and everything else are what `poison=False` gives.
     """
     if fp8_dtype is None:
         fp8_dtype = inputs.fp8_dtype_for(platform.current().arch)
@@ -135,6 +175,9 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool 
     for i, n in enumerate(blocks):
         block_table[i, :n] = physical[start:start + n]
         start += n
+    if poison:  # entries past each sequence's last block: a spare block, all NaN below
+        for i, n in enumerate(blocks):
+            block_table[i, n:] = physical[-1]
 
     cache_shape = (num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
     q_shape = (spec.num_tokens, spec.num_q_heads, spec.head_size)
@@ -159,6 +202,10 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool 
             options["k_scale"], options["v_scale"] = k_scale.reshape(1), v_scale.reshape(1)
         else:
             k_cache, v_cache = k_cache.to(dtype), v_cache.to(dtype)
+    if poison:
+        owned = owned_slots(block_table, torch.tensor(spec.kv_lens), num_blocks, spec.block_size)
+        for cache in (k_cache, v_cache):
+            poison_unowned(cache, owned)
     if spec.sliding_window is not None:
         options["sliding_window"] = spec.sliding_window
     if spec.softcap is not None:

@@ -51,6 +51,7 @@ class Fp8Format:
     # HIPOptions has both, native where the GPU has it, emulated elsewhere). On the others
     # the kernels decode its bytes themselves (`common.decode_fnuz_e4m3`).
     triton_vendors: tuple[str, ...]
+    nan_byte: int  # a NaN of the format as a byte (what the correctness grid poisons unowned slots with)
 
 
 OCP_E4M3, FNUZ_E4M3 = torch.float8_e4m3fn, torch.float8_e4m3fnuz
@@ -58,11 +59,11 @@ FP8_FORMATS = {
     # OCP e4m3 ("OFP8", Open Compute Project 8-bit floating point spec, 2023): bias 7,
     # S.1111.111 is NaN, -0 exists. What NVIDIA (sm_89+) and AMD from CDNA4 (gfx950) convert
     # natively, and what vLLM uses on H100.
-    OCP_E4M3: Fp8Format("OCP e4m3", 448.0, "fp8e4nv", ("nvidia", "amd")),
+    OCP_E4M3: Fp8Format("OCP e4m3", 448.0, "fp8e4nv", ("nvidia", "amd"), 0x7F),
     # FNUZ e4m3 (finite, NaN, unsigned zero): bias 8, so a byte means half its OCP value;
     # no negative zero, 0x80 is the only NaN, 0x7F is 240 (OCP: NaN). The native format of
     # MI300 (CDNA3, gfx942), and what vLLM uses there.
-    FNUZ_E4M3: Fp8Format("FNUZ e4m3", 240.0, "fp8e4b8", ("amd",)),
+    FNUZ_E4M3: Fp8Format("FNUZ e4m3", 240.0, "fp8e4b8", ("amd",), 0x80),
 }
 # Architectures whose native fp8 is FNUZ: CDNA3. AMD HIP docs, "FP8 Numbers" (ROCm 6.2,
 # rocm.docs.amd.com/projects/HIP/en/docs-6.2.0/reference/fp8_numbers.html): gfx940/gfx941/gfx942

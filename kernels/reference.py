@@ -12,7 +12,9 @@ every variant must match:
 - sinks[h] is one extra logit per query head that joins the softmax denominator only;
 - fp8 caches (either format of `kernels.inputs.FP8_FORMATS`: OCP or FNUZ e4m3) are
   dequantized as value * k_scale (v_scale), torch decoding each format's bytes; scales
-  passed with caches in q's dtype are ignored, as by the kernels (and vLLM).
+  passed with caches in q's dtype are ignored, as by the kernels (and vLLM);
+- only the slots a sequence owns are read: its first seq_len positions through its block
+  table (whatever the rest of the cache holds, NaN included, cannot reach the output).
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ has no IR type for it (its `_patch_lang_core` maps fp8e5, fp8e4nv and fp8e4b15 o
 Triton as fp8e4b8, cannot run on CPU; the kernels' own FNUZ decoder (the NVIDIA path, the
 one the interpreter plans by default) runs there, and the AMD path is compiled for gfx942
 by the static gate (tests/test_compile*.py).
+
+OCP e4m3's NaN bytes (0x7F, 0xFF) convert to +-480 in triton 3.6.0's interpreter, not NaN
+(seen here, 2026-11-24, numpy 2.3.5): the correctness grid's NaN poison in unowned slots of an
+OCP fp8 cache is then a large finite value on CPU. The interpreter still meets NaN poison in
+fp8 through FNUZ caches (the kernels' own decoder reads 0x80 as NaN); GPUs convert OCP NaN.
 """
 
 from __future__ import annotations
@@ -55,3 +60,20 @@ def interpreter_reads_fnuz() -> bool:
     except Exception:
         return False
     return torch.equal(out, values.to(torch.float8_e4m3fnuz).float())
+
+
+@functools.cache
+def interpreter_reads_ocp_nan() -> bool:
+    """Whether the active interpreter converts OCP e4m3's NaN byte (0x7F) to NaN (probed, as above)."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _convert(x_ptr, o_ptr):
+        offs = tl.arange(0, 16)
+        tl.store(o_ptr + offs, tl.load(x_ptr + offs).to(tl.float32))
+
+    out = torch.zeros(16)
+    _convert[(1,)](torch.full((16,), 0x7F, dtype=torch.uint8).view(torch.float8_e4m3fn), out)
+    return bool(out.isnan().all())

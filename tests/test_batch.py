@@ -91,3 +91,41 @@ def test_fp8_dtype_must_be_an_fp8_format():
 def test_bad_spec(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BatchSpec(**kwargs)
+
+
+@pytest.mark.parametrize("fp8_dtype", [None, *FP8_FORMATS], ids=["float16", "ocp", "fnuz"])
+def test_poison_leaves_nan_in_every_slot_no_sequence_owns(fp8_dtype):
+    """poison=True: NaN (fp8: the format's NaN byte, 0x7F OCP, 0x80 FNUZ) in the tails of the
+    last blocks and in the spare blocks, which the block table's padding names; every owned
+    slot is what poison=False gives, scales too."""
+    spec = BatchSpec((1, 5, 2), (20, 5, 33), num_q_heads=4, num_kv_heads=2, head_size=64,
+                     block_size=16, fp8_kv=fp8_dtype is not None, seed=9)
+    kwargs = {} if fp8_dtype is None else {"fp8_dtype": fp8_dtype}
+    clean, batch = build_batch(spec, **kwargs), build_batch(spec, poison=True, **kwargs)
+    owned = batch.owned_slots()
+    assert owned.shape == (batch.k_cache.shape[0], 16)
+    # 20 + 5 + 33 keys own 58 slots; 2 + 1 + 3 blocks used of 6 + SPARE_BLOCKS
+    assert int(owned.sum()) == 58 and batch.k_cache.shape[0] == 6 + SPARE_BLOCKS
+    table = batch.block_table
+    for i, n in enumerate(spec.kv_lens):
+        last = table[i, (n - 1) // 16]
+        assert owned[last, :(n - 1) % 16 + 1].all() and not owned[last, (n - 1) % 16 + 1:].any()
+        for padding in table[i, -(-n // 16):].tolist():  # entries past the last block: a spare
+            assert not owned[padding].any()
+    assert (owned.sum(1) == 0).sum() == SPARE_BLOCKS
+    for poisoned, plain in ((batch.k_cache, clean.k_cache), (batch.v_cache, clean.v_cache)):
+        values = poisoned.float()
+        assert values[~owned].isnan().all() and not values[owned].isnan().any()
+        assert torch.equal(poisoned.view(torch.uint8)[owned], plain.view(torch.uint8)[owned])
+        if fp8_dtype is not None:
+            assert (poisoned.view(torch.uint8)[~owned] == FP8_FORMATS[fp8_dtype].nan_byte).all()
+    for name in ("k_scale", "v_scale"):
+        if fp8_dtype is not None:
+            assert torch.equal(batch.options[name], clean.options[name])
+    for i, n in enumerate(spec.kv_lens):  # the blocks each sequence uses are unchanged
+        assert torch.equal(table[i, :-(-n // 16)], clean.block_table[i, :-(-n // 16)])
+
+
+def test_fp8_nan_bytes_are_nan_in_torch():
+    for dtype, fmt in FP8_FORMATS.items():
+        assert torch.tensor([fmt.nan_byte], dtype=torch.uint8).view(dtype).float().isnan().all()

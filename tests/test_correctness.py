@@ -8,6 +8,12 @@ tensor cores, ~1e-3 relative), hence 3e-3; bf16 has 8 bits of mantissa, hence 1.
 1e-2. fp8 caches are dequantized identically by the reference, so they need no extra
 allowance.
 
+Every batch here is poisoned (`build_batch(poison=True)`): each cache slot no sequence owns
+(the tail of a sequence's last block, the spare blocks that block-table padding names)
+holds NaN, the fp8 formats' NaN bytes included, as recycled memory of a serving engine may;
+a kernel that lets one into a sequence's arithmetic (a masked-out key's 0 times a NaN V)
+outputs NaN for it. The output buffer is NaN too, so an unwritten element fails as well.
+
 fp8 caches come in both formats of `kernels.inputs.FP8_FORMATS` on every device: OCP e4m3
 (features `fp8_kv`, `all`) and FNUZ e4m3 (`fp8_fnuz`, `all_fnuz`). A variant reads FNUZ the
 way its target does: AMD converts it natively (an AMD GPU runs that path here; Triton 3.6's
@@ -29,7 +35,12 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from interpreter_support import INTERPRETER_FNUZ_REASON, interpreter_reads_fnuz, needs_interpreter
+from interpreter_support import (
+    INTERPRETER_FNUZ_REASON,
+    interpreter_reads_fnuz,
+    interpreter_reads_ocp_nan,
+    needs_interpreter,
+)
 
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
@@ -130,7 +141,12 @@ def make_spec(model, head_size, block_size, case, dtype, feature, seed=0) -> Bat
 
 
 def make_batch(spec: BatchSpec, feature: str, device):
-    return build_batch(spec, device, fp8_dtype=FP8_DTYPE.get(feature, OCP_E4M3))
+    return poisoned_batch(spec, device, fp8_dtype=FP8_DTYPE.get(feature, OCP_E4M3))
+
+
+def poisoned_batch(spec: BatchSpec, device, **kwargs):
+    """`build_batch` as every test here uses it: the cache slots no sequence owns hold NaN."""
+    return build_batch(spec, device, poison=True, **kwargs)
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -156,7 +172,8 @@ def test_every_variant_runs_in_interpreter(variant):
     code = (
         "import torch; from kernels import VARIANTS; from kernels.batch import BatchSpec, build_batch;"
         "from kernels.reference import paged_attention_reference as ref;"
-        "b = build_batch(BatchSpec((3, 1), (9, 21), num_q_heads=4, num_kv_heads=2, head_size=64));"
+        "b = build_batch(BatchSpec((3, 1), (9, 21), num_q_heads=4, num_kv_heads=2, head_size=64),"
+        " poison=True);"
         f"o = VARIANTS[{variant!r}](*b.args(), **b.options);"
         "torch.testing.assert_close(o, ref(*b.args(), **b.options), atol=3e-3, rtol=3e-3)"
     )
@@ -241,7 +258,7 @@ def test_head_group_that_does_not_divide_the_q_block(variant, config, device):
     last Q-block holds fewer tokens than BLOCK_Q."""
     spec = BatchSpec((1, 7, 70, 1), (300, 7, 97, 1), num_q_heads=71, num_kv_heads=1, head_size=64,
                      block_size=16, dtype="float16", seed=71)
-    batch = build_batch(spec, device)
+    batch = poisoned_batch(spec, device)
     out = batch.new_output()
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)
@@ -257,7 +274,7 @@ def test_short_decodes_split_as_the_heuristics_choose(head_size, device):
                      block_size=16, dtype="float16", seed=head_size)
     features = heuristics.features_from_spec(spec, heuristics.DEFAULT_NUM_SMS["nvidia"])
     assert heuristics.choose("nvidia", features).num_segments == 16  # the branch under test
-    batch = build_batch(spec, device)
+    batch = poisoned_batch(spec, device)
     out = batch.new_output()
     VARIANTS["static_grid"](*batch.args(), out=out, max_seqlen_q=1, max_seqlen_k=700, vendor="nvidia",
                             num_sms=heuristics.DEFAULT_NUM_SMS["nvidia"], **batch.options)
@@ -272,7 +289,7 @@ def test_windowed_decode_segments_split_only_visible_tiles(variant, segments, de
     size them by the visible keys), so most segments are empty and must merge as nothing."""
     spec = BatchSpec((1, 1, 1), (700, 300, 20), num_q_heads=8, num_kv_heads=2, head_size=64,
                      block_size=16, dtype="float16", sliding_window=37, sinks=True, seed=7)
-    batch = build_batch(spec, device)
+    batch = poisoned_batch(spec, device)
     out = batch.new_output()
     config = Config(16, 16, segments, num_warps=4, num_stages=2)
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
@@ -298,7 +315,7 @@ def test_token_offsets_in_int64_match_the_reference(variant, config, monkeypatch
         query_lens, kv_lens = ((1, 1, 1), (300, 40, 1)) if decodes else ((1, 5, 17, 1), (300, 18, 40, 1))
         spec = BatchSpec(query_lens, kv_lens, num_q_heads=8, num_kv_heads=2, head_size=64, block_size=16,
                          dtype="float16", seed=31)
-        batch = build_batch(spec, device)
+        batch = poisoned_batch(spec, device)
         forced = {} if config is None else {"config": config}  # naive and qblock take none
         _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), **forced,
                                              **batch.options)
@@ -320,7 +337,7 @@ def test_a_batch_past_two_to_the_31_query_elements(device):
     alone), and no row is left unwritten. One test, one batch (13 GB with its output), the
     variants in turn: parallel workers would hold one batch each."""
     spec = BatchSpec((64,) * 8192 + (1, 33, 1), (64,) * 8192 + (300, 97, 1), dtype="float16", seed=3)
-    batch = build_batch(spec, device)
+    batch = poisoned_batch(spec, device)
     q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens = batch.args()
     assert q.numel() >= 2**31
     first = 8190
@@ -344,7 +361,7 @@ def test_sequence_items_do_every_query_of_a_longer_sequence(variant, segments, d
     for a prefill) must still come out whole."""
     spec = BatchSpec((1, 9, 1, 2), (40, 60, 5, 33), num_q_heads=8, num_kv_heads=2, head_size=64,
                      block_size=16, dtype="float16", seed=11)
-    batch = build_batch(spec, device)
+    batch = poisoned_batch(spec, device)
     config = Config(16, 16, segments, num_warps=4, num_stages=2, seq_items=True)  # 4 tokens per Q-block
     _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
                                          **batch.options)
@@ -363,7 +380,7 @@ def test_decode_layout_items_over_gaps_and_a_prefill(variant, segments, fused_re
     and a prefill among them misses the guess; a grid of 3 programs takes many items each."""
     spec = BatchSpec((1, 1, 1, 1, 1, 6, 1, 1, 1, 1, 1), (40, 7, 33, 1, 60, 21, 16, 17, 5, 48, 9),
                      num_q_heads=8, num_kv_heads=2, head_size=64, block_size=16, dtype="float16", seed=5)
-    batch = build_batch(spec, device)
+    batch = poisoned_batch(spec, device)
     config = Config(16, 16, segments, num_warps=4, num_stages=2, decode_layout=True, max_programs=3,
                     fused_reduce=fused_reduce)
     _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
@@ -383,7 +400,7 @@ def test_fused_reduce_is_one_launch_and_leaves_its_counts_at_zero(variant, seq_i
     (the next call, or a graph replay, starts from them)."""
     spec = BatchSpec((1, 1, 6, 1), (40, 300, 60, 7), num_q_heads=8, num_kv_heads=2, head_size=64,
                      block_size=16, dtype="float16", seed=13)
-    batch = build_batch(spec, device)
+    batch = poisoned_batch(spec, device)
     config = Config(16, 16, 3, num_warps=4, num_stages=2, seq_items=seq_items, fused_reduce=True)
     _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
                                          **batch.options)
@@ -407,7 +424,7 @@ def test_every_call_of_a_kept_plan_reads_its_own_tensors(variant, split, device)
                      softcap=20.0)
     config = Config(16, 16, 3, num_warps=4, num_stages=2) if split else None
     for seed in (1, 2):
-        batch = build_batch(dataclasses.replace(spec, seed=seed), device)
+        batch = poisoned_batch(dataclasses.replace(spec, seed=seed), device)
         out = batch.new_output()
         VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
         expected = paged_attention_reference(*batch.args(), **batch.options)
@@ -478,6 +495,22 @@ def test_fnuz_decoder_is_exact_on_every_byte(out_dtype, device):
     assert torch.isnan(out).sum() == 1 and out[0x7F] == 240 and out[0xFF] == -240
     # The same bytes as OCP mean twice the value (or NaN): not what the decoder returned.
     assert not torch.equal(out[1:0x7F].float(), codes[1:0x7F].view(OCP_E4M3).float())
+
+
+@pytest.mark.parametrize("fp8_dtype, decode", [(OCP_E4M3, False), (FNUZ_E4M3, True)], ids=["ocp", "fnuz"])
+def test_the_grids_fp8_poison_is_nan_where_the_kernels_read_it(fp8_dtype, decode, device):
+    """The NaN bytes the grid writes into unowned slots of an fp8 cache (`Fp8Format.nan_byte`)
+    are NaN as the kernels convert them: FNUZ through their own decoder (interpreter, NVIDIA),
+    OCP through Triton's conversion (GPUs; the interpreter reads 480, interpreter_support.py)."""
+    if device == "cpu" and not decode and not interpreter_reads_ocp_nan():
+        pytest.skip("triton's interpreter converts OCP e4m3 NaN bytes to +-480; GPUs check this")
+    batch = poisoned_batch(BatchSpec((1,), (20,), num_q_heads=2, num_kv_heads=1, head_size=16, fp8_kv=True),
+                           device, fp8_dtype=fp8_dtype)
+    unowned = batch.k_cache[~batch.owned_slots().to(device)].reshape(-1)[:256]
+    out = torch.empty(256, dtype=torch.float32, device=device)
+    operand = unowned.view(torch.uint8) if decode else unowned
+    _convert_kernel[(1,)](operand.contiguous(), out, N=256, DECODE_FNUZ=decode)
+    assert out.isnan().all()
 
 
 @pytest.mark.parametrize("variant", FP8_VARIANTS)

@@ -128,6 +128,23 @@ def test_fnuz_cache_read_as_ocp_is_a_different_answer():
     assert not torch.allclose(wrong.float(), right.float(), atol=0.1, rtol=0.1)
 
 
+OWNED_CASES = [(s, None) for s in SPECS if not s.fp8_kv] + [
+    (s, f) for s in SPECS + FP8_SPECS if s.fp8_kv for f in FP8_FORMATS]
+
+
+@pytest.mark.parametrize("spec, fp8_dtype", OWNED_CASES,
+                         ids=[f"{s.digest()}-{f if f is not None else '16-bit'}" for s, f in OWNED_CASES])
+def test_reference_reads_only_owned_slots(spec, fp8_dtype):
+    """NaN in every slot no sequence owns (poison=True: last blocks' tails, spare blocks, the
+    spare that block-table padding names) changes nothing: the reference gathers owned slots only."""
+    kwargs = {} if fp8_dtype is None else {"fp8_dtype": fp8_dtype}
+    clean, poisoned = build_batch(spec, **kwargs), build_batch(spec, poison=True, **kwargs)
+    assert poisoned.k_cache.float().isnan().any() and poisoned.v_cache.float().isnan().any()
+    got = paged_attention_reference(*poisoned.args(), **poisoned.options)
+    assert not got.isnan().any()
+    torch.testing.assert_close(got, paged_attention_reference(*clean.args(), **clean.options), rtol=0, atol=0)
+
+
 def test_reference_ignores_scales_of_caches_in_q_dtype():
     """k_scale / v_scale apply to fp8 caches only, as in the kernels (and vLLM)."""
     batch = build_batch(BatchSpec((3, 1), (20, 40), num_q_heads=4, num_kv_heads=2, head_size=64))

@@ -3,10 +3,11 @@
 Each program loads its query vector [HEAD_SIZE], walks the sequence's KV-cache blocks up
 to its own causal position through the block table, and runs the online softmax with the
 tile equal to one cache block. Decode batches therefore get one program per (sequence,
-query head). There are no matrix products: scores are elementwise products summed over
-the head dimension, which is why this variant is slow on prefill (the baseline of the
-paper's progression). It supports only the basic contract; the production features live
-in the later variants.
+query head). Keys past the query's position are masked at the load (never read: a cache
+block's tail may belong to no sequence and hold NaN). There are no matrix products:
+scores are elementwise products summed over the head dimension, which is why this variant
+is slow on prefill (the baseline of the paper's progression). It supports only the basic
+contract; the production features live in the later variants.
 
 Shapes: q [num_tokens, num_q_heads, HEAD_SIZE]; caches [num_blocks, BLOCK_SIZE,
 num_kv_heads, HEAD_SIZE]; grid (num_tokens, num_q_heads).
@@ -21,7 +22,8 @@ from kernels.launch import KernelLaunch
 from kernels.paged_attention import planning
 from kernels.paged_attention.common import LOG2E, find_seq_idx, layout_strides, next_pow2, offset_index
 
-FEATURES = frozenset({"head_size_non_pow2"})
+# No tl.dot: any head size, any power-of-two block
+FEATURES = frozenset({"head_size_non_pow2", "head_size_below_16", "block_size_below_16"})
 
 
 @triton.jit
@@ -62,17 +64,21 @@ def _naive_kernel(
     num_blocks = tl.cdiv(position + 1, BLOCK_SIZE)
     for j in range(0, num_blocks):
         physical = tl.load(block_table_ptr + seq * stride_bt_seq + j).to(tl.int64)
+        # Keys past this query are never read: the last block's tail may belong to no one and
+        # hold anything (NaN), and a masked key's p = 0 times a NaN V is NaN.
+        visible = j * BLOCK_SIZE + offs <= position
+        kv_mask = visible[:, None] & dim_mask[None, :]
         k = tl.load(k_cache_ptr + physical * stride_k_block + offs[:, None] * stride_k_pos
                     + kv_head * stride_k_head + dims[None, :],
-                    mask=dim_mask[None, :], other=0.0).to(tl.float32)  # [BLOCK_SIZE, D]
+                    mask=kv_mask, other=0.0).to(tl.float32)  # [BLOCK_SIZE, D]
         s = tl.sum(k * q[None, :], axis=1) * qk_scale  # [BLOCK_SIZE]
-        s = tl.where(j * BLOCK_SIZE + offs <= position, s, float("-inf"))
+        s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=0))
         p = tl.exp2(s - m_new)
         alpha = tl.exp2(m_i - m_new)
         v = tl.load(v_cache_ptr + physical * stride_v_block + offs[:, None] * stride_v_pos
                     + kv_head * stride_v_head + dims[None, :],
-                    mask=dim_mask[None, :], other=0.0).to(tl.float32)
+                    mask=kv_mask, other=0.0).to(tl.float32)
         acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
         l_i = l_i * alpha + tl.sum(p, axis=0)
         m_i = m_new

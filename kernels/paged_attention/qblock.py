@@ -10,6 +10,7 @@ of the KV head's group.
 
 Supports the production features as masks: sliding window (masked, not yet pruned),
 softcap, sinks and fp8 caches, OCP or FNUZ e4m3 (dequantized to the query dtype per tile).
+Cache slots past seq_len (the last block's tail, nobody's) are masked at the load, never read.
 """
 
 from __future__ import annotations
@@ -97,12 +98,17 @@ def _qblock_kernel(
     offs = tl.arange(0, BLOCK_SIZE)
     for j in range(0, num_tiles):
         physical = tl.load(block_table_ptr + seq * stride_bt_seq + j).to(tl.int64)
+        key_pos = j * BLOCK_SIZE + offs
+        # Slots past seq_len are never read: the last block's tail belongs to no sequence and
+        # may hold anything (NaN); selecting -inf scores alone would leave p = 0 times a NaN V
+        # in the P V product, NaN for every row.
+        key_ok = key_pos < seq_len
         k = tl.load(k_cache_ptr + physical * stride_k_block + offs[None, :] * stride_k_pos
                     + kv_head * stride_k_head + dims[:, None],
-                    mask=dim_mask[:, None], other=0.0)  # [D, BLOCK_SIZE]
+                    mask=dim_mask[:, None] & key_ok[None, :], other=0.0)  # [D, BLOCK_SIZE]
         v = tl.load(v_cache_ptr + physical * stride_v_block + offs[:, None] * stride_v_pos
                     + kv_head * stride_v_head + dims[None, :],
-                    mask=dim_mask[None, :], other=0.0)  # [BLOCK_SIZE, D]
+                    mask=key_ok[:, None] & dim_mask[None, :], other=0.0)  # [BLOCK_SIZE, D]
         if USE_FP8:
             k = (kv_to(k, tl.float32, DECODE_FNUZ) * k_scale).to(q.dtype)
             v = (kv_to(v, tl.float32, DECODE_FNUZ) * v_scale).to(q.dtype)
@@ -110,7 +116,6 @@ def _qblock_kernel(
         if USE_SOFTCAP:
             s = apply_softcap(s, softcap)
         s = s * LOG2E
-        key_pos = j * BLOCK_SIZE + offs
         visible = row_mask[:, None] & (key_pos[None, :] <= abs_pos[:, None])
         if USE_SLIDING_WINDOW:
             visible = visible & (abs_pos[:, None] - key_pos[None, :] < sliding_window)
