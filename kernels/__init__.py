@@ -14,6 +14,18 @@ with heuristics only) overrides the heuristics (sweeps, tests). `naive` and `qbl
 the same launches whatever the hints, except that `vendor` decides how `qblock` reads an fp8
 cache (FNUZ on NVIDIA: as bytes it decodes itself). `check_values=True` checks the metadata's values on
 that call (a host sync; `PAGED_ATTENTION_CHECK_VALUES=1` turns it on for every call).
+
+Bad input raises before any launch, its message starting with the argument's name
+(`kernels.inputs` lists the kinds: ValueError, `ArgumentTypeError` for a wrong type, TypeError
+for an unknown keyword, NotImplementedError for a missing feature). Not caught on the serving
+path (no host sync): metadata values, i.e. a block id outside the cache, a `seq_lens` entry
+past the block table or below its query length, `cu_seqlens_q` not rising from 0 to
+num_tokens; the kernels then read out of bounds. Pass `check_values=True` (or set the
+switch) where that matters more than a host sync per call.
+
+No kernel reads a cache slot its sequence does not own: the tail of a sequence's last block
+and the blocks no sequence uses may hold anything, NaN included (recycled memory), and never
+reach a sequence's output (the correctness grid poisons them with NaN).
 """
 
 from __future__ import annotations

@@ -1,24 +1,47 @@
 """Input checks and feature detection shared by every variant's entry point, and the fp8
 KV-cache formats (`FP8_FORMATS`: OCP and FNUZ e4m3) with the choice of one per architecture.
 
-Bad input ends in a `ValueError` naming the argument, raised before any launch. Checks of
-shapes, dtypes, strides, devices and host scalars read no device memory and always run;
-`kernels.variant` keeps the `layout_key`s that passed them, so a serving loop pays for them
-once. Checks of metadata *values* (cu_seqlens_q, seq_lens, block ids) read device memory, a
-host sync a serving loop cannot afford on every call, so they run only when asked: the
-per-call hint `check_values=True`, or `PAGED_ATTENTION_CHECK_VALUES=1` in the environment
-(the test session sets it). They never run while a CUDA/HIP graph is being captured.
+Bad input ends, before any launch, in an exception whose message starts with the name of
+the argument ("sliding_window: ..."): `ArgumentTypeError` (a `TypeError` and a
+`ValueError`) for a wrong type (a list for a tensor, a float for an int, a bool for a
+number), `ValueError` for a wrong value (shape, dtype, device, stride, range, a scale with
+a 16-bit cache), `TypeError` for a keyword the variant does not take, and
+`NotImplementedError` ("variant 'naive' does not support softcap") for a feature the
+variant lacks. Checks of types, shapes, dtypes, strides, devices and host scalars read no
+device memory and always run; `kernels.variant` keeps the `layout_key`s that passed them,
+so a serving loop pays for them once (the hints that change every step, `max_seqlen_q`,
+`max_seqlen_k`, `check_values`, are checked on every call: a type test each).
+
+Checks of metadata *values* (cu_seqlens_q, seq_lens, block ids) read device memory, a host
+sync a serving loop cannot afford on every call, so they run only when asked: the per-call
+hint `check_values=True`, or `PAGED_ATTENTION_CHECK_VALUES=1` in the environment (the test
+session sets it). They never run while a CUDA/HIP graph is being captured. Without them,
+nothing on the host can see a block id outside the cache, a `seq_lens` entry longer than
+the block table holds or shorter than its queries, or `cu_seqlens_q` that does not start
+at 0, end at num_tokens or rise: the kernels then read (and may write) out of bounds, or
+compute garbage. Neither can anything see NaN in a scale or sink tensor, nor a `max_seqlen_*`
+hint below the batch's true lengths (the hints only steer the heuristics: a wrong one costs
+speed, never correctness).
+
+Conventions (vLLM's): `sliding_window=None` is no window; a window is a positive int W
+(keys less than W positions back are seen), 0 and negatives are refused (vLLM's attention
+layers pass None, never 0). `softcap=None` or `0` is no soft-capping (vLLM's backends map
+`logits_soft_cap=None` to 0 and treat 0 as off). `k_scale`/`v_scale` belong to fp8 caches
+only: given with a 16-bit cache they are refused instead of ignored (a scale the caller
+believes applied would silently not be).
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import numbers
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+
+from kernels.platform import interpreter_active
 
 CHECK_VALUES_ENV = "PAGED_ATTENTION_CHECK_VALUES"  # "1": check metadata values on every call
 VENDORS = ("nvidia", "amd")  # vendors the planners can plan for (the `vendor` hint)
@@ -30,8 +53,29 @@ FEATURES = (
     "fp8_kv",  # fp8 KV cache (a format of FP8_FORMATS) with per-tensor k_scale / v_scale
     "head_size_non_pow2",  # e.g. 80, 96: padded to the next power of two
     "block_size_non_pow2",  # e.g. 544 (hybrid attention/SSM models)
+    # Below tl.dot's minimum reduction dimension, 16 on NVIDIA (triton 3.6.0
+    # backends/nvidia/compiler.py min_dot_size; compiling for sm_90 from a CPU failed with "Input
+    # shapes should have M >= 1, N >= 1 and K >= 16", 2026-11-24):
+    "head_size_below_16",  # padded head size below 16 (head sizes up to 8): Q K^T's K
+    "block_size_below_16",  # cache blocks of fewer than 16 positions: qblock's P V (tile = block)
 )
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# What the kernels take their host floats as: scale and softcap must be normal float32 numbers.
+_F32_MIN, _F32_MAX = torch.finfo(torch.float32).tiny, torch.finfo(torch.float32).max
+_INT32_MAX = 2**31 - 1  # the kernels take sliding_window as an int32 argument
+# The kernels' tanh, cap * (1 - 2 / (exp(2 s / cap) + 1)) in float32 (`common.apply_softcap`,
+# as vLLM's kernel computes it), loses about cap * 1.5e-7 of a score to cancellation once s / cap
+# is small: max error over |s| <= 30, NumPy float32 against float64 tanh (2026-11-24): 1.5e-4 at
+# cap 1000, 1.5e-3 at 1e4, 0.13 at 1e6, the whole score at 2**31 (every score 0). Models cap at
+# 30-50 (Gemma 2); larger caps are refused rather than computed wrong.
+SOFTCAP_MAX = 1000.0
+CONTRACT_OPTIONS = frozenset({"scale", "sliding_window", "softcap", "sinks", "k_scale", "v_scale"})
+
+
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type. A TypeError, as Python's convention has it, and a
+    ValueError, so that callers catching the ValueError every bad input raised before
+    (`except ValueError`) still catch it. Its message starts with the argument's name."""
 
 
 # ------------------------------------------------------------------ fp8 KV-cache formats
@@ -109,7 +153,7 @@ def required_features(q, k_cache, *, sliding_window=None, softcap=None, sinks=No
                       k_scale=None, v_scale=None, **_) -> set[str]:
     """The features a call needs; a variant lacking one raises NotImplementedError."""
     needed = set()
-    if sliding_window is not None and sliding_window > 0:
+    if sliding_window is not None:
         needed.add("sliding_window")
     if softcap is not None and softcap > 0:
         needed.add("softcap")
@@ -121,6 +165,10 @@ def required_features(q, k_cache, *, sliding_window=None, softcap=None, sinks=No
         needed.add("head_size_non_pow2")
     if not _is_pow2(k_cache.shape[1]):
         needed.add("block_size_non_pow2")
+    if q.shape[-1] <= 8:
+        needed.add("head_size_below_16")
+    if k_cache.shape[1] < 16:
+        needed.add("block_size_below_16")
     return needed
 
 
@@ -132,20 +180,60 @@ def _require(cond: bool, arg: str, msg) -> None:
         raise ValueError(f"{arg}: {msg() if callable(msg) else msg}")
 
 
+def _require_type(cond: bool, arg: str, msg) -> None:
+    """`_require` for a wrong type: raises ArgumentTypeError."""
+    if not cond:
+        raise ArgumentTypeError(f"{arg}: {msg() if callable(msg) else msg}")
+
+
+def _is_int(value) -> bool:
+    """A host integer (Python or NumPy), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def _host_number(value, arg: str) -> float:
     # A tensor here would be read with a host sync on every call: the contract is a number.
-    _require(isinstance(value, numbers.Real) and not isinstance(value, bool), arg,
-             lambda: f"must be a host number (int or float), got {type(value).__name__}")
+    _require_type(isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)), arg,
+                  lambda: f"must be a host number (int or float), got {type(value).__name__}")
     return float(value)
+
+
+def _tensor(value, arg: str) -> None:
+    _require_type(isinstance(value, torch.Tensor), arg,
+                  lambda: f"expected a torch.Tensor, got {type(value).__name__}")
+
+
+def validate_hints(vendor=None, num_sms=None, max_seqlen_q=None, max_seqlen_k=None,
+                   check_values=None) -> None:
+    """The host hints, when given: `vendor` one of VENDORS, `num_sms` a positive int,
+    `max_seqlen_q` / `max_seqlen_k` ints >= 0, `check_values` a bool."""
+    validate_target(vendor, num_sms)
+    validate_step_hints(max_seqlen_q, max_seqlen_k, check_values)
+
+
+def validate_step_hints(max_seqlen_q=None, max_seqlen_k=None, check_values=None) -> None:
+    """The hints a serving loop may change on every call (checked on every call: type tests)."""
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if value is not None:
+            _require_type(_is_int(value), name,
+                          lambda value=value: f"must be a host int (None: bounds from shapes), got "
+                          f"{type(value).__name__}")
+            _require(value >= 0, name, lambda value=value: f"must be >= 0, got {value}")
+    if check_values is not None:
+        _require_type(isinstance(check_values, bool), "check_values",
+                      lambda: f"must be True, False or None (the environment switch), got "
+                      f"{type(check_values).__name__}")
 
 
 def validate_target(vendor=None, num_sms=None) -> None:
     """The planning hints `vendor` and `num_sms`, when given."""
     if vendor is not None:
+        _require_type(isinstance(vendor, str), "vendor",
+                      lambda: f"must be a str, one of {VENDORS}, got {type(vendor).__name__}")
         _require(vendor in VENDORS, "vendor", lambda: f"unknown {vendor!r}; expected one of {VENDORS}")
     if num_sms is not None:
-        _require(isinstance(num_sms, numbers.Integral) and not isinstance(num_sms, bool)
-                 and num_sms > 0, "num_sms", lambda: f"must be a positive int, got {num_sms!r}")
+        _require_type(_is_int(num_sms), "num_sms", lambda: f"must be a positive int, got {num_sms!r}")
+        _require(num_sms > 0, "num_sms", lambda: f"must be a positive int, got {num_sms!r}")
 
 
 def layout_key(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out=None,
@@ -207,10 +295,19 @@ def _meta(value) -> tuple:
 def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=None,
              sliding_window=None, softcap=None, sinks=None, k_scale=None, v_scale=None,
              out=None) -> None:
-    """Raise ValueError naming the first bad argument; launches nothing, reads no values."""
+    """Raise, naming the first bad argument (see the module's docstring); launches nothing,
+    reads no values."""
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("block_table", block_table),
+                    ("cu_seqlens_q", cu_seqlens_q), ("seq_lens", seq_lens)):
+        _tensor(t, name)
+    for name, t in (("sinks", sinks), ("k_scale", k_scale), ("v_scale", v_scale), ("out", out)):
+        if t is not None:
+            _tensor(t, name)
     _require(q.dim() == 3, "q",
              lambda: f"expected [num_tokens, num_q_heads, head_size], got {tuple(q.shape)}")
     _require(q.dtype in _FLOAT_DTYPES, "q", lambda: f"dtype {q.dtype} is not float16/bfloat16/float32")
+    _require(q.shape[1] > 0 and q.shape[2] > 0, "q",
+             lambda: f"num_q_heads and head_size must be > 0, got {tuple(q.shape)}")
     _require(k_cache.dim() == 4, "k_cache",
              lambda: "expected [num_blocks, block_size, num_kv_heads, head_size], got "
              f"{tuple(k_cache.shape)}")
@@ -223,9 +320,9 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
              + ", ".join(str(d) for d in FP8_FORMATS))
     _require(k_cache.shape[3] == q.shape[2], "k_cache",
              lambda: f"head_size {k_cache.shape[3]} differs from q's {q.shape[2]}")
-    _require(k_cache.shape[1] > 0 and k_cache.shape[3] > 0, "k_cache",
-             lambda: f"block_size and head_size must be > 0, got {tuple(k_cache.shape)}")
-    _require(k_cache.shape[2] > 0 and q.shape[1] % k_cache.shape[2] == 0, "q",
+    _require(k_cache.shape[1] > 0 and k_cache.shape[2] > 0, "k_cache",
+             lambda: f"block_size and num_kv_heads must be > 0, got {tuple(k_cache.shape)}")
+    _require(q.shape[1] % k_cache.shape[2] == 0, "q",
              lambda: f"num_q_heads {q.shape[1]} is not a multiple of num_kv_heads {k_cache.shape[2]}")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _require(t.stride(-1) == 1, name, "head dimension must be contiguous (stride 1)")
@@ -247,27 +344,54 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
         _require(t.device == q.device, name, lambda t=t: f"on {t.device}, q on {q.device}")
     if is_fp8(k_cache.dtype):
         for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
-            _require(isinstance(t, torch.Tensor) and t.numel() == 1, name,
+            _require(t is not None, name,
+                     lambda: f"fp8 caches ({k_cache.dtype}) need a one-element scale tensor, got NoneType")
+            _require(t.numel() == 1, name,
                      lambda t=t: f"fp8 caches ({k_cache.dtype}) need a one-element scale tensor, got "
-                     + (f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__))
-            _require(t.is_floating_point() and t.device == q.device, name,
-                     lambda t=t: f"expected a floating-point tensor on {q.device}, got {t.dtype} on "
-                     f"{t.device}")
+                     f"shape {tuple(t.shape)}")
+            _require(t.dtype == torch.float32 and t.device == q.device, name,
+                     lambda t=t: f"expected a float32 tensor on {q.device}, got {t.dtype} on {t.device}")
+    else:
+        for name, t in (("k_scale", k_scale), ("v_scale", v_scale)):
+            _require(t is None, name,
+                     lambda: f"only fp8 caches take scales; this cache is {k_cache.dtype} (pass None: "
+                     "a scale here would be ignored)")
     if sinks is not None:
         _require(sinks.shape == (q.shape[1],), "sinks",
                  lambda: f"expected [{q.shape[1]}], got {tuple(sinks.shape)}")
+        _require(sinks.dtype in _FLOAT_DTYPES, "sinks",
+                 lambda: f"expected float16, bfloat16 or float32, got {sinks.dtype}")
+        _require(sinks.numel() <= 1 or sinks.stride(0) == 1, "sinks",  # read by position alone
+                 lambda: f"must be contiguous (stride 1), got strides {sinks.stride()}")
+        _require(sinks.device == q.device, "sinks", lambda: f"on {sinks.device}, q on {q.device}")
     if out is not None:
         _require(out.shape == q.shape and out.dtype == q.dtype, "out",
                  lambda: f"expected {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
         _require(out.stride(-1) == 1, "out", "head dimension must be contiguous (stride 1)")
+        _require(out.device == q.device, "out", lambda: f"on {out.device}, q on {q.device}")
     if scale is not None:
         s = _host_number(scale, "scale")
-        _require(math.isfinite(s) and s > 0, "scale", lambda: f"must be finite and > 0, got {s}")
+        _require(_F32_MIN <= s <= _F32_MAX, "scale",
+                 lambda: f"must be finite and > 0 (a normal float32), got {s}")
     if softcap is not None:
         c = _host_number(softcap, "softcap")
-        _require(math.isfinite(c) and c >= 0, "softcap", lambda: f"must be finite and >= 0 (0: off), got {c}")
+        _require(c == 0 or _F32_MIN <= c <= SOFTCAP_MAX, "softcap",
+                 lambda: f"must be 0 (off) or in [{_F32_MIN:.4g}, {SOFTCAP_MAX:g}], got {c}")
     if sliding_window is not None:
-        _require(sliding_window >= 0, "sliding_window", lambda: f"must be >= 0, got {sliding_window}")
+        _require_type(_is_int(sliding_window), "sliding_window",
+                      lambda: f"must be an int (None: no window), got {type(sliding_window).__name__}")
+        _require(1 <= sliding_window <= _INT32_MAX, "sliding_window",
+                 lambda: f"must be in [1, 2**31 - 1] (None: no window), got {sliding_window}")
+
+
+def check_launchable(out) -> None:
+    """The call's tensors (all on q's device, which `out` shares) are where a Triton launch can
+    read them: a GPU, or the CPU under Triton's interpreter. Planning alone takes any device
+    (the static gate plans CPU tensors for GPU targets), so `KernelLaunch` asks this before it
+    launches through Triton's JIT (the compiled fast path holds only plans of GPU tensors)."""
+    if not out.is_cuda and not (out.device.type == "cpu" and interpreter_active()):
+        raise ValueError(f"q: on {out.device}; the kernels run on a CUDA/ROCm GPU, or on the CPU "
+                         "under Triton's interpreter (TRITON_INTERPRET=1)")
 
 
 def check_values_if_asked(check_values: bool | None, q, k_cache, block_table, cu_seqlens_q,

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from kernels.inputs import check_launchable
 from kernels.platform import interpreter_active
 
 
@@ -38,6 +39,9 @@ class KernelLaunch:
     def __call__(self) -> None:
         if self.compiled is not None and self.compiled.launch(self):
             return
+        out = self.args.get("out_ptr")
+        if isinstance(out, torch.Tensor):  # the kernels' common argument: on the call's device
+            check_launchable(out)
         kernel = self.kernel[self.grid](
             **self.args, **self.constexprs,
             num_warps=self.num_warps, num_stages=self.num_stages, **self.vendor_options,

@@ -11,8 +11,9 @@ every variant must match:
 - softcap c maps each scaled score s to c * tanh(s / c) before masking;
 - sinks[h] is one extra logit per query head that joins the softmax denominator only;
 - fp8 caches (either format of `kernels.inputs.FP8_FORMATS`: OCP or FNUZ e4m3) are
-  dequantized as value * k_scale (v_scale), torch decoding each format's bytes; scales
-  passed with caches in q's dtype are ignored, as by the kernels (and vLLM);
+  dequantized as value * k_scale (v_scale), torch decoding each format's bytes; the kernels
+  refuse scales passed with caches in q's dtype, the reference (which checks nothing)
+  ignores them;
 - only the slots a sequence owns are read: its first seq_len positions through its block
   table (whatever the rest of the cache holds, NaN included, cannot reach the output).
 """

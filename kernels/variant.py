@@ -1,8 +1,10 @@
 """Variant: one member of the kernel family, its planner and the features it supports.
 
-Calling a variant validates the inputs, refuses features it lacks with a
-`NotImplementedError` naming them, plans its launches and runs them. An empty batch (no
-tokens or no sequences) plans no launch and returns its (empty or untouched) output.
+Calling a variant validates the inputs (`kernels.inputs`: every mistake the host can see
+raises before any launch, its message starting with the argument's name), refuses features
+it lacks with a `NotImplementedError` naming them, plans its launches and runs them. An
+empty batch (no tokens or no sequences) plans no launch and returns its (empty or
+untouched) output.
 
 A serving engine calls with the same shapes, strides and options step after step, and
 checking them cost about as much host time as Triton's launch (H100 host, 2026-11-23:
@@ -20,6 +22,7 @@ import torch
 
 from kernels import inputs
 from kernels.launch import KernelLaunch
+from kernels.paged_attention.heuristics import Config
 
 Planner = Callable[..., list[KernelLaunch]]
 
@@ -46,6 +49,14 @@ class Variant:
                 f"variant {self.name!r} does not support {', '.join(sorted(missing))}"
             )
 
+    def check_keywords(self, options) -> None:
+        """TypeError naming a keyword this variant does not take (`config` for one without heuristics)."""
+        unknown = sorted(set(options) - inputs.CONTRACT_OPTIONS)
+        if unknown:
+            takes = ", ".join(sorted(inputs.CONTRACT_OPTIONS | self.hints | {"out", "check_values"}))
+            raise TypeError(f"{unknown[0]}: not a keyword argument of variant {self.name!r} "
+                            f"(it takes {takes})")
+
     def plan(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,
              out: torch.Tensor | None = None, check_values: bool | None = None,
              **options) -> tuple[torch.Tensor, list[KernelLaunch]]:
@@ -55,6 +66,16 @@ class Variant:
         environment switch `kernels.inputs.CHECK_VALUES_ENV` (off by default).
         """
         hints = {name: options.pop(name) for name in self.hints if name in options}
+        # The hints a serving loop changes every step: checked on every call, inline for plain ints.
+        max_q, max_k = hints.get("max_seqlen_q"), hints.get("max_seqlen_k")
+        if not ((max_q is None or type(max_q) is int and max_q >= 0)
+                and (max_k is None or type(max_k) is int and max_k >= 0)
+                and (check_values is None or check_values is True or check_values is False)):
+            inputs.validate_step_hints(max_q, max_k, check_values)
+        config = hints.get("config")
+        if config is not None and not isinstance(config, Config):
+            raise inputs.ArgumentTypeError(f"config: expected a kernels.paged_attention.heuristics.Config, "
+                                           f"got {type(config).__name__}")
         args = (q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens)
         layout = inputs.layout_key(*args, out=out, **options)
         checked = (self.name, layout, hints.get("vendor"), hints.get("num_sms"))
@@ -63,6 +84,7 @@ class Variant:
         except TypeError:  # an unhashable hint: the checks below name it
             known, layout = False, None
         if not known:
+            self.check_keywords(options)
             inputs.validate(*args, out=out, **options)
             inputs.validate_target(hints.get("vendor"), hints.get("num_sms"))
             self.check_supported(q, k_cache, **options)
@@ -76,6 +98,17 @@ class Variant:
 
     def __call__(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *,
                  out: torch.Tensor | None = None, **options) -> torch.Tensor:
+        """Attention of the batch into `out` (allocated when None), returned.
+
+        Raises before any launch, the message starting with the argument's name: ValueError
+        (a wrong value), `inputs.ArgumentTypeError` (a TypeError and a ValueError: a wrong
+        type), TypeError (a keyword this variant does not take), NotImplementedError (a
+        feature it lacks); the kinds are listed in `kernels.inputs`. What no host check sees
+        without the value checks (`check_values=True` or PAGED_ATTENTION_CHECK_VALUES=1, a
+        host sync each call): block ids outside the cache, `seq_lens` past the block table
+        or below the query lengths, `cu_seqlens_q` not rising from 0 to num_tokens. Then the
+        kernels read (or write) out of bounds or compute garbage, as vLLM's do.
+        """
         out, launches = self.plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens,
                                   out=out, **options)
         for launch in launches:

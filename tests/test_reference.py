@@ -146,7 +146,8 @@ def test_reference_reads_only_owned_slots(spec, fp8_dtype):
 
 
 def test_reference_ignores_scales_of_caches_in_q_dtype():
-    """k_scale / v_scale apply to fp8 caches only, as in the kernels (and vLLM)."""
+    """k_scale / v_scale apply to fp8 caches only (the kernels refuse them with others; the
+    reference checks nothing)."""
     batch = build_batch(BatchSpec((3, 1), (20, 40), num_q_heads=4, num_kv_heads=2, head_size=64))
     scaled = dict(batch.options, k_scale=torch.tensor([3.0]), v_scale=torch.tensor([0.5]))
     torch.testing.assert_close(paged_attention_reference(*batch.args(), **scaled),

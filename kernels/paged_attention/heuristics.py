@@ -146,6 +146,18 @@ class Config:
     source: str = ""
 
     def __post_init__(self):
+        # What the kernels can be compiled with: BLOCK_M and TILE_SIZE are tl.arange extents
+        # (powers of two) and tl.dot operands (>= 16); Triton takes power-of-two warps.
+        for name, low, pow2 in (("block_m", MIN_TILE, True), ("tile_size", MIN_TILE, True),
+                                ("num_segments", 1, False), ("num_warps", 1, True), ("num_stages", 1, False),
+                                ("programs_per_sm", 0, False), ("max_programs", 0, False),
+                                ("edge_tile", 0, False), ("waves_per_eu", 0, False),
+                                ("matrix_instr_nonkdim", 0, False)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low or (
+                    pow2 and value & (value - 1)):
+                raise ValueError(f"{name}: must be {'a power of two' if pow2 else 'an int'} >= {low}, "
+                                 f"got {value!r}")
         # The kernel maps edge tiles onto whole tiles (TILE_SIZE // EDGE_TILE of them each):
         # any other value would skip or repeat keys, so it is refused here.
         edge = self.edge_tile

@@ -30,8 +30,9 @@ from kernels.paged_attention.common import (
 )
 
 # What the Q-block kernel supports: every feature of the contract.
+# Blocks below 16 positions are gathered per position into tiles of >= 16 (`parallel.block_tile`).
 FEATURES = frozenset({"sliding_window", "softcap", "sinks", "fp8_kv", "head_size_non_pow2",
-                      "block_size_non_pow2"})
+                      "block_size_non_pow2", "block_size_below_16"})
 REDUCE_PROGRAMS_PER_SM = 4  # persistent reduction: its items are tiny; unmeasured default
 
 # (vendor, features) -> Config: `heuristics.choose`, or a variant's own rule.
@@ -90,6 +91,9 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     configuration, target) and reused with each call's tensors.
     """
     vendor, num_sms = resolve_target(vendor, num_sms)
+    if config is not None and config.block_m < q.shape[1] // k_cache.shape[2]:
+        raise ValueError(f"config: block_m {config.block_m} holds no whole group of the "
+                         f"{q.shape[1] // k_cache.shape[2]} query heads per KV head")
     if config is None:
         choice = None
         if layout is not None:
