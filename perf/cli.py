@@ -47,7 +47,9 @@ class Command:
     """One command: `module.<main>(args)` after `module.<add>(parser)` added its arguments
     (`add` None: the parser of `_add_own`; `parser`: a module function returning a parser
     whose arguments the command takes). `outputs`: (option dest, "file" | "dir") checked
-    with perf.files.check_output before the command runs."""
+    with perf.files.check_output before the command runs; `inputs`: (dest, "file" | "dir"),
+    each path (or list of paths) checked to exist as that and, for a file, to read as UTF-8
+    text (perf.files.read_text), so no ordinary OS mistake reaches a command's reader."""
 
     module: str
     help: str
@@ -56,31 +58,36 @@ class Command:
     parser: str | None = None
     thresholds: bool = True  # takes --thresholds PATH
     outputs: tuple[tuple[str, str], ...] = ()
+    inputs: tuple[tuple[str, str], ...] = ()
 
 
 COMMANDS: dict[str, Command] = {
     "run": Command("perf.latency.measure", "measure a suite with this checkout's kernels into a results file",
                    main="run_command", add=None, outputs=(("out", "file"),)),
     "compare": Command("perf.latency.ab", "compare two results files (base, head) and apply the latency "
-                       "thresholds", main="compare_command", add=None, outputs=(("out", "dir"),)),
+                       "thresholds", main="compare_command", add=None, outputs=(("out", "dir"),),
+                       inputs=(("base", "file"), ("head", "file"))),
     "gate": Command("perf.latency.ab", "A/B latency gate: head vs base (git worktree), interleaved on this "
                     "GPU", main="gate_command", add=None, outputs=(("out", "dir"),)),
     "report": Command("perf.latency.ab", "render a findings file (from compare/gate) as Markdown and a plot",
-                      main="report_command", add=None, outputs=(("plot", "file"),)),
+                      main="report_command", add=None, outputs=(("plot", "file"),),
+                      inputs=(("findings", "file"),)),
     "table": Command("perf.report", "render results files as a benchmark table: variants and peers side by "
-                     "side", main="table_command", add=None, outputs=(("out", "file"),)),
+                     "side", main="table_command", add=None, outputs=(("out", "file"),),
+                     inputs=(("results", "file"),)),
     "compile": Command("perf.static.gate", "static gate: cross-compile every variant per target, compare "
-                       "resources", outputs=(("out", "dir"), ("emit_json", "file"), ("cache_dir", "dir"))),
+                       "resources", outputs=(("out", "dir"), ("emit_json", "file"), ("cache_dir", "dir")),
+                       inputs=(("source", "dir"),)),
     "workflows": Command("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml",
-                         thresholds=False),
+                         thresholds=False, inputs=(("root", "dir"),)),
     "nightly": Command("perf.nightly", "nightly asv run, publish and plots", main="nightly_main",
-                       add="add_nightly_arguments", outputs=(("out", "dir"),)),
+                       add="add_nightly_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),)),
     "alert": Command("perf.nightly", "change-point alerts over the nightly history", main="alert_main",
-                     add="add_alert_arguments", outputs=(("out", "dir"),)),
+                     add="add_alert_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),)),
     "host-cost": Command("perf.latency.host_cost", "host time of a call beside the peers, alternated call by "
                          "call in fresh processes", outputs=(("out", "file"), ("md", "file"))),
     "noise": Command("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate "
-                     "detects", outputs=(("write", "file"),)),
+                     "detects", outputs=(("write", "file"),), inputs=(("paths", "dir"),)),
     "calibrate": Command("perf.latency.calibrate", "measure the latency gate's noise on this GPU into "
                          "calibration/<vendor>.yaml", outputs=(("out", "dir"), ("write", "file"))),
     "tune": Command("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)",
@@ -93,11 +100,13 @@ COMMANDS: dict[str, Command] = {
                         "this GPU (nox -s gate-selftest)", main="_main", add=None, parser="_parser",
                         thresholds=False, outputs=(("out", "dir"),)),
     "comment": Command("perf.ci.comment", "the sticky pull-request comment of one vendor, from the gates' "
-                       "findings", thresholds=False, outputs=(("out", "file"),)),
+                       "findings", thresholds=False, outputs=(("out", "file"),),
+                       inputs=(("findings", "file"), ("jobs", "file"))),
     "gpu-job": Command("perf.ci.gpu_job", "a vendor's GPU CI job on this machine (nox -s ci)",
-                       thresholds=False),
+                       thresholds=False, inputs=(("root", "dir"),)),
     "issues": Command("perf.nightly.issues", "post the issues of the nightly's confirmed regressions (after "
-                      "perf alert --confirm)", thresholds=False),
+                      "perf alert --confirm)", thresholds=False,
+                      inputs=(("results", "dir"), ("site", "dir"))),
 }
 OWN = {name: c.help for name, c in COMMANDS.items() if c.add is None and c.parser is None}
 
@@ -296,23 +305,46 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     return _apply_ranges(parser)
 
 
-def check_outputs(name: str, args: argparse.Namespace) -> None:
-    """Refuse, before any work, an output path of the command that cannot be written."""
+def _flag(parser: argparse.ArgumentParser, dest: str) -> str:
+    """How the user wrote the option of `dest` (--cache-dir; a positional's metavar)."""
+    for action in parser._actions:
+        if action.dest == dest:
+            return action.option_strings[0] if action.option_strings else (action.metavar or dest)
+    return "--" + dest.replace("_", "-")
+
+
+def check_paths(name: str, args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Refuse, before any work, an output the command cannot write or an input it cannot
+    read (missing, a directory for a file or the reverse, not UTF-8 text), in one line."""
     from perf import files
 
-    for dest, kind in COMMANDS[name].outputs:
+    c = COMMANDS[name]
+    for dest, kind in c.outputs:
         path = getattr(args, dest, None)
         if path is None or (dest == "cache_dir" and getattr(args, "no_cache", False)):
             continue
-        files.check_output(path, "--" + dest.replace("_", "-"), directory=kind == "dir")
+        files.check_output(path, _flag(parser, dest), directory=kind == "dir")
+    for dest, kind in c.inputs:
+        value = getattr(args, dest, None)
+        for path in value if isinstance(value, list) else [value]:
+            if path is None:
+                continue
+            flag = _flag(parser, dest)
+            if kind == "dir":
+                if not os.path.isdir(path):
+                    why = "is a file, not a directory" if os.path.exists(path) else "no such directory"
+                    raise ConfigError(f"{flag} {path}: {why}; name an existing directory")
+            else:
+                files.read_text(path, f"{flag} file", f"name an existing text file as {flag}")
 
 
 def run_command(name: str, argv: list[str]) -> int:
     """Parse `argv` for command `name`, check what it names, run its main: the exit code."""
     c = COMMANDS[name]
-    args = command_parser(name).parse_args(argv)
+    parser = command_parser(name)
+    args = parser.parse_args(argv)
     args.command = name
-    check_outputs(name, args)
+    check_paths(name, args, parser)
     from perf import validate
 
     validate.before_measuring(name, args)
