@@ -12,6 +12,7 @@ Small tools (ruff, the workflow linters) get nox's own per-session virtualenvs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -49,11 +50,29 @@ def _repo_env() -> dict:
     return {"PYTHONPATH": os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))}
 
 
+def _dependencies_digest() -> str:
+    """A digest of pyproject.toml's dependency lists (and of the whole file where tomllib is
+    missing): adding a package to an extra reinstalls the shared env, as a new pin does."""
+    path = os.path.join(HERE, "pyproject.toml")
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        import tomllib
+
+        project = tomllib.loads(raw.decode("utf-8")).get("project", {})
+        raw = json.dumps([project.get("dependencies"), project.get("optional-dependencies")],
+                         sort_keys=True).encode()
+    except ImportError:  # Python 3.10
+        pass
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
 def project_python(session: nox.Session, *extras: str) -> str:
     """The interpreter that runs the project: this one (vendor torch), or the shared CPU env.
 
     The shared env is created on first use and gets what `extras` need on top; a stamp of
-    the pins and extras installed skips pip when nothing is missing.
+    the pins, the extras installed and pyproject.toml's dependency lists skips pip when
+    nothing is missing or changed.
     """
     session.env.update(_repo_env())
     if VENDOR_TORCH:
@@ -61,7 +80,8 @@ def project_python(session: nox.Session, *extras: str) -> str:
         return sys.executable
     python = os.path.join(SHARED_ENV, "bin", "python")
     stamp_path = os.path.join(SHARED_ENV, "perf-installed.json")
-    wanted = {"pins": [TORCH_CPU, TRITON, NUMPY], "extras": sorted(set(extras))}
+    wanted = {"pins": [TORCH_CPU, TRITON, NUMPY], "extras": sorted(set(extras)),
+              "dependencies": _dependencies_digest()}
     try:
         with open(stamp_path, encoding="utf-8") as f:
             have = json.load(f)
@@ -70,7 +90,8 @@ def project_python(session: nox.Session, *extras: str) -> str:
     if not os.path.exists(python):
         session.run(sys.executable, "-m", "venv", SHARED_ENV, external=True)
         have = {}
-    if have.get("pins") != wanted["pins"] or not set(wanted["extras"]) <= set(have.get("extras", [])):
+    if have.get("pins") != wanted["pins"] or have.get("dependencies") != wanted["dependencies"] or \
+            not set(wanted["extras"]) <= set(have.get("extras", [])):
         extras_all = sorted(set(wanted["extras"]) | set(have.get("extras", [])))
         spec = f".[{','.join(extras_all)}]" if extras_all else "."
         session.run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", TORCH_CPU, TRITON,
@@ -154,6 +175,29 @@ def perf(session: nox.Session) -> None:
         raise SystemExit(rc)
 
 
+@nox.session(name="cli", default=False, venv_backend="none")
+def cli(session: nox.Session) -> None:
+    """Any `python -m perf` command in the project's interpreter: `nox -s cli -- run --suite smoke`.
+
+    What the README's `python -m perf ...` lines mean on a machine where only nox is
+    installed (the shared CPU env, or the vendor torch of a GPU machine); the command's exit
+    code is kept (1 = regression, 2 = bad input). Without arguments: the list of commands.
+    """
+    python = project_python(session, "test", "plots")
+    rc = _call(session, python, "-m", "perf", *(session.posargs or ["--help"]))
+    if rc:
+        raise SystemExit(rc)
+
+
+def _require_gpu(session: nox.Session, python: str, what: str) -> None:
+    """Exit 2 with the harness's one line (perf.vendor.require_gpu) when there is no GPU,
+    as the GPU-only sessions that run a perf command do, before anything is run."""
+    rc = _call(session, python, "-c", f"from perf import cli, vendor; cli.entry(lambda argv: "
+                                      f"vendor.require_gpu({what!r}) and 0)")
+    if rc:
+        raise SystemExit(rc)
+
+
 @nox.session(name="compile", default=False, venv_backend="none")
 def compile_(session: nox.Session) -> None:
     """Static gate: cross-compile every variant for the targets of thresholds.yaml, compare with the base.
@@ -177,6 +221,7 @@ def launch_cost(session: nox.Session) -> None:
     `-- --benchmark-save=main` records a named baseline instead.
     """
     python = project_python(session, "test")
+    _require_gpu(session, python, "nox -s launch-cost")
     import glob
 
     saved = glob.glob(os.path.join(HERE, ".benchmarks", "*", "*.json"))
