@@ -3,6 +3,11 @@
 Every gate raises it for bad input: malformed or unknown-vendor thresholds, a missing base
 ref, a dirty worktree, no GPU, results of another schema version. The message is the whole
 report, so it names the file, the field and the fix.
+
+Exit codes of every command (perf/cli.py's boundary turns what is raised into them): 0 pass,
+1 a regression or a wrong result (ContextLost too), 2 bad input (ConfigError, NothingMeasured,
+a missing package), 3 a bug in the harness (any other exception: one `internal error:` line,
+the traceback with --debug), 130 interrupted (Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
