@@ -293,3 +293,34 @@ def test_an_interrupt_during_an_import_is_raised_once_the_import_is_over(tmp_pat
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and out == "imported True\n", (p.returncode, out, err)
     assert err == "interrupted: stopped; what finished is kept\n"
+
+
+ENTRY_POINTS = [  # `python -m MODULE ARGS` -> what its one line says
+    ("perf.latency.bisect --make-demo-range FILE/x", "--make-demo-range FILE/x: FILE is a file, not a"),
+    ("perf.static.probe", "usage: python -m perf.static.probe SPEC"),
+    ("perf.latency.calibrate --suite bogus", "no suite 'bogus'"),
+    ("perf.latency.selftest --out FILE", "--out FILE: is a file, not a directory"),
+    ("perf.ci.workflows --root FILE", "--root FILE: is a file, not a directory"),
+    ("perf.nightly alert --config DIR", "DIR: --config file is a directory"),
+    ("perf.nightly.issues post --results FILE", "--results FILE: is a file, not a directory"),
+    ("perf.static.gate --emit-json FILE/x", "--emit-json FILE/x: FILE is a file, not a directory"),
+    ("perf.ci.comment --vendor nvidia DIR/none.json", "none.json: findings file not found"),
+    ("perf.ci.gpu_job", "--vendor: which GPU job?"),
+]
+
+
+def test_every_python_m_entry_point_refuses_in_one_line(tmp_path):
+    """The entry points beside `python -m perf` run inside the same boundary."""
+    (tmp_path / "file").write_text("x")
+    env = dict(os.environ, PYTHONPATH=ROOT, TRITON_INTERPRET="1")
+    env.pop("PERF_DEBUG", None)
+    started = []
+    for line, needle in ENTRY_POINTS:
+        args = [a.replace("FILE", str(tmp_path / "file")).replace("DIR", str(tmp_path)) for a in line.split()]
+        p = subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        started.append((line, needle, p))
+    for line, needle, p in started:
+        _, err = p.communicate(timeout=120)
+        needle = needle.replace("FILE", str(tmp_path / "file")).replace("DIR", str(tmp_path))
+        assert p.returncode == 2 and err.count("\n") == 1 and needle in err, (line, p.returncode, err)

@@ -599,6 +599,10 @@ if __name__ == "__main__":
     def _bisect_or_demo(argv: list[str]) -> int:
         vendor_mod.interpreter_without_gpu()
         if any(a.startswith("--make-demo-range") for a in argv):
+            from perf import files
+
+            where = _demo_parser().parse_known_args(argv)[0].make_demo_range
+            files.check_output(where, "--make-demo-range", directory=True)  # before any commit is made
             return demo_main(argv)
         return cli.main(["bisect", *argv])  # the bisect itself
 

@@ -135,5 +135,13 @@ def main(spec: str) -> None:
 
 if __name__ == "__main__":  # a probe's process (`start`): its parent reports an interrupt
     from perf.cli import entry
+    from perf.errors import ConfigError
 
-    entry(lambda argv: main(*argv), internal=True)
+    def _probe(argv: list[str]) -> None:
+        if len(argv) != 1:
+            raise ConfigError("usage: python -m perf.static.probe SPEC, one JSON target such as "
+                              '\'{"backend": "hip", "arch": "gfx950", "warp_size": 64}\' '
+                              "(perf/static/build.py starts it)")
+        main(argv[0])
+
+    entry(_probe, internal=True)
