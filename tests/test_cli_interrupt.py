@@ -94,7 +94,7 @@ def test_sigint_to_compile_exits_130_and_leaves_no_process(window, tmp_path):
     while (alive := _still_running(seen)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive, f"after SIGINT at {delay:.2f} s ({len(seen)} processes seen): {alive}"
-    assert took < 8, f"stopping took {took:.1f} s"  # the side stops its pool at once (about 2 s here)
+    assert took < 20, f"stopping took {took:.1f} s"  # about 2 s on an idle 2-core machine
 
 
 def test_an_interrupted_compile_pool_cancels_its_queue_and_ends_its_workers():
