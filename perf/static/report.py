@@ -211,10 +211,9 @@ def markdown(findings: list[Finding], head_doc: dict, notes: list[str], title: s
 
 def step_summary(text: str) -> None:
     """Append the report to the GitHub job summary when running in Actions (not to the log)."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text + "\n")
+    from perf.report import step_summary as append
+
+    append(text + "\n")
 
 
 # ------------------------------------------------------------------------- results records
