@@ -232,8 +232,12 @@ def ensure(spec: str, root: str | None = None, installer=pip_install, quiet: boo
     toolchain = Toolchain(version, path)
     if _stamped(path, version):
         return toolchain
-    os.makedirs(root, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".install-{version}-", dir=root)
+    try:
+        os.makedirs(root, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".install-{version}-", dir=root)
+    except OSError as e:
+        raise ConfigError(f"{root}: cannot install Triton {version} there ({e.strerror or e}); set "
+                          f"{CACHE_ENV} to a writable folder") from None
     try:
         # said even with `quiet`: a download of this size must never be silent
         print(f"toolchain: installing {PACKAGE}=={version} into {path}: pip fetches a wheel of about "
