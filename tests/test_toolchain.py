@@ -155,6 +155,21 @@ def test_installs_from_a_folder_of_wheels_checks_and_reuses(installed_fake, monk
     assert not [n for n in os.listdir(root) if n.startswith(".install-")]  # no leftovers
 
 
+def test_an_install_says_what_it_fetches_and_where_before_pip_runs(tmp_path, capsys):
+    """About 300 MB (650 MB installed) are never fetched without a word, even with quiet."""
+    said = []
+
+    def installer(version, folder):
+        said.append(capsys.readouterr().err)
+        raise ConfigError("stop before installing")
+
+    with pytest.raises(ConfigError, match="stop before installing"):
+        toolchain.ensure("triton==9.9.9", root=str(tmp_path), installer=installer, quiet=True)
+    (line,) = said[0].splitlines()
+    assert "installing triton==9.9.9 into " + str(tmp_path) in line and "about 300 MB" in line
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".install-")]  # the half install is gone
+
+
 def test_a_version_pip_cannot_find_is_one_line_naming_what_it_can(offline, tmp_path):
     with pytest.raises(ConfigError) as e:
         toolchain.ensure("triton==8.0.0", root=str(tmp_path), quiet=True)
