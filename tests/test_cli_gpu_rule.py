@@ -125,3 +125,28 @@ def test_the_rule_itself(monkeypatch):
         vendor.require_gpu("perf tune")
     with pytest.raises(ConfigError, match=r"--suite pr is sized for a GPU.*smoke\), or pass --allow-cpu"):
         vendor.require_gpu("perf run", "pr", allow="--allow-cpu")
+
+
+def test_nox_launch_cost_refuses_a_cpu_before_pytest_like_the_other_gpu_sessions():
+    """`nox -s launch-cost` passed on a CPU with every benchmark skipped (exit 0) while the
+    other GPU-only sessions exit 2: it now runs perf.vendor.require_gpu first."""
+    import ast
+    import os
+    import subprocess
+    import sys
+
+    from perf import checkout
+
+    source = open(os.path.join(checkout.ROOT, "noxfile.py"), encoding="utf-8").read()
+    tree = ast.parse(source)
+    (session,) = [f for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "launch_cost"]
+    calls = [ast.unparse(c.func) for c in ast.walk(session) if isinstance(c, ast.Call)]
+    assert "_require_gpu" in calls and calls.index("_require_gpu") < calls.index("session.run")
+    # what _require_gpu runs in the project's interpreter (noxfile.py needs nox to import)
+    assert '"from perf import cli, vendor; cli.entry(lambda argv: "' in source
+    snippet = ("from perf import cli, vendor; "
+               "cli.entry(lambda argv: vendor.require_gpu('nox -s launch-cost') and 0)")
+    done = subprocess.run([sys.executable, "-c", snippet], cwd=checkout.ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=checkout.ROOT), timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "no GPU here: nox -s launch-cost measures on a CUDA or ROCm GPU" in done.stderr
