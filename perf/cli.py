@@ -2,9 +2,9 @@
 
 COMMANDS maps each command to its module, its help, how its arguments are added and its
 main; `python -m perf --help` lists them, and every one is parsed (one-line argparse errors,
-numbers range-checked: RANGES) and dispatched the same way: outputs it names are checked
-before any work (OUTPUTS), a measuring command's names and the GPU rule are checked next
-(perf.validate.before_measuring), then its main runs. Modules are imported only when their
+numbers range-checked: RANGES) and dispatched the same way: the paths it names are checked
+before any work (Command.outputs and .inputs), a measuring command's names and the GPU rule
+next (perf.validate.before_measuring), then its main runs. Modules are imported only when their
 command is asked for. Every `python -m perf.<module>` entry point (the gate's workers and
 side processes included) runs inside the same boundary: `entry(main)`, or `command(name)`
 for a registered command.
