@@ -235,8 +235,10 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
+def _stop_pool(pool: ProcessPoolExecutor, futures) -> None:
     """Cancel what has not started and end the workers now (an interrupt or an error)."""
+    for future in futures:
+        future.cancel()  # here, not in the pool's manager thread: done before the workers go
     processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
@@ -276,12 +278,14 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
             # spawn: a clean interpreter per worker (fork after torch has started threads can hang)
             pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_ignore_sigint,
                                        mp_context=multiprocessing.get_context("spawn"))
+            futures: dict = {}
             try:
-                futures = {pool.submit(compile_job, job): job for job in todo}
+                for job in todo:
+                    futures[pool.submit(compile_job, job)] = job
                 for future in as_completed(futures):
                     done(futures[future], future.result())
             except BaseException:  # Ctrl-C, SIGTERM or an error: nothing keeps compiling behind it
-                _stop_pool(pool)
+                _stop_pool(pool, futures)
                 raise
             pool.shutdown(wait=True)
     return results, len(todo)
