@@ -152,3 +152,27 @@ def test_a_gate_is_expected_to_take_as_long_as_earlier_ones_of_its_kind_and_size
     assert selftest.typical_minutes(runs, "aa", None) == pytest.approx(110 / 60)
     assert selftest.typical_minutes(runs, "plant", 5) == pytest.approx(125 / 60)  # none yet: every gate's
     assert selftest.typical_minutes([], "plant", 5) == 0.0
+
+
+def test_a_new_out_folder_is_made_before_the_first_gate_writes_its_log(tmp_path, monkeypatch):
+    """The self-test's first gate run logs into --out before runs.json exists there: a fresh
+    folder must be made first (on an H100 a missing one ended the self-test with exit 3)."""
+    repo = harness_repo(tmp_path / "repo")
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(selftest.vendor_mod, "on_gpu", lambda: True)
+    monkeypatch.setattr(selftest.vendor_mod, "resolve", lambda given: "nvidia")
+    logged = []
+
+    def gate(where, out, base, seed, args, percent=None):
+        with open(out + ".log", "w", encoding="utf-8") as f:  # what the real run does first
+            f.write("ok\n")
+        logged.append(out)
+        return {"rc": 0, "seconds": 1.0}
+
+    monkeypatch.setattr(selftest, "_gate", gate)
+    monkeypatch.setattr(selftest, "summarize", lambda runs, out_dir, args: ({}, True))
+    monkeypatch.setattr(selftest, "markdown", lambda summary, env: "")
+    out = tmp_path / "new" / "selftest"
+    args = selftest._parser().parse_args(["--aa-runs", "1", "--plant-runs", "0", "--out", str(out)])
+    selftest._main(args)
+    assert logged == [str(out / "aa-0")] and (out / "aa-0.log").exists()

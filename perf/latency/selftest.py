@@ -290,6 +290,7 @@ def changed_outside_calibration(repo: str) -> list[str]:
 def _main(args: argparse.Namespace) -> int:
     files.check_output(args.out, "--out", directory=True)
     out_dir = os.path.abspath(args.out)
+    os.makedirs(out_dir, exist_ok=True)  # each gate run's log is written there before runs.json
     runs = load_runs(os.path.join(out_dir, "runs.json"))
     repo = repo_root(os.getcwd())
     plants = [int(x) for x in args.plants.split(",") if x.strip()]
