@@ -222,6 +222,13 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     assert "## Latency A/B on Triton interpreter" in (out_dir / "report.md").read_text()
     assert subprocess.run(["git", "-C", str(repo), "worktree", "list"], capture_output=True,
                           text=True).stdout.count("\n") == 1  # the base and head worktrees are gone
+    assert json.loads((out_dir / "gate.json").read_text())["complete"] is True
+    again = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios",
+                  "tiny/decode/batch1-kv16/block16", "--samples", "3", "--repeats", "4", "--base-ref", "HEAD",
+                  "--head-ref", "HEAD", "--out", str(out_dir), "--lock-timeout", "600", cwd=str(repo))
+    said = again.stdout + again.stderr
+    assert again.returncode == out.returncode, said[-2000:]
+    assert "reused from an earlier, complete run" in said and "interrupted" not in said, said[-2000:]
 
 
 def test_help_lists_suites_and_variants_not_internal_commands():

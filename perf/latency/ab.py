@@ -146,10 +146,12 @@ class Ledger:
         self.identity = identity
         self.processes: list[dict] = []
         self.resumed = 0
+        self.complete = False  # every process of the first measurement finished (`finish`)
         old = load_ledger(self.path) if os.path.exists(self.path) else None
         if old is not None and old["identity"] == identity:
             self.processes = old["processes"]
             self.resumed = len(self.processes)
+            self.complete = old.get("complete") is True
             return
         held = [n for n in SIDE_FILES if os.path.exists(os.path.join(out_dir, n))]
         if held and old is None:
@@ -180,8 +182,22 @@ class Ledger:
         self.processes.append(entry)
         self.save()
 
+    def finish(self) -> None:
+        """Every process of the first measurement is done: a re-run reuses a complete gate."""
+        self.complete = True
+        self.save()
+
+    def reused(self) -> str:
+        """What a resumed gate took over, for its report ("" for a fresh one)."""
+        if not self.resumed:
+            return ""
+        return (f"{self.resumed} processes reused from an earlier, complete run in this --out (remove it to "
+                f"measure again)" if self.complete else
+                f"{self.resumed} processes of an earlier, interrupted run")
+
     def save(self) -> None:
-        files.write_json(self.path, {"identity": self.identity, "processes": self.processes})
+        doc = {"identity": self.identity, "processes": self.processes}
+        files.write_json(self.path, {**doc, "complete": True} if self.complete else doc)
 
 
 class Reporter:
@@ -650,10 +666,11 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
                 f"{args.repeats} paired rounds")
         console.print(f"A/B {args.suite}: {what}{' + uncommitted changes' if args.allow_dirty else ''} x "
                       f"{args.samples} samples per side; results in {out_dir}"
-                      + (f" (resuming: {ledger.resumed} processes done)" if ledger.resumed else ""))
+                      + (f" ({ledger.reused()})" if ledger.resumed else ""))
         try:
             with Reporter(console, args.processes * (2 if toolchains else 1)) as reporter:
                 measure(args, roots, out_dir, ledger, 0, None, reporter, toolchains)
+                ledger.finish()
                 base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
                 head = results_mod.load(os.path.join(out_dir, "head.jsonl"))
                 if toolchains:
@@ -677,7 +694,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
              f"{args.repeats} paired rounds x {args.samples} samples per side, both sides in each process on "
              f"the same tensors; {seconds / 60:.1f} minutes on this {'CPU' if interpreter else 'GPU'} "
              f"(preparation and re-measurements included"
-             + (f"; {ledger.resumed} processes of an earlier, interrupted run" if ledger.resumed else "")
+             + (f"; {ledger.reused()}" if ledger.resumed else "")
              + ")",
              f"thresholds: {cal_note}",
              detectable_summary(findings),
@@ -724,7 +741,7 @@ def _toolchain_outputs(args, out_dir: str, findings: list[Finding], toolchains: 
              f"{n} fresh processes per side, each measuring one side, in the order {order} (A = base), "
              f"x {args.repeats} rounds x {args.samples} samples; {seconds / 60:.1f} minutes on "
              f"this {'CPU' if interpreter else 'GPU'}"
-             + (f"; {ledger.resumed} processes of an earlier, interrupted run" if ledger.resumed else ""),
+             + (f"; {ledger.reused()}" if ledger.resumed else ""),
              "pairing across processes: two Tritons cannot share a process, so no round pairs base with head "
              "on the same tensors as the commit gate does; what a process contributes (buffer placement, "
              "clocks of its minute) lands in the comparison, and the noise is that of separate processes, "
