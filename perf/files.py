@@ -24,8 +24,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import functools
+import hashlib
 import json
 import os
 import tempfile

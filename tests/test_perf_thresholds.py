@@ -259,7 +259,10 @@ def test_a_directory_as_thresholds(tmp_path):
 def test_cli_exits_2_with_one_line(tmp_path):
     p = tmp_path / "th.yaml"
     p.write_text("nvidia:\n  latency: {warn: 1.03, fail: oops}\n")
-    cmd = [sys.executable, "-m", "perf", "compare", "a.jsonl", "b.jsonl", "--thresholds", str(p)]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"  # inputs exist: the thresholds file is what is wrong
+    a.write_text("{}\n")
+    b.write_text("{}\n")
+    cmd = [sys.executable, "-m", "perf", "compare", str(a), str(b), "--thresholds", str(p)]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
