@@ -611,3 +611,17 @@ def test_actionlint_runs_shellcheck_over_run_scripts(tmp_path, capsys):
     assert wf.lint(tmp_path, [".github/workflows/pr.yml"]) == 1
     out = capsys.readouterr().out
     assert "SC2086" in out and "(with shellcheck)" in out
+
+
+def test_the_opt_in_lint_checks_workflows_with_the_generated_config(monkeypatch):
+    """The scratch copy holds the generated actionlint config beside the workflows; only the
+    workflows are linted (linted as a workflow, the config failed CI's `nox -s workflows`)."""
+    seen = {}
+
+    def lint(root, paths, note=""):
+        seen.update(paths=list(paths), config=(root / ".github/actionlint.yaml").exists())
+        return 0
+
+    monkeypatch.setattr(wf, "lint", lint)
+    assert wf.lint_opt_ins(str(THRESHOLDS), ROOT) == 0
+    assert seen == {"paths": [".github/workflows/pr.yml", ".github/workflows/nightly.yml"], "config": True}
