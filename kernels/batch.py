@@ -14,6 +14,15 @@ sequence's last block past its seq_len, and every block no sequence uses (the sp
 block-table entries past a sequence's last block name one of them, as vLLM's padding
 entries name its never-written null block). A kernel that lets any of them into a
 sequence's arithmetic (0 * NaN is NaN) turns that sequence's output into NaN.
+
+With a sliding window W, `poison=True` also releases what a serving engine releases: the
+leading blocks of a sequence that lie wholly before the window of every one of its queries
+(each of their keys more than W - 1 positions before the first query; `released_blocks`).
+vLLM frees them and points their block-table entries at its null block; here their entries
+name the spare NaN block and the blocks themselves, owned by no one now, are NaN too. The
+block that holds the first key some query sees keeps every slot, including the ones before
+that key. A kernel must not read a released block: not load a tile wholly before the window,
+and mask the K and V loads (not only the scores) of a tile that reaches into one.
 """
 
 from __future__ import annotations
@@ -109,18 +118,39 @@ class PagedBatch:
         return torch.full_like(self.q, float("nan"))
 
     def owned_slots(self) -> torch.Tensor:
-        """[num_blocks, block_size] bool: the cache slots some sequence owns (`owned_slots`)."""
-        return owned_slots(self.block_table, self.seq_lens, self.k_cache.shape[0], self.k_cache.shape[1])
+        """[num_blocks, block_size] bool: the cache slots some sequence owns (`owned_slots`;
+        under a sliding window, not those of the blocks it released, `released_blocks`)."""
+        block_size = self.k_cache.shape[1]
+        released = None
+        if self.options.get("sliding_window"):
+            cu = self.cu_seqlens_q.cpu().tolist()
+            query_lens = [b - a for a, b in zip(cu, cu[1:])]
+            released = released_blocks(query_lens, self.seq_lens.cpu().tolist(), block_size,
+                                       self.options["sliding_window"])
+        return owned_slots(self.block_table, self.seq_lens, self.k_cache.shape[0], block_size, released)
+
+
+def released_blocks(query_lens, kv_lens, block_size: int, sliding_window: int | None) -> list[int]:
+    """Per sequence, how many of its leading blocks lie wholly before the sliding window of
+    every one of its queries: each key of them is more than window - 1 positions before the
+    first query (at kv_len - query_len), so no query sees it. A serving engine frees them
+    (`poison=True` does, see the module's docstring). 0 for each without a window."""
+    if not sliding_window or sliding_window <= 0:
+        return [0] * len(kv_lens)
+    return [max(kv - q - sliding_window + 1, 0) // block_size for q, kv in zip(query_lens, kv_lens)]
 
 
 def owned_slots(block_table: torch.Tensor, seq_lens: torch.Tensor, num_blocks: int,
-                block_size: int) -> torch.Tensor:
+                block_size: int, released: list[int] | None = None) -> torch.Tensor:
     """[num_blocks, block_size] bool: True where a sequence owns the slot (one of its first
-    seq_len positions, through its block table); everything else is nobody's."""
+    seq_len positions, through its block table, past the `released` leading blocks of each
+    sequence: `released_blocks`); everything else is nobody's."""
     table = block_table.cpu().long()
     lens = seq_lens.cpu().long()
     positions = torch.arange(table.shape[1] * block_size)
     used = positions[None, :] < lens[:, None]  # [num_seqs, width * block_size]
+    if released is not None:
+        used &= positions[None, :] >= torch.tensor(released, dtype=torch.long)[:, None] * block_size
     slots = table[:, positions // block_size] * block_size + positions % block_size
     owned = torch.zeros(num_blocks * block_size, dtype=torch.bool)
     owned[slots[used]] = True
@@ -153,8 +183,10 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool 
     in either format (scaled to each format's range), not the same bytes.
 
     `poison`: NaN in every cache slot no sequence owns, and block-table entries past a
-    sequence's last block pointing at a spare (NaN) block (see the module's docstring). The
-    owned slots, the scales and everything else are what `poison=False` gives.
+    sequence's last block pointing at a spare (NaN) block (see the module's docstring); with
+    a sliding window, the entries of the blocks wholly before every query's window
+    (`released_blocks`) point at that spare block too, and the blocks they named are NaN.
+    The owned slots, the scales and everything else are what `poison=False` gives.
     """
     if fp8_dtype is None:
         fp8_dtype = inputs.fp8_dtype_for(platform.current().arch)
@@ -175,9 +207,11 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool 
     for i, n in enumerate(blocks):
         block_table[i, :n] = physical[start:start + n]
         start += n
-    if poison:  # entries past each sequence's last block: a spare block, all NaN below
+    released = released_blocks(spec.query_lens, spec.kv_lens, spec.block_size, spec.sliding_window)
+    if poison:  # entries past each sequence's last block and released ones: a spare, all NaN below
         for i, n in enumerate(blocks):
             block_table[i, n:] = physical[-1]
+            block_table[i, :released[i]] = physical[-1]
 
     cache_shape = (num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
     q_shape = (spec.num_tokens, spec.num_q_heads, spec.head_size)
@@ -203,7 +237,7 @@ def build_batch(spec: BatchSpec, device: str | torch.device = "cpu", fill: bool 
         else:
             k_cache, v_cache = k_cache.to(dtype), v_cache.to(dtype)
     if poison:
-        owned = owned_slots(block_table, torch.tensor(spec.kv_lens), num_blocks, spec.block_size)
+        owned = owned_slots(block_table, torch.tensor(spec.kv_lens), num_blocks, spec.block_size, released)
         for cache in (k_cache, v_cache):
             poison_unowned(cache, owned)
     if spec.sliding_window is not None:

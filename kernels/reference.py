@@ -15,7 +15,9 @@ every variant must match:
   refuse scales passed with caches in q's dtype, the reference (which checks nothing)
   ignores them;
 - only the slots a sequence owns are read: its first seq_len positions through its block
-  table (whatever the rest of the cache holds, NaN included, cannot reach the output).
+  table (whatever the rest of the cache holds, NaN included, cannot reach the output), and
+  under a sliding window only from the first key its first query sees: the blocks wholly
+  before that may have been released (`kernels.batch.released_blocks`) and hold anything.
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ def paged_attention_reference(
     for s, kv_len in enumerate(seq_lens.tolist()):
         q_start, q_end = cu[s], cu[s + 1]
         q_len = q_end - q_start
-        positions = torch.arange(kv_len, device=q.device)
+        first = 0  # the first key any query of the sequence sees
+        if sliding_window is not None and sliding_window > 0:
+            first = max(kv_len - q_len - sliding_window + 1, 0)
+        positions = torch.arange(first, kv_len, device=q.device)
         physical = block_table[s, positions // block_size].long()
         k = k_cache[physical, positions % block_size].float()  # [kv_len, kv_heads, d]
         v = v_cache[physical, positions % block_size].float()

@@ -144,13 +144,15 @@ def decode_block_m(queries_per_kv: int) -> int:
 
 @triton.jit
 def tile_bounds(first_pos, last_pos, window, TILE_SIZE: tl.constexpr,
-                USE_SLIDING_WINDOW: tl.constexpr):
+                USE_SLIDING_WINDOW: tl.constexpr, REROUTE: tl.constexpr = False):
     """Tiles of one Q-block whose queries sit at absolute positions first_pos..last_pos.
 
     Returns (lo, full_lo, full_hi, hi): tiles [lo, hi) hold every key some query sees
     (sliding-window pruning: tiles wholly before the window are never loaded); tiles
     [full_lo, full_hi) are seen whole by every query and run without masks. Always
-    lo <= full_lo <= full_hi <= hi.
+    lo <= full_lo <= full_hi <= hi. With no such tile the causal edge [lo, hi) takes every
+    tile, or with REROUTE (a window and block-vector tiles, `attend_rows`) the window edge
+    does: its loads guard the keys before the window (`attend_tiles`).
     """
     hi = last_pos // TILE_SIZE + 1
     full_hi = (first_pos + 1) // TILE_SIZE
@@ -161,8 +163,12 @@ def tile_bounds(first_pos, last_pos, window, TILE_SIZE: tl.constexpr,
         lo = hi * 0
         full_lo = hi * 0
     no_full = full_lo >= full_hi  # e.g. a window narrower than the Q-block: all tiles masked
-    full_lo = tl.where(no_full, lo, full_lo)
-    full_hi = tl.where(no_full, lo, full_hi)
+    if REROUTE:  # all in the window edge
+        full_lo = tl.where(no_full, hi, full_lo)
+        full_hi = tl.where(no_full, hi, full_hi)
+    else:
+        full_lo = tl.where(no_full, lo, full_lo)
+        full_hi = tl.where(no_full, lo, full_hi)
     return lo, full_lo, full_hi, hi
 
 
@@ -250,7 +256,7 @@ def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: t
 def attend_tiles(
     acc, m_i, l_i, q, tile_lo, tile_hi,
     k_cache_ptr, v_cache_ptr, block_table_ptr,
-    seq, seq_len, kv_head, abs_pos, qk_scale, softcap, window,
+    seq, seq_len, kv_head, abs_pos, first_pos, qk_scale, softcap, window,
     stride_k_block, stride_k_pos, stride_k_head,
     stride_v_block, stride_v_pos, stride_v_head,
     stride_bt_seq,
@@ -259,6 +265,7 @@ def attend_tiles(
     HEAD_SIZE: tl.constexpr,
     HEAD_SIZE_PADDED: tl.constexpr,
     MASKED: tl.constexpr,
+    WINDOW_EDGE: tl.constexpr,  # the tiles [lo, full_lo) of `tile_bounds` (masked)
     USE_SOFTCAP: tl.constexpr,
     USE_SLIDING_WINDOW: tl.constexpr,
     DECODE_FNUZ: tl.constexpr,
@@ -273,8 +280,18 @@ def attend_tiles(
     block-table read); otherwise each position looks its block up (a gather, as for tiles
     larger than a block or blocks such as 544 that no power-of-two tile divides).
     MASKED tiles apply the causal/window masks and guard reads past seq_len; the others
-    are seen whole by every row. fp8 caches are converted exactly to q's dtype (`kv_to`);
-    their scales are folded into qk_scale (k) and the caller's epilogue (v).
+    are seen whole by every row. A WINDOW_EDGE tile that spans blocks (a tile larger than
+    the block, or one a block does not hold whole: 64 in 544) also guards reads before the
+    first key the Q-block's first query (at first_pos) sees: the blocks wholly before it may
+    have been released to the engine and hold anything (NaN; a masked key's p = 0 times a
+    NaN V is NaN): WINDOW_EDGE 1, the window edge, whose keys precede first_pos unless
+    `tile_bounds` rerouted (block-vector tiles: masks both bounds), reads key_lo's slot for
+    earlier keys (positions clamped, no mask) or masks them; WINDOW_EDGE 2, the causal edge
+    of tiles spanning blocks, which takes every tile when there is no middle, masks them.
+    A tile inside one block holds a key some query sees, so its block is kept; the middle
+    starts at or after the first key every query sees. fp8 caches are converted
+    exactly to q's dtype (`kv_to`); their scales are folded into qk_scale (k) and the
+    caller's epilogue (v).
 
     With BLOCK_VECTOR, a tile spanning several whole blocks (a power-of-two block dividing
     the tile: 16 in 128) reads one id per block, not per position, and loads K and V as
@@ -291,13 +308,27 @@ def attend_tiles(
     bt_row = block_table_ptr + seq * stride_bt_seq
     VECTOR: tl.constexpr = BLOCK_VECTOR and BLOCK_SIZE < TILE_SIZE and TILE_SIZE % BLOCK_SIZE == 0
     FOLD: tl.constexpr = VECTOR and not MASKED and not USE_SOFTCAP  # the softmax's form (below)
+    WINDOW_LOADS: tl.constexpr = WINDOW_EDGE != 0 and BLOCK_SIZE % TILE_SIZE != 0
+    EDGE_LOADS: tl.constexpr = WINDOW_LOADS and WINDOW_EDGE == 1  # the window edge's
+    EDGE_CLAMP: tl.constexpr = EDGE_LOADS and not VECTOR and not READ_AHEAD
+    key_lo = first_pos - window + 1  # keys before it: read by WINDOW_LOADS tiles, never
+    if EDGE_LOADS and VECTOR:
+        row_lo = abs_pos - window
     if READ_AHEAD:
         next_blocks = tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
     else:
         next_blocks = 0
     for j in range(tile_lo, tile_hi):
         key_pos = j * TILE_SIZE + offs  # [TILE_SIZE] absolute key positions
-        key_ok = key_pos < seq_len
+        if EDGE_CLAMP:  # keys before key_lo read key_lo's slot (kept); all in seq_len
+            key_ok = offs < TILE_SIZE
+            load_pos = tl.maximum(key_pos, key_lo)
+        elif EDGE_LOADS:
+            key_ok = key_pos >= key_lo
+        elif WINDOW_LOADS:
+            key_ok = (key_pos < seq_len) & (key_pos >= key_lo)
+        else:
+            key_ok = key_pos < seq_len
         if READ_AHEAD:  # the block-table entries one tile ahead (see `tile_blocks`)
             physical = offset_index(next_blocks, OFFSETS_32)
             next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
@@ -310,12 +341,18 @@ def attend_tiles(
             physical = offset_index(tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR),
                                 OFFSETS_32)
         else:
-            physical = offset_index(_load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED), OFFSETS_32)
+            if EDGE_CLAMP:
+                physical = offset_index(tl.load(bt_row + load_pos // BLOCK_SIZE), OFFSETS_32)
+            else:
+                physical = offset_index(_load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED), OFFSETS_32)
         if VECTOR:  # [blocks, BLOCK_SIZE, D] copies, seen as [TILE_SIZE, D]
             in_block = tl.arange(0, BLOCK_SIZE)
             pos2 = (j * TILE_SIZE + tl.arange(0, TILE_SIZE // BLOCK_SIZE)[:, None] * BLOCK_SIZE
                     + in_block[None, :])
-            ok3 = (pos2 < seq_len)[:, :, None] & dim_ok[None, None, :]
+            if WINDOW_LOADS:
+                ok3 = ((pos2 < seq_len) & (pos2 >= key_lo))[:, :, None] & dim_ok[None, None, :]
+            else:
+                ok3 = (pos2 < seq_len)[:, :, None] & dim_ok[None, None, :]
             k3 = physical[:, None] * stride_k_block + in_block[None, :] * stride_k_pos
             v3 = physical[:, None] * stride_v_block + in_block[None, :] * stride_v_pos
             k = _load(k_cache_ptr + k3[:, :, None] + kv_head * stride_k_head + dims[None, None, :],
@@ -327,13 +364,17 @@ def attend_tiles(
             if BLOCK_SIZE % TILE_SIZE == 0:
                 k_rows = physical * stride_k_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_k_pos
                 v_rows = physical * stride_v_block + ((j * TILE_SIZE) % BLOCK_SIZE + offs) * stride_v_pos
+            elif EDGE_CLAMP:
+                k_rows = physical * stride_k_block + (load_pos % BLOCK_SIZE) * stride_k_pos
+                v_rows = physical * stride_v_block + (load_pos % BLOCK_SIZE) * stride_v_pos
             else:
                 k_rows = physical * stride_k_block + (key_pos % BLOCK_SIZE) * stride_k_pos
                 v_rows = physical * stride_v_block + (key_pos % BLOCK_SIZE) * stride_v_pos
+            LOAD_MASK: tl.constexpr = (MASKED and not EDGE_CLAMP) or PAD_HEAD
             k = _load(k_cache_ptr + k_rows[None, :] + kv_head * stride_k_head + dims[:, None],
-                      dim_ok[:, None] & key_ok[None, :], MASKED or PAD_HEAD)  # [D, TILE_SIZE]
+                      dim_ok[:, None] & key_ok[None, :], LOAD_MASK)  # [D, TILE_SIZE]
             v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
-                      key_ok[:, None] & dim_ok[None, :], MASKED or PAD_HEAD)  # [TILE_SIZE, D]
+                      key_ok[:, None] & dim_ok[None, :], LOAD_MASK)  # [TILE_SIZE, D]
             s = tl.dot(q, kv_to(k, q.dtype, DECODE_FNUZ))  # [BLOCK_M, TILE_SIZE]
         # Block-vector tiles seen whole fold the score scale into exp2's argument (one FMA a
         # score) and accumulate P V into acc: NVIDIA H100, 2026-11-24, two fresh processes
@@ -347,9 +388,14 @@ def attend_tiles(
             else:
                 s = s * (qk_scale * LOG2E)
             if MASKED:
-                visible = key_pos[None, :] <= abs_pos[:, None]
-                if USE_SLIDING_WINDOW:
-                    visible = visible & (abs_pos[:, None] - key_pos[None, :] < window)
+                if EDGE_LOADS and VECTOR:
+                    visible = (key_pos[None, :] > row_lo[:, None]) & (key_pos[None, :] <= abs_pos[:, None])
+                elif EDGE_LOADS:  # keys at most first_pos: only the window's bound
+                    visible = abs_pos[:, None] - key_pos[None, :] < window
+                else:
+                    visible = key_pos[None, :] <= abs_pos[:, None]
+                    if USE_SLIDING_WINDOW:
+                        visible = visible & (abs_pos[:, None] - key_pos[None, :] < window)
                 s = tl.where(visible, s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, axis=1))
                 m_new = tl.where(m_new > float("-inf"), m_new, 0.0)  # rows that see nothing yet
@@ -521,9 +567,11 @@ def attend_rows(
                 + dims[None, :], mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
     abs_pos = context_len + q_pos
     first_pos = context_len + local_block * BLOCK_Q
+    WINDOW_VECTOR: tl.constexpr = (USE_SLIDING_WINDOW and BLOCK_VECTOR and BLOCK_SIZE < TILE_SIZE
+                                   and TILE_SIZE % BLOCK_SIZE == 0)
     last_pos = context_len + tl.minimum(local_block * BLOCK_Q + BLOCK_Q, q_len) - 1
     lo, full_lo, full_hi, hi = tile_bounds(first_pos, last_pos, window, TILE_SIZE,
-                                           USE_SLIDING_WINDOW)
+                                           USE_SLIDING_WINDOW, WINDOW_VECTOR)
     if split:
         per_segment = tl.cdiv(hi - lo, num_segments)
         seg_lo = tl.minimum(lo + segment * per_segment, hi)
@@ -547,17 +595,17 @@ def attend_rows(
     if USE_SLIDING_WINDOW:
         acc, m_i, l_i = attend_tiles(
             acc, m_i, l_i, q, tl.maximum(lo, seg_lo), tl.minimum(full_lo, seg_hi),
-            k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
+            k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
-            stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
+            stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, 1,
             USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
-        k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
+        k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
-        stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False,
+        stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False, 0,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
     # The causal edge in tiles of EDGE_TILE keys (a divisor of TILE_SIZE): the tiles of
     # TILE_SIZE it covers, cut after the last key a query of this Q-block sees.
@@ -567,12 +615,17 @@ def attend_rows(
     else:
         edge_lo = tl.maximum(full_hi, seg_lo) * (TILE_SIZE // EDGE_TILE)
         edge_hi = tl.minimum(tl.minimum(hi, seg_hi) * (TILE_SIZE // EDGE_TILE), last_pos // EDGE_TILE + 1)
+        if (USE_SLIDING_WINDOW and BLOCK_SIZE % TILE_SIZE != 0 and BLOCK_SIZE % EDGE_TILE == 0
+                and not WINDOW_VECTOR):
+            edge_lo = tl.maximum(edge_lo, tl.maximum(first_pos - window + 1, 0) // EDGE_TILE)
+    CAUSAL_EDGE_LOADS: tl.constexpr = 2 * (USE_SLIDING_WINDOW and BLOCK_SIZE % TILE_SIZE != 0
+                                           and not WINDOW_VECTOR)
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, edge_lo, edge_hi,
-        k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos,
+        k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
-        stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True,
+        stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, CAUSAL_EDGE_LOADS,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
     if USE_FP8:
         acc = acc * tl.load(v_scale_ptr)

@@ -8,9 +8,11 @@ its sequence by binary search over the cumulative Q-block counts; the tile is on
 block. Row r of a Q-block is query token r // QUERIES_PER_KV and head r % QUERIES_PER_KV
 of the KV head's group.
 
-Supports the production features as masks: sliding window (masked, not yet pruned),
+Supports the production features as masks: sliding window (masked; tiles wholly before it skipped),
 softcap, sinks and fp8 caches, OCP or FNUZ e4m3 (dequantized to the query dtype per tile).
-Cache slots past seq_len (the last block's tail, nobody's) are masked at the load, never read.
+Cache slots past seq_len (the last block's tail, nobody's) are masked at the load, never read;
+so are, under a window, the keys before the first one the Q-block's first query sees (the
+blocks wholly before it may have been released to the engine and hold anything).
 """
 
 from __future__ import annotations
@@ -95,14 +97,22 @@ def _qblock_kernel(
     # Tiles up to the last query of this Q-block (causal), never beyond the sequence.
     last = tl.minimum(context_len + local_block * BLOCK_Q + BLOCK_Q, seq_len)
     num_tiles = tl.cdiv(last, BLOCK_SIZE)
+    first_tile = 0
+    if USE_SLIDING_WINDOW:  # the first key the Q-block's first query sees
+        window_lo = context_len + local_block * BLOCK_Q - sliding_window + 1
+        # tiles wholly before it hold no visible key (and may have been released): not walked
+        first_tile = tl.maximum(window_lo, 0) // BLOCK_SIZE
     offs = tl.arange(0, BLOCK_SIZE)
-    for j in range(0, num_tiles):
+    for j in range(first_tile, num_tiles):
         physical = tl.load(block_table_ptr + seq * stride_bt_seq + j).to(tl.int64)
         key_pos = j * BLOCK_SIZE + offs
         # Slots past seq_len are never read: the last block's tail belongs to no sequence and
         # may hold anything (NaN); selecting -inf scores alone would leave p = 0 times a NaN V
-        # in the P V product, NaN for every row.
+        # in the P V product, NaN for every row. Under a window, nor are keys before it (the
+        # tile that straddles its lower edge masks them here).
         key_ok = key_pos < seq_len
+        if USE_SLIDING_WINDOW:
+            key_ok = key_ok & (key_pos >= window_lo)
         k = tl.load(k_cache_ptr + physical * stride_k_block + offs[None, :] * stride_k_pos
                     + kv_head * stride_k_head + dims[:, None],
                     mask=dim_mask[:, None] & key_ok[None, :], other=0.0)  # [D, BLOCK_SIZE]
