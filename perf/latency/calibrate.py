@@ -199,20 +199,6 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _standalone(argv: list[str] | None = None) -> int:
-    """`python -m perf.latency.calibrate` (the same as `python -m perf calibrate`)."""
-    from perf.thresholds import DEFAULT_PATH
-
-    parser = argparse.ArgumentParser(prog="python -m perf calibrate", description=__doc__.splitlines()[0])
-    parser.add_argument("--thresholds", default=DEFAULT_PATH, metavar="PATH")
-    add_arguments(parser)
-    try:
-        return main(parser.parse_args(argv))
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        return e.exit_code
-
-
 if __name__ == "__main__":
     from perf import cli
 

@@ -275,9 +275,6 @@ def run_command(args: argparse.Namespace) -> int:
     chosen = validate.scenarios(args.suite, args.scenarios)
     variants = validate.variants(args.variants, kernels.VARIANTS)
     args.metrics = ",".join(validate.metrics(args.metrics))
-    if vendor is None and args.suite != "smoke" and not args.allow_cpu:
-        raise ConfigError(f"--suite {args.suite}: sized for a GPU, and there is none here (Triton's "
-                          f"interpreter would take hours); use --suite smoke, or pass --allow-cpu to run it")
     require_metrics(args.metrics.split(","))
     peers, absent = peers_mod.resolve(args.peers, vendor)
     if args.peers == "auto" and vendor is None:
