@@ -264,7 +264,7 @@ def test_confirmed_regression_renders_an_issue_with_marker_plot_range_and_bisect
     assert [c["scenario"] for c in item["cases"]] == [PREFILL]  # the noise case is not in it
     body = (confirmed / "issues" / item["body_file"]).read_text()
     assert issues.marker("nvidia", MACHINE, "qblock", PREFILL, "graph") in body
-    assert issues.commit_marker(sha(4)) in body
+    assert item["key"] == f"code/nvidia/{MACHINE}/{sha(4)[:12]}"  # one issue per flagged commit and machine
     png = "alert_qblock_llama3-8b-prefill-batch8-kv1024-block16_graph.png"
     assert f"https://org.github.io/kernels/nvidia/nightly/runner-1-nvidia-h100/{png}" in body
     assert f"https://github.com/org/kernels/compare/{sha(3)}...{sha(4)}" in body
@@ -276,70 +276,31 @@ def test_confirmed_regression_renders_an_issue_with_marker_plot_range_and_bisect
     assert item["title"].startswith("Perf regression: qblock graph x1.45 on " + PREFILL)
 
 
-class FakeApi:
-    """GitHub's issues, in memory."""
+def test_a_confirmed_cause_opens_one_issue_and_a_rerun_updates_it(confirmed, tmp_path):
+    from perf.ci.github import tracker
 
-    def __init__(self, open_issues=()):
-        self.issues = list(open_issues)
-        self.made: list[tuple] = []
-        self.comments_of: dict[int, list[dict]] = {}
-
-    def open_issues(self):
-        return list(self.issues)
-
-    def comments(self, number):
-        return list(self.comments_of.get(number, []))
-
-    def create_issue(self, title, body):
-        n = 100 + len(self.issues)
-        issue = {"number": n, "title": title, "body": body, "html_url": f"https://github.com/org/kernels/issues/{n}"}
-        self.issues.append(issue)
-        self.made.append(("issue", n))
-        return issue
-
-    def create_comment(self, number, body):
-        c = {"body": body, "html_url": f"https://github.com/org/kernels/issues/{number}#c{len(self.made)}"}
-        self.comments_of.setdefault(number, []).append(c)
-        self.made.append(("comment", number))
-        return c
-
-
-def test_a_new_case_opens_an_issue_once(confirmed, tmp_path):
-    api = FakeApi([{"number": 7, "body": "an unrelated issue"}])
-    (act,) = issues.post(str(confirmed), api, str(tmp_path / "html" / "nightly"))
-    assert act["action"] == "opened" and api.made == [("issue", 101)]
+    t = tracker(dry_run_dir=str(tmp_path / "posted"))
+    t.upsert("unrelated", "an unrelated issue", "text")
+    (act,) = issues.post(str(confirmed), t, str(tmp_path / "html" / "nightly"))
+    assert act["action"] == "opened" and act["number"] == 2
     alerts = {a["scenario"]: a for a in _doc(tmp_path)["machines"][0]["alerts"]}
-    assert alerts[PREFILL]["issue"] == {"action": "opened", "number": 101,
-                                        "url": "https://github.com/org/kernels/issues/101"}
+    assert alerts[PREFILL]["issue"] == {"action": "opened", "number": 2, "url": t.url(2)}
     assert "issue" not in alerts[DECODE]
-    page = (tmp_path / "html" / "nightly" / "runner-1-nvidia-h100" / "index.html").read_text()
-    assert "<a href='https://github.com/org/kernels/issues/101'>issue #101</a>" in page
-    # The job run again (interrupted, retried): the issue is found by its markers, nothing is posted.
-    (again,) = issues.post(str(confirmed), api)
-    assert again["action"] == "already posted" and api.made == [("issue", 101)]
+    # The job run again (interrupted, retried): the issue is found by its key, none is added.
+    (again,) = issues.post(str(confirmed), t)
+    assert again["action"] == "updated" and again["number"] == 2
+    assert [i["number"] for i in t.issues()] == [1, 2] and t.issues()[1]["updates"] == 0
+    assert t.open_keys() == {"unrelated", act["key"]}
 
 
-def test_an_open_issue_about_the_case_gets_a_comment_instead(confirmed):
-    mark = issues.marker("nvidia", MACHINE, "qblock", PREFILL, "graph")
-    api = FakeApi([{"number": 12, "body": f"{mark}\nslower since last week", "html_url": "u12"}])
-    (act,) = issues.post(str(confirmed), api)
-    assert act["action"] == "commented" and api.made == [("comment", 12)]
-    (c,) = api.comments_of[12]
-    assert c["body"].startswith(mark) and "Slower again at" in c["body"] and "perf bisect" in c["body"]
-    # Another machine's (or vendor's) marker for the same variant and scenario is another case.
-    other = issues.marker("amd", "runner-2_mi300", "qblock", PREFILL, "graph")
-    api2 = FakeApi([{"number": 13, "body": other}])
-    (act2,) = issues.post(str(confirmed), api2)
-    assert act2["action"] == "opened"
-
-
-def test_post_dry_run_calls_nothing(confirmed, capsys):
-    class NoApi:
-        def __getattr__(self, name):
-            raise AssertionError(f"called {name}")
-
-    (act,) = issues.post(str(confirmed), NoApi(), dry_run=True)
-    assert act["action"] == "would open" and "would open an issue" in capsys.readouterr().out
+def test_post_dry_run_keeps_the_issues_in_a_folder(confirmed, tmp_path, capsys):
+    out = tmp_path / "would-post"
+    assert issues.cli(["post", "--results", str(confirmed), "--dry-run", str(out), "--repo", ""]) == 0
+    (only,) = out.glob("*.json")
+    doc = json.loads(only.read_text())
+    assert doc["state"] == "open" and doc["title"].startswith("Perf regression")
+    assert "perf-alert" in doc["body"]
+    assert "opened: issue #1" in capsys.readouterr().out
 
 
 def test_post_without_a_plan_or_repo_ends_in_one_line(tmp_path, capsys):
@@ -380,9 +341,9 @@ def test_gh_api_client_pages_and_posts_json(confirmed, tmp_path, monkeypatch):
     blocked = ["yaml", "numpy", "scipy", "torch", "triton", "rich", "matplotlib"]  # as test_ci_comment does
     script = (
         f"import sys; sys.modules.update(dict.fromkeys({blocked!r}))\n"
-        "from perf.ci.github import GhApi\n"
+        "from perf.ci.github import GhTracker\n"
         "from perf.nightly import issues\n"
-        f"issues.post({str(confirmed)!r}, GhApi('org/kernels', gh={str(gh)!r}), "
+        f"issues.post({str(confirmed)!r}, GhTracker('org/kernels', gh={str(gh)!r}), "
         f"{str(tmp_path / 'html' / 'nightly')!r})\n")
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "GH_LOG": str(tmp_path / "gh.log")})
@@ -392,8 +353,12 @@ def test_gh_api_client_pages_and_posts_json(confirmed, tmp_path, monkeypatch):
     assert calls[1]["args"][:4] == ["api", "--method", "POST", "repos/org/kernels/issues"]
     payload = calls[1]["payload"]
     assert payload["title"].startswith("Perf regression") and "perf-alert" in payload["body"]
+    assert payload["body"].startswith("<!-- perf-key: code/nvidia/") and payload["labels"] == ["performance",
+                                                                                               "nightly"]
     (a,) = [a for a in _doc(tmp_path)["machines"][0]["alerts"] if "issue" in a]
     assert a["issue"]["url"] == "https://github.com/org/kernels/issues/5"
+    page = (tmp_path / "html" / "nightly" / "runner-1-nvidia-h100" / "index.html").read_text()
+    assert "<a href='https://github.com/org/kernels/issues/5'>issue #5</a>" in page
 
 
 def test_a_runner_remeasures_its_own_history_or_the_pooled_one_of_its_gpu():

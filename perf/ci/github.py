@@ -1,17 +1,23 @@
-"""GitHub's REST API through `gh api`, the mechanism the PR comment workflow posts with.
+"""GitHub's REST API through `gh api`, and the nightly's issue tracker on top of it.
 
 `gh` is the GitHub CLI that GitHub-hosted runners ship; it authenticates with the job's token
 in `GH_TOKEN` (docs/workflows.md). The PR comment's scripts call it from bash
-(perf/ci/workflows.py); the nightly's issues (perf/nightly/issues.py) call it through this
-class, which a test replaces with a fake. Stdlib only: it runs on a bare hosted runner.
+(perf/ci/workflows.py); the nightly's issues go through `tracker()`: one issue per key, the
+key hidden in the body (`<!-- perf-key: KEY -->`), so a cause seen again updates its issue and
+never opens a second one. `tracker(repo)` posts through `gh api`; `tracker(dry_run_dir=DIR)`
+keeps the same issues as JSON files in DIR (tests, the nightly's replay, dry runs). Stdlib
+only: it runs on a bare hosted runner.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 
 PER_PAGE = 100  # GitHub's largest page
+REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 
 class ApiError(RuntimeError):
@@ -62,10 +68,172 @@ class GhApi:
     def comments(self, number: int) -> list[dict]:
         return self._pages(f"repos/{self.repo}/issues/{int(number)}/comments?per_page={PER_PAGE}")
 
-    def create_issue(self, title: str, body: str) -> dict:
-        return json.loads(self._call("--method", "POST", f"repos/{self.repo}/issues",
-                                     payload={"title": title, "body": body}))
+    def create_issue(self, title: str, body: str, labels: list[str] | None = None) -> dict:
+        payload = {"title": title, "body": body, **({"labels": list(labels)} if labels else {})}
+        return json.loads(self._call("--method", "POST", f"repos/{self.repo}/issues", payload=payload))
 
     def create_comment(self, number: int, body: str) -> dict:
         return json.loads(self._call("--method", "POST", f"repos/{self.repo}/issues/{int(number)}/comments",
                                      payload={"body": body}))
+
+    def update_issue(self, number: int, **fields) -> dict:
+        """PATCH an issue: any of title, body, state ("open"/"closed"), labels."""
+        return json.loads(self._call("--method", "PATCH", f"repos/{self.repo}/issues/{int(number)}",
+                                     payload=fields))
+
+
+# --- the issue tracker: one issue per key, updated, never duplicated ----------------------------
+
+KEY_MARKER = "<!-- perf-key: {key} -->"
+_KEY = re.compile(r"[A-Za-z0-9_.:/@+=,-]+")
+_KEY_IN_BODY = re.compile(r"<!-- perf-key: (\S+) -->")
+
+
+def check_key(key: str) -> str:
+    """A key is one word of letters, digits and `_.:/@+=,-` without `--` (which would end the
+    HTML comment it is hidden in); ValueError otherwise (a key is made by code, not typed)."""
+    if not isinstance(key, str) or not _KEY.fullmatch(key) or "--" in key:
+        raise ValueError(f"issue key {key!r}: one word of letters, digits and _.:/@+=,- without '--'")
+    return key
+
+
+def key_marker(key: str) -> str:
+    return KEY_MARKER.format(key=check_key(key))
+
+
+def key_of(body: str | None) -> str | None:
+    """The key hidden in an issue's body, None when it has none (an issue a person opened)."""
+    m = _KEY_IN_BODY.search(body or "")
+    return m.group(1) if m else None
+
+
+def with_key(key: str, body: str) -> str:
+    """`body` with its key's marker as the first line (an older marker of the body replaced)."""
+    return key_marker(key) + "\n" + _KEY_IN_BODY.sub("", body).lstrip("\n")
+
+
+class GhTracker:
+    """Issues of a GitHub repository through `gh api`: an open issue whose body holds the key's
+    marker is the key's issue; the oldest one wins if a person copied a marker into another."""
+
+    def __init__(self, repo: str, gh: str = "gh", api: GhApi | None = None):
+        self.api = api or GhApi(repo, gh)
+        self._open: dict[str, dict] | None = None
+
+    def _by_key(self) -> dict[str, dict]:
+        if self._open is None:
+            self._open = {}
+            for issue in sorted(self.api.open_issues(), key=lambda i: i.get("number", 0)):
+                key = key_of(issue.get("body"))
+                if key is not None:
+                    self._open.setdefault(key, issue)
+        return self._open
+
+    def open_keys(self) -> set[str]:
+        return set(self._by_key())
+
+    def upsert(self, key: str, title: str, body: str, labels=()) -> int:
+        body = with_key(key, body)
+        issue = self._by_key().get(key)
+        if issue is None:
+            made = self.api.create_issue(title, body, labels=list(labels))
+            self._by_key()[key] = {**made, "title": title, "body": body}
+            return int(made["number"])
+        have = [x.get("name") if isinstance(x, dict) else x for x in issue.get("labels") or []]
+        want = list(dict.fromkeys([*have, *labels]))
+        if (issue.get("title"), issue.get("body"), have) != (title, body, want):  # else: a job run again
+            self.api.update_issue(issue["number"], title=title, body=body, labels=want)
+            issue.update(title=title, body=body, labels=want)
+        return int(issue["number"])
+
+    def close(self, key: str, comment: str) -> None:
+        issue = self._by_key().get(check_key(key))
+        if issue is None:
+            return  # closed already, or never opened: nothing to do
+        if comment:
+            self.api.create_comment(issue["number"], comment)
+        self.api.update_issue(issue["number"], state="closed")
+        del self._by_key()[key]
+
+    def url(self, number: int) -> str:
+        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+        return f"{server}/{self.api.repo}/issues/{int(number)}"
+
+
+class FolderTracker:
+    """The same interface over a folder, one JSON file per issue (`<number>.json`: number, key,
+    title, body, labels, state, comments, updates): what tests and the nightly's replay
+    (perf/nightly/simulate.py) post to, and what `--dry-run` leaves for a person to read."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+
+    def _issues(self) -> list[dict]:
+        from perf import files
+
+        if not os.path.isdir(self.folder):
+            return []
+        out = []
+        for name in os.listdir(self.folder):
+            if re.fullmatch(r"\d+\.json", name):
+                out.append(files.load_json(os.path.join(self.folder, name), "a dry-run issue",
+                                           "remove the folder to start over"))
+        return sorted(out, key=lambda i: i["number"])
+
+    def _write(self, issue: dict) -> None:
+        from perf import files
+
+        files.write_json(os.path.join(self.folder, f"{issue['number']}.json"), issue)
+
+    def _open(self, key: str) -> dict | None:
+        return next((i for i in self._issues() if i["state"] == "open" and i["key"] == key), None)
+
+    def issues(self) -> list[dict]:
+        """Every issue of the folder, open and closed, by number."""
+        return self._issues()
+
+    def open_keys(self) -> set[str]:
+        return {i["key"] for i in self._issues() if i["state"] == "open" and i["key"] is not None}
+
+    def upsert(self, key: str, title: str, body: str, labels=()) -> int:
+        body = with_key(key, body)
+        issue = self._open(key)
+        if issue is None:
+            number = max((i["number"] for i in self._issues()), default=0) + 1
+            issue = {"number": number, "key": key, "title": title, "body": body, "labels": list(labels),
+                     "state": "open", "comments": [], "updates": 0}
+        elif (issue["title"], issue["body"]) == (title, body):
+            return issue["number"]
+        else:
+            issue.update(title=title, body=body, updates=issue["updates"] + 1,
+                         labels=list(dict.fromkeys([*issue["labels"], *labels])))
+        self._write(issue)
+        return issue["number"]
+
+    def close(self, key: str, comment: str) -> None:
+        issue = self._open(check_key(key))
+        if issue is None:
+            return
+        if comment:
+            issue["comments"].append(comment)
+        issue["state"] = "closed"
+        self._write(issue)
+
+    def url(self, number: int) -> str:
+        return os.path.join(self.folder, f"{int(number)}.json")
+
+
+Tracker = GhTracker | FolderTracker
+
+
+def tracker(repo: str | None = None, dry_run_dir: str | None = None) -> Tracker:
+    """The nightly's issues: a folder of JSON files when `dry_run_dir` is given (tests, the replay,
+    a dry run), else repository `repo` (owner/name, default $GITHUB_REPOSITORY) through `gh`."""
+    if dry_run_dir is not None:
+        return FolderTracker(dry_run_dir)
+    repo = repo or os.environ.get("GITHUB_REPOSITORY", "")
+    if not REPO.fullmatch(repo):
+        from perf.errors import ConfigError
+
+        raise ConfigError(f"--repo {repo!r}: expected OWNER/NAME (default: $GITHUB_REPOSITORY)")
+    return GhTracker(repo)

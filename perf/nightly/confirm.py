@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from perf import files, verdicts
 from perf.ci import jobs
+from perf.ci.github import REPO
 from perf.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
 from perf.nightly import alert, issues
 from perf.nightly.history import History
@@ -200,7 +201,7 @@ def check_options(args) -> None:
     if args.max_cases < 1:
         raise ConfigError(f"--max-cases {args.max_cases}: must be >= 1 (the cases re-measured per flagged "
                           f"commit)")
-    if args.repo and not issues.REPO.fullmatch(args.repo):
+    if args.repo and not REPO.fullmatch(args.repo):
         raise ConfigError(f"--repo {args.repo!r}: expected OWNER/NAME (default: $GITHUB_REPOSITORY)")
     jobs.dashboard_url("", args.dashboard_url or os.environ.get(jobs.DASHBOARD_VARIABLE, ""))
 
@@ -226,7 +227,7 @@ def confirm(args, conf: dict, machines: list[dict], histories: list[History],
             this = machine_name()
     repo = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
     context = issues.Context(
-        repo=repo if issues.REPO.fullmatch(repo or "") else "",
+        repo=repo if REPO.fullmatch(repo or "") else "",
         dashboard=jobs.dashboard_url(repo, args.dashboard_url or os.environ.get(jobs.DASHBOARD_VARIABLE, "")),
         run_url=_run_url(repo))
     items, statuses = [], []

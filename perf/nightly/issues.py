@@ -7,19 +7,20 @@ body per group; the nightly workflow's issues job posts them:
     python3 -m perf.nightly.issues post --results results/nightly [--site .asv/html/nightly]
                                         [--repo OWNER/NAME] [--dry-run]
 
-Each case carries a hidden marker, `<!-- perf-alert VENDOR MACHINE VARIANT SCENARIO METRIC -->`,
-like the sticky PR comment's (perf/ci/comment.py). A case whose marker is in an open issue's
-body gets a comment on that issue; the others get a new issue, one per group. A second
-marker, `<!-- perf-alert-commit SHA -->`, says which flagged commit a body or comment is
-about: a group already posted for that commit (an interrupted job run again) is not posted
-twice. The issue or comment's URL goes into alert.json, and the dashboard's alert tables link
-it (perf/nightly/site.py relink).
+Each group is one cause (a flagged commit on its machine) and one issue: posted through the
+issue tracker (perf.ci.github.tracker) under a key hidden in its body, so the job run again
+(interrupted, retried) or a later night's news about the same cause updates the issue and never
+opens a second one. Each case also carries a marker, `<!-- perf-alert VENDOR MACHINE VARIANT
+SCENARIO METRIC -->`, like the sticky PR comment's (perf/ci/comment.py), for a person searching
+the issues. The issue's URL goes into alert.json, and the dashboard's alert tables link it
+(perf/nightly/site.py relink).
 
 The body: the cases with the nightly's ratio and the re-measure's ratio and interval, the
 history plot of each (a link to the dashboard's PNG, and the image: issues cannot take
 uploads through the API), the commit range last good..flagged (a compare URL), and the
 bisect command of each case. Posting goes through `gh api` (perf/ci/github.py), the
-mechanism of the PR comment. Stdlib only (the issues job runs on a bare hosted runner).
+mechanism of the PR comment, or with `--dry-run DIR` into a folder of JSON files. Stdlib only
+(the issues job runs on a bare hosted runner).
 """
 
 from __future__ import annotations
@@ -38,11 +39,9 @@ ISSUES_DIR = "issues"
 PLAN = "issues.json"
 PLAN_VERSION = 1
 DRY_RUN_DIR = "dry-run"  # previews of `--confirm --dry-run`: never in the plan, never posted
-REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 TITLE_CHARS = 200  # GitHub allows 256
+LABELS = ("performance", "nightly")
 MARKER = "<!-- perf-alert {vendor} {machine} {variant} {scenario} {metric} -->"
-COMMIT_MARKER = "<!-- perf-alert-commit {sha} -->"
-_MARKERS = re.compile(r"<!-- perf-alert [^>]*? -->")
 
 
 def _word(text: str) -> str:
@@ -53,14 +52,6 @@ def _word(text: str) -> str:
 def marker(vendor: str, machine: str, variant: str, scenario: str, metric: str) -> str:
     return MARKER.format(vendor=_word(vendor), machine=_word(machine), variant=_word(variant),
                          scenario=_word(scenario), metric=_word(metric))
-
-
-def commit_marker(sha: str) -> str:
-    return COMMIT_MARKER.format(sha=_word(sha))
-
-
-def markers_in(body: str) -> set[str]:
-    return set(_MARKERS.findall(body or ""))
 
 
 @dataclass(frozen=True)
@@ -120,6 +111,7 @@ def items_for(result: dict, context: Context, dry_run: bool = False) -> list[dic
             "gate_command": alerts[0]["remeasure"].get("command", ""), "gate_out": gate_out,
             "commits": len(result.get("commits") or []), "cases": cases,
         })
+        items[-1]["key"] = item_key(items[-1])
     return items
 
 
@@ -175,16 +167,13 @@ def title_of(item: dict, cases: list[dict]) -> str:
     return text[:TITLE_CHARS]
 
 
-def render(item: dict, cases: list[dict] | None = None, again: bool = False) -> tuple[str, str]:
-    """(title, body) of the issue for `cases` of `item` (all by default); `again`: the comment
-    on an open issue about the same cases."""
-    cases = item["cases"] if cases is None else cases
+def render(item: dict) -> tuple[str, str]:
+    """(title, body) of the issue of `item`."""
+    cases = item["cases"]
     good, bad = item["base"], item["head"]
     confirmed = all(c["remeasure"].get("status") == verdicts.CONFIRMED for c in cases)
-    lines = [*(c["marker"] for c in cases), commit_marker(bad)]
-    head = (f"Slower again at {code(bad[:10])}" if again else
-            f"Performance regression on {code(item['gpu'])} (machine {code(item['machine'])})")
-    lines += [f"## {head}", ""]
+    lines = [*(c["marker"] for c in cases)]
+    lines += [f"## Performance regression on {code(item['gpu'])} (machine {code(item['machine'])})", ""]
     if confirmed:
         lines.append(f"The nightly flagged commit {code(bad[:10])} and the latency gate's same-process A/B "
                      f"against the last good commit {code(good[:10])} confirmed it: {len(cases)} case"
@@ -232,7 +221,7 @@ def render(item: dict, cases: list[dict] | None = None, again: bool = False) -> 
         lines += ["", " · ".join(links)]
     lines += ["", "<sub>ratio = flagged / last good (> 1: slower); interval: the gate's bootstrap confidence "
               "interval; smallest detectable: the smallest ratio the gate tells from this case's noise. "
-              "Opened by the nightly workflow; later confirmations of these cases are added as comments."
+              "Opened by the nightly workflow, and updated when it learns more about this cause."
               "</sub>"]
     return title_of(item, cases), "\n".join(lines) + "\n"
 
@@ -255,47 +244,28 @@ def load_plan(results: str) -> list[dict]:
     return items
 
 
-def post(results: str, api, site_dir: str | None = None, dry_run: bool = False, log=print) -> list[dict]:
-    """Open or comment, per the plan in `results`; record each case's issue in alert.json (and the
-    dashboard under `site_dir`); the actions taken."""
+def item_key(item: dict) -> str:
+    """The issue key of a confirmed regression: the flagged commit on its machine (one cause,
+    one issue; a later bisect or a second confirmation updates it)."""
+    return f"code/{_word(item['vendor'])}/{_word(item['machine'])}/{item['head'][:12]}"
+
+
+def post(results: str, tracker, site_dir: str | None = None, log=print) -> list[dict]:
+    """Open or update one issue per planned item on `tracker` (perf.ci.github.tracker); record each
+    case's issue in alert.json (and the dashboard under `site_dir`); the actions taken."""
     items = load_plan(results)
-    by_marker: dict[str, dict] = {}
-    for issue in sorted(api.open_issues() if not dry_run else [], key=lambda i: i.get("number", 0)):
-        for m in markers_in(issue.get("body") or ""):
-            by_marker.setdefault(m, issue)  # the oldest open issue about a case keeps it
     actions = []
     for item in items:
-        on_issue: dict[int, list[dict]] = {}
-        new = []
-        for c in item["cases"]:
-            issue = by_marker.get(c["marker"])
-            (on_issue.setdefault(issue["number"], []) if issue else new).append(c)
-        for number, cases in on_issue.items():
-            issue = by_marker[cases[0]["marker"]]
-            mark = commit_marker(item["head"])
-            seen = [x for x in [issue, *api.comments(number)] if mark in (x.get("body") or "")]
-            if seen:
-                done = {"action": "already posted", "number": number, "url": seen[0].get("html_url", "")}
-            else:
-                _, body = render(item, cases, again=True)
-                made = api.create_comment(number, body) if not dry_run else {}
-                done = {"action": "commented", "number": number, "url": made.get("html_url", "")}
-            log(f"{done['action']}: issue #{number} ({len(cases)} case(s)) {done['url']}")
-            actions.append({**done, "machine": item["machine"], "cases": cases})
-        if new:
-            title, body = render(item, new)
-            if dry_run:
-                log(f"would open an issue: {title} ({len(new)} case(s))")
-                made = {}
-            else:
-                made = api.create_issue(title, body)
-                log(f"opened issue #{made.get('number')}: {title} {made.get('html_url', '')}")
-                for c in new:
-                    by_marker[c["marker"]] = {**made, "body": body}
-            actions.append({"action": "opened" if not dry_run else "would open", "number": made.get("number"),
-                            "url": made.get("html_url", ""), "machine": item["machine"], "cases": new})
-    if not dry_run:
-        _record(results, actions, site_dir)
+        key = item.get("key") or item_key(item)
+        before = tracker.open_keys()
+        title, body = render(item)
+        number = tracker.upsert(key, title, body, labels=LABELS)
+        action = "updated" if key in before else "opened"
+        url = tracker.url(number)
+        log(f"{action}: issue #{number} ({len(item['cases'])} case(s)) {title} {url}")
+        actions.append({"action": action, "number": number, "url": url, "key": key,
+                        "machine": item["machine"], "cases": item["cases"]})
+    _record(results, actions, site_dir)
     return actions
 
 
@@ -335,23 +305,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the report's folder (<html_dir>/nightly), whose alert tables get the links")
     parser.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY", ""),
                         help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
-    parser.add_argument("--dry-run", action="store_true", help="call nothing; say what would be posted")
+    parser.add_argument("--dry-run", default=None, metavar="DIR",
+                        help="post nothing to GitHub: keep the issues as JSON files in DIR (one per issue)")
 
 
-def main(args: argparse.Namespace, api=None) -> int:
-    from perf.ci.github import ApiError, GhApi
+def main(args: argparse.Namespace, tracker=None) -> int:
+    from perf.ci import github
 
     try:
-        if not args.dry_run and not REPO.fullmatch(args.repo or ""):
-            raise ConfigError(f"--repo {args.repo!r}: expected OWNER/NAME (default: $GITHUB_REPOSITORY)")
         if args.site and not os.path.isdir(args.site):
             raise ConfigError(f"--site {args.site}: no such folder; pass the report's folder "
                               f"(<html_dir>/nightly)")
-        post(args.results, api or GhApi(args.repo), args.site, args.dry_run)
+        post(args.results, tracker or github.tracker(args.repo, args.dry_run), args.site)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except ApiError as e:
+    except github.ApiError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAIL
     return EXIT_OK
