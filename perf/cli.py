@@ -62,7 +62,7 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "run": Command("perf.latency.measure", "measure a suite with this checkout's kernels into a results file",
+    "run": Command("perf.measure.run", "measure a suite with this checkout's kernels into a results file",
                    main="run_command", add=None, outputs=(("out", "file"),)),
     "compare": Command("perf.latency.ab", "compare two results files (base, head) and apply the latency "
                        "thresholds", main="compare_command", add=None, outputs=(("out", "dir"),),
@@ -84,7 +84,7 @@ COMMANDS: dict[str, Command] = {
                        add="add_nightly_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),)),
     "alert": Command("perf.nightly", "change-point alerts over the nightly history", main="alert_main",
                      add="add_alert_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),)),
-    "host-cost": Command("perf.latency.host_cost", "host time of a call beside the peers, alternated call by "
+    "host-cost": Command("perf.measure.host_cost", "host time of a call beside the peers, alternated call by "
                          "call in fresh processes", outputs=(("out", "file"), ("md", "file"))),
     "noise": Command("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate "
                      "detects", outputs=(("write", "file"),), inputs=(("paths", "dir"),)),

@@ -1,10 +1,8 @@
 """Vendor-library peers: the same batches run by other attention libraries ("% of SOTA").
 
 A peer is measured beside the variants, in the same interleaved rounds, as a case named
-"peer:<name>" (`PREFIX`): `attach` makes its cases for a scenario in a
-`perf.latency.measure.Side` (setup, including each library's own planning, outside the
-timed region; a first untimed call), `detach` drops them. `perf run --peers` and the
-nightly both go through `resolve` (auto | none | a,b) and `attach`.
+"peer:<name>" (`PREFIX`); perf/measure/peer_cases.py makes those cases from `setup_for_batch`.
+`perf run --peers` and the nightly both go through `resolve` (auto | none | a,b).
 
 Two kinds of peers:
 - Batch peers read a scenario's own batch. flashinfer and vLLM's Triton unified attention
@@ -147,7 +145,7 @@ def resolve(text: str, vendor: str | None, option: str = "--peers") -> tuple[tup
     return tuple(p for p in wanted if p not in absent), absent
 
 
-# --- peers as cases of a measured side ---------------------------------------------------------
+# --- a peer on a batch --------------------------------------------------------------------------
 
 
 def setup_for_batch(name: str, spec, device: str, batch=None) -> tuple[Callable[[], object], str, str]:
@@ -174,48 +172,6 @@ def setup_for_batch(name: str, spec, device: str, batch=None) -> tuple[Callable[
         for f in fns:
             f()
     return run, peer.label, "; ".join(notes)
-
-
-def make_case(Case, name: str, scenario, device: str, batch=None):
-    """A perf.latency.measure.Case for peer `name` on `scenario`: set up, called once (library
-    initialization, autotuning, lazy loading: not timed), or skipped with the reason."""
-    spec = scenario.spec()
-    case_name = PREFIX + name
-    try:
-        fn, label, note = setup_for_batch(name, spec, device, batch)
-        fn()
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-    except PeerUnavailable as e:
-        return Case(case_name, scenario.name, spec.digest(), None, skip=str(e))
-    except Exception as e:  # a library that breaks is a finding, not a crash of the run
-        return Case(case_name, scenario.name, spec.digest(), None,
-                    skip=f"{type(e).__name__}: {e}".splitlines()[0][:300], kind="error")
-    return Case(case_name, scenario.name, spec.digest(), fn,
-                config=[{"peer": name, "label": label, "layout": note}])
-
-
-def attach(side, scenario, names, cases: list) -> list:
-    """Add the peers' cases for `scenario` to `side` (a perf.latency.measure.Side whose
-    variants were just prepared as `cases`), record their skips; returns them."""
-    from perf.latency.measure import Case
-
-    batch = next((c.keep[0] for c in cases if c.keep), None)  # the variants' batch, shared
-    added = []
-    for name in names:
-        case = make_case(Case, name, scenario, side.device, batch)
-        side.cases[(case.variant, scenario.name)] = case
-        if case.skip is not None and side.writer is not None:
-            side.writer.skip(variant=case.variant, scenario=scenario.name, reason=case.skip, kind=case.kind)
-        added.append(case)
-    return added
-
-
-def detach(side, scenario, names) -> None:
-    for name in names:
-        side.cases.pop((PREFIX + name, scenario.name), None)
 
 
 # --- dense PyTorch SDPA --------------------------------------------------------------------------

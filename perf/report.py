@@ -185,7 +185,7 @@ def render_table(res, ours: str = "static_grid", against: tuple[str, ...] = ()) 
              f"{env.get('driver') or '–'}, torch {env.get('torch')}, triton {env.get('triton')}, "
              f"{str(env.get('time', ''))[:10]}, commit {str(env.get('commit') or '–')[:8]}; suite "
              f"`{head.get('suite')}`, {head.get('repeats')} repeats x up to {head.get('samples')} samples. "
-             f"Cells: median latency in ms, {' / '.join(metrics)} (perf.latency.timing: device events, L2 "
+             f"Cells: median latency in ms, {' / '.join(metrics)} (perf.measure.timing: device events, L2 "
              f"flushed before every sample; graph: one CUDA/HIP-graph replay), the median of the repeats' "
              f"medians.", ""]
     if wall:

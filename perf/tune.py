@@ -9,7 +9,7 @@ ids per cache block, int32 offsets); the causal edge's tile (prefill); KV segmen
 only: a runtime argument, no recompilation); the fused reduction (split decodes); programs per
 SM (0: one program per work item); sequence work items (decode). `--stages` runs some of them,
 in that order. Every configuration is timed like `perf run`'s graph metric
-(perf.latency.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and must
+(perf.measure.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and must
 reproduce the default configuration's output; one that fails to compile or differs is recorded
 with the reason, never chosen. A stage's candidates compile together in threads (Triton
 compiles mostly outside the GIL). Writes DIR/tune.json (every configuration tried) and
@@ -97,7 +97,7 @@ class _Scenario:
     def measure(self, cfg) -> float | None:
         import torch
 
-        from perf.latency import timing
+        from perf.measure import timing
 
         key = json.dumps(dataclasses.asdict(dataclasses.replace(cfg, source="")), sort_keys=True)
         if key not in self.tried:

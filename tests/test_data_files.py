@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from perf import cli, results
 from perf.errors import ConfigError, NothingMeasured
 from perf.latency import ab
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 from perf.verdicts import Finding, Verdict, load_findings
 
 ROOT = Path(__file__).resolve().parent.parent

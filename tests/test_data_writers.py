@@ -22,7 +22,7 @@ from throwaway_repo import git, harness_repo
 from perf import cli, files, results
 from perf.errors import ConfigError, NothingMeasured
 from perf.latency import ab
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 from perf.verdicts import Finding, Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +92,7 @@ def test_two_writers_in_threads_one_wins_the_file_stays_whole(tmp_path):
 HOLDER = """
 import sys
 from perf import results
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 w = results.ResultsWriter(sys.argv[1], {"environment": {"vendor": "cpu", "commit": None}, "suite": "smoke"})
 print("holding", flush=True)
 sys.stdin.readline()

@@ -12,8 +12,8 @@ from interpreter_support import needs_interpreter
 
 from kernels.inputs import CHECK_VALUES_ENV
 from perf import cli, results
-from perf.latency import host_cost
-from perf.latency.timing import Samples
+from perf.measure import host_cost
+from perf.measure.timing import Samples
 from perf.report import paired_verdict
 
 ENV = {"gpu": "NVIDIA H100 80GB HBM3", "vendor": "nvidia", "driver": "580.159.04", "torch": "2.11.0",

@@ -18,7 +18,7 @@ from interpreter_support import needs_interpreter
 from perf import results
 from perf.checkout import ROOT
 from perf.latency import analysis, worker
-from perf.latency.measure import PROTOCOL
+from perf.latency.worker import PROTOCOL
 
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
 

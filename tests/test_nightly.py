@@ -18,7 +18,7 @@ import pytest
 
 from perf import results
 from perf.errors import ConfigError
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 from perf.nightly import alert, asvrun, collect, history, selection
 from perf.scenarios import suite
 from perf.thresholds import load_thresholds

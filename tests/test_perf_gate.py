@@ -12,7 +12,7 @@ import pytest
 from perf import results
 from perf.errors import ConfigError, NothingMeasured
 from perf.latency import ab, analysis
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 from perf.thresholds import Calibration, CaseNoise, load_thresholds
 from perf.verdicts import Finding, Verdict, detectable_summary, exit_code, latency_verdict, worst_first
 

@@ -11,8 +11,9 @@ import pytest
 
 from perf import results, stats
 from perf.checkout import ROOT
-from perf.latency import noise, timing
-from perf.latency.timing import Samples
+from perf.latency import noise
+from perf.measure import timing
+from perf.measure.timing import Samples
 from perf.thresholds import calibration_for, load_thresholds
 from perf.vendor import on_gpu
 

@@ -200,7 +200,8 @@ def _fake_kernels():
 
 
 def test_attached_peers_are_measured_in_the_variants_rounds(tmp_path, monkeypatch):
-    from perf.latency.measure import Side
+    from perf.measure import peer_cases
+    from perf.measure.rounds import Side
 
     given = []
 
@@ -220,11 +221,11 @@ def test_attached_peers_are_measured_in_the_variants_rounds(tmp_path, monkeypatc
         side = Side(_fake_kernels(), ["fake"], [scenario], ["eager"], 2, w)
         side.device = "cpu"
         cases = side.prepare(scenario)
-        added = peers.attach(side, scenario, ("cpu_sum", "refuser"), cases)
+        added = peer_cases.attach(side, scenario, ("cpu_sum", "refuser"), cases)
         assert [c.variant for c in added] == ["peer:cpu_sum", "peer:refuser"]
         assert given == [cases[0].keep[0]]  # the variants' batch, not a second one
         assert side.round(0, seed=1) == 2  # the variant and the working peer, one round
-        peers.detach(side, scenario, ("cpu_sum", "refuser"))
+        peer_cases.detach(side, scenario, ("cpu_sum", "refuser"))
         side.release(scenario)
         assert side.cases == {}
     res = results.load(str(path))

@@ -18,7 +18,7 @@ import pytest
 from interpreter_support import needs_interpreter
 
 from perf import peers, report, results
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 from perf.scenarios import Scenario
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -11,7 +11,7 @@ import torch
 
 from kernels.paged_attention.heuristics import Config
 from perf import tune
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 from perf.scenarios import Scenario
 
 BASE = Config(block_m=16, tile_size=64, num_segments=8, num_warps=4, num_stages=3, programs_per_sm=2)
@@ -65,7 +65,7 @@ def test_a_configuration_that_changes_the_output_is_never_chosen(monkeypatch):
         timed.append(fn)
         return Samples((1.0, 1.0, 1.0))
 
-    monkeypatch.setattr("perf.latency.timing.time_graph", time_graph)
+    monkeypatch.setattr("perf.measure.timing.time_graph", time_graph)
     s = tune._Scenario(kernels, Scenario.parse("tiny/decode/batch2-kv32/block16"), "cpu")
     assert s.measure(BASE) == 1.0  # the default: the reference output
     assert s.measure(dataclasses.replace(BASE, tile_size=128)) == 1.0

@@ -18,7 +18,7 @@ import pytest
 
 from perf import devices, git, results
 from perf.errors import ConfigError
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 from perf.nightly import collect, selection, shard
 from perf.scenarios import suite
 

@@ -30,8 +30,8 @@ from perf import results, toolchain
 from perf.checkout import ROOT
 from perf.errors import ConfigError
 from perf.latency import ab, analysis
-from perf.latency.measure import PROTOCOL
-from perf.latency.timing import Samples
+from perf.latency.worker import PROTOCOL
+from perf.measure.timing import Samples
 from perf.nightly import site
 from perf.nightly import toolchain as nightly_toolchain
 from perf.thresholds import load_thresholds

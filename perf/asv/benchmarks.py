@@ -1,7 +1,7 @@
 """asv benchmarks: every variant and vendor library x the nightly suite, GPU medians in ms.
 
 `track_latency_ms` (eager launch) and `track_graph_ms` (CUDA/HIP-graph replay) return the
-median, over the repeats, of perf.latency.timing's per-repeat medians; asv treats larger as worse,
+median, over the repeats, of perf.measure.timing's per-repeat medians; asv treats larger as worse,
 which holds for times. Parameters are (variant or library, scenario) from the selection
 that `python -m perf nightly` exports (perf/nightly/selection.py says why through the
 environment); `setup` raises NotImplementedError, asv's way of skipping, for a variant

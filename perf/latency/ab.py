@@ -291,7 +291,7 @@ def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | 
                 pythonpath: str = ROOT) -> dict:
     """Run one measuring process to its end; its `done` event (GateCrash if it never came).
     `pythonpath`: this checkout, behind a toolchain's Triton in a toolchain A/B."""
-    from perf.latency.measure import PROTOCOL
+    from perf.latency.worker import PROTOCOL
 
     # the public entry as production calls it: no per-call metadata value checks (the worker
     # validates each batch once itself); a test session's switch must not leak in

@@ -9,7 +9,7 @@ then scenario by scenario:
 2. prepares every variant on each side (`measure.make_case`: validated once, compiled
    once, graph captured once) with that side's modules active;
 3. fixes, per (variant, metric), one timing plan for both sides (calls per sample, spin:
-   perf/latency/timing.py), so both are timed identically;
+   perf/measure/timing.py), so both are timed identically;
 4. runs `repeats` rounds; a round times every (variant, metric) pair once per side, the
    pairs in a shuffled order and the two sides in alternating order (base first in half of
    the rounds, head first in the other half: ABBA across rounds), so drift and order
@@ -46,15 +46,16 @@ from perf import checkout
 from perf import files as files_mod
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
-from perf.latency import measure
+from perf.measure import cases as measure
 
+PROTOCOL = "@@perf "  # prefix of a worker's protocol lines on stdout (perf/latency/ab.py reads them)
 SIDES = ("base", "head")
 ALIASES = {"base": "kernels_base", "head": "kernels_head"}
 PROGRESS_EVERY_S = 10.0  # a protocol line at least this often (the parent prints progress)
 
 
 def emit(event: dict) -> None:
-    sys.stdout.write(measure.PROTOCOL + json.dumps(event) + "\n")
+    sys.stdout.write(PROTOCOL + json.dumps(event) + "\n")
     sys.stdout.flush()
 
 
@@ -157,7 +158,7 @@ class Pairs:
             except Exception as e:  # e.g. graph capture unsupported on one side
                 self._fail(cases, s, variant, scenario, metric, e)
                 return None
-        from perf.latency import timing
+        from perf.measure import timing
 
         return timing.merge_plans(*plans) if len(plans) == 2 else plans[0]
 

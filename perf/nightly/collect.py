@@ -1,11 +1,11 @@
 """Measure one commit: every variant and vendor library over the selection, into a results file.
 
 One process does all the GPU work (CUDA context, Triton compilation, batches built once per
-scenario), with the latency gate's own machinery (perf.latency.measure: cases planned outside the
-timed region, rounds in shuffled order; perf.latency.timing: device events, L2 flush, graphs), and
+scenario), with the measuring stage the latency gate uses (perf.measure: cases planned outside the
+timed region, rounds in shuffled order; perf.measure.timing: device events, L2 flush, graphs), and
 writes the perf results format (perf.results) with every sample. asv then only records
 the medians (perf/asv/benchmarks.py), so its one-process-per-benchmark launcher never
-touches the GPU. A vendor library is a case named "peer:<name>" (perf.peers.attach).
+touches the GPU. A vendor library is a case named "peer:<name>" (perf.measure.peer_cases.attach).
 
 A slow case gets fewer samples per repeat (at least MIN_SAMPLES), so that a repeat takes
 about the budget: the estimate is the wall-clock time of one synchronized call. A case
@@ -57,16 +57,17 @@ def too_slow(case, call_ms: float, max_call_ms: float, writer) -> None:
 def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resume: bool = False,
             progress: bool = True) -> str:
     """Measure the selection with this checkout's kernels into `out` (JSON Lines); returns it."""
-    from perf import peers, results, scenarios
-    from perf.latency import measure as pm
+    from perf import results, scenarios
+    from perf.measure import peer_cases
+    from perf.measure.rounds import Side
 
     vendor_mod.interpreter_without_gpu()
     kernels = checkout.import_kernels(ROOT)  # before triton: picks the interpreter without a GPU
     import torch
 
 
-    class NightlySide(pm.Side):
-        """perf.latency.measure.Side with a per-case sample count (see the module docstring)."""
+    class NightlySide(Side):
+        """perf.measure.rounds.Side with a per-case sample count (see the module docstring)."""
 
         def measure(self, case, metric, repeat):
             self.samples = self.per_case.get((case.variant, case.scenario), sel.samples)
@@ -100,7 +101,7 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
         with bar:
             for scenario in chosen:
                 cases = side.prepare(scenario, progress=None)
-                cases += peers.attach(side, scenario, sel.peers, cases)
+                cases += peer_cases.attach(side, scenario, sel.peers, cases)
                 for case in cases:
                     if case.fn is not None:
                         call_ms = _call_ms(case.fn)
@@ -115,7 +116,7 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
                     side.round(r, seed=seed, only=keys, done=done, step=lambda what: bar.advance())
                 bar.finish_scenario(len(names) * len(side.metrics) * sel.repeats)
                 side.release(scenario)
-                peers.detach(side, scenario, sel.peers)
+                peer_cases.detach(side, scenario, sel.peers)
                 del cases
                 if on_gpu():
                     torch.cuda.empty_cache()

@@ -56,7 +56,7 @@ RATES = {"naive": (1.5, 0.2)}  # variant -> (TFLOP/s, TB/s)
 DEFAULT_RATE = (100.0, 1.0)
 FIXED_S = 0.45  # per case
 LAUNCH_MS = 0.02  # a launch-bound call
-WARMUP_CALLS = 3  # perf.latency.measure.Side's warm-up calls per repeat
+WARMUP_CALLS = 3  # perf.measure.rounds.Side's warm-up calls per repeat
 SAMPLE_OVERHEAD_MS = 0.05  # L2 flush and event record around each sample (unmeasured default)
 
 

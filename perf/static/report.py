@@ -222,7 +222,7 @@ def step_summary(text: str) -> None:
 def write_results(path: str, doc: dict, root: str, environment_extra: dict | None = None) -> None:
     """The head's metrics in the shared results schema (perf/results.py), one record per metric;
     `environment_extra` overrides what this process would record (the head's Triton of a toolchain A/B)."""
-    from perf.latency.timing import Samples
+    from perf.measure.timing import Samples
     from perf.results import ResultsWriter, environment
 
     header = {"environment": {**environment(root), "gate": "static", "suite": doc["suite"],

@@ -1,13 +1,13 @@
 """Host-side cost of one call per variant (validation, planning, launch), by pytest-benchmark.
 
 The paper reports 80-300 us of host work per call for Triton attention kernels; CUDA/HIP
-graphs remove it. The latency gate times device time only (perf/latency/timing.py hides the
+graphs remove it. The latency gate times device time only (perf/measure/timing.py hides the
 host's launch cost), so this suite is where host cost is gated. The clock is the host's:
 each round is one call of the variant's public entry exactly as a serving engine makes it
 (preallocated `out=`, the host-side hints the variant takes, no metadata value checks: they
 ran once, outside the rounds), with the GPU left to run asynchronously and synchronized only
 outside the timed rounds. A serving loop's `max_seqlen_k` hint grows by one every decode
-step, so every round passes the next one (`perf.latency.host_cost.serving_options`): one
+step, so every round passes the next one (`perf.measure.host_cost.serving_options`): one
 round in 16 enters a new class of KV lengths and chooses its configuration again
 (`heuristics.kv_len_class`), as a serving loop does; a loop over one batch with fixed hints
 would never choose again. The decode batch of Llama-3-8B (32 sequences of 1024 tokens)
@@ -18,7 +18,7 @@ measurement; 200 rounds stay far below its depth.
 (docs/kernels.md's benchmark grid). The peers are not timed here: a test per entry times
 each seconds apart, and the host's speed drifts more than that between and within processes,
 so beside a peer the comparison is paired, call by call (`python -m perf host-cost`,
-perf/latency/host_cost.py); and a peer's own host cost drifting would fail this gate.
+perf/measure/host_cost.py); and a peer's own host cost drifting would fail this gate.
 
 Used the way pytest-benchmark intends (`nox -s launch-cost`): save a baseline on main
 (`--benchmark-save=main`), then compare a branch against it; the session fails beyond the
@@ -36,8 +36,8 @@ import torch
 
 from kernels import VARIANTS
 from kernels.inputs import CHECK_VALUES_ENV
-from perf.latency.host_cost import serving_options
-from perf.latency.measure import host_hints, takes
+from perf.measure.cases import host_hints, takes
+from perf.measure.host_cost import serving_options
 from perf.scenarios import Scenario, suite
 from perf.vendor import on_gpu
 

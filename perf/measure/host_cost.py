@@ -125,7 +125,7 @@ def render(res, ours: str) -> str:
              f"{env.get('host')}), torch {env.get('torch')}, triton {env.get('triton')}, "
              f"{str(env.get('time', ''))[:10]}, commit {str(env.get('commit') or '–')[:8]}; suite "
              f"`{head.get('suite')}`, {len(processes)} processes x {head.get('rounds')} rounds, every entry "
-             f"once per round in rotated order (perf/latency/host_cost.py). Cells: microseconds, the median "
+             f"once per round in rotated order (perf/measure/host_cost.py). Cells: microseconds, the median "
              f"of the processes' medians.", "",
              "| scenario | " + " | ".join(n.removeprefix(PREFIX) for n in names) + " |",
              "|---" * (len(names) + 1) + "|"]
@@ -269,8 +269,8 @@ def _worker(args, kernels, chosen, variants: list[str], peers, absent: dict) -> 
     from kernels.inputs import CHECK_VALUES_ENV
     from perf import peers as peers_mod
     from perf import results
-    from perf.latency.measure import host_hints, takes
-    from perf.latency.timing import Samples
+    from perf.measure.cases import host_hints, takes
+    from perf.measure.timing import Samples
 
     os.environ[CHECK_VALUES_ENV] = "0"  # as in production; a test session's switch must not leak in
     # `main` refuses to measure without a GPU; the worker also runs in Triton's interpreter,

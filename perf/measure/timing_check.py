@@ -1,12 +1,12 @@
-"""`python -m perf.latency.timing_check`: is a graph-replay sample free of host time?
+"""`python -m perf.measure.timing_check`: is a graph-replay sample free of host time?
 
 For each scenario, the production entry's call is captured in a CUDA/HIP graph and timed
 four ways, medians in microseconds:
 
 - `synced`: the old method: the host synchronizes after the L2 flush, then records the
   start event and launches one replay, so the host's launch latency is inside the sample;
-- `one`: perf/latency/timing.py with one replay per sample (flush, spin, start, replay, end);
-- `gate`: perf/latency/timing.py as the gate uses it (several replays per sample below
+- `one`: perf/measure/timing.py with one replay per sample (flush, spin, start, replay, end);
+- `gate`: perf/measure/timing.py as the gate uses it (several replays per sample below
   MIN_SAMPLE_MS);
 - `many`: `many_replays_ms`: 200 back-to-back replays per event pair, warm L2.
 
@@ -34,7 +34,7 @@ def _synced(fn, samples: int) -> float:
     """The old timing: host sync between the flush and the start event (ms per call)."""
     import torch
 
-    from perf.latency import timing
+    from perf.measure import timing
 
     cache = timing._flush_buffer("cuda")
     values = []
@@ -52,7 +52,8 @@ def _synced(fn, samples: int) -> float:
 
 def check(scenario_names: list[str], variant: str, samples: int) -> list[dict]:
     from perf import checkout, scenarios
-    from perf.latency import measure, timing
+    from perf.measure import cases as measure
+    from perf.measure import timing
 
     kernels = checkout.import_kernels()
     build_batch = kernels.batch.build_batch
@@ -86,7 +87,7 @@ def check(scenario_names: list[str], variant: str, samples: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m perf.latency.timing_check",
+    p = argparse.ArgumentParser(prog="python -m perf.measure.timing_check",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--scenarios", default=SCENARIOS)
     p.add_argument("--variant", default="static_grid")

@@ -48,7 +48,7 @@ from perf.vendor import on_gpu
 # 256 MB Infinity Cache is flushed only in part (the same as triton.testing.do_bench there).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 MIN_SAMPLES = 5  # per repeat, however long the call
-# Shortest sample. Measured on an H100 (2026-11-22, perf/latency/timing_check.py): a lone
+# Shortest sample. Measured on an H100 (2026-11-22, perf/measure/timing_check.py): a lone
 # graph replay of a 6.7 us decode reads 10.0 us, 7 back to back (0.05 ms samples) 7.2 us,
 # 1.07-1.08 x the 200-replay figure; 0.2 ms samples (30 calls) bring that to about 1.02 x.
 # CUDA events resolve about 0.5 us (cudaEventElapsedTime), 0.25 % of a 0.2 ms sample.
