@@ -102,6 +102,9 @@ COMMANDS: dict[str, Command] = {
     "comment": Command("perf.ci.comment", "the sticky pull-request comment of one vendor, from the gates' "
                        "findings", thresholds=False, outputs=(("out", "file"),),
                        inputs=(("findings", "file"), ("jobs", "file"))),
+    "annotations": Command("perf.ci.annotations", "GitHub ::error/::warning lines for the failing and warned "
+                           "cases of findings files (a workflow step after each gate)", thresholds=False,
+                           inputs=(("findings", "file"), ("root", "dir"))),
     "gpu-job": Command("perf.ci.gpu_job", "a vendor's GPU CI job on this machine (nox -s ci)",
                        thresholds=False, inputs=(("root", "dir"),)),
     "issues": Command("perf.nightly.issues", "post the issues of the nightly's confirmed regressions (after "

@@ -12,7 +12,8 @@ Schema (see thresholds.yaml, commented for the people who edit it):
       compile: {targets: [{name, backend, arch, warp_size, max_shared_memory_bytes,
                            max_registers_per_thread, default_variants?: [name, ...]}],
                 static: {<key of STATIC_DEFAULTS>: ...}}
-      runners: {labels: [...], container, container_options, env: {NAME: value},
+      runners: {labels: [...], container,       # container: IMAGE:TAG@sha256:<64 hex>, or "" (none)
+                container_options, env: {NAME: value},
                 lock_clocks: false | MHz, isolation_env: [NAME, ...], nightly_shards: M}
     overrides: [{vendor?, variant?, scenario?, metric?, latency: {warn?, fail?}, reason}]
 
@@ -45,6 +46,12 @@ DEFAULT_PATH = "thresholds.yaml"
 SEVERITIES = ("fail", "warn", "ignore")
 _TOP_KEYS = ("version", *VENDORS, "overrides")
 BACKENDS = {"nvidia": "cuda", "amd": "hip"}  # the compiler backend of each vendor's targets
+# A GPU job's image, pinned: the tag for people, the digest for docker (which pulls by the digest
+# and ignores the tag). A tag alone can be moved under the measurements (`latest` moves weekly),
+# so the image is part of what a result records (perf/fingerprint.py image_digest).
+_PATH_PART = r"[a-z0-9]+(?:[._-][a-z0-9]+)*"  # of an image name (the OCI distribution spec's grammar)
+PINNED_IMAGE = re.compile(rf"(?P<name>(?:[a-zA-Z0-9.-]+(?::\d+)?/)?{_PATH_PART}(?:/{_PATH_PART})*)"
+                          r":(?P<tag>\w[\w.-]{0,127})@sha256:(?P<digest>[0-9a-f]{64})")
 _STAT_DEFAULTS = {"alpha": 0.01, "processes": 3, "repeats": 10, "samples": 25, "sample_budget_ms": 100,
                   "retries": 1, "bootstrap": 2000, "confidence": 0.95}
 
@@ -349,7 +356,7 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
         lock_clocks=lock or None, isolation_env=None if iso is None else tuple(iso),
         nightly_shards=c.integer(r.get("nightly_shards", 1), f"{name}.runners.nightly_shards", 1, 64),
         labels=tuple(labels),
-        container=c.string(r["container"], f"{name}.runners.container", allow_empty=True),
+        container=_image(c, r["container"], f"{name}.runners.container"),
         container_options=c.string(r.get("container_options", ""), f"{name}.runners.container_options",
                                    allow_empty=True),
         env=dict(env),
@@ -490,6 +497,15 @@ def _check_overrides(c: _Checker, overrides: tuple[Override, ...],
                                             f"({name}.latency.fail {lat.fail:g}), so {name} cases would fail "
                                             f"only beyond {o.warn:g}; give fail too, or a warn <= "
                                             f"{lat.fail:g}")
+
+
+def _image(c: _Checker, value: Any, where: str) -> str:
+    """A container image pinned by digest (IMAGE:TAG@sha256:<64 hex>), or "" for none."""
+    image = c.string(value, where, allow_empty=True).strip()
+    if image and not PINNED_IMAGE.fullmatch(image):
+        c.fail(where, f"{image!r} is not pinned by digest; write IMAGE:TAG@sha256:<64 hex> (`docker "
+                      f"buildx imagetools inspect IMAGE:TAG` prints it), so every run uses the same image")
+    return image
 
 
 def _check_targets(c: _Checker, vendors: dict[str, VendorThresholds]) -> None:

@@ -39,7 +39,7 @@ def test_committed_nightly_runs_each_vendor_on_one_runner_as_before():
     assert all(v.runners.nightly_shards == 1 for v in th.vendors.values())
     doc = yaml.safe_load((ROOT / ".github/workflows/nightly.yml").read_text(encoding="utf-8"))
     assert set(doc["jobs"]) == {"nightly-nvidia", "nightly-nvidia-issues", "nightly-amd",
-                                "nightly-amd-issues", "pages"}
+                                "nightly-amd-issues", "pages", "heartbeat"}
     assert all("strategy" not in job for job in doc["jobs"].values())
 
 
@@ -47,7 +47,7 @@ def test_a_vendor_over_three_runners_gets_a_matrix_and_a_merge_job(tmp_path):
     doc = _nightly(tmp_path, nvidia=3)
     jobs_ = doc["jobs"]
     assert set(jobs_) == {"nightly-nvidia", "nightly-nvidia-merge", "nightly-nvidia-remeasure",
-                          "nightly-nvidia-issues", "nightly-amd", "nightly-amd-issues", "pages"}
+                          "nightly-nvidia-issues", "nightly-amd", "nightly-amd-issues", "pages", "heartbeat"}
     measure, merge = jobs_["nightly-nvidia"], jobs_["nightly-nvidia-merge"]
 
     assert measure["strategy"] == {"fail-fast": False, "matrix": {"shard": [1, 2, 3]}}

@@ -33,7 +33,9 @@ THRESHOLDS = ROOT / "thresholds.yaml"
 PR = ROOT / ".github/workflows/pr.yml"
 COMMENT = ROOT / ".github/workflows/pr-comment.yml"
 NIGHTLY = ROOT / ".github/workflows/nightly.yml"
-WORKFLOWS = (PR, COMMENT, NIGHTLY)
+BISECT = ROOT / ".github/workflows/bisect.yml"
+TOOLCHAIN = ROOT / ".github/workflows/toolchain.yml"
+WORKFLOWS = (PR, COMMENT, NIGHTLY, BISECT, TOOLCHAIN)
 
 
 def load(path: Path) -> dict:
@@ -88,7 +90,10 @@ def ctx(event: dict) -> SimpleNamespace:
         return SimpleNamespace(**{k: ns(v) for k, v in x.items()}) if isinstance(x, dict) else x
 
     event.setdefault("label", {"name": None})
-    return ns({"github": {"repository": "org/kernels", "event_name": "pull_request", "event": event}})
+    return ns({"github": {"repository": "org/kernels", "event_name": event.pop("event_name", "pull_request"),
+                          "event": event},
+               "needs": {"cpu": {"result": "success"}, "changes": {"outputs": {"gpu": "true"}}},
+               "cancelled": lambda: False})
 
 
 def evaluate(expr: str, context: SimpleNamespace) -> bool:
@@ -114,7 +119,8 @@ def pr_event(action: str, fork: bool, label: str | None = None, labels=()) -> Si
 def test_committed_files_match_thresholds():
     files = wf.generate(THRESHOLDS, ROOT)
     assert set(files) == {".github/workflows/pr.yml", ".github/workflows/pr-comment.yml",
-                          ".github/workflows/nightly.yml", ".github/actionlint.yaml"}
+                          ".github/workflows/nightly.yml", ".github/workflows/bisect.yml",
+                          ".github/workflows/toolchain.yml", ".github/actionlint.yaml"}
     assert wf.drift(files, ROOT) == {}, "run `nox -s workflows` and commit the result"
 
 
@@ -208,7 +214,8 @@ def test_gpu_jobs_run_exactly_what_nox_ci_runs():
     for vendor in load_thresholds(THRESHOLDS).vendors:
         steps = {s["id"]: s["run"] for s in pr["jobs"][f"gpu-{vendor}"]["steps"] if "id" in s}
         for c, argv in gpu_job.ci_commands(vendor, "$BASE_SHA"):
-            run = steps[c.id]
+            # The command is the step's last line; the latency gate's adds the plan where one came.
+            run = steps[c.id].rstrip().splitlines()[-1].removesuffix(' "${plan[@]}"')
             assert run.startswith('docker exec --workdir "$GITHUB_WORKSPACE" ')
             job_words = shlex.split(run)[shlex.split(run).index('$CI_CONTAINER') + 1:]
             assert job_words == ["python", *argv[1:]], c.id
@@ -219,7 +226,7 @@ def test_gpu_jobs_run_exactly_what_nox_ci_runs():
 def test_fork_pull_requests_reach_gpu_runners_only_with_the_label():
     jobs = load(PR)["jobs"]
     gpu = [j for name, j in jobs.items() if name.startswith("gpu-")]
-    assert gpu and all(j["needs"] == "cpu" for j in gpu)
+    assert gpu and all(j["needs"] == ["cpu", "changes"] for j in gpu)
     label = ci_jobs.TRUST_LABEL
     cases = {  # event -> (cpu job runs, gpu jobs run)
         "own branch, push": (pr_event("synchronize", fork=False), (True, True)),
@@ -228,6 +235,8 @@ def test_fork_pull_requests_reach_gpu_runners_only_with_the_label():
         "fork, maintainer adds the label": (pr_event("labeled", True, label), (True, True)),
         "fork, another label": (pr_event("labeled", True, "docs"), (False, False)),
         "own branch, another label": (pr_event("labeled", False, "docs"), (False, True)),
+        "merge queue": (ctx({"event_name": "merge_group", "action": "checks_requested",
+                             "pull_request": None}), (True, True)),
     }
     for what, (context, (cpu_runs, gpu_trusted)) in cases.items():
         assert evaluate(jobs["cpu"]["if"], context) == cpu_runs, what
@@ -239,7 +248,8 @@ def test_fork_pull_requests_reach_gpu_runners_only_with_the_label():
 def test_concurrency_cancels_stale_runs_and_queues_gpu_jobs():
     pr = load(PR)
     assert pr["concurrency"]["cancel-in-progress"] is True
-    assert pr["concurrency"]["group"].startswith("pr-${{ github.event.pull_request.number }}")
+    # Per PR, or per merge-queue group (its ref): two queued groups never cancel each other.
+    assert pr["concurrency"]["group"].startswith("pr-${{ github.event.pull_request.number || github.ref }}")
     groups = set()
     for name, job in pr["jobs"].items():
         if name.startswith("gpu-"):
@@ -370,10 +380,11 @@ def test_comment_workflow_reads_the_artifacts_the_pr_run_uploads():
     uploads = {s["with"]["name"]: s["with"]["path"] for j in pr["jobs"].values() for s in j["steps"]
                if s.get("uses", "").startswith("actions/upload-artifact@")}
     vendors = list(load_thresholds(THRESHOLDS).vendors)
+    plans = set(map(ci_jobs.plan_artifact, vendors))  # for the GPU jobs, not for the comment
     assert set(uploads) == {ci_jobs.PR_NUMBER_ARTIFACT, ci_jobs.CPU_ARTIFACT,
-                            *map(ci_jobs.gpu_artifact, vendors)}
+                            *map(ci_jobs.gpu_artifact, vendors), *plans}
     (download,) = [s for s in comment_job()["steps"] if "download-artifact" in s.get("uses", "")]
-    assert all(fnmatch.fnmatch(name, download["with"]["pattern"]) for name in uploads)
+    assert all(fnmatch.fnmatch(name, download["with"]["pattern"]) != (name in plans) for name in uploads)
     assert uploads[ci_jobs.CPU_ARTIFACT] == f"{ci_jobs.RESULTS_DIR}/"
     # The findings paths are the gates' default --out, which the jobs do not override.
     assert build_parser().parse_args(["gate"]).out == f"{ci_jobs.RESULTS_DIR}/ab"
@@ -498,7 +509,8 @@ def test_nightly_remeasures_an_alert_on_the_gpu_before_the_uploads():
     assert doc["permissions"] == {"contents": "read"}
     for vendor in load_thresholds(THRESHOLDS).vendors:
         job = doc["jobs"][f"nightly-{vendor}"]
-        assert "permissions" not in job  # the GPU job never gets a token that may write
+        # contents: write for the save step alone (test_the_write_token_reaches_the_save_step_only)
+        assert job["permissions"] == {"contents": "write"}
         names = [s.get("id") or s["name"] for s in job["steps"]]
         alert, again = names.index("alert"), names.index("remeasure")
         uploads = [i for i, s in enumerate(job["steps"]) if "upload-artifact" in s.get("uses", "")]
@@ -509,8 +521,9 @@ def test_nightly_remeasures_an_alert_on_the_gpu_before_the_uploads():
         assert "-s alert -- --confirm" in step["run"] and ci_jobs.ISSUES_PLAN in step["run"]
         assert step["run"].rstrip().endswith('exit "$rc"')  # the re-measure's code is the job's
         assert job["outputs"] == {"issues": "${{ steps.remeasure.outputs.issues }}"}
-        text = json.dumps(job)
-        assert "github.token" not in text and "GH_TOKEN" not in text and "secrets." not in text
+        measured = [s for s in job["steps"] if "GH_TOKEN" not in s.get("env", {})]
+        text = json.dumps(measured)
+        assert "github.token" not in text and "GH_TOKEN" not in text and "secrets." not in json.dumps(job)
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -537,7 +550,7 @@ def test_only_the_issues_job_may_write_issues_and_it_runs_nothing_measured():
     doc = load(NIGHTLY)
     writers = {name for name, job in doc["jobs"].items() if "issues" in (job.get("permissions") or {})}
     vendors = list(load_thresholds(THRESHOLDS).vendors)
-    assert writers == {f"nightly-{v}-issues" for v in vendors}
+    assert writers == {f"nightly-{v}-issues" for v in vendors} | {"heartbeat"}  # both on hosted runners
     for v in vendors:
         job = doc["jobs"][f"nightly-{v}-issues"]
         assert job["permissions"] == {"contents": "read", "issues": "write"}
@@ -596,7 +609,8 @@ def test_actionlint_passes_the_opt_in_clock_locking_steps(capsys):
     assert wf.lint_opt_ins(str(THRESHOLDS), ROOT) == 0
     out = capsys.readouterr().out
     named = set(re.findall(r"\.github/[\w./-]+\.ya?ml", out))
-    assert named == {".github/workflows/pr.yml", ".github/workflows/nightly.yml"}
+    assert named == {".github/workflows/pr.yml", ".github/workflows/nightly.yml",
+                     ".github/workflows/bisect.yml", ".github/workflows/toolchain.yml"}
     assert all((ROOT / n).exists() for n in named)
     assert "lock_clocks" in out
 
@@ -624,4 +638,6 @@ def test_the_opt_in_lint_checks_workflows_with_the_generated_config(monkeypatch)
 
     monkeypatch.setattr(wf, "lint", lint)
     assert wf.lint_opt_ins(str(THRESHOLDS), ROOT) == 0
-    assert seen == {"paths": [".github/workflows/pr.yml", ".github/workflows/nightly.yml"], "config": True}
+    workflows = [".github/workflows/pr.yml", ".github/workflows/nightly.yml", ".github/workflows/bisect.yml",
+                 ".github/workflows/toolchain.yml"]
+    assert seen == {"paths": workflows, "config": True}

@@ -33,6 +33,7 @@ class Command:
     base_flag: str | None = None  # followed by the PR's base commit, when one is known
     gpu: str = ""  # what the step needs a GPU for ("" = runs anywhere)
     shard_flag: str | None = None  # followed by the runner's share `I/M` in a matrix job
+    data_flag: str | None = None  # followed by the checkout of the data branch (the nightly's history)
 
     def words(self, vendor: str) -> list[str]:
         return [w.replace("{vendor}", vendor) for w in self.argv]
@@ -40,13 +41,13 @@ class Command:
     def title(self, vendor: str) -> str:
         return self.name.replace("{vendor}", vendor)
 
-    def shell(self, vendor: str, base: str | None = None, shard: str | None = None) -> str:
-        """The step as one shell line; `base` and `shard` are shell words such as "$BASE_SHA"."""
+    def shell(self, vendor: str, base: str | None = None, shard: str | None = None,
+              data: str | None = None) -> str:
+        """The step as one shell line; `base`, `shard` and `data` are shell words such as "$BASE_SHA"."""
         line = shlex.join(self.words(vendor))
-        if self.base_flag and base:
-            line += f" {self.base_flag} {base}"
-        if self.shard_flag and shard:
-            line += f" {self.shard_flag} {shard}"
+        for flag, word in ((self.base_flag, base), (self.shard_flag, shard), (self.data_flag, data)):
+            if flag and word:
+                line += f" {flag} {word}"
         return line
 
 
@@ -77,14 +78,15 @@ PR_CPU_COMMANDS = (
 )
 NIGHTLY_COMMANDS = (
     VERIFY,
-    Command("nightly", "asv run, publish and report (nox -s nightly)", (*_NOX_GPU, "-s", "nightly"),
-            gpu="the nightly measurements"),
+    Command("nightly", "asv run, publish and report (nox -s nightly)", (*_NOX_GPU, "-s", "nightly", "--"),
+            gpu="the nightly measurements", data_flag="--data"),
 )
-ALERT = Command("alert", "Change-point alert (nox -s alert)", (*_NOX_GPU, "-s", "alert"))
+ALERT = Command("alert", "Change-point alert (nox -s alert)", (*_NOX_GPU, "-s", "alert", "--"),
+                data_flag="--data")
 # After an alert, on the GPU: each flagged commit against its last good one in the latency gate
 # (perf/nightly/confirm.py); it writes the confirmed regressions' issues for the issues job.
 REMEASURE = Command("remeasure", "Re-measure the alerts with the latency gate (nox -s alert -- --confirm)",
-                    (*_NOX_GPU, "-s", "alert", "--", "--confirm"),
+                    (*_NOX_GPU, "-s", "alert", "--", "--confirm"), data_flag="--data",
                     gpu="the latency gate's A/B of each flagged commit against its last good one")
 ISSUES_PLAN = f"{RESULTS_DIR}/nightly/issues/issues.json"  # perf/nightly/issues.py ISSUES_DIR/PLAN in --out
 # This commit under the newest Triton release and pre-release against the image's Triton, both
@@ -92,6 +94,29 @@ ISSUES_PLAN = f"{RESULTS_DIR}/nightly/issues/issues.json"  # perf/nightly/issues
 TOOLCHAIN = Command("toolchain", "Toolchain A/B: newest Triton release and pre-release (perf toolchain)",
                     ("python", "-m", "perf", "toolchain"),
                     gpu="the latency side (the static side runs anywhere)")
+
+# --- The nightly's memory: the data branch (perf/nightly/store.py, docs/nightly.md) ---------------
+DATA_BRANCH = "perf-data"  # one folder per runner and night: nights/<runner>/<YYYY-MM-DD>/
+# After the night (and its alert and re-measure): commit this runner's night folder to the data
+# branch and push, with retries (several runners push to one branch).
+SAVE = Command("save", f"Save this night to the {DATA_BRANCH} branch (perf nightly save)",
+               ("python", "-m", "perf", "nightly", "save", "--branch", DATA_BRANCH))
+# A night older than this on the data branch opens (or updates) the heartbeat issue: a nightly
+# runs every 24 h, so 36 h is one missed night plus half a day of slack for a slow or queued
+# run (unmeasured default, chosen by reasoning).
+HEARTBEAT_MAX_AGE_HOURS = 36
+HEARTBEAT = Command("heartbeat", f"A night on {DATA_BRANCH} within {HEARTBEAT_MAX_AGE_HOURS} h, else an "
+                    f"issue (perf nightly heartbeat)",
+                    ("python", "-m", "perf", "nightly", "heartbeat", "--branch", DATA_BRANCH,
+                     "--max-age-hours", str(HEARTBEAT_MAX_AGE_HOURS)))
+
+# --- By hand on a GPU runner (workflow_dispatch): bisect a slowdown, try another Triton ----------
+# Their inputs are checked on a hosted runner before a GPU runner is taken (workflows.py).
+BISECT = Command("bisect", "Bisect GOOD..BAD for the first slower commit (perf bisect)",
+                 ("python", "-m", "perf", "bisect"), gpu="a latency gate per bisection step")
+TOOLCHAIN_AB = Command("toolchain", "Both gates: this commit under Triton X against the image's (perf "
+                       "toolchain --versions X)", ("python", "-m", "perf", "toolchain"),
+                       gpu="the latency side (the static side runs anywhere)")
 
 # --- The nightly over M runners (thresholds.yaml runners.nightly_shards > 1) ------------------
 # Each matrix job measures its share on all its GPUs and uploads it; one merge job on a hosted
@@ -105,7 +130,8 @@ NIGHTLY_SHARD_COMMANDS = (
             gpu="the nightly measurements"),
 )
 NIGHTLY_MERGE = Command("nightly", "Merge the parts, asv run, publish and report (nox -s nightly)",
-                        (*_NOX_GPU, "-s", "nightly", "--", "--merge-shards", NIGHTLY_PARTS_IN))
+                        (*_NOX_GPU, "-s", "nightly", "--", "--merge-shards", NIGHTLY_PARTS_IN),
+                        data_flag="--data")
 # The merge job's packages: no torch or triton (merging and asv's lookups never import them).
 NIGHTLY_MERGE_PACKAGES = (NOX, "pyyaml>=6", "scipy>=1.11", "rich>=13", "matplotlib>=3.8", *NIGHTLY_PACKAGES)
 
@@ -113,6 +139,33 @@ NIGHTLY_MERGE_PACKAGES = (NOX, "pyyaml>=6", "scipy>=1.11", "rich>=13", "matplotl
 def nightly_part_artifact(vendor: str, shard: str) -> str:
     """A matrix job's part (`shard` may be the `${{ matrix.shard }}` expression)."""
     return f"nightly-{vendor}-part-{shard}"
+
+# --- What a pull request's GPU jobs must run (pr.yml's `changes` job) ------------------------------
+# Files that cannot change what a GPU job runs or measures: a change touching only these skips
+# the GPU jobs (by their `if:`, so that their required checks still report: docs/workflows.md).
+# Bash `case` globs over the paths `git diff --name-only` prints; `*` also matches `/`.
+DOCS_ONLY = ("docs/*", "*.md", "LICENSE", "LICENSE.*", "COPYING", "COPYING.*", "NOTICE", "NOTICE.*",
+             "AUTHORS", "AUTHORS.*", "CITATION.cff")
+CHANGES_JOB = "Changes: which GPU jobs and latency cases this change needs"
+# `perf gate --plan-only` on the hosted runner, per vendor: which latency cases can differ
+# (identical launches cannot); the GPU job downloads the plan and times only those.
+PLAN_FILE = "plan.json"
+
+
+def plan_artifact(vendor: str) -> str:
+    return f"plan-{vendor}"  # not `pr-*`: the comment workflow downloads those
+
+
+def plan_dir(vendor: str) -> str:
+    return f"{RESULTS_DIR}/plan-{vendor}"
+
+
+PLAN = Command("plan", "Plan the {vendor} latency gate: cases to time (perf gate --plan-only)",
+               ("nox", "-s", "cli", "--", "gate", "--plan-only", "--vendor", "{vendor}",
+                "--out", plan_dir("{vendor}")), base_flag="--base-ref")
+# The CPU build of torch for the hosted jobs that install the noxfile's pins: pip takes
+# torch==X+cpu from this index over PyPI's X, which pulls in the CUDA libraries (gigabytes).
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 
 # --- The PR run's jobs and artifacts, as the comment workflow finds them ---------------------
 PR_WORKFLOW = "PR"  # pr.yml's `name:`, which the comment workflow's `workflow_run` trigger names

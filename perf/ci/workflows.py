@@ -33,10 +33,17 @@ from perf import files as files_mod
 from perf.ci import comment
 from perf.ci.jobs import (
     ALERT,
+    BISECT,
+    CHANGES_JOB,
     CPU_ARTIFACT,
     CPU_JOB,
+    CPU_TORCH_INDEX,
     DASHBOARD_VARIABLE,
+    DATA_BRANCH,
+    DOCS_ONLY,
     GPU_JOB_PACKAGES,
+    HEARTBEAT,
+    HEARTBEAT_MAX_AGE_HOURS,
     ISSUES_PLAN,
     LATENCY_FINDINGS,
     NIGHTLY_COMMANDS,
@@ -47,6 +54,8 @@ from perf.ci.jobs import (
     NIGHTLY_PARTS_IN,
     NIGHTLY_SHARD_COMMANDS,
     NOX,
+    PLAN,
+    PLAN_FILE,
     PR_CPU_COMMANDS,
     PR_GPU_COMMANDS,
     PR_NUMBER_ARTIFACT,
@@ -54,8 +63,10 @@ from perf.ci.jobs import (
     PR_WORKFLOW,
     REMEASURE,
     RESULTS_DIR,
+    SAVE,
     STATIC_FINDINGS,
     TOOLCHAIN,
+    TOOLCHAIN_AB,
     TRUST_LABEL,
     VERIFY,
     Command,
@@ -63,6 +74,8 @@ from perf.ci.jobs import (
     gpu_job_name,
     nightly_part_artifact,
     nightly_site_artifact,
+    plan_artifact,
+    plan_dir,
 )
 from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
 from perf.thresholds import DEFAULT_PATH, VENDORS, Thresholds, load_thresholds
@@ -104,7 +117,10 @@ PYTHON = "3.12"  # the CPU job's Python: the version of the GPU images (device i
 # Job time limits in minutes: unmeasured defaults (2026-11-21), sized from the target of
 # about 10 GPU-minutes for the `pr` suite A/B plus the full correctness grid; the comment
 # job only downloads a few files and calls the API.
-TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15, "comment": 10,
+TIMEOUT = {"cpu": 30, "gpu": 90,
+           # the changes job: install torch (CPU) and cross-compile each vendor's launches on both
+           # sides for the plan; unmeasured default
+           "changes": 30, "nightly": 240, "pages": 15, "comment": 10,
            # the re-measure of a sharded nightly's alerts: the latency gate over at most
            # perf/nightly/confirm.py MAX_CASES cases, 3 processes and 3 more for what fails,
            # after a container start; unmeasured default
@@ -117,6 +133,14 @@ TIMEOUT = {"cpu": 30, "gpu": 90, "nightly": 240, "pages": 15, "comment": 10,
            "toolchain": 60}
 ARTIFACT_RETENTION_DAYS = 30  # unmeasured default: a month of PR evidence
 NIGHTLY_CRON = "17 3 * * *"  # 03:17 UTC daily: off the top of the hour, when GitHub's queue is busiest
+# The heartbeat every 6 hours, off the hour too: a night missing from the data branch is reported
+# within 6 h of passing jobs.HEARTBEAT_MAX_AGE_HOURS (unmeasured default: 4 short hosted jobs a day).
+HEARTBEAT_CRON = "43 */6 * * *"
+# `budget` of bisect.yml: the job's time limit in minutes. Default: 8 steps (a range of up to 255
+# commits) of about 10 GPU-minutes each (the pr gate's target), plus the container's start; the
+# bounds keep a typo from holding a runner for days (unmeasured defaults).
+BISECT_BUDGET_DEFAULT = 120
+BISECT_BUDGET_MINUTES = (10, 720)
 # Variables through which a runner host confines a job to its GPU(s); forwarded from the
 # runner's environment into the container (see docs/workflows.md, "Containers").
 ISOLATION_ENV = {"nvidia": ("CUDA_VISIBLE_DEVICES",), "amd": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}
@@ -219,10 +243,13 @@ def _exec_prefix(v: VendorCI) -> str:
     return 'docker exec --workdir "$GITHUB_WORKSPACE" --env GITHUB_STEP_SUMMARY "$CI_CONTAINER" '
 
 
+_DATA = '"$PERF_DATA"'  # the checkout of the data branch (_data_checkout), for commands that read history
+
+
 def _command_step(c: Command, v: VendorCI | None, base: str | None, shard: str | None = None) -> dict:
     vendor = v.vendor if v else ""
     step = {"id": c.id, "name": c.title(vendor),
-            "run": (_exec_prefix(v) if v else "") + c.shell(vendor, base, shard)}
+            "run": (_exec_prefix(v) if v else "") + c.shell(vendor, base, shard, _DATA)}
     return step
 
 
@@ -322,61 +349,179 @@ _RELEVANT = f"github.event.action != 'labeled' || github.event.label.name == '{T
 _OWN_BRANCH = f"{_PR}.head.repo.full_name == github.repository"
 # A fork's PR reaches a GPU runner only on the event of a maintainer adding the label: a later
 # push from the fork runs the CPU job alone until the label is added again (docs/workflows.md).
-_TRUSTED = (f"{_OWN_BRANCH} || "
+# A merge queue's group is a branch of this repository holding approved pull requests.
+_TRUSTED = (f"github.event_name == 'merge_group' || {_OWN_BRANCH} || "
             f"(github.event.action == 'labeled' && github.event.label.name == '{TRUST_LABEL}')")
+# The PR's number, or for a merge queue's run its group's ref (gh-readonly-queue/<base>/pr-N-<sha>).
+_RUN_KEY = f"{_PR}.number || github.ref"
+_EVENT_BASE = f"{_PR}.base.sha || github.event.merge_group.base_sha"
+_CHANGES = "needs.changes.outputs"
+
+
+def _docs_only_script() -> str:
+    """The `changes` job's first step: `gpu=false` when every changed file is documentation
+    (jobs.DOCS_ONLY), `base=` the merge base the plan and the GPU jobs compare against."""
+    return (
+        'base="$(git merge-base "$BASE_SHA" HEAD)"\n'
+        'echo "base=$base" >> "$GITHUB_OUTPUT"\n'
+        "# --no-renames: a file moved into docs/ counts as deleted where it was.\n"
+        "changed=0\n"
+        "code=\n"
+        "while IFS= read -r -d '' path; do\n"
+        "  changed=$((changed + 1))\n"
+        '  case "$path" in\n'
+        f"    {'|'.join(DOCS_ONLY)}) ;;\n"
+        '    *) code="$path"; break ;;\n'
+        "  esac\n"
+        'done < <(git diff -z --no-renames --name-only "$base" HEAD)\n'
+        "# Nothing changed proves nothing: only a change of documentation files alone skips the GPU.\n"
+        'if [ "$changed" -gt 0 ] && [ -z "$code" ]; then\n'
+        '  echo "gpu=false" >> "$GITHUB_OUTPUT"\n'
+        '  echo "::notice::documentation only ($changed files): the GPU jobs are skipped (reported as '
+        'passed)"\n'
+        "else\n"
+        '  echo "gpu=true" >> "$GITHUB_OUTPUT"\n'
+        '  echo "GPU jobs needed: ${code:-no changed file} (of $changed changed files)"\n'
+        "fi\n"
+    )
+
+
+def _plan_step(v: VendorCI) -> dict:
+    """`perf gate --plan-only` for `v` (no GPU): `latency=true|false` by the plan's cases to time.
+    It may fail (continue-on-error): the output stays empty and the GPU job times every case."""
+    plan = f"{plan_dir(v.vendor)}/{PLAN_FILE}"
+    script = (PLAN.shell(v.vendor, '"$MERGE_BASE"') + "\n"
+              "measure=\"$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))"
+              f"[\"counts\"][\"measure\"]))' {plan})\"\n"
+              'if [ "$measure" -gt 0 ]; then echo "latency=true"; else echo "latency=false"; fi \\\n'
+              '  >> "$GITHUB_OUTPUT"\n')
+    return {"id": f"{PLAN.id}-{v.vendor}", "name": PLAN.title(v.vendor),
+            "if": "steps.paths.outputs.gpu == 'true'", "continue-on-error": True,
+            "env": {"MERGE_BASE": "${{ steps.paths.outputs.base }}"}, "run": script}
+
+
+def _changes_job(vendors: list[VendorCI]) -> dict:
+    """On a hosted runner: does this change need the GPU jobs, and which latency cases can
+    differ? Its outputs decide by the GPU jobs' `if:` (never by workflow-level `paths:`, which
+    would leave their required checks pending: docs/workflows.md, "Skipping GPU work")."""
+    gpu = "steps.paths.outputs.gpu == 'true'"
+    outputs = {"gpu": "${{ steps.paths.outputs.gpu }}", "base": "${{ steps.paths.outputs.base }}"}
+    steps = [
+        _checkout(),
+        {"id": "paths", "name": "Documentation only? (then no GPU job runs)", "run": _docs_only_script()},
+        {"if": gpu, **_uses("setup-python", f"Set up Python {PYTHON}", python_version=PYTHON, cache="pip",
+                            cache_dependency_path="pyproject.toml\nnoxfile.py\n")},
+        {"name": "Install nox", "if": gpu, "run": f"python -m pip install {shlex.quote(NOX)}"},
+    ]
+    for v in vendors:
+        steps.append(_plan_step(v))
+        step = f"{PLAN.id}-{v.vendor}"
+        outputs[f"latency_{v.vendor}"] = f"${{{{ steps.{step}.outputs.latency }}}}"
+        steps.append(_upload(plan_artifact(v.vendor), f"{plan_dir(v.vendor)}/",
+                             f"steps.{step}.outcome == 'success'"))
+    return {
+        "name": CHANGES_JOB,
+        "if": _RELEVANT,
+        "runs-on": HOSTED_RUNNER,
+        "timeout-minutes": TIMEOUT["changes"],
+        # The noxfile's torch pin, as its CPU build (the hosted runner has no GPU).
+        "env": {"BASE_SHA": f"${{{{ {_EVENT_BASE} }}}}", "PIP_EXTRA_INDEX_URL": CPU_TORCH_INDEX},
+        "outputs": outputs,
+        "steps": steps,
+    }
+
+
+def _latency_steps(v: VendorCI) -> list[dict]:
+    """The latency gate, only where the plan left cases to time (an empty or failed plan runs it
+    in full), with the plan when it came; then the failing cases as annotations."""
+    out = f"{_CHANGES}.latency_{v.vendor}"
+    plan = f"{plan_dir(v.vendor)}/{PLAN_FILE}"
+    (perf,) = [c for c in PR_GPU_COMMANDS if c.id == "perf"]
+    script = ("plan=()\n"
+              f'if [ -f {plan} ]; then plan=(--plan {plan}); fi\n'
+              + _exec_prefix(v) + perf.shell(v.vendor, '"$BASE_SHA"') + ' "${plan[@]}"\n')
+    findings = f"{RESULTS_DIR}/{LATENCY_FINDINGS}"
+    return [
+        {"if": f"{out} == 'true'", "continue-on-error": True,
+         **_uses("download-artifact", f"Download the {v.vendor} latency plan", name=plan_artifact(v.vendor),
+                 path=f"{plan_dir(v.vendor)}/")},
+        {"id": perf.id, "name": perf.title(v.vendor), "if": f"{out} != 'false'", "run": script},
+        {"name": "No latency case to time", "if": f"{out} == 'false'",
+         "run": ('msg="latency gate skipped: every case of the plan has identical launches on both sides"\n'
+                 'echo "::notice::$msg"\n'
+                 f'echo "$msg ({plan_artifact(v.vendor)} artifact)." >> "$GITHUB_STEP_SUMMARY"\n')},
+        _annotate(findings, _exec_prefix(v)),
+    ]
+
+
+def _annotate(findings: str, prefix: str = "") -> dict:
+    """The failing and warned cases of a gate's findings as annotations (perf/ci/annotations.py),
+    whatever the gate's step concluded (a failing gate is when they matter)."""
+    return {"name": "Annotate the failing cases", "if": "${{ !cancelled() }}",
+            "run": f"if [ -f {findings} ]; then\n  {prefix}python -m perf.ci.annotations {findings}\nfi\n"}
 
 
 def build_pr(vendors: list[VendorCI]) -> dict:
-    base_env = {"BASE_SHA": f"${{{{ {_PR}.base.sha }}}}"}
+    base_env = {"BASE_SHA": f"${{{{ {_EVENT_BASE} }}}}"}
     cpu_steps = [
         _checkout(),
         _uses("setup-python", f"Set up Python {PYTHON}", python_version=PYTHON, cache="pip",
               cache_dependency_path="pyproject.toml\nnoxfile.py\n"),
         {"name": "Install nox", "run": f"python -m pip install {shlex.quote(NOX)}"},
-        *[_command_step(c, None, '"$BASE_SHA"') for c in PR_CPU_COMMANDS],
-        _upload(CPU_ARTIFACT, f"{RESULTS_DIR}/"),
-        *_record_pr_number(),
     ]
+    for c in PR_CPU_COMMANDS:
+        cpu_steps.append(_command_step(c, None, '"$BASE_SHA"'))
+        if c.id == "static":
+            cpu_steps.append(_annotate(f"{RESULTS_DIR}/{STATIC_FINDINGS}"))
+    cpu_steps += [_upload(CPU_ARTIFACT, f"{RESULTS_DIR}/"), *_record_pr_number()]
     jobs: dict = {
+        "changes": _changes_job(vendors),
         "cpu": {
             "name": CPU_JOB,
             "if": _RELEVANT,
             "runs-on": HOSTED_RUNNER,
             "timeout-minutes": TIMEOUT["cpu"],
-            "env": base_env,
+            "env": {**base_env, "PIP_EXTRA_INDEX_URL": CPU_TORCH_INDEX},
             "steps": cpu_steps,
-        }
+        },
     }
     for v in vendors:
+        commands = [c for c in PR_GPU_COMMANDS if c.id != "perf"]
         steps = [
             _checkout(),
             *_start_container(v, GPU_JOB_PACKAGES),
             *_lock_clocks(v),
-            *[_command_step(c, v, '"$BASE_SHA"') for c in PR_GPU_COMMANDS],
+            *[_command_step(c, v, '"$BASE_SHA"') for c in commands],
+            *_latency_steps(v),
             _upload(gpu_artifact(v.vendor), f"{RESULTS_DIR}/"),
             *_restore_clocks(v),
             *_stop_container(v),
         ]
         jobs[f"gpu-{v.vendor}"] = {
             "name": gpu_job_name(v.vendor, v.gpus),
-            "needs": "cpu",
-            "if": _TRUSTED,
+            "needs": ["cpu", "changes"],
+            # Skipped (reported as passed) for a change of documentation alone; run in full when the
+            # changes job failed (its outputs are then empty), so a broken plan never skips a check.
+            "if": (f"${{{{ !cancelled() && needs.cpu.result == 'success' && {_CHANGES}.gpu != 'false' && "
+                   f"({_TRUSTED}) }}}}"),
             "runs-on": list(v.labels),
             "timeout-minutes": TIMEOUT["gpu"],
             # One GPU job per vendor and PR at a time, never cancelled by this group; across
             # PRs the runners queue the jobs themselves (docs/workflows.md, "Concurrency").
-            "concurrency": {"group": f"gpu-{v.vendor}-pr-${{{{ {_PR}.number }}}}",
-                            "cancel-in-progress": False},
-            "env": _job_env(v, "pr", base_env),
+            "concurrency": {"group": f"gpu-{v.vendor}-pr-${{{{ {_RUN_KEY} }}}}", "cancel-in-progress": False},
+            # The merge base the plan was made against (the event's base when the changes job failed).
+            "env": _job_env(v, "pr", {"BASE_SHA": f"${{{{ {_CHANGES}.base || {_EVENT_BASE} }}}}"}),
             "steps": steps,
         }
     ignored = "format('-ignored-{0}', github.run_id)"
     return {
         "name": PR_WORKFLOW,
-        "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled"]}},
+        "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled"]},
+               # A merge queue runs the same required checks on the queued group (docs/workflows.md).
+               "merge_group": {"types": ["checks_requested"]}},
         "permissions": {"contents": "read"},
         "concurrency": {
-            "group": (f"pr-${{{{ {_PR}.number }}}}${{{{ (github.event.action == 'labeled' && "
+            "group": (f"pr-${{{{ {_RUN_KEY} }}}}${{{{ (github.event.action == 'labeled' && "
                       f"github.event.label.name != '{TRUST_LABEL}') && {ignored} || '' }}}}"),
             "cancel-in-progress": True,
         },
@@ -385,13 +530,15 @@ def build_pr(vendors: list[VendorCI]) -> dict:
 
 
 def _record_pr_number() -> list[dict]:
-    """The PR's number as an artifact: a `workflow_run` event names no PR for a fork's branch."""
+    """The PR's number as an artifact: a `workflow_run` event names no PR for a fork's branch.
+    A merge queue's run has none (the comment workflow skips such runs)."""
     folder = f"$RUNNER_TEMP/{PR_NUMBER_ARTIFACT}"
     script = (f'mkdir -p "{folder}"\n'
               f'printf \'%s\\n\' "$PR_NUMBER" > "{folder}/{PR_NUMBER_FILE}"\n')
-    return [{"name": "Record the PR number for the comment workflow", "if": "always()",
+    when = "always() && github.event_name == 'pull_request'"
+    return [{"name": "Record the PR number for the comment workflow", "if": when,
              "env": {"PR_NUMBER": f"${{{{ {_PR}.number }}}}"}, "run": script},
-            _upload(PR_NUMBER_ARTIFACT, f"${{{{ runner.temp }}}}/{PR_NUMBER_ARTIFACT}/")]
+            _upload(PR_NUMBER_ARTIFACT, f"${{{{ runner.temp }}}}/{PR_NUMBER_ARTIFACT}/", when)]
 
 
 # --- pr-comment.yml --------------------------------------------------------------------------
@@ -521,7 +668,8 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
     publishers = []  # the job of each vendor that uploads its site
     for v in vendors:
         key = f"asv-results-{v.vendor}"
-        wanted = f"github.event_name == 'schedule' || inputs.vendor == 'all' || inputs.vendor == '{v.vendor}'"
+        wanted = (f"github.event.schedule == '{NIGHTLY_CRON}' || inputs.vendor == 'all' || "
+                  f"inputs.vendor == '{v.vendor}'")
         if v.nightly_shards > 1:
             jobs.update(_sharded_nightly(v, wanted, key, results_dir, html_dir))
             publishers += [f"nightly-{v.vendor}-{job}" for job in ("merge", "remeasure", "issues")]
@@ -533,6 +681,7 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             # entry; the newest is restored). The published site holds the same data.
             {"id": "history", **_uses("cache-restore", "Restore the asv history", path=results_dir,
                                       key=f"{key}-${{{{ github.run_id }}}}", restore_keys=f"{key}-")},
+            _data_checkout(),
             *_start_container(v, GPU_JOB_PACKAGES + NIGHTLY_PACKAGES),
             *_lock_clocks(v),
             _toolchain_step(v),
@@ -543,6 +692,7 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             # so that the site and the results carry what the re-measure found.
             _alert_step(v),
             _remeasure_step(v, "steps.alert.outcome == 'failure'"),
+            _save_step(v),
             _upload(nightly_site_artifact(v.vendor), f"{html_dir}/"),
             _upload(f"nightly-{v.vendor}-results", f"{RESULTS_DIR}/"),
             *_restore_clocks(v),
@@ -555,6 +705,8 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             "timeout-minutes": TIMEOUT["nightly"],
             # One nightly per vendor at a time: a dispatch waits for the scheduled run.
             "concurrency": {"group": f"nightly-{v.vendor}", "cancel-in-progress": False},
+            # The save step pushes to the data branch; the token reaches that one step only.
+            "permissions": {"contents": "write"},
             "env": _job_env(v, "nightly"),
             "outputs": {"issues": f"${{{{ steps.{REMEASURE.id}.outputs.issues }}}}"},
             "steps": steps,
@@ -577,8 +729,9 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
     jobs["pages"] = {
         "name": "Publish the dashboard to GitHub Pages",
         "needs": publishers,
-        # Publish what the vendors produced even when an alert failed their job.
-        "if": "${{ !cancelled() }}",
+        # Publish what the vendors produced even when an alert failed their job; not on the
+        # heartbeat's schedule, which runs no nightly.
+        "if": f"${{{{ !cancelled() && github.event.schedule != '{HEARTBEAT_CRON}' }}}}",
         "runs-on": HOSTED_RUNNER,
         "timeout-minutes": TIMEOUT["pages"],
         "permissions": {"pages": "write", "id-token": "write"},
@@ -592,16 +745,89 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             {"id": "deployment", **_uses("deploy-pages", "Deploy to GitHub Pages")},
         ],
     }
+    jobs["heartbeat"] = _heartbeat_job()
     return {
         "name": "Nightly",
         "on": {
-            "schedule": [{"cron": NIGHTLY_CRON}],
+            "schedule": [{"cron": NIGHTLY_CRON}, {"cron": HEARTBEAT_CRON}],
             "workflow_dispatch": {"inputs": {"vendor": {
                 "description": "Vendor to run", "type": "choice", "default": "all",
                 "options": ["all", *[v.vendor for v in vendors]]}}},
         },
         "permissions": {"contents": "read"},
         "jobs": jobs,
+    }
+
+
+# --- the data branch: the nightly's history in git (perf/nightly/store.py, docs/nightly.md) -------
+
+# The job's token for git, in this step's environment only (git reads GIT_CONFIG_*; nothing is
+# written to .git/config, unlike actions/checkout's persisted credentials), the way
+# actions/checkout authenticates its own fetch.
+_GIT_AUTH = (
+    'auth="$(printf \'x-access-token:%s\' "$GH_TOKEN" | base64 -w0)"\n'
+    'echo "::add-mask::$auth"\n'
+    'export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0="http.$GITHUB_SERVER_URL/.extraheader"\n'
+    'export GIT_CONFIG_VALUE_0="AUTHORIZATION: basic $auth"\n'
+)
+_GIT_AUTH_ENV = ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0")
+_TOKEN = {"GH_TOKEN": "${{ github.token }}"}
+
+
+def _data_checkout() -> dict:
+    """The data branch's tip into $RUNNER_TEMP/perf-data (outside the workspace, so the gates see a
+    clean tree; mounted in the container at the same path), named by PERF_DATA for later steps.
+    No branch yet: an empty folder (the first `nightly save` creates the branch)."""
+    script = (
+        _GIT_AUTH
+        + 'PERF_DATA="$RUNNER_TEMP/perf-data"\n'
+        'rm -rf "$PERF_DATA"\n'
+        "rc=0\n"
+        f"git ls-remote --exit-code --heads origin {DATA_BRANCH} > /dev/null || rc=$?\n"
+        'case "$rc" in\n'
+        f'  0) git clone --quiet --depth 1 --single-branch --branch {DATA_BRANCH} \\\n'
+        '       "$(git remote get-url origin)" "$PERF_DATA" ;;\n'
+        f'  2) echo "::notice::no {DATA_BRANCH} branch yet: the history starts with this night"\n'
+        '     mkdir -p "$PERF_DATA" ;;\n'
+        '  *) exit "$rc" ;;  # not "no such branch": never start from an empty history by mistake\n'
+        "esac\n"
+        'echo "PERF_DATA=$PERF_DATA" >> "$GITHUB_ENV"\n'
+    )
+    return {"name": f"Check out the {DATA_BRANCH} branch (the nightly's history)", "env": dict(_TOKEN),
+            "run": script}
+
+
+def _save_step(v: VendorCI | None) -> dict:
+    """`perf nightly save` after the night, its alert and re-measure (alert.json is part of the
+    night), whatever they concluded, when the measurement itself succeeded. The one step that
+    sees the write token, as git's environment (inside the container, for that one command)."""
+    env = "".join(f"--env {n} " for n in _GIT_AUTH_ENV)
+    prefix = (f'docker exec --workdir "$GITHUB_WORKSPACE" {env}"$CI_CONTAINER" '
+              if v is not None and v.container else "")
+    return {"id": SAVE.id, "name": SAVE.title(v.vendor if v else ""),
+            "if": "${{ !cancelled() && steps.nightly.outcome == 'success' }}",
+            "env": dict(_TOKEN), "run": _GIT_AUTH + prefix + SAVE.shell("") + "\n"}
+
+
+def _heartbeat_job() -> dict:
+    """On its own schedule, on a hosted runner: is the newest night on the data branch recent?
+    Else it opens (or updates) an issue: the one job of this workflow with `issues: write`
+    besides the issues jobs; it measures nothing and runs only this workflow's commit."""
+    return {
+        "name": f"Heartbeat: a night on {DATA_BRANCH} within {HEARTBEAT_MAX_AGE_HOURS} h",
+        "if": f"github.event.schedule == '{HEARTBEAT_CRON}' || github.event_name == 'workflow_dispatch'",
+        "runs-on": HOSTED_RUNNER,
+        "timeout-minutes": TIMEOUT["comment"],
+        "permissions": {"contents": "read", "issues": "write"},
+        "concurrency": {"group": "nightly-heartbeat", "cancel-in-progress": False},
+        "steps": [
+            _uses("checkout", "Check out this workflow's commit", persist_credentials=False),
+            _uses("setup-python", f"Set up Python {PYTHON}", python_version=PYTHON),
+            {"name": "Install the harness's tools (no torch)",
+             "run": shlex.join(["python", "-m", "pip", "install", "--quiet", *NIGHTLY_MERGE_PACKAGES])},
+            {"id": HEARTBEAT.id, "name": HEARTBEAT.title(""), "env": dict(_TOKEN),
+             "run": _GIT_AUTH + HEARTBEAT.shell("") + "\n"},
+        ],
     }
 
 
@@ -646,6 +872,7 @@ def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_
         "runs-on": HOSTED_RUNNER,
         "timeout-minutes": TIMEOUT["merge"],
         "concurrency": {"group": f"nightly-{v.vendor}-merge", "cancel-in-progress": False},
+        "permissions": {"contents": "write"},  # the save step: the merged night goes to the data branch
         "env": dict(v.env),
         "outputs": {"alert": "${{ steps.alert.outcome == 'failure' }}"},  # for the re-measure job
         "steps": [
@@ -657,6 +884,7 @@ def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_
                                       key=f"{key}-${{{{ github.run_id }}}}", restore_keys=f"{key}-")},
             _uses("download-artifact", "Download the runners' parts",
                   pattern=nightly_part_artifact(v.vendor, "*"), path=NIGHTLY_PARTS_IN, merge_multiple=True),
+            _data_checkout(),
             _command_step(NIGHTLY_MERGE, None, None),
             {"if": "always()", **_uses("cache-save", "Save the asv history", path=results_dir,
                                        key=f"{key}-${{{{ github.run_id }}}}")},
@@ -664,6 +892,7 @@ def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_
             _upload(f"nightly-{v.vendor}-results", f"{RESULTS_DIR}/"),
             # Last, after the site is uploaded; the re-measure job (on a GPU) decides what fails.
             _alert_step(None),
+            _save_step(None),
         ],
     }
     return {f"nightly-{v.vendor}": measure, f"nightly-{v.vendor}-merge": merge,
@@ -688,7 +917,7 @@ def _remeasure_step(v: VendorCI, after: str | None) -> dict:
     script = ("# exit 1: a regression the gate confirmed, or an alert it could not clear. The issues job\n"
               "# posts the confirmed ones: only it holds a token that may write issues.\n"
               "rc=0\n"
-              f"{exec_prefix}{REMEASURE.shell(v.vendor)} || rc=$?\n"
+              f"{exec_prefix}{REMEASURE.shell(v.vendor, data=_DATA)} || rc=$?\n"
               f'if [ -f {ISSUES_PLAN} ]; then echo "issues=true" >> "$GITHUB_OUTPUT"; fi\n'
               'exit "$rc"\n')
     step = {"id": REMEASURE.id, "name": REMEASURE.title(v.vendor),
@@ -757,6 +986,7 @@ def _sharded_remeasure_job(v: VendorCI, key: str, results_dir: str, html_dir: st
                   path=f"{RESULTS_DIR}/"),
             *_start_container(v, GPU_JOB_PACKAGES),
             *_lock_clocks(v),
+            _data_checkout(),
             _command_step(VERIFY, v, None),
             _remeasure_step(v, None),
             _reupload(site, f"{html_dir}/"),
@@ -764,6 +994,143 @@ def _sharded_remeasure_job(v: VendorCI, key: str, results_dir: str, html_dir: st
             *_restore_clocks(v),
             *_stop_container(v),
         ],
+    }
+
+
+# --- bisect.yml and toolchain.yml: by hand, on a GPU runner (workflow_dispatch) ----------------------
+
+# The inputs are checked on a hosted runner before a GPU runner is taken: shapes by pattern
+# (they reach the commands as arguments, never as code: scripts read them from `env`), commits
+# against the checkout. What only the command can check (a scenario of the suites, a variant
+# that exists) it refuses in one line, exit 2, before it measures.
+_CHECK = 'fail() { echo "::error title=Bad input::$1"; exit 2; }\n'
+_REF = r"^[A-Za-z0-9][A-Za-z0-9._/~^-]{0,127}$"  # a commit, tag or branch; never an option ("-...")
+
+
+def _commit_check(name: str) -> str:
+    var = name.upper()
+    return (
+        f'[[ "${var}" =~ $ref ]] || fail "{name}: \'${var}\' is not a commit, tag or branch name"\n'
+        f'{name}="$(git rev-parse --verify --quiet "${var}^{{commit}}" || '
+        f'git rev-parse --verify --quiet "origin/${var}^{{commit}}")" || '
+        f'fail "{name}: ${var} is not a commit of this repository"\n'
+        f'echo "{name}=${name}" >> "$GITHUB_OUTPUT"\n'
+    )
+
+
+def _inputs_job(env: dict[str, str], script: str, outputs: tuple[str, ...]) -> dict:
+    return {
+        "name": "Check the inputs (before a GPU runner is taken)",
+        "runs-on": HOSTED_RUNNER,
+        "timeout-minutes": TIMEOUT["comment"],
+        "outputs": {o: f"${{{{ steps.check.outputs.{o} }}}}" for o in outputs},
+        "steps": [_checkout(),
+                  {"id": "check", "name": "Check the inputs", "env": env, "run": _CHECK + script}],
+    }
+
+
+def _dispatch_gpu_job(v: VendorCI, kind: str, title: str, when: str, timeout: str | int, env: dict[str, str],
+                      step: dict, artifact: str, out: str) -> dict:
+    return {
+        "name": f"{title} on {v.title}",
+        "needs": "inputs",
+        "if": when,
+        "runs-on": list(v.labels),
+        "timeout-minutes": timeout,
+        "env": _job_env(v, kind, env),
+        "steps": [
+            _checkout(),
+            *_start_container(v, GPU_JOB_PACKAGES),
+            *_lock_clocks(v),
+            _command_step(VERIFY, v, None),
+            step,
+            _upload(artifact, f"{out}/"),
+            *_restore_clocks(v),
+            *_stop_container(v),
+        ],
+    }
+
+
+def build_bisect(vendors: list[VendorCI]) -> dict:
+    """`perf bisect GOOD BAD --scenario S [--variant V]` on one vendor's runner, its GPU time
+    capped by the `budget` input (the job's time limit, minutes); results/bisect as an artifact."""
+    lo, hi = BISECT_BUDGET_MINUTES
+    script = (
+        f"ref='{_REF}'\n"
+        + _commit_check("good") + _commit_check("bad")
+        + 'git merge-base --is-ancestor "$good" "$bad" || \\\n'
+        '  fail "good ($GOOD) is not an ancestor of bad ($BAD)"\n'
+        '[[ "$SCENARIO" =~ ^[A-Za-z0-9][A-Za-z0-9._/=+-]{0,199}$ ]] || '
+        'fail "scenario: \'$SCENARIO\' is not a scenario name"\n'
+        '[[ -z "$VARIANT" || "$VARIANT" =~ ^[a-z_][a-z0-9_]{0,63}$ ]] || '
+        'fail "variant: \'$VARIANT\' is not a variant name"\n'
+        f'[[ "$BUDGET" =~ ^[0-9]{{1,4}}$ ]] && [ "$BUDGET" -ge {lo} ] && [ "$BUDGET" -le {hi} ] || '
+        f'fail "budget: \'$BUDGET\' is not a number of minutes from {lo} to {hi}"\n'
+        '{ echo "scenario=$SCENARIO"; echo "variant=$VARIANT"; echo "minutes=$BUDGET"; } \\\n'
+        '  >> "$GITHUB_OUTPUT"\n'
+    )
+    env = {"GOOD": "${{ inputs.good }}", "BAD": "${{ inputs.bad }}", "SCENARIO": "${{ inputs.scenario }}",
+           "VARIANT": "${{ inputs.variant }}", "BUDGET": "${{ inputs.budget }}"}
+    out = f"{RESULTS_DIR}/bisect"
+    jobs: dict = {"inputs": _inputs_job(env, script, ("good", "bad", "scenario", "variant", "minutes"))}
+    for v in vendors:
+        run = ("args=(--vendor " + v.vendor + f' --scenario "$SCENARIO" --out {out})\n'
+               'if [ -n "$VARIANT" ]; then args+=(--variant "$VARIANT"); fi\n'
+               + _exec_prefix(v) + BISECT.shell(v.vendor) + ' "$GOOD" "$BAD" "${args[@]}"\n')
+        jobs[f"bisect-{v.vendor}"] = _dispatch_gpu_job(
+            v, "bisect", "Bisect", f"inputs.vendor == '{v.vendor}'",
+            "${{ fromJSON(needs.inputs.outputs.minutes) }}",
+            {k.upper(): f"${{{{ needs.inputs.outputs.{k} }}}}" for k in ("good", "bad", "scenario",
+                                                                          "variant")},
+            {"id": BISECT.id, "name": BISECT.title(v.vendor), "run": run}, f"bisect-{v.vendor}", out)
+    return {
+        "name": "Bisect a slowdown",
+        "on": {"workflow_dispatch": {"inputs": {
+            "good": {"description": "A commit where the case is as fast as it should be", "required": True,
+                     "type": "string"},
+            "bad": {"description": "A later commit (good in its history) where it is slower",
+                    "required": True, "type": "string"},
+            "scenario": {"description": "The scenario, named exactly (as the nightly's alert names it)",
+                         "required": True, "type": "string"},
+            "variant": {"description": "The variant (empty: perf bisect's default, the production entry)",
+                        "required": False, "default": "", "type": "string"},
+            "vendor": {"description": "The GPU to bisect on", "type": "choice", "default": vendors[0].vendor,
+                       "options": [v.vendor for v in vendors]},
+            "budget": {"description": f"GPU minutes at most (the job's time limit, {lo} to {hi})",
+                       "required": True, "default": str(BISECT_BUDGET_DEFAULT), "type": "string"},
+        }}},
+        "permissions": {"contents": "read"},
+        "jobs": jobs,
+    }
+
+
+def build_toolchain(vendors: list[VendorCI]) -> dict:
+    """`perf toolchain --versions X` (both gates: this commit under Triton X against the image's)
+    on the chosen vendors' runners; results/toolchain as an artifact."""
+    script = (
+        '[[ "$VERSION" =~ ^[0-9]+(\\.[0-9]+){1,3}((a|b|rc)[0-9]+)?(\\.(post|dev)[0-9]+)?$ ]] || '
+        'fail "version: \'$VERSION\' is not a Triton version (e.g. 3.7.0, 3.7.0rc1)"\n'
+        'echo "version=$VERSION" >> "$GITHUB_OUTPUT"\n'
+    )
+    out = f"{RESULTS_DIR}/toolchain"
+    jobs: dict = {"inputs": _inputs_job({"VERSION": "${{ inputs.version }}"}, script, ("version",))}
+    for v in vendors:
+        run = _exec_prefix(v) + TOOLCHAIN_AB.shell(v.vendor) + f' --versions "$VERSION" --out {out}\n'
+        jobs[f"toolchain-{v.vendor}"] = _dispatch_gpu_job(
+            v, "toolchain", "Toolchain A/B", f"inputs.vendor == 'all' || inputs.vendor == '{v.vendor}'",
+            TIMEOUT["toolchain"], {"VERSION": "${{ needs.inputs.outputs.version }}"},
+            {"id": TOOLCHAIN_AB.id, "name": TOOLCHAIN_AB.title(v.vendor), "run": run},
+            f"toolchain-{v.vendor}", out)
+    return {
+        "name": "Toolchain A/B",
+        "on": {"workflow_dispatch": {"inputs": {
+            "version": {"description": "The Triton to try (a version on the package index, e.g. 3.7.0)",
+                        "required": True, "type": "string"},
+            "vendor": {"description": "Vendors to run on", "type": "choice", "default": "all",
+                       "options": ["all", *[v.vendor for v in vendors]]},
+        }}},
+        "permissions": {"contents": "read"},
+        "jobs": jobs,
     }
 
 
@@ -824,6 +1191,8 @@ def generate(thresholds: str | os.PathLike = DEFAULT_PATH, root: str | os.PathLi
         ".github/workflows/pr.yml": render(build_pr(vendors)),
         ".github/workflows/pr-comment.yml": render(build_pr_comment(vendors)),
         ".github/workflows/nightly.yml": render(build_nightly(vendors, root)),
+        ".github/workflows/bisect.yml": render(build_bisect(vendors)),
+        ".github/workflows/toolchain.yml": render(build_toolchain(vendors)),
         ".github/actionlint.yaml": render(build_actionlint_config(vendors), LINT_HEADER),
     }
 
@@ -960,7 +1329,9 @@ def lint_opt_ins(thresholds: str, root: Path) -> int:
     vendors = [replace(v, lock_clocks=v.lock_clocks or 1755,  # any clock: syntax only
                        nightly_shards=max(v.nightly_shards, 2)) for v in vendors]
     files = {".github/workflows/pr.yml": render(build_pr(vendors)),
-             ".github/workflows/nightly.yml": render(build_nightly(vendors, root))}
+             ".github/workflows/nightly.yml": render(build_nightly(vendors, root)),
+             ".github/workflows/bisect.yml": render(build_bisect(vendors)),
+             ".github/workflows/toolchain.yml": render(build_toolchain(vendors))}
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         (scratch / ".github/workflows").mkdir(parents=True)
