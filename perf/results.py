@@ -1,7 +1,8 @@
 """Results: versioned JSON Lines, appended one record at a time so nothing finished is lost.
 
 A results file starts with a header line (schema version, environment: vendor, GPU, arch,
-driver, clocks when readable, torch/triton versions, commit, time) followed by one line per
+the GPU's fingerprint (perf/fingerprint.py: UUID, VBIOS, driver, runtime, clocks as the
+process starts, Triton's commit, image digest), torch/triton versions, commit, time) followed by one line per
 measurement: (variant, scenario, metric, repeat) with every sample, the median, p20/p80,
 the kernel configuration the plan chose (`KernelLaunch.config()` of each launch) and the
 batch digest. Scenarios a variant cannot run are recorded as `skip` lines with the reason,
@@ -17,9 +18,7 @@ import hashlib
 import math
 import os
 import platform as _pyplatform
-import shutil
 import socket
-import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,32 +30,17 @@ SCHEMA_VERSION = 1
 METRICS = ("eager", "graph")  # latency per call (ms): launched eagerly; replayed from a CUDA/HIP graph
 
 
-def _run(cmd: list[str], cwd: str | None = None, timeout: float = 10) -> str | None:
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def _nvidia_smi() -> dict:
-    fields = ("name", "driver_version", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
-              "clocks_throttle_reasons.active", "power.limit", "temperature.gpu", "uuid")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-    out = _run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
-                "-i", visible])
-    if not out:
-        return {}
-    values = [v.strip() for v in out.splitlines()[0].split(",")]
-    return dict(zip(fields, values))
-
-
-def environment(root: str | None = None) -> dict:
-    """Where and with what a measurement ran; probes that fail record None."""
+def environment(root: str | None = None, device_index: int | None = None) -> dict:
+    """Where and with what a measurement ran: the fingerprint of this process's GPU
+    (perf/fingerprint.py: model, UUID, VBIOS, driver, runtime, Triton's commit, image digest,
+    runner, clocks and throttle reasons as it starts), flat, beside the host, the interpreter
+    and the kernels' view of the platform; what cannot be read is None (fingerprint `why`).
+    Files written before fingerprints carry nvidia-smi's text fields or amd-smi's text under
+    `clocks`; the reader takes both (perf.fingerprint.from_environment)."""
     import torch
     import triton
+
+    from perf import fingerprint
 
     env: dict = {
         "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -72,15 +56,9 @@ def environment(root: str | None = None) -> dict:
 
     p = kplatform.current()
     env.update(vendor=p.vendor, gpu=p.device_name, arch=p.arch, num_sms=p.num_sms)
-    if env["vendor"] == "nvidia":
-        smi = _nvidia_smi()
-        env["driver"] = smi.get("driver_version")
-        env["clocks"] = {k: v for k, v in smi.items() if k.startswith("clocks") or k in
-                         ("power.limit", "temperature.gpu")} or None
-        env["gpu_uuid"] = smi.get("uuid")
-    elif env["vendor"] == "amd":
-        env["driver"] = _run(["amd-smi", "version"]) or _run(["rocm-smi", "--showdriverversion"])
-        env["clocks"] = _run(["amd-smi", "metric", "--clock"]) or _run(["rocm-smi", "--showclocks"])
+    fp = fingerprint.collect(device_index)
+    env.update({k: fp[k] for k in fingerprint.FIELDS if k not in ("vendor", "torch", "triton")})
+    env["fingerprint_why"] = fp["why"]
     if root is not None:
         env.update(git.commit_info(root))
         env["kernels_tree"] = kernels_tree(root)

@@ -38,8 +38,9 @@ from perf.nightly.selection import ROOT, Selection
 HEADER_ENV = "PERF_NIGHTLY_HEADER"  # the worker's extra header fields (JSON), from the driver
 GPU_KEY = "gpu_shard"  # header of one GPU's file: {index, count, of, device}
 RUNNER_KEY = "runner_shard"  # header of one runner's part: {index, count, of}
-# Environment fields that may differ between the shards of one commit: where and when each ran.
-DEVICE_FIELDS = ("time", "host", "gpu_uuid", "clocks")
+# Environment fields that may differ between the shards of one commit: where and when each ran
+# (the device's fingerprint: perf/fingerprint.py).
+DEVICE_FIELDS = ("time", "host", "runner", "gpu_uuid", "vbios", "clocks", "fingerprint_why")
 PARTS_DIR = "shards"  # a runner's part goes to <--out>/shards/ (the matrix job's artifact)
 PROGRESS_EVERY_S = 15  # a plain progress line at least this often when not on a terminal
 
