@@ -120,6 +120,7 @@ RANGES: dict[str, tuple[type, float, bool]] = {
     "repeats": (int, 1, False), "samples": (int, 1, False), "processes": (int, 1, False),
     "rounds": (int, 1, False), "jobs": (int, 1, False), "threads": (int, 1, False),
     "window": (int, 1, False), "min_history": (int, 1, False), "max_cases": (int, 1, False),
+    "retries": (int, 0, False), "max_age_hours": (float, 0, True),
     "commits": (int, 1, False), "plant_at": (int, 1, False), "percent": (int, 1, False),
     "aa_runs": (int, 0, False), "plant_runs": (int, 0, False), "launch_cost_runs": (int, 0, False),
     "first_repeat": (int, 0, False), "warmup": (int, 0, False),

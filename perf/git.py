@@ -1,7 +1,10 @@
-"""Git: the one place the harness asks git anything (commits, bases, worktrees).
+"""Git: the one place the harness asks git anything (commits, bases, worktrees, the data branch).
 
 Both gates compare a head with a base commit, the nightly records HEAD, results record the
-commit they measured, `perf bisect` walks a range of commits. A user's mistake here (no
+commit they measured, `perf bisect` walks a range of commits, and the nightly keeps its
+history on a branch of its own (perf/nightly/store.py): a worktree of a remote branch (an
+orphan commit where the branch does not exist yet), a commit of some paths, and a push that
+fetches and rebases when another runner pushed first. A user's mistake here (no
 checkout, unknown ref, dirty tree) is a `ConfigError`: one line naming the ref or the path
 and the fix, exit 2.
 """
@@ -10,32 +13,43 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from perf.errors import ConfigError
 
 DEFAULT_BASES = ("origin/main", "main")  # a change is compared with its merge base with these
 
 
-def git(root: str, *args: str, check: bool = False, timeout: float = 120) -> str | None:
+def git(root: str, *args: str, check: bool = False, timeout: float = 120, input: str | None = None,
+        ) -> str | None:
     """`git -C root ARGS` stdout, stripped; None when it fails (ConfigError with `check`)."""
+    out = run(root, *args, timeout=timeout, input=input, check=check)
+    if out is None or out.returncode != 0:
+        if check and out is not None:
+            raise ConfigError(f"{root}: `git {' '.join(args)}` failed: "
+                              f"{(out.stderr.strip().splitlines() or ['?'])[-1]}")
+        return None
+    return out.stdout.strip()
+
+
+def run(root: str, *args: str, timeout: float = 120, input: str | None = None, check: bool = False,
+        ) -> subprocess.CompletedProcess | None:
+    """`git -C root ARGS` as a finished process (exit code, stdout, stderr); None when git could
+    not run (ConfigError with `check` when it is not installed)."""
     try:
-        out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=timeout,
+                              input=input)
     except FileNotFoundError:
         if check:
             raise ConfigError("git: not found on PATH; install git (the gates compare commits)") from None
         return None
     except (OSError, subprocess.SubprocessError):
         return None
-    if out.returncode != 0:
-        if check:
-            raise ConfigError(f"{root}: `git {' '.join(args)}` failed: "
-                              f"{(out.stderr.strip().splitlines() or ['?'])[-1]}")
-        return None
-    return out.stdout.strip()
 
 
 def repo_root(path: str) -> str:
@@ -111,13 +125,126 @@ def resolve_base(root: str, base_ref: str | None) -> tuple[str, str]:
                       f"pass --base-ref REF (e.g. --base-ref HEAD~1)")
 
 
+def _identity(author: str) -> tuple[str, ...]:
+    return ("-c", f"user.name={author}", "-c", f"user.email={author}@localhost", "-c", "commit.gpgsign=false")
+
+
 def commit_all(root: str, message: str, author: str = "perf-harness") -> str:
     """Stage every change of the checkout at `root` and commit it under a throwaway identity
     (the commits the gate self-test and the bisect demo make); the new commit's sha."""
     git(root, "add", "-A", check=True)
-    git(root, "-c", f"user.name={author}", "-c", f"user.email={author}@localhost", "-c",
-        "commit.gpgsign=false", "commit", "-qm", message, check=True)
+    git(root, *_identity(author), "commit", "-qm", message, check=True)
     return git(root, "rev-parse", "HEAD", check=True)
+
+
+def commit_paths(root: str, paths: list[str], message: str, author: str = "perf-harness") -> str | None:
+    """Commit what changed under `paths` (relative to the checkout `root`), nothing else; the
+    new commit's sha, None when nothing there changed."""
+    git(root, "add", "-A", "--", *paths, check=True)
+    if run(root, "diff", "--cached", "--quiet", "--", *paths).returncode == 0:
+        return None
+    git(root, *_identity(author), "commit", "-qm", message, "--", *paths, check=True)
+    return git(root, "rev-parse", "HEAD", check=True)
+
+
+# --- a branch of its own: the nightly's data branch --------------------------------------------
+
+
+def remote_tip(root: str, remote: str, branch: str) -> str | None:
+    """The commit `branch` points to on `remote` (fetched into this repository), None where the
+    remote has no such branch; ConfigError when the remote cannot be reached."""
+    out = run(root, "ls-remote", "--heads", remote, f"refs/heads/{branch}", timeout=300)
+    if out is None or out.returncode != 0:
+        why = (out.stderr.strip().splitlines() or ["?"])[-1] if out is not None else "git did not run"
+        raise ConfigError(f"--remote {remote}: cannot reach it from {root} ({why}); name a remote of this "
+                          f"clone (git remote -v) or check the job's token")
+    if not out.stdout.strip():
+        return None
+    git(root, "fetch", "--quiet", "--no-tags", remote, f"refs/heads/{branch}", check=True, timeout=600)
+    return git(root, "rev-parse", "FETCH_HEAD^{commit}", check=True)
+
+
+def orphan_commit(root: str, message: str, author: str = "perf-harness") -> str:
+    """A commit with no parent and an empty tree: the first commit of a new branch."""
+    empty = git(root, "hash-object", "-t", "tree", "-w", "--stdin", input="", check=True)
+    return git(root, *_identity(author), "commit-tree", empty, "-m", message, check=True)
+
+
+@contextlib.contextmanager
+def branch_worktree(root: str, remote: str, branch: str, path: str | None = None,
+                    ) -> Iterator[tuple[str, str]]:
+    """(folder, base): `branch` of `remote` checked out, detached, in a worktree (a new orphan
+    commit where the remote has no such branch). `path`: that folder, kept afterwards (made
+    anew, or an earlier worktree there moved to the tip); else a temporary one, removed."""
+    base = remote_tip(root, remote, branch) or orphan_commit(root, f"{branch}: the nightly's history")
+    if path is None:
+        with worktree(root, base, name=branch) as folder:
+            yield folder, base
+        return
+    path = os.path.abspath(path)
+    if os.path.isdir(os.path.join(path, ".git")) or os.path.isfile(os.path.join(path, ".git")):
+        if _common_dir(path) != _common_dir(root):
+            raise ConfigError(f"--data {path}: a checkout of another repository; name a new folder")
+        git(path, "checkout", "--quiet", "--force", "--detach", base, check=True)
+        git(path, "clean", "-fdxq", check=True)
+    elif os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+        raise ConfigError(f"--data {path}: exists and is not a checkout of the data branch; name a new "
+                          f"folder")
+    else:
+        git(root, "worktree", "prune")
+        git(root, "worktree", "add", "--quiet", "--detach", path, base, check=True)
+    yield path, base
+
+
+def _common_dir(root: str) -> str:
+    """The repository a checkout (or worktree) belongs to: its common .git folder, resolved."""
+    return os.path.realpath(os.path.join(root, git(root, "rev-parse", "--git-common-dir", check=True) or ""))
+
+
+# Pause before the n-th retry of a rejected push: RETRY_S * 2**n seconds plus up to as much
+# again at random, so runners that raced once do not race again in step (a default chosen by
+# reasoning: GitHub answers a push in about a second).
+RETRY_S = 1.0
+
+
+def push_retrying(root: str, remote: str, branch: str, base: str, retries: int,
+                  redo: Callable[[], None], say: Callable[[str], None] = print) -> str:
+    """Push HEAD of the worktree `root` (commits on top of `base`) to `branch` of `remote`. When
+    the push is refused (another runner pushed first), fetch the branch, rebase this worktree's
+    own commits onto it and push again, up to `retries` times; where the rebase conflicts, the
+    worktree is moved to the new tip and `redo()` makes its commit again. The commit pushed."""
+    for attempt in range(retries + 1):
+        out = run(root, "push", "--quiet", remote, f"HEAD:refs/heads/{branch}", timeout=600)
+        if out is not None and out.returncode == 0:
+            return git(root, "rev-parse", "HEAD", check=True)
+        why = _refusal(out)
+        if attempt == retries:
+            raise ConfigError(f"{remote} {branch}: not pushed after {retries + 1} tries (last: {why}); the "
+                              f"remote is as it was: run the same command again (--retries N tries longer)")
+        pause = RETRY_S * 2 ** attempt
+        say(f"{remote} {branch}: push refused ({why}); fetching and rebasing, try {attempt + 2} of "
+            f"{retries + 1} in {pause:.0f} s")
+        time.sleep(pause + random.uniform(0, pause))  # noqa: S311 (jitter, not security)
+        tip = remote_tip(root, remote, branch)
+        if tip is None:  # the branch was deleted meanwhile: push ours as it is
+            continue
+        if run(root, "rebase", "--quiet", "--onto", tip, base).returncode != 0:
+            git(root, "rebase", "--abort")
+            git(root, "checkout", "--quiet", "--force", "--detach", tip, check=True)
+            redo()
+        base = tip
+    raise AssertionError("unreachable")
+
+
+def _refusal(out: subprocess.CompletedProcess | None) -> str:
+    """Why git refused a push, in one line: its `! [rejected]` or `error:` line."""
+    if out is None:
+        return "git did not run"
+    lines = [line.strip() for line in out.stderr.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("!", "error:", "fatal:")):
+            return line
+    return lines[-1] if lines else f"exit {out.returncode}"
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """Nightly performance history: asv records it and publishes its site, our report goes beside it.
 
     python -m perf nightly [all|run|publish|report] [options]   # nox -s nightly
+    python -m perf nightly save|checkout|heartbeat [options]    # the data branch (below)
     python -m perf alert [options]                              # nox -s alert
     python -m perf alert --confirm [--dry-run] [options]        # re-measure the alerts, render issues
 
@@ -15,7 +16,12 @@ at the newest commit, writes alert.json and alert.md, and exits 1 when there is 
 and renders the issues of the confirmed ones (perf/nightly/issues.py posts them).
 `run` uses every GPU of this host (`--gpus`) and, split over runners, measures one share
 (`--shard I/M`) that `--merge-shards DIR` merges and records (perf/nightly/shard.py).
-The same actions: `python -m perf.nightly {all,run,publish,report,alert}`.
+The history lives on the data branch (perf/nightly/store.py): `save` commits this runner's
+night (results, fingerprint, alert state) and pushes it, `checkout --data DIR` makes DIR a
+checkout of it, and `report` and `alert` read the history from `--data DIR` (without it, from
+asv's results folder, which the workflow's cache keeps: a speed-up only). `heartbeat` opens an
+issue for each runner whose newest night is too old (perf/nightly/heartbeat.py).
+The same actions: `python -m perf.nightly {all,run,publish,report,save,...,alert}`.
 
 This module only parses arguments; everything heavy is imported when a command runs.
 """
@@ -23,6 +29,7 @@ This module only parses arguments; everything heavy is imported when a command r
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -30,7 +37,13 @@ from perf import files, git
 from perf import vendor as vendor_mod
 from perf.vendor import on_gpu
 
-ACTIONS = ("all", "run", "publish", "report")
+# Actions that measure nothing, each "module:function" called with (args, asv config); its
+# options are added by the module's add_arguments (add_nightly_arguments). One line per action.
+DATA_ACTIONS = {
+    "save": "perf.nightly.store:save_main",
+    "checkout": "perf.nightly.store:checkout_main",
+}
+ACTIONS = ("all", "run", "publish", "report", *DATA_ACTIONS)
 DEFAULT_OUT = os.path.join("results", "nightly")
 
 
@@ -46,11 +59,15 @@ def _detector_options(p: argparse.ArgumentParser) -> None:
                    help=f"fewer earlier commits give no verdict (default: {MIN_HISTORY})")
     p.add_argument("--vendor", default=None,
                    help="thresholds section to apply (default: each machine's own vendor)")
+    p.add_argument("--data", default=None, metavar="DIR",
+                   help="a checkout of the data branch (perf/nightly/store.py): read the history from it, "
+                        "not from asv's results folder; save and checkout keep it up to date")
 
 
 def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", default="all", choices=ACTIONS,
-                   help="all (default): run, publish, report; or one of them")
+                   help="all (default): run, publish, report; or one of them; save, checkout: the data "
+                        "branch (perf/nightly/store.py)")
     _detector_options(p)
     p.add_argument("--suite", default=None, help="suite of perf/suites.yaml (default: nightly)")
     p.add_argument("--scenarios", default=None,
@@ -79,6 +96,8 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
     from perf.nightly import shard
 
     shard.add_arguments(p)  # --gpus, --shard I/M, --merge-shards DIR (perf/nightly/shard.py)
+    for module in dict.fromkeys(target.split(":")[0] for target in DATA_ACTIONS.values()):
+        importlib.import_module(module).add_arguments(p)
 
 
 def add_alert_arguments(p: argparse.ArgumentParser) -> None:
@@ -109,6 +128,9 @@ def nightly_main(args: argparse.Namespace) -> int:
     shard.check_action(args)
     files.check_output(args.out, "--out", directory=True)
     conf = asvrun.read_config(args.config)
+    if args.action in DATA_ACTIONS:
+        module, function = DATA_ACTIONS[args.action].split(":")
+        return getattr(importlib.import_module(module), function)(args, conf)
     rc = 0
     if args.action in ("all", "run"):
         rc = _run(args, conf)
@@ -233,12 +255,17 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
     if settings.window < 1 or settings.min_history < 1:
         raise ConfigError("--window and --min-history must be >= 1")
     unreadable: list[str] = []
-    histories = history.load_all(conf["_results_dir"], unreadable)
+    if args.data:
+        histories = history.load_data(args.data, unreadable)
+        where, pattern = args.data, "nights/*/*/results.jsonl"
+    else:
+        histories = history.load_all(conf["_results_dir"], unreadable)
+        where, pattern = conf["_results_dir"], "*/perf-nightly/*.jsonl"
     if not histories:
         more = f" and {len(unreadable) - 1} more" if unreadable[1:] else ""
         found = f" (the only files there: {unreadable[0]}{more})" if unreadable else ""
-        raise ConfigError(f"{conf['_results_dir']}: no nightly history (no readable */perf-nightly/*.jsonl"
-                          f"{found}); run `python -m perf nightly run` on a GPU first")
+        raise ConfigError(f"{where}: no nightly history (no readable {pattern}{found}); run `python -m perf "
+                          f"nightly run` on a GPU first")
     history.say_skipped(histories, unreadable)
     machines = []
     for h in histories:

@@ -2,9 +2,12 @@
 
 Each nightly writes one perf results file per commit measured (perf/nightly/collect.py)
 into `<asv results_dir>/<machine>/perf-nightly/<sha>.jsonl`; re-measuring a commit
-replaces its file, like asv replaces its result. Commits are ordered by committer date
-(then measurement time), which is the order of main's first-parent history for a nightly
-that follows one branch.
+replaces its file, like asv replaces its result. The same files are kept on the data branch
+(perf/nightly/store.py), one per runner and night: `load_data` reads a checkout of it, where
+the newest night of a commit measured on several nights stands for it, and every night's
+fingerprint is kept (`History.nights`, what the dashboard compares night to night).
+Commits are ordered by committer date (then measurement time), which is the order of main's
+first-parent history for a nightly that follows one branch.
 
 A history is one machine's: every file read by perf.results.load (the one results reader)
 and of the GPU, vendor and interpreter of its newest readable file (perf.files.IDENTITY).
@@ -40,6 +43,15 @@ class Commit:
         return self.sha[:8]
 
 
+@dataclass(frozen=True)
+class NightPrint:
+    """One night of the data branch as the dashboard compares it: its day, commit, fingerprint."""
+
+    date: str  # YYYY-MM-DD
+    sha: str
+    fingerprint: dict | None
+
+
 @dataclass
 class History:
     """One machine's series: (name, scenario, metric) -> sha -> repeat medians (ms)."""
@@ -49,6 +61,7 @@ class History:
     series: dict[tuple[str, str, str], dict[str, list[float]]]
     notes: dict[tuple[str, str], str]  # (name, scenario) -> skip/error reason at the newest commit
     skipped: list[str] = field(default_factory=list)  # "path: why" of each file left out (module doc)
+    nights: list[NightPrint] = field(default_factory=list)  # the data branch's nights, oldest first
 
     @property
     def vendor(self) -> str:
@@ -136,8 +149,13 @@ def load_machine(folder: str, machine: str, unreadable: list[str] | None = None)
     """The history in `folder` (one machine's perf-nightly folder); None if it holds no readable
     file (those it holds are then added to `unreadable`). Files left out are listed in
     `skipped` (module docstring)."""
+    return load_files(sorted(glob.glob(os.path.join(folder, "*.jsonl"))), machine, unreadable)
+
+
+def load_files(paths: list[str], machine: str, unreadable: list[str] | None = None) -> History | None:
+    """The history of one machine's results files `paths` (load_machine)."""
     loaded, skipped = [], []
-    for path in sorted(glob.glob(os.path.join(folder, "*.jsonl"))):
+    for path in paths:
         try:
             loaded.append(_load_commit(path))
         except ConfigError as e:
@@ -183,6 +201,39 @@ def load_all(results_dir: str, unreadable: list[str] | None = None) -> list[Hist
         machine = os.path.basename(os.path.dirname(folder))
         h = load_machine(folder, machine, unreadable)
         if h is not None:
+            out.append(h)
+    return out
+
+
+def load_data(data: str, unreadable: list[str] | None = None) -> list[History]:
+    """Every runner's history on a checkout `data` of the data branch (perf/nightly/store.py),
+    by runner: a commit measured on several nights is its newest night's; every night's
+    fingerprint is in `History.nights`."""
+    from perf.nightly import store
+
+    store.check_data(data)
+    out = []
+    for runner in store.runners(data):
+        nights = store.nights(data, runner)
+        newest: dict[str, str] = {}  # sha -> results path of its newest night
+        prints = []
+        for night in nights:
+            try:
+                res = night.results()
+            except ConfigError as e:
+                (unreadable if unreadable is not None else []).append(str(e))
+                continue
+            try:
+                fp = night.fingerprint()
+            except ConfigError as e:  # the measurements stand; the night's environment is unknown
+                (unreadable if unreadable is not None else []).append(str(e))
+                fp = None
+            sha = (res.header.get("nightly") or {}).get("commit") or res.environment.get("commit") or ""
+            newest[sha] = night.results_path
+            prints.append(NightPrint(night.date, sha, fp))
+        h = load_files(list(newest.values()), runner, unreadable)
+        if h is not None:
+            h.nights = prints
             out.append(h)
     return out
 
