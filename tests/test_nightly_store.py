@@ -14,7 +14,7 @@ import pytest
 
 from perf import git, results
 from perf.errors import ConfigError
-from perf.latency.timing import Samples
+from perf.measure.timing import Samples
 from perf.nightly import store
 
 ENV = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "driver": "580.159.04",
