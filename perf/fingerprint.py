@@ -40,6 +40,9 @@ ENVIRONMENT_FIELDS = ("driver", "vbios", "runtime", "image_digest", "gpu_model",
 FIELDS = ("gpu_model", "gpu_uuid", "vbios", "driver", "runtime", "torch", "triton", "triton_commit",
           "image_digest", "runner", "vendor", "clocks")
 IMAGE_DIGEST_ENV = "PERF_IMAGE_DIGEST"  # set by the nightly workflow (docs/nightly.md)
+# Beside a results file, the fingerprint its measuring process left as it ended (`write_end`);
+# not `.json`: asv reads those in its results folder as its own.
+SIDECAR = ".fingerprint"
 
 # NVML's clock event ("throttle") reasons, bit -> name (nvml.h, nvmlClocksEventReason*). The
 # first three are settings or an idle GPU, not a slowdown: they never make a process throttled.
@@ -366,7 +369,11 @@ def finish(fp: dict) -> dict:
 
 def throttle_reasons(fp: dict) -> list[str]:
     """The slowdown reasons of `fp`'s clocks readings (idle and clock settings are none), each
-    with the readings it was in: `hw_slowdown (start, end)`."""
+    with the readings it was in: `hw_slowdown (start, end)`; of each of its `processes` (a
+    night measured on several GPUs: `combine`) with the GPU's UUID."""
+    if fp.get("processes"):
+        return [f"{reason} on {p.get('gpu_uuid') or 'an unknown GPU'}" for p in fp["processes"]
+                for reason in throttle_reasons({**p, "processes": None})]
     clocks = fp.get("clocks") if isinstance(fp.get("clocks"), dict) else {}
     seen: dict[str, list[str]] = {}
     for when in ("start", "end"):
@@ -380,6 +387,42 @@ def throttled(fp: dict) -> str | None:
     """"throttled: <reasons>" when the GPU was slowed down as the process started or ended."""
     reasons = throttle_reasons(fp)
     return f"throttled: {', '.join(reasons)}" if reasons else None
+
+
+def sidecar(results_path: str) -> str:
+    """Where the measuring process of `results_path` leaves its fingerprint as it ends."""
+    return results_path + SIDECAR
+
+
+def write_end(results_path: str, env: dict) -> dict:
+    """As a measuring process ends: its fingerprint (the one its results header holds, `env`)
+    with the clocks read again, written beside its results; says so when it was throttled."""
+    from perf import files
+
+    fp = finish(from_environment(env) | {"why": env.get("fingerprint_why") or {}})
+    files.write_json(sidecar(results_path), fp)
+    if throttled(fp):
+        print(f"{results_path}: the GPU was {throttled(fp)}", flush=True)
+    return fp
+
+
+def read_end(results_path: str) -> dict | None:
+    """The fingerprint `write_end` left beside `results_path`, None where there is none."""
+    from perf import files
+
+    path = sidecar(results_path)
+    if not os.path.exists(path):
+        return None
+    return check(files.load_json(path, "a measuring process's fingerprint", "measure again"), path)
+
+
+def combine(fps: list[dict]) -> dict:
+    """The fingerprint of a night measured by several processes (one per GPU or runner): the
+    first one's, with every process's UUID, clocks and throttling under `processes`."""
+    first = dict(fps[0])
+    first["processes"] = [{"gpu_uuid": fp.get("gpu_uuid"), "runner": fp.get("runner"),
+                           "clocks": fp.get("clocks")} for fp in fps]
+    return first
 
 
 def from_environment(env: dict) -> dict:

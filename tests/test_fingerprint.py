@@ -306,3 +306,28 @@ def test_check_refuses_a_fingerprint_of_the_wrong_shape():
         fingerprint.check({"driver": 580}, "f.json")
     with pytest.raises(ConfigError, match="JSON object"):
         fingerprint.check([], "f.json")
+
+
+# --- the end of a measuring process ---------------------------------------------------------------
+
+
+def test_a_process_leaves_its_end_fingerprint_beside_its_results(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(reasons=0x20))
+    fake_cuda(monkeypatch, "1")
+    env = {**fingerprint.collect(), "gpu": "NVIDIA H100 80GB HBM3"}  # as perf.results.environment has it
+    env["fingerprint_why"] = env.pop("why")
+    out = str(tmp_path / "night.jsonl")
+    fp = fingerprint.write_end(out, env)
+    assert fingerprint.read_end(out) == fp and fp["gpu_uuid"] == f"GPU-{PHYSICAL[1][0]}"
+    assert fp["clocks"]["end"]["throttle"] == ["sw_thermal_slowdown"]
+    assert "throttled: sw_thermal_slowdown (start, end)" in capsys.readouterr().out
+    assert fingerprint.read_end(str(tmp_path / "other.jsonl")) is None
+
+
+def test_a_night_of_several_processes_names_each_throttled_gpu():
+    calm = {"gpu_uuid": "GPU-1", "clocks": {"start": {"throttle": []}, "end": {"throttle": ["gpu_idle"]}}}
+    hot = {"gpu_uuid": "GPU-2", "clocks": {"start": {"throttle": []}, "end": {"throttle": ["hw_slowdown"]}}}
+    fp = fingerprint.combine([calm, hot])
+    assert fp["gpu_uuid"] == "GPU-1" and [p["gpu_uuid"] for p in fp["processes"]] == ["GPU-1", "GPU-2"]
+    assert fingerprint.throttled(fp) == "throttled: hw_slowdown (end) on GPU-2"
+    assert fingerprint.throttled(fingerprint.combine([calm])) is None

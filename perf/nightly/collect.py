@@ -120,6 +120,9 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
                 del cases
                 if on_gpu():
                     torch.cuda.empty_cache()
+    from perf import fingerprint
+
+    fingerprint.write_end(out, header["environment"])  # clocks as the measuring ends, beside `out`
     return out
 
 

@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from perf import devices, files
+from perf import devices, files, fingerprint
 from perf.errors import EXIT_FAIL, ConfigError
 from perf.nightly.selection import ROOT, Selection
 
@@ -215,7 +215,7 @@ def measure(sel: Selection, out: str, *, gpus: str = "all", part: Part | None = 
         signal.signal(signal.SIGTERM, previous)
     merge(paths, out, GPU_KEY)
     for path in paths:
-        for p in (path, f"{path}.log", files.lock_path(path)):
+        for p in (path, f"{path}.log", files.lock_path(path), fingerprint.sidecar(path)):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(p)
     os.rmdir(folder)
@@ -404,6 +404,9 @@ def merge(paths: list[str], out: str, key: str) -> dict:
     header["devices"] = [e for i in order for e in _device_entries(paths[i], headers[i], key)]
     lines = (json.dumps(obj, sort_keys=True) + "\n" for obj in (header, *merged.records))
     files.write_text(out, "".join(lines))
+    ends = [fingerprint.read_end(paths[i]) for i in order]  # each process's clocks as it ended
+    if all(ends):
+        files.write_json(fingerprint.sidecar(out), fingerprint.combine(ends))
     return header
 
 

@@ -43,7 +43,6 @@ NIGHTS = "nights"
 RESULTS, FINGERPRINT, ALERT = "results.jsonl", "fingerprint.json", "alert.json"
 RUNNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*$")  # selection.slug's characters
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}$")
-FINGERPRINT_SUFFIX = ".fingerprint"  # beside a results file: the measuring process's end fingerprint
 _FIX = "the data branch is written by `python -m perf nightly save` only; restore the file from its history"
 
 
@@ -195,12 +194,6 @@ class Tonight:
     alert: dict | None
 
 
-def end_fingerprint_path(results_path: str) -> str:
-    """Where a measuring process leaves its fingerprint as it ended (clocks at the end), beside
-    its results file (not `.json`: asv reads those in its results folder as its own)."""
-    return results_path + FINGERPRINT_SUFFIX
-
-
 def tonight(results_path: str, alert_path: str | None = None, machine: str | None = None) -> Tonight:
     """The night of the results file `results_path` (written by `perf nightly run`): its
     machine, its UTC day, the fingerprint (the measuring process's end one where it left it,
@@ -213,11 +206,9 @@ def tonight(results_path: str, alert_path: str | None = None, machine: str | Non
     runner = check_name(machine or nightly.get("machine") or "", "the results' machine")
     when = str(env.get("time") or "")
     if not DATE.match(when[:10]):
-        raise ConfigError(f"{results_path}: environment.time is {when!r}, not an ISO 8601 time; {_FIX}")
-    end = end_fingerprint_path(results_path)
-    fp = fingerprint.check(files.load_json(end, "the measuring process's fingerprint", "run the nightly "
-                                           "again"), end) if os.path.exists(end) else \
-        fingerprint.from_environment(env)
+        raise ConfigError(f"{results_path}: environment.time is {when!r}, not an ISO 8601 time; save the "
+                          f"results `python -m perf nightly run` wrote")
+    fp = fingerprint.read_end(results_path) or fingerprint.from_environment(env)
     alert = None
     if alert_path and os.path.exists(alert_path):
         doc = files.load_json(alert_path, "alert.json", "run `python -m perf alert` again")
