@@ -337,3 +337,40 @@ def test_nightly_save_and_checkout_commands(tmp_path, remote, capsys):
     assert main(["nightly", "save", *args, "--out", str(tmp_path / "empty")]) == 2
     assert "no results of commit" in capsys.readouterr().err
     assert main(["nightly", "save", *args, "--retries", "-1"]) == 2
+
+
+def test_merged_gpu_shards_keep_every_process_s_end_fingerprint(tmp_path):
+    from perf import fingerprint
+    from perf.nightly import shard
+    from tests.test_shard import OF, _shard_file
+
+    paths = [str(_shard_file(tmp_path / "1.jsonl", 1, 2, OF, OF[:2])),
+             str(_shard_file(tmp_path / "2.jsonl", 2, 2, OF, OF[2:]))]
+    for k, path in enumerate(paths):
+        fingerprint.write_end(path, {**ENV, "gpu_uuid": f"GPU-{k}"})
+    out = str(tmp_path / "out.jsonl")
+    shard.merge(paths, out, shard.GPU_KEY)
+    assert [p["gpu_uuid"] for p in fingerprint.read_end(out)["processes"]] == ["GPU-0", "GPU-1"]
+
+
+def test_a_recorded_night_is_put_into_the_data_checkout_for_the_report_and_alert(tmp_path, monkeypatch):
+    import argparse
+
+    from perf import fingerprint
+    from perf import nightly as nightly_cli
+    from perf.nightly import asvrun, history
+
+    monkeypatch.setattr(asvrun, "machine", lambda conf, name: None)
+    monkeypatch.setattr(asvrun, "run", lambda *a, **k: 0)
+    sha = "b" * 40
+    out = results_file(tmp_path / "asv" / f"{sha}.jsonl", "runner-a_h100", sha, "2026-11-25")
+    fingerprint.write_end(out, {**ENV, "driver": "580.200"})
+    data, artifacts = tmp_path / "data", tmp_path / "out"
+    args = argparse.Namespace(out=str(artifacts), data=str(data), bench=None)
+    sel = argparse.Namespace(to_env=lambda: {})
+    assert nightly_cli._record(args, {}, "runner-a_h100", sha, sel, out) == 0
+    assert (artifacts / "runner-a_h100-bbbbbbbb.jsonl.fingerprint").is_file()
+    (n,) = store.nights(str(data))
+    assert (n.runner, n.date, n.fingerprint()["driver"]) == ("runner-a_h100", "2026-11-25", "580.200")
+    (h,) = history.load_data(str(data))
+    assert h.latest.sha == sha

@@ -42,6 +42,7 @@ from perf.vendor import on_gpu
 DATA_ACTIONS = {
     "save": "perf.nightly.store:save_main",
     "checkout": "perf.nightly.store:checkout_main",
+    "heartbeat": "perf.nightly.heartbeat:main",
 }
 ACTIONS = ("all", "run", "publish", "report", *DATA_ACTIONS)
 DEFAULT_OUT = os.path.join("results", "nightly")
@@ -66,8 +67,8 @@ def _detector_options(p: argparse.ArgumentParser) -> None:
 
 def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", default="all", choices=ACTIONS,
-                   help="all (default): run, publish, report; or one of them; save, checkout: the data "
-                        "branch (perf/nightly/store.py)")
+                   help="all (default): run, publish, report; or one of them; save, checkout, heartbeat: "
+                        "the data branch (perf/nightly/store.py, heartbeat.py)")
     _detector_options(p)
     p.add_argument("--suite", default=None, help="suite of perf/suites.yaml (default: nightly)")
     p.add_argument("--scenarios", default=None,
@@ -187,7 +188,7 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
                           f"stash them, or pass --allow-dirty")
     vendor = vendor_mod.detect() or "cpu"
     name = shard.machine_name(args.machine, part)
-    _guard_history(conf, name, args.force)
+    _guard_history(conf, name, args.force, args.data)
     peers, absent = peers_mod.resolve(args.peers, vendor)
     suite = args.suite or selection.DEFAULT_SUITE
     out = shard.part_path(args.out, name, sha, part) if part else \
@@ -217,15 +218,20 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
     return _record(args, conf, name, sha, sel, out)
 
 
-def _guard_history(conf: dict, name: str, force: bool) -> None:
+def _guard_history(conf: dict, name: str, force: bool, data: str | None = None) -> None:
     """A night measured here may join machine `name`'s history only if the history is this GPU's,
-    vendor's and interpreter's (perf.files.guard_measured); with `force` it starts the history
-    over on this machine (the older nights stay on disk, left out and said so)."""
+    vendor's and interpreter's (perf.files.guard_measured): the data branch's newest night of it
+    with `data`, else asv's results folder's; with `force` it starts the history over on this
+    machine (the older nights stay, left out and said so)."""
     from perf import results
-    from perf.nightly import history, selection
+    from perf.nightly import history, selection, store
 
-    folder = selection.history_dir(conf["_results_dir"], name)
-    old = history.newest_environment(folder) if os.path.isdir(folder) else None
+    newest = store.newest(data, name) if data and store.RUNNER.match(name) else None
+    if newest is not None:
+        folder, old = newest.path, newest.results().environment
+    else:
+        folder = selection.history_dir(conf["_results_dir"], name)
+        old = history.newest_environment(folder) if os.path.isdir(folder) else None
     files.guard_measured(folder, old, results.environment(), force)
 
 
@@ -234,12 +240,24 @@ def _copy(src: str, dst: str) -> None:
 
 
 def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out: str) -> int:
-    """`asv run` for this commit's results file `out`, and its copy for the job's artifact."""
-    from perf.nightly import asvrun
+    """`asv run` for this commit's results file `out`; its copy (and its measuring processes'
+    end fingerprint) for the job's artifact and `nightly save`; with `--data`, the night put
+    into that checkout of the data branch too, so that the report and the alert read it."""
+    from perf import fingerprint
+    from perf.nightly import asvrun, store
 
     asvrun.machine(conf, name)
     rc = asvrun.run(conf, name, sha, sel.to_env(), args.bench)
-    _copy(out, os.path.join(args.out, f"{name}-{sha[:8]}.jsonl"))  # the job's artifact
+    copy = os.path.join(args.out, f"{name}-{sha[:8]}.jsonl")  # the job's artifact
+    _copy(out, copy)
+    end = fingerprint.read_end(out)
+    if end is not None:
+        files.write_json(fingerprint.sidecar(copy), end)
+    if args.data:
+        night = store.tonight(copy, machine=name)
+        store.write_night(args.data, night.runner, night.date, copy, night.fingerprint, None)
+        print(f"nightly: {name}'s night {night.date} put into {args.data} (`nightly save` commits it)",
+              flush=True)
     return rc
 
 

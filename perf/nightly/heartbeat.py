@@ -1,0 +1,143 @@
+"""Heartbeat: a runner whose nights stopped arriving is an issue, closed when they return.
+
+    python -m perf nightly heartbeat [--branch perf-data] [--remote origin] [--data DIR]
+                                     [--max-age-hours 36] [--repo OWNER/NAME] [--dry-run DIR]
+
+A nightly that no longer runs says nothing: no results, no alert, a dashboard that looks
+as it did. So a job of its own (no GPU) reads the data branch (perf/nightly/store.py) and, for
+every runner with a folder under nights/, takes the time its newest night was measured; a
+runner silent for longer than `--max-age-hours` gets one issue (key `heartbeat/<runner>`,
+through the tracker of perf/ci/github.py: updated each run, never duplicated), and the issue
+is closed with a comment once a night of the runner lands again. `--dry-run DIR` writes the
+issues as JSON files into DIR instead of GitHub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+from dataclasses import dataclass
+
+from perf.nightly import store
+
+# A nightly runs every 24 hours; 12 more allow for a late or slow run before anyone is told
+# (a default chosen by reasoning: a runner that missed one night is told the next day).
+MAX_AGE_HOURS = 36.0
+KEY_PREFIX = "heartbeat/"
+LABELS = ("perf-heartbeat",)
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A runner's last sign of life: its newest night and when it was measured."""
+
+    runner: str
+    night: store.Night | None
+    seen: _dt.datetime | None  # when the newest night was measured (UTC)
+    age_hours: float | None
+    silent: bool
+
+    @property
+    def key(self) -> str:
+        return KEY_PREFIX + self.runner
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def seen_at(night: store.Night) -> _dt.datetime:
+    """When a night was measured: its results' time; the start of its day where that is unreadable."""
+    from perf.errors import ConfigError
+
+    try:
+        when = _dt.datetime.fromisoformat(str(night.results().environment.get("time")))
+    except (ConfigError, ValueError):
+        when = _dt.datetime.fromisoformat(night.date)
+    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+
+
+def beats(data: str, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS) -> list[Beat]:
+    """Every runner of the checkout `data`, silent or not, by name."""
+    out = []
+    for runner in store.runners(data):
+        night = store.newest(data, runner)
+        if night is None:  # a folder with no night in it: silent since ever
+            out.append(Beat(runner, None, None, None, True))
+            continue
+        seen = seen_at(night)
+        age = (now - seen).total_seconds() / 3600
+        out.append(Beat(runner, night, seen, age, age > max_age_hours))
+    return out
+
+
+def issue(beat: Beat, max_age_hours: float, branch: str) -> tuple[str, str]:
+    """(title, body) of a silent runner's issue."""
+    if beat.night is None:
+        title = f"Nightly runner {beat.runner} has no night on {branch}"
+        since = "no night of it is on the data branch (its folder is empty)"
+    else:
+        title = f"Nightly runner {beat.runner} silent since {beat.night.date}"
+        since = (f"its newest night, `nights/{beat.runner}/{beat.night.date}/`, was measured at "
+                 f"{beat.seen.isoformat(timespec='minutes')}, {beat.age_hours:.0f} hours ago")
+    body = "\n".join([
+        f"## {title}", "",
+        f"The nightly saves one folder per runner and night to the branch `{branch}` "
+        f"(`python -m perf nightly save`); for runner `{beat.runner}` {since}, more than the "
+        f"{max_age_hours:g} hours the heartbeat allows (`--max-age-hours`).", "",
+        "Check that the runner is online and picks up the nightly workflow's jobs, and the "
+        "workflow's latest runs (a job that fails before `nightly save` leaves no night). "
+        "This issue is updated while the runner stays silent and closed when its next night lands.",
+    ])
+    return title, body
+
+
+def heartbeat(data: str, tracker, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS,
+              branch: str = store.BRANCH, say=print) -> list[Beat]:
+    """Open or update the issue of each silent runner of `data`, close those of runners heard
+    from again; the beats."""
+    found = beats(data, now, max_age_hours)
+    open_keys = tracker.open_keys()
+    for beat in found:
+        if beat.silent:
+            title, body = issue(beat, max_age_hours, branch)
+            number = tracker.upsert(beat.key, title, body, LABELS)
+            say(f"{beat.runner}: silent ({title}); issue #{number}")
+        elif beat.key in open_keys:
+            back = f"`nights/{beat.runner}/{beat.night.date}/`"
+            tracker.close(beat.key, f"Nights are back: {back} was measured at "
+                                    f"{beat.seen.isoformat(timespec='minutes')}.")
+            say(f"{beat.runner}: heard from again ({beat.night.date}); closed its heartbeat issue")
+        else:
+            say(f"{beat.runner}: newest night {beat.night.date}, {beat.age_hours:.0f} h ago")
+    return found
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("heartbeat (perf/nightly/heartbeat.py)")
+    g.add_argument("--max-age-hours", type=float, default=MAX_AGE_HOURS,
+                   help=f"a runner whose newest night is older is silent (default: {MAX_AGE_HOURS:g})")
+    g.add_argument("--repo", default=None, help="OWNER/NAME of the issues (default: $GITHUB_REPOSITORY)")
+    g.add_argument("--dry-run", default=None, metavar="DIR",
+                   help="write the issues as JSON files into DIR instead of GitHub")
+
+
+def main(args: argparse.Namespace, conf: dict) -> int:
+    from perf.ci import github
+    from perf.errors import NothingMeasured
+
+    tracker = github.tracker(args.repo, args.dry_run)
+
+    def run(folder: str) -> int:
+        if not store.runners(folder):
+            raise NothingMeasured(f"{args.branch}: no runner has a night on it yet (nights/ is empty); the "
+                                  f"heartbeat starts once `python -m perf nightly save` has run")
+        silent = heartbeat(folder, tracker, _now(), args.max_age_hours, args.branch)
+        print(f"heartbeat: {sum(b.silent for b in silent)} of {len(silent)} runners silent for more than "
+              f"{args.max_age_hours:g} hours", flush=True)
+        return 0
+
+    if args.data:
+        return run(store.check_data(args.data))
+    with store.checkout(conf["_root"], args.branch, args.remote) as folder:
+        return run(folder)

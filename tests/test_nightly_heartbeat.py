@@ -1,0 +1,89 @@
+"""The heartbeat: one issue per silent runner, updated while it stays silent, closed when its
+nights return. A fake clock; issues go to the tracker's folder of JSON files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from perf.ci import github
+from perf.nightly import heartbeat, store
+from tests.test_nightly_store import results_file
+
+
+def at(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc)
+
+
+def add_night(tmp_path, data, runner: str, day: str) -> None:
+    src = results_file(tmp_path / "src" / runner / day / "r.jsonl", runner, "a" * 40, day)
+    store.write_night(str(data), runner, day, src, None, None)
+
+
+def issues(folder) -> list[dict]:
+    return github.tracker(dry_run_dir=str(folder)).issues()
+
+
+def test_a_silent_runner_gets_one_issue_updated_then_closed_when_it_returns(tmp_path):
+    data, folder = tmp_path / "data", tmp_path / "issues"
+    add_night(tmp_path, data, "runner-a_h100", "2026-11-20")  # measured 03:00 UTC
+    add_night(tmp_path, data, "runner-b_h100", "2026-11-22")
+    tracker = github.tracker(dry_run_dir=str(folder))
+    said = []
+    beats = heartbeat.heartbeat(str(data), tracker, at("2026-11-22T12:00:00"), 36, say=said.append)
+    assert [(b.runner, b.silent, round(b.age_hours)) for b in beats] == [("runner-a_h100", True, 57),
+                                                                          ("runner-b_h100", False, 9)]
+    (issue,) = issues(folder)
+    assert issue["key"] == "heartbeat/runner-a_h100" and issue["state"] == "open"
+    assert issue["title"] == "Nightly runner runner-a_h100 silent since 2026-11-20"
+    assert "57 hours ago" in issue["body"] and "perf-heartbeat" in issue["labels"]
+    # six hours later, still silent: the same issue, updated
+    heartbeat.heartbeat(str(data), tracker, at("2026-11-22T18:00:00"), 36, say=said.append)
+    (issue,) = issues(folder)
+    assert issue["updates"] == 1 and "63 hours ago" in issue["body"]
+    # its night lands: the issue is closed with a comment
+    add_night(tmp_path, data, "runner-a_h100", "2026-11-23")
+    heartbeat.heartbeat(str(data), tracker, at("2026-11-23T06:00:00"), 36, say=said.append)
+    (issue,) = issues(folder)
+    assert issue["state"] == "closed" and "Nights are back" in issue["comments"][0]
+    assert any("heard from again" in line for line in said)
+    # silent again later: a new issue, the closed one stays closed
+    heartbeat.heartbeat(str(data), tracker, at("2026-11-26T06:00:00"), 36, say=said.append)
+    assert [(i["number"], i["state"]) for i in issues(folder)] == [(1, "closed"), (2, "open"), (3, "open")]
+
+
+@pytest.mark.parametrize("hours, silent", [(20.9, True), (21.1, False)])
+def test_the_age_limit_is_the_newest_night_s_measurement_time(tmp_path, hours, silent):
+    data = tmp_path / "data"
+    add_night(tmp_path, data, "r", "2026-11-20")
+    add_night(tmp_path, data, "r", "2026-11-21")  # 03:00: the newest
+    (beat,) = heartbeat.beats(str(data), at("2026-11-22T00:00:00"), hours)
+    assert beat.night.date == "2026-11-21" and beat.silent is silent
+
+
+def test_an_unreadable_night_counts_from_the_start_of_its_day(tmp_path):
+    data = tmp_path / "data"
+    add_night(tmp_path, data, "r", "2026-11-21")
+    (data / "nights" / "r" / "2026-11-21" / "results.jsonl").write_text("not json\n")
+    (beat,) = heartbeat.beats(str(data), at("2026-11-22T00:00:00"), 36)
+    assert beat.age_hours == 24
+
+
+def test_heartbeat_command_with_a_dry_run_folder(tmp_path, monkeypatch, capsys):
+    from perf.cli import main
+    from tests.test_nightly import ROOT
+
+    data, folder = tmp_path / "data", tmp_path / "issues"
+    add_night(tmp_path, data, "runner-a_h100", "2026-11-20")
+    monkeypatch.setattr(heartbeat, "_now", lambda: at("2026-11-25T00:00:00"))
+    args = ["nightly", "heartbeat", "--config", str(ROOT / "asv.conf.json"), "--data", str(data),
+            "--dry-run", str(folder), "--out", str(tmp_path / "out")]
+    assert main(args) == 0
+    assert "1 of 1 runners silent for more than 36 hours" in capsys.readouterr().out
+    assert json.loads((folder / "1.json").read_text())["key"] == "heartbeat/runner-a_h100"
+    assert main([*args, "--max-age-hours", "0"]) == 2  # a limit that is no limit
+    (tmp_path / "empty" / "nights").mkdir(parents=True)
+    assert main([*args[:4], "--data", str(tmp_path / "empty"), "--dry-run", str(folder)]) == 2
+    assert "no runner has a night" in capsys.readouterr().err
