@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -428,3 +431,27 @@ def test_planning_for_another_vendor_uses_its_tree(variant):
         assert launch.num_warps == config.num_warps and launch.num_stages == config.num_stages
         assert launch.vendor_options == config.vendor_options(vendor)
     assert plans["amd"][0].vendor_options and not plans["nvidia"][0].vendor_options
+
+
+_RULE = re.compile(r"#.*\[([a-z0-9-]+)\] (H100|H200) (2026-\d\d-\d\d)")
+_RERUN = re.compile(r"tune (?:--suite (\w+) )?--scenarios '([^']+)'")
+
+
+def test_every_nvidia_rule_has_one_line_of_provenance_that_resolves():
+    """Each rule's line in `_nvidia` names its lab ([id], in docs/kernels.md), the GPU, the date
+    and a re-run whose glob selects a scenario of its suite: a line that rots fails here."""
+    from perf import scenarios
+
+    source = inspect.getsource(heuristics._nvidia)
+    docs = (Path(__file__).parents[1] / "docs" / "kernels.md").read_text()
+    lines = [line for line in source.splitlines() if _RULE.search(line)]
+    assert len(lines) >= 15, "the NVIDIA tree lost its provenance lines"
+    for line in lines:
+        lab = _RULE.search(line).group(1)
+        assert f"[{lab}]" in docs, f"docs/kernels.md has no lab notes for [{lab}]"
+        rerun = _RERUN.search(line)
+        assert rerun, f"no re-run in: {line.strip()}"
+        suite, glob = rerun.group(1) or "heuristics", rerun.group(2)
+        assert any(scenarios.glob_matches(s.name, glob) for s in scenarios.suite(suite)), (suite, glob)
+    comments = [line for line in source.splitlines() if line.strip().startswith("#")]
+    assert len(comments) <= len(lines) + 8, "lab notes belong in docs/kernels.md, not in the tree"

@@ -7,9 +7,10 @@ shapes and the host-side hints a serving engine already has (`max_seqlen_q`,
 free of host syncs and works inside CUDA/HIP-graph capture. Without hints the features are
 bounds derived from shapes (documented on each field).
 
-Every branch says where it came from: NVIDIA branches cite the sweep that chose them
-(`python -m perf tune`, GPU, date, gain); AMD branches are documented
-defaults, unmeasured until an MI300 sweep replaces them.
+Every rule says where it came from in one line: NVIDIA rules name their lab (`[id]`, whose
+numbers are in docs/kernels.md, "Lab notes of the NVIDIA tree"), GPU, date, gain and the
+`python -m perf tune` run that re-measures it; AMD branches are documented defaults,
+unmeasured until an MI300 sweep replaces them.
 """
 
 from __future__ import annotations
@@ -24,36 +25,13 @@ from kernels.inputs import is_fp8
 from kernels.paged_attention.common import decode_block_m, next_pow2
 
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
-# Visible keys of a decode up to which tiles shrink (the NVIDIA decode branch): between the
-# windows measured (H100, 2026-11-23): 128 gained 1.4x, 1024 nothing; the boundary is unmeasured.
-NARROW_WINDOW = 256
-# Visible keys of a decode up to which it takes 32-key tiles, one program per item: many
-# sequences of a few keys (H100, 2026-11-23, llama3-8b 128 x 64 keys: 33.4 -> 21.5 us). Contexts
-# of 128 and 256 keys kept tile 128 (tile 64 / a program per item lost 3-4 % at 1 x 128 and
-# 8 x 256); the boundary between 64 and 128 is unmeasured.
-SHORT_CONTEXT = 64
-# Least share of a 128-row Q-block's rows a prefill's head group must fill (tokens x query
-# heads per KV head): below it the NVIDIA prefill takes 256 rows. Falcon-7b's 71 query heads
-# on one KV head fill 71 of 128 (one token per Q-block) and 213 of 256 (three). H100 lab,
-# 2026-11-23 (docs/kernels.md, "Prefill with many query heads per KV head"); between 0.55 and
-# 0.83 the boundary is unmeasured.
-MIN_PREFILL_ROW_USE = 0.75
-# Keys a Q-block sees (`prefill_q_block_keys`) beyond which the NVIDIA prefill (one block id
-# per cache block, int32 offsets) takes a third stage. H100 lab, 2026-11-24, llama3-8b, 2 -> 3
-# stages: 1 x 8k 1.363 -> 1.238 ms, 1 x 16k 5.26 -> 4.79, 16 mixed up to 4k 1.397 -> 1.357, 4
-# chunks of 2k after 6k 2.398 -> 2.161; at 2k even (4 x 2k 418 -> 419 us, 1 x 2k 113.5 ->
-# 112.5), at 1k a loss (8 x 1k 274 -> 290). Between 2k and 4k the boundary is unmeasured.
-LONG_PREFILL_KEYS = 2048
-# Keys a Q-block sees up to which the NVIDIA prefill (128 rows, tile 128; 256 rows, tile 64)
-# cuts its causal edge into tiles of half its tile, beyond it a quarter (`causal_edge_tile`).
-# H100 labs, 2026-11-24, same process, graph replay, 5 shuffled rounds, whole tile -> half /
-# quarter: llama3-8b 1 x 512 18.12 -> 17.27 / 18.45 us, 8 x 1k 265.7 -> 251.5 / 254.4, blocks
-# of 64 mixed 32 x 1k 580.5 -> 558.1 / 564.7, falcon-7b prefill 64 up to 512 485.7 -> 471.7 /
-# 497.7; llama3-8b 1 x 2k 109.0 -> 104.9 / 102.8, 4 x 2k 404.7 -> 393.6 / 390.3, 1 x 8k
-# 1201.5 -> 1198.3 / 1126.7, falcon-7b 16 up to 4k 3051.5 -> 2969.9 / 2920.2 (docs/kernels.md,
-# "The causal edge in tiles of 32"). Between 1k and 2k keys (llama3-8b; 32 mixed up to 2k:
-# 271.3 -> 264.5 / 267.8) and between 512 and 4k (falcon-7b) the boundary is unmeasured.
-EDGE_HALF_MAX_KEYS = 1024
+# Thresholds of the NVIDIA tree; each says its lab ([id]: docs/kernels.md, "Lab notes of the NVIDIA
+# tree") and where between measured points the boundary is unmeasured.
+NARROW_WINDOW = 256  # [narrow-window] H100 2026-11-23: window 128 1.4x, 1024 even; between, unmeasured
+SHORT_CONTEXT = 64  # [short-context] H100 2026-11-23: 64 keys 2.1x, 128 and 256 lost 3-4 %; 65-127 unmeasured
+MIN_PREFILL_ROW_USE = 0.75  # [few-rows] H100 2026-11-23: rows used 0.55 -> 0.83, 1.7-2.1x; between unmeasured
+LONG_PREFILL_KEYS = 2048  # [third-stage] H100 2026-11-24: 1.03-1.11x from 4k keys, even at 2k, lost at 1k
+EDGE_HALF_MAX_KEYS = 1024  # [causal-edge] H100 2026-11-24: half won to 1k keys, a quarter from 2k
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -253,28 +231,16 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     """KV segments per decode sequence: enough programs for the GPU, segments of >= 8 tiles.
 
     Paper 4.5: decode batches of few sequences leave most SMs idle with one program per
-    (sequence, KV head); splitting each sequence's tiles into segments restores
-    parallelism at the cost of a reduction. The rule and its two constants come from the
-    sweep on an NVIDIA H200, 2026-11-21 (what is now `python -m perf tune`, tile 128): the best
-    segment count kept about 8 tiles per segment (b1x32k: 32, b8x8k: 8, b32x8k: 8,
-    b128x1k: 1) and grew no further once (sequences x KV heads x segments) passed about
-    4 programs per SM (b8x32k: 8 at 0.271 ms, 16 at 0.281 ms). This rule picks the best
-    measured count in 3 of 5 sweep scenarios and one within 4 % of it in the other two
-    (b32x8k: 4, 0.310 vs 0.297 ms; b8x32k: 16, 0.281 vs 0.271 ms). A power of two.
-    max_segments = 64 bounds the reduction's work and buffers; unmeasured default.
-
-    `fill_sms` (the NVIDIA tree): where that leaves fewer programs than half the SMs, segments of
-    sequences with >= 8 tiles shrink to as little as one tile until every SM has a program
-    (shorter ones, unmeasured, stay whole: the reduction would cost more than it saves).
-    Sweep on an NVIDIA H100 (graph replay, tile 128, host busy compiling: absolute times
-    inflated), 2026-11-22: b1x1k 8 programs -> 8 segments, 29.4 -> 16.1 us; b1x8k 64
-    programs -> 32 segments, 41.1 -> 34.1 us; b8x1k 64 -> 4 segments, 38.6 -> 35.1 us;
-    batches already at >= 128 programs kept their counts (b16x4k under a 1024 window:
-    1 segment, 50.5 us, 2-8 segments 59-60 us). Off for AMD (unmeasured there).
-
-    Sliding windows: the tiles are those of the visible keys (`visible_tiles`), as the
-    kernel splits only them. Same H100 sweep: gpt-oss-20b heads, b64x4k, window 128: 2 -> 1
-    segment, 54.5 -> 33.6 us; llama3-8b b16x4k, window 1024: 4 -> 1, 59.9 -> 50.5 us.
+    (sequence, KV head); splitting each sequence's tiles into segments restores parallelism at
+    the cost of a reduction. The largest power of two keeping `tiles_per_segment` tiles per
+    segment, no more than `target_programs_per_sm` programs per SM need, at most
+    `max_segments` (bounds the reduction's work and buffers; unmeasured default).
+    [segments] H200 2026-11-21: the best count in 3 of 5 sweep scenarios, within 4 % in two.
+    `fill_sms` (the NVIDIA tree): below half the SMs busy, sequences of >= 8 tiles split down to
+    one tile a segment until every SM has a program; shorter ones stay whole (unmeasured).
+    [fill-sms] H100 2026-11-22: 1.10-1.83x (b1x1k 29.4 -> 16.1 us); off for AMD (unmeasured).
+    Sliding windows count the visible tiles only (`visible_tiles`), as the kernel splits only
+    them. [window-segments] H100 2026-11-22: 1.19-1.62x.
     """
     if not is_decode_batch(f):
         return 1
@@ -296,12 +262,12 @@ def visible_tiles(f: Features, tile_size: int) -> int:
     return math.ceil(f.visible_kv_len / tile_size) + straddle
 
 
-# Launch-bound decodes of short sequences (`short_split`): the range of visible keys and the
-# share of the SMs the work items may fill, both as measured (H100 lab of 2026-11-23 below).
-SPLIT_KEYS = (128, 1024)  # more than the first, at most the second
+# [short-split] H100 2026-11-23: the visible keys (more than the first, at most the second) and
+# segments a launch-bound decode of short sequences is split into, as measured.
+SPLIT_KEYS = (128, 1024)
 SPLIT_MAX_SEGMENTS = 16
-# Decodes of many short sequences (the `many` rule of `_nvidia`): at least this many work items
-# per SM (64 sequences x 8 KV heads on 132 SMs) and at most this many visible keys, as measured.
+# [many-items] H100 2026-11-23: work items per SM (64 sequences x 8 KV heads on 132 SMs) and
+# visible keys of the decodes that take tile 64, 2 warps, 4 programs per SM, as measured.
 MANY_ITEMS_PER_SM = 3
 MANY_ITEMS_MAX_KEYS = 2048
 
@@ -313,15 +279,7 @@ def short_split(f: Features) -> tuple[int, int] | None:
     leave most SMs idle and ran whole (the `fill_sms` rule of `num_segments` needs >= 8 tiles
     of 128). Here the sequence splits into up to 16 segments, about one per SM, and the tile
     shrinks to half a segment's keys (at least 16), so every program has two tiles to pipeline.
-    H100 lab, 2026-11-23, graph replay, 5 shuffled rounds, tiles 16-128 x 1-16 segments,
-    llama3-8b unless named, before -> chosen (best measured; vLLM 0.19.1's Triton kernel):
-    1x256 8.33 -> 7.29 us (7.29; 6.91), 1x512 12.09 -> 8.00 (8.00; 7.91), 1x1k 9.89 -> 8.75
-    (8.75; 9.70), 2x256 8.82 -> 7.92 (7.92; 7.57), 2x512 12.54 -> 8.85 (8.85; 8.66), 2x1k
-    10.95 -> 10.12 (10.12; 10.79), 4x256 9.19 -> 8.84 (8.75; 9.19), 4x512 12.97 -> 10.15
-    (10.15; 10.63), 4x1k 13.12 -> 12.35 (12.35; 13.91), falcon-7b 4x1k 11.04 -> 8.97 (8.97;
-    9.88), 16x1k 14.91 -> 13.59 (13.37; 15.06), llama2-7b 1x512 12.28 -> 10.04 (10.04; 9.88).
-    Left whole: one tile of 128 (1x128 6.54 us whole, 6.91 split) and 64 items (8x256: 9.35
-    whole, 10.03 split; 8x512 would gain, 13.52 -> 12.24, but stays whole with 8x256).
+    [short-split] H100 2026-11-23, 1.04-1.62x; one tile of 128 and 64 items stay whole.
     Lengths are read in tiles of MIN_TILE keys, so a KV-length class (`kv_len_class`) keeps
     one answer."""
     items = f.kv_items
@@ -352,10 +310,8 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
 def causal_edge_tile(f: Features, block_m: int, tile_size: int) -> int:
     """The NVIDIA prefill's causal edge (`Config.edge_tile`): half the tile where a Q-block
     sees up to EDGE_HALF_MAX_KEYS keys, a quarter beyond; whole tiles (0) under a sliding
-    window, whose causal edge then spans the window's tiles (H100 lab, 2026-11-24: llama3-8b
-    window 1024 mixed 831.2 -> 841.4 us with a quarter, gpt-oss-20b window 128 2380 -> 2560),
-    and for fp8 caches (llama3-8b 8 x 1k 320.6 -> 313.3 us with half, 1 x 8k 1695.5 -> 1687.3,
-    mixed 16 up to 4k 1980.6 -> 1992.1: no rule to keep)."""
+    window and for fp8 caches. [causal-edge] H100 2026-11-24: a window lost with it (1.01-1.08x
+    slower), fp8 ran even."""
     if f.window or f.fp8_kv:
         return 0
     half = prefill_q_block_keys(f, block_m) <= EDGE_HALF_MAX_KEYS
@@ -389,105 +345,32 @@ def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, segm
     return Config(block_m=block_m, tile_size=tile_size, num_segments=segments, **kw)
 
 
-# NVIDIA: the sweep (now `python -m perf tune`) on an NVIDIA H200 (sm_90, 132
-# SMs), triton 3.6.0, torch 2.11, 2026-11-21: static_grid, Llama-3-8B heads, bf16, block 16,
-# graph replay, coordinate descent from the previous defaults (tile 64, 3 stages); the gains
-# below are previous default -> chosen, median ms. Head size 256 doubles every tile's shared
-# memory: its branches halve the tile (128 x 256 x 2 B x 2 tensors x 2 stages would not fit
-# the 227 KB an SM offers) and are unmeasured.
+# NVIDIA: one provenance line per rule: GPU, date, gain, and the lab's re-run, where `tune ARGS` is
+# `python -m perf tune --suite heuristics ARGS` (perf/suites.yaml: the labs' headline shapes; from the
+# rule's choice it times every knob again). The labs behind each [id]: docs/kernels.md, "Lab notes of
+# the NVIDIA tree"; a --suite in ARGS replaces `heuristics`.
 def _nvidia(f: Features) -> Config:
-    wide = f.head_size > 128
+    wide = f.head_size > 128  # [head-256] its rules halve the tiles to fit shared memory; unmeasured
     if is_decode_batch(f):
-        # Memory bound: the smallest Q-block, 128-position tiles (fewer, longer KV reads), 4 warps.
-        # Sweep: tile 128 beat 64/32/16 in all 5 decode scenarios (b8x32k 0.510 -> 0.271 ms
-        # with 8 segments, b8x8k 0.147 -> 0.092, b32x8k 0.438 -> 0.297, b128x1k 0.189 -> 0.157,
-        # b1x32k 0.0586 -> 0.0547); 4 warps beat 2 and 8 in all 5; stages 2-4 within 2 %.
-        # Items are the sequences (`seq_items`), not Q-blocks found by a binary search, a third
-        # of them empty for 8 query heads per KV head. H100 labs, 2026-11-23, graph replay,
-        # static_grid, block 16, Q-block -> sequence items: llama3-8b 8x1k 21.8 -> 17.4 us,
-        # 32x1k 71.3 -> 55.4, fp8 32x2k 94.8 -> 75.9, 64 up to 4k 259.3 -> 241.5, 16x4k under
-        # a 1024 window 42.4 -> 39.2; gpt-oss-20b 64x4k, window 128, sinks 21.3 -> 14.8;
-        # falcon-7b 16x1k 15.3 -> 14.8. Not for one sequence (no search to save: llama3-8b
-        # 1x1k 9.92 -> 10.26) nor one query head per KV head (Q-blocks of 16 tokens leave few
-        # empty: llama2-7b 16x1k 102.6 -> 103.0-104.8, phi-2 78.4 -> 78.6). Not on AMD: the
-        # static gate found new SGPR spills with it in gfx942/gfx950 decodes (unmeasured).
-        # A narrow sliding window (<= NARROW_WINDOW visible keys: 1-2 tiles of 128 per item):
-        # tile 64 and one program per item, so more items run at once instead of in waves.
-        # H100 lab, 2026-11-23, graph replay, with sequence items, tile 128 / 2 programs per
-        # SM -> tile 64 / one per item: gpt-oss-20b 64x4k, window 128, sinks 14.8 -> 10.7 us
-        # (tile 32: 10.4, tile 16: 11.6; tile 128 with one per item 15.8); 16x8k 7.3 -> 7.4
-        # (128 items: no waves to save). Wider windows keep tile 128 (llama3-8b 16x4k, window
-        # 1024: 38.9 -> 38.5).
-        # Short contexts (<= SHORT_CONTEXT keys, window or not): tile 16, 2 warps, 4 programs
-        # per SM. Same lab, graph replay, vLLM 0.19.1's Triton kernel beside: llama3-8b 128 x 64
-        # keys tile 128 / 2 per SM 33.4 us, tile 64 / 2 per SM 24.1, tile 64 / one per item
-        # 26.2, tile 32 / one per item 21.5 (vLLM 17.9); 1 x 128 keys: 6.78 us as it was, 7.00
-        # with tile 64 / one per item (vLLM 6.95); 8 x 256: 9.85, 10.23 (vLLM 13.07). Then
-        # (H100 lab, 2026-11-23, graph replay, 7 shuffled rounds, vLLM beside), tile 32 / 4
-        # warps / one per item -> tile 16 / 2 warps / 4 per SM: 128 x 64 keys 21.40 -> 16.17
-        # us (vLLM 17.72; 2 warps alone 18.13), 32 x 64 7.38 -> 7.35 (vLLM 7.76), 8 x 32 5.14
-        # -> 5.14 (vLLM 7.87).
-        # Launch-bound short decodes (`short_split`): a tile of about half a segment.
-        # Many items of short sequences (>= MANY_ITEMS_PER_SM x SMs work items, 65-2048
-        # visible keys): tile 64, 2 warps, 4 programs per SM. H100 lab, 2026-11-23, graph
-        # replay, 5 shuffled rounds, llama3-8b, tile 128 / 4 warps / 2 per SM -> that (vLLM
-        # 0.19.1's Triton kernel): 64x128 18.25 -> 13.73 us (14.76), 64x256 35.61 -> 31.89
-        # (31.31), 64x512 58.51 -> 55.31 (55.26), 64x1k 103.08 -> 100.25 (101.41), 64x2k 200.9
-        # -> 197.0 (191.74), 128x128 40.28 -> 34.67 (33.45), 128x256 61.14 -> 56.91 (57.49),
-        # 128x512 107.78 -> 101.72 (105.29), 128x1k 194.87 -> 191.11 (196.46); 4 per SM or
-        # one per item alone, or tile 64 alone, within 2 %; 32x256 (256 items) 14.31 -> 14.50,
-        # so not there. One query head per KV head, same lab: llama2-7b 16x1k (512 items)
-        # 102.42 -> 100.90, phi-2 16x1k 79.75 -> 75.39; llama2-7b 64 up to 4k lost (857 ->
-        # 883 us), outside the range. Longer sequences and fp8 are unmeasured.
-        # Head 256 (gemma2-9b: 16 query, 8 KV heads) takes `short_split` too. H100 lab,
-        # 2026-11-23, graph replay, 5 shuffled rounds, tile 64 with the SM-filling segments ->
-        # the split (vLLM 0.19.1's Triton kernel): 1x256 12.78 -> 7.90 us (7.62), 1x512 10.63
-        # -> 8.70 (9.04), 1x1k 11.33 -> 10.39 (11.23), 2x512 11.24 -> 10.15 (10.47); 4x1k
-        # splits as before (17.08; 24.47). The split was the best of the five configurations
-        # measured (tile 16/32/64 x 8/16 segments, 2 or 4 warps) in all five.
+        # [decode-tile] H200 2026-11-21, 1.07-1.88x over tile 64: tune --suite tune --scenarios '*decode*'
+        # [narrow-window] H100 2026-11-23, 1.4x, tile 32 1.05-1.2x: tune --scenarios 'gpt-oss-20b/decode/*'
         narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
+        # [short-context] H100 2026-11-23, 2.1x: tune --scenarios 'llama3-8b/decode/batch128-kv64/*'
         short = f.visible_kv_len <= SHORT_CONTEXT
+        # [short-split] H100 2026-11-23, 1.04-1.62x: tune --scenarios 'llama3-8b/decode/batch1-kv512/*'
         split = None if narrow or short else short_split(f)
         crowded = f.kv_items >= MANY_ITEMS_PER_SM * f.num_sms
+        # [many-items] H100 2026-11-23, 1.02-1.33x: tune --scenarios 'llama3-8b/decode/batch64-kv128/*'
         many = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
-        # A narrow window over many items takes tile 32 (H100 lab, 2026-11-23, graph replay, 5
-        # shuffled rounds, tile 64 -> 32, one program per item, vLLM 0.19.1 beside): llama3-8b
-        # 64x4k, window 256 40.13 -> 33.41 us (vLLM 32.96), gpt-oss-20b 64x4k, window 128,
-        # sinks 10.68 -> 10.20 (12.50); fewer items lost with it (gpt-oss 16x8k 7.42 -> 7.68, its
-        # fp8 16x4k 6.94 -> 7.40, llama3-8b 8x4k, window 256, 12.20 -> 12.98).
         tile = (16 if short else split[0] if split else 32 if narrow and crowded and not wide
                 else 64 if wide or narrow or many else 128)
-        # Many items take one segment each: at >= 3 items per SM the split's reduction costs
-        # more than the occupancy it adds. H100 lab, 2026-11-24, graph replay, 2 processes x 7
-        # shuffled rounds (medians of the first; the second within 0.3 %), 2 segments (what
-        # tile 128's rule gave for 1921-2048 keys under 4 items per SM) -> one (vLLM 0.19.1's
-        # Triton kernel): llama2-7b 16x2k 192.33 -> 189.49 us (189.69), llama3-8b 64x2k 196.55
-        # -> 188.63 (192.20), its 64 up to 2k 119.57 -> 115.81 (139.11), llama2-7b 16 up to 2k
-        # 135.30 -> 132.43 (154.22), phi-2 16x2k 144.47 -> 139.83 (153.61); 4 segments lost in
-        # all five.
+        # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
         segments = split[1] if split else 1 if many else None
-        # Cache offsets in int32 (`offsets_32`, where the caches allow it). H100 lab, 2026-11-24,
-        # graph replay, 3 processes x 7 shuffled rounds, ratio paired per round, default -> int32
-        # (us): qwen2.5-7b 64 up to 512 19.70 -> 0.912x, llama3-8b 8x1k 17.82 -> 0.943x, 8x8k
-        # 0.980x, 1x32k 0.991x, 32x8k 0.994x, 128x1k 0.997x, llama2-7b 1x512 0.978x, 16x1k
-        # 0.992x, gemma2-9b 1x512 0.987x, falcon-7b 16x1k 0.987x, phi-2 16x1k 0.995x; even for
-        # llama3-8b 1x512 and 1x1k, qwen2.5-14b 1x512. Not for short contexts (llama3-8b 128 x
-        # 64 keys 16.32 us -> 1.022x); sliding windows and fp8 unmeasured; not for a head padded
-        # to a power of two (phi-2's 80: 0.995x on the H100, but ptxas spilled 4 bytes for it on
-        # sm_100 in the static gate, triton 3.6.0). Block ids per cache block with it (the
-        # prefills' pair) lost in 5 of the 15 (up to 1.115x).
+        # [int32-offsets] H100 2026-11-24, 1.00-1.10x: tune --scenarios 'qwen2.5-7b/decode/*'
         int32 = not (short or f.window or f.fp8_kv or f.head_size != next_pow2(f.head_size))
-        # Where a batch's items stay Q-blocks (one query head per KV head), they guess the
-        # decode layout before any binary search and skip the bound's trailing gaps
-        # (`decode_layout`). H100 lab, 2026-11-24, graph replay, 3 processes x 7 shuffled
-        # rounds each, off -> on (vLLM 0.19.1's Triton kernel in the same processes, ratio):
-        # llama2-7b 16x1k 100.30 -> 99.67 us (1.006 -> 1.000), 16 up to 1k 65.86 -> 65.31,
-        # 24x1k 148.98 -> 147.93, 64 up to 512 118.37 -> 116.86; phi-2 16x1k 75.48 -> 75.38.
-        # Not for one sequence (a search of one step; same-process lab, 2 x 9 rounds, off ->
-        # on: llama2-7b 1 up to 512 9.78 -> 9.96 us, phi-2 9.62 -> 9.79, qwen2.5-7b 7.86 ->
-        # 7.90, gemma2-9b 8.88 -> 8.93, llama3-8b 8.08 -> 8.09; only falcon-7b gained, 7.84 ->
-        # 7.62).
+        # [seq-items] H100 2026-11-23, 1.03-1.44x: tune --scenarios 'llama3-8b/decode/batch8-kv1024/*'
         seq_items = f.num_seqs > 1 and f.queries_per_kv > 1
+        # [decode-layout] H100 2026-11-24, 1.00-1.01x: tune --scenarios 'llama2-7b/decode/*'
         decode_layout = f.num_seqs > 1 and not seq_items
         return _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
                     num_warps=2 if short or many else 4, num_stages=2,
@@ -509,32 +392,17 @@ def _nvidia(f: Features) -> Config:
                        if int32 else "")
                     + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else ""))
     if f.max_query_len <= 64:
-        # Short chunks next to decodes (chunked prefill): a middle-sized Q-block so short
-        # sequences waste fewer rows. Unmeasured: no sweep scenario has this shape.
-        # Tiles no longer than the visible keys: H100 lab, 2026-11-23, graph replay, tile 128
-        # -> the keys' power of two: llama3-8b prefill 8 x 16 10.44 -> 5.25 us (tile 32: 6.12;
-        # vLLM 0.19.1's Triton kernel 5.91), 16 x 32 22.37 -> 10.92 (vLLM 11.36).
+        # [short-prefill] Q-block 64 unmeasured; tile: H100 2026-11-23, 2x: tune --scenarios '*/batch8-kv16/*'
         return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),
                     num_warps=4, num_stages=2, programs_per_sm=2,
                     source="nvidia/short-prefill: Q-block 64 unmeasured; tile = visible keys: "
                     "H100 2026-11-23, 2x")
-    # Compute bound: 128-row Q-blocks (32 tokens x 4 heads for Llama-3-8B), 128-position tiles,
-    # 8 warps, 2 stages. Sweep: prefill 1x8k 2.080 -> 1.663 ms, 4x2k 0.663 -> 0.587 ms
-    # (BLOCK_M 64 was 1.6-2.4x slower; 4 warps 1.4-1.7x slower; 3 stages +4-8 %).
-    # Every prefill branch below: one block id per cache block of a tile and int32 offsets
-    # (`Config.block_vector`, `Config.offsets_32`; "fast addressing"), and a third stage
-    # beyond LONG_PREFILL_KEYS keys per Q-block. Same-process H100 labs, 2026-11-24, graph
-    # replay, 5 shuffled rounds, bf16, block 16, each branch's previous choice -> this
-    # (docs/kernels.md, "Block ids per cache block"); not for fp8 caches (below).
+    # [fast-addressing] H100 2026-11-24, 1.02-1.43x: tune --scenarios 'llama3-8b/prefill/batch1-kv8192/*'
     fast = not f.fp8_kv
-
+    # [third-stage] H100 2026-11-24, 1.03-1.11x: tune --scenarios 'llama3-8b/prefill/batch1-kv16384/*'
     def long(block_m: int) -> bool:  # the third stage: only for many tiles per Q-block
         return fast and prefill_q_block_keys(f, block_m) > LONG_PREFILL_KEYS
-    # Head 256 (gemma2-9b, 8 query heads per KV head): 4x2k 943.5 -> 697.7 us with one program
-    # per item (752.0 with 3 stages), 1x8k 2.950 -> 2.362 ms with 3 stages (2.437 with one
-    # program per item, 2 stages), 1x2k 264.0 -> 184.5 us, mixed 16 x 2k 1.918 -> 1.437 ms,
-    # with softcap 50 2.650 -> 2.077 (8 bytes of new spills, sm_90); the previous 64 rows,
-    # tile 64, 8 warps were never swept. Under a window, unmeasured.
+    # [prefill-head-256] unmeasured rows/tile; H100 2026-11-24, 1.25-1.43x: tune --scenarios 'gemma2-9b/*'
     if wide:
         deep = long(64)
         return _fit(f, 64, 64, num_warps=8, num_stages=3 if deep else 2,
@@ -542,37 +410,7 @@ def _nvidia(f: Features) -> Config:
                     source="nvidia/prefill: head 256, unmeasured rows and tile"
                     + ("; fast addressing" + (", 3 stages" if deep else ", a program per item")
                        + ": H100 2026-11-24, 1.25-1.43x" if fast else ""))
-    # Before the fast addressing: 2 stages, however long the KV loop. Sweep on an NVIDIA H100 (graph
-    # replay), 2026-11-23, with the block table read one tile ahead (common.tile_blocks), 2 -> 3
-    # stages: 1x8k 1.308 -> 1.428 ms, 1x16k 5.07 -> 5.33, 4 chunks of 2048 after 6144 keys 2.38 ->
-    # 2.46, 4x2k 0.474 -> 0.537, 8x1k 0.295 -> 0.344, 16 mixed up to 4096 keys 1.450 -> 1.646; tile
-    # 64 with 4 stages (1x8k 1.420 ms) and BLOCK_M 256 with tile 64 (1.780 ms) lost too. (The
-    # 3-stage branch for >= 8192 keys of 2026-11-22 measured the loop before that read ahead, whose
-    # copies were waited for at every iteration.) The read-ahead itself, same H100, graph replay,
-    # llama3-8b bf16, block 16, off -> on: 1x8k 1.700 -> 1.308 ms, 4x2k 0.600 -> 0.474, 8x1k 0.337
-    # -> 0.295, 16 mixed up to 4096 keys 1.825 -> 1.450. Here only: decodes gained nothing (1x1k 9.9
-    # -> 10.4 us, 8x1k 21.6 -> 22.3 us, longer ones within 2 %) and the static gate (triton 3.6.0)
-    # found new ptxas spills with it in decode configurations (sm_90 phi-2 decode 0 -> 56 bytes) and
-    # new SGPR spills on gfx942; other head groups keep more registers busy with it (sm_90
-    # qwen2.5-14b mixed: spills 16 -> 188 bytes, speed unmeasured: `python -m perf tune` sweeps it).
-    # The loop took 255 registers (sm_90) and what added any lost in the H100 lab of 2026-11-23
-    # (docs/kernels.md): the FMA-folded score scale +5-12 % (with ids per position), tile 64 with 2
-    # stages up to +26 % (with maxnreg 128 for two programs per SM +16-33 %), BLOCK_M 64 1.7-2.2x.
-    # A head group that fills few of 128 rows (`prefill_row_use`): 256 rows, tile 64. H100
-    # lab, 2026-11-23, graph replay, 5 shuffled rounds, falcon-7b (71 query heads, 1 KV head,
-    # head 64), 128 rows / tile 128 -> 256 rows / tile 64 (vLLM 0.19.1's Triton kernel):
-    # prefill 16 up to 4k 6.00 -> 3.35 ms (9.20), 1x8k 3.86 -> 2.23 (6.76), 64 up to 512
-    # 1.067 -> 0.503 (0.897); mixed 64 up to 4k 11.44 -> 6.28 (17.46), 16 up to 512 0.161 ->
-    # 0.088 (0.154). Tile 128 with 256 rows 1-24 % slower than tile 64, tile 32 7-27 %, 3
-    # stages -4 to +5 %, 512 rows / tile 32 / 16 warps 0-18 %; no spills (sm_90, 253
-    # registers; sm_100, unmeasured, spills 8 bytes where 128 rows spilled none). Head 64
-    # only: larger heads with 256 rows are unmeasured. Fast addressing (2026-11-24): 1x8k
-    # 2.248 -> 1.986 ms with 3 stages (2.197 with 2), 16 up to 4k 3.885 -> 3.547 (3.795); one
-    # program per item gained nothing (2.201, 3.932 with 2 stages).
-    # The causal edge in tiles of 32 or 16 keys (`causal_edge_tile`), same lab as the 128-row
-    # branch's below: falcon-7b prefill 64 up to 512 485.7 -> 471.7 us (16: 497.7), 16 up to 4k
-    # 3051.5 -> 2920.2 (32: 2969.9), 1 x 8k 1963.7 -> 1922.1 (1957.6), mixed 64 up to 4k 5673
-    # -> 5471 (5588); the one spill of 4 bytes of the 2-stage loop went (sm_90).
+    # [few-rows] H100 2026-11-23, 1.7-2.1x; edge tiles 1.02-1.04x: tune --scenarios 'falcon-7b/prefill/*'
     if f.head_size <= 64 and prefill_row_use(f.queries_per_kv, 128) < MIN_PREFILL_ROW_USE:
         deep = long(256)
         edge = causal_edge_tile(f, 256, 64)
@@ -583,34 +421,10 @@ def _nvidia(f: Features) -> Config:
                     + ("; fast addressing" + (", 3 stages" if deep else "")
                        + ": H100 2026-11-24, 1.02-1.13x" if fast else "")
                     + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.04x" if edge else ""))
-    # The 128-row branch, ids per position in int64, 2 programs per SM, 2 stages -> fast
-    # addressing, one program per item (llama3-8b): 1x8k 1.336 -> 1.238 ms, 1x16k 5.14 ->
-    # 4.79, 4x2k 478 -> 418 us, 8x1k 297.5 -> 274, 1x2k 115.2 -> 113.5, 1x512 19.2 -> 18.2,
-    # 16 mixed up to 4k 1.455 -> 1.357, 4 chunks of 2k after 6k 2.363 -> 2.161. Each alone,
-    # at 1x8k with 2 stages: block ids 1.367, int32 offsets spill (sm_90, 24 bytes), both
-    # 1.343; the third stage needs both (the previous loop lost with it: 1.432). One program
-    # per item: 4x2k 470 -> 418 us, within noise elsewhere. A second run (FlashInfer and vLLM
-    # beside) agreed and added qwen2.5-14b mixed 16 x 1k 434 -> 419 us, blocks of 64 (mixed
-    # 32 x 1k) 676 -> 583, 4 chunks of 512 after 3.5k 350 -> 311 (3 stages with 72 bytes of
-    # ptxas spills, sm_90). Not for fp8 caches: the llama3-8b fp8 prefill 8 x 1k ran even
-    # (320.7 -> 321.6 us) and spilled 20 bytes (sm_90). Held-out shapes, same day (previous
-    # -> this): block 544 mixed 32 x 8k 25.9 -> 22.8 ms, block 32 23.9 -> 21.0, phi-2 (head
-    # 80) prefill 16 up to 4k 3.33 -> 2.69, phi-3-mini (head 96) 2.81 -> 2.20, llama2-7b (one
-    # query head per KV head) 2.94 -> 2.45, softcap / sinks mixed 1.10x / 1.16x, fp16 chunks
-    # 1.11x. Under a sliding window a Q-block sees few tiles (`prefill_q_block_keys`): 2
-    # stages and the persistent grid's 2 programs per SM; fast addressing, 3 stages and one
-    # program per item -> this: gpt-oss-20b (window 128, sinks) mixed 64 up to 4k 2.894 ->
-    # 2.549 ms (previous choice 2.775), prefill 16 up to 4k 1.511 -> 1.349 (1.466), llama3-8b
-    # window 1024 mixed 16 up to 4k 1.162 -> 1.055 (1.291), prefill 4 x 8k 2.015 -> 1.842
-    # (2.189); 2 stages with one program per item in between (2.691, 1.411, 1.085, 1.883).
-    # The causal edge in tiles of 64 or 32 keys (`causal_edge_tile`), cut after the Q-block's
-    # last visible key, where the whole tile read up to 127 keys past the diagonal. The lab
-    # there (same day, edge 128 -> 32) also ran 16 mixed up to 4k 1325.5 -> 1212.2 us, 4
-    # chunks of 2k after 6k 2061.9 -> 2008.5, 4 chunks of 512 after 3.5k 300.0 -> 282.0, 1 x
-    # 16k 4.63 -> 4.46 ms, qwen2.5-14b mixed 16 x 1k 395.7 -> 377.4 us, softcap / sinks mixed
-    # 1.05x / 1.06x, block 544 mixed 32 x 8k 22.5 -> 21.2 ms, phi-3-mini and llama2-7b prefill
-    # 16 up to 4k 1.05x, and the 76 bytes of ptxas spills of the 3-stage loop went (sm_90).
-    # Head 256 keeps whole tiles: gemma2-9b 4 x 2k 690.8 -> 689.3 us with 32, 715.8 with 16.
+    # [prefill-tile] H200 2026-11-21, 1.13-1.25x: tune --suite tune --scenarios '*prefill*'
+    # [read-ahead] H100 2026-11-23, 1.14-1.30x: tune --suite tune --scenarios '*prefill*'
+    # [causal-edge] H100 2026-11-24, 1.02-1.09x: tune --scenarios 'llama3-8b/prefill/batch8-kv1024/*'
+    # [one-program-per-item] H100 2026-11-24, 1.12x: tune --scenarios 'llama3-8b/prefill/batch4-kv2048/*'
     deep = long(128)
     edge = causal_edge_tile(f, 128, 128)
     return _fit(f, 128, 128, num_warps=8, num_stages=3 if deep else 2,
