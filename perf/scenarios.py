@@ -3,14 +3,18 @@
 A scenario's name says what the batch is, segment by segment, and parses back
 (`Scenario.parse`):
 
-    llama3-8b/mixed50/batch16-kv1024-var-chunk256/block16/window1024/softcap50/sinks/fp8/bf16
-    model    /kind   /shape                      /cache  /features, each optional, in this order
+    llama3-8b/mixed50/batch16-kv1024-var-q4-chunk256/block16/window1024/softcap50/sinks/fp8/bf16
+    model    /kind   /shape                         /cache  /features, each optional, in this order
 
 - model: a key of MODELS (attention heads and head size from the model's config.json);
 - kind: `prefill` (every sequence prefills), `decode` (every sequence decodes one token)
   or `mixed<P>` (P % of the sequences decode, the rest prefill; 0 < P < 100);
 - shape: `batch<B>` sequences, `kv<L>` KV tokens per sequence (new ones included);
   `-var`: KV lengths drawn uniformly from [L / 8, L], one sequence keeping L;
+  `-q<Q>`: every decode sequence computes Q query tokens instead of one (multi-token decode:
+  the verify step of speculative decoding, Q - 1 draft tokens and the last accepted one;
+  Q <= its KV length), so `llama3-8b/decode/batch32-kv8192-q4/block16` is 32 sequences of
+  8192 keys with 4 queries each;
   `-chunk<C>`: chunked prefill, each prefill sequence computes its last C tokens after a
   cached context (without it a prefill computes its whole length);
 - cache: `block<S>`, tokens per KV-cache block;
@@ -74,14 +78,15 @@ MODELS = {
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 DEFAULT_DTYPE = "fp16"
 
-_SHAPE = re.compile(r"^batch(?P<batch>\d+)-kv(?P<kv>\d+)(?P<var>-var)?(?:-chunk(?P<chunk>\d+))?$")
+_SHAPE = re.compile(r"^batch(?P<batch>\d+)-kv(?P<kv>\d+)(?P<var>-var)?(?:-q(?P<q>\d+))?"
+                    r"(?:-chunk(?P<chunk>\d+))?$")
 _FEATURE = re.compile(r"^(?:window(?P<window>\d+)|softcap(?P<softcap>\d+)|(?P<flag>sinks|fp8)|"
                       r"(?P<dtype>fp16|bf16|fp32))$")
-GRAMMAR = ("<model>/{prefill|decode|mixed<P>}/batch<B>-kv<L>[-var][-chunk<C>]/block<S>"
+GRAMMAR = ("<model>/{prefill|decode|mixed<P>}/batch<B>-kv<L>[-var][-q<Q>][-chunk<C>]/block<S>"
            "[/window<W>][/softcap<C>][/sinks][/fp8][/bf16|/fp32]")
 _LEGACY = re.compile(  # the names used before the rename; parsed to the same scenarios
     r"^(?P<model>[a-z0-9.\-]+)_bs(?P<block>\d+)_b(?P<batch>\d+)_s(?P<seq>\d+)_d(?P<decode>\d+)"
-    r"(?:_c(?P<chunk>\d+))?(?P<var>_var)?(?:_w(?P<window>\d+))?(?:_cap(?P<cap>\d+))?"
+    r"(?:_q(?P<q>\d+))?(?:_c(?P<chunk>\d+))?(?P<var>_var)?(?:_w(?P<window>\d+))?(?:_cap(?P<cap>\d+))?"
     r"(?P<sinks>_sinks)?(?P<fp8>_fp8)?(?:_(?P<dtype>bf16|fp32|fp16))?$"
 )
 
@@ -100,6 +105,7 @@ class Scenario:
     sinks: bool = False  # attention sinks (one logit per query head)
     fp8: bool = False  # fp8 e4m3 KV cache (kernels.batch.build_batch picks the format)
     dtype: str = DEFAULT_DTYPE  # fp16 | bf16 | fp32
+    decode_len: int = 1  # query tokens per decode sequence (the name's -q<Q>; 1: a decode step)
 
     def __post_init__(self) -> None:
         """Every field of a meaningful type and range, so a suites.yaml grid value such as
@@ -111,7 +117,7 @@ class Scenario:
             raise ValueError(f"unknown model {self.model!r} (known: {', '.join(MODELS)})")
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r} (known: {', '.join(DTYPES)})")
-        for name in ("block_size", "batch", "max_seq", "decode", "chunk", "window", "softcap"):
+        for name in ("block_size", "batch", "max_seq", "decode", "chunk", "window", "softcap", "decode_len"):
             value = getattr(self, name)
             optional = name in ("chunk", "window", "softcap")
             if (value is None and optional) or (type(value) is int and (value > 0 or name == "decode")):
@@ -119,6 +125,12 @@ class Scenario:
             raise ValueError(f"{name} must be {'null or ' if optional else ''}an integer > 0, got {value!r}")
         if not 0 <= self.decode <= 100:
             raise ValueError(f"decode is a percentage of the sequences (0 to 100), got {self.decode!r}")
+        if self.decode_len > 1 and self.decode == 0:
+            raise ValueError(f"decode_len (q{self.decode_len}) is the query length of decode sequences; "
+                             f"a prefill scenario has none")
+        if self.decode_len > self.max_seq:
+            raise ValueError(f"decode_len {self.decode_len} exceeds the KV length {self.max_seq}: a "
+                             f"sequence's queries are among its keys")
         for name in ("variable", "sinks", "fp8"):
             if type(getattr(self, name)) is not bool:
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
@@ -131,6 +143,7 @@ class Scenario:
     @property
     def name(self) -> str:
         shape = f"batch{self.batch}-kv{self.max_seq}" + ("-var" if self.variable else "") \
+            + (f"-q{self.decode_len}" if self.decode_len != 1 else "") \
             + (f"-chunk{self.chunk}" if self.chunk is not None else "")
         return "/".join([self.model, self.kind, shape, f"block{self.block_size}",
                          *self._features("window", "softcap")])
@@ -139,6 +152,8 @@ class Scenario:
     def seed_key(self) -> str:
         """The compact form the seed is drawn from (the scenario's name before the rename)."""
         parts = [self.model, f"bs{self.block_size}", f"b{self.batch}", f"s{self.max_seq}", f"d{self.decode}"]
+        if self.decode_len != 1:
+            parts.append(f"q{self.decode_len}")
         if self.chunk is not None:
             parts.append(f"c{self.chunk}")
         if self.variable:
@@ -171,7 +186,7 @@ class Scenario:
         m = _SHAPE.match(shape)
         if not m:
             raise ValueError(f"scenario {name!r}: shape {shape!r} does not match "
-                             "batch<B>-kv<L>[-var][-chunk<C>]")
+                             "batch<B>-kv<L>[-var][-q<Q>][-chunk<C>]")
         if not re.fullmatch(r"block\d+", block):
             raise ValueError(f"scenario {name!r}: {block!r} is not block<S> (tokens per KV-cache block)")
         fields: dict[str, Any] = {}
@@ -187,7 +202,7 @@ class Scenario:
             fields[key] = {"sinks": True, "fp8": True, "dtype": value}.get(key) or int(value)
         return cls(model=model, block_size=int(block[5:]), batch=int(m["batch"]), max_seq=int(m["kv"]),
                    decode=decode, chunk=int(m["chunk"]) if m["chunk"] else None, variable=bool(m["var"]),
-                   **fields)
+                   decode_len=int(m["q"]) if m["q"] else 1, **fields)
 
     @classmethod
     def _parse_legacy(cls, name: str) -> Scenario:
@@ -196,7 +211,8 @@ class Scenario:
         return cls(model=g["model"], block_size=int(g["block"]), batch=int(g["batch"]),
                    max_seq=int(g["seq"]), decode=int(g["decode"]), chunk=opt("chunk"),
                    variable=bool(g["var"]), window=opt("window"), softcap=opt("cap"),
-                   sinks=bool(g["sinks"]), fp8=bool(g["fp8"]), dtype=g["dtype"] or DEFAULT_DTYPE)
+                   sinks=bool(g["sinks"]), fp8=bool(g["fp8"]), dtype=g["dtype"] or DEFAULT_DTYPE,
+                   decode_len=int(g["q"]) if g["q"] else 1)
 
     @property
     def seed(self) -> int:
@@ -214,7 +230,7 @@ class Scenario:
             if self.variable and i > 0:  # sequence 0 keeps max_seq, so the name's max holds
                 kv = rng.randint(max(1, self.max_seq // 8), self.max_seq)
             if kind == "decode":
-                q = 1
+                q = min(self.decode_len, kv)
             else:
                 q = min(self.chunk, kv) if self.chunk is not None else kv
             q_lens.append(q)
@@ -250,7 +266,7 @@ class Scenario:
 _AXES = {  # grid key -> Scenario field
     "model": "model", "block_size": "block_size", "batch": "batch", "max_seq": "max_seq",
     "decode": "decode", "chunk": "chunk", "variable": "variable", "window": "window",
-    "softcap": "softcap", "sinks": "sinks", "fp8": "fp8", "dtype": "dtype",
+    "softcap": "softcap", "sinks": "sinks", "fp8": "fp8", "dtype": "dtype", "decode_len": "decode_len",
 }
 _GRID_REQUIRED = ("model", "batch", "max_seq", "decode")  # the others have defaults (module docstring)
 _GRID_MAX = 10000  # scenarios one grid may expand to: more is a typo, not a suite

@@ -45,7 +45,8 @@ def test_earlier_names_parse_to_the_same_scenario(old, new):
 
 def test_renaming_changed_no_batch():
     # tests/data/scenario_digests.json: every smoke, pr, nightly and paper scenario under its earlier
-    # name with its BatchSpec digest, written by the code before the rename.
+    # name with its BatchSpec digest, written by the code before the rename; a scenario added since
+    # is recorded under its compact form (`Scenario.seed_key`) with the digest of its first commit.
     recorded = json.loads((Path(__file__).parent / "data" / "scenario_digests.json").read_text())
     current = {s.name: s for n in ("smoke", "pr", "nightly", "paper") for s in scenarios.suite(n)}
     assert len(recorded) == len(current)
@@ -135,19 +136,75 @@ def test_suite_errors(tmp_path):
         scenarios.select(scenarios.suite("pr"), "zzz*")
 
 
-def test_anchor_grid_is_the_papers_17_cases():
-    anchor = scenarios.suite("anchor")
+def test_anchor_grid_is_the_papers_17_cases_then_the_targets_beyond_them():
+    suite = scenarios.suite("anchor")
+    anchor = [s for s in suite if s.decode_len == 1 and not s.fp8]
     decode = {(s.batch, s.max_seq) for s in anchor if s.decode == 100}
     prefill = {(s.batch, s.max_seq) for s in anchor if s.decode == 0}
     assert decode == {(b, k * 1024) for b in (1, 8, 32, 128) for k in (1, 8, 32) if b * k * 1024 <= 2**20}
     assert len(decode) == 11
     assert prefill == {(1, 512), (1, 2048), (1, 8192), (4, 2048), (8, 1024), (1, 16384)}
-    assert len(anchor) == 17
-    for s in anchor:  # Llama-3-8B heads, bf16, block 16, uniform lengths, whole-prompt prefills
+    assert len(anchor) == 17 and suite[:17] == anchor  # the paper's grid first, in its order
+    multi = [s for s in suite if s.decode_len > 1]
+    fp8 = [s for s in suite if s.fp8]
+    assert len(multi) == 4 and {s.decode_len for s in multi} == {2, 4, 8}
+    assert {s.decode for s in multi} == {100}
+    assert {(s.batch, s.max_seq) for s in fp8} <= prefill and {s.decode for s in fp8} == {0}
+    assert len(suite) == 17 + len(multi) + len(fp8)
+    for s in suite:  # Llama-3-8B heads, bf16, block 16, uniform lengths, whole-prompt prefills
         assert (s.model, s.dtype, s.block_size, s.variable, s.chunk) == ("llama3-8b", "bf16", 16, False, None)
         spec = s.spec()
-        assert set(spec.kv_lens) == {s.max_seq} and set(spec.query_lens) == {1 if s.decode else s.max_seq}
+        assert set(spec.kv_lens) == {s.max_seq}
+        assert set(spec.query_lens) == {s.decode_len if s.decode else s.max_seq}
+        assert s.batch * s.max_seq <= 2**20  # at most 4 GiB of KV cache
     assert {s.name for s in scenarios.suite("tune")} <= {s.name for s in anchor}
+
+
+def test_multi_token_decode_names_say_the_queries_per_sequence():
+    s = Scenario.parse("llama3-8b/decode/batch32-kv8192-q4/block16/bf16")
+    assert (s.decode, s.decode_len, s.batch, s.max_seq) == (100, 4, 32, 8192)
+    assert s.lengths() == ([4] * 32, [8192] * 32)
+    assert s.seed_key == "llama3-8b_bs16_b32_s8192_d100_q4_bf16" and Scenario.parse(s.seed_key) == s
+    assert s.spec().digest() != Scenario.parse("llama3-8b/decode/batch32-kv8192/block16/bf16").spec().digest()
+    mixed = Scenario.parse("llama3-8b/mixed50/batch8-kv64-var-q3-chunk16/block16")
+    assert mixed.name == "llama3-8b/mixed50/batch8-kv64-var-q3-chunk16/block16"
+    q, kv = mixed.lengths()
+    assert sorted(q) == [3] * 4 + [16] * 4 and all(x <= k for x, k in zip(q, kv))
+    # q1 is the ordinary decode, spelled without the segment
+    ordinary = "llama3-8b/decode/batch1-kv16/block16"
+    assert Scenario.parse("llama3-8b/decode/batch1-kv16-q1/block16").name == ordinary
+    for bad in ("llama3-8b/prefill/batch1-kv16-q4/block16",  # a prefill has no decode sequences
+                "llama3-8b/decode/batch1-kv4-q8/block16",  # more queries than keys
+                "llama3-8b/decode/batch1-kv16-q0/block16", "llama3-8b/decode/batch1-kv16-chunk4-q2/block16"):
+        with pytest.raises(ValueError):
+            Scenario.parse(bad)
+
+
+def test_multi_token_decode_suites():
+    spec = scenarios.suite("spec-decode")
+    assert {s.decode_len for s in spec} >= {1, 2, 4, 5, 8} and {s.decode for s in spec} == {100}
+    assert {s.batch for s in spec} >= {1, 256} and {s.max_seq for s in spec} >= {1024, 32768}
+    assert all(s.batch * s.max_seq <= 2**20 for s in spec)  # 4 GiB of Llama-3-8B cache at most
+    pr = [s for s in scenarios.suite("pr") if s.decode_len > 1]
+    assert len(pr) == 2  # the gate runs on every pull request: two cases, each side of one Q-block
+    assert len([s for s in scenarios.suite("nightly") if s.decode_len > 1]) >= 4
+
+
+def test_scenarios_without_calibration_take_the_vendor_floor_and_say_so():
+    """New scenarios (multi-token decode) are not in calibration/nvidia.yaml until `perf calibrate`
+    runs again: the gate must use the vendor's uncalibrated thresholds for them, and say so."""
+    from perf.latency.analysis import threshold_for
+    from perf.thresholds import calibration_path, load_calibration, load_thresholds
+
+    th = load_thresholds(str(Path(__file__).parents[1] / "thresholds.yaml"))
+    cal = load_calibration(calibration_path(th.path, "nvidia"))
+    floor = th.latency("nvidia", "static_grid", "x", "graph")
+    new = [s.name for s in scenarios.suite("pr") if s.decode_len > 1]
+    for name in new:
+        assert cal.case("static_grid", name, "graph") is None
+        t, var, df = threshold_for(th, "nvidia", cal, ("static_grid", name, "graph"), 3, 10)
+        assert (t.warn, t.fail, var, df) == (floor.warn, floor.fail, None, None)
+        assert not t.calibrated and t.source == "nvidia.latency"  # the findings note "uncalibrated default"
 
 
 def test_names_are_safe_where_they_become_file_names():
