@@ -641,3 +641,383 @@ def test_the_opt_in_lint_checks_workflows_with_the_generated_config(monkeypatch)
     workflows = [".github/workflows/pr.yml", ".github/workflows/nightly.yml", ".github/workflows/bisect.yml",
                  ".github/workflows/toolchain.yml"]
     assert seen == {"paths": workflows, "config": True}
+
+
+# --- the conventions kernel teams expect (skips, merge queue, annotations, pins, dispatch) ------
+
+
+def _run(script: str, cwd: Path, env: dict, bin_dir: Path | None = None) -> subprocess.CompletedProcess:
+    """A generated `run:` script as GitHub runs it (bash -e -o pipefail)."""
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}" if bin_dir else os.environ["PATH"]
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=cwd,
+                          env={**os.environ, "PATH": path, **env}, capture_output=True, text=True)
+
+
+def _outputs(path: Path) -> dict:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def _git_repo(tmp_path: Path) -> tuple[Path, str]:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["config", "user.email", "t@t"], ["config", "user.name", "t"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    (repo / "kernels").mkdir()
+    (repo / "kernels/k.py").write_text("x = 1\n")
+    (repo / "README.md").write_text("hi\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "base"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True)
+    return repo, head.stdout.strip()
+
+
+def _commit(repo: Path, change) -> None:
+    change(repo)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "change", "--allow-empty"], cwd=repo, check=True)
+
+
+def test_no_workflow_skips_by_paths_and_gpu_jobs_skip_by_job_level_if():
+    """Workflow-level `paths:` leaves a required check pending forever; a job skipped by its
+    `if:` reports success (docs.github.com, "Troubleshooting required status checks")."""
+    for path in WORKFLOWS:
+        for trigger in load(path)[True].values():
+            assert not (isinstance(trigger, dict) and {"paths", "paths-ignore"} & set(trigger)), path.name
+    jobs = load(PR)["jobs"]
+    assert jobs["changes"]["runs-on"] == wf.HOSTED_RUNNER and "permissions" not in jobs["changes"]
+    for name, job in jobs.items():
+        if not name.startswith("gpu-"):
+            continue
+        assert "needs.changes.outputs.gpu != 'false'" in job["if"]
+        for gpu, runs in (("true", True), ("false", False), ("", True)):  # "": the changes job failed
+            context = pr_event("synchronize", fork=False)
+            context.needs.changes.outputs.gpu = gpu
+            assert evaluate(job["if"], context) is runs, gpu
+        context = pr_event("synchronize", fork=False)
+        context.needs.cpu.result = "failure"
+        assert evaluate(job["if"], context) is False
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("git") is None, reason="needs bash and git")
+@pytest.mark.parametrize("change, gpu", [
+    (lambda r: [(r / "docs").mkdir(), (r / "docs/x.md").write_text("doc\n")], "false"),
+    (lambda r: [(r / "README.md").write_text("more\n"), (r / "LICENSE").write_text("MIT\n")], "false"),
+    (lambda r: [(r / "README.md").write_text("more\n"), (r / "kernels/k.py").write_text("x = 2\n")], "true"),
+    (lambda r: [(r / "docs").mkdir(), (r / "kernels/k.py").rename(r / "docs/k.py")], "true"),  # moved away
+    (lambda r: (r / "notes.md.py").write_text("x\n"), "true"),
+    (lambda r: None, "true"),  # nothing changed: nothing proves the GPU jobs needless
+])
+def test_a_change_of_documentation_alone_skips_the_gpu_jobs(tmp_path, change, gpu):
+    repo, base = _git_repo(tmp_path)
+    _commit(repo, change)
+    (step,) = [s for s in load(PR)["jobs"]["changes"]["steps"] if s.get("id") == "paths"]
+    out = tmp_path / "output"
+    out.write_text("")
+    done = _run(step["run"], repo, {"BASE_SHA": base, "GITHUB_OUTPUT": str(out)})
+    assert done.returncode == 0, done.stderr
+    assert _outputs(out) == {"base": base, "gpu": gpu}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("plan, latency, rc", [
+    ('{"counts": {"measure": 3, "unchanged": 9}}', "true", 0),
+    ('{"counts": {"measure": 0, "unchanged": 12}}', "false", 0),
+    (None, None, 1),  # the plan failed: no output, the step fails (continue-on-error), the gate runs in full
+])
+def test_the_plan_tells_the_gpu_job_whether_latency_has_cases(tmp_path, plan, latency, rc):
+    job = load(PR)["jobs"]["changes"]
+    step = next(s for s in job["steps"] if s.get("id") == "plan-nvidia")
+    assert step["continue-on-error"] is True and step["if"] == "steps.paths.outputs.gpu == 'true'"
+    assert job["outputs"]["latency_nvidia"] == "${{ steps.plan-nvidia.outputs.latency }}"
+    assert job["env"]["PIP_EXTRA_INDEX_URL"] == ci_jobs.CPU_TORCH_INDEX  # the noxfile's torch pin, CPU build
+    first = shlex.split(step["run"].splitlines()[0])
+    assert first[:4] == ["nox", "-s", "cli", "--"] and first[4:6] == ["gate", "--plan-only"]
+    assert first[first.index("--base-ref") + 1] == "$MERGE_BASE" and "--vendor" in first
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    folder = ci_jobs.plan_dir("nvidia")
+    write = f"mkdir -p {folder} && echo '{plan}' > {folder}/plan.json" if plan else "exit 2"
+    (bin_dir / "nox").write_text(f"#!/bin/sh\n{write}\n")
+    (bin_dir / "nox").chmod(0o755)
+    out = tmp_path / "output"
+    out.write_text("")
+    done = _run(step["run"], tmp_path, {"GITHUB_OUTPUT": str(out), "MERGE_BASE": "abc"}, bin_dir)
+    assert (done.returncode != 0) == bool(rc), done.stderr
+    assert _outputs(out) == ({"latency": latency} if latency else {})
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_gpu_job_times_only_with_cases_and_passes_the_plan(tmp_path):
+    steps = load(PR)["jobs"]["gpu-amd"]["steps"]
+    names = [s["name"] for s in steps]
+    (download,) = [s for s in steps if "download-artifact" in s.get("uses", "")]
+    assert download["with"]["name"] == ci_jobs.plan_artifact("amd") and download["continue-on-error"] is True
+    perf = next(s for s in steps if s.get("id") == "perf")
+    assert perf["if"] == "needs.changes.outputs.latency_amd != 'false'"  # empty (no plan): time everything
+    assert names.index(download["name"]) < names.index(perf["name"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS"\n')
+    (bin_dir / "docker").chmod(0o755)
+    args = tmp_path / "args"
+    for with_plan in (False, True):
+        if with_plan:
+            (tmp_path / ci_jobs.plan_dir("amd")).mkdir(parents=True)
+            (tmp_path / ci_jobs.plan_dir("amd") / ci_jobs.PLAN_FILE).write_text("{}")
+        done = _run(perf["run"], tmp_path, {"ARGS": str(args), "BASE_SHA": "b" * 40, "CI_CONTAINER": "c",
+                                            "GITHUB_WORKSPACE": str(tmp_path)}, bin_dir)
+        assert done.returncode == 0, done.stderr
+        words = args.read_text().splitlines()
+        assert words[words.index("--base-ref") + 1] == "b" * 40
+        plan = f"{ci_jobs.plan_dir('amd')}/{ci_jobs.PLAN_FILE}"
+        assert (words[-2:] == ["--plan", plan]) is with_plan and ("--plan" in words) is with_plan
+    (skipped,) = [s for s in steps if s["name"] == "No latency case to time"]
+    assert skipped["if"] == "needs.changes.outputs.latency_amd == 'false'"
+    # The GPU job compares against the merge base the plan was made for.
+    env = load(PR)["jobs"]["gpu-amd"]["env"]
+    assert env["BASE_SHA"].startswith("${{ needs.changes.outputs.base || ")
+
+
+def test_pull_requests_and_merge_queues_trigger_the_pr_workflow():
+    pr = load(PR)
+    assert pr[True]["merge_group"] == {"types": ["checks_requested"]}
+    for job in pr["jobs"].values():
+        for key in ("BASE_SHA",):
+            if key in job.get("env", {}):
+                assert "github.event.merge_group.base_sha" in job["env"][key]
+    # The PR number is recorded for pull requests only (the comment workflow skips merge groups).
+    steps = pr["jobs"]["cpu"]["steps"]
+    record = [s for s in steps if "pr-number" in s["name"] or s["name"].startswith("Record the PR")]
+    assert record and all("github.event_name == 'pull_request'" in s["if"] for s in record)
+
+
+def test_gates_are_followed_by_annotations_whatever_they_concluded():
+    pr = load(PR)
+    for name, gate, findings in [("cpu", "static", ci_jobs.STATIC_FINDINGS),
+                                 *[(f"gpu-{v}", "perf", ci_jobs.LATENCY_FINDINGS)
+                                   for v in load_thresholds(THRESHOLDS).vendors]]:
+        steps = pr["jobs"][name]["steps"]
+        at = next(i for i, s in enumerate(steps) if s.get("id") == gate)
+        annotate = next(s for s in steps[at:] if s["name"] == "Annotate the failing cases")
+        assert annotate["if"] == "${{ !cancelled() }}"
+        line = [x for x in annotate["run"].splitlines() if "perf.ci.annotations" in x][0]
+        assert shlex.split(line)[-3:] == ["-m", "perf.ci.annotations", f"{ci_jobs.RESULTS_DIR}/{findings}"]
+
+
+def _finding(verdict: str, variant: str = "static_grid", **kw):
+    from perf.verdicts import Finding, Verdict
+
+    base = {"gate": "latency", "vendor": "nvidia", "target": "NVIDIA H100", "variant": variant,
+            "scenario": "llama3-8b/decode/batch1-kv1024/block16", "metric": "graph", "base": 0.01,
+            "head": 0.013, "ratio": 1.3, "ci_low": 1.25, "ci_high": 1.35, "p_value": 0.001,
+            "threshold": "warn > 1.03, fail > 1.05", "verdict": Verdict(verdict), "note": "n"}
+    return Finding(**{**base, **kw})
+
+
+def test_annotations_name_the_case_the_ratio_and_the_file(tmp_path):
+    from perf.ci import annotations
+
+    lines = annotations.annotations([_finding("ok"), _finding("warn", ratio=1.04), _finding("improved"),
+                                     _finding("fail"), _finding("fail", variant="a,b:c")], str(ROOT))
+    assert [x.split(" ", 1)[0] for x in lines] == ["::error", "::error", "::warning"]
+    first, second = sorted(lines[:2], key=lambda x: "thresholds.yaml" in x)
+    assert first.startswith("::error file=kernels/paged_attention/static_grid.py,"
+                            "title=static_grid/llama3-8b/")
+    assert "::fail: latency graph on nvidia NVIDIA H100; ratio 1.300 (CI 1.250-1.350)" in first
+    assert "warn > 1.03, fail > 1.05" in first
+    # No kernel file for that name: thresholds.yaml at the vendor's latency section; `,` and `:` escaped.
+    text = THRESHOLDS.read_text().splitlines()
+    line = int(re.search(r",line=(\d+),", second)[1])
+    assert second.startswith("::error file=thresholds.yaml,line=") and text[line - 1].strip() == "latency:"
+    sections = [x for x in text[:line - 1] if x and not x[0].isspace() and not x.startswith("#")]
+    assert sections[-1] == "nvidia:"
+    assert "title=a%2Cb%3Ac/" in second
+    # GitHub shows 10 per step: the worst 10, then one notice.
+    many = annotations.annotations([_finding("fail", ratio=1.1 + i / 100) for i in range(13)], str(ROOT))
+    assert len(many) == 11 and many[-1].startswith("::notice::3 more error cases")
+    assert "ratio 1.220" in many[0]  # worst first
+
+
+def test_the_kernel_file_convention_is_the_registrys():
+    import inspect
+
+    import kernels
+    from perf.ci import annotations
+
+    for name, variant in kernels.VARIANTS.items():
+        source = os.path.relpath(inspect.getsourcefile(variant.planner), ROOT)
+        assert source == annotations.KERNEL_FILE.format(variant=name), name
+
+
+def test_annotations_command_prints_and_passes(tmp_path, capsys):
+    from perf.cli import main
+
+    path = tmp_path / "findings.json"
+    path.write_text(json.dumps({"findings": [_finding("fail").to_dict(), _finding("ok").to_dict()]}))
+    assert main(["annotations", str(path), "--root", str(ROOT)]) == 0  # the gate's step carries the verdict
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("::error file=kernels/paged_attention/static_grid.py")
+    path.write_text("{}")
+    assert main(["annotations", str(path)]) == 2
+
+
+def test_images_are_pinned_by_digest(tmp_path):
+    from perf.thresholds import PINNED_IMAGE, parse_thresholds
+
+    th = load_thresholds(THRESHOLDS)
+    for vendor, v in th.vendors.items():
+        assert PINNED_IMAGE.fullmatch(v.runners.container), vendor
+        for doc in (load(PR), load(NIGHTLY), load(BISECT), load(TOOLCHAIN)):
+            for name, job in doc["jobs"].items():
+                if name.endswith(vendor) and "CI_IMAGE" in job.get("env", {}):
+                    assert job["env"]["CI_IMAGE"] == v.runners.container
+    raw = yaml.safe_load(THRESHOLDS.read_text())
+    digest = "a" * 64
+    for image, ok in [("rocm/pytorch:latest", False), (f"rocm/pytorch@sha256:{digest}", False),
+                      (f"rocm/pytorch:latest@sha256:{digest[:-1]}", False),
+                      ("rocm/pytorch:x@sha256:AB", False),
+                      (f"rocm/pytorch:latest@sha256:{digest}", True), ("", True),
+                      (f"registry.local:5000/team/img:v1.2-rc@sha256:{digest}", True)]:
+        raw["amd"]["runners"]["container"] = image
+        if ok:
+            parse_thresholds(raw, "t.yaml")
+            continue
+        with pytest.raises(ConfigError) as err:
+            parse_thresholds(raw, "t.yaml")
+        msg = str(err.value)
+        assert msg.startswith("t.yaml: amd.runners.container: ") and "pinned by digest" in msg
+        assert "\n" not in msg
+
+
+def _check_script(doc: dict) -> str:
+    (step,) = [s for s in doc["jobs"]["inputs"]["steps"] if s.get("id") == "check"]
+    assert all("${{" not in line for line in step["run"].splitlines())  # inputs arrive through env only
+    return step["run"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("git") is None, reason="needs bash and git")
+def test_bisect_dispatch_checks_its_inputs_before_a_gpu_runner(tmp_path):
+    doc = load(BISECT)
+    inputs = doc[True]["workflow_dispatch"]["inputs"]
+    assert set(inputs) == {"good", "bad", "scenario", "variant", "vendor", "budget"}
+    assert inputs["vendor"]["options"] == list(load_thresholds(THRESHOLDS).vendors)
+    assert doc["jobs"]["inputs"]["runs-on"] == wf.HOSTED_RUNNER and doc["permissions"] == {"contents": "read"}
+    for vendor in inputs["vendor"]["options"]:
+        job = doc["jobs"][f"bisect-{vendor}"]
+        assert job["needs"] == "inputs"
+        assert job["timeout-minutes"] == "${{ fromJSON(needs.inputs.outputs.minutes) }}"  # the checked budget
+        assert job["env"]["GOOD"] == "${{ needs.inputs.outputs.good }}"  # checked values, not the raw inputs
+        run = next(s["run"] for s in job["steps"] if s.get("id") == "bisect")
+        assert "python -m perf bisect \"$GOOD\" \"$BAD\"" in run and "${{" not in run
+    repo, base = _git_repo(tmp_path)
+    _commit(repo, lambda r: (r / "kernels/k.py").write_text("x = 2\n"))
+    script = _check_script(doc)
+    good_inputs = {"GOOD": base, "BAD": "main", "SCENARIO": "llama3-8b/decode/batch1-kv1024/block16",
+                   "VARIANT": "", "BUDGET": "120"}
+    cases = [({}, 0), ({"BUDGET": "5"}, 2), ({"BUDGET": "12e3"}, 2), ({"GOOD": "--all"}, 2),
+             ({"GOOD": "nosuchref"}, 2), ({"GOOD": "main", "BAD": base}, 2),  # not an ancestor
+             ({"SCENARIO": "x; rm -rf /"}, 2), ({"VARIANT": "Static-Grid"}, 2), ({"VARIANT": "qblock"}, 0)]
+    for change, rc in cases:
+        out = tmp_path / "output"
+        out.write_text("")
+        done = _run(script, repo, {**good_inputs, **change, "GITHUB_OUTPUT": str(out)})
+        assert done.returncode == rc, (change, done.stdout, done.stderr)
+        if rc:
+            assert "::error title=Bad input::" in done.stdout
+        else:
+            got = _outputs(out)
+            assert got["good"] == base and len(got["bad"]) == 40 and got["minutes"] == "120"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_toolchain_dispatch_checks_the_version(tmp_path):
+    doc = load(TOOLCHAIN)
+    inputs = doc[True]["workflow_dispatch"]["inputs"]
+    assert set(inputs) == {"version", "vendor"}
+    assert inputs["vendor"]["options"] == ["all", *load_thresholds(THRESHOLDS).vendors]
+    for vendor in load_thresholds(THRESHOLDS).vendors:
+        job = doc["jobs"][f"toolchain-{vendor}"]
+        run = next(s["run"] for s in job["steps"] if s.get("id") == "toolchain")
+        assert 'python -m perf toolchain --versions "$VERSION"' in run
+        assert job["env"]["VERSION"] == "${{ needs.inputs.outputs.version }}"
+        for choice, runs in (("all", True), (vendor, True), ("other", False)):
+            context = SimpleNamespace(inputs=SimpleNamespace(vendor=choice))
+            assert evaluate(job["if"], context) is runs
+    script = _check_script(doc)
+    for version, rc in (("3.7.0", 0), ("3.7.0rc1", 0), ("3.6.0.post1", 0), ("3.7", 0), ("--pre", 2),
+                        ("3.7.0; id", 2), ("latest", 2), ("", 2)):
+        out = tmp_path / "output"
+        out.write_text("")
+        done = _run(script, tmp_path, {"VERSION": version, "GITHUB_OUTPUT": str(out)})
+        assert done.returncode == rc, version
+        assert _outputs(out) == ({"version": version} if rc == 0 else {})
+
+
+def test_nightly_keeps_its_history_on_the_data_branch_and_saves_each_night():
+    doc = load(NIGHTLY)
+    for vendor in load_thresholds(THRESHOLDS).vendors:
+        job = doc["jobs"][f"nightly-{vendor}"]
+        names = [s.get("id") or s["name"] for s in job["steps"]]
+        checkout = names.index(f"Check out the {ci_jobs.DATA_BRANCH} branch (the nightly's history)")
+        save = names.index("save")
+        uploads = [i for i, s in enumerate(job["steps"]) if "upload-artifact" in s.get("uses", "")]
+        assert checkout < names.index("nightly") < names.index("alert") < names.index("remeasure") < save
+        assert save < min(uploads)
+        for step in ("nightly", "alert"):
+            assert job["steps"][names.index(step)]["run"].endswith('--data "$PERF_DATA"')
+        assert '--confirm --data "$PERF_DATA"' in job["steps"][names.index("remeasure")]["run"]
+        step = job["steps"][save]
+        assert step["if"] == "${{ !cancelled() && steps.nightly.outcome == 'success' }}"
+        assert step["run"].rstrip().endswith("python -m perf nightly save --branch perf-data")
+        # The token: only the data branch's checkout and the save step; git reads it from env.
+        with_token = [s["name"] for s in job["steps"] if "${{ github.token }}" in json.dumps(s)]
+        assert with_token == [names[checkout], job["steps"][save]["name"]]
+        assert "persist-credentials" not in json.dumps(job["steps"][0]) or \
+            job["steps"][0]["with"]["persist-credentials"] is False
+        # The cache stays, as a speed-up.
+        assert any("cache/restore" in s.get("uses", "") for s in job["steps"])
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("git") is None, reason="needs bash and git")
+def test_the_data_branch_checkout_never_starts_an_empty_history_by_mistake(tmp_path):
+    step = next(s for s in load(NIGHTLY)["jobs"]["nightly-nvidia"]["steps"]
+                if s["name"].startswith("Check out the perf-data"))
+    origin, _ = _git_repo(tmp_path)
+    work = tmp_path / "work"
+    subprocess.run(["git", "clone", "-q", str(origin), str(work)], check=True)
+    temp = tmp_path / "runner"
+    temp.mkdir()
+    env = {"GH_TOKEN": "t", "GITHUB_SERVER_URL": "https://github.com", "RUNNER_TEMP": str(temp),
+           "GITHUB_ENV": str(tmp_path / "env")}
+    (tmp_path / "env").write_text("")
+    done = _run(step["run"], work, env)  # no perf-data branch yet: an empty history, said so
+    assert done.returncode == 0, done.stderr
+    assert "no perf-data branch yet" in done.stdout and not any((temp / "perf-data").iterdir())
+    assert (tmp_path / "env").read_text() == f"PERF_DATA={temp}/perf-data\n"
+    subprocess.run(["git", "checkout", "-q", "-b", "perf-data"], cwd=origin, check=True)
+    _commit(origin, lambda r: (r / "nights").mkdir() or (r / "nights/x").write_text("night\n"))
+    done = _run(step["run"], work, env)
+    assert done.returncode == 0, done.stderr
+    assert (temp / "perf-data/nights/x").read_text() == "night\n"
+    subprocess.run(["git", "remote", "set-url", "origin", str(tmp_path / "gone")], cwd=work, check=True)
+    assert _run(step["run"], work, env).returncode != 0  # unreachable: fail, never an empty history
+
+
+def test_heartbeat_runs_on_its_own_schedule_on_a_hosted_runner():
+    doc = load(NIGHTLY)
+    crons = [c["cron"] for c in doc[True]["schedule"]]
+    assert crons == [wf.NIGHTLY_CRON, wf.HEARTBEAT_CRON]
+    job = doc["jobs"]["heartbeat"]
+    assert job["runs-on"] == wf.HOSTED_RUNNER and "needs" not in job
+    assert job["permissions"] == {"contents": "read", "issues": "write"}
+    run = next(s["run"] for s in job["steps"] if s.get("id") == "heartbeat")
+    command = "python -m perf nightly heartbeat --branch perf-data --max-age-hours 36"  # the contract's
+    assert run.rstrip().splitlines()[-1] == command
+    schedule = SimpleNamespace(event_name="schedule", event=SimpleNamespace(schedule=wf.HEARTBEAT_CRON))
+    nightly = SimpleNamespace(event_name="schedule", event=SimpleNamespace(schedule=wf.NIGHTLY_CRON))
+    for github, beat in ((schedule, True), (nightly, False)):
+        context = SimpleNamespace(github=github, inputs=SimpleNamespace(vendor=""), cancelled=lambda: False)
+        assert evaluate(job["if"], context) is beat
+        assert evaluate(doc["jobs"]["pages"]["if"], context) is not beat  # nothing to publish on a heartbeat
+        for vendor in load_thresholds(THRESHOLDS).vendors:
+            assert evaluate(doc["jobs"][f"nightly-{vendor}"]["if"], context) is not beat

@@ -11,8 +11,9 @@ ratio and its confidence interval, the threshold and the gate's note. The gates 
 print nothing of this kind; this renderer reads their findings files as data (the one reader,
 perf.verdicts.load_findings), so it also runs on a bare runner (standard library only).
 
-GitHub shows at most 10 error and 10 warning annotations per step (docs: "Workflow commands
-for GitHub Actions"); the worst come first and one more line says how many were left out.
+GitHub shows at most 10 error and 10 warning annotations per step (actions/toolkit,
+docs/problem-matchers.md, "Limitations"); the worst come first and one notice says how many
+were left out.
 Exit code 0 whatever the findings say (the gate's own step carries the verdict); 2 for a
 findings file that cannot be read.
 """
