@@ -84,7 +84,11 @@ def test_a_vendor_over_three_runners_gets_a_matrix_and_a_merge_job(tmp_path):
     restore = [s for s in again["steps"] if "cache/restore" in s.get("uses", "")][0]["with"]
     saved = [s for s in merge["steps"] if "cache/save" in s.get("uses", "")][0]["with"]
     assert restore["key"] == saved["key"] and restore["path"] == saved["path"]
-    assert [s.get("id") for s in again["steps"] if s.get("id")] == ["verify", "remeasure"]
+    # The re-measure reads the history from the data branch; the merge job reads and saves it.
+    assert [s.get("id") for s in again["steps"] if s.get("id")] == ["checkout", "verify", "remeasure"]
+    ids = [s.get("id") for s in merge["steps"] if s.get("id")]
+    assert ids.index("checkout") < ids.index("nightly") < ids.index("alert") < ids.index("save")
+    assert merge["permissions"] == {"contents": "write"} and "permissions" not in again
     assert {s["with"]["name"] for s in again["steps"] if "upload-artifact" in s.get("uses", "")} == \
         {"site-nvidia", "nightly-nvidia-results"}
     assert jobs_["nightly-nvidia-issues"]["needs"] == "nightly-nvidia-remeasure"

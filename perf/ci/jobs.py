@@ -100,7 +100,12 @@ DATA_BRANCH = "perf-data"  # one folder per runner and night: nights/<runner>/<Y
 # After the night (and its alert and re-measure): commit this runner's night folder to the data
 # branch and push, with retries (several runners push to one branch).
 SAVE = Command("save", f"Save this night to the {DATA_BRANCH} branch (perf nightly save)",
-               ("python", "-m", "perf", "nightly", "save", "--branch", DATA_BRANCH))
+               ("python", "-m", "perf", "nightly", "save", "--branch", DATA_BRANCH), data_flag="--data")
+# Before the night: the branch's tip as a folder the nightly and the alert read (`--data`); an
+# empty history where the branch does not exist yet, an error where the remote cannot be reached.
+CHECKOUT = Command("checkout", f"Check out the {DATA_BRANCH} branch, the nightly's history (perf nightly "
+                   f"checkout)", ("python", "-m", "perf", "nightly", "checkout", "--branch", DATA_BRANCH),
+                   data_flag="--data")
 # A night older than this on the data branch opens (or updates) the heartbeat issue: a nightly
 # runs every 24 h, so 36 h is one missed night plus half a day of slack for a slow or queued
 # run (unmeasured default, chosen by reasoning).

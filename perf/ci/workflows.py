@@ -35,6 +35,7 @@ from perf.ci.jobs import (
     ALERT,
     BISECT,
     CHANGES_JOB,
+    CHECKOUT,
     CPU_ARTIFACT,
     CPU_JOB,
     CPU_TORCH_INDEX,
@@ -276,8 +277,10 @@ def _stop_container(v: VendorCI) -> list[dict]:
     if not v.container:
         return []
     script = (
-        "# Files written as root inside the container must not block the next checkout.\n"
-        'docker exec "$CI_CONTAINER" chown -R "$(id -u):$(id -g)" "$GITHUB_WORKSPACE" || true\n'
+        "# Files written as root inside the container must not block the next checkout (or the\n"
+        "# runner's cleaning of its temporary folder, which holds the nightly's data checkout).\n"
+        'docker exec "$CI_CONTAINER" chown -R "$(id -u):$(id -g)" "$GITHUB_WORKSPACE" "$RUNNER_TEMP" \\\n'
+        '  || true\n'
         'docker rm --force "$CI_CONTAINER" || true\n'
     )
     return [{"name": "Stop the container", "if": "always()", "run": script}]
@@ -681,8 +684,8 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             # entry; the newest is restored). The published site holds the same data.
             {"id": "history", **_uses("cache-restore", "Restore the asv history", path=results_dir,
                                       key=f"{key}-${{{{ github.run_id }}}}", restore_keys=f"{key}-")},
-            _data_checkout(),
             *_start_container(v, GPU_JOB_PACKAGES + NIGHTLY_PACKAGES),
+            _data_checkout(v),
             *_lock_clocks(v),
             _toolchain_step(v),
             *[_command_step(c, v, None) for c in NIGHTLY_COMMANDS],
@@ -774,39 +777,33 @@ _GIT_AUTH_ENV = ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0")
 _TOKEN = {"GH_TOKEN": "${{ github.token }}"}
 
 
-def _data_checkout() -> dict:
-    """The data branch's tip into $RUNNER_TEMP/perf-data (outside the workspace, so the gates see a
-    clean tree; mounted in the container at the same path), named by PERF_DATA for later steps.
-    No branch yet: an empty folder (the first `nightly save` creates the branch)."""
-    script = (
-        _GIT_AUTH
-        + 'PERF_DATA="$RUNNER_TEMP/perf-data"\n'
-        'rm -rf "$PERF_DATA"\n'
-        "rc=0\n"
-        f"git ls-remote --exit-code --heads origin {DATA_BRANCH} > /dev/null || rc=$?\n"
-        'case "$rc" in\n'
-        f'  0) git clone --quiet --depth 1 --single-branch --branch {DATA_BRANCH} \\\n'
-        '       "$(git remote get-url origin)" "$PERF_DATA" ;;\n'
-        f'  2) echo "::notice::no {DATA_BRANCH} branch yet: the history starts with this night"\n'
-        '     mkdir -p "$PERF_DATA" ;;\n'
-        '  *) exit "$rc" ;;  # not "no such branch": never start from an empty history by mistake\n'
-        "esac\n"
-        'echo "PERF_DATA=$PERF_DATA" >> "$GITHUB_ENV"\n'
-    )
-    return {"name": f"Check out the {DATA_BRANCH} branch (the nightly's history)", "env": dict(_TOKEN),
-            "run": script}
+def _git_exec_prefix(v: VendorCI | None) -> str:
+    """`docker exec` passing git's token environment (_GIT_AUTH) into the container, for one command."""
+    if v is None or not v.container:
+        return ""
+    env = "".join(f"--env {n} " for n in _GIT_AUTH_ENV)
+    return f'docker exec --workdir "$GITHUB_WORKSPACE" {env}"$CI_CONTAINER" '
+
+
+def _data_checkout(v: VendorCI | None) -> dict:
+    """`perf nightly checkout` of the data branch into $RUNNER_TEMP/perf-data (outside the
+    workspace, so the gates see a clean tree; mounted in the container at the same path), named
+    by PERF_DATA for the later steps. The command starts an empty history where the branch does
+    not exist yet and fails where the remote cannot be reached (perf/nightly/store.py)."""
+    script = (_GIT_AUTH
+              + 'PERF_DATA="$RUNNER_TEMP/perf-data"\n'
+              'echo "PERF_DATA=$PERF_DATA" >> "$GITHUB_ENV"\n'
+              + _git_exec_prefix(v) + CHECKOUT.shell("", data='"$PERF_DATA"') + "\n")
+    return {"id": CHECKOUT.id, "name": CHECKOUT.title(""), "env": dict(_TOKEN), "run": script}
 
 
 def _save_step(v: VendorCI | None) -> dict:
     """`perf nightly save` after the night, its alert and re-measure (alert.json is part of the
-    night), whatever they concluded, when the measurement itself succeeded. The one step that
-    sees the write token, as git's environment (inside the container, for that one command)."""
-    env = "".join(f"--env {n} " for n in _GIT_AUTH_ENV)
-    prefix = (f'docker exec --workdir "$GITHUB_WORKSPACE" {env}"$CI_CONTAINER" '
-              if v is not None and v.container else "")
-    return {"id": SAVE.id, "name": SAVE.title(v.vendor if v else ""),
+    night), whatever they concluded, when the measurement itself succeeded. With the checkout
+    of the data branch, which it keeps current. It sees the write token as git's environment."""
+    return {"id": SAVE.id, "name": SAVE.title(""),
             "if": "${{ !cancelled() && steps.nightly.outcome == 'success' }}",
-            "env": dict(_TOKEN), "run": _GIT_AUTH + prefix + SAVE.shell("") + "\n"}
+            "env": dict(_TOKEN), "run": _GIT_AUTH + _git_exec_prefix(v) + SAVE.shell("", data=_DATA) + "\n"}
 
 
 def _heartbeat_job() -> dict:
@@ -884,7 +881,7 @@ def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_
                                       key=f"{key}-${{{{ github.run_id }}}}", restore_keys=f"{key}-")},
             _uses("download-artifact", "Download the runners' parts",
                   pattern=nightly_part_artifact(v.vendor, "*"), path=NIGHTLY_PARTS_IN, merge_multiple=True),
-            _data_checkout(),
+            _data_checkout(None),
             _command_step(NIGHTLY_MERGE, None, None),
             {"if": "always()", **_uses("cache-save", "Save the asv history", path=results_dir,
                                        key=f"{key}-${{{{ github.run_id }}}}")},
@@ -986,7 +983,7 @@ def _sharded_remeasure_job(v: VendorCI, key: str, results_dir: str, html_dir: st
                   path=f"{RESULTS_DIR}/"),
             *_start_container(v, GPU_JOB_PACKAGES),
             *_lock_clocks(v),
-            _data_checkout(),
+            _data_checkout(v),
             _command_step(VERIFY, v, None),
             _remeasure_step(v, None),
             _reupload(site, f"{html_dir}/"),
