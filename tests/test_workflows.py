@@ -1023,6 +1023,9 @@ def test_heartbeat_runs_on_its_own_schedule_on_a_hosted_runner():
     run = next(s["run"] for s in job["steps"] if s.get("id") == "heartbeat")
     command = "python -m perf nightly heartbeat --branch perf-data --max-age-hours 36"  # the contract's
     assert run.rstrip().splitlines()[-1] == command
+    from perf.nightly import heartbeat, store
+
+    assert ci_jobs.HEARTBEAT_MAX_AGE_HOURS == heartbeat.MAX_AGE_HOURS and ci_jobs.DATA_BRANCH == store.BRANCH
     schedule = SimpleNamespace(event_name="schedule", event=SimpleNamespace(schedule=wf.HEARTBEAT_CRON))
     nightly = SimpleNamespace(event_name="schedule", event=SimpleNamespace(schedule=wf.NIGHTLY_CRON))
     for github, beat in ((schedule, True), (nightly, False)):

@@ -106,9 +106,9 @@ SAVE = Command("save", f"Save this night to the {DATA_BRANCH} branch (perf night
 CHECKOUT = Command("checkout", f"Check out the {DATA_BRANCH} branch, the nightly's history (perf nightly "
                    f"checkout)", ("python", "-m", "perf", "nightly", "checkout", "--branch", DATA_BRANCH),
                    data_flag="--data")
-# A night older than this on the data branch opens (or updates) the heartbeat issue: a nightly
-# runs every 24 h, so 36 h is one missed night plus half a day of slack for a slow or queued
-# run (unmeasured default, chosen by reasoning).
+# A night older than this on the data branch opens (or updates) the heartbeat issue: the command's
+# own default (perf/nightly/heartbeat.py MAX_AGE_HOURS, by reasoning: one missed night plus half a
+# day), written out so that the job says what it checks; a test keeps the two equal.
 HEARTBEAT_MAX_AGE_HOURS = 36
 HEARTBEAT = Command("heartbeat", f"A night on {DATA_BRANCH} within {HEARTBEAT_MAX_AGE_HOURS} h, else an "
                     f"issue (perf nightly heartbeat)",
