@@ -832,6 +832,11 @@ def test_annotations_name_the_case_the_ratio_and_the_file(tmp_path):
     sections = [x for x in text[:line - 1] if x and not x[0].isspace() and not x.startswith("#")]
     assert sections[-1] == "nvidia:"
     assert "title=a%2Cb%3Ac/" in second
+    static_fail = _finding("fail", variant="", gate="static", vendor="amd")
+    (static,) = annotations.annotations([static_fail], str(ROOT))
+    line = int(re.search(r",line=(\d+),", static)[1])
+    sections = [x for x in text[:line - 1] if x and not x[0].isspace() and not x.startswith("#")]
+    assert text[line - 1].strip() == "static:" and sections[-1] == "amd:"
     # GitHub shows 10 per step: the worst 10, then one notice.
     many = annotations.annotations([_finding("fail", ratio=1.1 + i / 100) for i in range(13)], str(ROOT))
     assert len(many) == 11 and many[-1].startswith("::notice::3 more error cases")

@@ -30,8 +30,6 @@ from perf.verdicts import Finding, Verdict, load_findings
 
 PER_STEP = 10  # GitHub's limit of error (and of warning) annotations shown per step
 KERNEL_FILE = "kernels/paged_attention/{variant}.py"  # one file per variant (kernels/__init__.py)
-# The section of thresholds.yaml whose rules decide each gate's verdicts.
-SECTION = {"latency": "latency", "static": "static"}
 
 
 def _escape_data(text: str) -> str:
@@ -50,7 +48,8 @@ def command(level: str, message: str, **properties: object) -> str:
 
 
 def _section_line(root: str, vendor: str, gate: str) -> int | None:
-    """The line of `<vendor>:` ... `latency:` (or `static:`) in thresholds.yaml, None if not found."""
+    """The line of the gate's section under `<vendor>:` in thresholds.yaml (`latency:`, or
+    `static:` under `compile:`; the gate's name is the key), else the vendor's; None if neither."""
     try:
         with open(os.path.join(root, THRESHOLDS), encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -59,7 +58,7 @@ def _section_line(root: str, vendor: str, gate: str) -> int | None:
     start = next((i for i, s in enumerate(lines) if s.rstrip() == f"{vendor}:"), None)
     if start is None:
         return None
-    key = re.compile(rf"\s+{re.escape(SECTION.get(gate, gate))}:")
+    key = re.compile(rf"\s+{re.escape(gate)}:")
     for i in range(start + 1, len(lines)):
         if lines[i] and not lines[i][0].isspace() and not lines[i].startswith("#"):
             break  # the next top-level key: the vendor's section has no such key

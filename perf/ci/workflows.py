@@ -708,7 +708,7 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             "timeout-minutes": TIMEOUT["nightly"],
             # One nightly per vendor at a time: a dispatch waits for the scheduled run.
             "concurrency": {"group": f"nightly-{v.vendor}", "cancel-in-progress": False},
-            # The save step pushes to the data branch; the token reaches that one step only.
+            # The save step pushes to the data branch; the token reaches it and the checkout only.
             "permissions": {"contents": "write"},
             "env": _job_env(v, "nightly"),
             "outputs": {"issues": f"${{{{ steps.{REMEASURE.id}.outputs.issues }}}}"},
