@@ -68,7 +68,8 @@ COMMANDS: dict[str, Command] = {
                        "thresholds", main="compare_command", add=None, outputs=(("out", "dir"),),
                        inputs=(("base", "file"), ("head", "file"))),
     "gate": Command("perf.latency.ab", "A/B latency gate: head vs base (git worktree), interleaved on this "
-                    "GPU", main="gate_command", add=None, outputs=(("out", "dir"),)),
+                    "GPU, timing only the cases whose launches differ", main="gate_command", add=None,
+                    outputs=(("out", "dir"),), inputs=(("plan", "file"),)),
     "report": Command("perf.latency.ab", "render a findings file (from compare/gate) as Markdown and a plot",
                       main="report_command", add=None, outputs=(("plot", "file"),),
                       inputs=(("findings", "file"),)),
@@ -239,6 +240,13 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
                    help="seconds to wait for another run's GPU lock (default: fail at once)")
     p.add_argument("--force", action="store_true",
                    help="replace another machine's gate measurements in --out (GPU, vendor or interpreter)")
+    p.add_argument("--plan-only", action="store_true",
+                   help="no GPU: plan base and head on this CPU, write --out/plan.json (which cases have "
+                        "identical launches, which to time) and print one line; nothing is measured")
+    p.add_argument("--plan", default=None, metavar="FILE",
+                   help="time the cases of this plan.json (from --plan-only) instead of planning again")
+    p.add_argument("--all-cases", action="store_true",
+                   help="time every case, also those whose launches are identical on both sides (A/A runs)")
 
     p = sub.add_parser("report", help=OWN["report"], description=OWN["report"])
     _common(p)

@@ -20,7 +20,8 @@ from perf.verdicts import Finding, Verdict, counts, nothing_compared, worst_firs
 
 _COLUMNS = ("verdict", "vendor", "target", "variant", "scenario", "metric", "base", "head",
             "ratio", "CI", "p", "threshold", "note")
-_MARK = {Verdict.FAIL: "**FAIL**", Verdict.WARN: "warn", Verdict.OK: "ok", Verdict.IMPROVED: "improved"}
+_MARK = {Verdict.FAIL: "**FAIL**", Verdict.WARN: "warn", Verdict.OK: "ok", Verdict.IMPROVED: "improved",
+         Verdict.UNCHANGED: "unchanged"}
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -56,8 +57,12 @@ def _table(rows: list[Finding]) -> list[str]:
 def headline(findings: list[Finding]) -> str:
     n = counts(findings)
     status = "FAIL" if n["fail"] else ("nothing measured" if nothing_compared(findings) else
-                                       "pass with warnings" if n["warn"] else "pass")
+                                       "pass with warnings" if n["warn"] else
+                                       "pass: nothing to time" if findings and n["unchanged"] == len(findings)
+                                       else "pass")
     parts = [f"{n[v.value]} {v.value}" for v in (Verdict.FAIL, Verdict.WARN, Verdict.OK, Verdict.IMPROVED)]
+    if n["unchanged"]:
+        parts.append(f"{n['unchanged']} unchanged (identical launches, not timed)")
     return f"**{status}**: " + ", ".join(parts)
 
 
@@ -65,7 +70,8 @@ def render_markdown(findings: list[Finding], title: str, notes: list[str] | None
     """Markdown: title, headline, the failing/warning rows, then passing rows folded away."""
     rows = worst_first(findings)
     bad = [f for f in rows if f.verdict in (Verdict.FAIL, Verdict.WARN)]
-    good = [f for f in rows if f.verdict not in (Verdict.FAIL, Verdict.WARN)]
+    same = [f for f in rows if f.verdict is Verdict.UNCHANGED]
+    good = [f for f in rows if f.verdict not in (Verdict.FAIL, Verdict.WARN, Verdict.UNCHANGED)]
     lines = [f"## {title}", "", headline(findings), ""]
     if not findings:
         lines += ["No measurements to compare.", ""]
@@ -77,6 +83,9 @@ def render_markdown(findings: list[Finding], title: str, notes: list[str] | None
         lines += _table(good) + [""]
         if bad:
             lines += ["</details>", ""]
+    if same:
+        lines += [f"<details><summary>{len(same)} unchanged: identical launches on both sides, not timed"
+                  f"</summary>", "", *_table(same), "", "</details>", ""]
     for note in notes or []:
         lines.append(f"- {note}")
     if notes:

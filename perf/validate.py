@@ -126,6 +126,8 @@ def _gate(a) -> None:
 
         toolchain.parse(a.toolchain)
     _refs((a.base_ref, "--base-ref"), (a.head_ref, "--head-ref"))
+    if a.plan_only:  # plans on this CPU, measures nothing
+        return
     _gpu("perf gate", a.suite, cpu_ok=a.no_gpu_ok)  # --no-gpu-ok: it says so and skips
 
 

@@ -31,11 +31,14 @@ class Verdict(str, Enum):
     IMPROVED = "improved"
     WARN = "warn"
     FAIL = "fail"
+    # Not timed: the case's launches are identical on base and head (perf/static/changes.py),
+    # so its device time cannot differ. Evidence, not a measurement: see `exit_code`.
+    UNCHANGED = "unchanged"
 
     @property
     def severity(self) -> int:
-        """Sort key, worst first: fail, warn, ok, improved."""
-        return {"fail": 0, "warn": 1, "ok": 2, "improved": 3}[self.value]
+        """Sort key, worst first: fail, warn, ok, improved, unchanged."""
+        return {"fail": 0, "warn": 1, "ok": 2, "improved": 3, "unchanged": 4}[self.value]
 
 
 @dataclass
@@ -250,10 +253,16 @@ def compared(f: Finding) -> bool:
     return f.ratio is not None or (f.gate == "static" and f.head is not None)
 
 
+def unchanged(f: Finding) -> bool:
+    """Whether a finding is a case not timed because its launches are identical on both sides."""
+    return f.verdict is Verdict.UNCHANGED
+
+
 def nothing_compared(findings: list[Finding]) -> str | None:
-    """Why `findings` compare nothing (None when one of them does): what a verdict from them
-    would rest on, in a few words."""
-    if any(compared(f) for f in findings):
+    """Why `findings` compare nothing (None when one of them does, or is unchanged: identical
+    launches are evidence that the case's device time did not change): what a verdict from
+    them would rest on, in a few words."""
+    if any(compared(f) or unchanged(f) for f in findings):
         return None
     if not findings:
         return "no case at all (0 findings)"
@@ -268,7 +277,10 @@ def nothing_compared(findings: list[Finding]) -> str | None:
 def exit_code(findings: list[Finding], where: str = "") -> int:
     """1 if any finding fails (a case broken on the head fails without a ratio), else 0
     (warnings pass); NothingMeasured (exit 2) when no finding compared anything, since a
-    pass needs something checked. `where`: where the findings are, for the message."""
+    pass needs something checked. Unchanged findings are checked: their launches were
+    compared and found identical, so a gate of only unchanged cases passes ("nothing to
+    time"), while one of only skipped or missing cases proves nothing and is NothingMeasured.
+    `where`: where the findings are, for the message."""
     if any(f.verdict is Verdict.FAIL for f in findings):
         return EXIT_FAIL
     why = nothing_compared(findings)

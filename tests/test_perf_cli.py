@@ -204,7 +204,8 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     out_dir = tmp_path / "ab"
     out = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios",
                 "tiny/decode/batch1-kv16/block16", "--samples", "3", "--repeats", "4", "--base-ref", "HEAD",
-                "--head-ref", "HEAD", "--out", str(out_dir), "--lock-timeout", "600", cwd=str(repo))
+                "--head-ref", "HEAD", "--out", str(out_dir), "--lock-timeout", "600",
+                "--all-cases", cwd=str(repo))  # an A/A: a change plan would time nothing
     assert out.returncode in (0, 1), out.stderr[-2000:]
     doc = json.loads((out_dir / "findings.json").read_text())
     assert doc["kind"] == "findings" and doc["repeats"] == 4
@@ -225,7 +226,8 @@ def test_ab_a_against_a_passes_in_the_interpreter(repo, tmp_path):
     assert json.loads((out_dir / "gate.json").read_text())["complete"] is True
     again = _perf("gate", "--suite", "smoke", "--variants", "flex_tile", "--scenarios",
                   "tiny/decode/batch1-kv16/block16", "--samples", "3", "--repeats", "4", "--base-ref", "HEAD",
-                  "--head-ref", "HEAD", "--out", str(out_dir), "--lock-timeout", "600", cwd=str(repo))
+                  "--head-ref", "HEAD", "--out", str(out_dir), "--lock-timeout", "600",
+                "--all-cases", cwd=str(repo))  # an A/A: a change plan would time nothing
     said = again.stdout + again.stderr
     assert again.returncode == out.returncode, said[-2000:]
     assert "reused from an earlier, complete run" in said and "interrupted" not in said, said[-2000:]

@@ -34,7 +34,8 @@ NOTE_CHARS = 120
 GITHUB_LIMIT = 65536  # characters of a comment body (GitHub's API refuses longer ones)
 BUDGET = 30000  # bytes this body may take: under half the limit, so escaping never nears it
 _BAD = (Verdict.FAIL, Verdict.WARN)
-_MARK = {Verdict.FAIL: "**fail**", Verdict.WARN: "warn", Verdict.OK: "ok", Verdict.IMPROVED: "improved"}
+_MARK = {Verdict.FAIL: "**fail**", Verdict.WARN: "warn", Verdict.OK: "ok", Verdict.IMPROVED: "improved",
+         Verdict.UNCHANGED: "unchanged"}
 
 
 def marker(vendor: str) -> str:
@@ -161,6 +162,8 @@ def _status(rows: list[Row], gpu: Job | None, have_jobs: bool) -> str:
         return "latency not measured" + (" (job still running)" if running else "")
     if not any(r.gate == "latency" for r in rows):
         return "no latency findings"
+    if all(r.verdict is Verdict.UNCHANGED for r in rows if r.gate == "latency") and not n["warn"]:
+        return "pass: nothing to time (identical launches)"
     return "pass with warnings" if n["warn"] else "pass"
 
 
@@ -210,8 +213,9 @@ def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, 
     lines = [marker(vendor),
              f"## Perf gate, {vendor}{' on ' + ', '.join(code(g) for g in gpus) if gpus else ''}: "
              f"**{_status(mine, gpu, jobs is not None)}**", "",
-             f"{n['fail']} fail, {n['warn']} warn, {n['ok']} ok, {n['improved']} improved "
-             f"({len(latency)} latency and {len(static)} static findings)"
+             f"{n['fail']} fail, {n['warn']} warn, {n['ok']} ok, {n['improved']} improved"
+             + (f", {n['unchanged']} unchanged (identical launches, not timed)" if n["unchanged"] else "")
+             + f" ({len(latency)} latency and {len(static)} static findings)"
              + (f" for commit {code(commit[:10])}" if commit else "") + ".", ""]
     if jobs is not None:
         lines += [_job_line(f"GPU job ({vendor})", gpu, cpu), _job_line("CPU job", cpu, None), ""]

@@ -57,6 +57,7 @@ from perf.latency import analysis
 from perf.latency.plot import plot_ratios
 from perf.latency.worker import load_keys, side_order
 from perf.report import publish, render_markdown
+from perf.static import changes
 from perf.thresholds import Thresholds, calibration_for, load_thresholds
 from perf.verdicts import FINDINGS_VERSION, Finding, Verdict, detectable_summary, exit_code, load_findings
 
@@ -113,7 +114,8 @@ LEDGER = "gate.json"
 SIDE_FILES = ("base.jsonl", "head.jsonl")
 # what a finished gate leaves beside its results: removed when another gate starts over there,
 # so that no earlier gate's findings are read as this one's
-OUTPUTS = ("findings.json", "report.md", "ratios.png")
+OUTPUTS = ("findings.json", "report.md", "ratios.png", changes.PLAN_FILE)
+PLAN_KEYS = "plan-keys.json"  # the cases the change plan times (the workers' --keys), when not all
 _LEDGER_FIX = "remove the gate's --out folder (or that file) or pass another --out"
 
 
@@ -335,8 +337,8 @@ def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledge
     with `toolchains` (side -> Triton) each process measures one side under its Triton."""
     keys_file = None
     if keys is not None:
-        keys_file = files.write_json(os.path.join(out_dir, f"retry{attempt}-keys.json"),
-                                     [list(k) for k in keys])
+        name = PLAN_KEYS if attempt == 0 else f"retry{attempt}-keys.json"
+        keys_file = files.write_json(os.path.join(out_dir, name), [list(k) for k in sorted(keys)])
     schedule = toolchain_schedule(args.processes) if toolchains else [None] * args.processes
     per_attempt = len(schedule) * args.repeats
     for index, side in enumerate(schedule):
@@ -498,9 +500,10 @@ def plot_thresholds(doc: dict, path: str) -> dict:
     return out
 
 
-def _identity(repo: str, args: argparse.Namespace, base_sha: str, head_sha: str, machine: dict) -> dict:
+def _identity(repo: str, args: argparse.Namespace, base_sha: str, head_sha: str, machine: dict,
+              selection: Selection | None = None) -> dict:
     """What a resumed gate must share with the interrupted one: the commits (and the head's
-    uncommitted kernels), the settings and the machine (perf.files.IDENTITY)."""
+    uncommitted kernels), the settings, the cases it times and the machine (perf.files.IDENTITY)."""
     diff = (git(repo, "diff", "HEAD") or "") if args.allow_dirty else ""
     identity = {"base": base_sha, "head": head_sha,
                 "head_diff": hashlib.sha256(diff.encode()).hexdigest()[:16],
@@ -511,6 +514,9 @@ def _identity(repo: str, args: argparse.Namespace, base_sha: str, head_sha: str,
                 "samples": args.samples, "seed": args.seed}
     if getattr(args, "toolchain", None):
         identity["toolchain"] = args.toolchain
+    if selection is not None and selection.partial:  # the cases to time, when not all of them
+        timed = json.dumps(sorted(selection.measure)).encode()
+        identity["cases"] = hashlib.sha256(timed).hexdigest()[:16]
     return identity
 
 
@@ -564,6 +570,146 @@ def recompute(out_dir: str, th: Thresholds, vendor: str, calibration) -> list[Fi
     return findings
 
 
+# --- which cases to time: the change plan (perf/static/changes.py) -------------------------
+
+class Selection:
+    """The cases a gate times and those it reports unchanged (identical launches), with the
+    plan they come from (None: every case is timed, as with --all-cases or a toolchain A/B)."""
+
+    def __init__(self, cases: list[tuple[str, str]], doc: dict | None, note: str):
+        self.doc, self.note = doc, note
+        chosen = set(cases)
+        if doc is None:
+            self.measure, self.unchanged = list(cases), []
+        else:
+            self.measure = [c for c in ((r["variant"], r["scenario"]) for r in doc["measure"]) if c in chosen]
+            self.unchanged = [c for c in ((r["variant"], r["scenario"]) for r in doc["unchanged"])
+                              if c in chosen]
+        self.why = {(r["variant"], r["scenario"]): r["why"] for r in (doc or {}).get("measure", [])}
+
+    @property
+    def partial(self) -> bool:
+        """Whether some case is not timed (the workers then get the cases to time as --keys)."""
+        return bool(self.unchanged)
+
+    def keys(self, metrics: str) -> set[tuple[str, str, str]]:
+        """(variant, scenario, metric) of every case to time."""
+        return {(v, s, m) for v, s in self.measure for m in metrics.split(",")}
+
+    def unchanged_findings(self, vendor: str, gpu: str | None, metrics: str) -> list[Finding]:
+        """One `unchanged` finding per case and metric not timed (never an "ok" of a measurement)."""
+        from perf.latency.measure import usable_metrics
+
+        target = gpu or "Triton interpreter"
+        where = f" on {self.doc['target']}" if self.doc else ""
+        return [Finding("latency", vendor, target, v, s, m, None, None, None, None, None, None, "not timed",
+                        Verdict.UNCHANGED, f"{changes.IDENTICAL}{where}: same compiled kernels, grids, "
+                        f"options, arguments and tensors as the base; its device time cannot differ")
+                for v, s in self.unchanged for m in usable_metrics(metrics.split(","))]
+
+    def meta(self) -> dict | None:
+        """What findings.json records of the plan."""
+        if self.doc is None:
+            return None
+        return {"file": changes.PLAN_FILE, "target": self.doc["target"], "measure": len(self.measure),
+                "unchanged": len(self.unchanged)}
+
+
+def _check_plan_options(args: argparse.Namespace, toolchain_spec: str | None) -> None:
+    """--plan-only, --plan and --all-cases: one at a time, and none with --toolchain (two Tritons
+    compile different binaries of every kernel: every case differs)."""
+    given = [flag for flag, on in (("--plan-only", getattr(args, "plan_only", False)),
+                                   ("--plan", getattr(args, "plan", None)),
+                                   ("--all-cases", getattr(args, "all_cases", False))) if on]
+    if len(given) > 1:
+        raise ConfigError(f"{' and '.join(given)}: pass one of them (--plan-only writes a plan, --plan times "
+                          f"one, --all-cases times every case without one)")
+    if given and toolchain_spec is not None:
+        raise ConfigError(f"{given[0]} with --toolchain: a toolchain A/B times every case (another Triton "
+                          f"compiles every kernel anew); drop {given[0]}")
+
+
+def _plan(args: argparse.Namespace, th: Thresholds, vendor: str, base_sha: str, head_sha: str,
+          roots: dict[str, str], cases: list[tuple[str, str]]) -> tuple[dict, str]:
+    """The change plan of this gate and a note for its report: `--plan FILE` when it is this
+    gate's and was made for this GPU's SM count, else planned now on this CPU."""
+    runner = changes.runner_target(th, vendor, vendor_mod.on_gpu())
+    target = runner.target
+    if target is None:
+        return changes.measure_all(vendor, runner.arch, base_sha, head_sha, cases, runner.note), runner.note
+    given = getattr(args, "plan", None)
+    if given:
+        doc = changes.check_plan(changes.read_plan(given), given, vendor=vendor, target=target.name,
+                                 base=base_sha, head=head_sha, cases=cases)
+        if runner.num_sms == target.facts.num_sms:
+            return doc, f"change plan: {given} ({target.name})"
+        print(f"--plan {given}: planned for {target.facts.num_sms} SMs/CUs of {target.facts.device_name}; "
+              f"this GPU has {runner.num_sms}: planning again here", file=sys.stderr, flush=True)
+    print(f"change plan: planning base and head on this CPU as if on {runner.note}", file=sys.stderr,
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="perf-plan-") as tmp:
+        doc = changes.make_plan(vendor=vendor, target=target, num_sms=runner.num_sms, base=base_sha,
+                                head=head_sha,
+                                base_root=roots["base"], head_root=roots["head"], suite=args.suite,
+                                variants=args.variants, scenarios=args.scenarios,
+                                thresholds_path=args.thresholds, work_dir=tmp)
+    return doc, f"change plan: planned on this CPU as if on {runner.note}"
+
+
+def select_cases(args: argparse.Namespace, th: Thresholds, vendor: str, base_sha: str, head_sha: str,
+                 roots: dict[str, str], cases: list[tuple[str, str]], toolchains) -> Selection:
+    """Which cases this gate times: all with --all-cases or a toolchain A/B, else those whose
+    launches differ between base and head (the change plan)."""
+    if toolchains:
+        return Selection(cases, None, "every case timed: a toolchain A/B compiles every kernel anew")
+    if getattr(args, "all_cases", False):
+        return Selection(cases, None, "every case timed (--all-cases), also those with identical launches")
+    doc, note = _plan(args, th, vendor, base_sha, head_sha, roots, cases)
+    selection = Selection(cases, doc, note)
+    selection.note = (f"{note}: {len(selection.measure)} of {len(cases)} cases timed, "
+                      f"{len(selection.unchanged)} unchanged ({changes.IDENTICAL}: compiled kernels, grids, "
+                      f"options, scalar arguments, tensor shapes/strides/dtypes and launch order equal; "
+                      f"{changes.PLAN_FILE})")
+    print(selection.note, file=sys.stderr, flush=True)
+    return selection
+
+
+def plan_only(args: argparse.Namespace, th: Thresholds, vendor: str, repo: str, base_sha: str, head_sha: str,
+              cases: list[tuple[str, str]]) -> int:
+    """`perf gate --plan-only`: plan.json in --out and one line; no GPU, nothing measured."""
+    if not args.allow_dirty and not getattr(args, "head_ref", None):
+        check_clean(repo)
+    args.thresholds = os.path.abspath(args.thresholds)
+    with contextlib.ExitStack() as stack:
+        base_root = stack.enter_context(worktree(repo, base_sha))
+        head_root = stack.enter_context(worktree(repo, head_sha, "head")) if args.head_ref else repo
+        doc, _ = _plan(args, th, vendor, base_sha, head_sha, {"base": base_root, "head": head_root}, cases)
+    path = changes.write_plan(os.path.abspath(args.out), doc)
+    print(changes.summary(doc), flush=True)
+    print(f"plan: {path}", file=sys.stderr, flush=True)
+    return 0
+
+
+def _nothing_to_time(args: argparse.Namespace, out_dir: str, selection: Selection, vendor: str,
+                     gpu: str | None, base_sha: str, base_desc: str, head_sha: str, head_ref: str | None,
+                     publish_report: bool) -> tuple[int, list[Finding]]:
+    """A gate whose every case has identical launches: a verdict with evidence (the plan), exit 0,
+    no GPU time; not NothingMeasured, which is a gate that compared nothing."""
+    findings = selection.unchanged_findings(vendor, gpu, args.metrics)
+    line = f"nothing to time: every case has {changes.IDENTICAL}"
+    print(line, file=sys.stderr, flush=True)
+    aa = base_sha == head_sha and not args.allow_dirty
+    notes = [line + (" (pass --all-cases to measure an A/A run, the gate's noise)" if aa else ""),
+             f"base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
+             f"{' + uncommitted changes' if args.allow_dirty else ''}; nothing was measured on the GPU",
+             selection.note]
+    title = f"Latency A/B on {gpu or 'Triton interpreter'} ({vendor}): {args.suite} suite"
+    meta = {"vendor": vendor, "gpu": gpu, "suite": args.suite, "seconds": 0.0, "plan": selection.meta(),
+            "base": {"commit": base_sha, "ref": base_desc},
+            "head": {"commit": head_sha, "ref": head_ref or "HEAD", "dirty": bool(args.allow_dirty)}}
+    return _finish(out_dir, findings, title, notes, meta, {}, publish_report), findings
+
+
 def gate_command(args: argparse.Namespace) -> int:
     """`python -m perf gate`: `run_gate`'s exit code; 1 too when a measuring process crashed."""
     try:
@@ -607,11 +753,15 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     if head_ref and args.allow_dirty:
         raise ConfigError("--head-ref names a commit; --allow-dirty measures this working tree: "
                           "pass one of them")
+    _check_plan_options(args, spec)
     head_sha = resolve_commit(repo, head_ref, "--head-ref") if head_ref else git(repo, "rev-parse", "HEAD",
                                                                                  check=True)
     head_desc = head_ref or "HEAD"
     base_sha, base_desc = (head_sha, "HEAD") if toolchains else resolve_base(repo, args.base_ref)
     interpreter = not vendor_mod.on_gpu()
+    cases = [(v, s.name) for s in chosen for v in variants]
+    if getattr(args, "plan_only", False):
+        return plan_only(args, th, vendor, repo, base_sha, head_sha, cases), None
     if interpreter and args.no_gpu_ok:
         what = (f"Triton {toolchains['base'].version} vs {toolchains['head'].version} of {head_sha[:10]}"
                 if toolchains else f"base {base_sha[:10]} ({base_desc})")
@@ -649,16 +799,24 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
         (None, "Triton interpreter: no calibration applies")
     console = Console(stderr=True)
     machine = {"vendor": vendor, "gpu": gpu_name or "Triton interpreter", "interpreter": interpreter}
-    ledger = Ledger(out_dir, _identity(repo, args, base_sha, head_sha, machine),
-                    getattr(args, "force", False))
     t0 = time.monotonic()
     retried: list = []
-    with gpu_lock("interpreter" if interpreter else gpu_key(), args.lock_timeout), \
-            (contextlib.nullcontext(repo) if toolchains else worktree(repo, base_sha)) as base_root, \
-            (worktree(repo, head_sha, "head") if head_ref else contextlib.nullcontext(repo)) as head_root, \
-            batch_cache(not interpreter) as args.batch_cache:
+    with contextlib.ExitStack() as stack:
+        base_root = repo if toolchains else stack.enter_context(worktree(repo, base_sha))
+        head_root = stack.enter_context(worktree(repo, head_sha, "head")) if head_ref else repo
         roots = {"base": base_root, "head": head_root}
+        selection = select_cases(args, th, vendor, base_sha, head_sha, roots, cases, toolchains)
+        ledger = Ledger(out_dir, _identity(repo, args, base_sha, head_sha, machine, selection),
+                        getattr(args, "force", False))
+        if selection.doc is not None:
+            changes.write_plan(out_dir, selection.doc)
+        if not selection.measure and selection.doc is not None:
+            return _nothing_to_time(args, out_dir, selection, vendor, gpu_name, base_sha, base_desc, head_sha,
+                                    head_ref, publish_report)
+        stack.enter_context(gpu_lock("interpreter" if interpreter else gpu_key(), args.lock_timeout))
+        args.batch_cache = stack.enter_context(batch_cache(not interpreter))
         compare = compare_toolchain_results if toolchains else compare_results
+        keys = selection.keys(args.metrics) if selection.partial else None
         what = (f"Triton {toolchains['base'].version} (base) vs {toolchains['head'].version} (head) of "
                 f"{head_sha[:10]}; {args.processes} processes per side, one side each (A B B A ...) x "
                 f"{args.repeats} rounds" if toolchains else
@@ -669,13 +827,13 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
                       + (f" ({ledger.reused()})" if ledger.resumed else ""))
         try:
             with Reporter(console, args.processes * (2 if toolchains else 1)) as reporter:
-                measure(args, roots, out_dir, ledger, 0, None, reporter, toolchains)
+                measure(args, roots, out_dir, ledger, 0, keys, reporter, toolchains)
                 ledger.finish()
                 base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
                 head = results_mod.load(os.path.join(out_dir, "head.jsonl"))
                 if toolchains:
                     _check_toolchains(base, head, toolchains)
-                findings = compare(base, head, th, vendor, cal, ledger.ids(0))
+                findings = compare(base, head, th, vendor, cal, ledger.ids(0), keys)
                 retried = _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter,
                                      toolchains)
         except KeyboardInterrupt:
@@ -688,6 +846,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     if toolchains:
         return _toolchain_outputs(args, out_dir, findings, toolchains, vendor, gpu, head_sha, seconds,
                                   interpreter, th, ledger, retried, publish_report), findings
+    findings += selection.unchanged_findings(vendor, gpu, args.metrics)
     title = f"Latency A/B on {gpu} ({vendor}): {args.suite} suite"
     notes = [f"base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
              f"{' + uncommitted changes' if args.allow_dirty else ''}; {args.processes} fresh processes x "
@@ -702,6 +861,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
              else "no failing case needed a re-measure",
              "ratio: exp(mean over processes of the mean paired log ratio); CI: hierarchical bootstrap "
              "(processes, then rounds); p: one-sided t-test of the process means (perf/stats.py)"]
+    notes.insert(1, selection.note)
     if interpreter:
         notes.insert(0, "Triton interpreter (no GPU): wall-clock self-test of the harness, not a measurement")
     lines = _threshold_lines(th, vendor, findings, cal, args.processes, args.repeats)
@@ -712,7 +872,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
             "base": {"commit": base_sha, "ref": base_desc, "results": "base.jsonl"},
             "head": {"commit": head_sha, "ref": head_desc, "dirty": bool(args.allow_dirty),
                      "results": "head.jsonl"},
-            "retried": [list(k) for k in retried],
+            "retried": [list(k) for k in retried], "plan": selection.meta(),
             "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
     return _finish(out_dir, findings, title, notes, meta, lines, publish_report), findings
 

@@ -73,13 +73,17 @@ def load_targets(thresholds, only: str | None = None, registered=None) -> list[T
     return out
 
 
-def plan_as_if_on(target: Target, variant, batch) -> list:
+def plan_as_if_on(target: Target, variant, batch, *, num_sms: int | None = None, out=None, **hints) -> list:
     """The launches `variant` plans for `batch` on `target`: its vendor's decision trees
-    sized for its SM/CU count, through the kernels' own `vendor=` / `num_sms=` hints."""
+    sized for its SM/CU count (`num_sms`: another count than the target's product, e.g. the
+    GPU a gate runs on), through the kernels' own `vendor=` / `num_sms=` hints. `out`: the
+    output buffer (default: a new one); `hints`: further host-side hints the call passes
+    (the latency gate's `max_seqlen_q` / `max_seqlen_k`, perf/static/changes.py)."""
     import torch
 
-    _, launches = variant.plan(*batch.args(), out=torch.empty_like(batch.q), vendor=target.vendor,
-                               num_sms=target.facts.num_sms, **batch.options)
+    out = torch.empty_like(batch.q) if out is None else out
+    _, launches = variant.plan(*batch.args(), out=out, vendor=target.vendor,
+                               num_sms=num_sms or target.facts.num_sms, **batch.options, **hints)
     return launches
 
 
