@@ -412,7 +412,7 @@ def side_main(argv: list[str] | None = None) -> int:
     import triton
 
     from perf import checkout, scenarios
-    from perf.latency.measure import host_hints
+    from perf.measure.cases import host_hints
     from perf.static import plan
     from perf.thresholds import load_thresholds
 
