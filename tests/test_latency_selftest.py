@@ -125,6 +125,8 @@ def test_small_plants_gate_the_graph_metric_their_promise_is_about():
     assert "--metrics" not in selftest.gate_command("/repo", "/out", "abc", 0, args, selftest.LARGEST)
     small = selftest.gate_command("/repo", "/out", "abc", 3, args, selftest.SMALLEST)
     assert small[small.index("--metrics") + 1] == "graph" and small[small.index("--seed") + 1] == "3"
+    # every case timed: an A/A's change plan would time nothing (every launch is identical)
+    assert all("--all-cases" in cmd for cmd in (aa, small))
 
 
 def test_only_a_rewritten_calibration_counts_as_clean(tmp_path):

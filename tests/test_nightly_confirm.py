@@ -131,6 +131,7 @@ def test_flagged_cases_are_remeasured_in_one_gate_run_with_the_right_refs(tmp_pa
     assert argv[0] == "gate" and opt["--base-ref"] == sha(3) and opt["--head-ref"] == sha(4)
     assert opt["--scenarios"].split(",") == [PREFILL, DECODE]  # the larger ratio first
     assert opt["--variants"] == "qblock" and opt["--metrics"] == "graph" and opt["--suite"] == "nightly"
+    assert argv[-1] == "--all-cases"  # measured even between identical launches: a ratio as evidence
     assert opt["--out"] == f"out/remeasure/runner-1-nvidia-h100/{sha(4)[:8]}-vs-{sha(3)[:8]}"
     by_case = {(a["variant"], a["scenario"]): a["remeasure"] for a in _doc(tmp_path)["machines"][0]["alerts"]}
     assert by_case[("qblock", PREFILL)]["status"] == "confirmed"

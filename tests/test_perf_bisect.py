@@ -132,7 +132,8 @@ def _finding(verdict: Verdict, ratio, note="") -> Finding:
 
 @pytest.mark.parametrize("verdict, ratio, outcome", [
     (Verdict.FAIL, 1.2, BAD), (Verdict.WARN, 1.2, GOOD), (Verdict.WARN, 1.04, GOOD), (Verdict.OK, 1.0, GOOD),
-    (Verdict.IMPROVED, 0.8, GOOD), (Verdict.FAIL, None, SKIP), (Verdict.WARN, None, SKIP)])
+    (Verdict.IMPROVED, 0.8, GOOD), (Verdict.FAIL, None, SKIP), (Verdict.WARN, None, SKIP),
+    (Verdict.UNCHANGED, None, GOOD)])  # identical launches to GOOD's: as fast, without a ratio
 def test_a_step_is_bad_only_on_fail_and_skipped_without_a_ratio(verdict, ratio, outcome):
     key = ("static_grid", TINY, "eager")
     other = _finding(Verdict.FAIL, 2.0)
@@ -271,7 +272,8 @@ def test_bisect_finds_a_planted_slowdown_in_the_interpreter_and_resumes(tmp_path
     out_dir = tmp_path / "out"
     argv = [sys.executable, "-m", "perf", "bisect", "HEAD~2", "HEAD", "--scenario", TINY, "--metric", "eager",
             "--repeats", "2", "--samples", "1", "--out", str(out_dir), "--thresholds", str(thresholds),
-            "--lock-timeout", "600"]  # other interpreter gates of this run (xdist) hold the lock meanwhile
+            "--lock-timeout", "600",  # other interpreter gates of this run (xdist) hold the lock meanwhile
+            "--all-cases"]  # the plant is host time (a sleep): its launches are identical, the plan skips it
     env = dict(os.environ, **CPU_ONLY, PYTHONPATH=demo["repo"])
     t0 = time.monotonic()
     run = subprocess.run(argv, cwd=demo["repo"], capture_output=True, text=True, timeout=300, env=env)

@@ -6,7 +6,10 @@ the commit under test its head, exactly `python -m perf gate --base-ref GOOD --h
 fresh processes on the same tensors, the case's calibrated threshold, a failing case
 measured again before it fails. A commit is *bad* when that gate FAILs the case (slower
 than GOOD beyond its threshold, significant, confirmed by the re-measure), *good* for any
-other verdict (ok, warn, improved), and *skipped*, as `git bisect skip`, when the gate
+other verdict (ok, warn, improved), also `unchanged`: the gate plans first
+(perf/static/changes.py) and a commit whose launches of the case are identical to GOOD's
+cannot be slower, so it is good without GPU time (most commits of a range touch other
+code); and *skipped*, as `git bisect skip`, when the gate
 cannot measure it: a measuring process crashed (its kernels do not import) or the case has
 no ratio (a compile error, the variant missing at that commit).
 
@@ -166,6 +169,8 @@ def step_from_findings(commit: str, findings: list[Finding], key: tuple[str, str
         return Step(commit, SKIP, note="the gate reported no finding for the case")
     row = dict(verdict=f.verdict.value, ratio=f.ratio, ci_low=f.ci_low, ci_high=f.ci_high,
                p_value=f.p_value, threshold=f.threshold, note=f.note)
+    if f.verdict is Verdict.UNCHANGED:  # identical launches to GOOD's: as fast, nothing timed
+        return Step(commit, GOOD, **row)
     if f.ratio is None:  # broken on head (a compile error), variant missing, not measured
         return Step(commit, SKIP, **row)
     return Step(commit, BAD if f.verdict is Verdict.FAIL else GOOD, **row)
@@ -191,6 +196,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="the gate's seed of the shuffled round order")
     p.add_argument("--lock-timeout", type=float, default=0.0,
                    help="seconds each step waits for another run's GPU lock (default: fail at once)")
+    p.add_argument("--all-cases", action="store_true",
+                   help="time the case at every step, also where its launches are identical to GOOD's (by "
+                        "default such a commit is good without GPU time: it cannot be slower on the device; a "
+                        "host-side slowdown is the launch-cost suite's, `perf host-cost`)")
 
 
 @dataclass
@@ -215,6 +224,7 @@ class Plan:
     lock_timeout: float
     out: str
     settings: dict  # processes, repeats, samples per step (for people; the gate decides)
+    all_cases: bool = False  # each step times the case even where its launches are GOOD's (--all-cases)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -226,7 +236,7 @@ class Plan:
     def command(self) -> str:
         argv = ["python", "-m", "perf", "bisect", self.good_ref, self.bad_ref, "--scenario", self.scenario,
                 "--variant", self.variant, "--metric", self.metric, "--out", self.out]
-        return shlex.join(argv)
+        return shlex.join(argv + (["--all-cases"] if self.all_cases else []))
 
     def gate_argv(self, commit: str) -> list[str]:
         """The gate of one step, as `python -m perf` parses it."""
@@ -235,6 +245,8 @@ class Plan:
                 os.path.join(self.out, commit), "--thresholds", self.thresholds, "--seed", str(self.seed)]
         if self.lock_timeout:
             argv += ["--lock-timeout", f"{self.lock_timeout:g}"]
+        if self.all_cases:
+            argv.append("--all-cases")
         for opt in ("vendor_arg", "repeats", "samples"):
             if getattr(self, opt) is not None:
                 argv += [f"--{opt.removesuffix('_arg')}", str(getattr(self, opt))]
@@ -283,7 +295,7 @@ def prepare(args: argparse.Namespace) -> Plan:
         "retries": stats.retries, "interpreter": interpreter}
     return Plan(repo, good, bad, args.good, args.bad, commits, suite, scenario.name, variants[0], metrics[0],
                 os.path.abspath(args.thresholds), args.vendor, args.repeats, args.samples, args.seed,
-                args.lock_timeout, os.path.abspath(args.out), settings)
+                args.lock_timeout, os.path.abspath(args.out), settings, args.all_cases)
 
 
 def _finished(out_dir: str) -> list:
@@ -332,6 +344,8 @@ def _named(sha: str, ref: str) -> str:
 def _describe(step: Step) -> str:
     if step.outcome == SKIP:
         return f"skipped: {step.note or 'not measurable'}"
+    if step.ratio is None:  # unchanged: identical launches to GOOD's
+        return f"{step.verdict}: {step.note} -> {step.outcome}"
     interval = f" [{step.ci_low:.4f}, {step.ci_high:.4f}]" if step.ci_low is not None else ""
     return f"ratio {step.ratio:.4f}{interval}, {step.verdict} ({step.threshold}) -> {step.outcome}"
 

@@ -74,9 +74,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def gate_command(repo: str, out: str, base: str, seed: int, args: argparse.Namespace,
                  percent: int | None = None) -> list[str]:
-    """The gate's command line for an A/A run (`percent` None) or a planted one."""
+    """The gate's command line for an A/A run (`percent` None) or a planted one. Both time every
+    case (`--all-cases`): an A/A's change plan would find every launch identical and time
+    nothing, and what the self-test measures is the statistics of timed cases, whose rate of
+    false fails and power must not depend on which cases a plan picks (the plan has its own
+    proof: tests/test_change_plan.py, and `python -m perf.latency.plant --compare` on a GPU)."""
     cmd = [sys.executable, "-m", "perf", "gate", "--suite", args.suite, "--base-ref", base, "--out", out,
-           "--seed", str(seed), "--allow-dirty", "--thresholds", os.path.join(repo, "thresholds.yaml")]
+           "--seed", str(seed), "--allow-dirty", "--thresholds", os.path.join(repo, "thresholds.yaml"),
+           "--all-cases"]
     for opt in ("variants", "scenarios"):
         if getattr(args, opt):
             cmd += [f"--{opt}", getattr(args, opt)]

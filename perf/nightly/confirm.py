@@ -124,7 +124,11 @@ def plan(h: History, result: dict, thresholds, settings: alert.Settings, out: st
                 "--scenarios", ",".join(dict.fromkeys(s for _, s, _ in cases)),
                 "--variants", ",".join(dict.fromkeys(v for v, _, _ in cases)),
                 "--metrics", ",".join(dict.fromkeys(m for _, _, m in cases)),
-                "--thresholds", _path(thresholds_path, root), "--out", folder]
+                "--thresholds", _path(thresholds_path, root), "--out", folder,
+                # every case timed: the status and the issue quote the gate's ratio and interval; an
+                # alert between identical launches (not caused by the code) would get neither and stay
+                # inconclusive, where a measurement clears it as noise with evidence
+                "--all-cases"]
         runs.append(Run(h.machine, result["vendor"], h.latest.sha, good, cases, os.path.join(root, folder),
                         argv))
     return runs, skipped
