@@ -198,8 +198,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds each step waits for another run's GPU lock (default: fail at once)")
     p.add_argument("--all-cases", action="store_true",
                    help="time the case at every step, also where its launches are identical to GOOD's (by "
-                        "default such a commit is good without GPU time: it cannot be slower on the device; a "
-                        "host-side slowdown is the launch-cost suite's, `perf host-cost`)")
+                        "default such a commit is good without GPU time: it cannot be slower on the device; "
+                        "a host-side slowdown is the launch-cost suite's, `perf host-cost`)")
 
 
 @dataclass
