@@ -110,3 +110,32 @@ def test_history_marks_only_the_alerting_variant(tmp_path):
     page = Path(site.machine_page(h, str(tmp_path / "page"), result)).parent
     assert _has_red(str(page / "history_qblock.png"))
     assert not _has_red(str(page / "history_naive.png"))
+
+
+def test_the_page_shows_the_environment_and_what_changed_between_nights(tmp_path):
+    from perf.nightly import store
+    from tests.test_nightly_store import ENV, results_file
+
+    data = tmp_path / "data"
+    hot = {"start": {"sm_mhz": 1980, "mem_mhz": 2619, "throttle": []},
+           "end": {"sm_mhz": 1410, "mem_mhz": 2619, "throttle": ["hw_slowdown"]}}
+    nights = [("2026-11-20", "a", {}), ("2026-11-21", "b", {"driver": "580.200"}),
+              ("2026-11-22", "c", {"driver": "580.200", "triton": "3.7.0", "clocks": hot})]
+    for day, sha, change in nights:
+        src = results_file(tmp_path / day / "r.jsonl", "runner-a_h100", sha * 40, day)
+        store.write_night(str(data), "runner-a_h100", day, src, {**ENV, **change}, None)
+    (h,) = history.load_data(str(data))
+    page = Path(site.machine_page(h, str(tmp_path / "page"), None)).read_text()
+    section = page[page.index("<h2>Environment</h2>"):]
+    assert "throttled: hw_slowdown (end)" in section and "SM 1410 MHz" in section
+    row = (r"<tr><td class=l>(\S+) &rarr; (\S+) <code>\w+</code></td><td class=l>(\w+)</td>"
+           r"<td class=l>(\w+)</td><td class=l>([^<]+)</td><td class=l>([^<]+)</td></tr>")
+    changes = re.findall(row, section)
+    assert changes == [("2026-11-21", "2026-11-22", "triton", "toolchain", "3.6.0", "3.7.0"),
+                       ("2026-11-20", "2026-11-21", "driver", "environment", "580.159.04", "580.200")]
+
+
+def test_a_history_without_the_data_branch_compares_its_commits_environments(tmp_path):
+    (h,) = history.load_all(str(synthetic(tmp_path, 3, cv=0.0)))
+    text = "\n".join(site.environment_section(h))
+    assert "Nothing changed in the environment over the 3 nights" in text

@@ -12,7 +12,10 @@ each machine's page shows, from its history (perf/nightly/history.py):
   libraries dashed as the baseline;
 - every variant's latency history across commits, each scenario relative to its own
   median over the history, so a step stands out among hundreds of scenarios;
-- what was skipped and why (features a variant lacks, libraries absent or refusing).
+- what was skipped and why (features a variant lacks, libraries absent or refusing);
+- the environment of the newest night (perf/fingerprint.py: GPU, VBIOS, driver, runtime,
+  Triton and its commit, image digest, clocks at the start and end, "throttled: ..." when the
+  GPU was slowed down) and what changed in it from one night to the next.
 Plain HTML and PNG files (matplotlib, Agg): no script, no fetch, so file:// works; the only
 links out are to the alerts' GitHub issues. The alert tables sit between markers, so that
 `relink` rewrites them from alert.json alone (no history, no matplotlib) once the re-measure
@@ -29,9 +32,9 @@ import math
 import os
 from collections import defaultdict
 
-from perf import files
+from perf import files, fingerprint
 from perf.nightly.alert import WINDOW
-from perf.nightly.history import History
+from perf.nightly.history import History, NightPrint
 from perf.nightly.selection import PEER_PREFIX, slug
 from perf.report import geomean
 
@@ -416,6 +419,76 @@ def _skips(h: History) -> list[str]:
     return ["<ul>", *out, "</ul>"] if out else ["<p>Nothing was skipped.</p>"]
 
 
+FIELD_KIND = {**{f: "toolchain" for f in fingerprint.TOOLCHAIN_FIELDS},
+              **{f: "environment" for f in fingerprint.ENVIRONMENT_FIELDS}}
+MAX_CHANGES = 40  # rows of the "what changed" table, newest first (a page, not an archive)
+
+
+def _prints(h: History) -> list[NightPrint]:
+    """The history's nights with their fingerprints: the data branch's, else one per commit."""
+    if h.nights:
+        return h.nights
+    return [NightPrint((c.measured or c.date)[:10], c.sha, fingerprint.from_environment(c.environment))
+            for c in h.commits]
+
+
+def _clocks(reading: dict | None) -> str:
+    if not reading:
+        return "–"
+    throttle = reading.get("throttle")
+    why = "; ".join(f"{k}: {v}" for k, v in (reading.get("why") or {}).items())
+    text = (f"SM {reading.get('sm_mhz') or '?'} MHz, memory {reading.get('mem_mhz') or '?'} MHz, reasons: "
+            f"{', '.join(throttle) if throttle else ('none' if throttle == [] else 'unknown')}")
+    return _e(text) + (f" <span class=note>({_e(why)})</span>" if why else "")
+
+
+def environment_section(h: History) -> list[str]:
+    """The newest night's fingerprint, and each change of it from one night to the next."""
+    prints = _prints(h)
+    newest = prints[-1].fingerprint if prints and prints[-1].fingerprint else \
+        fingerprint.from_environment(h.latest.environment)
+    why = newest.get("why") or h.latest.environment.get("fingerprint_why") or {}
+    out = ["<h2>Environment</h2>"]
+    hot = fingerprint.throttled(newest)
+    if hot:
+        out.append(f"<p class=fail>The newest night's GPU was {_e(hot)}: its latencies may be slow for "
+                   f"that reason, not the code's.</p>")
+    rows = []
+    for field in fingerprint.FIELDS:
+        if field == "clocks":
+            continue
+        value = newest.get(field)
+        shown = _e(value) if value is not None else f"<span class=na>– {_e(why.get(field, ''))}</span>"
+        rows.append(f"<tr><td class=l>{field}</td><td class=l>{_e(FIELD_KIND.get(field, ''))}</td>"
+                    f"<td class=l>{shown}</td></tr>")
+    clocks = newest.get("clocks") if isinstance(newest.get("clocks"), dict) else {}
+    for p in newest.get("processes") or [{"gpu_uuid": None, "clocks": clocks}]:
+        c = p.get("clocks") or {}
+        on = f" ({_e(p['gpu_uuid'])})" if p.get("gpu_uuid") and newest.get("processes") else ""
+        rows.append(f"<tr><td class=l>clocks{on}</td><td class=l></td><td class=l>start: "
+                    f"{_clocks(c.get('start'))}<br>end: {_clocks(c.get('end'))}</td></tr>")
+    out += ["<table><tr><th class=l>field</th><th class=l>kind</th><th class=l>newest night</th></tr>",
+            *rows, "</table>"]
+    changes = []
+    for before, after in zip(prints, prints[1:]):
+        if before.fingerprint is None or after.fingerprint is None:
+            continue
+        for field, (old, new) in fingerprint.diff(before.fingerprint, after.fingerprint).items():
+            cells = [f"{_e(before.date)} &rarr; {_e(after.date)} <code>{_e(after.sha[:8])}</code>",
+                     _e(field), _e(FIELD_KIND.get(field, "")), _e("–" if old is None else old),
+                     _e("–" if new is None else new)]
+            changes.append("<tr>" + "".join(f"<td class=l>{c}</td>" for c in cells) + "</tr>")
+    if not changes:
+        out.append(f"<p class=note>Nothing changed in the environment over the {len(prints)} nights of this "
+                   f"history (the clocks aside).</p>")
+    else:
+        out += [f"<h3>What changed from one night to the next ({len(changes)}, newest first)</h3>",
+                "<table><tr><th class=l>nights</th><th class=l>field</th><th class=l>kind</th>"
+                "<th class=l>before</th><th class=l>after</th></tr>", *changes[::-1][:MAX_CHANGES],
+                "</table>"]
+    return out
+
+
 def machine_page(h: History, folder: str, result: dict | None) -> str:
     """Write one machine's page and figures into `folder`; returns the page's path."""
     env = h.latest.environment
@@ -457,6 +530,7 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
         p = plot_history(h, name, os.path.join(folder, f"history_{slug(name)}.png"), flagged)
         if p:
             body.append(f"<img src='{os.path.basename(p)}' alt='history {_e(name)}'>")
+    body += environment_section(h)
     body += ["<h2>Skipped</h2>", *_skips(h)]
     page = _page(f"Nightly: {h.gpu} ({h.machine})", body)
     return files.write_text(os.path.join(folder, "index.html"), page)
