@@ -331,3 +331,24 @@ def test_a_night_of_several_processes_names_each_throttled_gpu():
     assert fp["gpu_uuid"] == "GPU-1" and [p["gpu_uuid"] for p in fp["processes"]] == ["GPU-1", "GPU-2"]
     assert fingerprint.throttled(fp) == "throttled: hw_slowdown (end) on GPU-2"
     assert fingerprint.throttled(fingerprint.combine([calm])) is None
+
+
+# --- property: any visible-device list finds each device's own UUID --------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+MANY = [(f"{k:08x}-aaaa-bbbb-cccc-{k:012x}", "NVIDIA H100 80GB HBM3", f"96.00.{k:02d}") for k in range(8)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, len(MANY) - 1), min_size=1, max_size=len(MANY), unique=True),
+       st.lists(st.booleans(), min_size=len(MANY), max_size=len(MANY)), st.data())
+def test_every_visible_device_is_its_own_physical_device(order, as_uuid, data):
+    env = ",".join(f"GPU-{MANY[p][0]}" if as_uuid[k] else str(p) for k, p in enumerate(order))
+    index = data.draw(st.integers(0, len(order) - 1))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "pynvml", fake_pynvml(devices=MANY))
+        fake_cuda(mp, env, devices=MANY)
+        fp = fingerprint.collect(index)
+    assert fp["gpu_uuid"] == f"GPU-{MANY[order[index]][0]}" and fp["vbios"] == MANY[order[index]][2]

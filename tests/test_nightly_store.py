@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perf import git, results
 from perf.errors import ConfigError
@@ -104,7 +106,8 @@ def test_folders_that_are_no_night_are_not_read(tmp_path):
 
 
 @pytest.mark.parametrize("runner, date", [("../x", "2026-11-20"), ("m", "20261120"), ("", "2026-11-20"),
-                                          ("a/b", "2026-11-20")])
+                                          ("a/b", "2026-11-20"), ("m\n", "2026-11-20"),
+                                          ("m", "2026-11-20\n")])
 def test_names_outside_the_layout_are_refused(tmp_path, runner, date):
     with pytest.raises(ConfigError):
         store.night_dir(str(tmp_path), runner, date)
@@ -374,3 +377,15 @@ def test_a_recorded_night_is_put_into_the_data_checkout_for_the_report_and_alert
     assert (n.runner, n.date, n.fingerprint()["driver"]) == ("runner-a_h100", "2026-11-25", "580.200")
     (h,) = history.load_data(str(data))
     assert h.latest.sha == sha
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=0, max_size=30), st.text(min_size=0, max_size=12))
+def test_a_night_folder_is_always_inside_nights_of_its_runner(runner, date):
+    try:
+        path = store.night_dir("/data", runner, date)
+    except ConfigError:
+        return
+    assert os.path.dirname(os.path.dirname(path)) == "/data/nights"
+    assert os.path.normpath(path) == path and ".." not in path.split(os.sep)
+    assert not any(c.isspace() for c in path)

@@ -41,8 +41,8 @@ REMOTE = "origin"
 RETRIES = 5  # pushes retried after a refusal (git.RETRY_S: about a minute in all; default by reasoning)
 NIGHTS = "nights"
 RESULTS, FINGERPRINT, ALERT = "results.jsonl", "fingerprint.json", "alert.json"
-RUNNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*$")  # selection.slug's characters
-DATE = re.compile(r"\d{4}-\d{2}-\d{2}$")
+RUNNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # selection.slug's characters
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _FIX = "the data branch is written by `python -m perf nightly save` only; restore the file from its history"
 
 
@@ -83,7 +83,7 @@ class Night:
 
 
 def check_name(runner: str, what: str = "runner") -> str:
-    if not RUNNER.match(runner or ""):
+    if not RUNNER.fullmatch(runner or ""):
         raise ConfigError(f"{what} {runner!r}: a data-branch folder name takes letters, digits, '.', '_' "
                           f"and '-' only; pass --machine NAME")
     return runner
@@ -92,7 +92,7 @@ def check_name(runner: str, what: str = "runner") -> str:
 def night_dir(data: str, runner: str, date: str) -> str:
     """nights/<runner>/<date> of the checkout `data`."""
     check_name(runner)
-    if not DATE.match(date or ""):
+    if not DATE.fullmatch(date or ""):
         raise ConfigError(f"night {date!r}: not a YYYY-MM-DD date")
     return os.path.join(data, NIGHTS, runner, date)
 
@@ -111,7 +111,8 @@ def runners(data: str) -> list[str]:
     folder = os.path.join(data, NIGHTS)
     if not os.path.isdir(folder):
         return []
-    return sorted(n for n in os.listdir(folder) if RUNNER.match(n) and os.path.isdir(os.path.join(folder, n)))
+    return sorted(n for n in os.listdir(folder)
+                  if RUNNER.fullmatch(n) and os.path.isdir(os.path.join(folder, n)))
 
 
 def nights(data: str, runner: str | None = None) -> list[Night]:
@@ -124,7 +125,7 @@ def nights(data: str, runner: str | None = None) -> list[Night]:
             continue
         for date in sorted(os.listdir(folder)):
             path = os.path.join(folder, date)
-            if DATE.match(date) and os.path.isfile(os.path.join(path, RESULTS)):
+            if DATE.fullmatch(date) and os.path.isfile(os.path.join(path, RESULTS)):
                 out.append(Night(r, date, path))
     return out
 
@@ -205,7 +206,7 @@ def tonight(results_path: str, alert_path: str | None = None, machine: str | Non
     nightly = res.header.get("nightly") or {}
     runner = check_name(machine or nightly.get("machine") or "", "the results' machine")
     when = str(env.get("time") or "")
-    if not DATE.match(when[:10]):
+    if not DATE.fullmatch(when[:10]):
         raise ConfigError(f"{results_path}: environment.time is {when!r}, not an ISO 8601 time; save the "
                           f"results `python -m perf nightly run` wrote")
     fp = fingerprint.read_end(results_path) or fingerprint.from_environment(env)
