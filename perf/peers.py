@@ -48,9 +48,17 @@ VLLM_UNIFIED_MODULES = ("vllm.v1.attention.ops.triton_unified_attention",
 # How vLLM's Triton backend (vllm/v1/attention/backends/triton_attn.py, vllm 0.19.1) sets up
 # the split-KV ("3D") decode path: partial buffers for up to 128 // num_kv_heads decoding
 # sequences (its MIN_LAUNCH_GRID_SIZE_2D), 16 segments each (NUM_PAR_SOFTMAX_SEGMENTS),
-# allocated once when the backend is built. Larger batches and prefills run the 2D kernel.
+# allocated once when the backend is built. Larger batches, prefills and (its source through
+# 0.33: `max_seqlen_q > 1`) multi-token decodes run the 2D kernel.
 VLLM_MIN_LAUNCH_GRID_2D = 128
 VLLM_SOFTMAX_SEGMENTS = 16
+# vLLM's KVQuantMode.FP8_PER_TENSOR (vllm/v1/kv_cache_interface.py): since its `unified_attention`
+# took `kv_quant_mode` (0.2x; 0.33.0 has it), an fp8 cache is dequantized by k/v_descale only
+# when told so; without it the kernel reads the fp8 values unscaled. 0.19.1 scaled by dtype.
+VLLM_FP8_PER_TENSOR = 1
+# The package (distribution) names the peers' versions are read under (`library_version`).
+DISTRIBUTIONS = {"flashinfer": ("flashinfer-python", "flashinfer"), "vllm": ("vllm",),
+                 "flash_attn": ("flash-attn", "flash_attn"), "aiter": ("amd-aiter", "aiter")}
 
 
 class PeerUnavailable(Exception):
@@ -172,6 +180,23 @@ def setup_for_batch(name: str, spec, device: str, batch=None) -> tuple[Callable[
         for f in fns:
             f()
     return run, peer.label, "; ".join(notes)
+
+
+def library_version(module: str) -> str:
+    """The version of a peer's library, for the notes the benchmark table prints: its package
+    metadata, else the module's `__version__`, else "version unknown" (a copy without either,
+    such as vLLM's kernel file with stand-ins for the vllm modules it imports)."""
+    import sys
+    from importlib import metadata
+
+    top = module.split(".")[0]
+    for dist in DISTRIBUTIONS.get(top, (top,)):
+        try:
+            return metadata.version(dist)
+        except (metadata.PackageNotFoundError, ValueError):
+            continue
+    version = getattr(sys.modules.get(top), "__version__", None)
+    return str(version) if version else "version unknown"
 
 
 # --- dense PyTorch SDPA --------------------------------------------------------------------------
@@ -332,9 +357,7 @@ def _flashinfer_paged(batch, device: str):
         import flashinfer
     except ImportError as exc:
         raise PeerUnavailable(f"flashinfer does not import: {exc}") from exc
-    _batch_checks(spec, "flashinfer", {
-        "fp8 KV cache": spec.fp8_kv and "per-tensor k/v scales are not wired to its wrappers here",
-        "sinks": spec.sinks and "its paged wrappers take no sink logits"})
+    _batch_checks(spec, "flashinfer", {"sinks": spec.sinks and "its paged wrappers take no sink logits"})
     b = batch  # the kernels' cache and block table, read in place (NHD = our cache layout)
     blocks = spec.blocks_per_seq()
     indptr = _cu(blocks, device)  # the block table's rows in flashinfer's CSR form
@@ -344,7 +367,13 @@ def _flashinfer_paged(batch, device: str):
     workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
     wrapper, decode, note = flashinfer_wrapper(flashinfer, spec, workspace)
     options = dict(window_left=_window(spec)[0], logits_soft_cap=spec.softcap, sm_scale=b.options["scale"],
-                   q_data_type=spec.torch_dtype, kv_data_type=spec.torch_dtype)
+                   q_data_type=spec.torch_dtype, kv_data_type=b.k_cache.dtype)
+    scales = {}
+    if spec.fp8_kv:  # per-tensor scales as floats, read once here: k_scale folds into the score
+        # scale, v_scale into the output (flashinfer's `run(..., k_scale=, v_scale=)`)
+        if not {"k_scale", "v_scale"} <= set(inspect.signature(wrapper.run).parameters):
+            raise PeerUnavailable("flashinfer has no fp8 KV cache (its run() takes no k_scale/v_scale here)")
+        scales = dict(k_scale=float(b.options["k_scale"]), v_scale=float(b.options["v_scale"]))
     heads = (spec.num_q_heads, spec.num_kv_heads, spec.head_size, spec.block_size)
     try:  # planning (host work, a device copy of the plan) stays outside the timed region
         if decode:
@@ -355,9 +384,11 @@ def _flashinfer_paged(batch, device: str):
         raise PeerUnavailable(f"flashinfer refused: {str(exc).splitlines()[0][:160]}") from exc
 
     def run(keep=(workspace, indptr, indices, last)):
-        return wrapper.run(b.q, (b.k_cache, b.v_cache))
+        return wrapper.run(b.q, (b.k_cache, b.v_cache), **scales)
     _refused("flashinfer", run)
-    return run, f"{note}; the kernels' cache in place, page size {spec.block_size}, NHD"
+    return run, (f"flashinfer {library_version('flashinfer')}: {note}"
+                 + (", fp8 cache with per-tensor k/v scales" if scales else "")
+                 + f"; the kernels' cache in place, page size {spec.block_size}, NHD")
 
 
 @register("vllm_unified", "vLLM Triton unified attention (paged, block table)", "vllm")
@@ -370,7 +401,8 @@ def _vllm_unified(batch, device: str):
     errors = []
     for path in VLLM_UNIFIED_MODULES:
         try:
-            unified_attention = importlib.import_module(path).unified_attention
+            module = importlib.import_module(path)
+            unified_attention = module.unified_attention
             break
         except (ImportError, AttributeError) as exc:  # vllm present but broken, or moved again
             errors.append(f"{path}: {str(exc).splitlines()[0][:120]}")
@@ -395,6 +427,11 @@ def _vllm_unified(batch, device: str):
                                                     dtype=torch.float32, device=b.q.device),
                     softmax_segm_max=torch.empty(partials, dtype=torch.float32, device=b.q.device),
                     softmax_segm_expsum=torch.empty(partials, dtype=torch.float32, device=b.q.device))
+    quant = ""
+    if spec.fp8_kv and "kv_quant_mode" in params:  # vLLM >= 0.2x: the scales apply only when told
+        mode = getattr(module, "KVQuantMode", None)
+        args["kv_quant_mode"] = mode.FP8_PER_TENSOR if mode is not None else VLLM_FP8_PER_TENSOR
+        quant = ", fp8 cache as kv_quant_mode FP8_PER_TENSOR"
     if spec.sinks:
         if "sinks" not in params:
             raise PeerUnavailable("this vllm's unified_attention has no sinks argument")
@@ -406,7 +443,7 @@ def _vllm_unified(batch, device: str):
     def run():
         return unified_attention(**{k: v for k, v in args.items() if k in params})
     _refused("vllm", run)
-    return run, "the kernels' cache in place (vLLM's layout)"
+    return run, f"vllm {library_version('vllm')}: the kernels' cache in place (vLLM's layout){quant}"
 
 
 @register("aiter_varlen", "aiter varlen flash (dense, not paged)", "aiter")

@@ -9,6 +9,7 @@ the libraries.
 
 from __future__ import annotations
 
+import enum
 import sys
 import types
 
@@ -187,6 +188,88 @@ def test_vllm_reads_the_kernels_batch(monkeypatch):
     assert seen["k"] is batch.k_cache and seen["block_table"] is batch.block_table and seen["causal"]
     assert seen["window_size"] == (15, 0) and seen["sinks"] is batch.options["sinks"]
     assert seen["max_seqlen_k"] == 64 and seen["k_descale"] is None and "in place" in note
+
+
+def _fake_vllm(monkeypatch, unified_attention, quant_modes=True):
+    mod = types.ModuleType("vllm.v1.attention.ops.triton_unified_attention")
+    mod.unified_attention = unified_attention
+    if quant_modes:  # 0.2x on: the module imports vllm.v1.kv_cache_interface.KVQuantMode
+        mod.KVQuantMode = enum.IntEnum("KVQuantMode", [("NONE", 0), ("FP8_PER_TENSOR", 1)])
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    return mod
+
+
+def _vllm_0_33(seen):
+    """vLLM 0.33's signature (vllm/v1/attention/ops/triton_unified_attention.py)."""
+    def unified_attention(q, k, v, out, cu_seqlens_q, max_seqlen_q, seqused_k, max_seqlen_k, softmax_scale,
+                          causal, window_size, block_table, softcap, q_descale, k_descale, v_descale,
+                          seq_threshold_3D=None, num_par_softmax_segments=None, softmax_segm_output=None,
+                          softmax_segm_max=None, softmax_segm_expsum=None, alibi_slopes=None,
+                          output_scale=None, qq_bias=None, sinks=None, mm_prefix_range=None,
+                          use_alibi_sqrt=False, kv_quant_mode=0, k_scale_cache=None, v_scale_cache=None):
+        seen.update(locals())
+    return unified_attention
+
+
+def _vllm_0_19(seen):
+    def unified_attention(q, k, v, out, cu_seqlens_q, max_seqlen_q, seqused_k, max_seqlen_k, softmax_scale,
+                          causal, window_size, block_table, softcap, q_descale, k_descale, v_descale,
+                          seq_threshold_3D=None, num_par_softmax_segments=None, softmax_segm_output=None,
+                          softmax_segm_max=None, softmax_segm_expsum=None, alibi_slopes=None,
+                          output_scale=None, qq_bias=None, sinks=None):
+        seen.update(locals())
+    return unified_attention
+
+
+def test_vllm_0_33_is_told_an_fp8_cache_has_per_tensor_scales(monkeypatch):
+    seen = {}
+    mod = _fake_vllm(monkeypatch, _vllm_0_33(seen))
+    batch = _batch("llama3-8b/prefill/batch2-kv32/block16/fp8")
+    _, _, note = peers.setup_for_batch("vllm_unified", batch.spec, "cpu", batch)
+    assert seen["kv_quant_mode"] == mod.KVQuantMode.FP8_PER_TENSOR == peers.VLLM_FP8_PER_TENSOR
+    assert float(seen["k_descale"].flatten()[0]) == float(batch.options["k_scale"])
+    assert float(seen["v_descale"].flatten()[0]) == float(batch.options["v_scale"])
+    assert "FP8_PER_TENSOR" in note and "vllm version unknown" in note  # a stand-in: no metadata
+    seen.clear()
+    bf16 = _batch("llama3-8b/decode/batch2-kv32-q4/block16/bf16")  # no fp8: vLLM's default mode
+    _, _, note = peers.setup_for_batch("vllm_unified", bf16.spec, "cpu", bf16)
+    assert seen["kv_quant_mode"] == 0 and seen["k_descale"] is None and "FP8" not in note
+    assert seen["max_seqlen_q"] == 4 and seen["seq_threshold_3D"] == 128 // 8  # vLLM picks 2D or 3D
+
+
+def test_vllm_0_19_scales_an_fp8_cache_without_being_told(monkeypatch):
+    seen = {}
+    _fake_vllm(monkeypatch, _vllm_0_19(seen), quant_modes=False)
+    batch = _batch("llama3-8b/decode/batch2-kv32/block16/fp8")
+    _, _, note = peers.setup_for_batch("vllm_unified", batch.spec, "cpu", batch)
+    assert "kv_quant_mode" not in seen and seen["k_descale"] is not None and "FP8" not in note
+
+
+def test_flashinfer_fp8_cache_with_its_scales(fake_flashinfer, monkeypatch):
+    def run(self, q, kv, *args, q_scale=None, k_scale=None, v_scale=None, out=None):
+        self.ran, self.scales = (q, kv), (k_scale, v_scale)
+        return torch.empty_like(q)
+    monkeypatch.setattr(_Wrapper, "run", run)
+    monkeypatch.setattr(fake_flashinfer, "__version__", "0.7.2.post1", raising=False)
+    batch, fn, note, w = _flashinfer("llama3-8b/prefill/batch2-kv32/block16/fp8/bf16")
+    kw = w.planned[1]
+    assert kw["kv_data_type"] == batch.k_cache.dtype and kw["q_data_type"] == torch.bfloat16
+    fn()
+    assert w.scales == (float(batch.options["k_scale"]), float(batch.options["v_scale"]))
+    assert w.ran[1][0] is batch.k_cache  # the fp8 cache itself, no dequantized copy
+    assert note.startswith("flashinfer 0.7.2.post1: ") and "per-tensor k/v scales" in note
+
+
+def test_library_versions_from_metadata_module_or_unknown(monkeypatch):
+    assert peers.library_version("torch") == __import__("importlib.metadata").metadata.version("torch")
+    fake = types.ModuleType("flashinfer")
+    monkeypatch.setitem(sys.modules, "flashinfer", fake)
+    assert peers.library_version("flashinfer") == "version unknown"
+    fake.__version__ = "0.7.2.post1"
+    assert peers.library_version("flashinfer.prefill") == "0.7.2.post1"
 
 
 # --- peers as cases of a side -------------------------------------------------------------------
