@@ -75,7 +75,7 @@ COMMANDS: dict[str, Command] = {
                       inputs=(("findings", "file"),)),
     "table": Command("perf.report", "render results files as a benchmark table: variants and peers side by "
                      "side", main="table_command", add=None, outputs=(("out", "file"),),
-                     inputs=(("results", "file"),)),
+                     inputs=(("results", "file"), ("docs", "file"))),
     "compile": Command("perf.static.gate", "static gate: cross-compile every variant per target, compare "
                        "resources", outputs=(("out", "dir"), ("emit_json", "file"), ("cache_dir", "dir")),
                        inputs=(("source", "dir"),)),
@@ -211,6 +211,9 @@ def _add_own(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--against", default=None,
                    help="comma list of peers to show the ratio to as well, each in its own table "
                         "(e.g. flashinfer_paged: the peer a target is set against)")
+    p.add_argument("--docs", default=None, metavar="FILE.md",
+                   help="also write the table into FILE.md between its `<!-- perf table SUITE: ... -->` "
+                        "markers (perf.report.docs_markers), e.g. docs/kernels.md")
 
     p = sub.add_parser("compare", help=OWN["compare"], description=OWN["compare"])
     _common(p)

@@ -197,6 +197,26 @@ def test_table_command_writes_markdown_and_refuses_a_missing_file(tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1 and "none.jsonl: results file not found" in bad.stderr
 
 
+def test_table_regenerates_its_place_in_a_page(tmp_path):
+    """`perf table --docs FILE` writes between the suite's markers and leaves the rest alone;
+    again, it replaces what it wrote; a page without the markers is one line and exit 2."""
+    from perf.cli import main
+
+    path = write_fixture(tmp_path / "r.jsonl")
+    begin, end = report.docs_markers("anchor")
+    page = tmp_path / "kernels.md"
+    page.write_text(f"# Kernels\n\nbefore\n{begin}\nold table\n{end}\nafter\n")
+    assert main(["table", path, "--docs", str(page)]) == 0
+    first = page.read_text()
+    assert first.startswith(f"# Kernels\n\nbefore\n{begin}\n\n") and first.endswith(f"\n{end}\nafter\n")
+    assert "old table" not in first and f"| {DECODE} |" in first
+    assert main(["table", path, "--docs", str(page)]) == 0 and page.read_text() == first
+    page.write_text("no markers\n")
+    with pytest.raises(Exception, match="--docs needs the two lines"):
+        report.write_into_docs(str(page), "anchor", "table")
+    assert main(["table", path, "--docs", str(page)]) == 2 and page.read_text() == "no markers\n"
+
+
 @needs_interpreter
 def test_perf_run_measures_peers_beside_the_variants_then_table_renders_them(tmp_path, monkeypatch, capsys):
     from perf.cli import main
