@@ -77,8 +77,12 @@ COMMANDS: dict[str, Command] = {
                      "side", main="table_command", add=None, outputs=(("out", "file"),),
                      inputs=(("results", "file"), ("docs", "file"))),
     "compile": Command("perf.static.gate", "static gate: cross-compile every variant per target, compare "
-                       "resources", outputs=(("out", "dir"), ("emit_json", "file"), ("cache_dir", "dir")),
+                       "resources and compile time", outputs=(("out", "dir"), ("emit_json", "file"),
+                                                       ("cache_dir", "dir"), ("results", "file")),
                        inputs=(("source", "dir"),)),
+    "compile-calibrate": Command("perf.static.calibrate", "the static gate's compile-time noise on this CPU "
+                                 "(A/A pairs of cold compiles) into calibration/compile-time.yaml",
+                                 outputs=(("write", "file"),)),
     "workflows": Command("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml",
                          thresholds=False, inputs=(("root", "dir"),)),
     "nightly": Command("perf.nightly", "nightly asv run, publish and plots", main="nightly_main",

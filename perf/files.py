@@ -387,8 +387,9 @@ class Appender:
 # --- measured data -------------------------------------------------------------------------
 
 # Environment fields that make measured data another machine's: replacing one file's data
-# with data that differs in any of them needs --force.
-IDENTITY = ("vendor", "gpu", "interpreter")
+# with data that differs in any of them needs --force. `machine`: the CPU of CPU-measured data
+# (the static gate's compile-time calibration); absent (None) on both sides elsewhere.
+IDENTITY = ("vendor", "gpu", "interpreter", "machine")
 
 
 def guard_measured(path: str, old: dict | None, new: dict, force: bool, flag: str = "--force") -> None:

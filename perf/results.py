@@ -28,6 +28,15 @@ from perf.errors import ConfigError, ContextLost, context_lost
 
 SCHEMA_VERSION = 1
 METRICS = ("eager", "graph")  # latency per call (ms): launched eagerly; replayed from a CUDA/HIP graph
+# Static records of a variant's cold compile time on one compile target (perf/static/report.py
+# write_results; `python -m perf compile --emit-json SIDE --results PATH --no-cache`): variant,
+# scenario "*", metric "compile_time/<target>", median = CPU seconds summed over the variant's
+# specializations on that target, clock "cpu". The nightly's history plots it per variant/target.
+COMPILE_TIME = "compile_time"
+
+
+def compile_time_metric(target: str) -> str:
+    return f"{COMPILE_TIME}/{target}"
 
 
 def environment(root: str | None = None, device_index: int | None = None) -> dict:

@@ -11,7 +11,8 @@ Schema (see thresholds.yaml, commented for the people who edit it):
       statistics: {alpha, processes, repeats, samples, sample_budget_ms, retries, bootstrap, confidence}
       compile: {targets: [{name, backend, arch, warp_size, max_shared_memory_bytes,
                            max_registers_per_thread, default_variants?: [name, ...]}],
-                static: {<key of STATIC_DEFAULTS>: ...}}
+                static: {<key of STATIC_DEFAULTS>: ...},
+                compile_time?: {warn, fail, k: {warn, fail}}}   # max(warn/fail, exp(k x noise))
       runners: {labels: [...], container,       # container: IMAGE:TAG@sha256:<64 hex>, or "" (none)
                 container_options, env: {NAME: value},
                 lock_clocks: false | MHz, isolation_env: [NAME, ...], nightly_shards: M}
@@ -77,6 +78,17 @@ STATIC_DEFAULTS: dict[str, Any] = {
     "registers_fail_ratio": None, "shared_memory_over_limit": "fail", "shared_memory_warn_ratio": None,
     "occupancy_drop": "warn", "target_not_compilable": "warn",
 }
+
+
+# The compile-time rule (`<vendor>.compile.compile_time`; applied by
+# perf.verdicts.compile_time_finding) when the file leaves it out: cold compile CPU seconds of a
+# variant on a target, head / base, warn beyond max(warn, exp(k.warn x noise)), fail beyond
+# max(fail, exp(k.fail x noise)); noise from calibration/compile-time.yaml (`perf compile-calibrate`).
+# Unmeasured defaults chosen by reasoning (2026-11-26): a variant compiling 2x longer is the Triton
+# regression the gate must see, so it fails beyond 1.75 (a doubling fails with room for noise);
+# 1.25 is above the noise calibrated on the CI's kind of 2-core VM (calibration/compile-time.yaml)
+# yet below a change a developer notices; k as latency.k.
+COMPILE_TIME_DEFAULTS = {"warn": 1.25, "fail": 1.75, "k": {"warn": 3.0, "fail": 4.0}}
 
 
 @dataclass(frozen=True)
@@ -154,6 +166,10 @@ class VendorThresholds:
     static: dict[str, Any]  # every key of STATIC_DEFAULTS: severity, ratio or None (rule off)
     runners: Runners
     noise_rule: NoiseRule | None = None  # latency.floor / latency.k: thresholds of calibrated cases
+    # compile.compile_time: warn/fail are the floors of cold compile time ratios, k the noise multiples
+    compile_time: NoiseRule = NoiseRule(
+        COMPILE_TIME_DEFAULTS["warn"], COMPILE_TIME_DEFAULTS["fail"],
+        COMPILE_TIME_DEFAULTS["k"]["warn"], COMPILE_TIME_DEFAULTS["k"]["fail"])
 
 
 @dataclass(frozen=True)
@@ -290,7 +306,8 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
     )
     _check_statistics(c, w, stats)
 
-    comp = c.mapping(v["compile"], f"{name}.compile", ("targets", "static"), ("targets", "static"))
+    comp = c.mapping(v["compile"], f"{name}.compile", ("targets", "static", "compile_time"),
+                     ("targets", "static"))
     if not isinstance(comp["targets"], list) or not comp["targets"]:
         c.fail(f"{name}.compile.targets", "must be a non-empty list of targets")
     targets = []
@@ -362,7 +379,28 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
         env=dict(env),
     )
     vt = VendorThresholds(name, latency, stats, tuple(targets), {**STATIC_DEFAULTS, **static}, runners)
-    return replace(vt, noise_rule=noise_rule)
+    compile_time = _parse_compile_time(c, f"{name}.compile.compile_time", comp.get("compile_time"))
+    return replace(vt, noise_rule=noise_rule, compile_time=compile_time)
+
+
+def _parse_compile_time(c: _Checker, where: str, value: Any) -> NoiseRule:
+    """`compile.compile_time` (COMPILE_TIME_DEFAULTS for what it leaves out): the warn and fail
+    ratios of cold compile time (floors of calibrated cases) and the noise multiples k."""
+    given = c.mapping({} if value is None else value, where, ("warn", "fail", "k"))
+    d = COMPILE_TIME_DEFAULTS
+    warn = c.number(given.get("warn", d["warn"]), f"{where}.warn", 1.0, 100.0, lo_open=True)
+    fail = c.number(given.get("fail", d["fail"]), f"{where}.fail", 1.0, 100.0, lo_open=True)
+    if fail < warn:
+        c.fail(f"{where}.fail" if "fail" in given else f"{where}.warn",
+               f"fail {fail:g} is below warn {warn:g}" + ("" if {"warn", "fail"} <= given.keys() else
+                                                           " (the other one is the default)")
+               + "; the warn ratio must be <= the fail ratio")
+    k = c.mapping(given.get("k", d["k"]), f"{where}.k", ("warn", "fail"))
+    k_warn = c.number(k.get("warn", d["k"]["warn"]), f"{where}.k.warn", 0.0, 100.0, lo_open=True)
+    k_fail = c.number(k.get("fail", d["k"]["fail"]), f"{where}.k.fail", 0.0, 100.0, lo_open=True)
+    if k_fail < k_warn:
+        c.fail(f"{where}.k.fail", f"must be >= k.warn ({k_warn:g}), got {k_fail:g}")
+    return NoiseRule(warn, fail, k_warn, k_fail)
 
 
 def _check_statistics(c: _Checker, where: str, s: Statistics) -> None:
@@ -596,6 +634,19 @@ class Calibration:
                 f"{m.get('processes', '?')} A/A processes x {m.get('repeats', '?')} rounds)")
 
 
+def render_calibration_text(header: str, doc: dict) -> str:
+    """A calibration file's text (latency or compile time): the comment header, the fields,
+    then `cases:` with one flow mapping per line, so a diff shows which cases changed."""
+    import yaml
+
+    doc = dict(doc)
+    cases = doc.pop("cases")
+    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    flow = {"default_flow_style": True, "sort_keys": False, "width": 10000}
+    lines = "\n".join("  - " + yaml.safe_dump(c, **flow).strip() for c in cases)
+    return header + body + "cases:\n" + lines + "\n"
+
+
 def calibration_path(thresholds_path: str, vendor: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(thresholds_path)), CALIBRATION_DIR, f"{vendor}.yaml")
 
@@ -693,3 +744,83 @@ def calibration_for(thresholds: Thresholds, vendor: str, gpu: str | None) -> tup
         return None, (f"{os.path.relpath(path)} was measured on {cal.gpu}, this GPU is {gpu}: every case "
                       f"uses the uncalibrated {vendor}.latency defaults")
     return cal, cal.describe()
+
+
+# --- compile-time calibration: measured noise of cold compiles on a CPU ------------------------
+
+COMPILE_CALIBRATION = "compile-time.yaml"  # calibration/compile-time.yaml beside the thresholds
+COMPILE_CALIBRATION_FIX = "rerun `python -m perf compile-calibrate`"
+
+
+@dataclass(frozen=True)
+class CompileCalibration:
+    """A/A noise of the static gate's compile-time ratio per (variant, target), measured by
+    `perf compile-calibrate` on one machine (perf/static/calibrate.py)."""
+
+    path: str
+    machine: str  # CPU model and count it was measured on
+    meta: dict  # date, triton, commit, suite, repeats, ...
+    cases: dict[tuple[str, str], dict]  # (variant, target) -> {noise, repeats, cpu_s, specializations}
+
+    def noise(self, variant: str, target: str) -> float | None:
+        """Standard deviation of log(head / base) of one gate run's cold compile time, A/A."""
+        case = self.cases.get((variant, target))
+        return None if case is None else case["noise"]
+
+    def describe(self) -> str:
+        m = self.meta
+        return (f"{os.path.relpath(self.path)}: {len(self.cases)} variant x target noises from "
+                f"{m.get('repeats', '?')} A/A pairs of cold compiles on {self.machine} "
+                f"({m.get('date', '?')}, Triton {m.get('triton', '?')})")
+
+
+def compile_calibration_path(thresholds_path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(thresholds_path))
+    return os.path.join(folder, CALIBRATION_DIR, COMPILE_CALIBRATION)
+
+
+def parse_compile_calibration(data: Any, path: str) -> CompileCalibration:
+    """Validate a parsed compile-time calibration whole; ConfigError naming `path` and the field."""
+    c = _Checker(path)
+    if data is None:
+        c.fail("(top level)", f"the file is empty; {COMPILE_CALIBRATION_FIX}")
+    data = c.mapping(data, "(top level)", ("version", "machine", "meta", "cases"),
+                     ("version", "machine", "cases"))
+    if type(data["version"]) is not int or data["version"] != CALIBRATION_VERSION:
+        c.fail("version", f"this harness reads version {CALIBRATION_VERSION}, got {data['version']!r}; "
+                          f"{COMPILE_CALIBRATION_FIX}")
+    machine = c.string(data["machine"], "machine")
+    if not isinstance(data["cases"], list) or not data["cases"]:
+        c.fail("cases", f"expected a non-empty list of cases, got {data['cases']!r:.40}; "
+                        f"{COMPILE_CALIBRATION_FIX}")
+    keys = ("variant", "target", "noise", "repeats", "cpu_s", "specializations")
+    cases: dict[tuple[str, str], dict] = {}
+    for i, e in enumerate(data["cases"]):
+        w = f"cases[{i}]"
+        e = c.mapping(e, w, keys, keys)
+        key = (c.string(e["variant"], f"{w}.variant"), c.string(e["target"], f"{w}.target"))
+        if key in cases:
+            c.fail(w, f"{key[0]} on {key[1]} is calibrated twice; {COMPILE_CALIBRATION_FIX}")
+        cases[key] = {"noise": c.number(e["noise"], f"{w}.noise", 0.0, 10.0),
+                      "repeats": c.integer(e["repeats"], f"{w}.repeats", 2, 100000),
+                      "cpu_s": c.number(e["cpu_s"], f"{w}.cpu_s", 0.0, 1e7, lo_open=True),
+                      "specializations": c.integer(e["specializations"], f"{w}.specializations", 1, 1000000)}
+    return CompileCalibration(path, machine, dict(c.mapping(data.get("meta") or {}, "meta")), cases)
+
+
+def load_compile_calibration(path: str) -> CompileCalibration:
+    data = files.load_yaml(path, "compile-time calibration", COMPILE_CALIBRATION_FIX)
+    return parse_compile_calibration(data, path)
+
+
+def compile_calibration_for(thresholds: Thresholds) -> tuple[CompileCalibration | None, str]:
+    """The compile-time calibration beside the thresholds (None if there is none) and a note.
+    It applies on any machine: the noise is of a ratio of two sides compiled side by side on
+    one machine, so the machine's speed cancels; the note names where it was measured."""
+    path = compile_calibration_path(thresholds.path)
+    if not os.path.exists(path):
+        return None, (f"compile time: no calibration ({os.path.relpath(path)} missing): the "
+                      f"compile.compile_time warn/fail ratios apply as they are; run `python -m perf "
+                      f"compile-calibrate`")
+    cal = load_compile_calibration(path)
+    return cal, "compile time: noise from " + cal.describe()

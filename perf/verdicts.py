@@ -1,7 +1,8 @@
 """Verdicts: one `Finding` per (gate, vendor, target, variant, scenario, metric).
 
 Every gate reports findings and every verdict rule is here: `latency_verdict` for the
-latency gate, `static_findings` and `target_finding` for the static gate (perf/static/).
+latency gate, `static_findings`, `compile_time_finding` and `target_finding` for the static
+gate (perf/static/).
 The report renders them and `exit_code` turns them into the process's status (0 pass,
 warnings allowed; 1 regression or wrong result; 2 bad input, raised as ConfigError, and
 findings that compared nothing: `NothingMeasured`, never a pass). `load_findings` is the one
@@ -221,6 +222,46 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
     else:
         finding("occupancy", bv, hv, Verdict.OK, rule, unit + (f"; {note_new}" if note_new else ""))
     return rows
+
+
+def compile_time_finding(variant: str, target: str, vendor: str, base: dict | None, head: dict, rule,
+                         noise: float | None, source: str = "") -> Finding:
+    """The finding of a variant's cold compile time on one target, head against base.
+
+    `head`/`base`: {"cpu_s": CPU seconds summed over the variant's distinct specializations
+    on the target, "count": how many, "cached": how many came from the metrics cache};
+    `base` None when the base compiled none. `rule`: the vendor's compile.compile_time
+    (perf.thresholds.NoiseRule: warn/fail floors, k); `noise`: the calibrated standard
+    deviation of log(head / base) for this variant and target (None: the floors alone).
+    One measurement per side, compiled side by side, so the threshold is the significance:
+    slower beyond max(fail, exp(k.fail x noise)) fails, beyond the warn one warns, faster
+    beyond the fail one is improved. Compile time is a measurement, never a reason to call
+    the code wrong: a head slower only because it compiles more specializations says so."""
+    warn, fail = rule.apply(noise) if noise is not None else (rule.floor_warn, rule.floor_fail)
+    threshold = (f"warn > {warn:.3g}, fail > {fail:.3g} (" + (f"{source}, noise {100 * noise:.1f} %"
+                 if noise is not None else "uncalibrated: compile.compile_time") + ")")
+    hv = head["cpu_s"]
+    bv = base["cpu_s"] if base else None
+    ratio = hv / bv if bv else None
+    same = not base or base["count"] == head["count"]
+    count = head["count"] if same else f"{base['count']} -> {head['count']}"
+    parts = [f"cold compile CPU s of {count} specialization{'' if count == 1 else 's'}"]
+    cached = head.get("cached", 0) + (base.get("cached", 0) if base else 0)
+    if cached:
+        parts.append(f"{cached} from the metrics cache (timed in an earlier run)")
+    if ratio is None:
+        verdict = Verdict.OK
+        parts.append("new on this target")
+    elif ratio > fail:
+        verdict = Verdict.FAIL
+    elif ratio > warn:
+        verdict = Verdict.WARN
+    elif ratio < 1.0 / fail:
+        verdict = Verdict.IMPROVED
+    else:
+        verdict = Verdict.OK
+    return Finding("static", vendor, target, variant, "*", "compile_time", bv, hv, ratio, None, None, None,
+                   threshold, verdict, "; ".join(parts))
 
 
 def target_finding(target: str, vendor: str, note: str, policy: dict) -> Finding:

@@ -101,12 +101,16 @@ def test_aa_run_passes(tmp_path):
     assert findings and all(f["verdict"] == "ok" for f in findings)
     assert done.stdout.splitlines()[0] == ("nothing to compare: HEAD is its own base (A/A); "
                                            "static metrics of HEAD below"), done.stdout
-    # the two sides were compiled separately and agree exactly (compile time is a wall-clock
-    # measurement, reported but never gated, so it is left out)
+    # the two sides were compiled side by side and agree exactly (compile times are measurements,
+    # left out here; an A/A run shares every specialization, so its compile-time ratios are 1)
     base, head = (json.load(open(tmp_path / f"{side}.json")) for side in ("base", "head"))
+    times = [f for f in findings if f["metric"] == "compile_time"]
+    assert {f["target"] for f in times} == {"sm_90", "sm_100", "gfx942", "gfx950"}
+    assert all(f["ratio"] == 1.0 and f["verdict"] == "ok" for f in times), times
 
     def metrics(doc):
-        return [(e["target"], e["kernel"], {k: v for k, v in e["metrics"].items() if k != "compile_time_s"})
+        return [(e["target"], e["kernel"], {k: v for k, v in e["metrics"].items()
+                                            if k not in ("compile_time_s", "compile_cpu_s")})
                 for e in doc["entries"]]
 
     assert metrics(base) == metrics(head) and len(metrics(head)) == 4

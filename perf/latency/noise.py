@@ -25,7 +25,6 @@ import math
 import os
 
 import numpy as np
-import yaml
 
 from perf import files, stats
 from perf import results as results_mod
@@ -144,12 +143,9 @@ HEADER = ("# Measured noise of the latency gate on one GPU: written by `python -
 
 def render_calibration(doc: dict) -> str:
     """The calibration file's text: the header, the fields, one flow mapping per case."""
-    doc = dict(doc)
-    cases = doc.pop("cases")
-    body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
-    flow = {"default_flow_style": True, "sort_keys": False, "width": 10000}
-    lines = "\n".join("  - " + yaml.safe_dump(c, **flow).strip() for c in cases)
-    return HEADER + body + "cases:\n" + lines + "\n"
+    from perf.thresholds import render_calibration_text
+
+    return render_calibration_text(HEADER, doc)
 
 
 def write_calibration(path: str, doc: dict, launch_cost: dict | None = None, force: bool = False) -> None:

@@ -2,11 +2,18 @@
 
 Every job is compiled with `triton.compile(ASTSource(...), target=GPUTarget(...))` on this
 CPU, in `--jobs` spawned processes, with Triton's own cache pointed at a throwaway
-directory so compile times are real; perf/static/metrics.py reads the result. Metrics are
-kept in .perf-cache/compile/ by the job's cache key, so base and head share unchanged
-kernels and a rerun takes seconds. Before any of that, `probe_targets` finds the targets
-this Triton cannot compile for at all (perf/static/probe.py), so they are reported as such
-instead of failing every kernel.
+directory and TRITON_ALWAYS_COMPILE set, so every compile is cold and its time real: wall
+seconds and CPU seconds (the compiling process's threads and the ptxas it runs), the
+latter what the gate judges, since the load of other jobs on the machine moves it far less.
+perf/static/metrics.py reads the result. Metrics are kept in .perf-cache/compile/ by the
+job's cache key, so base and head share unchanged kernels and a rerun takes seconds.
+
+The gate compiles its two sides at the same time, in the same order (perf/static/gate.py),
+so that the load of the machine falls on both alike. A specialization both sides need is
+compiled once: a side claims a key before compiling it (`Claims`, a file beside the cached
+metrics), and the other side, finding it claimed, goes on and collects the result at the end.
+Before any of that, `probe_targets` finds the targets this Triton cannot compile for at all
+(perf/static/probe.py), so they are reported as such instead of failing every kernel.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from perf.errors import ConfigError
 from perf.static import metrics as sm
@@ -43,13 +50,20 @@ def _first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[0]}"[:400]
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process (all its threads) and of the children it has waited for
+    (ptxas): what a compile costs, whatever else the machine runs meanwhile."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def compile_job(job: Job) -> dict:
     """Compile one job and read its metrics (runs in a worker process)."""
     import triton
     from triton.compiler import ASTSource
 
     kernel = getattr(importlib.import_module(job.module), job.qualname)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     log = io.StringIO()  # triton prints its own `ptxas -v` log (TRITON_DUMP_PTXAS_LOG=1)
     try:
         src = ASTSource(kernel, job.signature, job.constexprs, job.attrs)
@@ -61,7 +75,8 @@ def compile_job(job: Job) -> dict:
         return {"status": "unsupported" if unsupported else "error", "error": message,
                 "detail": str(e)[-4000:], "metrics": {}}
     # Outside the try: a metric this driver cannot read is a harness bug, never a kernel's.
-    metrics = sm.metrics_of(compiled, job.target.name, time.perf_counter() - start, log.getvalue())
+    wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+    metrics = sm.metrics_of(compiled, job.target.name, wall, log.getvalue(), compile_cpu_s=cpu)
     return {"status": "ok", "metrics": metrics, "error": ""}
 
 
@@ -114,6 +129,84 @@ class DiskCache:
         except OSError as e:
             raise ConfigError(f"--cache-dir {self.root}: cannot write {path} ({e.strerror or e}); choose "
                               f"another --cache-dir, or pass --no-cache") from None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+class Claims:
+    """Keys this process is compiling, as `<key>.claim` files (holding its pid) beside the
+    cached metrics: two sides compiling at once compile a shared specialization once. A claim
+    whose process is gone (killed) is taken over; every claim is released on exit."""
+
+    def __init__(self, cache: DiskCache):
+        self.cache, self.held = cache, set()
+
+    def _path(self, key: str) -> str:
+        return self.cache._path(key)[: -len(".json")] + ".claim"
+
+    def _owner(self, key: str) -> int | None:
+        try:
+            with open(self._path(key), encoding="utf-8") as f:
+                return int(f.read().strip() or 0) or None
+        except (OSError, ValueError):
+            return None
+
+    def take(self, key: str) -> bool:
+        """True when this process may compile `key` (no cache, or the claim is now ours)."""
+        if not self.cache.root:
+            return True
+        path = self._path(key)
+        for _ in range(2):
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = self._owner(key)
+                if owner is not None and _alive(owner):
+                    return False
+                with contextlib.suppress(OSError):  # a dead process's claim (or one being written)
+                    os.unlink(path)
+                continue
+            except OSError:
+                return True  # cannot claim (read-only cache): compile it here, as without a cache
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            self.held.add(key)
+            return True
+        return False
+
+    def release(self, key: str) -> None:
+        if key in self.held:
+            self.held.discard(key)
+            with contextlib.suppress(OSError):
+                os.unlink(self._path(key))
+
+    def wait(self, key: str, poll: float = 0.1) -> dict | None:
+        """The result another process claimed `key` for, once it is cached; None if that
+        process let go of it without a result (it failed or was stopped)."""
+        while True:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return hit
+            owner = self._owner(key)
+            if owner is None or not _alive(owner):
+                return self.cache.get(key)  # released after its put: read once more
+            time.sleep(poll)
+
+    def __enter__(self) -> Claims:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for key in list(self.held):
+            self.release(key)
 
 
 class PlainProgress:
@@ -251,7 +344,9 @@ def _stop_pool(pool: ProcessPoolExecutor, futures) -> None:
 
 def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = False,
                 label: str = "") -> tuple[dict, int]:
-    """key -> compile result for every job; returns (results, number compiled now)."""
+    """key -> compile result for every job, in the jobs' order; returns (results, number
+    compiled by this process). A job another process has claimed (the other side of the
+    gate) is collected from the cache once that process has compiled it."""
     results = {}
     todo = []
     for job in jobs:
@@ -262,16 +357,46 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
             todo.append(job)
     if not todo:
         return results, 0
-    with fresh_triton_cache(), progress(len(todo), label, quiet) as bar:
+    compiled = 0
+    with fresh_triton_cache(), progress(len(todo), label, quiet) as bar, Claims(cache) as claims:
 
-        def done(job: Job, result: dict) -> None:
-            cache.put(job.key, result)
-            results[job.key] = {**result, "cached": False}
+        def done(job: Job, result: dict, elsewhere: bool = False) -> None:
+            """`elsewhere`: compiled in this run by the other side (same compile, not a cached one)."""
+            nonlocal compiled
+            if not elsewhere:
+                cache.put(job.key, result)
+                claims.release(job.key)
+                compiled += 1
+            results[job.key] = {**result, "cached": False, "other_side": elsewhere}
             bar.advance(f"{job.target.name} {job.qualname}")
 
-        if workers <= 1 or len(todo) == 1:
+        def claimed(run) -> list[Job]:
+            """Run every job nobody else compiles; return those another process claimed."""
+            elsewhere = []
             for job in todo:
+                hit = cache.get(job.key)  # the other side may have compiled it meanwhile
+                if hit is not None:
+                    done(job, hit, elsewhere=True)
+                elif claims.take(job.key):
+                    run(job)
+                else:
+                    elsewhere.append(job)
+            return elsewhere
+
+        def collect(elsewhere: list[Job], run) -> None:
+            for job in elsewhere:
+                hit = claims.wait(job.key)
+                if hit is not None:
+                    done(job, hit, elsewhere=True)
+                else:  # the other process gave it up: compile it here
+                    claims.take(job.key)
+                    run(job)
+
+        if workers <= 1 or len(todo) == 1:
+            def run_here(job: Job) -> None:
                 done(job, compile_job(job))
+
+            collect(claimed(run_here), run_here)
         else:
             import multiprocessing
 
@@ -279,13 +404,62 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
             pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_ignore_sigint,
                                        mp_context=multiprocessing.get_context("spawn"))
             futures: dict = {}
+
+            def drain(limit: int) -> None:
+                """Wait until at most `limit` compiles are running, recording those that finished."""
+                while len(futures) > limit:
+                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        done(futures.pop(future), future.result())
+
+            def run_in_pool(job: Job) -> None:  # claimed one at a time, as a worker frees up (in order)
+                drain(pool._max_workers - 1)
+                futures[pool.submit(compile_job, job)] = job
+
             try:
-                for job in todo:
-                    futures[pool.submit(compile_job, job)] = job
-                for future in as_completed(futures):
-                    done(futures[future], future.result())
+                elsewhere = claimed(run_in_pool)
+                drain(0)
+                collect(elsewhere, run_in_pool)
+                drain(0)
             except BaseException:  # Ctrl-C, SIGTERM or an error: nothing keeps compiling behind it
                 _stop_pool(pool, futures)
                 raise
             pool.shutdown(wait=True)
-    return results, len(todo)
+    return results, compiled
+
+
+def compile_pairs(jobs: list[Job], workers: int, quiet: bool = False, label: str = "") -> tuple[dict, dict]:
+    """Every job compiled twice, cold, the copies one right after the other, so that with two
+    or more `workers` they compile side by side as the gate's two sides do: an A/A pair
+    (`perf compile-calibrate`). Returns (key -> result of copy A, key -> result of copy B);
+    nothing is read from or written to the metrics cache."""
+    order = [job for job in jobs for _ in range(2)]
+    out: tuple[dict, dict] = ({}, {})
+    with fresh_triton_cache(), progress(len(order), label, quiet) as bar:
+        def done(i: int, result: dict) -> None:
+            out[i % 2][order[i].key] = {**result, "cached": False}
+            bar.advance(f"{order[i].target.name} {order[i].qualname}")
+
+        if workers <= 1:
+            for i, job in enumerate(order):
+                done(i, compile_job(job))
+            return out
+        import multiprocessing
+
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint,
+                                   mp_context=multiprocessing.get_context("spawn"))
+        futures: dict = {}
+        try:
+            for i, job in enumerate(order):
+                while len(futures) >= workers:  # in order: the two copies of a job start together
+                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        done(futures.pop(future), future.result())
+                futures[pool.submit(compile_job, job)] = i
+            for future in list(futures):
+                done(futures.pop(future), future.result())
+        except BaseException:
+            _stop_pool(pool, futures)
+            raise
+        pool.shutdown(wait=True)
+    return out

@@ -14,7 +14,11 @@ of a commit A/B; titles and results name both Triton versions.
 
 Head and base are compiled by the same driver (this checkout's perf/), each in its own
 process importing that side's `kernels/` (the base from a `git worktree`), so a change in
-the driver can never show up as a kernel regression. `python -m perf compile` gates the
+the driver can never show up as a kernel regression. The two processes run at the same
+time, each with half the `--jobs`, going through their launches in the same order: the
+cold compile time of a variant on a target (CPU seconds, summed over its specializations)
+is judged head against base (perf.verdicts.compile_time_finding), and whatever load the
+machine carries meanwhile falls on both sides alike. `python -m perf compile` gates the
 working tree against the merge base; `--emit-json` compiles one side only (what the gate
 runs per side, as `python -m perf.static.gate`). Exit codes: 0 pass (warnings allowed),
 1 regression, 2 bad input.
@@ -32,6 +36,7 @@ from perf import checkout, files, git, toolchain, validate
 from perf.checkout import ROOT
 from perf.errors import EXIT_BAD_INPUT, EXIT_FAIL, ConfigError
 from perf.static import build, plan, report
+from perf.thresholds import compile_calibration_for
 
 SIDE_SCHEMA = "perf-static/1"  # the per-side JSON this module writes and reads
 DEFAULT_CACHE = ".perf-cache/compile"
@@ -120,7 +125,8 @@ def _position_key(e: dict) -> tuple:
 
 
 def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
-    """Findings (gate "static") of head against base, collapsed over scenarios that agree."""
+    """Findings (gate "static") of head against base, collapsed over scenarios that agree
+    (the compile times: `compile_time_findings`)."""
     from perf.verdicts import static_findings, target_finding
 
     limits = {t["name"]: t for t in head_doc["targets"]}
@@ -145,6 +151,24 @@ def compare(base_doc: dict, head_doc: dict, thresholds) -> list:
         note = report.cannot_compile_line(name, head_doc["triton"], why)
         rows.append(target_finding(name, vendor, note, thresholds.vendor(vendor).static))
     return collapse(rows)
+
+
+def compile_time_findings(base_doc: dict, head_doc: dict, thresholds, calibration=None) -> list:
+    """One finding per variant and target: the cold compile CPU seconds of its specializations,
+    head against base (perf.verdicts.compile_time_finding); `calibration`: the
+    perf.thresholds.CompileCalibration that sets the noise (None: the ratios of thresholds.yaml)."""
+    from perf.verdicts import compile_time_finding
+
+    base = report.compile_times(base_doc) if base_doc.get("comparable", True) else {}
+    vendors = {t["name"]: t["vendor"] for t in head_doc["targets"]}
+    source = os.path.relpath(calibration.path) if calibration is not None else ""
+    out = []
+    for (variant, target), head in sorted(report.compile_times(head_doc).items()):
+        vendor = vendors[target]
+        noise = calibration.noise(variant, target) if calibration is not None else None
+        out.append(compile_time_finding(variant, target, vendor, base.get((variant, target)), head,
+                                        thresholds.vendor(vendor).compile_time, noise, source))
+    return out
 
 
 def collapse(findings: list) -> list:
@@ -172,12 +196,11 @@ def _side_env(tc: toolchain.Toolchain | None = None) -> dict:
     return (tc or toolchain.installed()).env(env)
 
 
-def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, side: str, label: str,
-                          tc: toolchain.Toolchain | None = None) -> dict:
-    """Run this driver on `source`'s kernels in a fresh process; returns its side document."""
+def side_command(source: str, out: str, args: argparse.Namespace, side: str, jobs: int) -> list[str]:
+    """The command line of one side process: this driver on `source`'s kernels."""
     cmd = [sys.executable, "-m", "perf.static.gate", "--emit-json", out, "--source", source,
            "--gate-side", side, "--thresholds", os.path.abspath(args.thresholds), "--suite", args.suite,
-           "--jobs", str(args.jobs), "--cache-dir", os.path.abspath(args.cache_dir)]
+           "--jobs", str(jobs), "--cache-dir", os.path.abspath(args.cache_dir)]
     for flag in ("targets", "variants", "scenarios"):
         if getattr(args, flag) is not None:
             cmd += [f"--{flag}", getattr(args, flag)]
@@ -185,16 +208,40 @@ def compile_in_subprocess(source: str, out: str, args: argparse.Namespace, side:
         cmd.append("--no-cache")
     if args.quiet:
         cmd.append("--quiet")
-    if not args.quiet:
-        print(f"{label}: compiling {source}", file=sys.stderr, flush=True)
-    from perf.cli import run_child
+    return cmd
 
-    done = run_child(cmd, cwd=ROOT, env=_side_env(tc))  # an interrupt stops it and its compile workers
-    if done.returncode == EXIT_BAD_INPUT:
-        raise ConfigError(f"{label} side ({source}): bad input (see the line above)")
-    if done.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError(f"{label} side ({source}) crashed with exit code {done.returncode}")
-    return read_doc(out)
+
+def compile_sides(sides: list[tuple[str, str, str, str, toolchain.Toolchain | None]],
+                  args: argparse.Namespace) -> list[dict]:
+    """Compile every side (source, out, side, label, toolchain) in its own process, all at the
+    same time, each with an equal share of `--jobs`; returns their side documents in order.
+    An interrupt or a failing side stops them all (perf.cli.stop_group)."""
+    import subprocess
+
+    from perf.cli import stop_group
+
+    jobs = max(1, args.jobs // len(sides))
+    procs = []
+    try:
+        for source, out, side, label, tc in sides:
+            if not args.quiet:
+                print(f"{label}: compiling {source} ({jobs} compile process{'es' if jobs > 1 else ''}, "
+                      f"beside the other side)", file=sys.stderr, flush=True)
+            procs.append(subprocess.Popen(side_command(source, out, args, side, jobs), cwd=ROOT,
+                                          env=_side_env(tc), start_new_session=True))
+        codes = [p.wait() for p in procs]
+    except BaseException:
+        for p in procs:
+            stop_group(p, grace=10)
+        raise
+    docs = []
+    for (source, out, _, label, _), code in zip(sides, codes):
+        if code == EXIT_BAD_INPUT:
+            raise ConfigError(f"{label} side ({source}): bad input (see the line above)")
+        if code != 0 or not os.path.exists(out):
+            raise RuntimeError(f"{label} side ({source}) crashed with exit code {code}")
+        docs.append(read_doc(out))
+    return docs
 
 
 def check_input(args: argparse.Namespace, thresholds) -> str:
@@ -227,12 +274,13 @@ def gate(args: argparse.Namespace, thresholds) -> int:
     os.makedirs(out_dir, exist_ok=True)
     start = time.perf_counter()
     with git.worktree(root, base) as tree:
-        base_doc = compile_in_subprocess(tree, os.path.join(out_dir, "base.json"), args, "base",
-                                         f"base {base[:10]}")
-    head_doc = compile_in_subprocess(root, os.path.join(out_dir, "head.json"), args, "head",
-                                     "head (working tree)")
-    findings = compare(base_doc, head_doc, thresholds)
-    notes = _notes(base, ref, dirty, base_doc, head_doc, time.perf_counter() - start)
+        base_doc, head_doc = compile_sides([
+            (tree, os.path.join(out_dir, "base.json"), "base", f"base {base[:10]}", None),
+            (root, os.path.join(out_dir, "head.json"), "head", "head (working tree)", None)], args)
+    calibration, cal_note = compile_calibration_for(thresholds)
+    findings = compare(base_doc, head_doc, thresholds) + compile_time_findings(base_doc, head_doc, thresholds,
+                                                                               calibration)
+    notes = _notes(base, ref, dirty, base_doc, head_doc, time.perf_counter() - start) + [cal_note]
     if aa:
         notes.insert(0, "nothing to compare: HEAD is its own base (A/A); static metrics of HEAD below")
     return _finish(args, root, findings, head_doc, notes)
@@ -267,21 +315,22 @@ def toolchain_gate(args: argparse.Namespace, thresholds, root: str) -> int:
     out_dir = os.path.abspath(args.out)
     os.makedirs(out_dir, exist_ok=True)
     start = time.perf_counter()
-    docs = {}
-    for side, tc in (("base", base_tc), ("head", head_tc)):
-        docs[side] = compile_in_subprocess(root, os.path.join(out_dir, f"{side}.json"), args, side,
-                                           f"{side} ({tc.describe()})", tc)
-        if docs[side]["triton"] != tc.version:  # perf/toolchain.py checked it; a side must not drift
-            raise RuntimeError(f"{side} side compiled with Triton {docs[side]['triton']}, not {tc.version}")
-    base_doc, head_doc = docs["base"], docs["head"]
-    findings = compare(base_doc, head_doc, thresholds)
+    sides = [(root, os.path.join(out_dir, f"{side}.json"), side, f"{side} ({tc.describe()})", tc)
+             for side, tc in (("base", base_tc), ("head", head_tc))]
+    base_doc, head_doc = compile_sides(sides, args)
+    for (_, _, side, _, tc), doc in zip(sides, (base_doc, head_doc)):
+        if doc["triton"] != tc.version:  # perf/toolchain.py checked it; a side must not drift
+            raise RuntimeError(f"{side} side compiled with Triton {doc['triton']}, not {tc.version}")
+    calibration, cal_note = compile_calibration_for(thresholds)
+    findings = compare(base_doc, head_doc, thresholds) + compile_time_findings(base_doc, head_doc, thresholds,
+                                                                               calibration)
     versions = f"Triton {base_tc.version} → {head_tc.version}"
     dirty = git.commit_info(root)["dirty"]
     notes = [f"toolchain A/B: {versions}; one checkout, {(head_doc.get('commit') or '?')[:12]}"
              f"{' + working tree' if dirty is not False else ''}, compiled under both (base: the installed "
              f"Triton, {base_doc['triton_path']}; head: {head_doc['triton_path']}); "
              f"suite `{head_doc['suite']}`; targets " + ", ".join(t["name"] for t in head_doc["targets"]),
-             _cost_note(base_doc, head_doc, time.perf_counter() - start), *coverage_notes(head_doc)]
+             _cost_note(base_doc, head_doc, time.perf_counter() - start), *coverage_notes(head_doc), cal_note]
     if base_tc.version == head_tc.version:
         notes.insert(0, f"nothing to compare: Triton {head_tc.version} is the installed one (A/A)")
     harness = sum(1 for e in head_doc["entries"] if e["status"] == "error"
@@ -308,7 +357,8 @@ def coverage_notes(head_doc: dict) -> list[str]:
 
 def _cost_note(base_doc: dict, head_doc: dict, wall: float) -> str:
     return (f"compiled {base_doc.get('compiled', 0)} (base) + {head_doc.get('compiled', 0)} (head) "
-            f"specializations of {head_doc.get('jobs', 0)}, the rest from .perf-cache; wall {wall:.1f} s")
+            f"specializations of {head_doc.get('jobs', 0)} (the two sides at once, each compiling what the "
+            f"other has not claimed), the rest from .perf-cache; wall {wall:.1f} s")
 
 
 def _notes(base: str, ref: str, dirty: bool | None, base_doc: dict, head_doc: dict, wall: float) -> list[str]:
@@ -347,6 +397,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--cache-dir", default=DEFAULT_CACHE, help=f"metrics cache (default: {DEFAULT_CACHE})")
     a("--no-cache", action="store_true", help="compile everything again")
     a("--out", default="results/static", help="directory for base/head JSON, report, findings")
+    a("--results", default=None, metavar="PATH",
+      help="with --emit-json: also write the side's metrics as results records (perf/results.py), with "
+           "its compile time per variant and target (what the nightly records; add --no-cache for cold "
+           "compiles)")
     a("--quiet", action="store_true", help="no progress")
 
 
@@ -362,10 +416,15 @@ def main(args: argparse.Namespace) -> int:
         if not args.emit_json:
             raise ConfigError("--source compiles one checkout's kernels with --emit-json PATH; add "
                               "--emit-json, or drop --source to gate this checkout against its base")
+    if args.results and not args.emit_json:
+        raise ConfigError("--results writes one side's records with --emit-json PATH; add --emit-json "
+                          "(the gate writes its own static.jsonl into --out)")
     if args.emit_json:
         checkout.import_kernels(args.source)
         doc = run_side(args, thresholds)
         write_doc(args.emit_json, doc)
+        if args.results:
+            report.write_results(args.results, doc, os.path.abspath(args.source or os.getcwd()))
         if args.gate_side is None and doc["comparable"]:
             report.console().print(report.summary_table(doc, of=doc["source"]))
             for name, why in doc["cannot_compile"].items():

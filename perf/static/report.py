@@ -17,7 +17,7 @@ from perf.verdicts import Finding, Verdict, counts, worst_first
 TERMINAL_FINDINGS = 20  # rows of findings the terminal shows; the rest are in report.md (fits a screen)
 TITLE = "Static gate: registers, spills, wgmma serialization, shared memory/LDS, occupancy"
 SUMMARY_COLUMNS = ("variant", "target", "specializations", "max registers", "spilling", "wgmma serialized",
-                   "max shared/LDS", "min occupancy", "compile s (sum)", "not compiled")
+                   "max shared/LDS", "min occupancy", "compile CPU s (sum)", "not compiled")
 
 
 # ------------------------------------------------------------------------- rows
@@ -33,6 +33,27 @@ def compile_rows(doc: dict) -> list[dict]:
         row = rows.setdefault(k, {**e, "scenarios": []})
         row["scenarios"].append(e["scenario"])
     return sorted(rows.values(), key=lambda r: (r["variant"], r["kernel"], r["target"], r["scenarios"][0]))
+
+
+def compile_seconds(metrics: dict) -> float:
+    """A specialization's cold compile cost: CPU seconds (wall seconds in documents from before
+    CPU time was recorded)."""
+    return metrics.get("compile_cpu_s", metrics.get("compile_time_s", 0.0))
+
+
+def compile_times(doc: dict) -> dict[tuple[str, str], dict]:
+    """(variant, target) -> {"cpu_s", "count", "cached"}: the cold compile CPU seconds of the
+    variant's distinct specializations on the target that compiled, how many, and how many of
+    them were read from the metrics cache (timed in an earlier run) rather than compiled now."""
+    out: dict[tuple[str, str], dict] = {}
+    for r in compile_rows(doc):
+        if r["status"] != "ok":
+            continue
+        t = out.setdefault((r["variant"], r["target"]), {"cpu_s": 0.0, "count": 0, "cached": 0})
+        t["cpu_s"] = round(t["cpu_s"] + compile_seconds(r["metrics"]), 3)
+        t["count"] += 1
+        t["cached"] += bool(r.get("cached"))
+    return out
 
 
 def summary_rows(doc: dict) -> list[dict]:
@@ -55,7 +76,7 @@ def summary_rows(doc: dict) -> list[dict]:
             s["serialized"] = (s["serialized"] or 0) + m["wgmma_serialized"]
         s["shared"] = max(s["shared"], m["shared_memory"])
         s["occupancy"] = m["occupancy"] if s["occupancy"] is None else min(s["occupancy"], m["occupancy"])
-        s["compile_s"] += m["compile_time_s"]
+        s["compile_s"] += compile_seconds(m)
     return list(rows.values())
 
 
@@ -82,7 +103,7 @@ def _short(entry: dict) -> dict[str, str]:
     return {"status": "ok", "registers": regs, "spills": spills,
             "shared": f"{m['shared_memory'] / 1024:.1f} KiB",
             "occupancy": f"{m['occupancy']} {sm.occupancy_unit(entry['vendor'])}",
-            "time": f"{m['compile_time_s']:.2f}" + ("*" if entry.get("cached") else "")}
+            "time": f"{compile_seconds(m):.2f}" + ("*" if entry.get("cached") else "")}
 
 
 def _scenario_label(names: list[str]) -> str:
@@ -177,7 +198,7 @@ def terminal(findings: list[Finding], head_doc: dict, first_line: str, notes: li
 
 def _markdown_table(doc: dict) -> list[str]:
     lines = ["| variant | kernel | target | scenarios | registers | spills | shared/LDS | occupancy | "
-             "compile s | status |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "compile CPU s | status |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in compile_rows(doc):
         s = _short(r)
         cells = [r["variant"], r["kernel"], r["target"], _scenario_label(r["scenarios"]),
@@ -220,10 +241,12 @@ def step_summary(text: str) -> None:
 
 
 def write_results(path: str, doc: dict, root: str, environment_extra: dict | None = None) -> None:
-    """The head's metrics in the shared results schema (perf/results.py), one record per metric;
-    `environment_extra` overrides what this process would record (the head's Triton of a toolchain A/B)."""
+    """The head's metrics in the shared results schema (perf/results.py), one record per metric,
+    and one per variant and target with its cold compile CPU seconds (perf.results.compile_time_metric:
+    what the nightly's history plots); `environment_extra` overrides what this process would
+    record (the head's Triton of a toolchain A/B)."""
     from perf.measure.timing import Samples
-    from perf.results import ResultsWriter, environment
+    from perf.results import ResultsWriter, compile_time_metric, environment
 
     header = {"environment": {**environment(root), "gate": "static", "suite": doc["suite"],
                               "compile_targets": [t["name"] for t in doc["targets"]],
@@ -247,3 +270,8 @@ def write_results(path: str, doc: dict, root: str, environment_extra: dict | Non
                              digest=e["batch_digest"], compile_key=e["key"], gate="static",
                              target=e["target"], kernel=e["kernel"],
                              unit=sm.UNITS.get(metric, sm.occupancy_unit(e["vendor"])))
+        for (variant, target), t in sorted(compile_times(doc).items()):
+            w.record(variant=variant, scenario="*", metric=compile_time_metric(target), repeat=0,
+                     samples=Samples((float(t["cpu_s"]),), clock="cpu"), config=[], digest="",
+                     gate="static", target=target, unit="CPU s", specializations=t["count"],
+                     cached=t["cached"])
