@@ -419,7 +419,7 @@ def check_comparable(a: Results, b: Results) -> None:
     from the same kind of GPU (ConfigError naming the file and field)."""
     if os.path.exists(a.path) and os.path.exists(b.path) and os.path.samefile(a.path, b.path):
         raise ConfigError(f"{b.path}: the same file as the base; compare the results of two runs "
-                          f"(an A/A run is `python -m perf gate --base-ref HEAD`)")
+                          f"(an A/A run is `python -m perf gate --base-ref HEAD --all-cases`)")
     if a.kind != b.kind:
         raise ConfigError(f"{b.path}: a {b.kind} results file, {a.path} is a {a.kind} one; compare files "
                           f"of one gate")

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perf.errors import ConfigError, NothingMeasured
+from perf.latency import plant
 from perf.static import changes
 from perf.verdicts import Finding, Verdict, exit_code
 from tests.throwaway_repo import git, harness_repo
@@ -170,19 +171,13 @@ def test_every_case_unchanged_passes_but_nothing_compared_is_nothing_measured():
 
 # --- planning commits of a throwaway repository ----------------------------------------------
 
-SHORT_PREFILL = ('num_warps=4, num_stages=2, programs_per_sm=2,\n                    '
-                 'source="nvidia/short-prefill')
-LOG2E = "LOG2E = tl.constexpr(1.4426950408889634)"
 VARIANTS = ("naive", "qblock", "parallel", "flex_tile", "static_grid")
 SMOKE = ("tiny/mixed50/batch2-kv16/block16", "tiny/decode/batch1-kv16/block16",
          "tiny/prefill/batch2-kv24-var-chunk4/block16/window8")
 
 
-def _edit(repo, path: str, old: str, new: str, message: str) -> str:
-    file = repo / path
-    text = file.read_text()
-    assert text.count(old) == 1, f"{path}: the test's anchor {old[:40]!r} moved; update this test"
-    file.write_text(text.replace(old, new))
+def _commit(repo, edit, message: str) -> str:
+    edit(str(repo))
     git(repo, "commit", "-qam", message)
     return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
@@ -191,19 +186,14 @@ def _edit(repo, path: str, old: str, new: str, message: str) -> str:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory):
     """c0; c1 docs only; c2 one heuristic branch (NVIDIA's short prefills: 8 warps); c3 kernel-wide
-    (LOG2E, a constant every attention kernel reads)."""
-    repo = harness_repo(tmp_path_factory.mktemp("changes") / "repo", commits=2)
-    shas = [subprocess.run(["git", "-C", str(repo), "rev-parse", f"HEAD~{i}"], capture_output=True, text=True,
-                           check=True).stdout.strip() for i in (1, 0)]
-    (repo / "README.md").write_text("typo fixed\n")
+    (LOG2E, a constant every attention kernel reads): the edits perf/latency/plant.py plants."""
+    repo = harness_repo(tmp_path_factory.mktemp("changes") / "repo")
+    (repo / "README.md").write_text("a readme\n")
     git(repo, "add", "README.md")
-    git(repo, "commit", "-qm", "docs")
-    shas[1] = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-    shas.append(_edit(repo, "kernels/paged_attention/heuristics.py", SHORT_PREFILL,
-                      SHORT_PREFILL.replace("num_warps=4", "num_warps=8"), "one heuristic branch"))
-    shas.append(_edit(repo, "kernels/paged_attention/common.py", LOG2E,
-                      LOG2E.replace("1.4426950408889634", "1.442695040888963"), "kernel-wide"))
+    shas = [_commit(repo, lambda root: None, "readme")]
+    shas.append(_commit(repo, plant.plant_docs, "docs"))
+    shas.append(_commit(repo, plant.plant_heuristic, "one heuristic branch"))
+    shas.append(_commit(repo, plant.plant_kernel_wide, "kernel-wide"))
     return repo, shas
 
 
@@ -295,3 +285,34 @@ def test_a_gate_whose_every_case_is_unchanged_passes_without_timing(history, tmp
     assert not (out / "base.jsonl").exists() and not (out / "gate.json").read_text().count('"process"')
     assert json.loads((out / "plan.json").read_text())["counts"] == {"measure": 0, "unchanged": 15}
     assert "**pass: nothing to time**" in (out / "report.md").read_text()
+
+
+def test_the_planted_commits_for_the_gpu_checks(tmp_path):
+    made = plant.make_commits(str(tmp_path / "p"), 10, "nvidia")
+    repo = str(tmp_path / "p" / "repo")
+    assert list(made) == ["plan-base", "plan-docs", "plan-heuristic", "plan-kernel", "plan-slow"]
+
+    def changed(branch: str) -> list[str]:
+        out = subprocess.run(["git", "-C", repo, "diff", "--name-only", "plan-base", branch],
+                             capture_output=True, text=True, check=True).stdout
+        return out.split()
+
+    assert changed("plan-docs") == ["README.md"] and changed("plan-heuristic") == [plant.HEURISTICS]
+    assert changed("plan-kernel") == changed("plan-slow") == [plant.TARGET]
+    with pytest.raises(ConfigError, match="exists"):
+        plant.make_commits(str(tmp_path / "p"))
+
+
+def test_compare_fails_names_the_cases_one_gate_fails_alone(tmp_path):
+    def findings(name, *failing):
+        rows = [_finding(Verdict.FAIL if s in failing else Verdict.OK, 1.0) for s in ("a", "b")]
+        for f, s in zip(rows, ("a", "b")):
+            f.scenario = s
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"kind": "findings", "findings": [f.to_dict() for f in rows]}))
+        return str(path)
+
+    same = plant.compare_fails(findings("x", "a"), findings("y", "a"))
+    assert same == ({("v", "a", "graph")}, set(), set())
+    assert plant.main(["--compare-fails", findings("x", "a"), findings("z", "a", "b")]) == 1
+    assert plant.main(["--compare-fails", findings("x", "a"), findings("y", "a")]) == 0

@@ -638,6 +638,10 @@ def _plan(args: argparse.Namespace, th: Thresholds, vendor: str, base_sha: str, 
     if target is None:
         return changes.measure_all(vendor, runner.arch, base_sha, head_sha, cases, runner.note), runner.note
     given = getattr(args, "plan", None)
+    if given and args.allow_dirty and git(repo_root(roots["head"]), "status", "--porcelain",
+                                          "--untracked-files=no"):
+        raise ConfigError(f"--plan {given}: made for commit {head_sha[:10]}, and the working tree has "
+                          f"uncommitted changes it cannot know; drop --plan (the gate plans them) or commit")
     if given:
         doc = changes.check_plan(changes.read_plan(given), given, vendor=vendor, target=target.name,
                                  base=base_sha, head=head_sha, cases=cases)
@@ -754,6 +758,8 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
         raise ConfigError("--head-ref names a commit; --allow-dirty measures this working tree: "
                           "pass one of them")
     _check_plan_options(args, spec)
+    if getattr(args, "plan", None):  # read whole now: a gate that skips (no GPU) must not hide a bad plan
+        changes.read_plan(args.plan)
     head_sha = resolve_commit(repo, head_ref, "--head-ref") if head_ref else git(repo, "rev-parse", "HEAD",
                                                                                  check=True)
     head_desc = head_ref or "HEAD"
@@ -810,6 +816,9 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
                         getattr(args, "force", False))
         if selection.doc is not None:
             changes.write_plan(out_dir, selection.doc)
+        else:  # an earlier gate's plan there is not this one's
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(out_dir, changes.PLAN_FILE))
         if not selection.measure and selection.doc is not None:
             return _nothing_to_time(args, out_dir, selection, vendor, gpu_name, base_sha, base_desc, head_sha,
                                     head_ref, publish_report)

@@ -52,7 +52,8 @@ def load_aa(out_dir: str) -> tuple[results_mod.Results, results_mod.Results, set
     paths = [os.path.join(out_dir, f) for f in ("base.jsonl", "head.jsonl")]
     if not os.path.isdir(out_dir) or not all(os.path.exists(p) for p in paths):
         raise ConfigError(f"{out_dir}: no base.jsonl/head.jsonl; pass the --out directory of an A/A "
-                          f"`python -m perf gate --base-ref HEAD` or of `python -m perf calibrate`")
+                          f"`python -m perf gate --base-ref HEAD --all-cases` or of `python -m perf "
+                          f"calibrate`")
     processes = None
     ledger = os.path.join(out_dir, "gate.json")
     if os.path.exists(ledger):

@@ -19,10 +19,20 @@ docs/latency.md).
 
 The counter is NVIDIA's `%clock64` (PTX); on AMD `s_memtime`. Only the NVIDIA form has run
 (docs/latency.md).
+
+Planted changes for the change plan (perf/static/changes.py, docs/latency.md "What is timed
+at all"): `python -m perf.latency.plant --make-commits DIR` clones this checkout into DIR/repo
+and commits, each on its own branch off the checkout's HEAD (`plan-base`): `plan-docs` (the
+README only), `plan-heuristic` (one branch of NVIDIA's decision tree: short prefills get 8
+warps instead of 4), `plan-kernel` (LOG2E, a constant every attention kernel reads, moved by
+one ulp) and `plan-slow` (the slowdown above, `--percent`). `--compare-fails A B` tells whether
+two gates' findings fail the same cases (the change-aware gate against `--all-cases` on one
+commit). The tests plant the same edits (tests/test_change_plan.py).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 
@@ -112,3 +122,118 @@ def plant(root: str, percent: int, vendor: str = "nvidia") -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.write(plant_source(source, percent, vendor))
     return path
+
+
+# --- planted changes for the change plan ----------------------------------------------------
+
+HEURISTICS = os.path.join("kernels", "paged_attention", "heuristics.py")
+# NVIDIA's short prefills (a query of at most 64 tokens next to decodes): one branch of `_nvidia`
+SHORT_PREFILL = ('num_warps=4, num_stages=2, programs_per_sm=2,\n'
+                 '                    source="nvidia/short-prefill')
+LOG2E = "LOG2E = tl.constexpr(1.4426950408889634)"
+BRANCHES = {"docs": "README.md only", "heuristic": "one heuristic branch (NVIDIA short prefills: 8 warps)",
+            "kernel": "every attention kernel (LOG2E moved by one ulp)", "slow": "planted slowdown"}
+
+
+def _replace(root: str, path: str, old: str, new: str) -> str:
+    file = os.path.join(root, path)
+    with open(file, encoding="utf-8") as f:
+        text = f.read()
+    if text.count(old) != 1:
+        raise PlantError(f"{path}: the planted edit's anchor {old[:50]!r} is not there once; point "
+                         f"perf/latency/plant.py at the code as it is now")
+    with open(file, "w", encoding="utf-8") as f:
+        f.write(text.replace(old, new))
+    return file
+
+
+def plant_heuristic(root: str) -> str:
+    """One branch of NVIDIA's decision tree changed: short prefills launch 8 warps, not 4."""
+    return _replace(root, HEURISTICS, SHORT_PREFILL, SHORT_PREFILL.replace("num_warps=4", "num_warps=8"))
+
+
+def plant_kernel_wide(root: str) -> str:
+    """A change every attention kernel compiles differently: LOG2E one ulp lower."""
+    return _replace(root, TARGET, LOG2E, LOG2E.replace("1.4426950408889634", "1.442695040888963"))
+
+
+def plant_docs(root: str) -> str:
+    path = os.path.join(root, "README.md")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("\n<!-- a docs-only change (perf/latency/plant.py) -->\n")
+    return path
+
+
+def make_commits(dest: str, percent: int = 10, vendor: str = "nvidia") -> dict[str, str]:
+    """DIR/repo: a clone of this checkout with one branch per planted change (module docstring);
+    branch -> commit."""
+    from perf.checkout import ROOT
+    from perf.errors import ConfigError
+    from perf.git import commit_all, git
+
+    repo = os.path.join(os.path.abspath(dest), "repo")
+    if os.path.exists(repo):
+        raise ConfigError(f"{repo}: exists; name a new DIR for the planted commits")
+    os.makedirs(os.path.dirname(repo), exist_ok=True)
+    git(os.path.dirname(repo), "clone", "-q", "--no-hardlinks", ROOT, repo, check=True)
+    base = git(repo, "rev-parse", "HEAD", check=True)
+    git(repo, "branch", "-f", "plan-base", base, check=True)
+    edits = {"docs": plant_docs, "heuristic": plant_heuristic, "kernel": plant_kernel_wide,
+             "slow": lambda root: plant(root, percent, vendor)}
+    made = {"plan-base": base}
+    for name, edit in edits.items():
+        git(repo, "checkout", "-q", "-B", f"plan-{name}", base, check=True)
+        edit(repo)
+        made[f"plan-{name}"] = commit_all(repo, f"planted: {BRANCHES[name]}", "perf-plant")
+    git(repo, "checkout", "-q", "plan-base", check=True)
+    return made
+
+
+def fails(path: str) -> set[tuple[str, str, str]]:
+    """The failing cases of a gate's findings.json."""
+    from perf.verdicts import Verdict, load_findings
+
+    return {(f.variant, f.scenario, f.metric) for f in load_findings(path)[1] if f.verdict is Verdict.FAIL}
+
+
+def compare_fails(a: str, b: str) -> tuple[set, set, set]:
+    """(failing in both, only in `a`, only in `b`) of two gates' findings."""
+    fa, fb = fails(a), fails(b)
+    return fa & fb, fa - fb, fb - fa
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m perf.latency.plant",
+                                description="planted changes for the change plan's checks on a GPU")
+    p.add_argument("--make-commits", metavar="DIR", help="clone this checkout into DIR/repo with one branch "
+                   "per planted change: plan-base, plan-docs, plan-heuristic, plan-kernel, plan-slow")
+    p.add_argument("--percent", type=int, default=10, help="plan-slow's slowdown in percent (default 10)")
+    p.add_argument("--vendor", default="nvidia", help="plan-slow's cycle counter: nvidia | amd")
+    p.add_argument("--compare-fails", nargs=2, metavar=("A", "B"),
+                   help="two findings.json: exit 0 when they fail the same cases, else 1 with the difference")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from perf.errors import ConfigError
+
+    args = _parser().parse_args(argv)
+    if bool(args.make_commits) == bool(args.compare_fails):
+        raise ConfigError("python -m perf.latency.plant: pass --make-commits DIR or --compare-fails A B")
+    if args.make_commits:
+        for branch, sha in make_commits(args.make_commits, args.percent, args.vendor).items():
+            print(f"{branch} {sha}")
+        return 0
+    both, only_a, only_b = compare_fails(*args.compare_fails)
+    a, b = args.compare_fails
+    for name, rows in ((a, only_a), (b, only_b)):
+        for v, s, m in sorted(rows):
+            print(f"fails only in {name}: {v} {s} {m}")
+    print(f"{len(both)} cases fail in both; {len(only_a)} only in {a}; {len(only_b)} only in {b}")
+    return 0 if not (only_a or only_b) else 1
+
+
+if __name__ == "__main__":
+    from perf.cli import entry
+
+    entry(main)
