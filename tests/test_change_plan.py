@@ -169,6 +169,24 @@ def test_every_case_unchanged_passes_but_nothing_compared_is_nothing_measured():
     assert exit_code([same, _finding(Verdict.FAIL, 1.2)]) == 1
 
 
+def test_the_report_and_the_pr_comment_show_unchanged_cases_as_unchanged(tmp_path):
+    from perf.ci import comment
+    from perf.report import render_markdown
+
+    same = _finding(Verdict.UNCHANGED, note="identical launches on sm_90")
+    timed = _finding(Verdict.OK, 1.001)
+    timed.scenario = "t"
+    md = render_markdown([same, timed], "Latency")
+    assert "1 ok, 0 improved, 1 unchanged (identical launches, not timed)" in md
+    assert "<summary>1 unchanged: identical launches on both sides, not timed</summary>" in md
+    assert "**pass: nothing to time**" in render_markdown([same], "Latency")
+    path = tmp_path / "findings.json"
+    path.write_text(json.dumps({"kind": "findings", "findings": [same.to_dict()]}))
+    body = comment.render(comment.load(str(path)), "nvidia")
+    assert "**pass: nothing to time (identical launches)**" in body
+    assert "1 unchanged (identical launches, not timed)" in body
+
+
 # --- planning commits of a throwaway repository ----------------------------------------------
 
 VARIANTS = ("naive", "qblock", "parallel", "flex_tile", "static_grid")
@@ -316,3 +334,18 @@ def test_compare_fails_names_the_cases_one_gate_fails_alone(tmp_path):
     assert same == ({("v", "a", "graph")}, set(), set())
     assert plant.main(["--compare-fails", findings("x", "a"), findings("z", "a", "b")]) == 1
     assert plant.main(["--compare-fails", findings("x", "a"), findings("y", "a")]) == 0
+
+
+def test_recompute_keeps_the_cases_the_gate_did_not_time(tmp_path):
+    from perf.latency import ab
+    from tests.test_perf_gate import TH, _write_pair
+
+    _write_pair(tmp_path, {("static_grid", "timed", "graph"): (1.0, 0.0005, 0.002)})
+    (tmp_path / "gate.json").write_text(json.dumps({"identity": {}, "processes": [
+        {"attempt": 0, "index": p, "process": f"proc{p}", "first_repeat": 0, "pairs": 1} for p in range(3)]}))
+    doc = changes.document("nvidia", "sm_90", "a" * 40, "b" * 40,
+                           [{"variant": "static_grid", "scenario": "timed", "why": "w"}],
+                           [{"variant": "static_grid", "scenario": "same"}])
+    changes.write_plan(str(tmp_path), doc)
+    by = {f.scenario: f for f in ab.recompute(str(tmp_path), TH, "nvidia", None)}
+    assert by["timed"].ratio is not None and by["same"].verdict is Verdict.UNCHANGED

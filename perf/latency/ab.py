@@ -567,6 +567,12 @@ def recompute(out_dir: str, th: Thresholds, vendor: str, calibration) -> list[Fi
         for f in findings:
             if (f.variant, f.scenario, f.metric) in failing - measured:
                 f.note += "; not re-measured (the gate that measured this did not fail it)"
+    plan_path = os.path.join(out_dir, changes.PLAN_FILE)
+    if os.path.exists(plan_path):  # the cases that gate did not time: unchanged, as it reported them
+        doc = changes.read_plan(plan_path)
+        cases = [(r["variant"], r["scenario"]) for r in (*doc["measure"], *doc["unchanged"])]
+        metrics = ",".join(head.header.get("metrics") or ["eager"])
+        findings += Selection(cases, doc, "").unchanged_findings(vendor, head.environment.get("gpu"), metrics)
     return findings
 
 
