@@ -38,6 +38,7 @@ _launch = st.fixed_dictionaries({
                                          st.lists(_small, max_size=2)).map(list), max_size=2),
 })
 _ok = st.fixed_dictionaries({"status": st.just("ok"), "launches": st.lists(_launch, max_size=3),
+                             "call": st.sampled_from(["c1", "c2"]),
                              "ops": st.lists(st.lists(st.sampled_from(["aten.zero_", "aten.empty"]),
                                                       max_size=1), max_size=1)})
 _other = st.fixed_dictionaries({"status": st.sampled_from(["skip", "missing", "error"]),
@@ -51,7 +52,8 @@ def _mutate(data, side: dict) -> dict:
     if side["status"] != "ok" or not side["launches"] or data.draw(st.booleans()):
         return side
     i = data.draw(st.integers(0, len(side["launches"]) - 1))
-    part = data.draw(st.sampled_from(["binary", "grid", "scalars", "tensors", "config", "order", "ops"]))
+    part = data.draw(st.sampled_from(["binary", "grid", "scalars", "tensors", "config", "order", "ops",
+                                      "call"]))
     launch = side["launches"][i]
     if part == "binary":
         launch["binary"] = "c" * 64
@@ -63,6 +65,8 @@ def _mutate(data, side: dict) -> dict:
         launch["tensors"]["q_ptr"] = ["q", [5, 5]]
     elif part == "config":
         launch["config"]["num_warps"] = 2
+    elif part == "call":
+        side["call"] = "c3"
     elif part == "order":
         side["launches"].append(side["launches"].pop(i))
     else:
@@ -97,6 +101,7 @@ def test_why_names_the_first_difference():
     assert grid == "launch 0 (k): grid [1] -> [2]"
     assert changes.difference(ok, {**ok, "launches": []}) == "1 launches on the base, 0 on the head"
     assert "torch operations" in changes.difference(ok, {**ok, "ops": [["aten.zero_", []]]})
+    assert "call path after planning" in changes.difference({**ok, "call": "x"}, {**ok, "call": "y"})
     assert changes.difference({"status": "missing"}, ok).startswith("the base lacks the variant")
     error = {"status": "error", "reason": "plan failed: boom"}
     assert changes.difference(error, error) == "planning failed on both sides: plan failed: boom"

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import os
 import sys
@@ -127,9 +128,22 @@ def _op_tracer(ops: list):
     return Tracer()
 
 
+def call_path(kernels, variant) -> str:
+    """A hash of the code between a plan and the device: the variant's `__call__` (plan, then
+    each launch) and kernels/launch.py (`KernelLaunch.__call__` through Triton's JIT, and
+    `CompiledLaunches`, the compiled launcher the timed steady state takes on an H100). What
+    they do is not planned, so a change there times every case."""
+    import hashlib
+    import inspect
+
+    launch = getattr(kernels, "launch", None) or importlib.import_module("kernels.launch")
+    source = inspect.getsource(launch) + inspect.getsource(type(variant).__call__)
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
 def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict) -> dict:
-    """One side's launches for one case: {"status": "ok", "launches", "ops"}, or "skip" (a
-    feature the variant lacks), "missing" (not registered) or "error", with the reason.
+    """One side's launches for one case: {"status": "ok", "launches", "ops", "call"}, or "skip"
+    (a feature the variant lacks), "missing" (not registered) or "error", with the reason.
     Run with that side's `kernels` active (perf/checkout.py `Side.active`)."""
     import torch
 
@@ -150,11 +164,13 @@ def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict) -> di
         named.update({k: v for k, v in batch.options.items() if isinstance(v, torch.Tensor)}, out=out)
         roles = Roles(named)
         keys = [launch_key(launch, target, roles) for launch in launches]
+        step = "read the call path of"
+        call = call_path(kernels, variant)
     except NotImplementedError as e:
         return {"status": "skip", "reason": str(e)}
     except Exception as e:  # a planner that breaks: the gate measures the case and reports it
         return {"status": "error", "reason": f"{step} failed: {type(e).__name__}: {e}".splitlines()[0][:300]}
-    return {"status": "ok", "launches": keys, "ops": ops}
+    return {"status": "ok", "launches": keys, "ops": ops, "call": call}
 
 
 # --------------------------------------------------------------------------- the decision
@@ -181,6 +197,8 @@ def difference(base: dict, head: dict) -> str | None:
     for i, (b, h) in enumerate(zip(bl, hl)):
         if b != h:
             return f"launch {i} ({h.get('kernel')}): {_launch_change(b, h)}"
+    if base.get("call") != head.get("call"):
+        return "the call path after planning changed (Variant.__call__ or kernels/launch.py)"
     if base.get("ops") != head.get("ops"):
         return "the torch operations the call runs besides its launches differ"
     if base != head:
