@@ -221,13 +221,36 @@ def features_from_spec(spec, num_sms: int) -> Features:
     )
 
 
-def is_decode_batch(f: Features) -> bool:
-    """Every sequence fits one decode-sized Q-block (decodes, short speculative steps)."""
-    return f.max_query_len <= decode_block_m(f.queries_per_kv) // f.queries_per_kv
+def is_decode_batch(f: Features, block_m: int = 0) -> bool:
+    """Every sequence fits one decode-sized Q-block (decodes, short speculative steps); with
+    `block_m`, one Q-block of that many rows (`multi_token_rows`)."""
+    return f.max_query_len <= (block_m or decode_block_m(f.queries_per_kv)) // f.queries_per_kv
+
+
+# [multi-token-split] Off until measured (docs/kernels.md, "Multi-token decode: the split-KV
+# switch"): decodes of up to MULTI_TOKEN_MAX_QUERIES queries per sequence that overflow one
+# decode Q-block (Llama-3-8B's 4 query heads per KV head: 5-8 queries; 7 or 8 per KV head: 3-8)
+# take the decode rules with a Q-block holding a sequence's queries (at most
+# MULTI_TOKEN_MAX_ROWS rows), split over KV segments as decodes are, where the short-prefill
+# branch runs them unsplit (as vLLM 0.33 does, `max_seqlen_q > 1` taking its 2D kernel).
+MULTI_TOKEN_SPLIT = False
+MULTI_TOKEN_MAX_QUERIES = 8  # speculative decoding's verify step (EAGLE, n-gram): drafts + 1, by reasoning
+MULTI_TOKEN_MAX_ROWS = 64  # 8 queries x 8 query heads per KV head; unmeasured default (registers)
+
+
+def multi_token_rows(f: Features) -> int:
+    """BLOCK_M of a multi-token decode under MULTI_TOKEN_SPLIT: a power of two holding every
+    sequence's queries times the head group; 0 where the switch is off or the batch is an
+    ordinary decode, has a longer query, or needs more rows."""
+    if not MULTI_TOKEN_SPLIT or is_decode_batch(f) or f.max_query_len > MULTI_TOKEN_MAX_QUERIES:
+        return 0
+    rows = next_pow2(f.max_query_len * f.queries_per_kv)
+    return rows if rows <= MULTI_TOKEN_MAX_ROWS else 0
 
 
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
-                 tiles_per_segment: int = 8, max_segments: int = 64, fill_sms: bool = False) -> int:
+                 tiles_per_segment: int = 8, max_segments: int = 64, fill_sms: bool = False,
+                 block_m: int = 0) -> int:
     """KV segments per decode sequence: enough programs for the GPU, segments of >= 8 tiles.
 
     Paper 4.5: decode batches of few sequences leave most SMs idle with one program per
@@ -240,9 +263,10 @@ def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
     one tile a segment until every SM has a program; shorter ones stay whole (unmeasured).
     [fill-sms] H100 2026-11-22: 1.10-1.83x (b1x1k 29.4 -> 16.1 us); off for AMD (unmeasured).
     Sliding windows count the visible tiles only (`visible_tiles`), as the kernel splits only
-    them. [window-segments] H100 2026-11-22: 1.19-1.62x.
+    them. [window-segments] H100 2026-11-22: 1.19-1.62x. `block_m`: the Q-block of a multi-token
+    decode (`multi_token_rows`), whose sequences it holds whole.
     """
-    if not is_decode_batch(f):
+    if not is_decode_batch(f, block_m):
         return 1
     items = f.kv_items
     tiles = visible_tiles(f, tile_size)
@@ -351,7 +375,8 @@ def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, segm
 # the NVIDIA tree"; a --suite in ARGS replaces `heuristics`.
 def _nvidia(f: Features) -> Config:
     wide = f.head_size > 128  # [head-256] its rules halve the tiles to fit shared memory; unmeasured
-    if is_decode_batch(f):
+    rows = multi_token_rows(f)  # [multi-token-split] off: 0, unmeasured (MULTI_TOKEN_SPLIT)
+    if is_decode_batch(f) or rows:
         # [decode-tile] H200 2026-11-21, 1.07-1.88x over tile 64: tune --suite tune --scenarios '*decode*'
         # [narrow-window] H100 2026-11-23, 1.4x, tile 32 1.05-1.2x: tune --scenarios 'gpt-oss-20b/decode/*'
         narrow = 0 < f.window and f.visible_kv_len <= NARROW_WINDOW
@@ -366,13 +391,15 @@ def _nvidia(f: Features) -> Config:
                 else 64 if wide or narrow or many else 128)
         # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
         segments = split[1] if split else 1 if many else None
+        if rows and segments is None:  # the decode rule's segments, for sequences of `rows` rows
+            segments = num_segments(f, tile, fill_sms=True, block_m=rows)
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x: tune --scenarios 'qwen2.5-7b/decode/*'
         int32 = not (short or f.window or f.fp8_kv or f.head_size != next_pow2(f.head_size))
         # [seq-items] H100 2026-11-23, 1.03-1.44x: tune --scenarios 'llama3-8b/decode/batch8-kv1024/*'
         seq_items = f.num_seqs > 1 and f.queries_per_kv > 1
         # [decode-layout] H100 2026-11-24, 1.00-1.01x: tune --scenarios 'llama2-7b/decode/*'
         decode_layout = f.num_seqs > 1 and not seq_items
-        return _fit(f, decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
+        return _fit(f, rows or decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
                     num_warps=2 if short or many else 4, num_stages=2,
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
                     seq_items=seq_items, decode_layout=decode_layout,
@@ -390,7 +417,8 @@ def _nvidia(f: Features) -> Config:
                        if many else "")
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
                        if int32 else "")
-                    + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else ""))
+                    + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else "")
+                    + (f"; multi-token split, {rows} rows: unmeasured" if rows else ""))
     if f.max_query_len <= 64:
         # [short-prefill] Q-block 64 unmeasured; tile: H100 2026-11-23, 2x: tune --scenarios '*/batch8-kv16/*'
         return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),

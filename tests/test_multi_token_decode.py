@@ -1,0 +1,154 @@
+"""Multi-token decode (speculative decoding's verify step: 2-8 queries per sequence on a long
+context) and the NVIDIA tree's switch for it (`heuristics.MULTI_TOKEN_SPLIT`, off until an H100
+measures it): off, such batches keep today's choices; on, those past one decode Q-block take a
+Q-block holding each sequence's queries, split over KV segments. Either way every variant's
+output must match the fp32 reference, which Triton's interpreter checks here for q_len 2-8."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from kernels import VARIANTS
+from kernels.batch import BatchSpec, build_batch
+from kernels.paged_attention import heuristics, planning
+from kernels.paged_attention.heuristics import Config, Features
+from kernels.reference import paged_attention_reference
+
+NUM_SMS = heuristics.DEFAULT_NUM_SMS["nvidia"]
+
+
+@pytest.fixture
+def split_on(monkeypatch):
+    """The switch on for one test; the kept choices of either setting dropped on both sides."""
+    def clear():
+        heuristics.choose.cache_clear()
+        planning._CHOICES.clear()
+    clear()
+    monkeypatch.setattr(heuristics, "MULTI_TOKEN_SPLIT", True)
+    yield
+    monkeypatch.undo()
+    clear()
+
+
+def _features(num_seqs, query_len, kv_len, queries_per_kv=4, num_kv_heads=8, head_size=128, **kw) -> Features:
+    return Features(num_seqs=num_seqs, num_tokens=num_seqs * query_len, max_query_len=query_len,
+                    max_kv_len=kv_len, avg_kv_len=float(kv_len), decode_share=0.0,
+                    queries_per_kv=queries_per_kv, num_kv_heads=num_kv_heads, head_size=head_size,
+                    block_size=16, dtype="bfloat16", fp8_kv=False, num_sms=NUM_SMS, **kw)
+
+
+SHAPES = [(seqs, q, kv, qpk) for seqs in (1, 8, 64, 256) for q in range(1, 10) for kv in (1024, 8192, 32768)
+          for qpk in (1, 4, 7, 8, 71)]
+
+
+def test_off_the_switch_is_not_read_and_nothing_splits_past_a_decode_q_block():
+    assert heuristics.MULTI_TOKEN_SPLIT is False  # a decision changes only with a GPU measurement
+    for seqs, q, kv, qpk in SHAPES:
+        f = _features(seqs, q, kv, qpk, num_kv_heads=1 if qpk == 71 else 8)
+        assert heuristics.multi_token_rows(f) == 0
+        c = heuristics.choose("nvidia", f)
+        if not heuristics.is_decode_batch(f):
+            assert c.num_segments == 1 and "multi-token" not in c.source
+
+
+def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(split_on):
+    changed = 0
+    for seqs, q, kv, qpk in SHAPES:
+        f = _features(seqs, q, kv, qpk, num_kv_heads=1 if qpk == 71 else 8)
+        c, rows = heuristics.choose("nvidia", f), heuristics.multi_token_rows(f)
+        if heuristics.is_decode_batch(f) or q > heuristics.MULTI_TOKEN_MAX_QUERIES or \
+                q * qpk > heuristics.MULTI_TOKEN_MAX_ROWS:
+            assert rows == 0 and "multi-token" not in c.source  # as with the switch off
+            continue
+        changed += 1
+        assert c.block_m == rows >= q * qpk and c.block_q(qpk) >= q  # a sequence's queries in one Q-block
+        assert c.source.endswith(f"multi-token split, {rows} rows: unmeasured")
+        assert c.seq_items == (seqs > 1)  # items are sequences: no search, no empty Q-blocks
+        if seqs == 1 and kv >= 8192:  # one long sequence: the SMs filled by segments, as a decode's
+            assert c.num_segments >= 16
+    assert changed >= 50
+    amd = heuristics.choose("amd", _features(1, 8, 8192))
+    assert amd.num_segments == 1 and "multi-token" not in amd.source  # AMD: unchanged, unmeasured
+
+
+def test_on_the_decode_rules_are_unchanged_for_one_query(split_on):
+    for seqs, q, kv, qpk in SHAPES:
+        f = _features(seqs, q, kv, qpk, num_kv_heads=1 if qpk == 71 else 8)
+        if heuristics.is_decode_batch(f):
+            assert heuristics.choose("nvidia", f) == heuristics._nvidia(dataclasses.replace(f))
+            assert "multi-token" not in heuristics.choose("nvidia", f).source
+
+
+# Interpreter-sized multi-token decodes: few heads, head 64, several sequences of different
+# lengths (segments empty for the shorter ones), blocks of 16 and 32.
+CASES = {  # name -> (query_lens, kv_lens, num_q_heads, num_kv_heads, block_size)
+    "gqa4_q2_q3": ((2, 3, 2), (300, 47, 130), 8, 2, 16),
+    "gqa4_q5_q8": ((5, 8, 6, 7), (700, 40, 300, 129), 8, 2, 16),
+    "gqa4_q8_long": ((8,), (1328,), 4, 1, 32),
+    "gqa7_q4": ((4, 4), (400, 90), 7, 1, 16),
+    "gqa8_q8": ((8, 3), (260, 33), 8, 1, 32),
+}
+
+
+def _batch(name: str, device, **features):
+    q_lens, kv_lens, hq, hkv, block = CASES[name]
+    spec = BatchSpec(q_lens, kv_lens, num_q_heads=hq, num_kv_heads=hkv, head_size=64, block_size=block,
+                     dtype="float16", seed=len(name), **features)
+    return build_batch(spec, device, poison=True)
+
+
+def _check(batch, out):
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("switch", [False, True], ids=["off", "on"])
+def test_production_path_matches_the_reference(name, switch, request, device):
+    """`kernels.paged_attention` as a serving engine calls it (hints, NVIDIA's tree), either setting."""
+    if switch:
+        request.getfixturevalue("split_on")
+    batch = _batch(name, device)
+    spec = batch.spec
+    hints = dict(max_seqlen_q=max(spec.query_lens), max_seqlen_k=max(spec.kv_lens), vendor="nvidia",
+                 num_sms=NUM_SMS)
+    f = heuristics.features_from_spec(spec, NUM_SMS)
+    config = heuristics.choose("nvidia", f)
+    # on, every case but the one of <= 4 queries on 4 heads per KV head (an ordinary decode
+    # Q-block) takes the switch's branch
+    assert bool(heuristics.multi_token_rows(f)) == (switch and name != "gqa4_q2_q3")
+    assert config.block_q(f.queries_per_kv) >= max(spec.query_lens) or not switch
+    out = batch.new_output()
+    VARIANTS["static_grid"](*batch.args(), out=out, **hints, **batch.options)  # kernels.paged_attention
+    _check(batch, out)
+
+
+FORCED = {  # the switch's configurations with a split forced, small tiles: many segments, causal edges
+    "rows32_tile16_seg4_seq_items": Config(32, 16, 4, num_warps=4, num_stages=2, seq_items=True),
+    "rows32_tile32_seg3": Config(32, 32, 3, num_warps=4, num_stages=2),
+    "rows64_tile16_seg8_seq_items_int32": Config(64, 16, 8, num_warps=4, num_stages=2, seq_items=True,
+                                                 offsets_32=True),
+    "rows32_tile16_seg2_fused": Config(32, 16, 2, num_warps=4, num_stages=2, seq_items=True,
+                                       fused_reduce=True),
+}
+
+
+@pytest.mark.parametrize("variant", ["flex_tile", "static_grid"])  # a 3-D grid, a persistent one
+@pytest.mark.parametrize("config_name", list(FORCED))
+@pytest.mark.parametrize("name,feature", [("gqa4_q5_q8", {}), ("gqa8_q8", {}),
+                                          ("gqa4_q2_q3", {"sliding_window": 37, "sinks": True})])
+def test_split_multi_token_decodes_match_the_reference(variant, config_name, name, feature, device):
+    batch = _batch(name, device, **feature)
+    config = FORCED[config_name]
+    qpk = batch.spec.num_q_heads // batch.spec.num_kv_heads
+    if config.block_m < qpk * max(batch.spec.query_lens):
+        config = dataclasses.replace(config, block_m=64)  # a Q-block of the sequence's queries
+    _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
+                                         **batch.options)
+    assert launches[0].args["split_max_q"] >= max(batch.spec.query_lens)  # every sequence is split
+    out = batch.new_output()
+    VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+    _check(batch, out)
