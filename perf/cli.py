@@ -83,6 +83,9 @@ COMMANDS: dict[str, Command] = {
     "compile-calibrate": Command("perf.static.calibrate", "the static gate's compile-time noise on this CPU "
                                  "(A/A pairs of cold compiles) into calibration/compile-time.yaml",
                                  outputs=(("write", "file"),)),
+    "why": Command("perf.why", "why a case is slower: both sides' launch plans, static metrics on the "
+                   "runner's target and device time per kernel, differences marked",
+                   outputs=(("out", "dir"),)),
     "workflows": Command("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml",
                          thresholds=False, inputs=(("root", "dir"),)),
     "nightly": Command("perf.nightly", "nightly asv run, publish and plots", main="nightly_main",

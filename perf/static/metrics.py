@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import yaml
 
 # Bump when a parser or formula changes: cached metrics of older versions are recomputed.
-METRICS_VERSION = 4  # 4: compile_cpu_s
+METRICS_VERSION = 5  # 4: compile_cpu_s; 5: instruction counts
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,8 @@ TARGET_FACTS: dict[str, TargetFacts] = {
                           "ROCm GPU hardware specifications (MI355X: 256 CUs, LDS 160 KiB)"),
 }
 
+# Instruction counts by kind (`count_instructions`, below)
+INSTRUCTION_COUNTS = ("global_loads", "global_stores", "shared_loads", "shared_stores", "tensor_ops")
 # What the report calls each metric, its unit, and which are gated (the rest are recorded).
 NVIDIA_METRICS = ("registers", "spill_stores", "spill_loads", "stack_frame", "wgmma_serialized",
                   "shared_memory", "occupancy", "compile_time_s", "compile_cpu_s")
@@ -86,9 +88,47 @@ UNITS = {
     "registers": "regs/thread", "arch_vgprs": "VGPRs", "agprs": "AGPRs", "sgprs": "SGPRs",
     "spill_stores": "B", "spill_loads": "B", "stack_frame": "B", "vgpr_spills": "VGPRs",
     "sgpr_spills": "SGPRs", "scratch": "B/lane", "shared_memory": "B", "compile_time_s": "s",
-    "compile_cpu_s": "CPU s",
+    "compile_cpu_s": "CPU s", **dict.fromkeys(INSTRUCTION_COUNTS, "instructions"),
     "wgmma_serialized": "0/1",
 }
+
+
+# Static instruction counts of a kernel's code by kind (`count_instructions`): what the "why"
+# section compares between base and head (perf/why.py). NVIDIA counts the PTX Triton emits
+# (before ptxas: its `ld.global` / `cp.async` are the loads a kernel issues per its code path,
+# not per execution), AMD the AMDGCN. Global loads include asynchronous copies into shared
+# memory (cp.async, TMA's cp.async.bulk.tensor; AMD's buffer loads); tensor-core ops are mma /
+# wgmma (NVIDIA) and v_mfma (AMD).
+# Qualifiers may come before an opcode's state space: ld.volatile.global, st.relaxed.gpu.global.
+_PTX_KINDS = {
+    "global_loads": r"ld(?:\.\w+)*?\.global|cp\.async\.(?:ca|cg)\.shared(?:::cta)?\.global"
+                    r"|cp\.async\.bulk\.tensor",
+    "global_stores": r"st(?:\.\w+)*?\.global|red(?:\.\w+)*?\.global|atom(?:\.\w+)*?\.global",
+    "shared_loads": r"ld(?:\.\w+)*?\.shared|ldmatrix",
+    "shared_stores": r"st(?:\.\w+)*?\.shared|stmatrix",
+    "tensor_ops": r"mma\.sync|wgmma\.mma_async",
+}
+_AMDGCN_KINDS = {
+    "global_loads": r"global_load|buffer_load",
+    "global_stores": r"global_store|buffer_store|global_atomic|buffer_atomic",
+    "shared_loads": r"ds_read|ds_load",
+    "shared_stores": r"ds_write|ds_store",
+    "tensor_ops": r"v_mfma|v_smfmac",
+}
+
+
+def count_instructions(text: str, vendor: str) -> dict[str, int]:
+    """How many instructions of each kind of INSTRUCTION_COUNTS the PTX (NVIDIA) or AMDGCN
+    (AMD) text holds; a predicate (`@%p1`) before the opcode is skipped."""
+    kinds = _PTX_KINDS if vendor == "nvidia" else _AMDGCN_KINDS
+    patterns = {k: re.compile(rf"^\s*(?:@!?%\w+\s+)?(?:{p})") for k, p in kinds.items()}
+    out = dict.fromkeys(INSTRUCTION_COUNTS, 0)
+    for line in text.splitlines():
+        for kind, pattern in patterns.items():
+            if pattern.match(line):
+                out[kind] += 1
+                break
+    return out
 
 
 def occupancy_unit(vendor: str) -> str:
@@ -211,10 +251,12 @@ def metrics_of(compiled, target_name: str, compile_time_s: float, ptxas_log: str
             capability = int(target_name.removeprefix("sm_"))
             m = parse_ptxas(run_ptxas(compiled.asm["ptx"], capability, md.enable_fp_fusion))
         m["occupancy"] = nvidia_occupancy(m["registers"], shared, md.num_warps, facts)
+        m.update(count_instructions(compiled.asm["ptx"], "nvidia"))
     else:
         m = parse_amdgcn(compiled.asm["amdgcn"])
         m["occupancy"] = amd_occupancy(m.pop("compiler_occupancy"), shared + m.pop("static_lds"),
                                        md.num_warps, facts)
+        m.update(count_instructions(compiled.asm["amdgcn"], "amd"))
     m["shared_memory"] = shared
     m["compile_time_s"] = round(compile_time_s, 3)
     if compile_cpu_s is not None:

@@ -1,0 +1,164 @@
+"""The "why" section: two planted changes in a throwaway checkout, each explained on a CPU by
+`python -m perf why` (real planning, binding and compiles for sm_90), naming the kernel and the
+change; the renderer and the one-line summary on made-up documents; device time per kernel on a
+GPU only (skipped here with the reason)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from perf import why
+from tests.throwaway_repo import git, harness_repo
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHORT = "llama3-8b/decode/batch128-kv64/block16"  # 64 keys: the NVIDIA tree's short-context branch
+DECODE = "llama3-8b/decode/batch32-kv1024/block16"
+HEURISTIC = ("SHORT_CONTEXT = 64 ", "SHORT_CONTEXT = 32 ")  # the branch stops at 32 keys
+Q_LOAD = """    q = tl.load(q_ptr + token[:, None] * stride_q_token + head[:, None] * stride_q_head
+                + dims[None, :], mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
+"""
+Q_TWICE = Q_LOAD + """    q2 = tl.load(q_ptr + token[:, None] * stride_q_token + head[:, None] * stride_q_head
+                 + dims[None, :], mask=row_mask[:, None] & dim_mask[None, :], other=0.0, volatile=True)
+    q = tl.maximum(q, q2)  # planted: every Q tile read twice
+"""
+
+
+def _edit(path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, f"{path} changed ({old.strip()[:40]!r}): update the planted change"
+    path.write_text(text.replace(old, new))
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """commit 0: this checkout; 1: a heuristic branch moved; 2: a kernel edit (Q read twice)."""
+    repo = harness_repo(tmp_path_factory.mktemp("why") / "repo")
+    _edit(repo / "kernels/paged_attention/heuristics.py", *HEURISTIC)
+    git(repo, "commit", "-qam", "planted: short-context branch up to 32 keys only")
+    _edit(repo / "kernels/paged_attention/common.py", Q_LOAD, Q_TWICE)
+    git(repo, "commit", "-qam", "planted: Q tile read twice")
+    return repo
+
+
+def _why(repo, base: str, head: str, scenario: str, out) -> tuple[subprocess.CompletedProcess, dict, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(repo)
+    done = subprocess.run([sys.executable, "-m", "perf", "why", "--base-ref", base, "--head-ref", head,
+                           "--scenarios", scenario, "--out", str(out),
+                           "--cache-dir", os.path.join(ROOT, ".perf-cache", "compile")],
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done, json.loads((out / why.WHY_FILE).read_text()), (out / "why.md").read_text()
+
+
+def test_a_heuristic_branch_change_is_named_with_its_provenance(planted, tmp_path):
+    done, doc, md = _why(planted, "HEAD~2", "HEAD~1", SHORT, tmp_path)
+    [case] = doc["cases"]
+    base, head = case["base"]["config"], case["head"]["config"]
+    assert (base["tile_size"], head["tile_size"]) == (16, 64)
+    assert "short context" in base["source"] and "short context" not in head["source"]
+    assert case["target"] == "sm_90" and case["base"]["launches"][0]["kernel"] == "q_block_kernel"
+    summary = why.moved_most(case)
+    assert summary.startswith("Moved most: q_block_kernel's ")
+    assert "no longer 'short context, tile 16" in summary
+    assert "tile_size 16 -> 64" in summary
+    assert f"| tile_size | 16 | 64 {why.MARK} |" in md
+    assert "| its provenance (heuristics.py) |" in md and "H100 2026-11-23, 2.1x" in md
+    row = next(line for line in md.splitlines() if line.startswith("| q_block_kernel |"))
+    assert row.count(why.MARK) >= 2  # the static metrics moved with the tile (registers, shared memory, ...)
+    assert "Device time per kernel: skipped: no GPU" in md
+    assert md in done.stdout
+
+
+def test_a_kernel_edit_is_named_by_its_instruction_counts(planted, tmp_path):
+    _, doc, md = _why(planted, "HEAD~1", "HEAD", DECODE, tmp_path)
+    [case] = doc["cases"]
+    assert case["base"]["config"] == case["head"]["config"]  # the plan did not change
+    [b], [h] = case["base"]["launches"], case["head"]["launches"]
+    assert b["kernel"] == h["kernel"] == "q_block_kernel" and b["binary"] != h["binary"]
+    assert h["metrics"]["global_loads"] > b["metrics"]["global_loads"]
+    summary = why.moved_most(case)
+    assert summary.startswith("Moved most: q_block_kernel's global loads, ")
+    assert "compiled code changed" in summary
+    plan_rows = [line for line in md.splitlines()
+                 if line.startswith(("| tile_size", "| launch 0: grid", "| heuristic branch"))]
+    assert plan_rows and not any(why.MARK in line for line in plan_rows), plan_rows
+    assert f"differs: its source, a function it calls or its constants {why.MARK}" in md
+
+
+def test_bad_input_is_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    done = subprocess.run([sys.executable, "-m", "perf", "why", "--scenarios", DECODE, "--variants", "bogus",
+                           "--out", str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown variant bogus" in done.stderr
+
+
+# --------------------------------------------------------------------------- rendering alone
+
+def _launch(kernel="q_block_kernel", binary="a", grid=(132,), **metrics):
+    m = {"registers": 128, "spill_stores": 0, "spill_loads": 0, "shared_memory": 16384, "occupancy": 8,
+         "global_loads": 40, "global_stores": 8, "shared_loads": 30, "shared_stores": 10, "tensor_ops": 32}
+    return {"kernel": kernel, "binary": binary, "grid": list(grid),
+            "config": {"num_warps": 4, "num_stages": 2}, "metrics": {**m, **metrics}, "compile_status": "ok"}
+
+
+def _case(base_launches, head_launches, device_time=None, base_source="nvidia/decode: sweep",
+          head_source="nvidia/decode: sweep"):
+    return {"variant": "static_grid", "scenario": DECODE, "target": "sm_90", "num_sms": 132,
+            "base": {"status": "ok", "config": {"tile_size": 64, "source": base_source},
+                     "launches": base_launches},
+            "head": {"status": "ok", "config": {"tile_size": 64, "source": head_source},
+                     "launches": head_launches},
+            "device_time": device_time or {"skipped": "no GPU"}}
+
+
+def test_measured_device_time_outranks_static_changes():
+    case = _case([_launch(), _launch("reduce_segments_kernel", grid=(1024,))],
+                 [_launch(registers=160), _launch("reduce_segments_kernel", grid=(1024,))],
+                 {"tool": "torch.profiler", "note": "torch's profiler", "rounds": 10,
+                  "times": {"base": {"q_block_kernel": 10.0, "reduce_segments_kernel": 2.0},
+                            "head": {"q_block_kernel": 10.1, "reduce_segments_kernel": 3.0}}})
+    assert why.moved_most(case).startswith(
+        "Moved most: reduce_segments_kernel's device time (us), 2 -> 3 (1.50x)")
+    md = why.render(case)
+    assert "| reduce_segments_kernel | 2 | 3 | 1.500 |" in md and "torch's profiler" in md
+    assert f"128 -> 160 {why.MARK}" in md
+
+
+def test_identical_sides_say_nothing_moved():
+    case = _case([_launch()], [_launch()])
+    assert why.moved_most(case).startswith("Moved most: nothing: identical launches")
+    assert why.render(case).count(why.MARK) == 1  # the legend alone
+
+
+def test_a_side_that_cannot_plan_says_why():
+    case = _case([_launch()], [])
+    case["head"] = {"status": "skip", "reason": "sliding window not supported"}
+    md = why.render(case)
+    assert "- head: skip: sliding window not supported" in md and "nothing to compare" in md
+
+
+def test_branch_change_in_words():
+    base = "nvidia/decode: sweep H200; short context, tile 16, 2 warps: H100 2026-11-23, 2.1x"
+    head = "nvidia/decode: sweep H200; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
+    assert why.branch_change(base, head) == ("nvidia/decode, no longer 'short context, tile 16, 2 warps', "
+                                            "now 'many short items, tile 64, 2 warps'")
+    changed = why.branch_change("nvidia/decode: a", "nvidia/prefill: a")
+    assert changed.startswith("nvidia/decode -> nvidia/prefill")
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="device time per kernel needs a GPU")
+def test_kernel_times_on_a_gpu():
+    import torch
+
+    x = torch.randn(1 << 20, device="cuda")
+    t = why.kernel_times({"base": lambda: x.mul(2.0), "head": lambda: (x.mul(2.0), x.add(1.0))}, rounds=4)
+    assert t["tool"] in ("proton", "torch.profiler") and t["times"]["base"] and t["times"]["head"]
+    assert len(t["times"]["head"]) >= len(t["times"]["base"])
