@@ -158,7 +158,8 @@ def test_an_interrupted_run_resumes_the_missing_scenarios_only(tmp_path, monkeyp
                     w.record(variant=name, scenario=s, metric="host", repeat=index,
                              samples=Samples((0.05, 0.06), clock="host"), config=[], digest="d")
     monkeypatch.setattr(host_cost, "_spawn", fake_spawn)
-    argv = ["host-cost", "--scenarios", "*decode/batch1-*", "--processes", "2", "--rounds", "2",
+    one_query = "*decode/batch1-kv1024/*,*decode/batch1-kv8192/*,*decode/batch1-kv32768/*"  # anchor's 3
+    argv = ["host-cost", "--scenarios", one_query, "--processes", "2", "--rounds", "2",
             "--out", out]
     assert cli.main(argv) == 130
     assert [i for i, _ in spawned] == [-1, 0, 1]  # warm-up, then process 0 (3 scenarios), then cut
