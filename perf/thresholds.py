@@ -15,7 +15,8 @@ Schema (see thresholds.yaml, commented for the people who edit it):
                 compile_time?: {warn, fail, k: {warn, fail}}}   # max(warn/fail, exp(k x noise))
       runners: {labels: [...], container,       # container: IMAGE:TAG@sha256:<64 hex>, or "" (none)
                 container_options, env: {NAME: value},
-                lock_clocks: false | MHz, isolation_env: [NAME, ...], nightly_shards: M}
+                lock_clocks: false | MHz, isolation_env: [NAME, ...], nightly_shards: M,
+                nightly_runners?: [NAME, ...]}   # data-branch folders the heartbeat expects
     overrides: [{vendor?, variant?, scenario?, metric?, latency: {warn?, fail?}, reason}]
 
 Cross-field rules, so that no file weakens a gate unseen: every warn ratio <= its fail
@@ -155,6 +156,15 @@ class Runners:
     lock_clocks: int | None = None  # MHz to lock the GPU clock at (perf/ci/workflows.py); None: leave alone
     isolation_env: tuple[str, ...] | None = None  # GPU-isolation variables to forward (None: defaults)
     nightly_shards: int = 1  # runners the nightly is split over (perf/nightly/shard.py); 1: one job
+    # The nightly's machines expected on the data branch (nights/<name>/): the heartbeat reports one
+    # that never saved a night (perf/nightly/heartbeat.py). Empty: only those seen there are checked.
+    nightly_runners: tuple[str, ...] = ()
+
+    @property
+    def image_digest(self) -> str:
+        """The pinned image's digest, `sha256:<64 hex>` ("" without a container)."""
+        m = PINNED_IMAGE.fullmatch(self.container.strip())
+        return f"sha256:{m['digest']}" if m else ""
 
 
 @dataclass(frozen=True)
@@ -205,6 +215,10 @@ class Thresholds:
             raise ConfigError(f"{self.path}: no section for vendor {name!r} (have: {have}); "
                               f"add a `{name}:` section or pass --vendor {'|'.join(VENDORS)}")
         return self.vendors[name]
+
+    def nightly_runners(self) -> tuple[str, ...]:
+        """Every vendor's expected nightly machines (runners.nightly_runners), each once, in order."""
+        return tuple(dict.fromkeys(n for v in self.vendors.values() for n in v.runners.nightly_runners))
 
     def latency(self, vendor: str, variant: str, scenario: str, metric: str,
                 noise: float | None = None) -> LatencyThreshold:
@@ -353,7 +367,7 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
 
     r = c.mapping(v["runners"], f"{name}.runners",
                   ("labels", "container", "container_options", "env", "lock_clocks", "isolation_env",
-                   "nightly_shards"),
+                   "nightly_shards", "nightly_runners"),
                   ("labels", "container"))
     labels = r["labels"]
     if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x for x in labels):
@@ -377,6 +391,7 @@ def _parse_vendor(c: _Checker, name: str, v: Any) -> VendorThresholds:
         container_options=c.string(r.get("container_options", ""), f"{name}.runners.container_options",
                                    allow_empty=True),
         env=dict(env),
+        nightly_runners=_nightly_runners(c, r.get("nightly_runners"), f"{name}.runners.nightly_runners"),
     )
     vt = VendorThresholds(name, latency, stats, tuple(targets), {**STATIC_DEFAULTS, **static}, runners)
     compile_time = _parse_compile_time(c, f"{name}.compile.compile_time", comp.get("compile_time"))
@@ -544,6 +559,23 @@ def _image(c: _Checker, value: Any, where: str) -> str:
         c.fail(where, f"{image!r} is not pinned by digest; write IMAGE:TAG@sha256:<64 hex> (`docker "
                       f"buildx imagetools inspect IMAGE:TAG` prints it), so every run uses the same image")
     return image
+
+
+def _nightly_runners(c: _Checker, value: Any, where: str) -> tuple[str, ...]:
+    """Data-branch folder names (perf/nightly/store.py RUNNER), each once."""
+    from perf.nightly.store import RUNNER
+
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        c.fail(where, f"must be a list of the nightly's machine names, got {value!r}")
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not RUNNER.fullmatch(name):
+            c.fail(f"{where}[{i}]", f"{name!r} is not a machine name (letters, digits, '.', '_', '-'; as "
+                                    f"the data branch's nights/<name>/ folders are named)")
+        if name in value[:i]:
+            c.fail(f"{where}[{i}]", f"{name!r} is listed twice; list each machine once")
+    return tuple(value)
 
 
 def _check_targets(c: _Checker, vendors: dict[str, VendorThresholds]) -> None:

@@ -87,3 +87,51 @@ def test_heartbeat_command_with_a_dry_run_folder(tmp_path, monkeypatch, capsys):
     (tmp_path / "empty" / "nights").mkdir(parents=True)
     assert main([*args[:4], "--data", str(tmp_path / "empty"), "--dry-run", str(folder)]) == 2
     assert "no runner has a night" in capsys.readouterr().err
+
+
+def test_an_expected_runner_that_never_saved_a_night_is_missing(tmp_path):
+    data, folder = tmp_path / "data", tmp_path / "issues"
+    add_night(tmp_path, data, "runner-a_h100", "2026-11-22")
+    tracker = github.tracker(dry_run_dir=str(folder))
+    expected = ("runner-a_h100", "runner-c_mi300x")
+    beats = heartbeat.heartbeat(str(data), tracker, at("2026-11-22T12:00:00"), 36, say=lambda _: None,
+                                expected=expected)
+    m = beats[1]
+    assert (m.runner, m.silent, m.expected, m.night) == ("runner-c_mi300x", True, True, None)
+    assert not beats[0].silent and beats[0].expected
+    (issue,) = issues(folder)
+    assert issue["key"] == "heartbeat/runner-c_mi300x" and issue["state"] == "open"
+    assert issue["title"] == f"Nightly runner runner-c_mi300x has no night on {store.BRANCH}"
+    assert "missing" in issue["body"] and "nightly_runners" in issue["body"]
+    # not expected: a runner nobody listed and that never saved is unknown, so no issue
+    assert [b.runner for b in heartbeat.beats(str(data), at("2026-11-22T12:00:00"))] == ["runner-a_h100"]
+    # its first night lands: the issue is closed
+    add_night(tmp_path, data, "runner-c_mi300x", "2026-11-23")
+    heartbeat.heartbeat(str(data), tracker, at("2026-11-23T06:00:00"), 36, say=lambda _: None,
+                        expected=expected)
+    (issue,) = issues(folder)
+    assert issue["state"] == "closed" and "Nights are back" in issue["comments"][0]
+
+
+def test_heartbeat_command_reads_the_expected_runners_from_thresholds(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from perf.cli import main
+    from tests.test_nightly import ROOT
+
+    raw = yaml.safe_load((ROOT / "thresholds.yaml").read_text())
+    raw["amd"]["runners"]["nightly_runners"] = ["runner-c_mi300x"]
+    thresholds = tmp_path / "t.yaml"
+    thresholds.write_text(yaml.safe_dump(raw))
+    data, folder = tmp_path / "data", tmp_path / "issues"
+    (data / "nights").mkdir(parents=True)  # nothing saved yet: the expected runner is all there is
+    monkeypatch.setattr(heartbeat, "_now", lambda: at("2026-11-25T00:00:00"))
+    args = ["nightly", "heartbeat", "--config", str(ROOT / "asv.conf.json"), "--data", str(data),
+            "--dry-run", str(folder), "--out", str(tmp_path / "out")]
+    assert main([*args, "--thresholds", str(thresholds)]) == 0
+    assert "1 of 1 runners silent" in capsys.readouterr().out
+    assert json.loads((folder / "1.json").read_text())["key"] == "heartbeat/runner-c_mi300x"
+    raw["amd"]["runners"]["nightly_runners"] = ["runner c"]  # not a folder name: one line, exit 2
+    thresholds.write_text(yaml.safe_dump(raw))
+    assert main([*args, "--thresholds", str(thresholds)]) == 2
+    assert "amd.runners.nightly_runners[0]" in capsys.readouterr().err

@@ -113,6 +113,11 @@ INVALID = [  # (path to change, new value, field the message must name)
     ("nvidia.runners.env", {"X": 1}, "nvidia.runners.env.X"),
     ("nvidia.runners.lock_clocks", "fast", "nvidia.runners.lock_clocks"),
     ("amd.runners.isolation_env", ["lower"], "amd.runners.isolation_env"),
+    ("nvidia.runners.nightly_runners", "gpu-1_h100", "nvidia.runners.nightly_runners"),
+    ("nvidia.runners.nightly_runners", ["gpu-1_h100", "nights/x"], "nvidia.runners.nightly_runners[1]"),
+    ("nvidia.runners.nightly_runners", ["a_h100", "a_h100"], "nvidia.runners.nightly_runners[1]"),
+    ("amd.runners.nightly_runners", [""], "amd.runners.nightly_runners[0]"),
+    ("amd.runners.nightly_runners", [7], "amd.runners.nightly_runners[0]"),
     ("version", 2, "version"),
     ("overrides", {"a": 1}, "overrides"),
     ("overrides.0.reason", _DELETE, "overrides[0]"),
@@ -161,6 +166,29 @@ def test_every_invalid_field_is_named(raw, path, value, field):
     msg = str(err.value)
     assert msg.startswith(f"t.yaml: {field}"), msg
     assert "\n" not in msg
+
+
+def test_expected_nightly_runners_are_optional_and_gathered_over_vendors(raw):
+    from perf.nightly import store
+
+    unlisted = _set(_set(raw, "nvidia.runners.nightly_runners", _DELETE), "amd.runners.nightly_runners", [])
+    assert parse_thresholds(unlisted, "t.yaml").nightly_runners() == ()
+    data = _set(_set(raw, "nvidia.runners.nightly_runners", ["gpu-2_nvidia-h100", "gpu-1_nvidia-h100"]),
+                "amd.runners.nightly_runners", ["gpu-1_nvidia-h100", "mi-1_amd-instinct-mi300x"])
+    th = parse_thresholds(data, "t.yaml")
+    assert th.vendors["nvidia"].runners.nightly_runners == ("gpu-2_nvidia-h100", "gpu-1_nvidia-h100")
+    assert th.nightly_runners() == ("gpu-2_nvidia-h100", "gpu-1_nvidia-h100", "mi-1_amd-instinct-mi300x")
+    for name in th.nightly_runners():  # every accepted name is a data-branch folder name
+        assert store.check_name(name) == name
+
+
+def test_the_image_digest_is_the_pinned_images(raw):
+    th = parse_thresholds(raw, "t.yaml")
+    for v in th.vendors.values():
+        image, _, digest = v.runners.container.rpartition("@")
+        assert v.runners.image_digest == digest and digest.startswith("sha256:") and len(digest) == 71
+    none = parse_thresholds(_set(raw, "amd.runners.container", ""), "t.yaml")
+    assert none.vendors["amd"].runners.image_digest == ""
 
 
 def test_an_override_needs_its_vendors_section(raw):

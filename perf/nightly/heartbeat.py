@@ -10,6 +10,10 @@ runner silent for longer than `--max-age-hours` gets one issue (key `heartbeat/<
 through the tracker of perf/ci/github.py: updated each run, never duplicated), and the issue
 is closed with a comment once a night of the runner lands again. `--dry-run DIR` writes the
 issues as JSON files into DIR instead of GitHub.
+
+A runner that never saved a night has no folder to be found by: the machines listed in
+thresholds.yaml (`<vendor>.runners.nightly_runners`) are expected, and one of them with no night
+on the branch is missing, with an issue of the same key (closed once its first night lands).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class Beat:
     seen: _dt.datetime | None  # when the newest night was measured (UTC)
     age_hours: float | None
     silent: bool
+    expected: bool = False  # listed in thresholds.yaml (runners.nightly_runners)
 
     @property
     def key(self) -> str:
@@ -57,17 +62,19 @@ def seen_at(night: store.Night) -> _dt.datetime:
     return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
 
 
-def beats(data: str, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS) -> list[Beat]:
-    """Every runner of the checkout `data`, silent or not, by name."""
+def beats(data: str, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS,
+          expected: tuple[str, ...] = ()) -> list[Beat]:
+    """Every runner of the checkout `data` and every `expected` one, silent or not, by name; an
+    expected runner without a night is silent (missing)."""
     out = []
-    for runner in store.runners(data):
+    for runner in sorted({*store.runners(data), *expected}):
         night = store.newest(data, runner)
-        if night is None:  # a folder with no night in it: silent since ever
-            out.append(Beat(runner, None, None, None, True))
+        if night is None:  # no folder, or a folder with no night in it: silent since ever
+            out.append(Beat(runner, None, None, None, True, runner in expected))
             continue
         seen = seen_at(night)
         age = (now - seen).total_seconds() / 3600
-        out.append(Beat(runner, night, seen, age, age > max_age_hours))
+        out.append(Beat(runner, night, seen, age, age > max_age_hours, runner in expected))
     return out
 
 
@@ -75,7 +82,10 @@ def issue(beat: Beat, max_age_hours: float, branch: str) -> tuple[str, str]:
     """(title, body) of a silent runner's issue."""
     if beat.night is None:
         title = f"Nightly runner {beat.runner} has no night on {branch}"
-        since = "no night of it is on the data branch (its folder is empty)"
+        since = ("no night of it is on the data branch, though thresholds.yaml expects one "
+                 "(`runners.nightly_runners`): it is missing; check that the name is the machine "
+                 "`perf nightly` prints on that runner" if beat.expected else
+                 "no night of it is on the data branch (its folder is empty)")
     else:
         title = f"Nightly runner {beat.runner} silent since {beat.night.date}"
         since = (f"its newest night, `nights/{beat.runner}/{beat.night.date}/`, was measured at "
@@ -93,10 +103,10 @@ def issue(beat: Beat, max_age_hours: float, branch: str) -> tuple[str, str]:
 
 
 def heartbeat(data: str, tracker, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS,
-              branch: str = store.BRANCH, say=print) -> list[Beat]:
-    """Open or update the issue of each silent runner of `data`, close those of runners heard
-    from again; the beats."""
-    found = beats(data, now, max_age_hours)
+              branch: str = store.BRANCH, say=print, expected: tuple[str, ...] = ()) -> list[Beat]:
+    """Open or update the issue of each silent (or `expected` but missing) runner of `data`,
+    close those of runners heard from again; the beats."""
+    found = beats(data, now, max_age_hours, expected)
     open_keys = tracker.open_keys()
     for beat in found:
         if beat.silent:
@@ -125,14 +135,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, conf: dict) -> int:
     from perf.ci import github
     from perf.errors import NothingMeasured
+    from perf.thresholds import load_thresholds
 
+    expected = load_thresholds(args.thresholds).nightly_runners()
     tracker = github.tracker(args.repo, args.dry_run)
 
     def run(folder: str) -> int:
-        if not store.runners(folder):
+        if not store.runners(folder) and not expected:
             raise NothingMeasured(f"{args.branch}: no runner has a night on it yet (nights/ is empty); the "
-                                  f"heartbeat starts once `python -m perf nightly save` has run")
-        silent = heartbeat(folder, tracker, _now(), args.max_age_hours, args.branch)
+                                  f"heartbeat starts once `python -m perf nightly save` has run, or once "
+                                  f"thresholds.yaml lists the machines it expects (runners.nightly_runners)")
+        silent = heartbeat(folder, tracker, _now(), args.max_age_hours, args.branch, expected=expected)
         print(f"heartbeat: {sum(b.silent for b in silent)} of {len(silent)} runners silent for more than "
               f"{args.max_age_hours:g} hours", flush=True)
         return 0
