@@ -21,7 +21,7 @@ each leaves its fields None and says why in `why` (field -> reason), so a finger
 always written and never wrong. `diff(old, new)` lists what changed between two nights
 (the dashboard shows it; the nightly's attribution sorts it into TOOLCHAIN_FIELDS and
 ENVIRONMENT_FIELDS). The image digest comes from the variable PERF_IMAGE_DIGEST, which the
-nightly workflow sets to the digest of the container image it runs in (docs/nightly.md).
+GPU workflows set to the digest of the container image they run in (docs/nightly.md).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ TOOLCHAIN_FIELDS = ("triton", "triton_commit", "torch")
 ENVIRONMENT_FIELDS = ("driver", "vbios", "runtime", "image_digest", "gpu_model", "gpu_uuid", "runner")
 FIELDS = ("gpu_model", "gpu_uuid", "vbios", "driver", "runtime", "torch", "triton", "triton_commit",
           "image_digest", "runner", "vendor", "clocks")
-IMAGE_DIGEST_ENV = "PERF_IMAGE_DIGEST"  # set by the nightly workflow (docs/nightly.md)
+IMAGE_DIGEST_ENV = "PERF_IMAGE_DIGEST"  # set by the GPU workflows (perf/ci/workflows.py, docs/nightly.md)
 # Beside a results file, the fingerprint its measuring process left as it ended (`write_end`);
 # not `.json`: asv reads those in its results folder as its own.
 SIDECAR = ".fingerprint"
@@ -296,7 +296,7 @@ def collect(device_index: int | None = None) -> dict:
         why["triton"] = commit_why
     fp["image_digest"] = os.environ.get(IMAGE_DIGEST_ENV) or None
     if fp["image_digest"] is None:
-        why["image_digest"] = f"{IMAGE_DIGEST_ENV} is not set (the nightly workflow sets it: docs/nightly.md)"
+        why["image_digest"] = f"{IMAGE_DIGEST_ENV} is not set (the GPU workflows set it: docs/nightly.md)"
     fp["runner"] = os.environ.get("RUNNER_NAME") or socket.gethostname()
     device = _device(device_index, hip)
     fp["vendor"] = device.pop("vendor")

@@ -800,8 +800,64 @@ def test_gates_are_followed_by_annotations_whatever_they_concluded():
         at = next(i for i, s in enumerate(steps) if s.get("id") == gate)
         annotate = next(s for s in steps[at:] if s["name"] == "Annotate the failing cases")
         assert annotate["if"] == "${{ !cancelled() }}"
-        line = [x for x in annotate["run"].splitlines() if "perf.ci.annotations" in x][0]
-        assert shlex.split(line)[-3:] == ["-m", "perf.ci.annotations", f"{ci_jobs.RESULTS_DIR}/{findings}"]
+        assert _annotated(annotate) == [f"{ci_jobs.RESULTS_DIR}/{findings}"]
+
+
+def _annotated(step: dict) -> list[str]:
+    """The findings files an annotation step passes to perf.ci.annotations (those that exist)."""
+    lines = step["run"].splitlines()
+    (loop,) = [x for x in lines if x.startswith("for f in ")]
+    (call,) = [x for x in lines if "perf.ci.annotations" in x]
+    assert shlex.split(call)[-3:] == ["-m", "perf.ci.annotations", "${found[@]}"]
+    return shlex.split(loop.removeprefix("for f in ").removesuffix("; do"))
+
+
+def _fake_container(tmp_path: Path) -> Path:
+    """`docker exec ... "$CI_CONTAINER" CMD` runs CMD here, `python` is this interpreter."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/bash\nwhile [ "$1" != "$CI_CONTAINER" ]; do shift; done\n'
+                                    'shift\nexec "$@"\n')
+    (bin_dir / "python").write_text(f'#!/bin/bash\nexec {shlex.quote(sys.executable)} "$@"\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_toolchain_gates_are_annotated_like_the_pr_workflows(tmp_path):
+    """toolchain.yml: after `perf toolchain`, the failing cases of both gates' findings (under
+    OUT/<version>/static and latency, as perf/nightly/toolchain.py writes them) in one call."""
+    from perf.nightly import toolchain
+
+    doc = load(TOOLCHAIN)
+    bin_dir = _fake_container(tmp_path)
+    for vendor in load_thresholds(THRESHOLDS).vendors:
+        steps = doc["jobs"][f"toolchain-{vendor}"]["steps"]
+        at = next(i for i, s in enumerate(steps) if s.get("id") == "toolchain")
+        annotate = next(s for s in steps[at:] if s["name"] == "Annotate the failing cases")
+        assert annotate["if"] == "${{ !cancelled() }}"
+        out = f"{ci_jobs.RESULTS_DIR}/toolchain"
+        assert toolchain.DEFAULT_OUT != out and f"--out {out}" in steps[at]["run"]
+        assert _annotated(annotate) == [f"{out}/$VERSION/static/findings.json",
+                                        f"{out}/$VERSION/latency/findings.json"]
+        work = tmp_path / vendor
+        env = {"VERSION": "3.7.0", "CI_CONTAINER": "c", "PYTHONPATH": str(ROOT)}
+        done = _run(annotate["run"], _mkdir(work), env, bin_dir)  # no gate ran: nothing, and no failure
+        assert done.returncode == 0 and done.stdout == "", done.stderr
+        for gate, finding in (("static", _finding("fail", variant="", gate="static", vendor=vendor)),
+                              ("latency", _finding("warn", vendor=vendor))):
+            path = work / out / "3.7.0" / gate / "findings.json"
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps({"findings": [finding.to_dict()]}))
+        done = _run(annotate["run"], work, env, bin_dir)
+        assert done.returncode == 0, done.stderr
+        assert [x.split(" ", 1)[0] for x in done.stdout.splitlines()] == ["::error", "::warning"]
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _finding(verdict: str, variant: str = "static_grid", **kw):
@@ -892,6 +948,85 @@ def test_images_are_pinned_by_digest(tmp_path):
         msg = str(err.value)
         assert msg.startswith("t.yaml: amd.runners.container: ") and "pinned by digest" in msg
         assert "\n" not in msg
+
+
+def test_gpu_jobs_pass_the_image_digest_to_the_fingerprint():
+    """Every GPU job that runs in a container sets PERF_IMAGE_DIGEST to its pinned image's digest
+    and forwards it into the container, where perf/fingerprint.py reads it."""
+    from perf import fingerprint
+
+    th = load_thresholds(THRESHOLDS)
+    seen = set()
+    for doc in (load(PR), load(NIGHTLY), load(BISECT), load(TOOLCHAIN)):
+        for name, job in doc["jobs"].items():
+            env = job.get("env", {})
+            if "CI_IMAGE" not in env:
+                assert fingerprint.IMAGE_DIGEST_ENV not in env, name
+                continue
+            digest = env["CI_IMAGE"].rpartition("@")[2]
+            assert env[fingerprint.IMAGE_DIGEST_ENV] == digest and digest.startswith("sha256:"), name
+            (start,) = [s for s in job["steps"] if s["name"].startswith("Start the ")]
+            assert f"--env {fingerprint.IMAGE_DIGEST_ENV} " in start["run"], name
+            seen.add((doc["name"], digest))
+    for vendor in th.vendors.values():  # in every workflow that has GPU jobs
+        assert {w for w, d in seen if d == vendor.runners.image_digest} == {
+            load(p)["name"] for p in (PR, NIGHTLY, BISECT, TOOLCHAIN)}
+
+
+def test_the_fingerprint_records_the_digest_the_job_sets(monkeypatch):
+    from perf import fingerprint
+
+    digest = load_thresholds(THRESHOLDS).vendors["nvidia"].runners.image_digest
+    monkeypatch.setenv(fingerprint.IMAGE_DIGEST_ENV, digest)
+    fp = fingerprint.collect()
+    assert fp["image_digest"] == digest and "image_digest" not in fp.get("why", {})
+
+
+def test_gpu_jobs_install_the_vendor_s_management_library():
+    """nvidia: nvidia-ml-py as pyproject.toml's extra `gpu` pins it, and it requires nothing; amd:
+    amdsmi from the image's ROCm. Never a package that could replace the image's torch."""
+    import tomllib
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    assert list(ci_jobs.VENDOR_PACKAGES["nvidia"]) == extra
+    for doc in (load(PR), load(NIGHTLY), load(BISECT), load(TOOLCHAIN)):
+        for name, job in doc["jobs"].items():
+            starts = [s for s in job["steps"] if s["name"].startswith("Start the ")]
+            if not starts:
+                continue
+            run = starts[0]["run"]
+            (install,) = [x for x in run.splitlines() if "pip install" in x and "amd_smi" not in x]
+            words = shlex.split(install)
+            assert not any(w.split(">")[0].split("=")[0] in ("torch", "triton") for w in words), name
+            if name.endswith("nvidia"):
+                assert "nvidia-ml-py>=12.535" in words and "amdsmi" not in run, name
+            else:
+                assert "nvidia-ml-py" not in run and ci_jobs.AMDSMI_FROM_ROCM in shlex.split(
+                    [x for x in run.splitlines() if "amd_smi" in x][0]), name
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("importable", [True, False])
+def test_amdsmi_is_installed_only_where_missing_and_never_fails_the_job(tmp_path, importable):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    # `python -c "import amdsmi"` succeeds or not; every call is logged
+    (bin_dir / "python").write_text(f'#!/bin/bash\necho "$*" >> {log}\n'
+                                    f'[ "$1" = -c ] && exit {0 if importable else 1}\nexit 0\n')
+    (bin_dir / "python").chmod(0o755)
+    rocm = tmp_path / "rocm"
+    (rocm / "share" / "amd_smi").mkdir(parents=True)
+    for env, installs in (({"ROCM_PATH": str(rocm)}, not importable),
+                          ({"ROCM_PATH": str(tmp_path / "no-rocm")}, False)):
+        log.write_text("")
+        done = _run(ci_jobs.AMDSMI_FROM_ROCM, tmp_path, env, bin_dir)
+        assert done.returncode == 0, done.stderr
+        calls = log.read_text().splitlines()
+        assert calls[0] == "-c import amdsmi"
+        assert any("pip install" in c and "--no-deps" in c for c in calls) is installs
+        failed = not importable and not installs
+        assert ("::warning::amdsmi could not be installed" in done.stdout) is failed
 
 
 def _check_script(doc: dict) -> str:

@@ -21,6 +21,26 @@ TRUST_LABEL = "safe-to-test"  # a maintainer's label that lets a fork's PR reach
 GPU_JOB_PACKAGES = (NOX, "pytest>=8", "pytest-xdist>=3", "pytest-benchmark>=4", "pyyaml>=6",
                     "scipy>=1.11", "rich>=13", "matplotlib>=3.8")
 NIGHTLY_PACKAGES = ("asv>=0.6",)
+# Beside those, per vendor: the GPU management library the environment fingerprint reads
+# (perf/fingerprint.py; pyproject.toml's extra `gpu`). nvidia-ml-py (`import pynvml`) declares no
+# dependencies, so it moves nothing of the image; 12.535 has NVML's current clock-event names.
+VENDOR_PACKAGES = {"nvidia": ("nvidia-ml-py>=12.535",), "amd": ()}
+# amdsmi is no package of an index: ROCm ships its Python module in share/amd_smi, and PyTorch's
+# ROCm CI images install it from there (.ci/docker/common/install_amdsmi.sh); where the image's
+# Python cannot import it, the job does the same (copied first: the build writes into its folder;
+# --no-deps: nothing of the image moves). A failure only warns: the fingerprint says why.
+AMDSMI_FROM_ROCM = (
+    'python -c "import amdsmi" 2>/dev/null || { rm -rf /tmp/amd_smi && '
+    'cp -r "${ROCM_PATH:-/opt/rocm}/share/amd_smi" /tmp/amd_smi && '
+    "python -m pip install --no-cache-dir --quiet --no-deps /tmp/amd_smi; } || "
+    'echo "::warning::amdsmi could not be installed from the ROCm of the image; the fingerprint leaves '
+    'the GPU fields empty and says why"'
+)
+
+
+def gpu_job_packages(vendor: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """What a GPU job of `vendor` installs next to the image's torch and triton."""
+    return (*GPU_JOB_PACKAGES, *extra, *VENDOR_PACKAGES.get(vendor, ()))
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from perf import files as files_mod
 from perf.ci import comment
 from perf.ci.jobs import (
     ALERT,
+    AMDSMI_FROM_ROCM,
     BISECT,
     CHANGES_JOB,
     CHECKOUT,
@@ -42,7 +43,6 @@ from perf.ci.jobs import (
     DASHBOARD_VARIABLE,
     DATA_BRANCH,
     DOCS_ONLY,
-    GPU_JOB_PACKAGES,
     HEARTBEAT,
     HEARTBEAT_MAX_AGE_HOURS,
     ISSUES_PLAN,
@@ -73,12 +73,14 @@ from perf.ci.jobs import (
     Command,
     gpu_artifact,
     gpu_job_name,
+    gpu_job_packages,
     nightly_part_artifact,
     nightly_site_artifact,
     plan_artifact,
     plan_dir,
 )
 from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
+from perf.fingerprint import IMAGE_DIGEST_ENV
 from perf.thresholds import DEFAULT_PATH, VENDORS, Thresholds, load_thresholds
 
 # --- Pinned actions ------------------------------------------------------------------------
@@ -177,6 +179,7 @@ class VendorCI:
     container: str  # image the GPU jobs run in ("" = the runner's own Python)
     container_options: str  # `docker run` options (devices, groups, IPC, shared memory)
     env: dict[str, str] = field(default_factory=dict)  # job environment, forwarded into the container
+    image_digest: str = ""  # the container's pinned digest (sha256:...), for the fingerprint
     lock_clocks: int | None = None  # MHz to lock the GPU clock at; None = leave clocks alone
     isolation_env: tuple[str, ...] = ()  # the runner's GPU-isolation variables to forward
     nightly_shards: int = 1  # runners the nightly is split over (a matrix job each, then a merge job)
@@ -203,7 +206,7 @@ def vendors_from(th: Thresholds) -> list[VendorCI]:
             vendor=name, labels=tuple(r.labels), container=r.container.strip(),
             container_options=_container_options(th.path, name, r.container, r.container_options),
             env=dict(r.env), lock_clocks=r.lock_clocks, isolation_env=tuple(iso),
-            nightly_shards=r.nightly_shards,
+            nightly_shards=r.nightly_shards, image_digest=r.image_digest,
         ))
     return out
 
@@ -254,12 +257,19 @@ def _command_step(c: Command, v: VendorCI | None, base: str | None, shard: str |
     return step
 
 
-def _start_container(v: VendorCI, packages: tuple[str, ...]) -> list[dict]:
-    forwarded = sorted({*v.isolation_env, *v.env, *FORWARDED_ENV})
+def _start_container(v: VendorCI, extra: tuple[str, ...] = ()) -> list[dict]:
+    """Start the vendor's container (the job's env and the runner's GPU isolation forwarded into
+    it) and install the GPU job's packages (jobs.gpu_job_packages) in it; on AMD, amdsmi from the
+    image's ROCm where it is not importable (jobs.AMDSMI_FROM_ROCM)."""
+    digest = (IMAGE_DIGEST_ENV,) if v.image_digest else ()  # set by _job_env
+    forwarded = sorted({*v.isolation_env, *v.env, *digest, *FORWARDED_ENV})
     env_flags = " ".join(f"--env {n}" for n in forwarded)
-    install = shlex.join(["python", "-m", "pip", "install", "--no-cache-dir", "--quiet", *packages])
+    install = shlex.join(["python", "-m", "pip", "install", "--no-cache-dir", "--quiet",
+                          *gpu_job_packages(v.vendor, extra)])
+    amdsmi = [AMDSMI_FROM_ROCM] if v.vendor == "amd" else []
     if not v.container:
-        return [{"name": "Install the harness's tools next to the runner's torch", "run": install}]
+        return [{"name": "Install the harness's tools next to the runner's torch",
+                 "run": "\n".join([install, *amdsmi]) + "\n"}]
     script = (
         "# Started by hand, not with `container:`, so that the runner's own GPU-isolation\n"
         "# variables (set in its environment, invisible to `container:`) reach the job.\n"
@@ -269,6 +279,7 @@ def _start_container(v: VendorCI, packages: tuple[str, ...]) -> list[dict]:
         '  --workdir "$GITHUB_WORKSPACE" "$CI_IMAGE" sleep infinity\n'
         'docker exec "$CI_CONTAINER" git config --global --add safe.directory "$GITHUB_WORKSPACE"\n'
         f'docker exec "$CI_CONTAINER" {install}\n'
+        + "".join(f'docker exec "$CI_CONTAINER" bash -c {shlex.quote(line)}\n' for line in amdsmi)
     )
     return [{"name": f"Start the {v.vendor} container", "run": script}]
 
@@ -339,6 +350,8 @@ def _job_env(v: VendorCI, kind: str, extra: dict[str, str] | None = None) -> dic
     if v.container:
         env["CI_IMAGE"] = v.container
         env["CI_CONTAINER"] = f"{kind}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}-{v.vendor}"
+    if v.image_digest:  # the fingerprint's image_digest (perf/fingerprint.py), forwarded into the container
+        env[IMAGE_DIGEST_ENV] = v.image_digest
     env.update(v.env)
     return env
 
@@ -453,15 +466,22 @@ def _latency_steps(v: VendorCI) -> list[dict]:
          "run": ('msg="latency gate skipped: every case of the plan has identical launches on both sides"\n'
                  'echo "::notice::$msg"\n'
                  f'echo "$msg ({plan_artifact(v.vendor)} artifact)." >> "$GITHUB_STEP_SUMMARY"\n')},
-        _annotate(findings, _exec_prefix(v)),
+        _annotate(findings, prefix=_exec_prefix(v)),
     ]
 
 
-def _annotate(findings: str, prefix: str = "") -> dict:
-    """The failing and warned cases of a gate's findings as annotations (perf/ci/annotations.py),
-    whatever the gate's step concluded (a failing gate is when they matter)."""
+def _annotate(*findings: str, prefix: str = "") -> dict:
+    """The failing and warned cases of the gates' findings files that exist as annotations
+    (perf/ci/annotations.py, one call: the worst first over all of them), whatever the gates'
+    step concluded (a failing gate is when they matter). A path may hold "$VARIABLE"s."""
+    paths = " ".join(f'"{f}"' for f in findings)
     return {"name": "Annotate the failing cases", "if": "${{ !cancelled() }}",
-            "run": f"if [ -f {findings} ]; then\n  {prefix}python -m perf.ci.annotations {findings}\nfi\n"}
+            "run": (f"found=()\nfor f in {paths}; do\n"
+                    '  if [ -f "$f" ]; then found+=("$f"); fi\n'
+                    "done\n"
+                    "if [ ${#found[@]} -gt 0 ]; then\n"
+                    f'  {prefix}python -m perf.ci.annotations "${{found[@]}}"\n'
+                    "fi\n")}
 
 
 def build_pr(vendors: list[VendorCI]) -> dict:
@@ -492,7 +512,7 @@ def build_pr(vendors: list[VendorCI]) -> dict:
         commands = [c for c in PR_GPU_COMMANDS if c.id != "perf"]
         steps = [
             _checkout(),
-            *_start_container(v, GPU_JOB_PACKAGES),
+            *_start_container(v),
             *_lock_clocks(v),
             *[_command_step(c, v, '"$BASE_SHA"') for c in commands],
             *_latency_steps(v),
@@ -684,7 +704,7 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             # entry; the newest is restored). The published site holds the same data.
             {"id": "history", **_uses("cache-restore", "Restore the asv history", path=results_dir,
                                       key=f"{key}-${{{{ github.run_id }}}}", restore_keys=f"{key}-")},
-            *_start_container(v, GPU_JOB_PACKAGES + NIGHTLY_PACKAGES),
+            *_start_container(v, NIGHTLY_PACKAGES),
             _data_checkout(v),
             *_lock_clocks(v),
             _toolchain_step(v),
@@ -854,7 +874,7 @@ def _sharded_nightly(v: VendorCI, wanted: str, key: str, results_dir: str, html_
         "env": env,
         "steps": [
             _checkout(),
-            *_start_container(v, GPU_JOB_PACKAGES),
+            *_start_container(v),
             *_lock_clocks(v),
             *[_command_step(c, v, None, '"$NIGHTLY_SHARD"') for c in NIGHTLY_SHARD_COMMANDS],
             _upload(nightly_part_artifact(v.vendor, shard), f"{NIGHTLY_PARTS_DIR}/"),
@@ -981,7 +1001,7 @@ def _sharded_remeasure_job(v: VendorCI, key: str, results_dir: str, html_dir: st
             _uses("download-artifact", "Download the merge job's site", name=site, path=f"{html_dir}/"),
             _uses("download-artifact", "Download the merge job's results", name=results,
                   path=f"{RESULTS_DIR}/"),
-            *_start_container(v, GPU_JOB_PACKAGES),
+            *_start_container(v),
             *_lock_clocks(v),
             _data_checkout(v),
             _command_step(VERIFY, v, None),
@@ -1027,7 +1047,7 @@ def _inputs_job(env: dict[str, str], script: str, outputs: tuple[str, ...]) -> d
 
 
 def _dispatch_gpu_job(v: VendorCI, kind: str, title: str, when: str, timeout: str | int, env: dict[str, str],
-                      step: dict, artifact: str, out: str) -> dict:
+                      step: dict, artifact: str, out: str, after: tuple[dict, ...] = ()) -> dict:
     return {
         "name": f"{title} on {v.title}",
         "needs": "inputs",
@@ -1037,10 +1057,11 @@ def _dispatch_gpu_job(v: VendorCI, kind: str, title: str, when: str, timeout: st
         "env": _job_env(v, kind, env),
         "steps": [
             _checkout(),
-            *_start_container(v, GPU_JOB_PACKAGES),
+            *_start_container(v),
             *_lock_clocks(v),
             _command_step(VERIFY, v, None),
             step,
+            *after,
             _upload(artifact, f"{out}/"),
             *_restore_clocks(v),
             *_stop_container(v),
@@ -1117,7 +1138,11 @@ def build_toolchain(vendors: list[VendorCI]) -> dict:
             v, "toolchain", "Toolchain A/B", f"inputs.vendor == 'all' || inputs.vendor == '{v.vendor}'",
             TIMEOUT["toolchain"], {"VERSION": "${{ needs.inputs.outputs.version }}"},
             {"id": TOOLCHAIN_AB.id, "name": TOOLCHAIN_AB.title(v.vendor), "run": run},
-            f"toolchain-{v.vendor}", out)
+            f"toolchain-{v.vendor}", out,
+            # perf toolchain's gates write OUT/<version>/static and OUT/<version>/latency
+            # (perf/nightly/toolchain.py); their failing cases as annotations, as in pr.yml.
+            (_annotate(*(f"{out}/$VERSION/{gate}/findings.json" for gate in ("static", "latency")),
+                       prefix=_exec_prefix(v)),))
     return {
         "name": "Toolchain A/B",
         "on": {"workflow_dispatch": {"inputs": {
