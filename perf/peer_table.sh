@@ -38,6 +38,8 @@ while [ $# -gt 0 ]; do
 done
 case "$processes" in ''|*[!0-9]*|0) echo "error: --processes $processes: a count >= 1" >&2; exit 2 ;; esac
 python=${PYTHON:-python}
+abs() { [ -z "$1" ] || realpath -m -- "$1"; }  # paths as the caller named them, before the cd
+flashinfer=$(abs "$flashinfer") vllm=$(abs "$vllm") out=$(abs "$out") docs=$(abs "$docs")
 cd "$(dirname "$0")/.."
 mkdir -p "$out/site"
 site=$(cd "$out/site" && pwd)
