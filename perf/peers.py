@@ -88,6 +88,10 @@ class Peer:
     # Batch peers: (PagedBatch, device) -> (fn, note). Dense peers: (DenseShape, device) -> (fn, layout).
     setup: Callable[[Any, str], tuple[Callable[[], object], str]]
     dense: bool = False
+    # The setup's call returns its output in the kernels' layout ([num_tokens, num_q_heads,
+    # head_size]) for the batch it was given, so it can be checked against the fp32 reference
+    # (perf/measure/peer_cases.py); dense peers run copies of other tensors and are not checked.
+    checked: bool = False
 
 
 PEERS: dict[str, Peer] = {}
@@ -101,7 +105,7 @@ VENDOR_PEERS = {
 
 def register(name: str, label: str, module: str, dense: bool = False):
     def wrap(setup):
-        PEERS[name] = Peer(name, label, module, setup, dense)
+        PEERS[name] = Peer(name, label, module, setup, dense, checked=not dense)
         return setup
     return wrap
 
@@ -441,7 +445,8 @@ def _vllm_unified(batch, device: str):
         raise PeerUnavailable(f"this vllm's unified_attention also needs {', '.join(required)}")
 
     def run():
-        return unified_attention(**{k: v for k, v in args.items() if k in params})
+        unified_attention(**{k: v for k, v in args.items() if k in params})
+        return out
     _refused("vllm", run)
     return run, f"vllm {library_version('vllm')}: the kernels' cache in place (vLLM's layout){quant}"
 
@@ -466,8 +471,9 @@ def _aiter_varlen(batch, device: str):
     cu_k = _cu(spec.kv_lens, device)
 
     def run():
-        return aiter.flash_attn_varlen_func(b.q, k, v, b.cu_seqlens_q, cu_k, max(spec.query_lens),
-                                            max(spec.kv_lens), softmax_scale=b.options["scale"], causal=True,
-                                            window_size=_window(spec))
+        out = aiter.flash_attn_varlen_func(b.q, k, v, b.cu_seqlens_q, cu_k, max(spec.query_lens),
+                                           max(spec.kv_lens), softmax_scale=b.options["scale"], causal=True,
+                                           window_size=_window(spec))
+        return out[0] if isinstance(out, tuple) else out  # some aiter versions add the softmax LSE
     _refused("aiter", run)
     return run, "dense varlen copies of the paged cache"

@@ -20,8 +20,8 @@ from perf.verdicts import Finding, Verdict, counts, nothing_compared, worst_firs
 
 _COLUMNS = ("verdict", "vendor", "target", "variant", "scenario", "metric", "base", "head",
             "ratio", "CI", "p", "threshold", "note")
-_MARK = {Verdict.FAIL: "**FAIL**", Verdict.WARN: "warn", Verdict.OK: "ok", Verdict.IMPROVED: "improved",
-         Verdict.UNCHANGED: "unchanged"}
+_MARK = {Verdict.WRONG: "**WRONG**", Verdict.FAIL: "**FAIL**", Verdict.WARN: "warn", Verdict.OK: "ok",
+         Verdict.IMPROVED: "improved", Verdict.UNCHANGED: "unchanged"}
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -56,11 +56,13 @@ def _table(rows: list[Finding]) -> list[str]:
 
 def headline(findings: list[Finding]) -> str:
     n = counts(findings)
-    status = "FAIL" if n["fail"] else ("nothing measured" if nothing_compared(findings) else
-                                       "pass with warnings" if n["warn"] else
-                                       "pass: nothing to time" if findings and n["unchanged"] == len(findings)
-                                       else "pass")
+    status = "FAIL" if n["fail"] or n["wrong"] else (
+        "nothing measured" if nothing_compared(findings) else
+        "pass with warnings" if n["warn"] else
+        "pass: nothing to time" if findings and n["unchanged"] == len(findings) else "pass")
     parts = [f"{n[v.value]} {v.value}" for v in (Verdict.FAIL, Verdict.WARN, Verdict.OK, Verdict.IMPROVED)]
+    if n["wrong"]:
+        parts.insert(0, f"{n['wrong']} wrong")
     if n["unchanged"]:
         parts.append(f"{n['unchanged']} unchanged (identical launches, not timed)")
     return f"**{status}**: " + ", ".join(parts)
@@ -69,9 +71,9 @@ def headline(findings: list[Finding]) -> str:
 def render_markdown(findings: list[Finding], title: str, notes: list[str] | None = None) -> str:
     """Markdown: title, headline, the failing/warning rows, then passing rows folded away."""
     rows = worst_first(findings)
-    bad = [f for f in rows if f.verdict in (Verdict.FAIL, Verdict.WARN)]
+    bad = [f for f in rows if f.verdict in (Verdict.WRONG, Verdict.FAIL, Verdict.WARN)]
     same = [f for f in rows if f.verdict is Verdict.UNCHANGED]
-    good = [f for f in rows if f.verdict not in (Verdict.FAIL, Verdict.WARN, Verdict.UNCHANGED)]
+    good = [f for f in rows if f not in bad and f.verdict is not Verdict.UNCHANGED]
     lines = [f"## {title}", "", headline(findings), ""]
     if not findings:
         lines += ["No measurements to compare.", ""]

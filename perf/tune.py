@@ -179,6 +179,7 @@ def load_sweep(path: str) -> dict:
 def main(args: argparse.Namespace) -> int:
     from perf import checkout, files, results, scenarios
     from perf import vendor as vendor_mod
+    from perf.measure.rounds import interleave
 
     stages = [st.strip() for st in args.stages.split(",") if st.strip()]
     unknown = sorted(set(stages) - set(STAGES))
@@ -210,8 +211,10 @@ def main(args: argparse.Namespace) -> int:
             print(f"tune [{i}/{len(chosen)}] {scenario.name}: {stage}, {len(configs)} configurations",
                   flush=True)
             s.compile(configs, args.threads)
-            for cfg in configs:
-                ms = s.measure(cfg)
+            timed: list = []  # one round of the measuring loop, the candidates in the stage's order
+            interleave(configs, 1, lambda cfg, *_, into=timed, sc=s: into.append((cfg, sc.measure(cfg))),
+                       order=lambda i, c: c)
+            for cfg, ms in timed:
                 if ms is not None and (best_ms is None or ms < best_ms):
                     best, best_ms = cfg, ms
         print(f"tune {scenario.name}: default {default_ms} ms, best {best_ms} ms "

@@ -1,8 +1,8 @@
 """Verdicts: one `Finding` per (gate, vendor, target, variant, scenario, metric).
 
 Every gate reports findings and every verdict rule is here: `latency_verdict` for the
-latency gate, `static_findings`, `compile_time_finding` and `target_finding` for the static
-gate (perf/static/).
+latency gate, `wrong_output` for a timed case whose output was wrong, `static_findings`,
+`compile_time_finding` and `target_finding` for the static gate (perf/static/).
 The report renders them and `exit_code` turns them into the process's status (0 pass,
 warnings allowed; 1 regression or wrong result; 2 bad input, raised as ConfigError, and
 findings that compared nothing: `NothingMeasured`, never a pass). `load_findings` is the one
@@ -15,6 +15,11 @@ beyond the warn threshold and significant, or slower beyond the fail threshold b
 significant (inconclusive: the measurement was noisier than its calibration). A faster
 change with less evidence than that is ok, with a note. The thresholds of a case come from
 perf/thresholds.py (calibrated noise or the vendor's defaults); the test from perf/stats.py.
+
+Wrong-output rule: a case whose output was wrong on either side (against the fp32 reference,
+before or after timing), or head's against base's beyond the correctness grid's tolerances
+(perf/measure/check.py), is `wrong` whatever its speed, and fails the gate (exit 1). A result
+that is faster but wrong is not faster.
 """
 
 from __future__ import annotations
@@ -35,11 +40,17 @@ class Verdict(str, Enum):
     # Not timed: the case's launches are identical on base and head (perf/static/changes.py),
     # so its device time cannot differ. Evidence, not a measurement: see `exit_code`.
     UNCHANGED = "unchanged"
+    WRONG = "wrong"  # an output was wrong (the wrong-output rule): fails, whatever the ratio
 
     @property
     def severity(self) -> int:
-        """Sort key, worst first: fail, warn, ok, improved, unchanged."""
-        return {"fail": 0, "warn": 1, "ok": 2, "improved": 3, "unchanged": 4}[self.value]
+        """Sort key, worst first: wrong, fail, warn, ok, improved, unchanged."""
+        return {"wrong": -1, "fail": 0, "warn": 1, "ok": 2, "improved": 3, "unchanged": 4}[self.value]
+
+    @property
+    def fails(self) -> bool:
+        """Whether this verdict fails the gate (exit 1)."""
+        return self in (Verdict.FAIL, Verdict.WRONG)
 
 
 @dataclass
@@ -93,6 +104,18 @@ def latency_verdict(ratio: float, p_slower: float, p_faster: float, warn: float,
     if ratio > 1.0 and p_slower < alpha:
         return Verdict.OK, "slower, significant, within the warn threshold"
     return Verdict.OK, ""
+
+
+def wrong_output(finding: Finding, reasons: dict[str, list[str]]) -> Finding:
+    """The wrong-output rule (module docstring): `reasons` maps a side ("base", "head") to what
+    was recorded of its wrong outputs for this case (perf/measure/check.py's reasons, which name
+    the max error); none: the finding as it was."""
+    said = [f"{side} {reason}" for side, found in reasons.items() for reason in found]
+    if not said:
+        return finding
+    timing = f"; timing alone: {finding.verdict.value}" + (f", {finding.note}" if finding.note else "")
+    note = "; ".join(said) + (timing if finding.ratio is not None else "")
+    return Finding(**{**finding.__dict__, "verdict": Verdict.WRONG, "note": note})
 
 
 def detectable_summary(findings: list[Finding], effects: tuple[float, ...] = (0.02, 0.05, 0.10)) -> str:
@@ -316,13 +339,13 @@ def nothing_compared(findings: list[Finding]) -> str | None:
 
 
 def exit_code(findings: list[Finding], where: str = "") -> int:
-    """1 if any finding fails (a case broken on the head fails without a ratio), else 0
-    (warnings pass); NothingMeasured (exit 2) when no finding compared anything, since a
+    """1 if any finding fails or is wrong (a case broken on the head fails without a ratio),
+    else 0 (warnings pass); NothingMeasured (exit 2) when no finding compared anything, since a
     pass needs something checked. Unchanged findings are checked: their launches were
     compared and found identical, so a gate of only unchanged cases passes ("nothing to
     time"), while one of only skipped or missing cases proves nothing and is NothingMeasured.
     `where`: where the findings are, for the message."""
-    if any(f.verdict is Verdict.FAIL for f in findings):
+    if any(f.verdict.fails for f in findings):
         return EXIT_FAIL
     why = nothing_compared(findings)
     if why is not None:
@@ -417,6 +440,8 @@ def remeasure_status(gate: Finding | None) -> str:
     (beyond the fail threshold but not significant, or a significant slowdown smaller than the
     gate fails on), and no finding or no ratio (skipped, crashed) says nothing: inconclusive.
     """
+    if gate is not None and gate.verdict is Verdict.WRONG:  # a wrong output is never noise
+        return CONFIRMED
     if gate is None or gate.ratio is None or gate.verdict is Verdict.WARN:
         return INCONCLUSIVE
     return CONFIRMED if gate.verdict is Verdict.FAIL else NOISE

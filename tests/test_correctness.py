@@ -49,10 +49,10 @@ from kernels.paged_attention import heuristics, planning
 from kernels.paged_attention.common import kv_to, locate_q_block
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
+from perf.measure.check import TOLERANCES  # dtype -> (atol, rtol), the gate's too
 
 # pytest-xdist registers the xdist_group mark; without it (CPU CI) the mark is not added.
 HAS_XDIST = importlib.util.find_spec("xdist") is not None
-TOLERANCES = {"float16": (3e-3, 3e-3), "bfloat16": (1.5e-2, 1e-2)}  # dtype -> (atol, rtol)
 
 MODELS = {  # name -> (num_q_heads, num_kv_heads); head counts kept small, ratios are the point
     "mha": (4, 4),  # 1:1

@@ -9,6 +9,7 @@ the libraries.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
 import types
@@ -276,15 +277,29 @@ def test_library_versions_from_metadata_module_or_unknown(monkeypatch):
 
 
 def _fake_kernels():
-    def variant(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, **options):
-        out.zero_()
+    from kernels.reference import paged_attention_reference
+
+    def variant(*args, out, **options):  # right, or the measuring stage's output check refuses to time it
+        paged_attention_reference(*args, out=out, **options)
 
     return types.SimpleNamespace(VARIANTS={"fake": variant})
 
 
+@contextlib.contextmanager
+def _fake_side(path):
+    """A side of the fake kernels writing to `path`, prepared for one tiny scenario."""
+    from perf.measure.rounds import Side
+
+    scenario = Scenario.parse("tiny/mixed50/batch2-kv16/block16")
+    header = {"environment": {"vendor": "cpu", "gpu": "none"}}
+    with results.ResultsWriter(str(path), header, resume=False) as w:
+        side = Side(_fake_kernels(), ["fake"], [scenario], ["eager"], 2, w)
+        side.device = "cpu"
+        yield side, scenario, side.prepare(scenario)
+
+
 def test_attached_peers_are_measured_in_the_variants_rounds(tmp_path, monkeypatch):
     from perf.measure import peer_cases
-    from perf.measure.rounds import Side
 
     given = []
 
@@ -297,13 +312,8 @@ def test_attached_peers_are_measured_in_the_variants_rounds(tmp_path, monkeypatc
 
     monkeypatch.setitem(peers.PEERS, "cpu_sum", peers.Peer("cpu_sum", "sum of q", "torch", setup))
     monkeypatch.setitem(peers.PEERS, "refuser", peers.Peer("refuser", "never runs", "torch", broken))
-    scenario = Scenario.parse("tiny/mixed50/batch2-kv16/block16")
     path = tmp_path / "r.jsonl"
-    header = {"environment": {"vendor": "cpu", "gpu": "none"}}
-    with results.ResultsWriter(str(path), header, resume=False) as w:
-        side = Side(_fake_kernels(), ["fake"], [scenario], ["eager"], 2, w)
-        side.device = "cpu"
-        cases = side.prepare(scenario)
+    with _fake_side(path) as (side, scenario, cases):
         added = peer_cases.attach(side, scenario, ("cpu_sum", "refuser"), cases)
         assert [c.variant for c in added] == ["peer:cpu_sum", "peer:refuser"]
         assert given == [cases[0].keep[0]]  # the variants' batch, not a second one
@@ -314,5 +324,30 @@ def test_attached_peers_are_measured_in_the_variants_rounds(tmp_path, monkeypatc
     res = results.load(str(path))
     assert sorted(r["variant"] for r in res.measurements()) == ["fake", "peer:cpu_sum"]
     (peer_record,) = [r for r in res.measurements() if r["variant"] == "peer:cpu_sum"]
-    assert peer_record["config"] == [{"peer": "cpu_sum", "label": "sum of q", "layout": "a stand-in"}]
+    assert peer_record["config"] == [{"peer": "cpu_sum", "label": "sum of q",
+                                      "layout": "a stand-in; output not checked"}]
     assert [(r["variant"], r["reason"]) for r in res.skips()] == [("peer:refuser", "refuses this one")]
+
+
+def test_a_peer_with_a_wrong_output_is_dropped_not_timed(tmp_path, monkeypatch):
+    """A checked peer whose output is off the fp32 reference is an error naming the max error,
+    never a measurement; one that returns the reference's output is timed."""
+    from kernels.reference import paged_attention_reference
+    from perf.measure import peer_cases
+
+    def right(batch, device):
+        return (lambda: paged_attention_reference(*batch.args(), **batch.options)), "right"
+
+    def off(batch, device):
+        return (lambda: paged_attention_reference(*batch.args(), **batch.options) + 0.5), "off by 0.5"
+
+    monkeypatch.setitem(peers.PEERS, "right", peers.Peer("right", "right", "torch", right, checked=True))
+    monkeypatch.setitem(peers.PEERS, "off", peers.Peer("off", "off", "torch", off, checked=True))
+    path = tmp_path / "r.jsonl"
+    with _fake_side(path) as (side, scenario, cases):
+        peer_cases.attach(side, scenario, ("right", "off"), cases)
+        side.round(0, seed=1)
+    res = results.load(str(path))
+    assert sorted(r["variant"] for r in res.measurements()) == ["fake", "peer:right"]
+    (why,) = [r for r in res.skips() if r["variant"] == "peer:off"]
+    assert why["kind"] == "error" and why["reason"].startswith("wrong output before timing: max error 0.5")

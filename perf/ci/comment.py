@@ -33,9 +33,9 @@ CELL_CHARS = 60  # a name longer than this is cut (scenario names run to about 4
 NOTE_CHARS = 120
 GITHUB_LIMIT = 65536  # characters of a comment body (GitHub's API refuses longer ones)
 BUDGET = 30000  # bytes this body may take: under half the limit, so escaping never nears it
-_BAD = (Verdict.FAIL, Verdict.WARN)
-_MARK = {Verdict.FAIL: "**fail**", Verdict.WARN: "warn", Verdict.OK: "ok", Verdict.IMPROVED: "improved",
-         Verdict.UNCHANGED: "unchanged"}
+_BAD = (Verdict.WRONG, Verdict.FAIL, Verdict.WARN)
+_MARK = {Verdict.WRONG: "**wrong**", Verdict.FAIL: "**fail**", Verdict.WARN: "warn", Verdict.OK: "ok",
+         Verdict.IMPROVED: "improved", Verdict.UNCHANGED: "unchanged"}
 
 
 def marker(vendor: str) -> str:
@@ -155,7 +155,7 @@ def _job_line(label: str, job: Job | None, cpu: Job | None) -> str:
 
 def _status(rows: list[Row], gpu: Job | None, have_jobs: bool) -> str:
     n = counts(rows)  # counts reads only .verdict
-    if n["fail"] or (gpu is not None and gpu.conclusion in ("failure", "timed_out")):
+    if n["fail"] or n["wrong"] or (gpu is not None and gpu.conclusion in ("failure", "timed_out")):
         return "FAIL"
     if have_jobs and (gpu is None or gpu.conclusion != "success"):
         running = gpu is not None and not gpu.conclusion
@@ -213,7 +213,9 @@ def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, 
     lines = [marker(vendor),
              f"## Perf gate, {vendor}{' on ' + ', '.join(code(g) for g in gpus) if gpus else ''}: "
              f"**{_status(mine, gpu, jobs is not None)}**", "",
-             f"{n['fail']} fail, {n['warn']} warn, {n['ok']} ok, {n['improved']} improved"
+             (f"{n['wrong']} wrong (an output off the fp32 reference or base's: fails whatever its speed), "
+              if n["wrong"] else "")
+             + f"{n['fail']} fail, {n['warn']} warn, {n['ok']} ok, {n['improved']} improved"
              + (f", {n['unchanged']} unchanged (identical launches, not timed)" if n["unchanged"] else "")
              + f" ({len(latency)} latency and {len(static)} static findings)"
              + (f" for commit {code(commit[:10])}" if commit else "") + ".", ""]

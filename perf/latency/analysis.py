@@ -11,6 +11,8 @@ from perf/verdicts.py, and the smallest slowdown the case would catch (`min_dete
 `by_process=True` (the toolchain A/B: each side in its own processes, several per side) the
 same statistics apply at the unit of independence: each process contributes one value per
 case (the geometric mean of its round medians), so a per-process offset is noise, not data.
+Both then apply the wrong-output rule (`perf.verdicts.wrong_output`) to every case whose
+output a side recorded as wrong (perf/measure/check.py), timed or not.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import numpy as np
 
 from perf import results as results_mod
 from perf import stats
+from perf.measure import check
 from perf.thresholds import Calibration, Thresholds
-from perf.verdicts import Finding, Verdict, latency_verdict
+from perf.verdicts import Finding, Verdict, latency_verdict, wrong_output
 
 POWER = 0.95  # the power `min_detectable` is stated at
 
@@ -89,6 +92,17 @@ def _reason(reasons: dict, key: Key) -> dict:
     mine = [r for r in reasons.get(key[:2], [])
             if r["reason"].startswith(f"{key[2]}:") or r["reason"].split(":", 1)[0] not in ("eager", "graph")]
     return next((r for r in mine if r["kind"] == "error"), mine[0] if mine else {})
+
+
+def judge_outputs(findings: list[Finding], base: results_mod.Results,
+                  head: results_mod.Results) -> list[Finding]:
+    """Each finding under the wrong-output rule: the wrong outputs either side recorded for it."""
+    rb, rh = _reasons(base), _reasons(head)
+
+    def wrong(reasons: dict, f: Finding) -> list[str]:
+        mine = reasons.get((f.variant, f.scenario), [])
+        return [r["reason"] for r in mine if check.is_wrong(r["reason"], f.metric)]
+    return [wrong_output(f, {"base": wrong(rb, f), "head": wrong(rh, f)}) for f in findings]
 
 
 def _missing(row: dict, b, h, why_b: dict, why_h: dict) -> Finding:
@@ -191,7 +205,7 @@ def paired_findings(base: results_mod.Results, head: results_mod.Results, th: Th
                                 threshold=f"{t.describe()} ({t.source})", verdict=verdict,
                                 note=f"{note}; {extra}" if note else extra,
                                 min_detectable=mde if math.isfinite(mde) else None))
-    return findings
+    return judge_outputs(findings, base, head)
 
 
 def unpaired_findings(base: results_mod.Results, head: results_mod.Results, th: Thresholds,
@@ -229,4 +243,4 @@ def unpaired_findings(base: results_mod.Results, head: results_mod.Results, th: 
         findings.append(Finding(**row, base=c.base_median, head=c.head_median, ratio=c.ratio, ci_low=c.ci_low,
                                 ci_high=c.ci_high, p_value=c.p_value, verdict=verdict,
                                 note=f"{note}; {caveat}" if note else caveat))
-    return findings
+    return judge_outputs(findings, base, head)

@@ -189,6 +189,20 @@ def make_commits(dest: str, percent: int = 10, vendor: str = "nvidia") -> dict[s
     return made
 
 
+# --- a planted wrong result --------------------------------------------------------------------
+
+WRONG_TARGET = os.path.join("kernels", "paged_attention", "naive.py")
+WRONG_STORE = "(acc / l_i).to(out_ptr.dtype.element_ty)"  # the naive kernel's output, as stored
+
+
+def plant_wrong(root: str, factor: float = 1.1) -> str:
+    """Make the checkout at `root` compute a wrong result: the naive variant's kernel stores its
+    output times `factor` (every other variant unchanged). What the output check must catch
+    (perf/measure/check.py); returns the edited file's path."""
+    return _replace(root, WRONG_TARGET, WRONG_STORE,
+                    f"(acc / l_i * {float(factor)!r}).to(out_ptr.dtype.element_ty)")
+
+
 def fails(path: str) -> set[tuple[str, str, str]]:
     """The failing cases of a gate's findings.json."""
     from perf.verdicts import Verdict, load_findings

@@ -15,6 +15,10 @@ then scenario by scenario:
    the rounds, head first in the other half: ABBA across rounds), so drift and order
    effects cancel in the paired ratio. Each side's modules are swapped in around its half,
    outside the timed region.
+5. checks every output (perf/measure/check.py): each side's before timing (a wrong side is
+   not timed) and after its rounds, against the fp32 reference on the same tensors, and
+   head's against base's; a wrong one is recorded in that side's file as an error whose
+   reason starts with "wrong output", which the gate's verdict turns into `wrong`.
 
 With `--side base|head` (the toolchain A/B, perf/latency/ab.py) the process loads and
 measures that one side only: two Tritons cannot share a process, so each process runs one
@@ -47,6 +51,7 @@ from perf import files as files_mod
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
 from perf.measure import cases as measure
+from perf.measure import check, rounds
 
 PROTOCOL = "@@perf "  # prefix of a worker's protocol lines on stdout (perf/latency/ab.py reads them)
 SIDES = ("base", "head")
@@ -140,14 +145,51 @@ class Pairs:
 
     def prepare(self, scenario, variants: list[str]) -> dict[str, dict]:
         batch = self._batch(scenario)
+        expected = None
+        if batch is not None:
+            with self.sides[self.batch_side].active():
+                try:
+                    expected = measure.reference_for(batch)
+                except Exception:  # make_case computes it again per side and records why it failed
+                    expected = None
         cases: dict[str, dict] = {}
         for s in self.measured:
             with self.sides[s].active() as kernels:
-                cases[s] = {v: measure.make_case(kernels, v, scenario, self.device, batch) for v in variants}
+                cases[s] = {v: measure.make_case(kernels, v, scenario, self.device, batch, expected)
+                            for v in variants}
             for v, case in cases[s].items():
                 if case.skip is not None:
                     self.writers[s].skip(variant=v, scenario=scenario.name, reason=case.skip, kind=case.kind)
+        self._head_against_base(cases, scenario.name, "before timing")
         return cases
+
+    def _head_against_base(self, cases: dict, scenario: str, when: str, metric: str | None = None) -> None:
+        """Head's output against base's (both on the same tensors, their last calls): beyond the
+        tolerances, an error on head's side."""
+        if len(self.measured) != 2:
+            return
+        for v, head in cases["head"].items():
+            base = cases["base"][v]
+            if head.out is None or base.out is None or head.fn is None or base.fn is None:
+                continue
+            found = check.compare(head.out, base.out, *check.tolerance(base.out.dtype))
+            if not found.ok:
+                self.writers["head"].skip(variant=v, scenario=scenario, kind="error",
+                                          reason=check.wrong_reason(found, when, metric, "base's output"))
+
+    def recheck(self, cases: dict, scenario: str) -> None:
+        """After the rounds: every timed output checked again, per metric; then head against base."""
+        for metric in self.metrics:
+            for s in self.measured:
+                with self.sides[s].active():
+                    for v, case in cases[s].items():
+                        if metric in case.broken:
+                            continue
+                        for m, found in measure.recheck(case, [metric]):
+                            if not found.ok:
+                                self.writers[s].skip(variant=v, scenario=scenario, kind="error",
+                                                     reason=check.wrong_reason(found, "after timing", m))
+            self._head_against_base(cases, scenario, "after timing", metric)
 
     def _plan(self, cases: dict, variant: str, scenario: str, metric: str):
         plans = []
@@ -177,32 +219,34 @@ class Pairs:
         rng = random.Random(zlib.crc32(f"{self.args.seed} {self.process} {scenario.name}".encode()))
         orders = side_order(self.args.repeats, self.args.seed) if len(self.measured) == 2 else \
             [self.measured] * self.args.repeats
-        measured = 0
-        for r in range(self.args.repeats):
-            shuffled = list(items)
-            rng.shuffle(shuffled)
-            for v, m in shuffled:
-                if m in cases[self.measured[-1]][v].broken:
-                    continue
-                for position, s in enumerate(orders[r]):
-                    case = cases[s][v]
-                    try:
-                        with self.sides[s].active():
-                            samples = measure.time_case(case, m, self.args.samples, self.args.budget_ms,
-                                                        self.args.warmup, plans.get((v, m)))
-                    except Exception as e:
-                        self._fail(cases, s, v, scenario.name, m, e)
-                        break
-                    self.writers[s].record(variant=v, scenario=scenario.name, metric=m,
-                                           repeat=self.args.first_repeat + r, samples=samples,
-                                           config=case.config, digest=case.digest, position=position,
-                                           process=self.process)
-                measured += 1
-                now = time.monotonic()
-                if now - self.last_emit > PROGRESS_EVERY_S:
-                    emit({"event": "step", "what": f"{scenario.name} round {r + 1}/{self.args.repeats}"})
-                    self.last_emit = now
-        del cases
+
+        def order(r: int, pairs: list) -> list:  # one stream of shuffles, round after round
+            rng.shuffle(pairs)
+            return pairs
+
+        def time_one(item, s: str, position: int, r: int) -> None:
+            v, m = item
+            case = cases[s][v]
+            with self.sides[s].active():
+                samples = measure.time_case(case, m, self.args.samples, self.args.budget_ms, self.args.warmup,
+                                            plans.get((v, m)))
+            self.writers[s].record(variant=v, scenario=scenario.name, metric=m,
+                                   repeat=self.args.first_repeat + r, samples=samples, config=case.config,
+                                   digest=case.digest, position=position, process=self.process)
+
+        def progress(item, r: int) -> None:
+            now = time.monotonic()
+            if now - self.last_emit > PROGRESS_EVERY_S:
+                emit({"event": "step", "what": f"{scenario.name} round {r + 1}/{self.args.repeats}"})
+                self.last_emit = now
+
+        broken = {(v, m) for v, m in items if m in cases[self.measured[-1]][v].broken}  # planning failed
+        measured = rounds.interleave(
+            items, self.args.repeats, time_one, order=order, sides=lambda r: orders[r], broken=broken,
+            failed=lambda item, s, e: self._fail(cases, s, item[0], scenario.name, item[1], e),
+            after_item=progress)
+        self.recheck(cases, scenario.name)
+        cases.clear()  # this scenario's batch and outputs, before the next one's
         if self.device == "cuda":
             import torch
 

@@ -5,7 +5,9 @@ on the device, the public entry (`VARIANTS[name]`, `kernels.paged_attention` for
 static_grid) called once with value checks where the variant takes `check_values`
 (validation is not part of what is timed, and an older base without that hint validates
 the way it always did), compiled by that call, its output checked for unwritten (NaN)
-values, the launch configuration it plans recorded (`Variant.plan`, `KernelLaunch.config()`).
+values, the launch configuration it plans recorded (`Variant.plan`, `KernelLaunch.config()`),
+and its output checked against the fp32 reference on the same tensors (perf/measure/check.py:
+a wrong case is never timed; `recheck` checks what was timed again after timing).
 What is timed is exactly what a user calls: the public entry with a preallocated `out=` and
 the host-side hints a serving engine passes (`max_seqlen_q`, `max_seqlen_k`, where the
 variant takes them), eagerly (`eager`) and as a captured CUDA/HIP graph (`graph`), both as
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 from perf import vendor as vendor_mod
 from perf.errors import NothingMeasured
+from perf.measure import check
 
 BATCH_BUDGET_BYTES = int(float(os.environ.get("PERF_BATCH_BUDGET_GB", "24")) * 2**30)
 
@@ -42,6 +45,12 @@ class Case:
     broken: set = field(default_factory=set)  # metrics that raised once: recorded, not retried
     keep: tuple = ()  # the batch and output the call points into
     plans: dict = field(default_factory=dict)  # metric -> timing.Plan
+    expected: object = None  # the fp32 reference's output for the batch (perf/measure/check.py)
+
+    @property
+    def out(self):
+        """The output buffer every call of a variant's case writes (None for a peer's case)."""
+        return self.keep[1] if len(self.keep) > 1 else None
 
 
 def takes(variant, option: str) -> bool:
@@ -60,8 +69,19 @@ def host_hints(variant, spec) -> dict:
     return {k: v for k, v in known.items() if takes(variant, k)}
 
 
-def make_case(kernels, variant_name: str, scenario, device: str, batch=None) -> Case:
-    """Validate, compile and check one (variant, scenario); `batch` is shared by the variants.
+def reference_for(batch):
+    """The fp32 reference's output for `batch` (None without a batch), by the `kernels` active
+    now (perf/checkout.py): computed once per scenario and shared by its cases."""
+    if batch is None:
+        return None
+    from kernels.reference import paged_attention_reference
+
+    return check.reference_output(paged_attention_reference, batch)
+
+
+def make_case(kernels, variant_name: str, scenario, device: str, batch=None, expected=None) -> Case:
+    """Validate, compile and check one (variant, scenario); `batch` is shared by the variants,
+    `expected` (its reference output, `reference_for`) too; computed here when not given.
 
     Call it with the `kernels` of the side being prepared active (perf/checkout.py)."""
     from kernels.batch import build_batch
@@ -78,8 +98,8 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None) -> 
         digest = batch.spec.digest() if hasattr(batch, "spec") else digest
         out = batch.new_output()
         args, options = batch.args(), dict(batch.options, **host_hints(variant, batch.spec))
-        check = {"check_values": True} if takes(variant, "check_values") else {}
-        variant(*args, out=out, **options, **check)  # validates the batch once, compiles
+        value_checks = {"check_values": True} if takes(variant, "check_values") else {}
+        variant(*args, out=out, **options, **value_checks)  # validates the batch once, compiles
         config = []
         if hasattr(variant, "plan"):
             _, launches = variant.plan(*args, out=out, **options)
@@ -93,12 +113,35 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None) -> 
         if not bool(torch.isfinite(out).all()):
             return Case(variant_name, scenario.name, digest, None,
                         skip="output has NaN/Inf (unwritten or wrong): not timed", kind="error")
+        expected = reference_for(batch) if expected is None else expected
+        found = check.check_call(fn, out, expected)
+        if not found.ok:
+            return Case(variant_name, scenario.name, digest, None, kind="error",
+                        skip=check.wrong_reason(found, "before timing") + ": not timed")
     except NotImplementedError as e:
         return Case(variant_name, scenario.name, digest, None, skip=str(e))
     except Exception as e:  # a broken kernel is a finding, not a crash of the harness
         msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         return Case(variant_name, scenario.name, digest, None, skip=msg, kind="error")
-    return Case(variant_name, scenario.name, digest, fn, config, keep=(batch, out))
+    return Case(variant_name, scenario.name, digest, fn, config, keep=(batch, out), expected=expected)
+
+
+def recheck(case: Case, metrics) -> list[tuple[str, check.Check]]:
+    """After timing: each of `metrics` this case was timed with (the call, the captured graph's
+    replay) runs once more on the case's tensors, its output poisoned first and then checked
+    against the reference. Peers' cases (no output buffer) are checked before timing only."""
+    if case.fn is None or case.out is None or case.expected is None:
+        return []
+    found = []
+    for metric in metrics:
+        if metric == "graph" and case.graph is not None:
+            import torch
+
+            found.append((metric, check.check_call(case.graph.replay, case.out, case.expected,
+                                                   sync=torch.cuda.synchronize)))
+        elif metric == "eager":
+            found.append((metric, check.check_call(case.fn, case.out, case.expected)))
+    return found
 
 
 def timed_callable(case: Case, metric: str):

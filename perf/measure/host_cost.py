@@ -65,18 +65,22 @@ def alternate(calls: dict[str, Callable[[], object]], rounds: int, warmup: int =
     """Host milliseconds of each entry's call, `rounds` per entry in round order: each round
     calls every entry once, the order rotated by one entry every round (no entry always
     first), `sync` (the GPU) after every round, untimed."""
+    from perf.measure.rounds import interleave
+
     names = list(calls)
     times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(warmup + rounds):
-        for k in range(len(names)):
-            name = names[(r + k) % len(names)]
-            start = clock()
-            calls[name]()
-            elapsed = clock() - start
-            if r >= warmup:
-                times[name].append(elapsed * 1e3)
-        if sync is not None:
-            sync()
+
+    def rotated(i: int, items: list) -> list:  # round i (warm-up rounds first) starts at entry i + warmup
+        return [items[(i + warmup + k) % len(items)] for k in range(len(items))]
+
+    def time_one(name: str, side, position: int, i: int) -> None:
+        start = clock()
+        calls[name]()
+        elapsed = clock() - start
+        if i >= 0:
+            times[name].append(elapsed * 1e3)
+    interleave(names, rounds, time_one, order=rotated, warmup=warmup,
+               after_round=(lambda i: sync()) if sync is not None else None)
     return times
 
 

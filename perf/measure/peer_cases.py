@@ -5,26 +5,47 @@ turns one into a `perf.measure.cases.Case` of a `perf.measure.rounds.Side`: `att
 the peers' cases for a scenario (setup, including each library's own planning, outside the
 timed region; a first untimed call), `detach` drops them. `perf run --peers` and the
 nightly both go through `perf.peers.resolve` (auto | none | a,b) and `attach`.
+
+The first call's output is checked against the fp32 reference on the same batch (the
+variants' tolerances, perf/measure/check.py): a peer whose output is wrong is recorded as
+an error with the max error and never timed, so it drops out of every table. Dense peers
+(copies of other tensors) say in their layout note that their output is not checked.
 """
 
 from __future__ import annotations
 
-from perf.measure.cases import Case
-from perf.peers import PREFIX, PeerUnavailable, setup_for_batch
+from perf.measure import check
+from perf.measure.cases import Case, reference_for
+from perf.peers import PEERS, PREFIX, PeerUnavailable, setup_for_batch
 
 
-def make_case(name: str, scenario, device: str, batch=None) -> Case:
+def make_case(name: str, scenario, device: str, batch=None, expected=None) -> Case:
     """A Case for peer `name` on `scenario`: set up, called once (library initialization,
-    autotuning, lazy loading: not timed), or skipped with the reason."""
+    autotuning, lazy loading: not timed) and its output checked (`expected`: the reference's
+    output for `batch`, computed here when not given), or skipped with the reason."""
     spec = scenario.spec()
     case_name = PREFIX + name
     try:
         fn, label, note = setup_for_batch(name, spec, device, batch)
-        fn()
+        result = fn()
         import torch
 
         if torch.cuda.is_available():
             torch.cuda.synchronize()
+        if PEERS[name].checked:
+            if expected is None:
+                from kernels.batch import build_batch
+
+                expected = reference_for(batch if batch is not None else build_batch(spec, device))
+            found = check.compare(result, expected, *check.tolerance(expected.dtype)) \
+                if isinstance(result, torch.Tensor) else None
+            if found is None or not found.ok:
+                why = (check.wrong_reason(found, "before timing") if found is not None else
+                       f"{check.WRONG} before timing: the call returned no output in the kernels' layout")
+                return Case(case_name, scenario.name, spec.digest(), None, skip=why + ": not timed",
+                            kind="error")
+        else:
+            note = f"{note}; output not checked" if note else "output not checked"
     except PeerUnavailable as e:
         return Case(case_name, scenario.name, spec.digest(), None, skip=str(e))
     except Exception as e:  # a library that breaks is a finding, not a crash of the run
@@ -38,9 +59,10 @@ def attach(side, scenario, names, cases: list) -> list:
     """Add the peers' cases for `scenario` to `side` (a perf.measure.rounds.Side whose
     variants were just prepared as `cases`), record their skips; returns them."""
     batch = next((c.keep[0] for c in cases if c.keep), None)  # the variants' batch, shared
+    expected = next((c.expected for c in cases if c.expected is not None), None)  # and its reference
     added = []
     for name in names:
-        case = make_case(name, scenario, side.device, batch)
+        case = make_case(name, scenario, side.device, batch, expected)
         side.cases[(case.variant, scenario.name)] = case
         if case.skip is not None and side.writer is not None:
             side.writer.skip(variant=case.variant, scenario=scenario.name, reason=case.skip, kind=case.kind)

@@ -7,13 +7,13 @@ vendor libraries are cases of the same rounds (perf/measure/peer_cases.py).
 from __future__ import annotations
 
 import argparse
-import functools
 import time
 import zlib
 
 from perf import checkout, files, validate
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError, NothingMeasured
+from perf.measure import check
 from perf.measure.cases import require_metrics
 from perf.measure.rounds import Side
 
@@ -88,9 +88,12 @@ def run_command(args: argparse.Namespace) -> int:
                 cases = side.prepare(scenario)
                 peer_cases.attach(side, scenario, peers, cases)
                 keys = {(n, scenario.name, m) for n in names for m in side.metrics}
-                for r in range(repeats):
-                    side.round(r, seed=zlib.crc32(f"{r} {scenario.name}".encode()), only=keys, done=done,
-                               step=functools.partial(step, f"scenario {i}/{len(chosen)}, repeat {r + 1}"))
+                where = f"scenario {i}/{len(chosen)}, repeat"
+                side.rounds(range(repeats), seed=lambda r, s=scenario.name: zlib.crc32(f"{r} {s}".encode()),
+                            only=keys, done=done, step=lambda r, what, at=where: step(f"{at} {r + 1}", what))
+                for case, metric, found in side.recheck(scenario):
+                    print(f"perf run: {case.variant} {scenario.name} {metric}: "
+                          f"{check.wrong_reason(found, 'after timing')}", flush=True)
                 progress.advance(task, len(names) * len(side.metrics) * repeats)
                 side.release(scenario)
                 peer_cases.detach(side, scenario, peers)

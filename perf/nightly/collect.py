@@ -111,9 +111,9 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
                         side.per_case[(case.variant, case.scenario)] = samples_for(
                             call_ms, sel.budget_ms, sel.samples)
                 keys = {(n, scenario.name, m) for n in names for m in side.metrics}
-                for r in range(sel.repeats):
-                    seed = zlib.crc32(f"nightly {r} {scenario.name}".encode())
-                    side.round(r, seed=seed, only=keys, done=done, step=lambda what: bar.advance())
+                side.rounds(range(sel.repeats), seed=lambda r, name=scenario.name: zlib.crc32(
+                    f"nightly {r} {name}".encode()), only=keys, done=done, step=lambda r, what: bar.advance())
+                side.recheck(scenario)  # a wrong output is recorded: asv shows the error, not the number
                 bar.finish_scenario(len(names) * len(side.metrics) * sel.repeats)
                 side.release(scenario)
                 peer_cases.detach(side, scenario, sel.peers)

@@ -1,0 +1,220 @@
+"""Every timed result checked: the comparison, the chunked reference, the verdict, and a
+planted wrong kernel caught by the gate's worker in Triton's interpreter.
+
+The worker test takes base = this checkout and head = a copy whose naive kernel stores its
+output times 1.1 (perf/latency/plant.py `plant_wrong`): head must be recorded wrong with its
+max error, never timed, and the gate's findings must say `wrong` and exit 1, while the A/A
+side (base) stays right.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from interpreter_support import needs_interpreter
+
+from perf import results
+from perf.checkout import ROOT
+from perf.errors import EXIT_FAIL
+from perf.latency import analysis, plant
+from perf.latency.worker import PROTOCOL
+from perf.measure import check
+from perf.thresholds import load_thresholds
+from perf.verdicts import Finding, Verdict, exit_code, wrong_output
+
+CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+values = st.floats(-4, 4, allow_nan=False, width=32) | st.just(float("nan"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(values, values), min_size=1, max_size=16),
+       st.sampled_from(sorted(check.TOLERANCES)))
+def test_compare_is_torch_testings_rule(pairs, dtype):
+    """`compare` passes exactly what torch.testing.assert_close passes, and its max error is
+    the largest absolute difference (inf where either holds a NaN)."""
+    out = torch.tensor([a for a, _ in pairs])
+    expected = torch.tensor([e for _, e in pairs])
+    atol, rtol = check.tolerance(dtype)
+    found = check.compare(out, expected, atol, rtol)
+    try:
+        torch.testing.assert_close(out, expected, atol=atol, rtol=rtol)
+        closes = True
+    except AssertionError:
+        closes = False
+    assert found.ok == closes
+    diffs = [abs(a - e) for a, e in pairs]
+    if any(math.isnan(d) for d in diffs):  # a NaN on either side is never close
+        assert found.max_error == math.inf and not found.ok
+    else:
+        assert found.max_error == pytest.approx(max(diffs), abs=1e-6)
+
+
+@given(st.floats(1e-4, 1e-1), st.floats(0, 1e-1), st.floats(1.5, 100))
+def test_an_error_beyond_the_tolerance_is_never_ok(atol, rtol, times):
+    expected = torch.ones(8)
+    out = expected.clone()
+    out[3] += times * (atol + rtol)  # beyond atol + rtol * |1|
+    found = check.compare(out, expected, atol, rtol)
+    assert not found.ok and found.max_error == pytest.approx(times * (atol + rtol), rel=1e-3, abs=1e-6)
+    assert check.compare(expected.clone(), expected, atol, rtol).ok
+
+
+def test_a_poisoned_output_the_call_leaves_unwritten_is_wrong():
+    expected = torch.ones(4, dtype=torch.float16)
+    out = torch.ones(4, dtype=torch.float16)
+    found = check.check_call(lambda: None, out, expected)  # writes nothing: the NaN stays
+    assert not found.ok and found.max_error == math.inf
+    assert check.check_call(lambda: out.copy_(expected), out, expected).ok
+
+
+def test_reasons_name_the_metric_they_hold_for():
+    found = check.Check(False, 0.25, 3e-3, 3e-3)
+    assert check.is_wrong(check.wrong_reason(found, "before timing"), "graph")  # no metric: every one
+    graph = check.wrong_reason(found, "after timing", "graph")
+    assert graph.startswith("graph: wrong output after timing: max error 0.25")
+    assert check.is_wrong(graph, "graph") and not check.is_wrong(graph, "eager")
+    assert not check.is_wrong("graph: RuntimeError: capture failed")
+
+
+@pytest.mark.parametrize("scenario", ["tiny/prefill/batch2-kv24-var-chunk4/block16/window8",
+                                      "tiny/mixed50/batch2-kv16/block16"])
+def test_the_chunked_reference_is_the_reference(scenario, monkeypatch):
+    from kernels.batch import build_batch
+    from kernels.reference import paged_attention_reference
+    from perf.scenarios import Scenario
+
+    batch = build_batch(Scenario.parse(scenario).spec(), "cpu")
+    whole = paged_attention_reference(*batch.args(), **batch.options)
+    monkeypatch.setattr(check, "REFERENCE_CHUNK_VALUES", 1)  # one query row per chunk
+    # the same values; a chunk under a sliding window sums over fewer masked keys: an fp16 ulp at most
+    chunked = check.reference_output(paged_attention_reference, batch)
+    torch.testing.assert_close(chunked, whole, atol=1e-3, rtol=1e-3)
+
+
+def _finding(verdict=Verdict.IMPROVED, ratio=0.5) -> Finding:
+    return Finding("latency", "nvidia", "H100", "naive", "s", "eager", 1.0, 0.5, ratio, 0.4, 0.6, 1e-3,
+                   "warn > 1.03, fail > 1.05", verdict, "faster beyond the fail threshold, significant")
+
+
+def test_a_wrong_output_is_wrong_whatever_its_speed():
+    fast = _finding()
+    assert wrong_output(fast, {"base": [], "head": []}) is fast
+    wrong = wrong_output(fast, {"base": [], "head": ["wrong output after timing: max error 0.1 against x"]})
+    assert wrong.verdict is Verdict.WRONG
+    assert wrong.note.startswith("head wrong output after timing: max error 0.1")
+    assert "timing alone: improved" in wrong.note
+    assert exit_code([wrong]) == EXIT_FAIL and exit_code([fast]) == 0
+
+
+def test_the_report_and_the_comment_render_wrong():
+    from perf.ci import comment
+    from perf.report import render_markdown
+
+    wrong = wrong_output(_finding(), {"head": ["wrong output before timing: max error 0.5"]})
+    md = render_markdown([wrong, _finding(Verdict.OK, 1.0)], "t")
+    assert "**FAIL**: 1 wrong" in md and "| **WRONG** |" in md
+    fields = {k: v for k, v in wrong.__dict__.items() if k in comment.Row.__dataclass_fields__}
+    row = comment.Row(**fields)
+    body = comment.render([row], "nvidia")
+    assert "**FAIL**" in body and "**wrong**" in body and "1 wrong" in body
+
+
+@needs_interpreter
+def test_the_worker_catches_a_planted_wrong_kernel(tmp_path):
+    head = tmp_path / "head"
+    shutil.copytree(os.path.join(ROOT, "kernels"), head / "kernels",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    plant.plant_wrong(str(head))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "perf.latency.worker", "--base-from", ROOT, "--head-from", str(head),
+           "--out-dir", str(out), "--suite", "smoke", "--scenarios", "tiny/decode/batch1-kv16/block16",
+           "--variants", "naive,flex_tile", "--metrics", "eager", "--repeats", "2", "--samples", "1"]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, **CPU_ONLY, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert any(line.startswith(PROTOCOL) and json.loads(line[len(PROTOCOL):])["event"] == "done"
+               for line in run.stdout.splitlines())
+    base, head_res = (results.load(str(out / f"{s}.jsonl")) for s in ("base", "head"))
+    (why,) = [r for r in head_res.skips() if r["variant"] == "naive"]
+    assert why["kind"] == "error" and why["reason"].startswith("wrong output before timing: max error")
+    assert not base.skips()  # base is right
+    assert {r["variant"] for r in head_res.measurements()} == {"flex_tile"}  # the wrong side is not timed
+    th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
+    findings = {f.variant: f for f in analysis.paired_findings(base, head_res, th, "nvidia", None)}
+    assert findings["naive"].verdict is Verdict.WRONG and "head wrong output" in findings["naive"].note
+    assert findings["flex_tile"].verdict is not Verdict.WRONG
+    assert exit_code(list(findings.values())) == EXIT_FAIL
+
+
+class _Writer:
+    def __init__(self):
+        self.skips = []
+
+    def skip(self, **kw):
+        self.skips.append(kw)
+
+    def record(self, **kw):
+        pass
+
+
+def test_an_output_that_turns_wrong_while_timed_is_caught_after_timing():
+    """A variant right on its first calls and wrong from the third on: prepared and timed, then
+    `recheck` records the metric's wrong output with its max error."""
+    import types
+
+    from kernels.reference import paged_attention_reference
+    from perf.measure.rounds import Side
+    from perf.scenarios import Scenario
+
+    calls = []
+
+    def variant(*args, out, **options):
+        calls.append(1)
+        paged_attention_reference(*args, out=out, **options)
+        if len(calls) > 2:  # the validating call and the check before timing are right
+            out.mul_(2.0)
+
+    scenario = Scenario.parse("tiny/decode/batch1-kv16/block16")
+    writer = _Writer()
+    kernels = types.SimpleNamespace(VARIANTS={"drifts": variant})
+    side = Side(kernels, ["drifts"], [scenario], ["eager"], 1, writer)
+    side.device = "cpu"
+    (case,) = side.prepare(scenario)
+    assert case.fn is not None and not writer.skips
+    side.measure = lambda case, metric, repeat: None  # the loop's business is tested elsewhere
+    side.round(0, seed=0)
+    (wrong,) = side.recheck(scenario)
+    assert wrong[1] == "eager" and not wrong[2].ok
+    (skip,) = writer.skips
+    assert skip["kind"] == "error"
+    assert skip["reason"].startswith("eager: wrong output after timing: max error")
+
+
+def test_head_is_compared_with_base():
+    """Both sides within reach of the reference can still differ from each other beyond the
+    tolerances: head's side records it, naming base's output."""
+    import types
+
+    from perf.latency import worker
+
+    base_out = torch.zeros(4, dtype=torch.float16)
+    near, far = base_out + 1e-3, base_out + 0.5
+
+    def cases(head_out):
+        case = lambda out: types.SimpleNamespace(out=out, fn=lambda: None)  # noqa: E731
+        return {"base": {"v": case(base_out)}, "head": {"v": case(head_out)}}
+    me = types.SimpleNamespace(measured=("base", "head"), writers={"head": _Writer()})
+    worker.Pairs._head_against_base(me, cases(near), "s", "before timing")
+    assert me.writers["head"].skips == []
+    worker.Pairs._head_against_base(me, cases(far), "s", "after timing", "graph")
+    (skip,) = me.writers["head"].skips
+    assert skip["reason"].startswith("graph: wrong output after timing: max error 0.5 against base's output")
