@@ -4,7 +4,8 @@ planted wrong kernel caught by the gate's worker in Triton's interpreter.
 The worker test takes base = this checkout and head = a copy whose naive kernel stores its
 output times 1.1 (perf/latency/plant.py `plant_wrong`): head must be recorded wrong with its
 max error, never timed, and the gate's findings must say `wrong` and exit 1, while the A/A
-side (base) stays right.
+side (base) stays right. The same plant in a throwaway repository's working tree makes
+`perf gate --suite smoke` itself exit 1 with `wrong` (about 45 s on a CPU).
 """
 
 from __future__ import annotations
@@ -218,3 +219,26 @@ def test_head_is_compared_with_base():
     worker.Pairs._head_against_base(me, cases(far), "s", "after timing", "graph")
     (skip,) = me.writers["head"].skips
     assert skip["reason"].startswith("graph: wrong output after timing: max error 0.5 against base's output")
+
+
+@needs_interpreter
+def test_the_interpreter_gate_fails_a_planted_wrong_kernel(tmp_path):
+    """`perf gate` end to end in Triton's interpreter: base = the commit, head = the working tree
+    with the naive kernel's output x 1.1. Exit 1, findings `wrong` naming head and its max error."""
+    from throwaway_repo import harness_repo
+
+    repo = harness_repo(tmp_path / "repo")
+    plant.plant_wrong(str(repo))
+    out = tmp_path / "gate"
+    cmd = [sys.executable, "-m", "perf", "gate", "--suite", "smoke", "--scenarios", "tiny/decode/*",
+           "--variants", "naive,flex_tile", "--metrics", "eager", "--base-ref", "HEAD", "--allow-dirty",
+           "--out", str(out)]
+    run = subprocess.run(cmd, cwd=str(repo), capture_output=True, text=True, timeout=900,
+                         env=dict(os.environ, **CPU_ONLY, PYTHONPATH=str(repo)))
+    assert run.returncode == 1, (run.stdout[-2000:], run.stderr[-2000:])
+    doc = json.loads((out / "findings.json").read_text())
+    verdicts = {f["variant"]: f for f in doc["findings"]}
+    assert verdicts["naive"]["verdict"] == "wrong"
+    assert verdicts["naive"]["note"].startswith("head wrong output before timing: max error")
+    assert verdicts["flex_tile"]["verdict"] != "wrong"
+    assert "| **WRONG** |" in (out / "report.md").read_text()
