@@ -163,12 +163,15 @@ class Pairs:
         self._head_against_base(cases, scenario.name, "before timing")
         return cases
 
-    def _head_against_base(self, cases: dict, scenario: str, when: str, metric: str | None = None) -> None:
-        """Head's output against base's (both on the same tensors, their last calls): beyond the
-        tolerances, an error on head's side."""
+    def _head_against_base(self, cases: dict, scenario: str, when: str, metric: str | None = None,
+                           timed: set | None = None) -> None:
+        """Head's output against base's (both on the same tensors, their last calls; after timing
+        those of `metric` in `timed` only): beyond the tolerances, an error on head's side."""
         if len(self.measured) != 2:
             return
         for v, head in cases["head"].items():
+            if timed is not None and (v, metric) not in timed:
+                continue
             base = cases["base"][v]
             if head.out is None or base.out is None or head.fn is None or base.fn is None:
                 continue
@@ -177,19 +180,19 @@ class Pairs:
                 self.writers["head"].skip(variant=v, scenario=scenario, kind="error",
                                           reason=check.wrong_reason(found, when, metric, "base's output"))
 
-    def recheck(self, cases: dict, scenario: str) -> None:
-        """After the rounds: every timed output checked again, per metric; then head against base."""
+    def recheck(self, cases: dict, scenario: str, timed: set) -> None:
+        """After the rounds: every timed (variant, metric) output checked again; then head against base."""
         for metric in self.metrics:
             for s in self.measured:
                 with self.sides[s].active():
                     for v, case in cases[s].items():
-                        if metric in case.broken:
+                        if metric in case.broken or (v, metric) not in timed:
                             continue
                         for m, found in measure.recheck(case, [metric]):
                             if not found.ok:
                                 self.writers[s].skip(variant=v, scenario=scenario, kind="error",
                                                      reason=check.wrong_reason(found, "after timing", m))
-            self._head_against_base(cases, scenario, "after timing", metric)
+            self._head_against_base(cases, scenario, "after timing", metric, timed)
 
     def _plan(self, cases: dict, variant: str, scenario: str, metric: str):
         plans = []
@@ -245,7 +248,7 @@ class Pairs:
             items, self.args.repeats, time_one, order=order, sides=lambda r: orders[r], broken=broken,
             failed=lambda item, s, e: self._fail(cases, s, item[0], scenario.name, item[1], e),
             after_item=progress)
-        self.recheck(cases, scenario.name)
+        self.recheck(cases, scenario.name, set(items))
         cases.clear()  # this scenario's batch and outputs, before the next one's
         if self.device == "cuda":
             import torch
