@@ -29,7 +29,7 @@ import importlib
 import importlib.util
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from perf.errors import ConfigError
@@ -319,6 +319,27 @@ def _window(spec) -> tuple[int, int]:
     return (spec.sliding_window - 1, 0) if spec.sliding_window else (-1, -1)
 
 
+def repaged(batch, page: int):
+    """(k_cache, v_cache, block_table): the batch's keys and values copied into pages of `page`
+    tokens, each sequence's in consecutive pages: the same data under a library's page size."""
+    import torch
+
+    spec = batch.spec
+    heads, size = spec.num_kv_heads, spec.head_size
+    pages = [-(-kv // page) for kv in spec.kv_lens]
+    caches = [c.new_zeros((sum(pages), page, heads, size)) for c in (batch.k_cache, batch.v_cache)]
+    table = torch.zeros(spec.num_seqs, max(pages), dtype=torch.int32, device=batch.block_table.device)
+    first = 0
+    for i, (n, kv) in enumerate(zip(pages, spec.kv_lens)):
+        pos = torch.arange(kv, device=batch.block_table.device)
+        physical = batch.block_table[i, pos // spec.block_size].long()
+        for new, old in zip(caches, (batch.k_cache, batch.v_cache)):
+            new.view(-1, heads, size)[first * page:first * page + kv] = old[physical, pos % spec.block_size]
+        table[i, :n] = torch.arange(first, first + n, dtype=torch.int32)
+        first += n
+    return caches[0], caches[1], table
+
+
 @register("flash_attn_paged", "flash_attn varlen (paged, block table)", "flash_attn")
 def _flash_attn_paged(batch, device: str):
     spec = batch.spec
@@ -327,16 +348,15 @@ def _flash_attn_paged(batch, device: str):
     except ImportError as exc:
         raise PeerUnavailable(f"flash_attn does not import: {exc}") from exc
     _batch_checks(spec, "flash_attn 2", {"fp8 KV cache": spec.fp8_kv, "sinks": spec.sinks})
-    from kernels.batch import build_batch
-
-    b = build_batch(replace(spec, block_size=FLASH_ATTN_PAGE), device)  # its own pages: a copy
+    b = batch
+    k_cache, v_cache, block_table = repaged(batch, FLASH_ATTN_PAGE)  # its own pages: a copy
     cu_k = _cu(spec.kv_lens, device)
 
     def run():
-        return flash_attn_varlen_func(b.q, b.k_cache, b.v_cache, b.cu_seqlens_q, cu_k, max(spec.query_lens),
+        return flash_attn_varlen_func(b.q, k_cache, v_cache, b.cu_seqlens_q, cu_k, max(spec.query_lens),
                                       max(spec.kv_lens), softmax_scale=b.options["scale"], causal=True,
                                       window_size=_window(spec), softcap=spec.softcap or 0.0,
-                                      block_table=b.block_table)
+                                      block_table=block_table)
     _refused("flash_attn", run)
     return run, f"paged copy, page size {FLASH_ATTN_PAGE} (flash_attn 2 needs a multiple of 256)"
 

@@ -351,3 +351,19 @@ def test_a_peer_with_a_wrong_output_is_dropped_not_timed(tmp_path, monkeypatch):
     assert sorted(r["variant"] for r in res.measurements()) == ["fake", "peer:right"]
     (why,) = [r for r in res.skips() if r["variant"] == "peer:off"]
     assert why["kind"] == "error" and why["reason"].startswith("wrong output before timing: max error 0.5")
+
+
+@pytest.mark.parametrize("scenario", ["tiny/prefill/batch2-kv24-var-chunk4/block16/window8",
+                                      "tiny/mixed50/batch2-kv16/block16"])
+def test_a_repaged_copy_holds_the_same_keys_and_values(scenario):
+    """flash_attn reads the batch's cache copied into its own page size: the same data, so the
+    reference over the copy is the reference over the batch (its output is checked against it)."""
+    from kernels.batch import build_batch
+    from kernels.reference import paged_attention_reference
+
+    batch = build_batch(Scenario.parse(scenario).spec(), "cpu")
+    k, v, table = peers.repaged(batch, 64)
+    assert k.shape[1] == 64 and table.shape[0] == batch.spec.num_seqs
+    args = (batch.q, k, v, table, batch.cu_seqlens_q, batch.seq_lens)
+    assert torch.equal(paged_attention_reference(*args, **batch.options),
+                       paged_attention_reference(*batch.args(), **batch.options))
