@@ -218,6 +218,29 @@ def test_table_regenerates_its_place_in_a_page(tmp_path):
 
 
 @needs_interpreter
+def test_peer_table_script_measures_then_writes_the_table_into_the_page(tmp_path):
+    """perf/peer_table.sh end to end in the interpreter (smoke suite, eager: no GPU, so no
+    peer and no graph): one `perf run` per process into its own file, then `perf table` over
+    them (one here) into the page's markers; a missing archive is one line and exit 2."""
+    begin, end = report.docs_markers("smoke")
+    page = tmp_path / "page.md"
+    page.write_text(f"{begin}\n{end}\n")
+    script = os.path.join(ROOT, "perf", "peer_table.sh")
+    env = dict(os.environ, PYTHON=sys.executable)
+    run = subprocess.run([script, "--suite", "smoke", "--metrics", "eager", "--processes", "1", "--repeats",
+                          "1", "--out", str(tmp_path / "peers"), "--docs", str(page)],
+                         cwd=str(tmp_path), capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "peers" / "run-1.jsonl").exists()
+    table = (tmp_path / "peers" / "table.md").read_text()
+    assert "| tiny/decode/batch1-kv16/block16 |" in table and table.strip() in page.read_text()
+    assert "`flashinfer_paged`" in table and "`vllm_unified`" in table  # named, absent here
+    bad = subprocess.run([script, "--vllm", "nope.tar.gz"], cwd=str(tmp_path), capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip().endswith("no such file")
+
+
+@needs_interpreter
 def test_perf_run_measures_peers_beside_the_variants_then_table_renders_them(tmp_path, monkeypatch, capsys):
     from perf.cli import main
 
