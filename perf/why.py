@@ -642,3 +642,60 @@ if __name__ == "__main__":  # the explaining process (`collect_cases`): its pare
     from perf.cli import entry
 
     entry(side_main, internal=True)
+
+
+# --------------------------------------------------------------------------- the consumers
+
+MAX_CASES = 8  # red cases explained per gate run, worst first (unmeasured default: about a minute on a CPU)
+
+
+def red_cases(findings: list) -> list[tuple[str, str]]:
+    """The (variant, scenario) of every failing or warning latency finding, worst first, once each."""
+    from perf.verdicts import Verdict, worst_first
+
+    out: list[tuple[str, str]] = []
+    for f in worst_first(findings):
+        red = f.gate == "latency" and f.verdict in (Verdict.FAIL, Verdict.WARN)
+        if red and (f.variant, f.scenario) not in out:
+            out.append((f.variant, f.scenario))
+    return out
+
+
+def explain_red(findings: list, roots: dict[str, str], thresholds, vendor: str, out_dir: str,
+                limit: int = MAX_CASES) -> str:
+    """The latency gate's why section (report.md, the PR comment, the nightly's issue, bisect's
+    step): its failing and warning cases explained (`collect_cases`, with device time per kernel
+    on this GPU) into `out_dir`/why.json and why.md. "" when no case is red. An explanation
+    that cannot be made is a line in the section, never a failure of the gate."""
+    from perf import vendor as vendor_mod
+    from perf.static import changes
+
+    red = red_cases(findings)
+    if not red:
+        return ""
+    title = "Why slower"
+    try:
+        on_gpu = vendor_mod.on_gpu()
+        runner = changes.runner_target(thresholds, vendor, on_gpu)
+        if runner.target is None:
+            return f"### {title}\n\nnot explained: {runner.note}\n"
+        doc = collect_cases(roots["base"], roots["head"], red[:limit], runner.target, runner.num_sms,
+                            thresholds.path, os.path.join(out_dir, WHY_FILE), device_time=on_gpu)
+    except (ConfigError, RuntimeError, OSError) as e:
+        return f"### {title}\n\nnot explained: {str(e).splitlines()[0] if str(e) else type(e).__name__}\n"
+    md = section(doc, title)
+    if len(red) > limit:
+        md += f"\n{len(red) - limit} more red cases not explained here: `python -m perf why` explains any.\n"
+    files.write_text(os.path.join(out_dir, "why.md"), md)
+    return md
+
+
+def case_section(out_dir: str, variant: str, scenario: str) -> str | None:
+    """The rendered why of one case from a gate's `out_dir` (its why.json), None without one."""
+    path = os.path.join(out_dir, WHY_FILE)
+    if not os.path.exists(path):
+        return None
+    for case in read(path).get("cases", []):
+        if case.get("variant") == variant and case.get("scenario") == scenario:
+            return render(case)
+    return None

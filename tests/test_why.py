@@ -162,3 +162,88 @@ def test_kernel_times_on_a_gpu():
     t = why.kernel_times({"base": lambda: x.mul(2.0), "head": lambda: (x.mul(2.0), x.add(1.0))}, rounds=4)
     assert t["tool"] in ("proton", "torch.profiler") and t["times"]["base"] and t["times"]["head"]
     assert len(t["times"]["head"]) >= len(t["times"]["base"])
+
+
+# --------------------------------------------------------------------------- the consumers
+
+def _finding(verdict: str, variant="static_grid", scenario=DECODE, metric="graph", ratio=1.2):
+    from perf.verdicts import Finding, Verdict
+
+    return Finding("latency", "nvidia", "NVIDIA H100 80GB HBM3", variant, scenario, metric, 1.0, ratio, ratio,
+                   None, None, 0.001, "warn > 1.03, fail > 1.05", Verdict(verdict))
+
+
+def test_red_cases_are_the_failing_and_warning_latency_cases_worst_first():
+    findings = [_finding("ok", scenario="a"), _finding("warn", scenario="b", ratio=1.04),
+                _finding("fail", scenario="c", ratio=1.3), _finding("fail", scenario="c", metric="eager"),
+                _finding("improved", scenario="d", ratio=0.5)]
+    assert why.red_cases(findings) == [("static_grid", "c"), ("static_grid", "b")]
+
+
+def test_the_gate_section_explains_red_cases_and_never_breaks_the_gate(tmp_path, monkeypatch):
+    from perf.thresholds import load_thresholds
+
+    th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
+    roots = {"base": "B", "head": "H"}
+    assert why.explain_red([_finding("ok")], roots, th, "nvidia", str(tmp_path)) == ""
+    seen = {}
+
+    def fake(base, head, cases, target, num_sms, thresholds_path, out, device_time=False, cache_dir=None):
+        seen.update(cases=cases, target=target.name, device_time=device_time)
+        return {"cases": [_case([_launch()], [_launch(global_loads=80)])]}
+
+    monkeypatch.setattr(why, "collect_cases", fake)
+    md = why.explain_red([_finding("fail")], roots, th, "nvidia", str(tmp_path))
+    assert md.startswith("### Why slower") and "global loads, 40 -> 80" in md
+    assert seen == {"cases": [("static_grid", DECODE)], "target": "sm_90", "device_time": False}
+    assert (tmp_path / "why.md").read_text() == md
+
+    def broken(*a, **k):
+        raise RuntimeError("why: the explaining process exited with code 3")
+
+    monkeypatch.setattr(why, "collect_cases", broken)
+    md = why.explain_red([_finding("fail")], roots, th, "nvidia", str(tmp_path))
+    assert md == "### Why slower\n\nnot explained: why: the explaining process exited with code 3\n"
+
+
+def _why_file(folder, case) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / why.WHY_FILE).write_text(json.dumps({"schema": why.SCHEMA, "cases": [case]}))
+
+
+def test_the_pr_comment_carries_each_red_cases_line_escaped(tmp_path):
+    from perf.ci import comment
+
+    case = _case([_launch()], [_launch(global_loads=80)])
+    case["variant"] = "static_grid <b>@team</b>"  # the PR's own data: escaped like every cell
+    _why_file(tmp_path, case)
+    (tmp_path / "findings.json").write_text("{}")
+    whys = comment.whys_beside([str(tmp_path / "findings.json")])
+    [(key, line)] = whys.items()
+    assert line.startswith("Moved most: q_block_kernel's global loads, 40 -> 80")
+    row = comment.Row(gate="latency", vendor="nvidia", target="H100", variant=key[0], scenario=key[1],
+                      metric="graph", verdict=__import__("perf.verdicts").verdicts.Verdict.FAIL, base=1.0,
+                      head=1.2, ratio=1.2, ci_low=1.1, ci_high=1.3, min_detectable=1.01, note="")
+    body = comment.render([row], "nvidia", whys=whys)
+    assert "Why (report.md has each case's plans" in body and "global loads, 40 -\\> 80" in body
+    assert "\n- `static_grid <b>@team</b>` `llama3-8b" in body  # names in code spans, as the table's
+    (tmp_path / why.WHY_FILE).write_text("{not json")  # unreadable: left out, the comment still renders
+    assert comment.whys_beside([str(tmp_path / "findings.json")]) == {}
+
+
+def test_the_nightly_issue_and_bisect_read_the_gates_why(tmp_path):
+    from perf.nightly import issues
+
+    _why_file(tmp_path, _case([_launch()], [_launch(registers=200)]))
+    text = why.case_section(str(tmp_path), "static_grid", DECODE)
+    assert text.startswith("#### Why: static_grid on")
+    assert why.case_section(str(tmp_path), "naive", DECODE) is None
+    item = {"machine": "m", "vendor": "nvidia", "gpu": "H100", "head": "b" * 40, "base": "a" * 40, "repo": "",
+            "page": "", "run_url": "", "gate_command": "python -m perf gate", "gate_out": str(tmp_path),
+            "commits": 2, "why": [text],
+            "cases": [{"variant": "static_grid", "scenario": DECODE, "metric": "graph", "marker": "<!-- -->",
+                       "nightly": {"ratio": 1.2, "p_value": 0.001, "note": ""},
+                       "remeasure": {"status": "confirmed", "ratio": 1.2, "ci_low": 1.1, "ci_high": 1.3},
+                       "plot": "", "plot_file": "p.png"}]}
+    _, body = issues.render(item)
+    assert "### Why slower" in body and "registers" in body and "128 -> 200" in body

@@ -190,18 +190,41 @@ def _static_line(r: Row) -> str:
 
 
 def render(rows: list[Row], vendor: str, run_url: str = "", jobs: list[Job] | None = None,
-           commit: str = "", max_rows: int = MAX_ROWS, dashboard: str = "") -> str:
+           commit: str = "", max_rows: int = MAX_ROWS, dashboard: str = "",
+           whys: dict[tuple[str, str], str] | None = None) -> str:
     """The comment body for `vendor` (rows of other vendors are left out), within BUDGET bytes;
-    `dashboard`: the nightly dashboard's URL (linked when given)."""
+    `dashboard`: the nightly dashboard's URL (linked when given); `whys`: (variant, scenario) ->
+    the one line of its why section (`whys_beside`)."""
     while True:
-        body = _render(rows, vendor, run_url, jobs, commit, max_rows, dashboard)
+        body = _render(rows, vendor, run_url, jobs, commit, max_rows, dashboard, whys or {})
         if len(body.encode("utf-8")) <= BUDGET or max_rows == 0:
             return body
         max_rows //= 2
 
 
+def whys_beside(paths: list[str]) -> dict[tuple[str, str], str]:
+    """(variant, scenario) -> the "Moved most" line of the why.json beside each findings file (the
+    latency gate writes it for its red cases: perf/why.py); a file that is missing or not one is
+    skipped, since the comment must not fail for want of an explanation."""
+    import os
+
+    from perf import why
+
+    out: dict[tuple[str, str], str] = {}
+    for path in paths:
+        beside = os.path.join(os.path.dirname(os.path.abspath(path)), why.WHY_FILE)
+        if not os.path.exists(beside):
+            continue
+        try:
+            for case in why.read(beside)["cases"]:
+                out[(str(case["variant"]), str(case["scenario"]))] = why.moved_most(case)
+        except Exception:  # noqa: S112 (the PR's data: an unreadable explanation is left out)
+            continue
+    return out
+
+
 def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, commit: str,
-            max_rows: int, dashboard: str = "") -> str:
+            max_rows: int, dashboard: str = "", whys: dict | None = None) -> str:
     mine = sorted((r for r in rows if r.vendor == vendor), key=Row.sort_key)
     latency = [r for r in mine if r.gate == "latency"]
     static = [r for r in mine if r.gate == "static"]
@@ -228,6 +251,12 @@ def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, 
         lines += _table(("verdict", "variant", "scenario", "metric", "ratio", "interval",
                          "smallest detectable", "note"),
                         [_latency_line(r) for r in bad[:max_rows]], len(bad), artifacts)
+        explained = list(dict.fromkeys((r.variant, r.scenario) for r in bad[:max_rows]
+                                       if (r.variant, r.scenario) in (whys or {})))
+        if explained:
+            lines += ["", "Why (report.md has each case's plans, static metrics and device time per "
+                          "kernel):", ""]
+            lines += [f"- {code(v)} {code(s)}: {plain(whys[(v, s)], 300)}" for v, s in explained]
     else:
         lines.append("None." if latency else "No latency findings in this run.")
     lines.append("")
@@ -287,7 +316,8 @@ def main(args: argparse.Namespace) -> int:
             jobs = jobs_from(files.load_json(args.jobs, "GitHub's jobs JSON",
                                              "pass the output of `gh api repos/R/actions/runs/ID/jobs`"))
         dashboard = dashboard_url(args.repo, args.dashboard_url)
-        body = render(rows, args.vendor, args.run_url, jobs, args.commit, dashboard=dashboard)
+        body = render(rows, args.vendor, args.run_url, jobs, args.commit, dashboard=dashboard,
+                      whys=whys_beside(args.findings))
         if args.out:
             files.write_text(args.out, body)
     except ConfigError as e:

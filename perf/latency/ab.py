@@ -47,7 +47,7 @@ import threading
 import time
 from collections import Counter
 
-from perf import checkout, files, toolchain, validate
+from perf import checkout, files, toolchain, validate, why
 from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.checkout import ROOT
@@ -114,7 +114,7 @@ LEDGER = "gate.json"
 SIDE_FILES = ("base.jsonl", "head.jsonl")
 # what a finished gate leaves beside its results: removed when another gate starts over there,
 # so that no earlier gate's findings are read as this one's
-OUTPUTS = ("findings.json", "report.md", "ratios.png", changes.PLAN_FILE)
+OUTPUTS = ("findings.json", "report.md", "ratios.png", changes.PLAN_FILE, why.WHY_FILE, "why.md")
 PLAN_KEYS = "plan-keys.json"  # the cases the change plan times (the workers' --keys), when not all
 _LEDGER_FIX = "remove the gate's --out folder (or that file) or pass another --out"
 
@@ -389,9 +389,10 @@ def _dedupe_skips(findings: list[Finding]) -> tuple[list[Finding], list[str]]:
 
 
 def write_outputs(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict,
-                  thresholds: dict | None = None) -> str:
+                  thresholds: dict | None = None, appendix: str = "") -> str:
     """findings.json, report.md and ratios.png (each case against its own thresholds; an
-    earlier ratios.png is removed when nothing has a ratio to draw)."""
+    earlier ratios.png is removed when nothing has a ratio to draw); `appendix`: Markdown after
+    the findings (the red cases' why section, perf/why.py)."""
     shown, skip_notes = _dedupe_skips(findings)
     notes = notes + skip_notes
     plot = os.path.join(out_dir, "ratios.png")
@@ -403,7 +404,7 @@ def write_outputs(out_dir: str, findings: list[Finding], title: str, notes: list
     if drawn is None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(plot)
-    md = render_markdown(shown, title, notes)
+    md = render_markdown(shown, title, notes) + (f"\n{appendix}" if appendix else "")
     files.write_json(os.path.join(out_dir, "findings.json"), {
         "schema_version": FINDINGS_VERSION, "kind": "findings", "title": title, "notes": notes,
         **meta, "findings": [f.to_dict() for f in findings]})
@@ -851,6 +852,10 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
                 findings = compare(base, head, th, vendor, cal, ledger.ids(0), keys)
                 retried = _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter,
                                      toolchains)
+            # the red cases explained while both checkouts are here (a toolchain A/B's sides share
+            # their kernels; the interpreter's self-test has nothing to explain)
+            why_md = "" if toolchains or interpreter else why.explain_red(findings, roots, th, vendor,
+                                                                          out_dir)
         except KeyboardInterrupt:
             done = sum(1 for p in ledger.processes)
             print(f"interrupted: {done} finished measuring processes are kept in {out_dir} (gate.json, "
@@ -889,7 +894,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
                      "results": "head.jsonl"},
             "retried": [list(k) for k in retried], "plan": selection.meta(),
             "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
-    return _finish(out_dir, findings, title, notes, meta, lines, publish_report), findings
+    return _finish(out_dir, findings, title, notes, meta, lines, publish_report, why_md), findings
 
 
 def _check_toolchains(base: results_mod.Results, head: results_mod.Results,
@@ -947,10 +952,10 @@ def _toolchain_outputs(args, out_dir: str, findings: list[Finding], toolchains: 
 
 
 def _finish(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict, lines: dict,
-            publish_report: bool) -> int:
+            publish_report: bool, appendix: str = "") -> int:
     """A finished gate's outputs in `out_dir` (and the step summary): its exit code
     (NothingMeasured when no case was compared: the report says per case why)."""
-    md = write_outputs(out_dir, findings, title, notes, meta, lines)
+    md = write_outputs(out_dir, findings, title, notes, meta, lines, appendix)
     if publish_report:
         publish(md)
     code = exit_code(findings, f"the report says per case why: {os.path.join(out_dir, 'report.md')}")

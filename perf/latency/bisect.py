@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from perf import files, validate
+from perf import files, validate, why
 from perf import vendor as vendor_mod
 from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, ConfigError, NothingMeasured
 from perf.git import commit_all, first_parent_range, git, is_ancestor, repo_root, resolve_commit
@@ -426,6 +426,9 @@ def finish(plan: Plan, record: Record, outcome: Outcome) -> int:
         print(f"  last good: {(outcome.last_good or plan.good)[:10]}; its gate: "
               f"{os.path.join(plan.out, sha, 'report.md')}; again: "
               f"python -m perf {shlex.join(plan.gate_argv(sha))}")
+        explained = why.case_section(os.path.join(plan.out, sha), plan.variant, plan.scenario)
+        if explained:  # that step's gate explained the case (perf/why.py)
+            print("\n" + explained)
         return EXIT_OK
     if outcome.result == "ambiguous":
         print(f"only skipped commits are left to test: the first bad commit is one of "

@@ -31,7 +31,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from perf import files, verdicts
+from perf import files, verdicts, why
 from perf.ci.comment import code
 from perf.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_OK, ConfigError
 
@@ -105,11 +105,13 @@ def items_for(result: dict, context: Context, dry_run: bool = False) -> list[dic
                 "plot_file": png,
             })
         gate_out = alerts[0]["remeasure"].get("out", "")
+        whys = [why.case_section(gate_out, c["variant"], c["scenario"]) if gate_out else None for c in cases]
         items.append({
             "machine": result["machine"], "vendor": result["vendor"], "gpu": result["gpu"],
             "head": head, "base": base, "repo": context.repo, "page": page, "run_url": context.run_url,
             "gate_command": alerts[0]["remeasure"].get("command", ""), "gate_out": gate_out,
             "commits": len(result.get("commits") or []), "cases": cases,
+            "why": [w for w in dict.fromkeys(whys) if w],  # the re-measure's why.json (perf/why.py)
         })
         items[-1]["key"] = item_key(items[-1])
     return items
@@ -205,6 +207,8 @@ def render(item: dict) -> tuple[str, str]:
         lines += [f"![{c['variant']} {c['metric']} on {c['scenario']}]({c['plot']})" for c in plots]
         lines += ["", "<sub>The dashboard shows the newest night: the plot changes as the history goes on "
                   "(this night's site is the run's `site-" + item["vendor"] + "` artifact).</sub>"]
+    if item.get("why"):
+        lines += ["", "### Why slower", "", *item["why"]]
     lines += ["", "### Bisect", "", "```"]
     lines += [bisect_command(good, bad, c["variant"], c["scenario"], c["metric"]) for c in cases]
     lines += ["```", "", "### How this was measured", "",

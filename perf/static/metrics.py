@@ -23,8 +23,6 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-import yaml
-
 # Bump when a parser or formula changes: cached metrics of older versions are recomputed.
 METRICS_VERSION = 5  # 4: compile_cpu_s; 5: instruction counts
 
@@ -196,6 +194,8 @@ def parse_amdgcn(text: str) -> dict[str, int]:
     marks = [i for i, line in enumerate(lines) if line.strip() in directives]
     if len(marks) != 2:
         raise ValueError("AMDGCN without one .amdgpu_metadata block")
+    import yaml  # here: perf/why.py reads this module's names on a bare python3 (the PR comment)
+
     meta = yaml.safe_load("\n".join(lines[marks[0] + 1:marks[1]]))
     kernels = meta.get("amdhsa.kernels") or []
     if len(kernels) != 1:
