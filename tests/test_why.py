@@ -247,3 +247,19 @@ def test_the_nightly_issue_and_bisect_read_the_gates_why(tmp_path):
                        "plot": "", "plot_file": "p.png"}]}
     _, body = issues.render(item)
     assert "### Why slower" in body and "registers" in body and "128 -> 200" in body
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="device time per kernel needs a GPU")
+def test_both_planted_changes_with_device_time_on_a_gpu(planted, tmp_path, capsys):
+    """On a GPU (the lead's H100 run): both planted changes explained with device time per
+    kernel, measured in one process on the same tensors; the sections are printed (-s)."""
+    for name, (base, head, scenario) in {"heuristic": ("HEAD~2", "HEAD~1", SHORT),
+                                         "kernel edit": ("HEAD~1", "HEAD", DECODE)}.items():
+        _, doc, md = _why(planted, base, head, scenario, tmp_path / name.replace(" ", "-"))
+        [case] = doc["cases"]
+        dt = case["device_time"]
+        assert "skipped" not in dt, dt
+        assert dt["tool"] in ("proton", "torch.profiler")
+        assert dt["times"]["base"].get("q_block_kernel") and dt["times"]["head"].get("q_block_kernel"), dt
+        with capsys.disabled():
+            print(f"\n===== planted {name}: {base} -> {head} =====\n{md}")
