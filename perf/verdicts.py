@@ -451,3 +451,76 @@ def alert_exit_code(statuses: list[str]) -> int:
     """`perf alert --confirm`: 1 while any alert is confirmed or not cleared by a re-measure
     (pending, inconclusive); 0 when there is none or every one was noise."""
     return EXIT_FAIL if any(s != NOISE for s in statuses) else EXIT_OK
+
+
+# --- nightly attribution (perf/nightly/attribute.py): one cause per step ---------------------------
+# A step the nightly finds (a night beyond its threshold against the nights before it) gets one
+# cause once the next night shows whether it stayed, from the evidence gathered in this order:
+CODE = "code"  # the same-process A/B of the flagged and the last good commit reproduces it
+TOOLCHAIN = "toolchain"  # Triton/torch changed and one commit under the old and the new one reproduces it
+ENVIRONMENT = "environment"  # driver, VBIOS, image or machine changed, or the vendor libraries moved too
+CREEP = "creep"  # many nights' small steps adding up (perf/nightly/creep.py)
+NOISE_CAUSE = "noise"  # not kept, nothing changed, the re-measure finds no step
+MISSING_DATA = "missing-data"  # a runner stopped reporting (the heartbeat)
+CAUSES = (CODE, TOOLCHAIN, ENVIRONMENT, CREEP, NOISE_CAUSE, MISSING_DATA)
+ISSUE_CAUSES = (CODE, TOOLCHAIN, ENVIRONMENT, CREEP, MISSING_DATA)  # noise opens no issue
+
+
+def step_held(ratio: float, p_slower: float, p_faster: float, warn: float, alpha: float,
+              slower: bool) -> bool:
+    """Whether a later night keeps a step against the nights before it: beyond the case's warn
+    ratio in the step's direction, and significant (the warn half of latency_verdict's rule)."""
+    if slower:
+        return ratio > warn and p_slower < alpha
+    return ratio < 1.0 / warn and p_faster < alpha
+
+
+def step_cause(*, kept: bool, code_changed: bool, code_ab: str | None, toolchain_changed: bool,
+               toolchain_ab: str | None, environment_changed: bool, libraries_moved: bool,
+               ) -> tuple[str | None, str]:
+    """(cause, why) of a slowdown step; cause None: not decided (waiting for an A/B, or a step the
+    next night did not keep while something changed: recorded, no cause, no issue).
+
+    `code_ab`, `toolchain_ab`: remeasure statuses (CONFIRMED, NOISE, PENDING, INCONCLUSIVE) of
+    the A/B of the two commits in today's environment and of one commit under the old and the
+    new toolchain; None where not run. An experiment that reproduces the step names the cause
+    first (toolchain, then code: a Triton bump on a night with commits is the toolchain when one
+    commit under both reproduces it). Without one, a changed environment or vendor libraries that
+    moved with us name the environment; a step that stays while both commits measure the same in
+    one process is outside the code too: the machine moved without its fingerprint saying so.
+    Noise is a conclusion: not kept, no fingerprint change, and no step in the re-measure (or no
+    commit between the nights)."""
+    changed = toolchain_changed or environment_changed
+    if not kept:
+        if changed:
+            return None, "not kept by the next night, but the fingerprint changed: recorded, no cause"
+        if code_changed and code_ab != NOISE:
+            return None, f"not kept by the next night; the re-measure is {code_ab or 'not run'}"
+        return NOISE_CAUSE, ("back at its level the next night, the fingerprint unchanged, and "
+                             + ("the re-measure finds no step" if code_changed else "no commit between"))
+    if toolchain_changed and toolchain_ab == CONFIRMED:
+        return TOOLCHAIN, "one commit under the old and the new toolchain reproduces the step"
+    if code_changed and code_ab == CONFIRMED:
+        return CODE, "the same-process A/B of the flagged and the last good commit reproduces the step"
+    waiting = [what for what, run, status in (("toolchain A/B", toolchain_changed, toolchain_ab),
+                                              ("re-measure", code_changed, code_ab))
+               if run and status in (None, PENDING, INCONCLUSIVE)]
+    if waiting:
+        return None, f"kept; waiting for the {' and the '.join(waiting)}"
+    if environment_changed:
+        return ENVIRONMENT, ("the driver, VBIOS, image or machine changed and no commit or toolchain "
+                             "reproduces it")
+    if libraries_moved:
+        return ENVIRONMENT, "the vendor libraries moved with us and no commit or toolchain reproduces it"
+    return ENVIRONMENT, ("kept, yet no commit or toolchain reproduces it in one process: the machine moved "
+                         "without its fingerprint saying so")
+
+
+def toolchain_status(gate: Finding | None) -> str:
+    """The remeasure status of a toolchain A/B (`perf gate --toolchain triton==OLD`: the installed,
+    new Triton is the base, OLD the head) read as the step's direction: the step reproduces
+    (CONFIRMED) when OLD is faster beyond the fail threshold, significant (IMPROVED); any other
+    verdict clears it (NOISE); no finding or no ratio: INCONCLUSIVE."""
+    if gate is None or gate.ratio is None:
+        return INCONCLUSIVE
+    return CONFIRMED if gate.verdict is Verdict.IMPROVED else NOISE

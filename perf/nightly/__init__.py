@@ -21,6 +21,8 @@ night (results, fingerprint, alert state) and pushes it, `checkout --data DIR` m
 checkout of it, and `report` and `alert` read the history from `--data DIR` (without it, from
 asv's results folder, which the workflow's cache keeps: a speed-up only). `heartbeat` opens an
 issue for each runner whose newest night is too old (perf/nightly/heartbeat.py).
+`simulate --seed S --nights N --out DIR` replays a history with known events through the
+attribution (perf/nightly/simulate.py).
 The same actions: `python -m perf.nightly {all,run,publish,report,save,...,alert}`.
 
 This module only parses arguments; everything heavy is imported when a command runs.
@@ -43,6 +45,7 @@ DATA_ACTIONS = {
     "save": "perf.nightly.store:save_main",
     "checkout": "perf.nightly.store:checkout_main",
     "heartbeat": "perf.nightly.heartbeat:main",
+    "simulate": "perf.nightly.simulate:main",  # the replay (perf/nightly/simulate.py)
 }
 ACTIONS = ("all", "run", "publish", "report", *DATA_ACTIONS)
 DEFAULT_OUT = os.path.join("results", "nightly")
@@ -68,7 +71,7 @@ def _detector_options(p: argparse.ArgumentParser) -> None:
 def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", default="all", choices=ACTIONS,
                    help="all (default): run, publish, report; or one of them; save, checkout, heartbeat: "
-                        "the data branch (perf/nightly/store.py, heartbeat.py)")
+                        "the data branch (perf/nightly/store.py, heartbeat.py); simulate: the replay")
     _detector_options(p)
     p.add_argument("--suite", default=None, help="suite of perf/suites.yaml (default: nightly)")
     p.add_argument("--scenarios", default=None,

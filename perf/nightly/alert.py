@@ -54,58 +54,79 @@ class Settings:
 def detect(history: History, thresholds, settings: Settings = Settings(), vendor: str | None = None,
            ) -> tuple[list[Finding], list[str]]:
     """Findings for the newest commit of `history` (one per variant, scenario, metric) and notes."""
+    return judge(history.series, [c.sha for c in history.commits], thresholds, vendor or history.vendor,
+                 history.gpu, settings, name=history.machine, label=history.latest.short)
+
+
+def judge(series: dict[tuple[str, str, str], dict[str, list[float]]], order: list[str], thresholds,
+          vendor: str, gpu: str, settings: Settings = Settings(), name: str = "", label: str = "",
+          control: bool = True, cal=False, moves_out: dict | None = None,
+          ) -> tuple[list[Finding], list[str]]:
+    """The rule of this module's docstring on `series` (key -> id -> repeat medians) whose ids are
+    ordered by `order` (commits, or nights: perf/nightly/attribute.py), for the newest id.
+    `control=False` keeps the raw ratios (the vendor libraries' move is then evidence of its own,
+    not divided out). `name`, `label`: the machine and the newest id, for the notes; `cal`: the
+    calibration when the caller has read it already (False: read it here); `moves_out` receives
+    the vendor libraries' median ratio per (scenario, metric) (library_control)."""
     from perf import stats
     from perf.thresholds import calibration_for
 
-    vendor = vendor or history.vendor
     vt = thresholds.vendor(vendor)
-    cal, _ = calibration_for(thresholds, vendor, history.gpu)
-    latest = history.latest
-    earlier = [c.sha for c in history.commits[:-1]]
+    if cal is False:
+        cal, _ = calibration_for(thresholds, vendor, gpu)
+    newest, earlier = order[-1], order[:-1]
+    label = label or newest[:8]
     findings: list[Finding] = []
     short_history = 0
     compared: dict[tuple[str, str, str], tuple] = {}
-    for key, by_sha in history.series.items():
-        if latest.sha not in by_sha:
+    for key, by_id in series.items():
+        if newest not in by_id:
             continue
-        window = [s for s in earlier if s in by_sha][-settings.window:]
+        window = [s for s in earlier if s in by_id][-settings.window:]
         if len(window) < settings.min_history:
             short_history += not key[0].startswith(PEER_PREFIX)
             continue
-        base = [x for s in window for x in by_sha[s]]
-        c = stats.compare(base, by_sha[latest.sha], resamples=vt.statistics.bootstrap,
+        base = [x for s in window for x in by_id[s]]
+        c = stats.compare(base, by_id[newest], resamples=vt.statistics.bootstrap,
                           confidence=vt.statistics.confidence)
         compared[key] = (c, len(window))
-    control = library_control({k: c.ratio for k, (c, _) in compared.items()})
-    for (name, scenario, metric), (c, n_window) in compared.items():
-        if name.startswith(PEER_PREFIX):
+    moves = library_control({k: c.ratio for k, (c, _) in compared.items()})
+    if moves_out is not None:
+        moves_out.update(moves)
+    for (variant, scenario, metric), (c, n_window) in compared.items():
+        if variant.startswith(PEER_PREFIX):
             continue
-        d = max(1.0, control.get((scenario, metric), 1.0))  # slowdowns of the libraries only
+        d = max(1.0, moves.get((scenario, metric), 1.0)) if control else 1.0  # slowdowns of the libraries
         ratio, lo, hi = c.ratio / d, c.ci_low / d, c.ci_high / d
-        # The gate's calibrated same-process noise for this case, where there is one: a lower
-        # bound of night-to-night noise, so it can only raise a threshold above the vendor floor.
-        newest = history.series[(name, scenario, metric)][latest.sha]
-        noise = cal.noise(name, scenario, metric, 1, len(newest)) if cal is not None else None
-        t = thresholds.latency(vendor, name, scenario, metric, noise=noise)
+        t = case_thresholds(thresholds, cal, vendor, (variant, scenario, metric),
+                            len(series[(variant, scenario, metric)][newest]))
         verdict, why = latency_verdict(ratio, c.p_slower, c.p_faster, t.warn, t.fail, vt.statistics.alpha)
-        note = f"{latest.short} vs {n_window} earlier commit{'s' if n_window != 1 else ''}"
+        note = f"{label} vs {n_window} earlier {'commits' if n_window != 1 else 'commit'}"
         if d > 1.0:
             note += f"; the vendor libraries here got x{d:.3f} slower too, divided out (raw {c.ratio:.3f})"
         findings.append(Finding(
-            gate="nightly", vendor=vendor, target=history.gpu, variant=name, scenario=scenario, metric=metric,
+            gate="nightly", vendor=vendor, target=gpu, variant=variant, scenario=scenario, metric=metric,
             base=c.base_median, head=c.head_median, ratio=ratio, ci_low=lo, ci_high=hi,
             p_value=c.p_value, threshold=t.describe(), verdict=verdict,
             note=f"{why}; {note}" if why else note))
     notes = []
     if short_history:
         notes.append(f"{short_history} series have fewer than {settings.min_history} earlier commits on "
-                     f"{history.machine}: no verdict yet")
-    moved = sorted(k for k, d in control.items() if d > vt.latency.warn)
-    if moved:
-        notes.append(f"the vendor libraries got slower beyond the warn ratio at {latest.short} on "
+                     f"{name}: no verdict yet")
+    moved = sorted(k for k, d in moves.items() if d > vt.latency.warn)
+    if moved and control:
+        notes.append(f"the vendor libraries got slower beyond the warn ratio at {label} on "
                      f"{len(moved)} (scenario, metric) series, divided out of the variants there: the "
                      f"machine or the image moved")
     return findings, notes
+
+
+def case_thresholds(thresholds, cal, vendor: str, key: tuple[str, str, str], repeats: int):
+    """The warn and fail ratios of a series whose nights have `repeats` repeat medians. The gate's
+    calibrated same-process noise for the case (`cal`, where there is one) is a lower bound of
+    night-to-night noise, so it can only raise a threshold above the vendor floor."""
+    noise = cal.noise(*key, 1, repeats) if cal is not None else None
+    return thresholds.latency(vendor, *key, noise=noise)
 
 
 def library_control(ratios: dict[tuple[str, str, str], float]) -> dict[tuple[str, str], float]:

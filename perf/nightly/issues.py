@@ -341,3 +341,82 @@ if __name__ == "__main__":
     from perf.cli import command
 
     command("issues")
+
+
+# --- attributed causes (perf/nightly/attribute.py): one issue per cause ---------------------------
+
+
+def cause_key(record: dict, runner: str, vendor: str) -> str:
+    """The issue key of an attributed cause: what the cause is, so that every runner and night
+    that sees it updates one issue. Code: the first bad commit (else the range left); toolchain:
+    the versions; creep: the variants that crept; environment: the runner and the night of the step
+    (each machine's own)."""
+    cause, ev = record["cause"], record.get("evidence") or {}
+    if cause == verdicts.CODE:
+        b = record.get("bisect") or {}
+        what = (b.get("first_bad") or "")[:12] or f"{ev.get('good', '')[:12]}..{ev.get('bad', '')[:12]}"
+        return f"code/{_word(vendor)}/{what}"
+    if cause == verdicts.TOOLCHAIN:
+        from perf.fingerprint import TOOLCHAIN_FIELDS
+
+        fp = ev.get("fingerprint") or {}
+        parts = [f"{f}-{_word(fp[f][0])}-{_word(fp[f][1])}" for f in TOOLCHAIN_FIELDS if f in fp]
+        return f"toolchain/{_word(vendor)}/{'/'.join(parts) or record['night']}"
+    if cause == verdicts.CREEP:  # one open issue per creeping variant: a later night's creep updates it
+        variants = sorted({k.split("|")[0] for k in record["keys"]})
+        return f"creep/{_word(vendor)}/{'+'.join(_word(v) for v in variants)}"
+    return f"{cause}/{_word(runner)}/{record['night']}"
+
+
+def render_cause(record: dict, runner: str, gpu: str) -> tuple[str, str]:
+    """(title, body) of a cause's issue: the cause, why, the cases with their ratios, and the
+    evidence (fingerprint diff, libraries beside us, the A/Bs, the bisect's answer or the range
+    left, the commits of a creep's span)."""
+    cause, ev = record["cause"], record.get("evidence") or {}
+    ratios = record.get("ratios") or {}
+    worst = max(ratios.values(), default=1.0)
+    cases = len(record["keys"])
+    b = record.get("bisect") or {}
+    changed = ", ".join(f"{f} {o} -> {n}" for f, (o, n) in (ev.get("fingerprint") or {}).items())
+    what = {verdicts.CODE: f"commit {(b.get('first_bad') or ev.get('bad', ''))[:10]}",
+            verdicts.TOOLCHAIN: changed, verdicts.ENVIRONMENT: changed or "the machine moved",
+            verdicts.CREEP: f"{len(ev.get('nights') or [])} nights since {ev.get('start')}"}.get(cause, "")
+    title = f"Nightly {cause}: x{worst:.3f} on {cases} series ({gpu}, {runner}) — {what}"[:TITLE_CHARS]
+    lines = [f"## {cause}: {record['why']}", "",
+             f"Runner {code(runner)} ({code(gpu)}): the step appeared on the night of {record['night']}"
+             f" and was attributed on {record.get('decided', record['night'])}.", "",
+             "| series | ratio |", "|---|---|"]
+    lines += [f"| {code(k.replace('|', ' '))} | {_ratio(r)} |" for k, r in sorted(ratios.items())]
+    if ev.get("fingerprint"):
+        lines += ["", "### What changed between the nights", "", "| field | before | after |",
+                  "|---|---|---|"]
+        lines += [f"| {f} | {code(str(o))} | {code(str(n))} |" for f, (o, n) in ev["fingerprint"].items()]
+    libs = ev.get("libraries") or {}
+    if libs:
+        lines += ["", f"**Vendor libraries beside us** (same scenarios, same nights): ours "
+                      f"x{_ratio(libs.get('ours'))}, the libraries' x{_ratio(libs.get('libraries'))}"
+                      + (" — they moved with us" if libs.get("moved") else "")]
+    for name, label in (("toolchain_ab", "Toolchain A/B (one commit, old and new toolchain)"),
+                        ("remeasure", "Same-process A/B (last good and flagged commit)")):
+        if ev.get(name):
+            lines += ["", f"### {label}", "", "| series | status | ratio |", "|---|---|---|"]
+            lines += [f"| {code(k.replace('|', ' '))} | {r.get('status')} | {_ratio(r.get('ratio'))} |"
+                      for k, r in sorted(ev[name].items())]
+    if cause == verdicts.CODE:
+        lines += ["", "### Bisect", ""]
+        if b.get("first_bad"):
+            lines.append(f"First bad commit: {code(b['first_bad'])} ({b.get('runs')} gate runs).")
+        else:
+            left = b.get("candidates") or []
+            lines.append(f"Not narrowed to one commit within the budget ({b.get('runs')} gate runs): "
+                         f"{len(left)} left, {code(left[0][:10] if left else ev.get('good', '')[:10])}.."
+                         f"{code((left[-1] if left else ev.get('bad', ''))[:10])}.")
+        case = record["keys"][0].split("|")
+        lines += ["", "```", bisect_command(ev.get("good", ""), ev.get("bad", ""), *case), "```"]
+    if cause == verdicts.CREEP:
+        commits = ev.get("commits") or []
+        lines += ["", f"### Commits in the span ({len(commits)})", ""]
+        lines += [f"- {code(c[:10])}" for c in commits[:50]] + (["- ..."] if len(commits) > 50 else [])
+    lines += ["", "<sub>Attributed by the nightly (docs/nightly.md, \"Attribution\"); updated, never "
+              "duplicated, while the cause is open.</sub>"]
+    return title, "\n".join(lines) + "\n"

@@ -1,0 +1,607 @@
+"""Every step of the nightly attributed to one cause, with its evidence, and one issue per cause.
+
+    python -m perf.nightly.attribute --data DIR --machine RUNNER [--date YYYY-MM-DD]
+                                     [--repo OWNER/NAME | --dry-run DIR]
+
+Reads one runner's nights from a checkout of the data branch (perf/nightly/store.py: results,
+fingerprint, and the attribution state the night before left in its alert.json), and writes
+tonight's state into tonight's alert.json. Night by night:
+
+1. The steps found the night before are judged with tonight (`verdicts.step_held`: tonight
+   against the nights before the step, beyond the warn ratio, significant): a step the next
+   night keeps gets one cause (`verdicts.step_cause`) from the evidence, in this order: the
+   fingerprint diff between the last night before the step and the step's night
+   (perf.fingerprint: TOOLCHAIN_FIELDS, ENVIRONMENT_FIELDS); the toolchain A/B (one commit
+   under the old and the new Triton, when it changed); the same-process A/B of the step's commit
+   and the last good one (when they differ); the vendor libraries (did they move with us?).
+   A code step is bisected at once within a budget of gate runs (perf/latency/bisect.py's
+   search; the range left when the budget is spent).
+2. The baseline re-anchors at every step that got a cause and at every gain the next night
+   kept (the improvement lock): the nights before it are scaled to its level, so the alert's
+   window keeps its full week and a later loss of the gain is seen the night it happens.
+3. Tonight is compared with the week before it (perf.nightly.alert.judge, raw ratios: the
+   libraries' move is evidence here, not divided out): its steps wait for tomorrow.
+4. The creep pass (perf/nightly/creep.py) looks at each series since its last anchor.
+
+The experiments are behind one small interface, `Lab`: production runs the latency gate
+(`GateLab`: `perf gate`, `perf gate --toolchain`, `perf bisect`'s step); the replay
+(perf/nightly/simulate.py) answers them from its model of the machine. Every cause but noise is
+posted through the issue tracker (perf.ci.github.tracker) under a key of its cause, so a cause
+seen again, on another runner or another night, updates its issue and never opens a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from perf import verdicts
+from perf.nightly import alert
+from perf.nightly.selection import PEER_PREFIX
+
+STATE_VERSION = 1
+BISECT_BUDGET = 6  # gate runs per bisect: 64 commits between two nights (issue 36's default)
+PENDING_NIGHTS = 2  # a kept step waits this many nights for its A/Bs before it is left undecided
+
+Key = tuple[str, str, str]  # (variant or peer:library, scenario, metric)
+
+
+def key_text(key: Key) -> str:
+    return "|".join(key)
+
+
+def key_of(text: str) -> Key:
+    v, s, m = text.split("|")
+    return (v, s, m)
+
+
+# --- what the pipeline reads ----------------------------------------------------------------------
+
+
+@dataclass
+class Night:
+    """One runner's night: its date, commit, fingerprint and repeat medians per series."""
+
+    date: str
+    sha: str
+    fingerprint: dict
+    series: dict[Key, list[float]]
+    state: dict | None = None  # an attribution state given directly (tests); else read from `stored`
+    vendor: str = "nvidia"
+    gpu: str = ""
+    stored: object = None  # its perf.nightly.store.Night
+
+
+_CACHE: dict[tuple, Night] = {}
+
+
+def load_nights(data: str, runner: str, upto: str | None = None) -> list[Night]:
+    """The runner's nights of the data-branch checkout `data`, oldest first, up to `upto`. Each
+    night's results are read once per process (keyed by the file's size and time)."""
+    from perf import fingerprint
+    from perf.nightly import store
+
+    out = []
+    for n in store.nights(data, runner):
+        if upto is not None and n.date > upto:
+            break
+        st = os.stat(n.results_path)
+        cache_key = (n.results_path, st.st_mtime_ns, st.st_size)
+        night = _CACHE.get(cache_key)
+        if night is None:
+            res = n.results()
+            env = res.environment
+            fp = n.fingerprint() or fingerprint.from_environment(env)
+            sha = (res.header.get("nightly") or {}).get("commit") or env.get("commit") or ""
+            night = Night(n.date, sha, fp, res.medians(), None, env.get("vendor") or "nvidia",
+                          env.get("gpu") or fp.get("gpu_model") or "")
+            _CACHE[cache_key] = night
+        out.append(Night(night.date, night.sha, night.fingerprint, night.series, None, night.vendor,
+                         night.gpu, n))
+    return out
+
+
+def previous_state(nights: list[Night], runner: str) -> dict | None:
+    """The attribution state of the newest night before the last that has one (its alert.json)."""
+    for night in reversed(nights[:-1]):
+        doc = night.stored.alert() if night.stored is not None else None
+        mine = [m for m in (doc or {}).get("machines", []) if m.get("machine") == runner]
+        if mine and mine[0].get("attribution"):
+            return mine[0]["attribution"]
+    return None
+
+
+# --- the experiments ----------------------------------------------------------------------------
+
+
+class Lab(Protocol):
+    """The experiments attribution asks for. Each answers per case a remeasure record
+    ({"status": verdicts.CONFIRMED | NOISE | PENDING | INCONCLUSIVE, "ratio", ...})."""
+
+    def remeasure(self, runner: str, good: str, bad: str, cases: list[Key]) -> dict[Key, dict]:
+        """The same-process A/B of commit `bad` against `good` in today's environment."""
+
+    def toolchain_ab(self, runner: str, sha: str, old: dict, new: dict, cases: list[Key]) -> dict[Key, dict]:
+        """Commit `sha` under the old fingerprint's toolchain against the new one's; status
+        CONFIRMED when the new one is slower (the step reproduces)."""
+
+    def commits(self, good: str, bad: str) -> list[str]:
+        """The first-parent commits after `good` up to `bad`, oldest first."""
+
+    def bisect_step(self, runner: str, good: str, case: Key) -> Callable:
+        """perf.latency.bisect's step for `case` against `good`: commit -> bisect.Step."""
+
+
+def bisect(lab: Lab, runner: str, good: str, bad: str, case: Key, budget: int = BISECT_BUDGET) -> dict:
+    """perf bisect's search over good..bad within `budget` gate runs: once spent, every further
+    probe is skipped unmeasured, so the search ends with the range left (git bisect's answer
+    when only skipped commits separate the last good one from the first bad one)."""
+    from perf.latency import bisect as bisect_mod
+
+    step = lab.bisect_step(runner, good, case)
+    runs = [0]
+
+    def budgeted(commit: str):
+        if runs[0] >= budget:
+            return bisect_mod.Step(commit, bisect_mod.SKIP, note=f"not measured: the budget of {budget} "
+                                                                  f"gate runs is spent")
+        runs[0] += 1
+        return step(commit)
+
+    commits = lab.commits(good, bad)
+    if not commits:
+        return {"result": "not-slower", "candidates": [], "runs": 0, "first_bad": None}
+    out = bisect_mod.search(commits, budgeted)
+    return {"result": out.result, "candidates": out.candidates, "runs": runs[0],
+            "first_bad": out.candidates[0] if out.result == "found" else None, "good": good, "bad": bad}
+
+
+# --- one night -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    window: int = alert.WINDOW
+    min_history: int = alert.MIN_HISTORY
+    bisect_budget: int = BISECT_BUDGET
+
+
+@dataclass
+class Context:
+    """What judging a runner's night needs besides its nights."""
+
+    runner: str
+    thresholds: object
+    lab: Lab
+    tracker: object  # perf.ci.github.tracker
+    settings: Settings = field(default_factory=Settings)
+    calibrations: dict = field(default_factory=dict)  # (vendor, gpu) -> calibration, read once
+
+
+def empty_state() -> dict:
+    return {"version": STATE_VERSION, "anchors": {}, "pending": [], "decided": [], "open": []}
+
+
+def adjusted(nights: list[Night], anchors: dict[str, list]) -> dict[Key, dict[str, list[float]]]:
+    """key -> date -> repeat medians, every night before an anchor of the key scaled by the
+    anchor's factor (module docstring, 2.)."""
+    out: dict[Key, dict[str, list[float]]] = {}
+    for n in nights:
+        for key, reps in n.series.items():
+            f = 1.0
+            for date, factor in anchors.get(key_text(key), []):
+                if n.date < date:
+                    f *= factor
+            out.setdefault(key, {})[n.date] = [x * f for x in reps] if f != 1.0 else list(reps)
+    return out
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _compare(series, key: Key, before: list[str], after: list[str], vt) -> object | None:
+    """perf.stats.compare of the key's repeats on the nights `after` against those `before`."""
+    from perf import stats
+
+    by = series.get(key, {})
+    base = [x for d in before if d in by for x in by[d]]
+    head = [x for d in after if d in by for x in by[d]]
+    if len(base) < 2 or not head:
+        return None
+    return stats.compare(base, head, resamples=vt.statistics.bootstrap, confidence=vt.statistics.confidence)
+
+
+def _status(records: dict[Key, dict]) -> str:
+    """One status for a step from its cases' records: confirmed if any case is, else the worst
+    of pending/inconclusive, else noise."""
+    statuses = [r.get("status") for r in records.values()]
+    for s in (verdicts.CONFIRMED, verdicts.PENDING, verdicts.INCONCLUSIVE):
+        if s in statuses:
+            return s
+    return verdicts.NOISE if statuses else verdicts.INCONCLUSIVE
+
+
+def judge_night(nights: list[Night], ctx: Context) -> dict:
+    """Tonight's (the last night's) attribution state; posts tonight's causes as issues."""
+    from perf import fingerprint
+    from perf.thresholds import calibration_for
+
+    th, s = ctx.thresholds, ctx.settings
+    tonight = nights[-1]
+    vendor = tonight.vendor
+    if (vendor, tonight.gpu) not in ctx.calibrations:
+        ctx.calibrations[(vendor, tonight.gpu)] = calibration_for(th, vendor, tonight.gpu)[0]
+    cal = ctx.calibrations[(vendor, tonight.gpu)]
+    vt = th.vendor(vendor)
+    prev = next((n.state for n in reversed(nights[:-1]) if n.state is not None), None) or \
+        previous_state(nights, ctx.runner) or empty_state()
+    state = {**empty_state(), "anchors": {k: list(v) for k, v in prev["anchors"].items()},
+             "open": list(prev.get("open", []))}
+    by_date = {n.date: n for n in nights}
+    dates = [n.date for n in nights]
+
+    def thresholds_of(key: Key):
+        reps = len(tonight.series.get(key) or [0] * 5)
+        return alert.case_thresholds(th, cal, vendor, key, reps)
+
+    # 1. yesterday's steps, judged with tonight
+    for step in prev.get("pending", []):
+        keys = [key_of(k) for k in step["keys"]]
+        series = adjusted(nights, state["anchors"])
+        i = dates.index(step["night"]) if step["night"] in by_date else None
+        if i is None or i == 0:
+            continue
+        before = [d for d in dates[:i] if any(d in series.get(k, {}) for k in keys)][-s.window:]
+        after = dates[i:]
+        slower = step["direction"] == "slower"
+        held, ratios = 0, {}
+        for key in keys:
+            c = _compare(series, key, before, [tonight.date], vt)
+            if c is None:
+                continue
+            t = thresholds_of(key)
+            ratios[key_text(key)] = c.ratio
+            held += verdicts.step_held(c.ratio, c.p_slower, c.p_faster, t.warn, vt.statistics.alpha, slower)
+        kept = held * 2 >= len(keys) > 0 and tonight.date != step["night"]
+        if kept:  # every series the step moved belongs to it, also one the alert saw only warn or ok
+            waiting = {k for p in prev.get("pending", []) if p is not step for k in p["keys"]}
+            for key in series:
+                if key in keys or key[0].startswith(PEER_PREFIX) or key_text(key) in waiting:
+                    continue
+                c = _compare(series, key, before, after, vt)
+                t = thresholds_of(key)
+                if c is not None and verdicts.step_held(c.ratio, c.p_slower, c.p_faster, t.warn,
+                                                        vt.statistics.alpha, slower):
+                    keys.append(key)
+                    ratios[key_text(key)] = c.ratio
+            step = {**step, "keys": [key_text(k) for k in keys]}
+        good, bad = by_date[before[-1]] if before else nights[i - 1], by_date[step["night"]]
+        # what changed since the week the step is measured against began (a change a night before
+        # the step that the next nights hid is still this step's suspect)
+        diff = {**fingerprint.diff(by_date[before[0]].fingerprint if before else good.fingerprint,
+                                   bad.fingerprint), **fingerprint.diff(good.fingerprint, bad.fingerprint)}
+        if not slower:  # a gain: the baseline re-anchors there once it is confirmed (improvement lock)
+            if kept:
+                _gain(state, ctx, series, keys, before, after, step, good, bad, diff)
+            continue
+        toolchain_changed = any(f in diff for f in fingerprint.TOOLCHAIN_FIELDS)
+        environment_changed = any(f in diff for f in fingerprint.ENVIRONMENT_FIELDS)
+        code_changed = good.sha != bad.sha
+        evidence = {"fingerprint": {k: list(v) for k, v in diff.items()}, "good_night": good.date,
+                    "good": good.sha, "bad": bad.sha, "tonight": ratios}
+        code_ab = toolchain_ab = None
+        if toolchain_changed and kept:
+            rec = ctx.lab.toolchain_ab(ctx.runner, bad.sha, good.fingerprint, bad.fingerprint, keys)
+            toolchain_ab = _status(rec)
+            evidence["toolchain_ab"] = {key_text(k): v for k, v in rec.items()}
+        if code_changed and (kept or not (toolchain_changed or environment_changed)) and \
+                toolchain_ab != verdicts.CONFIRMED:
+            rec = ctx.lab.remeasure(ctx.runner, good.sha, bad.sha, keys)
+            code_ab = _status(rec)
+            evidence["remeasure"] = {key_text(k): v for k, v in rec.items()}
+        libs = _libraries(series, keys, before, after, vt.latency.warn)
+        evidence["libraries"] = libs
+        cause, why = verdicts.step_cause(
+            kept=kept, code_changed=code_changed, code_ab=code_ab, toolchain_changed=toolchain_changed,
+            toolchain_ab=toolchain_ab, environment_changed=environment_changed,
+            libraries_moved=libs["moved"])
+        record = {**step, "cause": cause, "why": why, "kept": kept, "evidence": evidence,
+                  "decided": tonight.date}
+        # undecided: judged again tomorrow, for PENDING_NIGHTS nights (a step the A/B confirms but
+        # tonight's night did not keep, e.g. one scenario's night-long move hid it, gets a second look)
+        second_look = kept or code_ab == verdicts.CONFIRMED or toolchain_changed or environment_changed
+        if cause is None and second_look and step.get("tries", 0) + 1 < PENDING_NIGHTS:
+            state["pending"].append({**step, "tries": step.get("tries", 0) + 1})
+            continue
+        if cause is not None and kept:  # the experiment that named the cause measured its size best
+            by_cause = {verdicts.CODE: "remeasure", verdicts.TOOLCHAIN: "toolchain_ab"}
+            measured = evidence.get(by_cause.get(cause, ""))
+            _anchor(state, series, keys, before, after, step["night"], measured)
+        if cause == verdicts.CODE:
+            worst = max(keys, key=lambda k: ratios.get(key_text(k), 0.0))
+            record["bisect"] = bisect(ctx.lab, ctx.runner, good.sha, bad.sha, worst, s.bisect_budget)
+        state["decided"].append(record)
+
+    # 3. tonight against the week before it, by the alert's rule with its library control: our
+    # steps net of the libraries' move, and the libraries' own move as a step of the environment
+    series = adjusted(nights, state["anchors"])
+    pending_keys = {k for p in state["pending"] for k in p["keys"]}
+    moves: dict = {}
+    findings, _ = alert.judge(series, dates, th, vendor, tonight.gpu, alert.Settings(s.window, s.min_history),
+                              name=ctx.runner, label=tonight.date, cal=cal, moves_out=moves)
+    fails = [f for f in findings if f.verdict is verdicts.Verdict.FAIL]
+    slower = [f for f in findings if f.ratio is not None and f.ratio > 1 and f.verdict in
+              (verdicts.Verdict.FAIL, verdicts.Verdict.WARN)] if fails else []
+    faster = [f for f in findings if f.verdict is verdicts.Verdict.IMPROVED]
+    moved = {sm: d for sm, d in moves.items() if d > vt.latency.warn or d < 1 / vt.latency.warn}
+    for direction, found in (("slower", slower), ("faster", faster)):
+        keys = [key_text((f.variant, f.scenario, f.metric)) for f in found]
+        keys += [key_text(k) for k in series if (k[1], k[2]) in moved and (moved[(k[1], k[2])] > 1) ==
+                 (direction == "slower") and tonight.date in series[k]]
+        keys = list(dict.fromkeys(k for k in keys if k not in pending_keys))
+        if keys:
+            state["pending"].append({"night": tonight.date, "sha": tonight.sha, "direction": direction,
+                                     "keys": keys, "ratios": {key_text((f.variant, f.scenario, f.metric)):
+                                                              f.ratio for f in found}})
+
+    # 4. creep, over each series since its last anchor
+    pending_keys = {k for p in state["pending"] for k in p["keys"]}
+    crept = []
+    from perf.nightly import creep as creep_mod
+
+    for key, by in series.items():
+        if key[0].startswith(PEER_PREFIX) or key_text(key) in pending_keys:
+            continue
+        since = max((d for d, _ in state["anchors"].get(key_text(key), [])), default="")
+        span = [d for d in dates if d in by and d >= since]
+        t = thresholds_of(key)
+        found = creep_mod.find([_median(by[d]) for d in span], vt.latency.warn, t.fail)
+        if found is not None:
+            crept.append((key, span, found))
+    if crept:
+        start = min(span[c.start] for _, span, c in crept)
+        span_nights = [d for d in dates if d >= start]
+        first = by_date[dates[dates.index(start) - 1]] if dates.index(start) > 0 else by_date[start]
+        record = {"night": tonight.date, "direction": "slower", "keys": [key_text(k) for k, _, _ in crept],
+                  "cause": verdicts.CREEP, "kept": True, "decided": tonight.date,
+                  "why": "a persistent level change made of steps each below the alert's floor",
+                  "ratios": {key_text(k): c.ratio for k, _, c in crept},
+                  "evidence": {"start": start, "nights": span_nights, "good": first.sha, "bad": tonight.sha,
+                               "commits": ctx.lab.commits(first.sha, tonight.sha) if first.sha != tonight.sha
+                               else [], "steps": {key_text(k): [[span[i], r] for i, r in c.steps]
+                                                  for k, span, c in crept}}}
+        for key, _, c in crept:
+            state["anchors"].setdefault(key_text(key), []).append([tonight.date, c.ratio])
+        state["decided"].append(record)
+
+    # issues: one per cause
+    from perf.nightly import issues
+
+    for record in state["decided"]:
+        if record.get("cause") not in verdicts.ISSUE_CAUSES:
+            continue
+        record["issue"] = issues.cause_key(record, ctx.runner, vendor)
+        title, body = issues.render_cause(record, ctx.runner, tonight.gpu)
+        number = ctx.tracker.upsert(record["issue"], title, body, labels=issues.LABELS + (record["cause"],))
+        record["issue_number"] = number
+        state["open"].append({"issue": record["issue"], "cause": record["cause"], "keys": record["keys"],
+                              "night": record["night"], "ratios": record.get("ratios", {})})
+    return state
+
+
+def _anchor(state: dict, series, keys: list[Key], before: list[str], after: list[str], night: str,
+            measured: dict | None = None) -> None:
+    """Re-anchor `keys` at `night`: the nights before it are scaled by the step's size, the ratio
+    its A/B measured (`measured`: key text -> record) where there is one, else the level of the
+    nights since it over the level of the week before it (one scenario's night-long move in those
+    nights would bias the latter; the same-process A/B is immune to it)."""
+    for key in keys:
+        r = (measured or {}).get(key_text(key), {}).get("ratio")
+        if r is None:
+            by = series.get(key, {})
+            b = [x for d in before if d in by for x in by[d]]
+            a = [x for d in after if d in by for x in by[d]]
+            r = _median(a) / _median(b) if b and a else None
+        if r is not None:
+            state["anchors"].setdefault(key_text(key), []).append([night, r])
+
+
+def _gain(state: dict, ctx: Context, series, keys: list[Key], before: list[str], after: list[str], step: dict,
+          good: Night, bad: Night, diff: dict) -> None:
+    """A gain the next night kept is confirmed by what could cause it: the same-process A/B of the
+    two commits finding them faster (the improvement is the code's), or a changed fingerprint;
+    the baseline then re-anchors there. Without either it is one of the nights' moves: no anchor."""
+    record = {**step, "cause": "gain", "kept": True, "evidence": {"fingerprint": {k: list(v) for k, v in
+                                                                                   diff.items()}}}
+    measured = None
+    if good.sha != bad.sha:
+        measured = {key_text(k): v for k, v in ctx.lab.remeasure(ctx.runner, good.sha, bad.sha, keys).items()}
+        record["evidence"]["remeasure"] = measured
+        confirmed = [k for k, v in measured.items() if v.get("verdict") == verdicts.Verdict.IMPROVED.value]
+    else:
+        confirmed = []
+    if not confirmed and not diff:
+        state["decided"].append({**record, "cause": None, "why": "a gain neither the A/B nor the fingerprint "
+                                 "explains: one of the nights' moves, no anchor"})
+        return
+    _anchor(state, series, keys, before, after, step["night"], measured if confirmed else None)
+    state["decided"].append({**record, "why": "a confirmed gain: the baseline re-anchors there (improvement "
+                             "lock)"})
+    _close_restored(state, ctx, keys, step)
+
+
+def _libraries(series, keys: list[Key], before: list[str], after: list[str], warn: float) -> dict:
+    """The vendor libraries on the step's scenarios and metrics, over the same nights: their
+    median ratio beside ours, and whether they moved with us (beyond the warn ratio, same way)."""
+    ours, theirs = [], []
+    for key in keys:
+        by = series.get(key, {})
+        b = [x for d in before if d in by for x in by[d]]
+        a = [x for d in after if d in by for x in by[d]]
+        if b and a:
+            ours.append(_median(a) / _median(b))
+    wanted = {(k[1], k[2]) for k in keys}
+    for key, by in series.items():
+        if key[0].startswith(PEER_PREFIX) and (key[1], key[2]) in wanted:
+            b = [x for d in before if d in by for x in by[d]]
+            a = [x for d in after if d in by for x in by[d]]
+            if b and a:
+                theirs.append(_median(a) / _median(b))
+    ours_r = _median(ours) if ours else math.nan
+    theirs_r = _median(theirs) if theirs else math.nan
+    moved = bool(theirs) and math.isfinite(ours_r) and (
+        (ours_r > 1 and theirs_r > warn) or (ours_r < 1 and theirs_r < 1 / warn))
+    return {"ours": ours_r, "libraries": theirs_r, "moved": moved}
+
+
+def _close_restored(state: dict, ctx: Context, keys: list[Key], step: dict) -> None:
+    """A kept gain that brings an open cause's cases back to their level closes its issue."""
+    gained = {key_text(k) for k in keys}
+    for cause in list(state["open"]):
+        if cause["cause"] != verdicts.CODE or not set(cause["keys"]) <= gained:
+            continue
+        back = [step["ratios"].get(k, 1.0) * cause["ratios"].get(k, 1.0) for k in cause["keys"]]
+        if back and all(abs(math.log(r)) < math.log(1.03) for r in back):
+            ctx.tracker.close(cause["issue"], f"Back at its level since {step['night']} (commit "
+                                              f"{step.get('sha', '')[:10]}): closed by the nightly.")
+            state["open"].remove(cause)
+
+
+def attribute(data: str, ctx: Context, date: str | None = None) -> dict:
+    """Judge night `date` (default: the runner's newest) and write its state into its alert.json."""
+    from perf.errors import ConfigError
+    from perf.nightly import store
+
+    nights = load_nights(data, ctx.runner, date)
+    if not nights or (date is not None and nights[-1].date != date):
+        raise ConfigError(f"--data {data}: no night {date or ''} of runner {ctx.runner}; pass --machine and "
+                          f"--date of a night saved by `python -m perf nightly save`")
+    state = judge_night(nights, ctx)
+    tonight = nights[-1]
+    doc = {"alert": bool(state["pending"] or state["decided"]),
+           "machines": [{"machine": ctx.runner, "commit": tonight.sha, "attribution": state}]}
+    store.write_night(data, ctx.runner, tonight.date, None, None, doc)
+    return state
+
+
+# --- production: the latency gate behind the Lab interface --------------------------------------------
+
+
+class GateLab:
+    """The experiments run by the latency gate in this checkout (`repo`), outputs under `out`."""
+
+    def __init__(self, repo: str, out: str, thresholds_path: str, suite: str = "nightly"):
+        self.repo, self.out, self.thresholds_path, self.suite = repo, out, thresholds_path, suite
+
+    def _argv(self, cases: list[Key], folder: str) -> list[str]:
+        return ["--suite", self.suite, "--scenarios", ",".join(dict.fromkeys(s for _, s, _ in cases)),
+                "--variants", ",".join(dict.fromkeys(v for v, _, _ in cases)),
+                "--metrics", ",".join(dict.fromkeys(m for _, _, m in cases)),
+                "--thresholds", self.thresholds_path, "--out", folder]
+
+    def remeasure(self, runner, good, bad, cases):
+        from perf.nightly import confirm
+
+        folder = os.path.join(self.out, "remeasure", runner, f"{bad[:8]}-vs-{good[:8]}")
+        run = confirm.Run(runner, "", bad, good, list(cases), folder,
+                          ["gate", "--base-ref", good, "--head-ref", bad, *self._argv(cases, folder)])
+        return confirm.execute([run], self.repo, confirm.run_gate)
+
+    def toolchain_ab(self, runner, sha, old, new, cases):
+        from perf.nightly import confirm
+
+        if not old.get("triton") or old.get("triton") == new.get("triton"):
+            why = "only Triton can be installed beside this one (perf/toolchain.py): torch is not A/B-tested"
+            return {k: {"status": verdicts.INCONCLUSIVE, "note": why} for k in cases}
+        folder = os.path.join(self.out, "toolchain-ab", runner, f"{sha[:8]}-triton-{old['triton']}")
+        argv = ["gate", "--toolchain", f"triton=={old['triton']}", *self._argv(cases, folder)]
+        rc = confirm.run_gate(argv, self.repo)
+        found = _findings(folder)
+        return {k: {"status": verdicts.toolchain_status(found.get(k)), "exit": rc,
+                    "ratio": 1 / found[k].ratio if found.get(k) and found[k].ratio else None,
+                    "command": "python -m perf " + " ".join(argv)} for k in cases}
+
+    def commits(self, good, bad):
+        from perf.git import first_parent_range
+
+        return first_parent_range(self.repo, good, bad)
+
+    def bisect_step(self, runner, good, case):
+        from perf.cli import build_parser
+        from perf.latency import bisect as bisect_mod
+
+        variant, scenario, metric = case
+        cwd = os.getcwd()
+
+        def step(commit: str):  # perf bisect GOOD COMMIT's own plan, so its steps land where it puts them
+            argv = ["bisect", good, commit, "--scenario", scenario, "--variant", variant, "--metric", metric,
+                    "--thresholds", self.thresholds_path, "--out", os.path.join(self.out, "bisect", runner)]
+            os.chdir(self.repo)
+            try:
+                plan = bisect_mod.prepare(build_parser().parse_args(argv))
+                return bisect_mod.gate_step(plan)(commit)
+            finally:
+                os.chdir(cwd)
+
+        return step
+
+
+def _findings(folder: str) -> dict:
+    path = os.path.join(folder, "findings.json")
+    if not os.path.exists(path):
+        return {}
+    _, found = verdicts.load_findings(path)
+    return {(f.variant, f.scenario, f.metric): f for f in found}
+
+
+# --- command line ------------------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="a checkout of the data branch (perf nightly checkout)")
+    p.add_argument("--machine", required=True, help="the runner judged (its folder under nights/)")
+    p.add_argument("--date", default=None, help="the night, YYYY-MM-DD (default: the runner's newest)")
+    p.add_argument("--thresholds", default="thresholds.yaml")
+    p.add_argument("--out", default=os.path.join("results", "nightly", "attribution"),
+                   help="where the gate runs of the experiments write")
+    p.add_argument("--repo", default=None, help="OWNER/NAME the issues go to (default: $GITHUB_REPOSITORY)")
+    p.add_argument("--dry-run", default=None, metavar="DIR", help="keep the issues as JSON files in DIR")
+    p.add_argument("--bisect-budget", type=int, default=BISECT_BUDGET,
+                   help=f"gate runs a code step's bisect may take (default: {BISECT_BUDGET})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from perf.checkout import ROOT
+    from perf.ci import github
+    from perf.thresholds import load_thresholds
+
+    p = argparse.ArgumentParser(prog="python -m perf.nightly.attribute", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    from perf.nightly import store
+
+    store.check_data(args.data)
+    ctx = Context(args.machine, load_thresholds(args.thresholds),
+                  GateLab(str(ROOT), args.out, os.path.abspath(args.thresholds)),
+                  github.tracker(args.repo, args.dry_run), Settings(bisect_budget=args.bisect_budget))
+    state = attribute(args.data, ctx, args.date)
+    for r in state["decided"]:
+        print(f"{r['night']}: {r['cause'] or 'undecided'} ({len(r['keys'])} series): {r['why']}"
+              + (f" -> issue {r['issue']}" if r.get("issue") else ""), flush=True)
+    for r in state["pending"]:
+        print(f"{r['night']}: a step {r['direction']} on {len(r['keys'])} series, judged tomorrow",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    from perf.cli import entry
+
+    entry(main)
