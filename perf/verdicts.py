@@ -431,7 +431,7 @@ INCONCLUSIVE = "inconclusive"  # the gate warns, or has no verdict (no last good
 REMEASURE_STATUSES = (CONFIRMED, NOISE, PENDING, INCONCLUSIVE)
 
 
-def remeasure_status(gate: Finding | None) -> str:
+def remeasure_status(gate: Finding | None, changed: dict | None = None) -> str:
     """A re-measured alert's status from the gate's finding for the same case.
 
     The gate's own rule decides (latency_verdict, with the gate's thresholds and its re-measure
@@ -439,12 +439,19 @@ def remeasure_status(gate: Finding | None) -> str:
     not reproduce with both commits in the same processes). WARN neither confirms nor clears it
     (beyond the fail threshold but not significant, or a significant slowdown smaller than the
     gate fails on), and no finding or no ratio (skipped, crashed) says nothing: inconclusive.
+    No step under today's toolchain while `changed` (the fingerprint fields that differ between the
+    two commits' nights) is not empty is inconclusive too: the A/B cannot see that change.
     """
     if gate is not None and gate.verdict is Verdict.WRONG:  # a wrong output is never noise
         return CONFIRMED
     if gate is None or gate.ratio is None or gate.verdict is Verdict.WARN:
         return INCONCLUSIVE
-    return CONFIRMED if gate.verdict is Verdict.FAIL else NOISE
+    if gate.verdict is Verdict.FAIL:
+        return CONFIRMED
+    # Both sides ran under today's Triton, torch and driver: a step that came with a change of
+    # them (`changed`: perf.fingerprint.diff of the two nights) cannot reproduce here, so the
+    # A/B clears only the code, not the step (perf/nightly/attribute.py names its cause).
+    return INCONCLUSIVE if changed else NOISE
 
 
 def alert_exit_code(statuses: list[str]) -> int:

@@ -19,8 +19,6 @@ from hypothesis import strategies as st
 from perf import verdicts
 from perf.nightly import creep, simulate
 
-pytest.importorskip("asv", reason="the creep pass uses asv's step detection (pip install -e .[nightly])")
-
 FAST_SEED = 11  # not a tuning seed
 HELD_OUT = (41, 53)  # nor these (seeds 0-4 and 23 were looked at while tuning)
 
@@ -65,11 +63,13 @@ def test_a_kept_step_gets_the_cause_its_evidence_names(evidence, cause):
     assert verdicts.step_cause(**{**args, **evidence})[0] == cause
 
 
-def test_the_toolchain_ab_reads_the_old_triton_faster_as_the_step_reproduced():
-    def f(verdict, ratio):
-        return verdicts.Finding("latency", "nvidia", "H100", "v", "s", "graph", 1, 1, ratio, None, None,
-                                0.01, "", verdict)
+def _finding(verdict, ratio):
+    return verdicts.Finding("latency", "nvidia", "H100", "v", "s", "graph", 1, 1, ratio, None, None, 0.01, "",
+                            verdict)
 
+
+def test_the_toolchain_ab_reads_the_old_triton_faster_as_the_step_reproduced():
+    f = _finding
     assert verdicts.toolchain_status(f(verdicts.Verdict.IMPROVED, 0.94)) == verdicts.CONFIRMED
     assert verdicts.toolchain_status(f(verdicts.Verdict.OK, 1.0)) == verdicts.NOISE
     assert verdicts.toolchain_status(f(verdicts.Verdict.FAIL, 1.2)) == verdicts.NOISE  # new Triton faster
@@ -140,3 +140,37 @@ def test_a_pipeline_that_calls_everything_noise_fails_the_replay(tmp_path, monke
 def test_replay_on_seeds_not_used_for_tuning(tmp_path, seed):
     doc = simulate.replay(seed, 60, str(tmp_path))
     assert simulate.passed(doc), json.dumps(doc, indent=1)
+
+
+def test_a_remeasure_that_finds_nothing_does_not_clear_a_step_that_came_with_a_new_toolchain():
+    f = _finding
+    bump = {"triton": ("3.6.0", "3.7.0")}
+    assert verdicts.remeasure_status(f(verdicts.Verdict.OK, 1.0)) == verdicts.NOISE
+    assert verdicts.remeasure_status(f(verdicts.Verdict.OK, 1.0), bump) == verdicts.INCONCLUSIVE
+    assert verdicts.remeasure_status(f(verdicts.Verdict.FAIL, 1.2), bump) == verdicts.CONFIRMED
+
+
+def test_the_alert_reads_the_toolchain_and_environment_from_the_history():
+    from perf.nightly import alert
+
+    old = {"triton": "3.6.0", "torch": "2.11.0", "driver": "580.159.04", "gpu": "H100", "clocks": None}
+    new = {**old, "triton": "3.7.0", "driver": "590.48.01", "time": "later"}
+    assert alert.environment_diff(old, new) == {"triton": ("3.6.0", "3.7.0"),
+                                                "driver": ("580.159.04", "590.48.01")}
+    assert alert.environment_diff(old, {**old, "time": "later"}) == {}
+
+
+def test_production_lab_remeasures_with_the_latency_gate(tmp_path, monkeypatch):
+    """GateLab's re-measure is confirm's gate run (`perf gate --base-ref GOOD --head-ref BAD ...
+    --all-cases`), its findings read back into remeasure records."""
+    from perf.nightly import attribute, confirm
+    from tests.test_nightly_confirm import FakeGate
+
+    key = ("static_grid", "llama3-8b/decode/batch32-kv1024/block16", "graph")
+    gate = FakeGate(ratios={key: 1.2})
+    monkeypatch.setattr(confirm, "run_gate", gate)
+    lab = attribute.GateLab(str(tmp_path), str(tmp_path / "out"), "thresholds.yaml")
+    got = lab.remeasure("gpu-a", "a" * 40, "b" * 40, [key])
+    assert got[key]["status"] == verdicts.CONFIRMED and got[key]["ratio"] == pytest.approx(1.2)
+    (argv,) = gate.calls
+    assert argv[:5] == ["gate", "--base-ref", "a" * 40, "--head-ref", "b" * 40] and argv[-1] == "--all-cases"

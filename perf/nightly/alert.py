@@ -54,8 +54,32 @@ class Settings:
 def detect(history: History, thresholds, settings: Settings = Settings(), vendor: str | None = None,
            ) -> tuple[list[Finding], list[str]]:
     """Findings for the newest commit of `history` (one per variant, scenario, metric) and notes."""
-    return judge(history.series, [c.sha for c in history.commits], thresholds, vendor or history.vendor,
-                 history.gpu, settings, name=history.machine, label=history.latest.short)
+    findings, notes = judge(history.series, [c.sha for c in history.commits], thresholds,
+                            vendor or history.vendor, history.gpu, settings, name=history.machine,
+                            label=history.latest.short)
+    changed = changed_in_window(history, settings)
+    if changed:
+        notes.append("the environment changed within the window (" + ", ".join(
+            f"{k} {o} -> {n}" for k, (o, n) in changed.items()) + "): a step here may be its; the re-measure "
+            "runs today's on both sides, so only attribution (perf/nightly/attribute.py) tells")
+    return findings, notes
+
+
+def changed_in_window(history: History, settings: Settings = Settings()) -> dict:
+    """The toolchain and environment fields (perf.fingerprint) that differ between the oldest commit
+    of the newest commit's window and the newest, from the history's environments."""
+    commits = history.commits[-settings.window - 1:]
+    return environment_diff(commits[0].environment, commits[-1].environment)
+
+
+def environment_diff(old: dict | None, new: dict | None) -> dict:
+    """Field -> (old, new) of the toolchain and environment fields (perf.fingerprint) that differ
+    between two results environments (perf.results.environment)."""
+    from perf import fingerprint
+
+    diff = fingerprint.diff(fingerprint.from_environment(old or {}), fingerprint.from_environment(new or {}))
+    wanted = fingerprint.TOOLCHAIN_FIELDS + fingerprint.ENVIRONMENT_FIELDS
+    return {k: v for k, v in diff.items() if k in wanted}
 
 
 def judge(series: dict[tuple[str, str, str], dict[str, list[float]]], order: list[str], thresholds,

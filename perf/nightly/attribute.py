@@ -19,8 +19,10 @@ tonight's state into tonight's alert.json. Night by night:
 2. The baseline re-anchors at every step that got a cause and at every gain the next night
    kept (the improvement lock): the nights before it are scaled to its level, so the alert's
    window keeps its full week and a later loss of the gain is seen the night it happens.
-3. Tonight is compared with the week before it (perf.nightly.alert.judge, raw ratios: the
-   libraries' move is evidence here, not divided out): its steps wait for tomorrow.
+3. Tonight is compared with the week before it (perf.nightly.alert.judge, with its library
+   control): our series' steps net of the vendor libraries' move, and the libraries' own move
+   beyond the warn ratio as a step of its own (with our series on those scenarios); both wait
+   for tomorrow.
 4. The creep pass (perf/nightly/creep.py) looks at each series since its last anchor.
 
 The experiments are behind one small interface, `Lab`: production runs the latency gate
@@ -342,14 +344,17 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
     faster = [f for f in findings if f.verdict is verdicts.Verdict.IMPROVED]
     moved = {sm: d for sm, d in moves.items() if d > vt.latency.warn or d < 1 / vt.latency.warn}
     for direction, found in (("slower", slower), ("faster", faster)):
-        keys = [key_text((f.variant, f.scenario, f.metric)) for f in found]
-        keys += [key_text(k) for k in series if (k[1], k[2]) in moved and (moved[(k[1], k[2])] > 1) ==
-                 (direction == "slower") and tonight.date in series[k]]
-        keys = list(dict.fromkeys(k for k in keys if k not in pending_keys))
-        if keys:
-            state["pending"].append({"night": tonight.date, "sha": tonight.sha, "direction": direction,
-                                     "keys": keys, "ratios": {key_text((f.variant, f.scenario, f.metric)):
-                                                              f.ratio for f in found}})
+        ours = [key_text((f.variant, f.scenario, f.metric)) for f in found]
+        # the libraries' move is a step of its own, judged apart from ours (a code step on a night
+        # one scenario moved for everyone stays a code step)
+        theirs = [key_text(k) for k in series if (k[1], k[2]) in moved and (moved[(k[1], k[2])] > 1) ==
+                  (direction == "slower") and tonight.date in series[k] and key_text(k) not in ours]
+        for keys in (ours, theirs):
+            keys = [k for k in keys if k not in pending_keys]
+            if keys:
+                state["pending"].append({"night": tonight.date, "sha": tonight.sha, "direction": direction,
+                                         "keys": keys, "ratios": {key_text((f.variant, f.scenario, f.metric)):
+                                                                  f.ratio for f in found}})
 
     # 4. creep, over each series since its last anchor
     pending_keys = {k for p in state["pending"] for k in p["keys"]}
@@ -498,7 +503,8 @@ class GateLab:
     """The experiments run by the latency gate in this checkout (`repo`), outputs under `out`."""
 
     def __init__(self, repo: str, out: str, thresholds_path: str, suite: str = "nightly"):
-        self.repo, self.out, self.thresholds_path, self.suite = repo, out, thresholds_path, suite
+        self.repo, self.thresholds_path, self.suite = repo, thresholds_path, suite
+        self.out = os.path.abspath(out)
 
     def _argv(self, cases: list[Key], folder: str) -> list[str]:
         return ["--suite", self.suite, "--scenarios", ",".join(dict.fromkeys(s for _, s, _ in cases)),
@@ -511,7 +517,8 @@ class GateLab:
 
         folder = os.path.join(self.out, "remeasure", runner, f"{bad[:8]}-vs-{good[:8]}")
         run = confirm.Run(runner, "", bad, good, list(cases), folder,
-                          ["gate", "--base-ref", good, "--head-ref", bad, *self._argv(cases, folder)])
+                          ["gate", "--base-ref", good, "--head-ref", bad, *self._argv(cases, folder),
+                           "--all-cases"])  # a re-measure needs a ratio as evidence (confirm.py)
         return confirm.execute([run], self.repo, confirm.run_gate)
 
     def toolchain_ab(self, runner, sha, old, new, cases):

@@ -46,7 +46,7 @@ from perf.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
 from perf.nightly import alert, issues
 from perf.nightly.history import History
 from perf.nightly.selection import slug
-from perf.verdicts import Finding
+from perf.verdicts import Finding, Verdict
 
 # Cases re-measured per flagged commit and machine. The gate measures the cross product of the
 # cases' variants, scenarios and metrics in 3 processes (and 3 more for what fails), so its
@@ -75,6 +75,7 @@ class Run:
     cases: list[tuple[str, str, str]]  # (variant, scenario, metric), largest nightly ratio first
     out: str  # the gate's --out
     argv: list[str] = field(default_factory=list)  # after `python -m perf`
+    changed: dict = field(default_factory=dict)  # fingerprint fields that differ between the two nights
 
     @property
     def command(self) -> str:
@@ -130,8 +131,15 @@ def plan(h: History, result: dict, thresholds, settings: alert.Settings, out: st
                 # inconclusive, where a measurement clears it as noise with evidence
                 "--all-cases"]
         runs.append(Run(h.machine, result["vendor"], h.latest.sha, good, cases, os.path.join(root, folder),
-                        argv))
+                        argv, changed=changed_between(h, good, h.latest.sha)))
     return runs, skipped
+
+
+def changed_between(h: History, good: str, bad: str) -> dict:
+    """The toolchain and environment fields (perf.fingerprint) that differ between the nights that
+    measured `good` and `bad`, from the history's environments."""
+    env = {c.sha: c.environment for c in h.commits}
+    return alert.environment_diff(env.get(good), env.get(bad))
 
 
 def finished(run: Run) -> dict[tuple[str, str, str], Finding] | None:
@@ -154,8 +162,14 @@ def finished(run: Run) -> dict[tuple[str, str, str], Finding] | None:
 
 
 def _record(run: Run, gate: Finding | None, note: str = "") -> dict:
-    rec = {"status": verdicts.remeasure_status(gate), "base": run.base, "head": run.head, "out": run.out,
-           "command": run.command}
+    rec = {"status": verdicts.remeasure_status(gate, run.changed), "base": run.base, "head": run.head,
+           "out": run.out, "command": run.command}
+    if run.changed:
+        rec["changed"] = {k: list(v) for k, v in run.changed.items()}
+        if gate is not None and gate.ratio is not None and gate.verdict in (Verdict.OK, Verdict.IMPROVED):
+            note = (f"no step between the commits under today's toolchain, but {', '.join(run.changed)} "
+                    f"changed between their nights: not cleared (perf.nightly.attribute names the cause)"
+                    + (f"; {note}" if note else ""))
     if gate is not None:
         rec.update(verdict=gate.verdict.value, ratio=gate.ratio, ci_low=gate.ci_low, ci_high=gate.ci_high,
                    p_value=gate.p_value, min_detectable=gate.min_detectable, threshold=gate.threshold,
