@@ -321,7 +321,7 @@ def heartbeat(data: str, now: _dt.datetime, tracker, max_age_hours: float = 36.0
 # --- the replay --------------------------------------------------------------------------------------
 
 
-def replay(seed: int, nights: int, out: str, attribute_night=None, say=print) -> dict:
+def replay(seed: int, nights: int, out: str) -> dict:
     """Run the replay into `out`; the simulation.json document."""
     import numpy as np
 
@@ -342,32 +342,33 @@ def replay(seed: int, nights: int, out: str, attribute_night=None, say=print) ->
     tracker = github.tracker(dry_run_dir=os.path.join(out, "issues"))
     lab = ModelLab(m, th, np.random.default_rng([seed, 1]))
     noise_rng = np.random.default_rng([seed, 2])
-    judge = attribute_night or attribute.attribute
     silent = {(e.runner, k) for e in events if e.kind == "outage" for k in range(e.night, e.night + 4)}
     wipes = {e.night for e in events if e.kind == "cache_loss"}
     opened: dict[str, int] = {}
     written = 0
     calibrations: dict = {}  # read once for both runners
     contexts = {r: attribute.Context(r, th, lab, tracker, calibrations=calibrations) for r in RUNNERS}
-    for n in range(nights):
-        date = (START + _dt.timedelta(days=n)).isoformat()
-        if n in wipes:
-            shutil.rmtree(cache, ignore_errors=True)  # the Actions cache emptied: nothing may depend on it
-        for runner in RUNNERS:
-            if (runner, n) in silent:
-                continue
-            series = measure(m, runner, n, noise_rng)
-            tmp = write_results(os.path.join(scratch, f"{runner}.jsonl"), m, runner, n, date, series)
-            store.write_night(data, runner, date, tmp, fingerprint_of(m, runner, n), None)
-            os.makedirs(cache, exist_ok=True)
-            shutil.copy(tmp, os.path.join(cache, f"{runner}-{date}.jsonl"))
-            written += 1
-            judge(data, contexts[runner], date)
-        heartbeat(data, _dt.datetime.combine(START + _dt.timedelta(days=n + 1), _dt.time(12, 0),
-                                             tzinfo=_dt.timezone.utc), tracker)
-        for issue in tracker.issues():
-            opened.setdefault(issue["key"], n)
-    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        for n in range(nights):
+            date = (START + _dt.timedelta(days=n)).isoformat()
+            if n in wipes:
+                shutil.rmtree(cache, ignore_errors=True)  # the Actions cache emptied: nothing depends on it
+            for runner in RUNNERS:
+                if (runner, n) in silent:
+                    continue
+                series = measure(m, runner, n, noise_rng)
+                tmp = write_results(os.path.join(scratch, f"{runner}.jsonl"), m, runner, n, date, series)
+                store.write_night(data, runner, date, tmp, fingerprint_of(m, runner, n), None)
+                files.write_text(os.path.join(cache, f"{runner}-{date}.jsonl"),
+                                 files.read_text(tmp, "the night's results", "run the replay again"))
+                written += 1
+                attribute.attribute(data, contexts[runner], date)
+            heartbeat(data, _dt.datetime.combine(START + _dt.timedelta(days=n + 1), _dt.time(12, 0),
+                                                 tzinfo=_dt.timezone.utc), tracker)
+            for issue in tracker.issues():
+                opened.setdefault(issue["key"], n)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     kept = sum(len(store.nights(data, r)) for r in RUNNERS)
     return evaluate(events, opened, written - kept)
 
