@@ -315,7 +315,7 @@ def heartbeat(data: str, now: _dt.datetime, tracker, max_age_hours: float = 36.0
     """The heartbeat after a night: perf/nightly/heartbeat.py's check, with the replay's clock."""
     from perf.nightly import heartbeat as beat
 
-    beat.heartbeat(data, tracker, now, max_age_hours, say=lambda *_: None)
+    beat.heartbeat(data, tracker, now, max_age_hours, say=lambda *_: None, expected=RUNNERS)
 
 
 # --- the replay --------------------------------------------------------------------------------------
