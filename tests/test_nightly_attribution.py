@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -20,7 +21,9 @@ from perf import verdicts
 from perf.nightly import creep, simulate
 
 FAST_SEED = 11  # not a tuning seed
-HELD_OUT = (41, 53)  # nor these (seeds 0-4 and 23 were looked at while tuning)
+# nor these (seeds 0-4, 23 and 83 were looked at while tuning); one in CI (each replay takes 10-20 s
+# on a 2-core machine), more by hand: PERF_REPLAY_SEEDS=41,53,61,67,71,79,89,97,101,107,113
+HELD_OUT = tuple(int(s) for s in os.environ.get("PERF_REPLAY_SEEDS", "41").split(","))
 
 
 # --- the rules ----------------------------------------------------------------------------------
