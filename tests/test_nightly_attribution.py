@@ -177,3 +177,18 @@ def test_production_lab_remeasures_with_the_latency_gate(tmp_path, monkeypatch):
     assert got[key]["status"] == verdicts.CONFIRMED and got[key]["ratio"] == pytest.approx(1.2)
     (argv,) = gate.calls
     assert argv[:5] == ["gate", "--base-ref", "a" * 40, "--head-ref", "b" * 40] and argv[-1] == "--all-cases"
+
+
+def test_the_state_joins_the_alerts_document_that_nightly_save_commits():
+    """`perf nightly save` commits the alert's alert.json as the night's: attribution adds its state
+    to this runner's entry and keeps everything else."""
+    from perf.nightly import attribute
+
+    doc = {"alert": True, "machines": [{"machine": "a", "commit": "c1", "alerts": [{"x": 1}]},
+                                       {"machine": "b", "commit": "c2", "alerts": []}]}
+    out = attribute.with_state(doc, "a", "c1", {"pending": []})
+    assert out["alert"] is True and [m["machine"] for m in out["machines"]] == ["b", "a"]
+    state = {"pending": []}
+    assert out["machines"][1] == {"machine": "a", "commit": "c1", "alerts": [{"x": 1}], "attribution": state}
+    fresh = attribute.with_state(None, "a", "c1", state)
+    assert fresh["machines"] == [{"machine": "a", "commit": "c1", "alerts": [], "attribution": state}]

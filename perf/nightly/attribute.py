@@ -479,8 +479,21 @@ def _close_restored(state: dict, ctx: Context, keys: list[Key], step: dict) -> N
             state["open"].remove(cause)
 
 
-def attribute(data: str, ctx: Context, date: str | None = None) -> dict:
-    """Judge night `date` (default: the runner's newest) and write its state into its alert.json."""
+def with_state(doc: dict | None, runner: str, sha: str, state: dict) -> dict:
+    """An alert.json document (perf/nightly/alert.py's, or a night's) with `state` as the runner's
+    `attribution`, everything else in it kept."""
+    doc = dict(doc or {})
+    machines = [m for m in doc.get("machines", []) if isinstance(m, dict)]
+    mine = next((m for m in machines if m.get("machine") == runner), None)
+    rest = [m for m in machines if m is not mine]
+    mine = {**(mine or {"machine": runner, "commit": sha, "alerts": []}), "attribution": state}
+    return {**doc, "alert": bool(doc.get("alert")), "machines": [*rest, mine]}
+
+
+def attribute(data: str, ctx: Context, date: str | None = None, alert_json: str | None = None) -> dict:
+    """Judge night `date` (default: the runner's newest) and write its state into its alert.json
+    on the data checkout, and into `alert_json` (the alert's alert.json, which `perf nightly save`
+    commits as the night's) when given and it is about tonight's commit."""
     from perf.errors import ConfigError
     from perf.nightly import store
 
@@ -490,9 +503,16 @@ def attribute(data: str, ctx: Context, date: str | None = None) -> dict:
                           f"--date of a night saved by `python -m perf nightly save`")
     state = judge_night(nights, ctx)
     tonight = nights[-1]
-    doc = {"alert": bool(state["pending"] or state["decided"]),
-           "machines": [{"machine": ctx.runner, "commit": tonight.sha, "attribution": state}]}
-    store.write_night(data, ctx.runner, tonight.date, None, None, doc)
+    stored = tonight.stored.alert() if tonight.stored is not None else None
+    store.write_night(data, ctx.runner, tonight.date, None, None,
+                      with_state(stored, ctx.runner, tonight.sha, state))
+    if alert_json and os.path.exists(alert_json):
+        from perf import files
+
+        doc = files.load_json(alert_json, "alert.json", "run `python -m perf alert` again")
+        if any(m.get("machine") == ctx.runner and m.get("commit") == tonight.sha
+               for m in doc.get("machines", []) if isinstance(m, dict)):
+            files.write_json(alert_json, with_state(doc, ctx.runner, tonight.sha, state))
     return state
 
 
@@ -580,6 +600,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where the gate runs of the experiments write")
     p.add_argument("--repo", default=None, help="OWNER/NAME the issues go to (default: $GITHUB_REPOSITORY)")
     p.add_argument("--dry-run", default=None, metavar="DIR", help="keep the issues as JSON files in DIR")
+    p.add_argument("--alert-json", default=os.path.join("results", "nightly", "alert.json"),
+                   help="the alert's alert.json: the runner's entry gets the attribution too, so that "
+                        "`perf nightly save` commits it with the night (default: results/nightly/alert.json)")
     p.add_argument("--bisect-budget", type=int, default=BISECT_BUDGET,
                    help=f"gate runs a code step's bisect may take (default: {BISECT_BUDGET})")
 
@@ -598,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(args.machine, load_thresholds(args.thresholds),
                   GateLab(str(ROOT), args.out, os.path.abspath(args.thresholds)),
                   github.tracker(args.repo, args.dry_run), Settings(bisect_budget=args.bisect_budget))
-    state = attribute(args.data, ctx, args.date)
+    state = attribute(args.data, ctx, args.date, args.alert_json)
     for r in state["decided"]:
         print(f"{r['night']}: {r['cause'] or 'undecided'} ({len(r['keys'])} series): {r['why']}"
               + (f" -> issue {r['issue']}" if r.get("issue") else ""), flush=True)
