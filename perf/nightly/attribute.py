@@ -603,6 +603,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alert-json", default=os.path.join("results", "nightly", "alert.json"),
                    help="the alert's alert.json: the runner's entry gets the attribution too, so that "
                         "`perf nightly save` commits it with the night (default: results/nightly/alert.json)")
+    p.add_argument("--suite", default="nightly", help="the suite the nights measured (default: nightly)")
     p.add_argument("--bisect-budget", type=int, default=BISECT_BUDGET,
                    help=f"gate runs a code step's bisect may take (default: {BISECT_BUDGET})")
 
@@ -619,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
 
     store.check_data(args.data)
     ctx = Context(args.machine, load_thresholds(args.thresholds),
-                  GateLab(str(ROOT), args.out, os.path.abspath(args.thresholds)),
+                  GateLab(str(ROOT), args.out, os.path.abspath(args.thresholds), args.suite),
                   github.tracker(args.repo, args.dry_run), Settings(bisect_budget=args.bisect_budget))
     state = attribute(args.data, ctx, args.date, args.alert_json)
     for r in state["decided"]:
