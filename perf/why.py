@@ -173,7 +173,13 @@ def _proton_times(calls: dict, order: list[str]) -> dict:
         hatchet = path + ".hatchet"
         with open(hatchet, encoding="utf-8") as f:
             tree = json.load(f)
-    roots = tree if isinstance(tree, list) else [tree]
+    return proton_kernel_times(tree, rounds)
+
+
+def proton_kernel_times(tree, rounds: dict[str, int]) -> dict[str, dict[str, float]]:
+    """Mean microseconds per call of each kernel under each side's scope of a Proton tree
+    (`.hatchet` JSON: nodes {"frame": {"name"}, "metrics": {"time (ns)"}, "children"}); a side's
+    kernels are the leaves under the node named after it, `rounds[side]` calls each."""
     out: dict[str, dict[str, float]] = {}
 
     def leaves(node: dict, into: dict) -> None:
@@ -188,7 +194,7 @@ def _proton_times(calls: dict, order: list[str]) -> dict:
 
     def find(node: dict) -> None:
         name = (node.get("frame") or {}).get("name")
-        if name in calls:
+        if name in rounds:
             into: dict[str, float] = {}
             leaves(node, into)
             out[name] = {k: round(v / 1e3 / rounds[name], 3) for k, v in into.items()}
@@ -196,7 +202,7 @@ def _proton_times(calls: dict, order: list[str]) -> dict:
         for child in node.get("children") or []:
             find(child)
 
-    for root in roots:
+    for root in tree if isinstance(tree, list) else [tree]:
         find(root)
     return out
 

@@ -154,6 +154,19 @@ def test_branch_change_in_words():
     assert changed.startswith("nvidia/decode -> nvidia/prefill")
 
 
+def test_proton_trees_are_read_per_side_and_kernel():
+    def node(name, children=(), ns=None):
+        metrics = {"time (ns)": ns} if ns else {}
+        return {"frame": {"name": name}, "metrics": metrics, "children": list(children)}
+
+    base = node("base", [node("q_block_kernel", ns=40000), node("reduce_segments_kernel", ns=8000)])
+    head = node("head", [node("q_block_kernel", ns=90000)])
+    tree = [node("ROOT", [base, head, node("other", [node("x", ns=1)])])]
+    times = why.proton_kernel_times(tree, {"base": 4, "head": 4})
+    assert times == {"base": {"q_block_kernel": 10.0, "reduce_segments_kernel": 2.0},
+                     "head": {"q_block_kernel": 22.5}}
+
+
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="device time per kernel needs a GPU")
 def test_kernel_times_on_a_gpu():
     import torch
@@ -263,3 +276,19 @@ def test_both_planted_changes_with_device_time_on_a_gpu(planted, tmp_path, capsy
         assert dt["times"]["base"].get("q_block_kernel") and dt["times"]["head"].get("q_block_kernel"), dt
         with capsys.disabled():
             print(f"\n===== planted {name}: {base} -> {head} =====\n{md}")
+    # and the latency gate's own report: the planted branch change fails it and is explained there
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(planted)
+    out = tmp_path / "gate"
+    cmd = [sys.executable, "-m", "perf", "gate", "--base-ref", "HEAD~2", "--head-ref", "HEAD~1",
+           "--variants", "static_grid", "--scenarios", SHORT, "--metrics", "graph", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=planted, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    report = (out / "report.md").read_text()
+    findings = json.loads((out / "findings.json").read_text())["findings"]
+    red = [f for f in findings if f["verdict"] in ("fail", "warn")]
+    with capsys.disabled():
+        print(f"\n===== perf gate on the planted heuristic change: exit {done.returncode}, "
+              f"{[(f['metric'], f['verdict'], round(f['ratio'] or 0, 3)) for f in red]} =====\n"
+              + (report[report.find("### Why slower"):] if red else "no red case: nothing to explain"))
+    assert bool(red) == ("### Why slower" in report) == (out / why.WHY_FILE).exists()
