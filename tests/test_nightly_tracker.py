@@ -140,3 +140,24 @@ def test_any_sequence_keeps_one_open_issue_per_key_on_both_trackers(tmp_path_fac
             assert t.open_keys() == set(model), kind
         numbers = (i["number"] for i in t.issues()) if kind == "folder" else t.api.issues
         assert len(set(numbers)) == created, kind
+
+
+def test_the_issues_job_replays_what_attribution_kept_in_a_folder(tmp_path):
+    """The GPU runner has no token: attribution keeps its issues in <results>/issues/attributed and
+    the issues job posts them, upserting the open ones and closing the closed ones by key."""
+    from perf.nightly import issues
+
+    kept = github.tracker(dry_run_dir=str(tmp_path / "issues" / issues.ATTRIBUTED_DIR))
+    tc = "toolchain/nvidia/triton-3.6.0-3.7.0"
+    kept.upsert(tc, "Nightly toolchain", "x1.06 on decodes", ("toolchain",))
+    kept.upsert("code/nvidia/abc", "Nightly code", "fixed later")
+    kept.close("code/nvidia/abc", "Back at its level since 2026-02-01")
+    old = {"number": 5, "title": "Nightly code", "body": github.with_key("code/nvidia/abc", "old")}
+    api = MemoryApi([old])
+    acts = issues.post(str(tmp_path), github.GhTracker("org/kernels", api=api), log=lambda *_: None)
+    assert [(a["action"], a["key"]) for a in acts] == [("opened", tc), ("closed", "code/nvidia/abc")]
+    assert api.issues[5]["state"] == "closed"
+    assert api.issues[5]["comments"] == ["Back at its level since 2026-02-01"]
+    assert api.issues[6]["state"] == "open" and github.key_of(api.issues[6]["body"]).startswith("toolchain/")
+    again = issues.post(str(tmp_path), github.GhTracker("org/kernels", api=api), log=lambda *_: None)
+    assert [a["action"] for a in again] == ["updated", "closed already"] and len(api.issues) == 2

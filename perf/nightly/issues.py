@@ -19,8 +19,9 @@ The body: the cases with the nightly's ratio and the re-measure's ratio and inte
 history plot of each (a link to the dashboard's PNG, and the image: issues cannot take
 uploads through the API), the commit range last good..flagged (a compare URL), and the
 bisect command of each case. Posting goes through `gh api` (perf/ci/github.py), the
-mechanism of the PR comment, or with `--dry-run DIR` into a folder of JSON files. Stdlib only
-(the issues job runs on a bare hosted runner).
+mechanism of the PR comment, or with `--dry-run DIR` into a folder of JSON files. The causes
+perf/nightly/attribute.py kept in `<results>/issues/attributed/` (the GPU runner has no token)
+are posted too, by their keys. Stdlib only (the issues job runs on a bare hosted runner).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ ISSUES_DIR = "issues"
 PLAN = "issues.json"
 PLAN_VERSION = 1
 DRY_RUN_DIR = "dry-run"  # previews of `--confirm --dry-run`: never in the plan, never posted
+# The attributed causes of the night (perf/nightly/attribute.py --dry-run <results>/issues/attributed
+# on the GPU runner, which has no token): the issues job replays them into GitHub.
+ATTRIBUTED_DIR = "attributed"
 TITLE_CHARS = 200  # GitHub allows 256
 LABELS = ("performance", "nightly")
 MARKER = "<!-- perf-alert {vendor} {machine} {variant} {scenario} {metric} -->"
@@ -257,7 +261,9 @@ def item_key(item: dict) -> str:
 def post(results: str, tracker, site_dir: str | None = None, log=print) -> list[dict]:
     """Open or update one issue per planned item on `tracker` (perf.ci.github.tracker); record each
     case's issue in alert.json (and the dashboard under `site_dir`); the actions taken."""
-    items = load_plan(results)
+    attributed = os.path.join(results, ISSUES_DIR, ATTRIBUTED_DIR)
+    plan = os.path.join(results, ISSUES_DIR, PLAN)
+    items = load_plan(results) if os.path.exists(plan) or not os.path.isdir(attributed) else []
     actions = []
     for item in items:
         key = item.get("key") or item_key(item)
@@ -269,7 +275,29 @@ def post(results: str, tracker, site_dir: str | None = None, log=print) -> list[
         log(f"{action}: issue #{number} ({len(item['cases'])} case(s)) {title} {url}")
         actions.append({"action": action, "number": number, "url": url, "key": key,
                         "machine": item["machine"], "cases": item["cases"]})
-    _record(results, actions, site_dir)
+    if items:
+        _record(results, actions, site_dir)
+    if os.path.isdir(attributed):
+        actions += replay_attributed(attributed, tracker, log)
+    return actions
+
+
+def replay_attributed(folder: str, tracker, log=print) -> list[dict]:
+    """The issues attribution kept in `folder` (perf.ci.github's folder tracker), posted to
+    `tracker`: each open one upserted by its key, each closed one closed with its last comment."""
+    from perf.ci.github import FolderTracker
+
+    actions = []
+    for issue in FolderTracker(folder).issues():
+        before = tracker.open_keys()
+        if issue["state"] == "open":
+            number = tracker.upsert(issue["key"], issue["title"], issue["body"], tuple(issue["labels"]))
+            action = "updated" if issue["key"] in before else "opened"
+        else:
+            tracker.close(issue["key"], (issue["comments"] or [""])[-1])
+            number, action = None, "closed" if issue["key"] in before else "closed already"
+        log(f"{action}: {issue['key']} {issue['title']}")
+        actions.append({"action": action, "number": number, "key": issue["key"], "cases": []})
     return actions
 
 
