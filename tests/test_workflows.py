@@ -92,7 +92,9 @@ def ctx(event: dict) -> SimpleNamespace:
     event.setdefault("label", {"name": None})
     return ns({"github": {"repository": "org/kernels", "event_name": event.pop("event_name", "pull_request"),
                           "event": event},
-               "needs": {"cpu": {"result": "success"}, "changes": {"outputs": {"gpu": "true"}}},
+               "needs": {"cpu": {"result": "success"}, "changes": {"outputs": {
+                   "gpu": "true",
+                   **{f"{k}_{v}": "" for k in ("correctness", "latency") for v in ("nvidia", "amd")}}}},
                "cancelled": lambda: False})
 
 
@@ -304,17 +306,18 @@ def test_verify_torch_refuses_the_other_vendors_build(capsys):
     other = "nvidia" if torch.version.hip else "amd"
     assert gpu_job.verify_torch(other) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "GPU correctness suite" in err and "Latency gate" in err
+    assert len(err.splitlines()) == 1 and "GPU correctness grid" in err and "Latency gate" in err
 
 
 def test_ci_needs_a_vendor_and_prints_the_jobs_commands(capsys):
     assert gpu_job.cli(["--thresholds", str(THRESHOLDS)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "add --vendor nvidia|amd" in err
-    assert gpu_job.cli(["--vendor", "nvidia", "--dry-run", "--base-ref", "abc123",
+    assert gpu_job.cli(["--vendor", "nvidia", "--dry-run", "--base-ref", "abc123", "--whole-grid",
                         "--thresholds", str(THRESHOLDS)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == len(ci_jobs.PR_GPU_COMMANDS)
+    assert lines[0] == "correctness grid: runs (--whole-grid)"
+    assert len(lines) == 1 + len(ci_jobs.PR_GPU_COMMANDS)
     assert lines[-1].endswith("-s perf -- --vendor nvidia --base-ref abc123")
 
 
@@ -696,6 +699,20 @@ def test_no_workflow_skips_by_paths_and_gpu_jobs_skip_by_job_level_if():
         context = pr_event("synchronize", fork=False)
         context.needs.cpu.result = "failure"
         assert evaluate(job["if"], context) is False
+        # Nothing for it to run (grid inputs unchanged, no latency case): skipped; an empty output
+        # (a failed decision or plan) runs it.
+        vendor = name.removeprefix("gpu-")
+        for correctness, latency in (("false", "false"), ("true", "false"), ("false", "true"), ("", "false"),
+                                     ("false", "")):
+            context = pr_event("synchronize", fork=False)
+            setattr(context.needs.changes.outputs, f"correctness_{vendor}", correctness)
+            setattr(context.needs.changes.outputs, f"latency_{vendor}", latency)
+            skipped = correctness == latency == "false"
+            assert evaluate(job["if"], context) is not skipped, (correctness, latency)
+        (tests,) = [s for s in job["steps"] if s.get("id") == ci_jobs.GRID_STEP]
+        (notice,) = [s for s in job["steps"] if s["name"] == "Correctness grid: no input changed"]
+        assert tests["if"] == f"needs.changes.outputs.correctness_{vendor} != 'false'"
+        assert notice["if"] == f"needs.changes.outputs.correctness_{vendor} == 'false'"
 
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("git") is None, reason="needs bash and git")

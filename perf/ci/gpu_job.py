@@ -6,7 +6,7 @@ stops at the first failure and prints a table of the steps. Its `--verify-torch`
 the job's first step: exit 2 with one line unless torch is the vendor's build and sees a
 GPU.
 
-    python -m perf.ci.gpu_job --vendor nvidia [--base-ref REF] [--dry-run]
+    python -m perf.ci.gpu_job --vendor nvidia [--base-ref REF] [--dry-run] [--whole-grid]
     python -m perf.ci.gpu_job --verify-torch --vendor nvidia
 """
 
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from perf.ci.jobs import NOX, PR_GPU_COMMANDS, Command
+from perf.ci.jobs import GRID_STEP, NOX, PR_GPU_COMMANDS, Command
 from perf.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError
 from perf.thresholds import DEFAULT_PATH, VENDORS, load_thresholds
 
@@ -81,9 +81,24 @@ def ci_commands(vendor: str, base_ref: str | None) -> list[tuple[Command, list[s
     return out
 
 
-def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path) -> int:
+def grid_runs(root: Path, base_ref: str | None, whole_grid: bool) -> bool:
+    """The `changes` job's decision for the correctness grid, here (printed): the same rule over
+    the files changed from the merge base, uncommitted and untracked ones included."""
+    from perf.ci import grid
+
+    if whole_grid:
+        print("correctness grid: runs (--whole-grid)")
+        return True
+    base, d = grid.decision(str(root), base_ref)
+    print(f"correctness grid against {base}: {'runs' if d.run else 'skipped'}; {d.reason}")
+    return d.run
+
+
+def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path, whole_grid: bool = False) -> int:
     """Run the GPU job's commands in order, as the job does; stop at the first failure."""
     plan = ci_commands(vendor, base_ref)
+    if not grid_runs(root, base_ref, whole_grid):
+        plan = [(c, argv) for c, argv in plan if c.id != GRID_STEP]
     if dry_run:
         for _, argv in plan:
             print(shlex.join(argv))
@@ -143,8 +158,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the job's first step: exit 2 unless torch is the --vendor build "
                              "and sees a GPU")
     parser.add_argument("--base-ref", default=None,
-                        help="base commit of the latency gate (default: the gate's, the merge base)")
+                        help="base commit of the latency gate and of the grid's decision (default: the "
+                             "merge base with origin/main or main)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument("--whole-grid", action="store_true",
+                        help="run the correctness grid even where no input of it changed (perf grid)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -158,7 +176,7 @@ def main(args: argparse.Namespace) -> int:
         if args.vendor not in th.vendors:
             raise ConfigError(f"{args.thresholds}: no `{args.vendor}:` section, so no {args.vendor} GPU job; "
                               f"add one or pick --vendor {'|'.join(sorted(th.vendors))}")
-        return run_ci(args.vendor, args.base_ref, args.dry_run, Path(args.root))
+        return run_ci(args.vendor, args.base_ref, args.dry_run, Path(args.root), args.whole_grid)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

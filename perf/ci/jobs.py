@@ -12,6 +12,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from perf.ci.grid import TESTS as GRID_TESTS
+
 NOX = "nox==2026.10.20"  # the version .ci/run installs
 RESULTS_DIR = "results"  # where gates write results JSON, reports and plots (gitignored /results/)
 TRUST_LABEL = "safe-to-test"  # a maintainer's label that lets a fork's PR reach the GPU runners
@@ -71,17 +73,21 @@ class Command:
         return line
 
 
+GRID_STEP = "tests"  # the correctness grid's step id (pr.yml's `changes` job decides whether it runs)
 _NOX_GPU = ("python", "-m", "nox", "--no-venv")  # keep the image's vendor torch: no virtualenv
 VERIFY = Command("verify", "Check that torch is the {vendor} build and sees the GPU",
                  ("python", "-m", "perf.ci.gpu_job", "--verify-torch", "--vendor", "{vendor}"),
                  gpu="the vendor's torch build and a visible GPU")
 PR_GPU_COMMANDS = (
     VERIFY,
-    Command("tests", "GPU correctness suite (nox -s tests)",
-            # xdist: the whole grid compiles hundreds of specializations. `-n auto` starts
-            # perf.devices.WORKERS_PER_GPU (8) workers per GPU the job may use, each pinned to one
-            # GPU by tests/conftest.py, so N GPUs run N times the work (docs/workflows.md).
-            (*_NOX_GPU, "-s", "tests", "--", "-q", "-n", "auto", "--dist", "loadgroup",
+    # The kernels' test modules (perf/ci/grid.py TESTS), skipped when no input of theirs changed;
+    # the harness's tests run on the CPU job. xdist: the whole grid compiles hundreds of
+    # specializations. `-n auto` starts perf.devices.WORKERS_PER_GPU (8) workers per GPU the job
+    # may use (at most one per CPU), each pinned to one GPU by tests/conftest.py, so N GPUs run
+    # N times the work; `loadgroup` keeps each xdist_group (one compiled specialization) on one
+    # worker, so it compiles once (docs/workflows.md).
+    Command(GRID_STEP, "GPU correctness grid (nox -s tests, the kernels' tests)",
+            (*_NOX_GPU, "-s", "tests", "--", *GRID_TESTS, "-q", "-n", "auto", "--dist", "loadgroup",
              f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
             gpu="the whole correctness grid, CUDA/HIP graphs included"),
     Command("perf", "Latency gate against the PR's base (nox -s perf)",

@@ -43,6 +43,7 @@ from perf.ci.jobs import (
     DASHBOARD_VARIABLE,
     DATA_BRANCH,
     DOCS_ONLY,
+    GRID_STEP,
     HEARTBEAT,
     HEARTBEAT_MAX_AGE_HOURS,
     ISSUES_PLAN,
@@ -429,7 +430,14 @@ def _changes_job(vendors: list[VendorCI]) -> dict:
                             cache_dependency_path="pyproject.toml\nnoxfile.py\n")},
         {"name": "Install nox", "if": gpu, "run": f"python -m pip install {shlex.quote(NOX)}"},
     ]
+    # The correctness grid's inputs (perf/ci/grid.py): one decision, the same for every vendor.
+    steps.append({"id": "grid", "name": "Correctness grid: did any of its inputs change? (perf grid)",
+                  # A failed decision leaves the output empty: the grid runs.
+                  "if": gpu, "continue-on-error": True,
+                  "env": {"MERGE_BASE": "${{ steps.paths.outputs.base }}"},
+                  "run": 'python -m perf grid --base-ref "$MERGE_BASE" --github-output\n'})
     for v in vendors:
+        outputs[f"correctness_{v.vendor}"] = "${{ steps.grid.outputs.correctness }}"
         steps.append(_plan_step(v))
         step = f"{PLAN.id}-{v.vendor}"
         outputs[f"latency_{v.vendor}"] = f"${{{{ steps.{step}.outputs.latency }}}}"
@@ -468,6 +476,20 @@ def _latency_steps(v: VendorCI) -> list[dict]:
                  f'echo "$msg ({plan_artifact(v.vendor)} artifact)." >> "$GITHUB_STEP_SUMMARY"\n')},
         _annotate(findings, prefix=_exec_prefix(v)),
     ]
+
+
+def _gpu_command_steps(c: Command, v: VendorCI) -> list[dict]:
+    """A GPU job's step; the correctness grid's only where the `changes` job found a changed
+    input (an empty output, from a failed decision, runs it), else a notice of why not."""
+    step = _command_step(c, v, '"$BASE_SHA"')
+    if c.id != GRID_STEP:
+        return [step]
+    out = f"{_CHANGES}.correctness_{v.vendor}"
+    return [{**step, "if": f"{out} != 'false'"},
+            {"name": "Correctness grid: no input changed", "if": f"{out} == 'false'",
+             "run": ('msg="correctness grid skipped: no file it reads changed (perf grid, the changes job)"\n'
+                     'echo "::notice::$msg"\n'
+                     'echo "$msg." >> "$GITHUB_STEP_SUMMARY"\n')}]
 
 
 def _annotate(*findings: str, prefix: str = "") -> dict:
@@ -514,7 +536,7 @@ def build_pr(vendors: list[VendorCI]) -> dict:
             _checkout(),
             *_start_container(v),
             *_lock_clocks(v),
-            *[_command_step(c, v, '"$BASE_SHA"') for c in commands],
+            *[s for c in commands for s in _gpu_command_steps(c, v)],
             *_latency_steps(v),
             _upload(gpu_artifact(v.vendor), f"{RESULTS_DIR}/"),
             *_restore_clocks(v),
@@ -525,8 +547,11 @@ def build_pr(vendors: list[VendorCI]) -> dict:
             "needs": ["cpu", "changes"],
             # Skipped (reported as passed) for a change of documentation alone; run in full when the
             # changes job failed (its outputs are then empty), so a broken plan never skips a check.
+            # Skipped too where neither the grid nor the latency gate has anything to run (an empty
+            # output, from a failed step, runs it).
             "if": (f"${{{{ !cancelled() && needs.cpu.result == 'success' && {_CHANGES}.gpu != 'false' && "
-                   f"({_TRUSTED}) }}}}"),
+                   f"({_CHANGES}.correctness_{v.vendor} != 'false' || "
+                   f"{_CHANGES}.latency_{v.vendor} != 'false') && ({_TRUSTED}) }}}}"),
             "runs-on": list(v.labels),
             "timeout-minutes": TIMEOUT["gpu"],
             # One GPU job per vendor and PR at a time, never cancelled by this group; across

@@ -1,0 +1,125 @@
+"""The GPU correctness grid's inputs: a change that touches none of them skips the grid's step.
+
+The grid's outcome on a given runner is a function of what it runs: the kernels package, the
+reference, its test modules and what they import and read, pytest's and the toolchain's
+configuration, the image (thresholds.yaml pins it) and the GPU job's own commands. When no
+file changed between the merge base and the head is one of those, the grid would run the very
+same code on the very same inputs, so its step is skipped with the reason "unchanged
+inputs: ...". tests/test_grid_inputs.py keeps `INPUTS` equal to an import trace of the grid
+(every repository file its modules load, at any depth), so the list cannot drift; what the
+rule cannot see (a driver or image change outside the repository) is the nightly's
+(docs/latency.md, "What it costs"). Stdlib only: pr.yml's `changes` job runs it with the
+hosted runner's python3.
+
+    python -m perf grid [--base-ref REF] [--github-output]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# The grid: the kernels' test modules, those that import nothing of the harness at any depth
+# beyond the few files listed in IMPORTED (the GPU pool conftest pins xdist workers with, the
+# tolerances the latency gate shares). The harness's own tests run on the CPU job.
+TESTS = ("tests/test_batch.py", "tests/test_correctness.py", "tests/test_graph_replay.py",
+         "tests/test_inputs.py", "tests/test_multi_token_decode.py", "tests/test_planning.py",
+         "tests/test_platform.py", "tests/test_reference.py", "tests/test_window_poison.py")
+# Repository files the grid's modules import (tests/test_grid_inputs.py traces them).
+IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "perf/__init__.py",
+            "perf/devices.py", "perf/vendor.py", "perf/errors.py", "perf/measure/__init__.py",
+            "perf/measure/check.py")
+# Files pytest, nox and the job read to decide what runs and with which toolchain: the test
+# data, pytest's configuration wherever it may live, the pins, the image, the job's commands.
+CONFIGURATION = ("tests/data/*", "pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py",
+                 "tests/__init__.py", "noxfile.py", "thresholds.yaml", "perf/ci/grid.py", "perf/ci/jobs.py",
+                 "perf/ci/gpu_job.py", ".github/workflows/pr.yml")
+# fnmatch globs over `git diff --name-only` paths; `*` also matches `/` (as in bash `case`).
+INPUTS = (*IMPORTED, *TESTS, *CONFIGURATION)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether the grid must run for a change, and why, in one line."""
+
+    run: bool
+    reason: str
+    changed: tuple[str, ...]  # the changed inputs (empty when skipped)
+
+
+def is_input(path: str) -> bool:
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in INPUTS)
+
+
+def decide(changed: Iterable[str]) -> Decision:
+    """Run the grid iff some changed path is an input; nothing changed proves nothing (run)."""
+    paths = sorted(set(changed))
+    if not paths:
+        return Decision(True, "no changed file found: the whole grid runs", ())
+    hits = tuple(p for p in paths if is_input(p))
+    if hits:
+        more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
+        return Decision(True, f"changed inputs: {', '.join(hits[:3])}{more}", hits)
+    return Decision(False, f"unchanged inputs: {', '.join(INPUTS)} ({len(paths)} changed files, none of "
+                           f"them an input)", ())
+
+
+def changed_files(root: str, base_ref: str | None) -> tuple[str, list[str]]:
+    """(description of the base, paths changed from the merge base to the working tree): the
+    committed change, as CI sees it, plus uncommitted and untracked files on a developer's
+    machine. Renames count as a deletion and an addition (both paths)."""
+    from perf import git
+
+    base, what = git.resolve_base(root, base_ref)
+    merge_base = git.git(root, "merge-base", base, "HEAD", check=True)
+    diff = git.git(root, "diff", "-z", "--no-renames", "--name-only", merge_base, check=True) or ""
+    untracked = git.git(root, "ls-files", "-z", "--others", "--exclude-standard", check=True) or ""
+    paths = [p for p in (diff + "\0" + untracked).split("\0") if p]
+    return f"{what} ({merge_base[:12]})", paths
+
+
+def decision(root: str, base_ref: str | None) -> tuple[str, Decision]:
+    base, paths = changed_files(root, base_ref)
+    return base, decide(paths)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", default=".", help="repository root (default: .)")
+    parser.add_argument("--base-ref", default=None,
+                        help="compare with the merge base of REF and HEAD (default: origin/main or main)")
+    parser.add_argument("--github-output", action="store_true",
+                        help="also append `correctness=true|false` to $GITHUB_OUTPUT")
+
+
+def main(args: argparse.Namespace) -> int:
+    base, d = decision(args.root, args.base_ref)
+    line = f"correctness grid against {base}: {'runs' if d.run else 'skipped'}; {d.reason}"
+    print(line)
+    if args.github_output:
+        from perf.report import step_summary
+
+        step_summary(f"**{line}**\n\n")
+        out = os.environ.get("GITHUB_OUTPUT")
+        if not out:
+            from perf.errors import ConfigError
+
+            raise ConfigError("--github-output: GITHUB_OUTPUT is not set (only in a GitHub Actions step); "
+                              "drop --github-output")
+        with open(out, "a", encoding="utf-8") as f:  # GitHub's contract: an append, not the atomic writer
+            f.write(f"correctness={'true' if d.run else 'false'}\n")
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perf.ci.grid", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    from perf.cli import command
+
+    command("grid")
