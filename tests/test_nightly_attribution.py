@@ -2,8 +2,8 @@
 
 The replay (perf/nightly/simulate.py) writes a history with known events and runs the production
 attribution, heartbeat and issues on it; its causes must come out right within two nights, with
-no issue on a quiet night. A pipeline broken on purpose must fail it. Seeds 0-4 were used to tune
-the replay's model and the pipeline's settings; the seeds here were not.
+no issue on a quiet night. A pipeline broken on purpose must fail it. The seeds here were not used
+to build the pipeline.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from perf import verdicts
 from perf.nightly import creep, simulate
 
-FAST_SEED = 11  # not a tuning seed
-# nor these (seeds 0-4, 23 and 83 were looked at while tuning); one in CI (each replay takes 10-20 s
-# on a 2-core machine), more by hand: PERF_REPLAY_SEEDS=41,53,61,67,71,79,89,97,101,107,113
-HELD_OUT = tuple(int(s) for s in os.environ.get("PERF_REPLAY_SEEDS", "41").split(","))
+# Seeds 2, 11, 23, 83, 89 and 127 were looked at while the pipeline was built (docs/nightly.md,
+# "The replay"); these were first run on the pipeline as committed. One held-out seed in CI (a
+# replay takes 6-20 s on a 2-core machine), more by hand: PERF_REPLAY_SEEDS=181,191,193,...
+FAST_SEED = 179
+HELD_OUT = tuple(int(s) for s in os.environ.get("PERF_REPLAY_SEEDS", "181").split(","))
 
 
 # --- the rules ----------------------------------------------------------------------------------

@@ -16,9 +16,12 @@ tonight's state into tonight's alert.json. Night by night:
    and the last good one (when they differ); the vendor libraries (did they move with us?).
    A code step is bisected at once within a budget of gate runs (perf/latency/bisect.py's
    search; the range left when the budget is spent).
-2. The baseline re-anchors at every step that got a cause and at every gain the next night
-   kept (the improvement lock): the nights before it are scaled to its level, so the alert's
-   window keeps its full week and a later loss of the gain is seen the night it happens.
+2. The baseline re-anchors at every step that got a cause and at every confirmed gain (the
+   improvement lock): the series' window starts at the step, the nights before it leave it, so
+   the cause is reported once and a later loss of the gain is judged against the gain's own
+   nights (two of them by then: the alert's least window) the night it happens. A night on
+   which a scenario's libraries moved with us and came back is left out of every window of
+   that scenario (an outlier of the machine, not a level).
 3. Tonight is compared with the week before it (perf.nightly.alert.judge, with its library
    control): our series' steps net of the vendor libraries' move, and the libraries' own move
    beyond the warn ratio as a step of its own (with our series on those scenarios); both wait
@@ -185,20 +188,23 @@ class Context:
 
 
 def empty_state() -> dict:
-    return {"version": STATE_VERSION, "anchors": {}, "pending": [], "decided": [], "open": []}
+    return {"version": STATE_VERSION, "anchors": {}, "pending": [], "decided": [], "open": [], "outliers": []}
 
 
-def adjusted(nights: list[Night], anchors: dict[str, list]) -> dict[Key, dict[str, list[float]]]:
-    """key -> date -> repeat medians, every night before an anchor of the key scaled by the
-    anchor's factor (module docstring, 2.)."""
+def adjusted(nights: list[Night], anchors: dict[str, list], outliers: list | None = None,
+             ) -> dict[Key, dict[str, list[float]]]:
+    """key -> date -> repeat medians since the key's newest anchor (module docstring, 2.): the nights
+    before it were at another level, so they leave the key's window instead of being scaled to
+    this one (a scale measured with any error would move every later comparison by it). Nights in
+    `outliers` ([date, scenario, metric]: a night the whole scenario moved, libraries included, and
+    came back from) leave every window of that scenario and metric."""
     out: dict[Key, dict[str, list[float]]] = {}
+    since = {k: max(d for d, _ in v) for k, v in anchors.items() if v}
+    skip = {tuple(o) for o in outliers or []}
     for n in nights:
         for key, reps in n.series.items():
-            f = 1.0
-            for date, factor in anchors.get(key_text(key), []):
-                if n.date < date:
-                    f *= factor
-            out.setdefault(key, {})[n.date] = [x * f for x in reps] if f != 1.0 else list(reps)
+            if n.date >= since.get(key_text(key), "") and (n.date, key[1], key[2]) not in skip:
+                out.setdefault(key, {})[n.date] = list(reps)
     return out
 
 
@@ -245,7 +251,7 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
     prev = next((n.state for n in reversed(nights[:-1]) if n.state is not None), None) or \
         previous_state(nights, ctx.runner) or empty_state()
     state = {**empty_state(), "anchors": {k: list(v) for k, v in prev["anchors"].items()},
-             "open": list(prev.get("open", []))}
+             "open": list(prev.get("open", [])), "outliers": list(prev.get("outliers", []))}
     by_date = {n.date: n for n in nights}
     dates = [n.date for n in nights]
 
@@ -256,7 +262,7 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
     # 1. yesterday's steps, judged with tonight
     for step in prev.get("pending", []):
         keys = [key_of(k) for k in step["keys"]]
-        series = adjusted(nights, state["anchors"])
+        series = adjusted(nights, state["anchors"], state["outliers"])
         i = dates.index(step["night"]) if step["night"] in by_date else None
         if i is None or i == 0:
             continue
@@ -285,10 +291,14 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
                     ratios[key_text(key)] = c.ratio
             step = {**step, "keys": [key_text(k) for k in keys]}
         good, bad = by_date[before[-1]] if before else nights[i - 1], by_date[step["night"]]
-        # what changed since the week the step is measured against began (a change a night before
-        # the step that the next nights hid is still this step's suspect)
-        diff = {**fingerprint.diff(by_date[before[0]].fingerprint if before else good.fingerprint,
-                                   bad.fingerprint), **fingerprint.diff(good.fingerprint, bad.fingerprint)}
+        # what changed between the last night before the step and the step's night (a change whose
+        # next night hid the step gets a second look below, with the same two nights)
+        diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
+        if not kept and not diff and any(k[0].startswith(PEER_PREFIX) for k in keys):
+            # the libraries and we moved together for one night and came back: that night of the
+            # scenario is an outlier of the machine, left out of every later window
+            state["outliers"] += [[step["night"], s_, m_] for s_, m_ in
+                                  dict.fromkeys((k[1], k[2]) for k in keys if k[0].startswith(PEER_PREFIX))]
         if not slower:  # a gain: the baseline re-anchors there once it is confirmed (improvement lock)
             if kept:
                 _gain(state, ctx, series, keys, before, after, step, good, bad, diff)
@@ -333,7 +343,7 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
 
     # 3. tonight against the week before it, by the alert's rule with its library control: our
     # steps net of the libraries' move, and the libraries' own move as a step of the environment
-    series = adjusted(nights, state["anchors"])
+    series = adjusted(nights, state["anchors"], state["outliers"])
     pending_keys = {k for p in state["pending"] for k in p["keys"]}
     moves: dict = {}
     findings, _ = alert.judge(series, dates, th, vendor, tonight.gpu, alert.Settings(s.window, s.min_history),
@@ -403,10 +413,9 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
 
 def _anchor(state: dict, series, keys: list[Key], before: list[str], after: list[str], night: str,
             measured: dict | None = None) -> None:
-    """Re-anchor `keys` at `night`: the nights before it are scaled by the step's size, the ratio
-    its A/B measured (`measured`: key text -> record) where there is one, else the level of the
-    nights since it over the level of the week before it (one scenario's night-long move in those
-    nights would bias the latter; the same-process A/B is immune to it)."""
+    """Re-anchor `keys` at `night` (their window starts there: `adjusted`), recording the step's
+    size: the ratio its A/B measured (`measured`: key text -> record) where there is one, else the
+    level of the nights since it over the level of the week before it."""
     for key in keys:
         r = (measured or {}).get(key_text(key), {}).get("ratio")
         if r is None:
