@@ -162,6 +162,8 @@ def test_the_alert_reads_the_toolchain_and_environment_from_the_history():
     assert alert.environment_diff(old, new) == {"triton": ("3.6.0", "3.7.0"),
                                                 "driver": ("580.159.04", "590.48.01")}
     assert alert.environment_diff(old, {**old, "time": "later"}) == {}
+    unknown_before = {**old, "image_digest": "sha256:ab"}
+    assert alert.environment_diff(old, unknown_before) == {}  # a field unknown on one side is no change
 
 
 def test_production_lab_remeasures_with_the_latency_gate(tmp_path, monkeypatch):

@@ -74,12 +74,13 @@ def changed_in_window(history: History, settings: Settings = Settings()) -> dict
 
 def environment_diff(old: dict | None, new: dict | None) -> dict:
     """Field -> (old, new) of the toolchain and environment fields (perf.fingerprint) that differ
-    between two results environments (perf.results.environment)."""
+    between two results environments (perf.results.environment). A field one side does not know
+    (None: a file from before fingerprints, a library that did not answer) is no change."""
     from perf import fingerprint
 
     diff = fingerprint.diff(fingerprint.from_environment(old or {}), fingerprint.from_environment(new or {}))
     wanted = fingerprint.TOOLCHAIN_FIELDS + fingerprint.ENVIRONMENT_FIELDS
-    return {k: v for k, v in diff.items() if k in wanted}
+    return {k: (a, b) for k, (a, b) in diff.items() if k in wanted and a is not None and b is not None}
 
 
 def judge(series: dict[tuple[str, str, str], dict[str, list[float]]], order: list[str], thresholds,
