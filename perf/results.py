@@ -319,6 +319,8 @@ _RECORD_OPTIONAL = {
     "process": (lambda x: isinstance(x, str), "a process id"),
     "commit": (_str_or_none, "a commit sha"), "kernels_tree": (_str_or_none, "a digest"),
     "p20": (_is_number, "a finite number"), "p80": (_is_number, "a finite number"),
+    # device time per kernel of a gate's re-measure (perf/why.py side_field); older records lack it
+    "kernel_times": (lambda x: isinstance(x, dict), "an object"),
 }
 _REASON = {
     "variant": (lambda x: isinstance(x, str) and x != "", "a variant name"),

@@ -12,7 +12,9 @@ bisect's answer gets a short section saying what changed between the two sides o
   loads and stores, tensor-core ops: perf.static.metrics.count_instructions over the PTX or
   AMDGCN the static build produces), base -> head;
 - device time per kernel, base against head, where a GPU ran them (`kernel_times`: Proton where
-  the installed Triton has it, else torch's profiler; the section says which);
+  the installed Triton has it, else torch's profiler; the section says which, and where: in the
+  gate's re-measure processes, whose records carry it (`recorded_kernel_times`), else in one
+  process after the gate or for `perf why`);
 - one line saying which of these moved most, in words.
 
 Collecting needs Triton's real kernels (binding, compiling, and on a GPU running them), so it
@@ -44,6 +46,10 @@ STATIC = ("registers", "spills", "shared_memory", "occupancy")
 CONFIG_FIRST = ("block_m", "tile_size", "num_segments", "num_warps", "num_stages", "programs_per_sm")
 MARK = "≠"  # a cell whose base and head differ
 DEVICE_ROUNDS = 10  # profiled calls per side, alternated (unmeasured default: a few us per call on an H100)
+# where a case's device time per kernel was measured, as the section says it
+IN_GATE = "measured in the gate's re-measure processes"
+AFTER_GATE = "measured after the gate in one process"
+ONE_PROCESS = "measured in one process"
 
 
 # --------------------------------------------------------------------------- collecting (one side)
@@ -129,51 +135,110 @@ def explain_side(kernels, name: str, batch, target, num_sms: int, cache) -> dict
 
 def kernel_times(calls: dict[str, Callable[[], object]], rounds: int = DEVICE_ROUNDS) -> dict:
     """Device time per kernel of each side's call, in this process on this GPU: `rounds` calls
-    per side, the sides alternated call by call (base, head, head, base, ...). Proton where the
-    installed Triton has it, else torch's profiler. Returns {"tool", "note", "rounds",
-    "times": {side: {kernel: mean microseconds per call}}}. The calls must already be warm
-    (compiled): the gate's cases are."""
+    per side, the sides alternated call by call (base, head, head, base, ...: `alternate`). Proton
+    where the installed Triton has it, else torch's profiler. Returns {"tool", "note", "rounds",
+    "times": {side: {kernel: mean microseconds per call}}}, or {"skipped": reason} without a GPU
+    or under Triton's interpreter. The calls must already be warm (compiled): the gate's cases are."""
     import torch
 
-    sides = list(calls)
-    order = [sides[(i + r) % len(sides)] for r in range(rounds) for i in range(len(sides))]
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return {"skipped": "Triton's interpreter runs no kernel on a device: no device time per kernel"}
+    if not torch.cuda.is_available():
+        return {"skipped": "no GPU in this process: no device time per kernel"}
     for fn in calls.values():  # warm: nothing compiles inside the profile
         fn()
     torch.cuda.synchronize()
     note = ""
     try:
-        times = _proton_times(calls, order)
-        if times and all(times.get(s) for s in sides):
+        times = _proton_times(calls, rounds)
+        if times and all(times.get(s) for s in calls):
             return {"tool": "proton", "note": "Triton's Proton profiler", "rounds": rounds, "times": times}
         note = "Proton recorded no kernels; "
     except Exception as e:  # not in this Triton, or its profiler cannot start here
         note = f"Proton unavailable ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); "
     return {"tool": "torch.profiler", "note": note + "torch's profiler (kineto)", "rounds": rounds,
-            "times": _torch_times(calls, order)}
+            "times": _torch_times(calls, rounds)}
 
 
-def _proton_times(calls: dict, order: list[str]) -> dict:
+def side_field(result: dict, side: str) -> dict:
+    """One side's share of a `kernel_times` result, as the gate's re-measure workers record it on
+    that side's results record (field `kernel_times`): {"tool", "note", "rounds", "us": {kernel:
+    us}}, or {"skipped": reason}."""
+    if "skipped" in result:
+        return {"skipped": result["skipped"]}
+    return {"tool": result["tool"], "note": result["note"], "rounds": result["rounds"],
+            "us": result["times"].get(side, {})}
+
+
+def recorded_kernel_times(out_dir: str, cases: list[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """Device time per kernel of `cases` as the gate's re-measure processes recorded it (the
+    `kernel_times` field of their records in `out_dir`'s base.jsonl and head.jsonl): per case,
+    the mean over every (process, metric) whose both sides carry times, in `kernel_times`' form
+    plus "source", "processes" and "profiles". A case no record carries times for is absent."""
+    from perf import results
+
+    sides = {}
+    for s in ("base", "head"):
+        try:
+            sides[s] = results.load(os.path.join(out_dir, f"{s}.jsonl"), warn=False)
+        except (ConfigError, OSError):  # no gate's files here: the caller profiles instead
+            return {}
+    fields = {s: {(r["variant"], r["scenario"], r.get("process"), r["metric"]): r["kernel_times"]
+                  for r in res.measurements() if "us" in (r.get("kernel_times") or {})}
+              for s, res in sides.items()}
+    out = {}
+    for case in cases:
+        keys = sorted(k for k in fields["base"] if k[:2] == case and k in fields["head"])
+        if not keys:
+            continue
+        times = {}
+        for s in ("base", "head"):
+            total: dict[str, float] = {}
+            for k in keys:
+                for kernel, us in fields[s][k]["us"].items():
+                    total[kernel] = total.get(kernel, 0.0) + float(us)
+            times[s] = {kernel: round(us / len(keys), 3) for kernel, us in total.items()}
+        said = [fields[s][k] for s in ("base", "head") for k in keys]
+        out[case] = {"tool": ", ".join(sorted({f.get("tool", "?") for f in said})),
+                     "note": "; ".join(sorted({f.get("note", "") for f in said} - {""})),
+                     "rounds": fields["head"][keys[0]].get("rounds"),
+                     "times": times, "source": IN_GATE, "processes": len({k[2] for k in keys}),
+                     "profiles": len(keys), "metrics": sorted({k[3] for k in keys})}
+    return out
+
+
+def alternate(sides: list[str], rounds: int, each: Callable[[str], None]) -> None:
+    """`each(side)` `rounds` times per side, the sides rotated round by round (base, head, head,
+    base, ...), in the one measuring loop (perf.measure.rounds.interleave) with a single item."""
+    from perf.measure.rounds import interleave
+
+    interleave(["calls"], rounds, lambda item, side, position, i: each(side), order=lambda i, items: items,
+               sides=lambda i: sides[i % len(sides):] + sides[:i % len(sides)])
+
+
+def _proton_times(calls: dict, rounds: int) -> dict:
     """Per side and kernel, mean ns -> us per call, from a Proton session scoped by side."""
     import tempfile
 
     import torch
     import triton.profiler as proton
 
-    rounds = {s: order.count(s) for s in calls}
+    def each(side: str) -> None:
+        with proton.scope(side):
+            calls[side]()
+
     with tempfile.TemporaryDirectory(prefix="perf-why-proton-") as tmp:
         path = os.path.join(tmp, "why")
         proton.start(path, context="shadow")
         try:
-            for side in order:
-                with proton.scope(side):
-                    calls[side]()
+            alternate(list(calls), rounds, each)
             torch.cuda.synchronize()
         finally:
             proton.finalize()
         hatchet = path + ".hatchet"
         with open(hatchet, encoding="utf-8") as f:
             tree = json.load(f)
-    return proton_kernel_times(tree, rounds)
+    return proton_kernel_times(tree, dict.fromkeys(calls, rounds))
 
 
 def proton_kernel_times(tree, rounds: dict[str, int]) -> dict[str, dict[str, float]]:
@@ -207,14 +272,15 @@ def proton_kernel_times(tree, rounds: dict[str, int]) -> dict[str, dict[str, flo
     return out
 
 
-def _torch_times(calls: dict, order: list[str]) -> dict:
+def _torch_times(calls: dict, rounds: int) -> dict:
     """Per side and kernel, mean device microseconds per call, from torch's profiler: one short
     profile per call, so each kernel is its side's."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     totals: dict[str, dict[str, float]] = {s: {} for s in calls}
-    for side in order:
+
+    def each(side: str) -> None:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             calls[side]()
             torch.cuda.synchronize()
@@ -223,12 +289,15 @@ def _torch_times(calls: dict, order: list[str]) -> dict:
                 continue
             us = e.time_range.elapsed_us()
             totals[side][e.name] = totals[side].get(e.name, 0.0) + us
-    return {s: {k: round(v / order.count(s), 3) for k, v in t.items()} for s, t in totals.items()}
+
+    alternate(list(calls), rounds, each)
+    return {s: {k: round(v / rounds, 3) for k, v in t.items()} for s, t in totals.items()}
 
 
 def collect(base_root: str, head_root: str, cases: list[tuple[str, str]], target, num_sms: int,
-            cache_dir: str | None, device_time: bool) -> list[dict]:
-    """Every case explained (module docstring); run without the interpreter."""
+            cache_dir: str | None, device_time: set, source: str = "") -> list[dict]:
+    """Every case explained (module docstring); run without the interpreter. The cases in
+    `device_time` are also profiled per kernel here (`source` says where that was, in words)."""
     from perf import checkout, scenarios
     from perf.static import build, plan
 
@@ -246,7 +315,8 @@ def collect(base_root: str, head_root: str, cases: list[tuple[str, str]], target
         for s, side in sides.items():
             with side.active() as kernels:
                 row[s] = explain_side(kernels, variant, batch, target, num_sms, cache)
-        row["device_time"] = (_device_times(sides, variant, scenario) if device_time else
+        row["device_time"] = ({**_device_times(sides, variant, scenario), "source": source}
+                              if (variant, scenario_name) in device_time else
                               {"skipped": "no GPU ran the two sides here: static explanation only"})
         out.append(row)
     return out
@@ -285,7 +355,8 @@ def side_main(argv: list[str] | None = None) -> int:
     p.add_argument("--thresholds", required=True)
     p.add_argument("--cases", required=True, help="JSON list of [variant, scenario]")
     p.add_argument("--cache-dir", default=None)
-    p.add_argument("--device-time", action="store_true")
+    p.add_argument("--device-time", default="[]", help="JSON list of [variant, scenario] to profile")
+    p.add_argument("--device-source", default="", help="where the profile ran, in words")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
@@ -295,18 +366,20 @@ def side_main(argv: list[str] | None = None) -> int:
 
     (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
     cases = [tuple(c) for c in json.loads(args.cases)]
+    profiled = {tuple(c) for c in json.loads(args.device_time)}
     doc = {"schema": SCHEMA, "base": args.base, "head": args.head,
            "cases": collect(args.base, args.head, cases, target, args.num_sms, args.cache_dir,
-                            args.device_time)}
+                            profiled, args.device_source)}
     files.write_json(args.out, doc)
     return 0
 
 
 def collect_cases(base_root: str, head_root: str, cases: list[tuple[str, str]], target, num_sms: int,
-                  thresholds_path: str, out: str, *, device_time: bool = False,
-                  cache_dir: str | None = None) -> dict:
+                  thresholds_path: str, out: str, *, device_time=False, cache_dir: str | None = None,
+                  source: str = ONE_PROCESS) -> dict:
     """Explain `cases` (variant, scenario) in a process of its own; returns why.json's document
-    (also written to `out`). `device_time`: profile both sides per kernel on this GPU."""
+    (also written to `out`). `device_time`: profile both sides per kernel on this GPU, every case
+    (True) or those listed; `source`: where that is, in words (the section says it)."""
     from perf.checkout import ROOT
     from perf.cli import run_child
 
@@ -316,8 +389,9 @@ def collect_cases(base_root: str, head_root: str, cases: list[tuple[str, str]], 
            "--cases", json.dumps([list(c) for c in cases]), "--out", out]
     if cache_dir:
         cmd += ["--cache-dir", os.path.abspath(cache_dir)]
-    if device_time:
-        cmd.append("--device-time")
+    profiled = cases if device_time is True else list(device_time or [])
+    if profiled:
+        cmd += ["--device-time", json.dumps([list(c) for c in profiled]), "--device-source", source]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=ROOT, PAGED_ATTENTION_CHECK_VALUES="0")
     done = run_child(cmd, cwd=ROOT, env=env)
@@ -564,9 +638,17 @@ def render(case: dict, heading: str = "####") -> str:
     else:
         times = dt.get("times") or {}
         bt, ht = times.get("base", {}), times.get("head", {})
-        lines += [f"Device time per kernel, mean us per call over {dt.get('rounds')} calls per side "
-                  f"alternated in one process on the same tensors ({dt.get('note') or dt.get('tool')}):", "",
-                  "| kernel | base us | head us | head / base |", "|---|---|---|---|"]
+        how = dt.get("note") or dt.get("tool")
+        if dt.get("processes"):
+            n = dt["processes"]
+            lines.append(f"Device time per kernel, {IN_GATE}: mean us per call over {n} process"
+                         f"{'es' if n != 1 else ''} ({dt.get('profiles')} profiles, metrics "
+                         f"{', '.join(dt.get('metrics') or [])}), each {dt.get('rounds')} calls per side "
+                         f"alternated on the tensors it timed, after its timed rounds ({how}):")
+        else:
+            lines.append(f"Device time per kernel, {dt.get('source') or ONE_PROCESS}: mean us per call over "
+                         f"{dt.get('rounds')} calls per side alternated on the same tensors ({how}):")
+        lines += ["", "| kernel | base us | head us | head / base |", "|---|---|---|---|"]
         for k in sorted(set(bt) | set(ht), key=lambda k: -max(bt.get(k, 0), ht.get(k, 0))):
             r = _ratio(bt.get(k), ht.get(k))
             lines.append(f"| {k} | {_value(bt.get(k))} | {_value(ht.get(k))} | "
@@ -670,9 +752,11 @@ def red_cases(findings: list) -> list[tuple[str, str]]:
 def explain_red(findings: list, roots: dict[str, str], thresholds, vendor: str, out_dir: str,
                 limit: int = MAX_CASES) -> str:
     """The latency gate's why section (report.md, the PR comment, the nightly's issue, bisect's
-    step): its failing and warning cases explained (`collect_cases`, with device time per kernel
-    on this GPU) into `out_dir`/why.json and why.md. "" when no case is red. An explanation
-    that cannot be made is a line in the section, never a failure of the gate."""
+    step): its failing and warning cases explained (`collect_cases`) into `out_dir`/why.json and
+    why.md. Device time per kernel comes from the gate's re-measure records
+    (`recorded_kernel_times`); a case without them (a warning is not re-measured) is profiled
+    after the gate on this GPU. "" when no case is red. An explanation that cannot be made is a
+    line in the section, never a failure of the gate."""
     from perf import vendor as vendor_mod
     from perf.static import changes
 
@@ -685,8 +769,17 @@ def explain_red(findings: list, roots: dict[str, str], thresholds, vendor: str, 
         runner = changes.runner_target(thresholds, vendor, on_gpu)
         if runner.target is None:
             return f"### {title}\n\nnot explained: {runner.note}\n"
+        recorded = recorded_kernel_times(out_dir, red[:limit])
+        profile = [c for c in red[:limit] if c not in recorded] if on_gpu else []
         doc = collect_cases(roots["base"], roots["head"], red[:limit], runner.target, runner.num_sms,
-                            thresholds.path, os.path.join(out_dir, WHY_FILE), device_time=on_gpu)
+                            thresholds.path, os.path.join(out_dir, WHY_FILE), device_time=profile,
+                            source=AFTER_GATE)
+        for case in doc.get("cases", []):
+            found = recorded.get((case.get("variant"), case.get("scenario")))
+            if found is not None:
+                case["device_time"] = found
+        if recorded:
+            files.write_json(os.path.join(out_dir, WHY_FILE), doc)
     except (ConfigError, RuntimeError, OSError) as e:
         return f"### {title}\n\nnot explained: {str(e).splitlines()[0] if str(e) else type(e).__name__}\n"
     md = section(doc, title)

@@ -28,7 +28,8 @@ def test_worker_pairs_both_sides_in_one_process(tmp_path):
     cmd = [sys.executable, "-m", "perf.latency.worker", "--base-from", ROOT, "--head-from", ROOT,
            "--out-dir", str(tmp_path), "--first-repeat", "20", "--suite", "smoke", "--scenarios",
            "tiny_bs16_b1_s16_d100", "--variants", "flex_tile,nonexistent", "--metrics", "eager,graph",
-           "--repeats", "4", "--samples", "1", "--seed", "3", "--header", json.dumps({"gate": {"x": 1}})]
+           "--repeats", "4", "--samples", "1", "--seed", "3", "--header", json.dumps({"gate": {"x": 1}}),
+           "--kernel-times"]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, **CPU_ONLY, PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-2000:]
@@ -47,5 +48,49 @@ def test_worker_pairs_both_sides_in_one_process(tmp_path):
         assert order[r["repeat"] - 20][r["position"]] == "head"
     (case,) = analysis.pairs(base, head).values()
     assert case.processes == 1 and len(case.groups()[0]) == 4
+    # a re-measure's profile: the interpreter runs no kernel on a device, and the last round says so
+    for s in ("base", "head"):
+        profiled = {r["repeat"]: r["kernel_times"] for r in recs[s] if "kernel_times" in r}
+        assert profiled == {23: {"skipped": "Triton's interpreter runs no kernel on a device: no device time "
+                                            "per kernel"}}, profiled
     # the missing variant is recorded on both sides, not dropped
     assert {s["variant"] for s in base.skips()} == {"nonexistent"} == {s["variant"] for s in head.skips()}
+
+
+@needs_interpreter
+def test_a_re_measure_records_each_sides_kernel_times_after_its_rounds(tmp_path, monkeypatch, capsys):
+    """In this process, with a fake profiler: it gets both sides' timed callables once per case,
+    after that case's last timed round, and each side's last record carries its side's times."""
+    from perf import why
+
+    events = []
+    real_record = results.ResultsWriter.record
+
+    def record(self, **kw):
+        events.append(("record", self.path.rsplit("/", 1)[-1], kw["repeat"]))
+        real_record(self, **kw)
+
+    def fake(calls):
+        assert set(calls) == {"base", "head"}
+        for fn in calls.values():
+            fn()  # the very callables timed: they run
+        events.append(("profile",))
+        return {"tool": "fake", "note": "a fake profiler", "rounds": 1,
+                "times": {"base": {"q_block_kernel": 1.0}, "head": {"q_block_kernel": 2.0}}}
+
+    monkeypatch.setattr(results.ResultsWriter, "record", record)
+    monkeypatch.setattr(why, "kernel_times", fake)
+    monkeypatch.setenv("PAGED_ATTENTION_CHECK_VALUES", "0")
+    assert worker.main(["--base-from", ROOT, "--head-from", ROOT, "--out-dir", str(tmp_path), "--suite",
+                        "smoke", "--scenarios", "tiny_bs16_b1_s16_d100", "--variants", "flex_tile",
+                        "--metrics", "eager", "--repeats", "2", "--samples", "1", "--kernel-times"]) == 0
+    # profiled once, after the rounds (the last round's records held until then)
+    assert events.index(("profile",)) == 2 and events.count(("profile",)) == 1
+    assert sorted(events[3:]) == [("record", "base.jsonl", 1), ("record", "head.jsonl", 1)]
+    for s, us in (("base", 1.0), ("head", 2.0)):
+        recs = results.load(str(tmp_path / f"{s}.jsonl")).measurements()
+        assert [r.get("kernel_times") for r in sorted(recs, key=lambda r: r["repeat"])] == [
+            None, {"tool": "fake", "note": "a fake profiler", "rounds": 1, "us": {"q_block_kernel": us}}]
+    case = ("flex_tile", recs[0]["scenario"])
+    assert why.recorded_kernel_times(str(tmp_path), [case])[case]["times"] == {
+        "base": {"q_block_kernel": 1.0}, "head": {"q_block_kernel": 2.0}}

@@ -201,14 +201,15 @@ def test_the_gate_section_explains_red_cases_and_never_breaks_the_gate(tmp_path,
     assert why.explain_red([_finding("ok")], roots, th, "nvidia", str(tmp_path)) == ""
     seen = {}
 
-    def fake(base, head, cases, target, num_sms, thresholds_path, out, device_time=False, cache_dir=None):
+    def fake(base, head, cases, target, num_sms, thresholds_path, out, device_time=False, cache_dir=None,
+             source=why.ONE_PROCESS):
         seen.update(cases=cases, target=target.name, device_time=device_time)
         return {"cases": [_case([_launch()], [_launch(global_loads=80)])]}
 
     monkeypatch.setattr(why, "collect_cases", fake)
     md = why.explain_red([_finding("fail")], roots, th, "nvidia", str(tmp_path))
     assert md.startswith("### Why slower") and "global loads, 40 -> 80" in md
-    assert seen == {"cases": [("static_grid", DECODE)], "target": "sm_90", "device_time": False}
+    assert seen == {"cases": [("static_grid", DECODE)], "target": "sm_90", "device_time": []}
     assert (tmp_path / "why.md").read_text() == md
 
     def broken(*a, **k):
@@ -264,8 +265,9 @@ def test_the_nightly_issue_and_bisect_read_the_gates_why(tmp_path):
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="device time per kernel needs a GPU")
 def test_both_planted_changes_with_device_time_on_a_gpu(planted, tmp_path, capsys):
-    """On a GPU (the lead's H100 run): both planted changes explained with device time per
-    kernel, measured in one process on the same tensors; the sections are printed (-s)."""
+    """On a GPU: both planted changes explained with device time per kernel, measured in one
+    process on the same tensors; then the gate on the branch change, whose failing case's device
+    time comes from its re-measure processes' records; the sections are printed (-s)."""
     for name, (base, head, scenario) in {"heuristic": ("HEAD~2", "HEAD~1", SHORT),
                                          "kernel edit": ("HEAD~1", "HEAD", DECODE)}.items():
         _, doc, md = _why(planted, base, head, scenario, tmp_path / name.replace(" ", "-"))
@@ -292,3 +294,120 @@ def test_both_planted_changes_with_device_time_on_a_gpu(planted, tmp_path, capsy
               f"{[(f['metric'], f['verdict'], round(f['ratio'] or 0, 3)) for f in red]} =====\n"
               + (report[report.find("### Why slower"):] if red else "no red case: nothing to explain"))
     assert bool(red) == ("### Why slower" in report) == (out / why.WHY_FILE).exists()
+    # a failing case was re-measured in fresh processes, which profiled it per kernel on what they timed
+    failed = {(f["variant"], f["scenario"]) for f in findings if f["verdict"] == "fail"}
+    for case in why.read(str(out / why.WHY_FILE))["cases"] if red else []:
+        dt = case["device_time"]
+        if (case["variant"], case["scenario"]) in failed:
+            assert dt.get("source") == why.IN_GATE and dt["processes"] >= 1, dt
+            assert dt["times"]["base"].get("q_block_kernel") and dt["times"]["head"].get("q_block_kernel"), dt
+        else:
+            assert dt.get("source") == why.AFTER_GATE, dt
+
+
+# --------------------------------------------------------------------------- the gate's re-measure records
+
+def _gate_records(folder, profiled: dict) -> None:
+    """base.jsonl and head.jsonl as a gate's workers write them: per process, rounds of one case
+    (static_grid on DECODE, graph); the last round's records carry `kernel_times` where `profiled`
+    (process -> {side: us by kernel}, or a {"skipped"} field) says."""
+    from perf import results
+    from perf.measure.timing import Samples
+
+    writers = {s: results.ResultsWriter(str(folder / f"{s}.jsonl"), {"environment": {"vendor": "nvidia"},
+                                                                     "side": s}, resume=False)
+               for s in ("base", "head")}
+    for p, (process, field) in enumerate(profiled.items()):
+        for r in range(3):
+            for s, w in writers.items():
+                extra = {}
+                if r == 2 and field is not None:
+                    proton = {"tool": "proton", "note": "Triton's Proton profiler", "rounds": 10}
+                    extra["kernel_times"] = field if "skipped" in field else {**proton, "us": field[s]}
+                w.record(variant="static_grid", scenario=DECODE, metric="graph", repeat=p * 3 + r,
+                         samples=Samples((0.1,)), config=[], digest="d", process=process, **extra)
+    for w in writers.values():
+        w.close()
+
+
+def _as_if_on_a_gpu(monkeypatch) -> None:
+    """explain_red as on an H100: on_gpu, and the runner's target the one sm_90 would be."""
+    from perf import vendor
+    from perf.static import changes
+
+    real = changes.runner_target
+    monkeypatch.setattr(vendor, "on_gpu", lambda: True)
+    monkeypatch.setattr(changes, "runner_target", lambda th, v, on_gpu: real(th, v, False))
+
+
+def test_the_gate_section_reads_device_time_from_the_re_measure_records(tmp_path, monkeypatch):
+    from perf.thresholds import load_thresholds
+
+    reduce = {"reduce_segments_kernel": 2.0}
+    _gate_records(tmp_path, {
+        "p1": {"base": {"q_block_kernel": 10.0, **reduce}, "head": {"q_block_kernel": 14.0}},
+        "p2": {"base": {"q_block_kernel": 12.0, **reduce}, "head": {"q_block_kernel": 16.0}},
+        "p3": None,  # a first-attempt process: no profile
+    })
+    recorded = why.recorded_kernel_times(str(tmp_path), [("static_grid", DECODE), ("naive", DECODE)])
+    [(key, dt)] = recorded.items()
+    assert key == ("static_grid", DECODE) and dt["processes"] == 2 and dt["source"] == why.IN_GATE
+    assert dt["times"] == {"base": {"q_block_kernel": 11.0, "reduce_segments_kernel": 2.0},
+                           "head": {"q_block_kernel": 15.0}}
+    th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
+    seen = {}
+
+    def fake(base, head, cases, target, num_sms, thresholds_path, out, device_time=False, cache_dir=None,
+             source=why.ONE_PROCESS):
+        seen.update(device_time=device_time, source=source)
+        return {"schema": why.SCHEMA, "cases": [_case([_launch()], [_launch()])]}
+
+    monkeypatch.setattr(why, "collect_cases", fake)
+    _as_if_on_a_gpu(monkeypatch)  # on a GPU: the records still win over profiling
+    md = why.explain_red([_finding("fail")], {"base": "B", "head": "H"}, th, "nvidia", str(tmp_path))
+    assert seen["device_time"] == []  # nothing profiled after the gate
+    assert f"Device time per kernel, {why.IN_GATE}: mean us per call over 2 processes" in md
+    assert "| q_block_kernel | 11 | 15 | 1.364 |" in md and "| reduce_segments_kernel | 2 | – | – |" in md
+    assert md.count(why.AFTER_GATE) == 0
+    assert why.read(str(tmp_path / why.WHY_FILE))["cases"][0]["device_time"]["processes"] == 2
+
+
+def test_without_recorded_times_the_gate_profiles_after_it(tmp_path, monkeypatch):
+    from perf.thresholds import load_thresholds
+
+    _gate_records(tmp_path, {"p1": {"skipped": "no GPU in this process: no device time per kernel"}})
+    assert why.recorded_kernel_times(str(tmp_path), [("static_grid", DECODE)]) == {}
+    assert why.recorded_kernel_times(str(tmp_path / "none"), [("static_grid", DECODE)]) == {}
+    th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
+    seen = {}
+    one = {"tool": "torch.profiler", "note": "torch's profiler (kineto)", "rounds": 10,
+           "times": {"base": {"q_block_kernel": 10.0}, "head": {"q_block_kernel": 12.0}}}
+
+    def fake(base, head, cases, target, num_sms, thresholds_path, out, device_time=False, cache_dir=None,
+             source=why.ONE_PROCESS):
+        seen.update(device_time=device_time, source=source)
+        return {"cases": [_case([_launch()], [_launch()], {**one, "source": source})]}
+
+    monkeypatch.setattr(why, "collect_cases", fake)
+    _as_if_on_a_gpu(monkeypatch)
+    md = why.explain_red([_finding("warn")], {"base": "B", "head": "H"}, th, "nvidia", str(tmp_path))
+    assert seen == {"device_time": [("static_grid", DECODE)], "source": why.AFTER_GATE}
+    assert f"Device time per kernel, {why.AFTER_GATE}: mean us per call over 10 calls per side" in md
+    assert why.IN_GATE not in md and "| q_block_kernel | 10 | 12 | 1.200 |" in md
+    older = _case([_launch()], [_launch()], one)  # a why.json from before sources: one process
+    assert f"Device time per kernel, {why.ONE_PROCESS}: " in why.render(older)
+
+
+def test_kernel_times_off_a_gpu_says_why(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert why.kernel_times({"base": lambda: None, "head": lambda: None}) == {
+        "skipped": "Triton's interpreter runs no kernel on a device: no device time per kernel"}
+    assert why.side_field({"skipped": "x"}, "head") == {"skipped": "x"}
+    assert why.side_field({"tool": "proton", "note": "n", "rounds": 4, "times": {"head": {"k": 1.0}}},
+                          "head") == {"tool": "proton", "note": "n", "rounds": 4, "us": {"k": 1.0}}
+
+
+def test_alternation_is_the_measuring_loops_abba():
+    seen = []
+    why.alternate(["base", "head"], 4, seen.append)
+    assert seen == ["base", "head", "head", "base", "base", "head", "head", "base"]

@@ -252,7 +252,8 @@ class Reporter:
 
 
 def _worker_cmd(args: argparse.Namespace, roots: dict[str, str], out_dir: str, first_repeat: int,
-                seed: int, keys_file: str | None, header: dict, side: str | None = None) -> list[str]:
+                seed: int, keys_file: str | None, header: dict, side: str | None = None,
+                kernel_times: bool = False) -> list[str]:
     cmd = [sys.executable, "-m", "perf.latency.worker", "--base-from", roots["base"], "--head-from",
            roots["head"], "--out-dir", out_dir, "--first-repeat", str(first_repeat), "--suite", args.suite,
            "--metrics", args.metrics, "--repeats", str(args.repeats), "--samples", str(args.samples),
@@ -266,6 +267,8 @@ def _worker_cmd(args: argparse.Namespace, roots: dict[str, str], out_dir: str, f
         cmd += ["--batch-cache", args.batch_cache]
     if side is not None:
         cmd += ["--side", side]
+    if kernel_times:
+        cmd.append("--kernel-times")
     return cmd
 
 
@@ -350,7 +353,9 @@ def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledge
             label += f" ({side}: {toolchains[side].describe()})"
         first = attempt * per_attempt + index * args.repeats
         header = {"gate": ledger.identity}
-        cmd = _worker_cmd(args, roots, out_dir, first, args.seed + attempt, keys_file, header, side)
+        # a re-measure's processes also profile each case per kernel for the why section (perf/why.py)
+        cmd = _worker_cmd(args, roots, out_dir, first, args.seed + attempt, keys_file, header, side,
+                          kernel_times=attempt >= 1 and side is None)
         log = os.path.join(out_dir, f"worker-{attempt}-{index}.log")
         done = run_process(cmd, log, label, reporter,
                            toolchains[side].pythonpath() if side is not None else ROOT)

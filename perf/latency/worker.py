@@ -20,6 +20,11 @@ then scenario by scenario:
    head's against base's; a wrong one is recorded in that side's file as an error whose
    reason starts with "wrong output", which the gate's verdict turns into `wrong`.
 
+With `--kernel-times` (the gate's re-measures) each case's last round is followed, outside
+its timed region, by a per-kernel profile of both sides' timed callables on the same tensors
+(perf/why.py `kernel_times`), written on that round's records (field `kernel_times`, each
+side's own times) for the why section.
+
 With `--side base|head` (the toolchain A/B, perf/latency/ab.py) the process loads and
 measures that one side only: two Tritons cannot share a process, so each process runs one
 side under its own Triton and the rounds are that side's alone (position 0).
@@ -213,6 +218,33 @@ class Pairs:
         for s in self.measured:
             cases[s][variant].broken.add(metric)
 
+    def _write_profiled(self, cases: dict, item: tuple[str, str], records: dict) -> None:
+        """An item's last-round records, each with its side's device time per kernel (field
+        `kernel_times`, perf/why.py `side_field`): both sides' timed callables profiled on the
+        tensors they were timed on, after the scenario's timed rounds, outside any timed region.
+        A side that failed this round leaves no profile: its records are written as they are."""
+        from perf import why
+
+        v, m = item
+        result = None
+        if len(records) == 2 and all(m not in cases[s][v].broken for s in self.measured):
+            calls = {}
+            for s in SIDES:
+                fn = measure.timed_callable(cases[s][v], m)
+
+                def call(side=self.sides[s], fn=fn):
+                    with side.active():
+                        fn()
+
+                calls[s] = call
+            try:
+                result = why.kernel_times(calls)
+            except Exception as e:  # a profiler that breaks is said, never a failure of the measurement
+                result = {"skipped": f"profiling failed: {type(e).__name__}: {e}".splitlines()[0][:300]}
+        for s, record in records.items():
+            extra = {"kernel_times": why.side_field(result, s)} if result is not None else {}
+            self.writers[s].record(**record, **extra)
+
     def scenario(self, scenario, variants: list[str]) -> int:
         cases = self.prepare(scenario, variants)
         items = [(v, m) for v in variants for m in self.metrics
@@ -227,15 +259,24 @@ class Pairs:
             rng.shuffle(pairs)
             return pairs
 
+        profiling = self.args.kernel_times and len(self.measured) == 2
+        # item -> its last round's records, written once its kernels are profiled after the scenario's
+        # rounds (never between two timed items: a profiler's session is not left inside the rounds)
+        held: dict = {}
+
         def time_one(item, s: str, position: int, r: int) -> None:
             v, m = item
             case = cases[s][v]
             with self.sides[s].active():
                 samples = measure.time_case(case, m, self.args.samples, self.args.budget_ms, self.args.warmup,
                                             plans.get((v, m)))
-            self.writers[s].record(variant=v, scenario=scenario.name, metric=m,
-                                   repeat=self.args.first_repeat + r, samples=samples, config=case.config,
-                                   digest=case.digest, position=position, process=self.process)
+            record = dict(variant=v, scenario=scenario.name, metric=m, repeat=self.args.first_repeat + r,
+                          samples=samples, config=case.config, digest=case.digest, position=position,
+                          process=self.process)
+            if profiling and r == self.args.repeats - 1:
+                held.setdefault(item, {})[s] = record
+            else:
+                self.writers[s].record(**record)
 
         def progress(item, r: int) -> None:
             now = time.monotonic()
@@ -248,6 +289,8 @@ class Pairs:
             items, self.args.repeats, time_one, order=order, sides=lambda r: orders[r], broken=broken,
             failed=lambda item, s, e: self._fail(cases, s, item[0], scenario.name, item[1], e),
             after_item=progress)
+        for item, records in held.items():
+            self._write_profiled(cases, item, records)
         self.recheck(cases, scenario.name, set(items))
         cases.clear()  # this scenario's batch and outputs, before the next one's
         if self.device == "cuda":
@@ -276,6 +319,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-cache", default=None, help="directory of saved batches shared by the processes")
     p.add_argument("--keys", default=None, help="JSON file: [[variant, scenario, metric], ...] to measure")
     p.add_argument("--header", default="{}", help="JSON object added to both results headers")
+    p.add_argument("--kernel-times", action="store_true",
+                   help="after a scenario's timed rounds, profile both sides per kernel (perf/why.py "
+                        "kernel_times) onto each case's last-round records (the gate's re-measures)")
     p.add_argument("--side", default=None, choices=SIDES,
                    help="measure this side only (a toolchain A/B: one Triton per process)")
     return p
