@@ -434,7 +434,7 @@ def test_planning_for_another_vendor_uses_its_tree(variant):
 
 
 _RULE = re.compile(r"#.*\[([a-z0-9-]+)\] (H100|H200) (2026-\d\d-\d\d)")
-_RERUN = re.compile(r"tune (?:--suite (\w+) )?--scenarios '([^']+)'")
+_RERUN = re.compile(r"tune (?:--suite ([\w-]+) )?--scenarios '([^']+)'")
 
 
 def test_every_nvidia_rule_has_one_line_of_provenance_that_resolves():

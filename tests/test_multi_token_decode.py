@@ -1,8 +1,10 @@
 """Multi-token decode (speculative decoding's verify step: 2-8 queries per sequence on a long
-context) and the NVIDIA tree's switch for it (`heuristics.MULTI_TOKEN_SPLIT`, off until an H100
-measures it): off, such batches keep today's choices; on, those past one decode Q-block take a
-Q-block holding each sequence's queries, split over KV segments. Either way every variant's
-output must match the fp32 reference, which Triton's interpreter checks here for q_len 2-8."""
+context) and the NVIDIA tree's switch for it (`heuristics.MULTI_TOKEN_SPLIT`, on since an H100 measured
+it, 2026-11-26): off, such batches keep the short-prefill choices; on, those past one decode
+Q-block take a Q-block holding each sequence's queries, split over KV segments, except Q-blocks
+wider than MULTI_TOKEN_WIDE_ROWS at more than MULTI_TOKEN_WIDE_MAX_SEQS sequences (slower there).
+Either way every variant's output must match the fp32 reference, which Triton's interpreter
+checks here for q_len 2-8."""
 
 from __future__ import annotations
 
@@ -20,17 +22,26 @@ from kernels.reference import paged_attention_reference
 NUM_SMS = heuristics.DEFAULT_NUM_SMS["nvidia"]
 
 
-@pytest.fixture
-def split_on(monkeypatch):
-    """The switch on for one test; the kept choices of either setting dropped on both sides."""
+def _switch(monkeypatch, on: bool):
+    """The switch set for one test; the kept choices of either setting dropped on both sides."""
     def clear():
         heuristics.choose.cache_clear()
         planning._CHOICES.clear()
     clear()
-    monkeypatch.setattr(heuristics, "MULTI_TOKEN_SPLIT", True)
+    monkeypatch.setattr(heuristics, "MULTI_TOKEN_SPLIT", on)
     yield
     monkeypatch.undo()
     clear()
+
+
+@pytest.fixture
+def split_on(monkeypatch):
+    yield from _switch(monkeypatch, True)
+
+
+@pytest.fixture
+def split_off(monkeypatch):
+    yield from _switch(monkeypatch, False)
 
 
 def _features(num_seqs, query_len, kv_len, queries_per_kv=4, num_kv_heads=8, head_size=128, **kw) -> Features:
@@ -44,8 +55,11 @@ SHAPES = [(seqs, q, kv, qpk) for seqs in (1, 8, 64, 256) for q in range(1, 10) f
           for qpk in (1, 4, 7, 8, 71)]
 
 
-def test_off_the_switch_is_not_read_and_nothing_splits_past_a_decode_q_block():
-    assert heuristics.MULTI_TOKEN_SPLIT is False  # a decision changes only with a GPU measurement
+def test_shipped_on():
+    assert heuristics.MULTI_TOKEN_SPLIT is True  # [multi-token-split] H100 2026-11-26 (heuristics.py)
+
+
+def test_off_the_switch_is_not_read_and_nothing_splits_past_a_decode_q_block(split_off):
     for seqs, q, kv, qpk in SHAPES:
         f = _features(seqs, q, kv, qpk, num_kv_heads=1 if qpk == 71 else 8)
         assert heuristics.multi_token_rows(f) == 0
@@ -59,13 +73,15 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
     for seqs, q, kv, qpk in SHAPES:
         f = _features(seqs, q, kv, qpk, num_kv_heads=1 if qpk == 71 else 8)
         c, rows = heuristics.choose("nvidia", f), heuristics.multi_token_rows(f)
+        wide = heuristics.next_pow2(q * qpk) > heuristics.MULTI_TOKEN_WIDE_ROWS and \
+            seqs > heuristics.MULTI_TOKEN_WIDE_MAX_SEQS  # [multi-token-wide]: slower there, unsplit
         if heuristics.is_decode_batch(f) or q > heuristics.MULTI_TOKEN_MAX_QUERIES or \
-                q * qpk > heuristics.MULTI_TOKEN_MAX_ROWS:
+                q * qpk > heuristics.MULTI_TOKEN_MAX_ROWS or wide:
             assert rows == 0 and "multi-token" not in c.source  # as with the switch off
             continue
         changed += 1
         assert c.block_m == rows >= q * qpk and c.block_q(qpk) >= q  # a sequence's queries in one Q-block
-        assert c.source.endswith(f"multi-token split, {rows} rows: unmeasured")
+        assert c.source.endswith(f"multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x")
         assert c.seq_items == (seqs > 1)  # items are sequences: no search, no empty Q-blocks
         if seqs == 1 and kv >= 8192:  # one long sequence: the SMs filled by segments, as a decode's
             assert c.num_segments >= 16
@@ -109,8 +125,7 @@ def _check(batch, out):
 @pytest.mark.parametrize("switch", [False, True], ids=["off", "on"])
 def test_production_path_matches_the_reference(name, switch, request, device):
     """`kernels.paged_attention` as a serving engine calls it (hints, NVIDIA's tree), either setting."""
-    if switch:
-        request.getfixturevalue("split_on")
+    request.getfixturevalue("split_on" if switch else "split_off")
     batch = _batch(name, device)
     spec = batch.spec
     hints = dict(max_seqlen_q=max(spec.query_lens), max_seqlen_k=max(spec.kv_lens), vendor="nvidia",

@@ -227,15 +227,22 @@ def is_decode_batch(f: Features, block_m: int = 0) -> bool:
     return f.max_query_len <= (block_m or decode_block_m(f.queries_per_kv)) // f.queries_per_kv
 
 
-# [multi-token-split] Off until measured (docs/kernels.md, "Multi-token decode: the split-KV
-# switch"): decodes of up to MULTI_TOKEN_MAX_QUERIES queries per sequence that overflow one
+# [multi-token-split] Decodes of up to MULTI_TOKEN_MAX_QUERIES queries per sequence that overflow one
 # decode Q-block (Llama-3-8B's 4 query heads per KV head: 5-8 queries; 7 or 8 per KV head: 3-8)
 # take the decode rules with a Q-block holding a sequence's queries (at most
 # MULTI_TOKEN_MAX_ROWS rows), split over KV segments as decodes are, where the short-prefill
-# branch runs them unsplit (as vLLM 0.33 does, `max_seqlen_q > 1` taking its 2D kernel).
-MULTI_TOKEN_SPLIT = False
+# branch ran them unsplit (as vLLM 0.33 does, `max_seqlen_q > 1` taking its 2D kernel).
+# H100 2026-11-26, 1.06-9.0x on 38 of 42 changed spec-decode cases (b1 x 32k q5: 0.111x), 2 even, 2
+# slower (rows > 32 at 64 sequences: 1.10-1.15x, kept unsplit below): gate --suite spec-decode
+# --variants static_grid --metrics graph (docs/kernels.md, "Multi-token decode: the split-KV switch")
+MULTI_TOKEN_SPLIT = True
 MULTI_TOKEN_MAX_QUERIES = 8  # speculative decoding's verify step (EAGLE, n-gram): drafts + 1, by reasoning
 MULTI_TOKEN_MAX_ROWS = 64  # 8 queries x 8 query heads per KV head; unmeasured default (registers)
+# [multi-token-wide] H100 2026-11-26: Q-blocks of more than 32 rows split 0.30-0.36x at 4 sequences x 8k
+# but 1.10-1.15x slower at 64 x 8k (gpt-oss-20b, qwen2.5-7b, 8 queries); 16 sequences unmeasured, kept
+# unsplit: gate --suite spec-decode --variants static_grid --scenarios '*-q[58]/*'
+MULTI_TOKEN_WIDE_ROWS = 32
+MULTI_TOKEN_WIDE_MAX_SEQS = 4
 
 
 def multi_token_rows(f: Features) -> int:
@@ -245,6 +252,8 @@ def multi_token_rows(f: Features) -> int:
     if not MULTI_TOKEN_SPLIT or is_decode_batch(f) or f.max_query_len > MULTI_TOKEN_MAX_QUERIES:
         return 0
     rows = next_pow2(f.max_query_len * f.queries_per_kv)
+    if rows > MULTI_TOKEN_WIDE_ROWS and f.num_seqs > MULTI_TOKEN_WIDE_MAX_SEQS:  # [multi-token-wide]
+        return 0
     return rows if rows <= MULTI_TOKEN_MAX_ROWS else 0
 
 
@@ -375,7 +384,8 @@ def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, segm
 # the NVIDIA tree"; a --suite in ARGS replaces `heuristics`.
 def _nvidia(f: Features) -> Config:
     wide = f.head_size > 128  # [head-256] its rules halve the tiles to fit shared memory; unmeasured
-    rows = multi_token_rows(f)  # [multi-token-split] off: 0, unmeasured (MULTI_TOKEN_SPLIT)
+    # [multi-token-split] H100 2026-11-26, 1.06-9.0x: tune --suite spec-decode --scenarios '*-q[58]/*'
+    rows = multi_token_rows(f)
     if is_decode_batch(f) or rows:
         # [decode-tile] H200 2026-11-21, 1.07-1.88x over tile 64: tune --suite tune --scenarios '*decode*'
         # [narrow-window] H100 2026-11-23, 1.4x, tile 32 1.05-1.2x: tune --scenarios 'gpt-oss-20b/decode/*'
@@ -418,7 +428,7 @@ def _nvidia(f: Features) -> Config:
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
                        if int32 else "")
                     + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else "")
-                    + (f"; multi-token split, {rows} rows: unmeasured" if rows else ""))
+                    + (f"; multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x" if rows else ""))
     if f.max_query_len <= 64:
         # [short-prefill] Q-block 64 unmeasured; tile: H100 2026-11-23, 2x: tune --scenarios '*/batch8-kv16/*'
         return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),
