@@ -247,6 +247,24 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
     return rows
 
 
+def compile_time_rule(rule, noise: float | None, source: str = ""):
+    """(threshold text, ratio -> Verdict) of a cold compile time ratio: slower beyond
+    max(fail, exp(k.fail x noise)) fails, beyond the warn one warns, faster beyond the fail one
+    is improved (compile_time_finding; the nightly's compile-time series, perf/nightly/alert.py)."""
+    warn, fail = rule.apply(noise) if noise is not None else (rule.floor_warn, rule.floor_fail)
+    threshold = (f"warn > {warn:.3g}, fail > {fail:.3g} (" + (f"{source}, noise {100 * noise:.1f} %"
+                 if noise is not None else "uncalibrated: compile.compile_time") + ")")
+
+    def verdict(ratio: float) -> Verdict:
+        if ratio > fail:
+            return Verdict.FAIL
+        if ratio > warn:
+            return Verdict.WARN
+        return Verdict.IMPROVED if ratio < 1.0 / fail else Verdict.OK
+
+    return threshold, verdict
+
+
 def compile_time_finding(variant: str, target: str, vendor: str, base: dict | None, head: dict, rule,
                          noise: float | None, source: str = "") -> Finding:
     """The finding of a variant's cold compile time on one target, head against base.
@@ -260,9 +278,7 @@ def compile_time_finding(variant: str, target: str, vendor: str, base: dict | No
     slower beyond max(fail, exp(k.fail x noise)) fails, beyond the warn one warns, faster
     beyond the fail one is improved. Compile time is a measurement, never a reason to call
     the code wrong: a head slower only because it compiles more specializations says so."""
-    warn, fail = rule.apply(noise) if noise is not None else (rule.floor_warn, rule.floor_fail)
-    threshold = (f"warn > {warn:.3g}, fail > {fail:.3g} (" + (f"{source}, noise {100 * noise:.1f} %"
-                 if noise is not None else "uncalibrated: compile.compile_time") + ")")
+    threshold, verdict_of = compile_time_rule(rule, noise, source)
     hv = head["cpu_s"]
     bv = base["cpu_s"] if base else None
     ratio = hv / bv if bv else None
@@ -275,14 +291,8 @@ def compile_time_finding(variant: str, target: str, vendor: str, base: dict | No
     if ratio is None:
         verdict = Verdict.OK
         parts.append("new on this target")
-    elif ratio > fail:
-        verdict = Verdict.FAIL
-    elif ratio > warn:
-        verdict = Verdict.WARN
-    elif ratio < 1.0 / fail:
-        verdict = Verdict.IMPROVED
     else:
-        verdict = Verdict.OK
+        verdict = verdict_of(ratio)
     return Finding("static", vendor, target, variant, "*", "compile_time", bv, hv, ratio, None, None, None,
                    threshold, verdict, "; ".join(parts))
 

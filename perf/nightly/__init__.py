@@ -94,6 +94,9 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
                    help="measure uncommitted changes as HEAD (default: refuse a dirty tree)")
     p.add_argument("--allow-cpu", action="store_true",
                    help="no GPU: run in Triton's interpreter (wall-clock, no graphs) to try the pipeline")
+    p.add_argument("--no-compile-time", action="store_true",
+                   help="record no compile times (each variant cold-compiled for every target: "
+                        "perf/nightly/compiletime.py; CPU only, docs/nightly.md says its cost)")
     p.add_argument("--force", action="store_true",
                    help="record into a machine's history measured on another GPU, vendor or the interpreter "
                         "(its older nights are then left out of it, and said so)")
@@ -243,7 +246,8 @@ def _copy(src: str, dst: str) -> None:
 
 
 def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out: str) -> int:
-    """`asv run` for this commit's results file `out`; its copy (and its measuring processes'
+    """`asv run` for this commit's results file `out`, the compile times appended to it
+    (perf/nightly/compiletime.py, unless --no-compile-time); its copy (and its measuring processes'
     end fingerprint) for the job's artifact and `nightly save`; with `--data`, the night put
     into that checkout of the data branch too, so that the report and the alert read it."""
     from perf import fingerprint
@@ -251,6 +255,10 @@ def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out:
 
     asvrun.machine(conf, name)
     rc = asvrun.run(conf, name, sha, sel.to_env(), args.bench)
+    if not args.no_compile_time:  # after asv, which records latency only
+        from perf.nightly import compiletime
+
+        compiletime.record(out, conf["_root"], args.thresholds)
     copy = os.path.join(args.out, f"{name}-{sha[:8]}.jsonl")  # the job's artifact
     _copy(out, copy)
     end = fingerprint.read_end(out)

@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from dataclasses import dataclass
 
 from perf.nightly.history import History
 from perf.nightly.selection import PEER_PREFIX
+from perf.results import COMPILE_TIME
 from perf.verdicts import Finding, Verdict, latency_verdict
 
 # Earlier commits the newest is compared with: a week of nightlies (unmeasured default,
@@ -111,6 +113,9 @@ def judge(series: dict[tuple[str, str, str], dict[str, list[float]]], order: lis
         if len(window) < settings.min_history:
             short_history += not key[0].startswith(PEER_PREFIX)
             continue
+        if key[2].startswith(f"{COMPILE_TIME}/"):  # one cold compile a night: the compile rule
+            findings.append(compile_finding(thresholds, vendor, key, by_id, window, newest, label))
+            continue
         base = [x for s in window for x in by_id[s]]
         c = stats.compare(base, by_id[newest], resamples=vt.statistics.bootstrap,
                           confidence=vt.statistics.confidence)
@@ -144,6 +149,35 @@ def judge(series: dict[tuple[str, str, str], dict[str, list[float]]], order: lis
                      f"{len(moved)} (scenario, metric) series, divided out of the variants there: the "
                      f"machine or the image moved")
     return findings, notes
+
+
+def compile_finding(thresholds, vendor: str, key: tuple[str, str, str], by_id: dict[str, list[float]],
+                    window: list[str], newest: str, label: str) -> Finding:
+    """A compile-time series (perf/nightly/compiletime.py: one cold compile per night, so no
+    rank test can reach significance in a window): the newest night against the median of the
+    window's, by the static gate's rule (perf.verdicts.compile_time_rule) with its calibrated
+    noise (calibration/compile-time.yaml: side-by-side compiles, a lower bound of night-to-night
+    noise, so it can only raise a threshold above the floors), the target's vendor's rule."""
+    from perf.thresholds import compile_calibration_for
+    from perf.verdicts import compile_time_rule
+
+    variant, scenario, metric = key
+    target = metric.split("/", 1)[1]
+    owner = next((name for name, vt in thresholds.vendors.items()
+                  if any(t.name == target for t in vt.targets)), vendor)
+    cal, _ = compile_calibration_for(thresholds)
+    noise = cal.noise(variant, target) if cal is not None else None
+    threshold, verdict_of = compile_time_rule(thresholds.vendor(owner).compile_time, noise,
+                                              os.path.relpath(cal.path) if cal is not None else "")
+    base = statistics.median([x for s in window for x in by_id[s]])
+    head = statistics.median(by_id[newest])
+    ratio = head / base if base > 0 else None  # nothing compiled before: no ratio, no verdict
+    n = len(window)
+    return Finding(gate="nightly", vendor=vendor, target=target, variant=variant, scenario=scenario,
+                   metric=metric, base=base, head=head, ratio=ratio, ci_low=None, ci_high=None, p_value=None,
+                   threshold=threshold, verdict=verdict_of(ratio) if ratio is not None else Verdict.OK,
+                   note=f"cold compile CPU s, {label} vs the median of {n} earlier "
+                        f"{'commits' if n != 1 else 'commit'}")
 
 
 def case_thresholds(thresholds, cal, vendor: str, key: tuple[str, str, str], repeats: int):

@@ -46,6 +46,7 @@ from perf.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
 from perf.nightly import alert, issues
 from perf.nightly.history import History
 from perf.nightly.selection import slug
+from perf.results import COMPILE_TIME
 from perf.verdicts import Finding, Verdict
 
 # Cases re-measured per flagged commit and machine. The gate measures the cross product of the
@@ -112,6 +113,13 @@ def plan(h: History, result: dict, thresholds, settings: alert.Settings, out: st
                                     f"commit (--max-cases); the largest ratios went first"}
             continue
         good = alert.last_good(h, thresholds, key, settings, vendor=vendor or h.vendor)
+        if key[2].startswith(f"{COMPILE_TIME}/"):  # the latency gate times kernels, not compiles
+            target = key[2].split("/", 1)[1]
+            skipped[key] = {"status": verdicts.PENDING,
+                            "note": "a compile time: not re-measured by the latency gate; `python -m perf "
+                                    f"compile --base-ref {(good or 'LAST_GOOD')[:12]} --targets {target} "
+                                    f"--variants {key[0]} --no-cache` re-measures it"}
+            continue
         if good is None:
             skipped[key] = {"status": verdicts.INCONCLUSIVE, "note": "no last good commit: every earlier "
                             "commit that measured this case alerted for it too"}

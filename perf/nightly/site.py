@@ -229,6 +229,10 @@ def plot_history(h: History, name: str, path: str, flagged: set[tuple[str, str, 
 # --- pages -------------------------------------------------------------------------------------
 
 
+def _cell(x: float | None, spec: str) -> str:
+    return "–" if x is None else format(x, spec)
+
+
 def case_png(variant: str, scenario: str, metric: str) -> str:
     """The file name of an alerted series' plot in its machine's folder (issues link it)."""
     return f"alert_{slug(variant)}_{slug(scenario)}_{slug(metric)}.png"
@@ -293,7 +297,8 @@ def _findings_table(findings: list[dict], alerts: list[dict] | None = None) -> l
     for f in rows:
         ci = f"[{f['ci_low']:.3f}, {f['ci_high']:.3f}]" if f["ci_low"] is not None else "–"
         left = [f["verdict"].upper(), f["variant"], f["scenario"], f["metric"]]
-        nums = [f"{f['base']:.4g}", f"{f['head']:.4g}", f"{f['ratio']:.3f}", ci, f"{f['p_value']:.1e}"]
+        nums = [_cell(f["base"], ".4g"), _cell(f["head"], ".4g"), _cell(f["ratio"], ".3f"), ci,
+                _cell(f["p_value"], ".1e")]  # no p or ratio: a compile time (alert.compile_finding)
         cls, status = f["verdict"], "–"
         if f["verdict"] == "fail":
             cls, status = _remeasure_cell(by_key.get((f["variant"], f["scenario"], f["metric"])))

@@ -246,7 +246,7 @@ def write_results(path: str, doc: dict, root: str, environment_extra: dict | Non
     what the nightly's history plots); `environment_extra` overrides what this process would
     record (the head's Triton of a toolchain A/B)."""
     from perf.measure.timing import Samples
-    from perf.results import ResultsWriter, compile_time_metric, environment
+    from perf.results import ResultsWriter, environment
 
     header = {"environment": {**environment(root), "gate": "static", "suite": doc["suite"],
                               "compile_targets": [t["name"] for t in doc["targets"]],
@@ -270,8 +270,20 @@ def write_results(path: str, doc: dict, root: str, environment_extra: dict | Non
                              digest=e["batch_digest"], compile_key=e["key"], gate="static",
                              target=e["target"], kernel=e["kernel"],
                              unit=sm.UNITS.get(metric, sm.occupancy_unit(e["vendor"])))
-        for (variant, target), t in sorted(compile_times(doc).items()):
-            w.record(variant=variant, scenario="*", metric=compile_time_metric(target), repeat=0,
-                     samples=Samples((float(t["cpu_s"]),), clock="cpu"), config=[], digest="",
-                     gate="static", target=target, unit="CPU s", specializations=t["count"],
-                     cached=t["cached"])
+        record_compile_times(w, doc)
+
+
+def record_compile_times(w, doc: dict) -> int:
+    """One record per variant and target of `doc` into the open ResultsWriter `w`: its cold
+    compile CPU seconds (perf.results.compile_time_metric, scenario "*"), what write_results and
+    the nightly (perf/nightly/compiletime.py) record; returns how many."""
+    from perf.measure.timing import Samples
+    from perf.results import compile_time_metric
+
+    times = sorted(compile_times(doc).items())
+    for (variant, target), t in times:
+        w.record(variant=variant, scenario="*", metric=compile_time_metric(target), repeat=0,
+                 samples=Samples((float(t["cpu_s"]),), clock="cpu"), config=[], digest="",
+                 gate="static", target=target, unit="CPU s", specializations=t["count"],
+                 cached=t["cached"])
+    return len(times)
