@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from perf.ci import gpu_job, grid
 from perf.ci import jobs as ci_jobs
 from perf.errors import ConfigError
+from perf.git import git
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ("tests/conftest.py", "tests/interpreter_support.py")  # pytest loads these for every grid module
@@ -90,8 +91,17 @@ def loaded_at_import() -> frozenset[str]:
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     files = json.loads(done.stdout.strip().splitlines()[-1])
-    return frozenset(Path(f).resolve().relative_to(ROOT).as_posix() for f in files
-                     if f and os.path.isabs(f) and Path(f).resolve().is_relative_to(ROOT))
+    inside = {Path(f).resolve().relative_to(ROOT).as_posix() for f in files
+              if f and os.path.isabs(f) and Path(f).resolve().is_relative_to(ROOT)}
+    return frozenset(inside & repository_files())
+
+
+@cache
+def repository_files() -> frozenset[str]:
+    """The repository's own files, tracked or not yet (git's view): a virtualenv made inside the
+    checkout (CI's `.nox/cpu`) is ignored, so what it loads is the environment's, not the grid's."""
+    listed = git(str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard", check=True)
+    return frozenset(listed.splitlines())
 
 
 def test_every_file_the_grid_loads_is_an_input():

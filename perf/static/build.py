@@ -164,24 +164,34 @@ class Claims:
         if not self.cache.root:
             return True
         path = self._path(key)
-        for _ in range(2):
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                owner = self._owner(key)
-                if owner is not None and _alive(owner):
-                    return False
-                with contextlib.suppress(OSError):  # a dead process's claim (or one being written)
-                    os.unlink(path)
-                continue
-            except OSError:
-                return True  # cannot claim (read-only cache): compile it here, as without a cache
-            with os.fdopen(fd, "w") as f:
+        # the claim appears whole, its pid already in it (a hard link of a written file), so a
+        # claim is never seen empty and taken for a dead process's
+        mine = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(mine, "w", encoding="utf-8") as f:
                 f.write(str(os.getpid()))
-            self.held.add(key)
-            return True
-        return False
+        except OSError:
+            return True  # cannot claim (read-only cache): compile it here, as without a cache
+        try:
+            for _ in range(2):
+                try:
+                    os.link(mine, path)
+                except FileExistsError:
+                    owner = self._owner(key)
+                    if owner is not None and _alive(owner):
+                        return False
+                    with contextlib.suppress(OSError):  # a dead process's claim
+                        os.unlink(path)
+                    continue
+                except OSError:
+                    return True  # no hard links here: compile it, as without a cache
+                self.held.add(key)
+                return True
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(mine)
 
     def release(self, key: str) -> None:
         if key in self.held:
@@ -370,6 +380,19 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
             results[job.key] = {**result, "cached": False, "other_side": elsewhere}
             bar.advance(f"{job.target.name} {job.qualname}")
 
+        def take(job: Job) -> bool:
+            """Claim `job` to compile it here; False when it cannot be claimed, or when the other
+            side cached it and let go between the look at the cache and the claim (then it is
+            done, collected from the cache)."""
+            if not claims.take(job.key):
+                return False
+            hit = cache.get(job.key)
+            if hit is not None:
+                claims.release(job.key)
+                done(job, hit, elsewhere=True)
+                return False
+            return True
+
         def claimed(run) -> list[Job]:
             """Run every job nobody else compiles; return those another process claimed."""
             elsewhere = []
@@ -377,9 +400,9 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
                 hit = cache.get(job.key)  # the other side may have compiled it meanwhile
                 if hit is not None:
                     done(job, hit, elsewhere=True)
-                elif claims.take(job.key):
+                elif take(job):
                     run(job)
-                else:
+                elif job.key not in results:
                     elsewhere.append(job)
             return elsewhere
 
@@ -388,8 +411,7 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
                 hit = claims.wait(job.key)
                 if hit is not None:
                     done(job, hit, elsewhere=True)
-                else:  # the other process gave it up: compile it here
-                    claims.take(job.key)
+                elif take(job) or job.key not in results:  # the other process gave it up: compile it here
                     run(job)
 
         if workers <= 1 or len(todo) == 1:
