@@ -369,7 +369,7 @@ def test_a_recorded_night_is_put_into_the_data_checkout_for_the_report_and_alert
     out = results_file(tmp_path / "asv" / f"{sha}.jsonl", "runner-a_h100", sha, "2026-11-25")
     fingerprint.write_end(out, {**ENV, "driver": "580.200"})
     data, artifacts = tmp_path / "data", tmp_path / "out"
-    args = argparse.Namespace(out=str(artifacts), data=str(data), bench=None)
+    args = argparse.Namespace(out=str(artifacts), data=str(data), bench=None, no_compile_time=True)
     sel = argparse.Namespace(to_env=lambda: {})
     assert nightly_cli._record(args, {}, "runner-a_h100", sha, sel, out) == 0
     assert (artifacts / "runner-a_h100-bbbbbbbb.jsonl.fingerprint").is_file()
