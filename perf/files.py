@@ -113,16 +113,18 @@ def load_yaml(path: str, what: str, fix: str) -> Any:
     return parse_yaml(read_text(path, what, fix), path, fix)
 
 
-def load_json(path: str, what: str, fix: str, expect: type = dict) -> Any:
-    """A JSON document of type `expect`; ConfigError naming the file otherwise."""
+def load_json(path: str, what: str, fix: str, expect: type | tuple[type, ...] = dict) -> Any:
+    """A JSON document of type `expect` (or one of several); ConfigError naming the file otherwise."""
     text = read_text(path, what, fix)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: {what} is not JSON (line {e.lineno}: {e.msg}); {fix}") from None
     if not isinstance(doc, expect):
-        raise ConfigError(f"{path}: {what} holds a JSON {type(doc).__name__}, expected a JSON "
-                          f"{'object' if expect is dict else expect.__name__}; {fix}")
+        wanted = " or ".join("object" if t is dict else t.__name__
+                             for t in (expect if isinstance(expect, tuple) else (expect,)))
+        raise ConfigError(f"{path}: {what} holds a JSON {type(doc).__name__}, expected a JSON {wanted}; "
+                          f"{fix}")
     return doc
 
 

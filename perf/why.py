@@ -235,9 +235,8 @@ def _proton_times(calls: dict, rounds: int) -> dict:
             torch.cuda.synchronize()
         finally:
             proton.finalize()
-        hatchet = path + ".hatchet"
-        with open(hatchet, encoding="utf-8") as f:
-            tree = json.load(f)
+        tree = files.load_json(path + ".hatchet", "Proton's profile", "Proton wrote no readable tree; "
+                               "torch's profiler is the fallback", expect=(dict, list))
     return proton_kernel_times(tree, dict.fromkeys(calls, rounds))
 
 
