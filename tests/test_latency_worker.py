@@ -94,3 +94,72 @@ def test_a_re_measure_records_each_sides_kernel_times_after_its_rounds(tmp_path,
     case = ("flex_tile", recs[0]["scenario"])
     assert why.recorded_kernel_times(str(tmp_path), [case])[case]["times"] == {
         "base": {"q_block_kernel": 1.0}, "head": {"q_block_kernel": 2.0}}
+
+
+@needs_interpreter
+def test_compile_only_prepares_the_keyed_cases_on_both_sides_and_records_nothing(tmp_path, monkeypatch,
+                                                                                 capsys):
+    """The gate's compile-ahead process: every keyed case made (compiled, checked) on each side,
+    the variants outside the keys not even prepared, no results file written, `done` at the end."""
+    from perf.measure import cases as measure
+
+    made = []
+    real = measure.make_case
+
+    def make_case(kernels, name, scenario, *a, **k):
+        made.append((name, scenario.name))
+        return real(kernels, name, scenario, *a, **k)
+
+    monkeypatch.setattr(measure, "make_case", make_case)
+    monkeypatch.setenv("PAGED_ATTENTION_CHECK_VALUES", "0")
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([["flex_tile", "tiny/decode/batch1-kv16/block16", "eager"]]))
+    assert worker.main(["--base-from", ROOT, "--head-from", ROOT, "--out-dir", str(tmp_path), "--suite",
+                        "smoke", "--variants", "flex_tile,naive", "--metrics", "eager", "--repeats", "2",
+                        "--samples", "1", "--keys", str(keys), "--compile-only"]) == 0
+    assert made == [("flex_tile", "tiny/decode/batch1-kv16/block16")] * 2  # base, then head
+    assert not (tmp_path / "base.jsonl").exists() and not (tmp_path / "head.jsonl").exists()
+    events = [json.loads(x[len(PROTOCOL):]) for x in capsys.readouterr().out.splitlines()
+              if x.startswith(PROTOCOL)]
+    assert events[-1]["event"] == "done" and events[-1]["pairs"] == 0
+
+
+def test_compile_ahead_deals_every_key_once_within_cpus_and_memory(tmp_path, monkeypatch):
+    """The gate's compile-ahead: each case to time goes to exactly one process, the heaviest
+    scenarios first, no more processes than CPUs, the cap and free memory allow; a process that
+    crashes costs only its head start (the line says so)."""
+    import argparse
+
+    import torch
+
+    from perf.latency import ab
+
+    ran = []
+
+    def fake_run(cmd, log, label, reporter, *a):
+        keys = json.loads(open(cmd[cmd.index("--keys") + 1]).read())
+        assert "--compile-only" in cmd
+        ran.append(keys)
+        if len(ran) == 2:
+            raise ab.GateCrash(f"{label} exited with code 1")
+        return {"event": "done"}
+
+    monkeypatch.setattr(ab, "run_process", fake_run)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    args = argparse.Namespace(suite="pr", metrics="eager,graph", repeats=2, samples=1, sample_budget_ms=1.0,
+                              seed=0, variants=None, scenarios=None, batch_cache=None)
+    cases = [(v, s) for s in ("a", "b", "c", "d", "e") for v in ("x", "y")]
+    footprints = {"a": 1, "b": 5 * 2**30, "c": 2, "d": 3, "e": 4}
+    roots = {"base": ROOT, "head": ROOT}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (80 * 2**30, 80 * 2**30), raising=False)
+    line = ab.compile_ahead(args, roots, str(tmp_path), cases, None, footprints, None)
+    assert len(ran) == 3 and "5 scenarios in 3 parallel processes" in line and "1 failed" in line
+    dealt = sorted(tuple(k) for keys in ran for k in keys)
+    assert dealt == sorted((v, s, m) for v, s in cases for m in ("eager", "graph"))  # each once
+    assert any(k[1] == "b" for k in ran[0])  # the heaviest scenario goes out first
+    # too little memory for two processes: none start, the timed processes compile as before
+    ran.clear()
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (20 * 2**30, 80 * 2**30), raising=False)
+    keys = {("x", "a", "eager"), ("y", "b", "graph")}
+    line = ab.compile_ahead(args, roots, str(tmp_path), cases, keys, footprints, None)
+    assert ran == [] and line.startswith("no compile-ahead")

@@ -46,6 +46,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from perf import checkout, files, toolchain, validate, why
 from perf import results as results_mod
@@ -331,6 +332,60 @@ def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | 
         raise GateCrash(f"{label} exited with code {proc.returncode} ({tail or 'no output'}); "
                         f"log: {log_path}")
     return done
+
+
+# Compile-ahead processes at most: one compile occupies one CPU, and the H100 runner this was
+# sized on has 16 (the GPU correctness grid, compile-bound there, kept 16 CPUs 98 % busy with
+# 16 workers; NVIDIA H100 80GB HBM3, 2026-11-26).
+COMPILE_AHEAD_MAX = 16
+# Share of the GPU's free memory the compile-ahead processes may fill together, each counted at
+# three times its largest batch (inputs, both sides' outputs, the fp32 reference): a default
+# chosen by reasoning, leaving room for CUDA contexts and graph pools.
+COMPILE_AHEAD_MEMORY = 0.7
+
+
+def compile_ahead(args: argparse.Namespace, roots: dict[str, str], out_dir: str, cases: list[tuple[str, str]],
+                  keys: set | None, footprints: dict[str, int], reporter: Reporter | None) -> str:
+    """Prepare every case to time in parallel processes (`worker --compile-only`), scenarios dealt
+    round-robin, before the first timed process, which then finds each kernel in Triton's disk
+    cache: its compiles are spread over the runner's CPUs instead of paid one after another.
+    Nothing they do is a measurement. A process that fails only loses its head start (the timed
+    processes compile what it left, and report any real error). Returns a line for the report."""
+    import torch
+
+    if keys is None:
+        keys = {(v, s, m) for v, s in cases for m in args.metrics.split(",")}
+    names = list(dict.fromkeys(k[1] for k in sorted(keys, key=lambda k: -footprints.get(k[1], 0))))
+    free, _ = torch.cuda.mem_get_info()
+    per = 3 * max((footprints.get(n, 0) for n in names), default=0) + 2**30
+    n = min(len(names), os.cpu_count() or 1, COMPILE_AHEAD_MAX, int(free * COMPILE_AHEAD_MEMORY // per))
+    if n < 2:
+        return f"no compile-ahead ({len(names)} scenarios, room for {n} process at once)"
+    t0 = time.monotonic()
+    jobs = []
+    for i in range(n):
+        mine = set(names[i::n])
+        keys_file = files.write_json(os.path.join(out_dir, f"compile-ahead-{i}.json"),
+                                     [list(k) for k in sorted(keys) if k[1] in mine])
+        cmd = _worker_cmd(args, roots, out_dir, 0, args.seed, keys_file, {}) + ["--compile-only"]
+        jobs.append((cmd, os.path.join(out_dir, f"compile-ahead-{i}.log"), f"compile-ahead {i + 1}/{n}"))
+    if reporter is not None:
+        reporter.update(f"compiling ahead: {len(names)} scenarios in {n} processes at once")
+    failed = []
+    with ThreadPoolExecutor(n) as pool:
+        futures = {pool.submit(run_process, cmd, log, label, None): label for cmd, log, label in jobs}
+        for future in as_completed(futures):
+            try:
+                future.result()
+            except GateCrash as e:
+                failed.append(str(e))
+    seconds = time.monotonic() - t0
+    line = f"compiled ahead: {len(names)} scenarios in {n} parallel processes, {seconds:.0f} s"
+    if failed:
+        line += f"; {len(failed)} failed (their cases compile in the timed processes): {failed[0]}"
+    if reporter is not None:
+        reporter.update(line)
+    return line
 
 
 def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledger: Ledger, attempt: int,
@@ -819,6 +874,7 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     machine = {"vendor": vendor, "gpu": gpu_name or "Triton interpreter", "interpreter": interpreter}
     t0 = time.monotonic()
     retried: list = []
+    ahead = None
     with contextlib.ExitStack() as stack:
         base_root = repo if toolchains else stack.enter_context(worktree(repo, base_sha))
         head_root = stack.enter_context(worktree(repo, head_sha, "head")) if head_ref else repo
@@ -848,6 +904,9 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
                       + (f" ({ledger.reused()})" if ledger.resumed else ""))
         try:
             with Reporter(console, args.processes * (2 if toolchains else 1)) as reporter:
+                if not interpreter and not toolchains and ledger.done(0, 0) is None:
+                    footprints = {s.name: s.footprint_bytes() for s in chosen}
+                    ahead = compile_ahead(args, roots, out_dir, cases, keys, footprints, reporter)
                 measure(args, roots, out_dir, ledger, 0, keys, reporter, toolchains)
                 ledger.finish()
                 base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
@@ -887,6 +946,8 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
              "ratio: exp(mean over processes of the mean paired log ratio); CI: hierarchical bootstrap "
              "(processes, then rounds); p: one-sided t-test of the process means (perf/stats.py)"]
     notes.insert(1, selection.note)
+    if ahead:
+        notes.insert(2, ahead)
     if interpreter:
         notes.insert(0, "Triton interpreter (no GPU): wall-clock self-test of the harness, not a measurement")
     lines = _threshold_lines(th, vendor, findings, cal, args.processes, args.repeats)

@@ -25,6 +25,12 @@ its timed region, by a per-kernel profile of both sides' timed callables on the 
 (perf/why.py `kernel_times`), written on that round's records (field `kernel_times`, each
 side's own times) for the why section.
 
+With `--compile-only` (the gate's compile-ahead phase, perf/latency/ab.py `compile_ahead`) the
+process prepares every case of its scenarios on both sides (step 2: each kernel compiled into
+Triton's disk cache by the very call the timed processes make, the output checked) and records
+nothing: several such processes run at once before the first timed one, so its compiles are
+spread over the runner's CPUs instead of paid one after another.
+
 With `--side base|head` (the toolchain A/B, perf/latency/ab.py) the process loads and
 measures that one side only: two Tritons cannot share a process, so each process runs one
 side under its own Triton and the rounds are that side's alone (position 0).
@@ -62,6 +68,19 @@ PROTOCOL = "@@perf "  # prefix of a worker's protocol lines on stdout (perf/late
 SIDES = ("base", "head")
 ALIASES = {"base": "kernels_base", "head": "kernels_head"}
 PROGRESS_EVERY_S = 10.0  # a protocol line at least this often (the parent prints progress)
+
+
+class Discard:
+    """The results writer of a compile-only process: what it prepares is not a measurement."""
+
+    def skip(self, **_):
+        pass
+
+    def record(self, **_):
+        pass
+
+    def close(self):
+        pass
 
 
 def emit(event: dict) -> None:
@@ -149,6 +168,10 @@ class Pairs:
                 return None
 
     def prepare(self, scenario, variants: list[str]) -> dict[str, dict]:
+        """Both sides' cases of the scenario's variants, those the keys name when there are keys
+        (a plan's or a re-measure's: the others are not timed, so not compiled either)."""
+        if self.keys is not None:
+            variants = [v for v in variants if any(k[0] == v and k[1] == scenario.name for k in self.keys)]
         batch = self._batch(scenario)
         expected = None
         if batch is not None:
@@ -245,11 +268,20 @@ class Pairs:
             extra = {"kernel_times": why.side_field(result, s)} if result is not None else {}
             self.writers[s].record(**record, **extra)
 
+    def compile_only(self, scenario, variants: list[str]) -> None:
+        """Prepare the scenario's cases on both sides (each kernel compiled, each output checked)
+        and drop them: the compile-ahead phase of the gate."""
+        self.prepare(scenario, variants).clear()
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+
     def scenario(self, scenario, variants: list[str]) -> int:
         cases = self.prepare(scenario, variants)
         items = [(v, m) for v in variants for m in self.metrics
-                 if all(cases[s][v].fn is not None for s in self.measured)
-                 and (self.keys is None or (v, scenario.name, m) in self.keys)]
+                 if (self.keys is None or (v, scenario.name, m) in self.keys)
+                 and all(cases[s][v].fn is not None for s in self.measured)]
         plans = {(v, m): self._plan(cases, v, scenario.name, m) for v, m in items}
         rng = random.Random(zlib.crc32(f"{self.args.seed} {self.process} {scenario.name}".encode()))
         orders = side_order(self.args.repeats, self.args.seed) if len(self.measured) == 2 else \
@@ -322,6 +354,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel-times", action="store_true",
                    help="after a scenario's timed rounds, profile both sides per kernel (perf/why.py "
                         "kernel_times) onto each case's last-round records (the gate's re-measures)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="prepare (compile) each case on both sides, record nothing (compile-ahead)")
     p.add_argument("--side", default=None, choices=SIDES,
                    help="measure this side only (a toolchain A/B: one Triton per process)")
     return p
@@ -346,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     pairs = Pairs(args, process, keys)
     try:
         for s in pairs.measured:
+            if args.compile_only:
+                pairs.writers[s] = Discard()
+                continue
             with pairs.sides[s].active():
                 header = {"environment": results.environment(pairs.sides[s].root), "suite": args.suite,
                           "side": s, "scenarios": {sc.name: sc.spec().digest() for sc in chosen},
@@ -357,7 +394,10 @@ def main(argv: list[str] | None = None) -> int:
               "scenarios": [s.name for s in chosen]})
         total = 0
         for i, scenario in enumerate(chosen):
-            total += pairs.scenario(scenario, variants)
+            if args.compile_only:
+                pairs.compile_only(scenario, variants)
+            else:
+                total += pairs.scenario(scenario, variants)
             emit({"event": "scenario", "done": i + 1, "of": len(chosen), "what": scenario.name})
         emit({"event": "done", "process": process, "pairs": total})
     except ConfigError as e:
