@@ -195,3 +195,50 @@ def test_the_state_joins_the_alerts_document_that_nightly_save_commits():
     assert out["machines"][1] == {"machine": "a", "commit": "c1", "alerts": [{"x": 1}], "attribution": state}
     fresh = attribute.with_state(None, "a", "c1", state)
     assert fresh["machines"] == [{"machine": "a", "commit": "c1", "alerts": [], "attribution": state}]
+
+
+def _three_nights(second: float, third: float, driver_of_second: str = "580.159.04"):
+    """Three nights of the replay's cases: the decode scenario's kernels and libraries at 1, then
+    `second`, then `third` (x their level), the other scenario flat; a little repeat noise."""
+    from perf.nightly import attribute
+
+    rng = np.random.default_rng(5)
+    fp = {"gpu_model": simulate.GPU, "driver": "580.159.04", "triton": "3.6.0", "torch": "2.11.0"}
+    nights = []
+    for i, factor in enumerate((1.0, second, third)):
+        series = {k: [float((1 + 0.1 * j) * (factor if k[1] == simulate.DECODE else 1.0)
+                            * math.exp(rng.normal(0, 0.001))) for _ in range(5)]
+                  for j, k in enumerate(simulate.keys())}
+        driver = driver_of_second if i == 1 else "580.159.04"
+        nights.append(attribute.Night(f"2026-01-0{i + 5}", f"{i:040x}", {**fp, "driver": driver}, series,
+                                      gpu=simulate.GPU))
+    return nights
+
+
+@pytest.mark.parametrize("second, third, driver, outlier", [
+    (0.944, 1.0, "580.159.04", True),   # seed 199: a runner's second night moved and came back
+    (1.06, 1.0, "580.159.04", True),    # the same move upwards
+    (1.08, 1.08, "580.159.04", False),  # a level change, not a night's move
+    (0.944, 1.0, "590.48.01", False),   # the driver changed on that night: never an outlier
+])
+def test_a_night_long_move_the_alert_could_not_judge_leaves_the_window(tmp_path, second, third, driver,
+                                                                         outlier):
+    """A scenario's kernels and libraries moving for one night on a window's second night (too
+    early for the alert to flag, so the pending-step rule never sees it) is an outlier of the
+    machine: it leaves the window, so the third night is not judged against half that move."""
+    from perf.ci import github
+    from perf.nightly import attribute
+    from perf.thresholds import load_thresholds
+
+    class NoLab:
+        def __getattr__(self, name):
+            raise AssertionError(f"no experiment expected, got {name}")
+
+    ctx = attribute.Context("gpu-a", load_thresholds("thresholds.yaml"), NoLab(),
+                            github.tracker(dry_run_dir=str(tmp_path)))
+    nights = _three_nights(second, third, driver)
+    state = attribute.judge_night(nights, ctx)
+    marked = {(d, s) for d, s, _ in state["outliers"]}
+    assert marked == ({("2026-01-06", simulate.DECODE)} if outlier else set())
+    if outlier:  # the third night is judged against the first alone: too little history for a step
+        assert state["pending"] == []

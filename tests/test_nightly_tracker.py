@@ -161,3 +161,24 @@ def test_the_issues_job_replays_what_attribution_kept_in_a_folder(tmp_path):
     assert api.issues[6]["state"] == "open" and github.key_of(api.issues[6]["body"]).startswith("toolchain/")
     again = issues.post(str(tmp_path), github.GhTracker("org/kernels", api=api), log=lambda *_: None)
     assert [a["action"] for a in again] == ["updated", "closed already"] and len(api.issues) == 2
+
+
+def test_a_journal_folder_started_empty_still_closes_an_issue_of_an_earlier_night(tmp_path):
+    """Each night the GPU job's attribution starts an empty folder; a cause opened on an earlier
+    night and closed tonight must still reach GitHub (the plain folder tracker ignores the close)."""
+    from perf.nightly import issues
+
+    folder = tmp_path / "issues" / issues.ATTRIBUTED_DIR
+    plain = github.tracker(dry_run_dir=str(tmp_path / "plain"))
+    plain.close("code/nvidia/abc", "ignored")
+    assert plain.issues() == []
+    kept = github.tracker(dry_run_dir=str(folder), journal=True)
+    kept.close("code/nvidia/abc", "Back at its level since 2026-02-01")
+    kept.close("code/nvidia/abc", "twice: recorded once")
+    assert [(i["key"], i["state"]) for i in kept.issues()] == [("code/nvidia/abc", "closed")]
+    old = {"number": 5, "title": "Nightly code", "body": github.with_key("code/nvidia/abc", "old")}
+    api = MemoryApi([old])
+    acts = issues.post(str(tmp_path), github.GhTracker("org/kernels", api=api), log=lambda *_: None)
+    assert [(a["action"], a["key"]) for a in acts] == [("closed", "code/nvidia/abc")]
+    assert api.issues[5]["state"] == "closed"
+    assert api.issues[5]["comments"] == ["Back at its level since 2026-02-01"]

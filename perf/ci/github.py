@@ -165,8 +165,11 @@ class FolderTracker:
     title, body, labels, state, comments, updates): what tests and the nightly's replay
     (perf/nightly/simulate.py) post to, and what `--dry-run` leaves for a person to read."""
 
-    def __init__(self, folder: str):
-        self.folder = folder
+    def __init__(self, folder: str, journal: bool = False):
+        # journal: a close of a key not open in the folder is recorded too (a closed issue with no
+        # title), so that a folder started empty on a runner without a token can still close an
+        # issue opened on an earlier night once it is posted (perf/nightly/issues.py replay_attributed)
+        self.folder, self.journal = folder, journal
 
     def _issues(self) -> list[dict]:
         from perf import files
@@ -212,6 +215,10 @@ class FolderTracker:
 
     def close(self, key: str, comment: str) -> None:
         issue = self._open(check_key(key))
+        if issue is None and self.journal and not any(i["key"] == key for i in self._issues()):
+            number = max((i["number"] for i in self._issues()), default=0) + 1
+            issue = {"number": number, "key": key, "title": "", "body": "", "labels": [], "state": "open",
+                     "comments": [], "updates": 0}
         if issue is None:
             return
         if comment:
@@ -226,11 +233,11 @@ class FolderTracker:
 Tracker = GhTracker | FolderTracker
 
 
-def tracker(repo: str | None = None, dry_run_dir: str | None = None) -> Tracker:
+def tracker(repo: str | None = None, dry_run_dir: str | None = None, journal: bool = False) -> Tracker:
     """The nightly's issues: a folder of JSON files when `dry_run_dir` is given (tests, the replay,
     a dry run), else repository `repo` (owner/name, default $GITHUB_REPOSITORY) through `gh`."""
     if dry_run_dir is not None:
-        return FolderTracker(dry_run_dir)
+        return FolderTracker(dry_run_dir, journal)
     repo = repo or os.environ.get("GITHUB_REPOSITORY", "")
     if not REPO.fullmatch(repo):
         from perf.errors import ConfigError

@@ -127,6 +127,14 @@ DATA_BRANCH = "perf-data"  # one folder per runner and night: nights/<runner>/<Y
 # branch and push, with retries (several runners push to one branch).
 SAVE = Command("save", f"Save this night to the {DATA_BRANCH} branch (perf nightly save)",
                ("python", "-m", "perf", "nightly", "save", "--branch", DATA_BRANCH), data_flag="--data")
+# After the alert and its re-measure, before the save: one cause per step the nightly found
+# (perf/nightly/attribute.py), its state in alert.json (committed with the night); the GPU job has
+# no token, so its issues go into a folder that the issues job posts (perf/nightly/issues.py).
+ATTRIBUTED_DIR = f"{RESULTS_DIR}/nightly/issues/attributed"  # perf/nightly/issues.py ATTRIBUTED_DIR in --out
+ATTRIBUTE = Command("attribute", "Attribute each step to its cause (perf nightly attribute)",
+                    ("python", "-m", "perf", "nightly", "attribute", "--dry-run", ATTRIBUTED_DIR),
+                    data_flag="--data",
+                    gpu="the A/Bs that name a step's cause (re-measure, toolchain, bisect)")
 # Before the night: the branch's tip as a folder the nightly and the alert read (`--data`); an
 # empty history where the branch does not exist yet, an error where the remote cannot be reached.
 CHECKOUT = Command("checkout", f"Check out the {DATA_BRANCH} branch, the nightly's history (perf nightly "

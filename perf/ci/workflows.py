@@ -34,6 +34,8 @@ from perf.ci import comment
 from perf.ci.jobs import (
     ALERT,
     AMDSMI_FROM_ROCM,
+    ATTRIBUTE,
+    ATTRIBUTED_DIR,
     BISECT,
     CHANGES_JOB,
     CHECKOUT,
@@ -740,6 +742,7 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             # so that the site and the results carry what the re-measure found.
             _alert_step(v),
             _remeasure_step(v, "steps.alert.outcome == 'failure'"),
+            _attribute_step(v),
             _save_step(v),
             _upload(nightly_site_artifact(v.vendor), f"{html_dir}/"),
             _upload(f"nightly-{v.vendor}-results", f"{RESULTS_DIR}/"),
@@ -756,7 +759,9 @@ def build_nightly(vendors: list[VendorCI], root: Path) -> dict:
             # The save step pushes to the data branch; the token reaches it and the checkout only.
             "permissions": {"contents": "write"},
             "env": _job_env(v, "nightly"),
-            "outputs": {"issues": f"${{{{ steps.{REMEASURE.id}.outputs.issues }}}}"},
+            # the issues job posts the re-measure's confirmed regressions and the attributed causes
+            "outputs": {"issues": f"${{{{ steps.{REMEASURE.id}.outputs.issues || "
+                                  f"steps.{ATTRIBUTE.id}.outputs.issues }}}}"},
             "steps": steps,
         }
         jobs[f"nightly-{v.vendor}-issues"] = _issues_job(v, f"nightly-{v.vendor}")
@@ -966,6 +971,18 @@ def _remeasure_step(v: VendorCI, after: str | None) -> dict:
             # the dashboard the issues link (empty: GitHub Pages' default for this repository)
             "env": {DASHBOARD_VARIABLE: f"${{{{ vars.{DASHBOARD_VARIABLE} }}}}"}, "run": script}
     return {"if": f"${{{{ !cancelled() && {after} }}}}", **step} if after else step
+
+
+def _attribute_step(v: VendorCI) -> dict:
+    """`perf nightly attribute` in the container (no token there), after the alert and its
+    re-measure and before the save, whenever the night was measured: the state goes into the
+    night's alert.json, the issues it opens, updates or closes into ATTRIBUTED_DIR, and the issues
+    job runs when that folder holds any."""
+    script = (f"{_exec_prefix(v)}{ATTRIBUTE.shell(v.vendor, data=_DATA)}\n"
+              f'if compgen -G "{ATTRIBUTED_DIR}/*.json" > /dev/null; then '
+              f'echo "issues=true" >> "$GITHUB_OUTPUT"; fi\n')
+    return {"id": ATTRIBUTE.id, "name": ATTRIBUTE.title(v.vendor),
+            "if": "${{ !cancelled() && steps.nightly.outcome == 'success' }}", "run": script}
 
 
 def _reupload(name: str, path: str) -> dict:

@@ -45,6 +45,7 @@ DATA_ACTIONS = {
     "save": "perf.nightly.store:save_main",
     "checkout": "perf.nightly.store:checkout_main",
     "heartbeat": "perf.nightly.heartbeat:main",
+    "attribute": "perf.nightly.attribute:action_main",  # one cause per step (perf/nightly/attribute.py)
     "simulate": "perf.nightly.simulate:main",  # the replay (perf/nightly/simulate.py)
 }
 ACTIONS = ("all", "run", "publish", "report", *DATA_ACTIONS)
@@ -70,7 +71,8 @@ def _detector_options(p: argparse.ArgumentParser) -> None:
 
 def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", default="all", choices=ACTIONS,
-                   help="all (default): run, publish, report; or one of them; save, checkout, heartbeat: "
+                   help="all (default): run, publish, report; or one of them; save, checkout, heartbeat, "
+                        "attribute: "
                         "the data branch (perf/nightly/store.py, heartbeat.py); simulate: the replay")
     _detector_options(p)
     p.add_argument("--suite", default=None, help="suite of perf/suites.yaml (default: nightly)")

@@ -1,7 +1,7 @@
 """Every step of the nightly attributed to one cause, with its evidence, and one issue per cause.
 
-    python -m perf.nightly.attribute --data DIR --machine RUNNER [--date YYYY-MM-DD]
-                                     [--repo OWNER/NAME | --dry-run DIR]
+    python -m perf nightly attribute --data DIR [--machine RUNNER] [--date YYYY-MM-DD]
+                                     [--repo OWNER/NAME | --dry-run DIR] [--out results/nightly]
 
 Reads one runner's nights from a checkout of the data branch (perf/nightly/store.py: results,
 fingerprint, and the attribution state the night before left in its alert.json), and writes
@@ -254,6 +254,7 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
              "open": list(prev.get("open", [])), "outliers": list(prev.get("outliers", []))}
     by_date = {n.date: n for n in nights}
     dates = [n.date for n in nights]
+    _unjudged_outliers(nights, state, s.min_history, vt.latency.warn)
 
     def thresholds_of(key: Key):
         reps = len(tonight.series.get(key) or [0] * 5)
@@ -343,6 +344,7 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
 
     # 3. tonight against the week before it, by the alert's rule with its library control: our
     # steps net of the libraries' move, and the libraries' own move as a step of the environment
+    _unjudged_outliers(nights, state, s.min_history, vt.latency.warn)  # windows step 1 re-anchored
     series = adjusted(nights, state["anchors"], state["outliers"])
     pending_keys = {k for p in state["pending"] for k in p["keys"]}
     moves: dict = {}
@@ -449,6 +451,46 @@ def _gain(state: dict, ctx: Context, series, keys: list[Key], before: list[str],
     state["decided"].append({**record, "why": "a confirmed gain: the baseline re-anchors there (improvement "
                              "lock)"})
     _close_restored(state, ctx, keys, step)
+
+
+def _unjudged_outliers(nights: list[Night], state: dict, min_history: int, warn: float) -> None:
+    """Add to state["outliers"] each night-long move of a scenario that the alert could not judge.
+
+    The pending-step rule (step 1) finds a scenario's one-night move of kernels and libraries
+    together only once the alert has flagged that night, which needs `min_history` nights before
+    it since the series' anchor. A move on one of a window's first nights (a runner's second
+    night, the night after an anchor) is never flagged, stays in the window, and a window of two
+    nights is then half that move: the next normal night reads as a step of about half the move,
+    the libraries with it (replay seed 199: -5.6 % on a runner's second night, then an
+    `environment` issue on its third). The same definition applies here: the scenario's
+    libraries (their median) beyond the warn ratio from both the night before and the night after,
+    the same way, those two within the warn ratio of each other, and the fingerprint the same on
+    the three nights."""
+    from perf import fingerprint
+
+    series = adjusted(nights, state["anchors"], state["outliers"])
+    by_date = {n.date: n for n in nights}
+    known = {tuple(o) for o in state["outliers"]}
+    lib: dict[tuple[str, str], dict[str, list[float]]] = {}  # (scenario, metric) -> night -> medians
+    early: dict[tuple[str, str], set[str]] = {}  # nights some window of the scenario cannot judge yet
+    for key, by in series.items():
+        sm = (key[1], key[2])
+        early.setdefault(sm, set()).update(sorted(by)[1:min_history])
+        if key[0].startswith(PEER_PREFIX):
+            for d, reps in by.items():
+                lib.setdefault(sm, {}).setdefault(d, []).append(_median(reps))
+    bound = math.log(warn)
+    for sm, by in lib.items():
+        days = sorted(by)
+        level = {d: math.log(_median(by[d])) for d in days}
+        for a, d, b in zip(days, days[1:], days[2:]):
+            up, down = level[d] - level[a], level[d] - level[b]
+            if (d in early[sm] and (d, *sm) not in known and abs(up) > bound and abs(down) > bound
+                    and (up > 0) == (down > 0) and abs(level[b] - level[a]) < bound
+                    and not fingerprint.diff(by_date[a].fingerprint, by_date[d].fingerprint)
+                    and not fingerprint.diff(by_date[d].fingerprint, by_date[b].fingerprint)):
+                state["outliers"].append([d, *sm])
+                known.add((d, *sm))
 
 
 def _libraries(series, keys: list[Key], before: list[str], after: list[str], warn: float) -> dict:
@@ -601,47 +643,64 @@ def _findings(folder: str) -> dict:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="a checkout of the data branch (perf nightly checkout)")
-    p.add_argument("--machine", required=True, help="the runner judged (its folder under nights/)")
-    p.add_argument("--date", default=None, help="the night, YYYY-MM-DD (default: the runner's newest)")
-    p.add_argument("--thresholds", default="thresholds.yaml")
-    p.add_argument("--out", default=os.path.join("results", "nightly", "attribution"),
-                   help="where the gate runs of the experiments write")
-    p.add_argument("--repo", default=None, help="OWNER/NAME the issues go to (default: $GITHUB_REPOSITORY)")
-    p.add_argument("--dry-run", default=None, metavar="DIR", help="keep the issues as JSON files in DIR")
-    p.add_argument("--alert-json", default=os.path.join("results", "nightly", "alert.json"),
-                   help="the alert's alert.json: the runner's entry gets the attribution too, so that "
-                        "`perf nightly save` commits it with the night (default: results/nightly/alert.json)")
-    p.add_argument("--suite", default="nightly", help="the suite the nights measured (default: nightly)")
-    p.add_argument("--bisect-budget", type=int, default=BISECT_BUDGET,
-                   help=f"gate runs a code step's bisect may take (default: {BISECT_BUDGET})")
+    """`perf nightly attribute`'s own options; --data, --machine, --out, --suite, --thresholds,
+    --repo and --dry-run are the nightly's (perf/nightly/__init__.py, heartbeat.py)."""
+    g = p.add_argument_group("attribute (perf/nightly/attribute.py)")
+    g.add_argument("--date", default=None,
+                   help="attribute: the night, YYYY-MM-DD (default: the runner's newest)")
+    g.add_argument("--bisect-budget", type=int, default=BISECT_BUDGET,
+                   help=f"attribute: gate runs a code step's bisect may take (default: {BISECT_BUDGET})")
 
 
-def main(argv: list[str] | None = None) -> int:
-    from perf.checkout import ROOT
-    from perf.ci import github
-    from perf.thresholds import load_thresholds
-
-    p = argparse.ArgumentParser(prog="python -m perf.nightly.attribute", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    args = p.parse_args(argv)
+def runners_of(args: argparse.Namespace, root: str) -> list[str]:
+    """The runners attributed: --machine, else the machine of each results file `perf nightly run`
+    copied into --out for this commit (the night `perf nightly save` will commit)."""
+    from perf import git
+    from perf.errors import ConfigError
     from perf.nightly import store
 
+    if args.machine:
+        return [args.machine]
+    sha, _ = git.head_commit(root)
+    found = [store.tonight(path).runner for path in store.find_tonight(args.out, sha)]
+    if not found:
+        raise ConfigError(f"--out {args.out}: no results of commit {sha[:8]} (*-{sha[:8]}.jsonl) to name the "
+                          f"runner by; pass --machine RUNNER, or run `python -m perf nightly run` first")
+    return list(dict.fromkeys(found))
+
+
+def action_main(args: argparse.Namespace, conf: dict) -> int:
+    """`perf nightly attribute`: attribute each runner's newest night (or --date) of the --data
+    checkout; its state into the night's alert.json there and into --out's alert.json (which
+    `perf nightly save` commits), its issues to GitHub or, with --dry-run DIR, into DIR."""
+    from perf.ci import github
+    from perf.errors import ConfigError
+    from perf.nightly import store
+    from perf.thresholds import load_thresholds
+
+    if not args.data:
+        raise ConfigError("nightly attribute: pass --data DIR, a checkout of the data branch "
+                          "(`python -m perf nightly checkout --data DIR`)")
     store.check_data(args.data)
-    ctx = Context(args.machine, load_thresholds(args.thresholds),
-                  GateLab(str(ROOT), args.out, os.path.abspath(args.thresholds), args.suite),
-                  github.tracker(args.repo, args.dry_run), Settings(bisect_budget=args.bisect_budget))
-    state = attribute(args.data, ctx, args.date, args.alert_json)
-    for r in state["decided"]:
-        print(f"{r['night']}: {r['cause'] or 'undecided'} ({len(r['keys'])} series): {r['why']}"
-              + (f" -> issue {r['issue']}" if r.get("issue") else ""), flush=True)
-    for r in state["pending"]:
-        print(f"{r['night']}: a step {r['direction']} on {len(r['keys'])} series, judged tomorrow",
-              flush=True)
+    root = conf["_root"]
+    runners = runners_of(args, root)
+    tracker = github.tracker(args.repo, args.dry_run, journal=True)  # a folder: earlier nights' closes too
+    lab = GateLab(root, os.path.join(args.out, "attribution"), os.path.abspath(args.thresholds),
+                  args.suite or "nightly")
+    th = load_thresholds(args.thresholds)
+    for runner in runners:
+        ctx = Context(runner, th, lab, tracker, Settings(args.window, args.min_history, args.bisect_budget))
+        state = attribute(args.data, ctx, args.date, os.path.join(args.out, "alert.json"))
+        for r in state["decided"]:
+            print(f"{runner} {r['night']}: {r['cause'] or 'undecided'} ({len(r['keys'])} series): {r['why']}"
+                  + (f" -> issue {r['issue']}" if r.get("issue") else ""), flush=True)
+        for r in state["pending"]:
+            print(f"{runner} {r['night']}: a step {r['direction']} on {len(r['keys'])} series, judged "
+                  f"tomorrow", flush=True)
     return 0
 
 
-if __name__ == "__main__":
-    from perf.cli import entry
+if __name__ == "__main__":  # `python -m perf.nightly.attribute ARGS`: `python -m perf nightly attribute ARGS`
+    from perf.cli import entry, main
 
-    entry(main)
+    entry(lambda argv: main(["nightly", "attribute", *argv]))
