@@ -52,6 +52,13 @@ def run(root: str, *args: str, timeout: float = 120, input: str | None = None, c
         return None
 
 
+def first_change_time(root: str, path: str, text: str) -> str | None:
+    """The commit time (ISO 8601) of the oldest commit that added or removed `text` in `path`
+    (`git log -S`); "" when no commit did (an uncommitted edit); None when git cannot tell."""
+    out = git(root, "log", "--reverse", "--format=%cI", "-S", text, "--", path)
+    return None if out is None else (out.splitlines() or [""])[0]
+
+
 def repo_root(path: str) -> str:
     root = git(path, "rev-parse", "--show-toplevel")
     if root is None:

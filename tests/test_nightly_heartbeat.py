@@ -135,3 +135,43 @@ def test_heartbeat_command_reads_the_expected_runners_from_thresholds(tmp_path, 
     thresholds.write_text(yaml.safe_dump(raw))
     assert main([*args, "--thresholds", str(thresholds)]) == 2
     assert "amd.runners.nightly_runners[0]" in capsys.readouterr().err
+
+
+def test_a_runner_listed_recently_is_not_missing_before_its_first_night_is_due(tmp_path):
+    data, folder = tmp_path / "data", tmp_path / "issues"
+    (data / "nights").mkdir(parents=True)
+    tracker = github.tracker(dry_run_dir=str(folder))
+    listed = {"runner-c_mi300x": at("2026-11-22T00:00:00")}
+    for now, missing in (("2026-11-22T06:00:00", False), ("2026-11-23T11:59:00", False),
+                         ("2026-11-23T12:01:00", True)):
+        (beat,) = heartbeat.heartbeat(str(data), tracker, at(now), 36, say=lambda _: None,
+                                      expected=("runner-c_mi300x",), listed=listed)
+        assert beat.silent is missing, now
+        assert [i["key"] for i in issues(folder)] == (["heartbeat/runner-c_mi300x"] if missing else [])
+    assert "listed since 2026-11-22T00:00+00:00" in issues(folder)[0]["body"]
+
+
+def test_the_listing_time_is_the_commit_that_added_the_runner(tmp_path):
+    """git log -S on thresholds.yaml: the oldest commit adding the name; a name only in the working
+    tree is listed now; outside a repository git cannot tell and the runner is left out."""
+    import os
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {**os.environ, "GIT_COMMITTER_DATE": "2026-11-20T10:00:00+00:00",
+           "GIT_AUTHOR_DATE": "2026-11-20T10:00:00+00:00"}
+    for args in (["init", "-q"], ["config", "user.email", "t@t"], ["config", "user.name", "t"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    (repo / "thresholds.yaml").write_text("runners: [runner-a_h100]\n")
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "a"], cwd=repo, check=True, env=env)
+    (repo / "thresholds.yaml").write_text("runners: [runner-a_h100, runner-b_h100]\n")
+    now = at("2026-11-25T00:00:00")
+    names = ("runner-a_h100", "runner-b_h100")
+    got = heartbeat.listed_at(str(repo), str(repo / "thresholds.yaml"), names, now)
+    assert got == {"runner-a_h100": at("2026-11-20T10:00:00"), "runner-b_h100": now}
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    (outside / "thresholds.yaml").write_text("x")
+    assert heartbeat.listed_at(str(outside), str(outside / "thresholds.yaml"), ("runner-a_h100",), now) == {}

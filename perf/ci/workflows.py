@@ -868,7 +868,9 @@ def _heartbeat_job() -> dict:
         "permissions": {"contents": "read", "issues": "write"},
         "concurrency": {"group": "nightly-heartbeat", "cancel-in-progress": False},
         "steps": [
-            _uses("checkout", "Check out this workflow's commit", persist_credentials=False),
+            # full history: a listed runner is missing only once its listing is old enough (git log -S)
+            _uses("checkout", "Check out this workflow's commit (full history)", fetch_depth=0,
+                  persist_credentials=False),
             _uses("setup-python", f"Set up Python {PYTHON}", python_version=PYTHON),
             {"name": "Install the harness's tools (no torch)",
              "run": shlex.join(["python", "-m", "pip", "install", "--quiet", *NIGHTLY_MERGE_PACKAGES])},

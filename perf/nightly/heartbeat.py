@@ -13,7 +13,12 @@ issues as JSON files into DIR instead of GitHub.
 
 A runner that never saved a night has no folder to be found by: the machines listed in
 thresholds.yaml (`<vendor>.runners.nightly_runners`) are expected, and one of them with no night
-on the branch is missing, with an issue of the same key (closed once its first night lands).
+on the branch is missing, with an issue of the same key (closed once its first night lands), once
+its listing is older than `--max-age-hours`: the listing's time is that of the oldest commit that
+added its name to thresholds.yaml (`git log -S`; the workflow's heartbeat job checks out the whole
+history), so a runner just added is not missing before its first night was due. A name in no
+commit yet (an edit not committed) is listed now; where git cannot tell (no repository), the
+runner is missing at once, as if listed long ago.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Beat:
     age_hours: float | None
     silent: bool
     expected: bool = False  # listed in thresholds.yaml (runners.nightly_runners)
+    listed: _dt.datetime | None = None  # when it was listed (an expected runner without a night)
 
     @property
     def key(self) -> str:
@@ -63,14 +69,18 @@ def seen_at(night: store.Night) -> _dt.datetime:
 
 
 def beats(data: str, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS,
-          expected: tuple[str, ...] = ()) -> list[Beat]:
+          expected: tuple[str, ...] = (), listed: dict | None = None) -> list[Beat]:
     """Every runner of the checkout `data` and every `expected` one, silent or not, by name; an
-    expected runner without a night is silent (missing)."""
+    expected runner without a night is silent (missing) once it was listed (`listed`: runner ->
+    UTC time) more than `max_age_hours` ago, or at once when `listed` does not say when."""
     out = []
     for runner in sorted({*store.runners(data), *expected}):
         night = store.newest(data, runner)
-        if night is None:  # no folder, or a folder with no night in it: silent since ever
-            out.append(Beat(runner, None, None, None, True, runner in expected))
+        if night is None:  # no folder, or a folder with no night in it: silent since it was listed
+            since = (listed or {}).get(runner)
+            age = (now - since).total_seconds() / 3600 if since is not None else None
+            out.append(Beat(runner, None, None, age, age is None or age > max_age_hours, runner in expected,
+                            since))
             continue
         seen = seen_at(night)
         age = (now - seen).total_seconds() / 3600
@@ -82,9 +92,10 @@ def issue(beat: Beat, max_age_hours: float, branch: str) -> tuple[str, str]:
     """(title, body) of a silent runner's issue."""
     if beat.night is None:
         title = f"Nightly runner {beat.runner} has no night on {branch}"
-        since = ("no night of it is on the data branch, though thresholds.yaml expects one "
-                 "(`runners.nightly_runners`): it is missing; check that the name is the machine "
-                 "`perf nightly` prints on that runner" if beat.expected else
+        when = (f", listed since {beat.listed.isoformat(timespec='minutes')}" if beat.listed else "")
+        since = (f"no night of it is on the data branch, though thresholds.yaml expects one "
+                 f"(`runners.nightly_runners`{when}): it is missing; check that the name is the machine "
+                 f"`perf nightly` prints on that runner" if beat.expected else
                  "no night of it is on the data branch (its folder is empty)")
     else:
         title = f"Nightly runner {beat.runner} silent since {beat.night.date}"
@@ -103,10 +114,11 @@ def issue(beat: Beat, max_age_hours: float, branch: str) -> tuple[str, str]:
 
 
 def heartbeat(data: str, tracker, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS,
-              branch: str = store.BRANCH, say=print, expected: tuple[str, ...] = ()) -> list[Beat]:
+              branch: str = store.BRANCH, say=print, expected: tuple[str, ...] = (),
+              listed: dict | None = None) -> list[Beat]:
     """Open or update the issue of each silent (or `expected` but missing) runner of `data`,
     close those of runners heard from again; the beats."""
-    found = beats(data, now, max_age_hours, expected)
+    found = beats(data, now, max_age_hours, expected, listed)
     open_keys = tracker.open_keys()
     for beat in found:
         if beat.silent:
@@ -118,6 +130,9 @@ def heartbeat(data: str, tracker, now: _dt.datetime, max_age_hours: float = MAX_
             tracker.close(beat.key, f"Nights are back: {back} was measured at "
                                     f"{beat.seen.isoformat(timespec='minutes')}.")
             say(f"{beat.runner}: heard from again ({beat.night.date}); closed its heartbeat issue")
+        elif beat.night is None:
+            say(f"{beat.runner}: listed {beat.age_hours:.0f} h ago, no night yet (missing after "
+                f"{max_age_hours:g} h)")
         else:
             say(f"{beat.runner}: newest night {beat.night.date}, {beat.age_hours:.0f} h ago")
     return found
@@ -130,6 +145,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--repo", default=None, help="OWNER/NAME of the issues (default: $GITHUB_REPOSITORY)")
     g.add_argument("--dry-run", default=None, metavar="DIR",
                    help="write the issues as JSON files into DIR instead of GitHub")
+
+
+def listed_at(root: str, thresholds: str, runners: tuple[str, ...], now: _dt.datetime) -> dict:
+    """Runner -> when thresholds.yaml first listed it (module docstring): the oldest commit adding
+    its name; `now` for a name in no commit yet; left out where git cannot tell."""
+    import os
+
+    from perf import git
+
+    path = os.path.relpath(os.path.abspath(thresholds), root)
+    out = {}
+    for runner in runners:
+        when = git.first_change_time(root, path, runner)
+        if when is not None:
+            out[runner] = _dt.datetime.fromisoformat(when).astimezone(_dt.timezone.utc) if when else now
+    return out
 
 
 def main(args: argparse.Namespace, conf: dict) -> int:
@@ -145,7 +176,9 @@ def main(args: argparse.Namespace, conf: dict) -> int:
             raise NothingMeasured(f"{args.branch}: no runner has a night on it yet (nights/ is empty); the "
                                   f"heartbeat starts once `python -m perf nightly save` has run, or once "
                                   f"thresholds.yaml lists the machines it expects (runners.nightly_runners)")
-        silent = heartbeat(folder, tracker, _now(), args.max_age_hours, args.branch, expected=expected)
+        now = _now()
+        silent = heartbeat(folder, tracker, now, args.max_age_hours, args.branch, expected=expected,
+                           listed=listed_at(conf["_root"], args.thresholds, expected, now))
         print(f"heartbeat: {sum(b.silent for b in silent)} of {len(silent)} runners silent for more than "
               f"{args.max_age_hours:g} hours", flush=True)
         return 0
