@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 POOL_ENV = "PERF_GPU_POOL"  # "<VARIABLE>=<device>,<device>,...", exported by the controller
 VARIABLE = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}
-# xdist workers per GPU under `-n auto`: the GPU job's count before sharding (perf/ci/jobs.py
-# ran `-n 8` on one H200; 16 workers took 5.2 min there, compile-bound, 2026-11-21).
-WORKERS_PER_GPU = 8
+# xdist workers per CPU under `-n auto`, dealt round-robin over the GPUs. The grid is bound by
+# Triton's compiler, not the GPU: NVIDIA H100 80GB HBM3, 16 cores, 2026-11-26: 16 workers ran
+# 6,606 tests in ~9.4 min, 85% of worker time inside Triton's compilation, CPU 98% busy, GPU <1%
+# (8 workers per GPU left half of those CPUs idle).
+WORKERS_PER_CPU = 1
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,8 @@ def export_pool(environ=os.environ) -> Pool | None:
 
 
 def xdist_workers(pool: Pool | None, cpus: int | None) -> int | None:
-    """`-n auto`: WORKERS_PER_GPU per GPU, at most one per CPU; None without a GPU (xdist's own
-    default, one per CPU)."""
+    """`-n auto`: WORKERS_PER_CPU per CPU, dealt over the GPUs (at least one per GPU); None
+    without a GPU (xdist's own default, one per CPU)."""
     if pool is None:
         return None
-    return max(1, min(WORKERS_PER_GPU * len(pool.devices), cpus or WORKERS_PER_GPU * len(pool.devices)))
+    return max(len(pool.devices), WORKERS_PER_CPU * (cpus or len(pool.devices)))

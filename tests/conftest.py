@@ -9,8 +9,8 @@ session (production calls skip them: they cost a host sync), so a test batch wit
 metadata fails with a ValueError instead of reading out of bounds. Tests of the default
 path set it back with monkeypatch.
 
-With several GPUs, `pytest -n auto` runs perf.devices.WORKERS_PER_GPU xdist workers per GPU,
-each confined to one GPU (worker gwK gets GPU K mod N) before torch initialises CUDA, so N
+On a GPU machine, `pytest -n auto` runs one xdist worker per CPU (perf.devices.WORKERS_PER_CPU:
+the grid is compile-bound), each confined to one GPU (worker gwK gets GPU K mod N) before torch initialises CUDA, so N
 GPUs run N times the work (perf/devices.py).
 """
 
@@ -51,7 +51,7 @@ def pytest_report_header(config):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` on a GPU machine: perf.devices.WORKERS_PER_GPU workers per GPU."""
+    """`-n auto` on a GPU machine: one worker per CPU, dealt over the GPUs (perf/devices.py)."""
     return devices.xdist_workers(POOL, os.cpu_count())
 
 

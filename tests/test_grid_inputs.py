@@ -286,7 +286,7 @@ def test_the_local_gpu_job_prints_and_applies_the_same_decision(repo, capsys):
 
 
 def test_the_gpu_job_runs_the_grid_on_every_gpu():
-    """`-n auto` under loadgroup: conftest's hook gives WORKERS_PER_GPU workers per GPU."""
+    """`-n auto` under loadgroup: conftest's hook gives one worker per CPU, dealt over the GPUs."""
     (step,) = [c for c in ci_jobs.PR_GPU_COMMANDS if c.id == ci_jobs.GRID_STEP]
     words = step.words("nvidia")
     assert words[words.index("-n") + 1] == "auto" and words[words.index("--dist") + 1] == "loadgroup"

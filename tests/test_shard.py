@@ -168,10 +168,12 @@ def test_the_pool_is_the_runners_list_else_every_gpu(monkeypatch):
     assert devices.host_pool() is None
 
 
-def test_auto_workers_are_eight_per_gpu_at_most_one_per_cpu():
+def test_auto_workers_are_one_per_cpu_at_least_one_per_gpu():
     two = devices.Pool("CUDA_VISIBLE_DEVICES", ("0", "1"))
-    assert devices.xdist_workers(two, 32) == 2 * devices.WORKERS_PER_GPU
-    assert devices.xdist_workers(two, 12) == 12
+    assert devices.xdist_workers(two, 32) == 32
+    assert devices.xdist_workers(devices.Pool("CUDA_VISIBLE_DEVICES", ("0",)), 16) == 16  # the H100 runner
+    assert devices.xdist_workers(two, 1) == 2  # every GPU gets a worker
+    assert devices.xdist_workers(two, None) == 2  # os.cpu_count() unknown
     assert devices.xdist_workers(None, 32) is None  # no GPU: xdist's own default
 
 

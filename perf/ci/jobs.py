@@ -82,10 +82,10 @@ PR_GPU_COMMANDS = (
     VERIFY,
     # The kernels' test modules (perf/ci/grid.py TESTS), skipped when no input of theirs changed;
     # the harness's tests run on the CPU job. xdist: the whole grid compiles hundreds of
-    # specializations. `-n auto` starts perf.devices.WORKERS_PER_GPU (8) workers per GPU the job
-    # may use (at most one per CPU), each pinned to one GPU by tests/conftest.py, so N GPUs run
-    # N times the work; `loadgroup` keeps each xdist_group (one compiled specialization) on one
-    # worker, so it compiles once (docs/workflows.md).
+    # specializations. `-n auto` starts one worker per CPU (perf.devices.WORKERS_PER_CPU: the grid
+    # is compile-bound), each pinned to one GPU of the job's by tests/conftest.py, round-robin;
+    # `loadgroup` keeps each xdist_group (one compiled specialization) on one worker, so it
+    # compiles once (docs/workflows.md).
     Command(GRID_STEP, "GPU correctness grid (nox -s tests, the kernels' tests)",
             (*_NOX_GPU, "-s", "tests", "--", *GRID_TESTS, "-q", "-n", "auto", "--dist", "loadgroup",
              f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
