@@ -31,6 +31,19 @@ def detect() -> str | None:
     return "amd" if getattr(torch.version, "hip", None) else "nvidia"
 
 
+def gpu_arch(vendor: str) -> tuple[str, int, str]:
+    """(architecture, SM/CU count, device name) of this process's GPU, the architecture as the
+    compile targets of thresholds.yaml write it: "90" for sm_90 on NVIDIA, "gfx942" on AMD."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    if vendor == "amd":
+        arch = str(getattr(props, "gcnArchName", "")).split(":")[0]
+    else:
+        arch = f"{props.major}{props.minor}"
+    return arch, props.multi_processor_count, props.name
+
+
 def check_name(vendor: str, what: str = "--vendor") -> str:
     from perf.errors import ConfigError
 

@@ -10,8 +10,13 @@ metadata fails with a ValueError instead of reading out of bounds. Tests of the 
 path set it back with monkeypatch.
 
 On a GPU machine, `pytest -n auto` runs one xdist worker per CPU (perf.devices.WORKERS_PER_CPU:
-the grid is compile-bound), each confined to one GPU (worker gwK gets GPU K mod N) before torch initialises CUDA, so N
-GPUs run N times the work (perf/devices.py).
+the grid is compile-bound), each confined to one GPU (worker gwK gets GPU K mod N) before torch
+initialises CUDA, so N GPUs run N times the work (perf/devices.py).
+
+`--grid-plan FILE` (`perf grid --cases`, perf/ci/grid_plan.py): the keyed cases of the
+correctness grid whose launches are identical on the PR's base and this commit are deselected,
+when the plan was made for this GPU and this very checkout (else it is ignored, with the reason,
+and everything runs); docs/latency.md, "The correctness grid's share".
 """
 
 from __future__ import annotations
@@ -50,12 +55,59 @@ def pytest_report_header(config):
     return lines
 
 
+def pytest_sessionstart(session):
+    """The grid plan's one line, once (the controller under xdist, whose workers deselect), also
+    under -q."""
+    config = session.config
+    if not config.getoption("grid_plan") or devices.worker_index(os.environ.get("PYTEST_XDIST_WORKER")) \
+            is not None:
+        return
+    from perf.ci import grid_plan
+    from perf.errors import ConfigError
+
+    path = config.getoption("grid_plan")
+    try:
+        doc = grid_plan.read_plan(path)
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+    why = grid_plan.not_applicable(doc, str(config.rootpath))
+    line = (f"--grid-plan {path}: ignored, every case runs: {why}" if why else
+            f"--grid-plan {path}: {doc['counts']['unchanged']} keyed cases deselected (identical launches on "
+            f"base {doc['base'][:12]} and this commit, which the base passed); {doc['counts']['run']} run")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    (reporter.write_line if reporter is not None else print)(line)
+
+
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` on a GPU machine: one worker per CPU, dealt over the GPUs (perf/devices.py)."""
     return devices.xdist_workers(POOL, os.cpu_count())
 
 
+def pytest_addoption(parser):
+    parser.addoption("--grid-plan", default=None, metavar="FILE",
+                     help="grid-plan.json of `perf grid --cases`: deselect the keyed cases it finds "
+                          "unchanged (identical launches on base and head), if made for this GPU and commit")
+
+
+def _apply_grid_plan(config, items) -> None:
+    from perf.ci import grid_plan
+    from perf.errors import ConfigError
+
+    path = config.getoption("grid_plan")
+    try:
+        doc = grid_plan.read_plan(path)
+        if grid_plan.not_applicable(doc, str(config.rootpath)):  # the header says why
+            return
+        unchanged = grid_plan.deselected(doc, path, [item.nodeid for item in items])
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid in unchanged])
+    items[:] = [item for item in items if item.nodeid not in unchanged]
+
+
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("grid_plan"):
+        _apply_grid_plan(config, items)
     if HAS_GPU:
         return
     skip_full = pytest.mark.skip(reason=NO_GPU_REASON)

@@ -25,16 +25,27 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import itertools
 import os
 import subprocess
 import sys
-import zlib
 
 import pytest
 import torch
 import triton
 import triton.language as tl
+from grid_cases import (
+    CPU_SUBSET,
+    FEATURES,
+    FORCED_CONFIGS,
+    FORCED_FEATURES,
+    FORCED_VARIANTS,
+    MODELS,
+    forced_spec,
+    fp8_dtype,
+    grid_params,
+    make_spec,
+    matches_spec,
+)
 from interpreter_support import (
     INTERPRETER_FNUZ_REASON,
     interpreter_reads_fnuz,
@@ -54,76 +65,9 @@ from perf.measure.check import TOLERANCES  # dtype -> (atol, rtol), the gate's t
 # pytest-xdist registers the xdist_group mark; without it (CPU CI) the mark is not added.
 HAS_XDIST = importlib.util.find_spec("xdist") is not None
 
-MODELS = {  # name -> (num_q_heads, num_kv_heads); head counts kept small, ratios are the point
-    "mha": (4, 4),  # 1:1
-    "gqa4": (8, 2),  # 4:1
-    "gqa5": (10, 2),  # 5:1, not a power of two
-    "llama3_8b": (32, 8),  # 8:1
-    "mqa": (8, 1),
-}
-HEAD_SIZES = (64, 80, 96, 128, 256)
-BLOCK_SIZES = (16, 32, 544)  # 544: hybrid attention/SSM models, not a power of two
-CASES = {  # name -> (query_lens, kv_lens), one entry per sequence
-    "q1_kv1": ((1,), (1,)),
-    "decode_1328": ((1,), (1328,)),
-    "prefill_5_18": ((5,), (18,)),
-    "chunked_129_463": ((129,), (463,)),
-    "mixed": ((1, 5, 129, 17, 1, 40), (1328, 18, 463, 17, 1, 97)),
-    "decode_batch": ((1, 1, 1, 1), (1328, 700, 33, 1)),  # decode only: KV segments + reduction
-    # Interpreter-sized versions (the interpreter runs programs one by one, in Python).
-    "chunked_33_97": ((33,), (97,)),
-    "mixed_small": ((1, 5, 17, 1), (300, 18, 40, 1)),
-}
-FEATURES = {  # name -> BatchSpec fields
-    "sliding_window": {"sliding_window": 37},
-    "softcap": {"softcap": 20.0},
-    "sinks": {"sinks": True},
-    "fp8_kv": {"fp8_kv": True},
-    "fp8_fnuz": {"fp8_kv": True},
-    "all": {"sliding_window": 300, "softcap": 20.0, "sinks": True, "fp8_kv": True},
-    "all_fnuz": {"sliding_window": 300, "softcap": 20.0, "sinks": True, "fp8_kv": True},
-}
-# The fp8 cache format of each feature: both on every device, whatever its native one is.
-FP8_DTYPE = {"fp8_fnuz": FNUZ_E4M3, "all_fnuz": FNUZ_E4M3}  # others: OCP_E4M3
-
-# Interpreter subset: every model ratio, head size, case and feature appears at least once,
-# on small head counts and short sequences.
-CPU_SUBSET = {
-    ("gqa5", 80, 16, "prefill_5_18", "float16", "none"),
-    ("mqa", 64, 32, "decode_1328", "float16", "none"),
-    ("mha", 128, 16, "q1_kv1", "float16", "none"),
-    ("gqa4", 64, 16, "mixed_small", "float16", "none"),
-    ("gqa4", 256, 32, "prefill_5_18", "float16", "none"),
-    ("mqa", 64, 16, "chunked_33_97", "float16", "none"),
-    ("gqa5", 64, 544, "prefill_5_18", "float16", "none"),
-    ("gqa4", 64, 16, "mixed_small", "float16", "sliding_window"),
-    ("gqa5", 80, 16, "prefill_5_18", "float16", "softcap"),
-    ("gqa4", 64, 16, "mixed_small", "float16", "sinks"),
-    ("gqa4", 64, 32, "mixed_small", "float16", "fp8_kv"),
-    ("gqa4", 96, 544, "mixed_small", "float16", "all"),
-    ("gqa5", 96, 16, "decode_1328", "float16", "all"),
-    # FNUZ: a padded head and a 5:1 group, a 544 block with every feature, a long decode
-    ("gqa5", 80, 16, "prefill_5_18", "float16", "fp8_fnuz"),
-    ("gqa4", 96, 544, "mixed_small", "float16", "all_fnuz"),
-    ("mqa", 64, 32, "decode_1328", "float16", "fp8_fnuz"),
-}
-
 
 def _params():
-    base = itertools.product(MODELS, HEAD_SIZES, BLOCK_SIZES, CASES, ["bfloat16"], ["none"])
-    fp16 = itertools.product(MODELS, (64, 96, 128), (16, 544), CASES, ["float16"], ["none"])
-    # Features: every path of the heuristics (prefill, short prefill, decode with segments),
-    # padded and unpadded heads, both block kinds, in bf16; fp16 on the Llama-3-8B shape.
-    feats = itertools.chain(
-        itertools.product(["llama3_8b", "gqa5"], (64, 96, 128), (16, 544),
-                          ["mixed", "chunked_33_97", "decode_batch"], ["bfloat16"], FEATURES),
-        itertools.product(["llama3_8b"], (128,), (16, 544), ["mixed", "decode_batch"], ["float16"],
-                          FEATURES))
-    seen = set()
-    for case in itertools.chain(base, fp16, feats, sorted(CPU_SUBSET)):
-        if case in seen:
-            continue
-        seen.add(case)
+    for case in grid_params():
         marks = [pytest.mark.grid] + ([pytest.mark.cpu_subset] if case in CPU_SUBSET else [])
         if HAS_XDIST:  # cases compiling the same kernels share a worker under --dist loadgroup
             model, head_size, block_size, _, dtype, feature = case
@@ -132,16 +76,8 @@ def _params():
         yield pytest.param(*case, marks=marks, id="-".join(str(x) for x in case))
 
 
-def make_spec(model, head_size, block_size, case, dtype, feature, seed=0) -> BatchSpec:
-    num_q, num_kv = MODELS[model]
-    q_lens, kv_lens = CASES[case]
-    return BatchSpec(q_lens, kv_lens, num_q_heads=num_q, num_kv_heads=num_kv,
-                     head_size=head_size, block_size=block_size, dtype=dtype, seed=seed,
-                     **FEATURES.get(feature, {}))
-
-
 def make_batch(spec: BatchSpec, feature: str, device):
-    return poisoned_batch(spec, device, fp8_dtype=FP8_DTYPE.get(feature, OCP_E4M3))
+    return poisoned_batch(spec, device, fp8_dtype=fp8_dtype(feature))
 
 
 def poisoned_batch(spec: BatchSpec, device, **kwargs):
@@ -152,9 +88,8 @@ def poisoned_batch(spec: BatchSpec, device, **kwargs):
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("model,head_size,block_size,case,dtype,feature", list(_params()))
 def test_matches_reference(variant, model, head_size, block_size, case, dtype, feature, device):
-    seed = zlib.crc32(repr((model, head_size, block_size, case, dtype, feature)).encode())
-    batch = make_batch(make_spec(model, head_size, block_size, case, dtype, feature, seed), feature, device)
-    assert batch.k_cache.dtype == (FP8_DTYPE.get(feature, OCP_E4M3) if batch.spec.fp8_kv else batch.q.dtype)
+    batch = make_batch(matches_spec(model, head_size, block_size, case, dtype, feature), feature, device)
+    assert batch.k_cache.dtype == (fp8_dtype(feature) if batch.spec.fp8_kv else batch.q.dtype)
     out = batch.new_output()  # NaN-poisoned: an unwritten element fails below
     try:
         VARIANTS[variant](*batch.args(), out=out, **batch.options)
@@ -182,64 +117,13 @@ def test_every_variant_runs_in_interpreter(variant):
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-# Launch configurations the heuristics may not pick for the grid's shapes, forced through the
-# `config` hint: tiles larger and smaller than the cache block (gather and sub-block reads),
-# a tile that does not divide a 544 block, a segment count that is not a power of two, and a
-# static grid much smaller than its work (each program loops over many items).
-FORCED_CONFIGS = {  # name -> (Config, block_size)
-    "tile64_over_block16_seg3": (Config(16, 64, 3, num_warps=4, num_stages=2), 16),
-    "tile16_in_block32_bm32": (Config(32, 16, 1, num_warps=4, num_stages=2), 32),
-    "tile64_over_block544_seg2": (Config(16, 64, 2, num_warps=4, num_stages=2), 544),
-    "grid_of_3_programs_seg4": (Config(16, 32, 4, num_warps=4, num_stages=2, max_programs=3), 16),
-    # the AMD fp8-prefill branch of heuristics._amd (BLOCK_M 64, tile 32, 8 warps)
-    "amd_fp8_prefill_bm64_tile32": (Config(64, 32, 1, num_warps=8, num_stages=2), 16),
-    # the NVIDIA prefill shape (BLOCK_M 128, tile 128, 8 warps) one stage deeper: two tiles in
-    # flight ahead of the one computed, with the block table read a tile ahead of its use
-    "prefill_bm128_tile128_stages3": (Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True), 16),
-    # the block table read a tile ahead where the tile lies in one block, and over a block
-    # size no power-of-two tile divides, split into segments (the read past the last tile)
-    "read_ahead_tile16_in_block32_bm32": (Config(32, 16, 1, num_warps=4, num_stages=2, read_ahead=True), 32),
-    "read_ahead_tile64_over_block544_seg2": (Config(16, 64, 2, num_warps=4, num_stages=2, read_ahead=True),
-                                             544),
-    # the causal edge in smaller tiles than the rest: the NVIDIA prefill shape with edges of
-    # 32 keys, and tiles gathered over 544-token blocks split into segments with edges of 16
-    "edge32_prefill_bm128_tile128": (Config(128, 128, 1, num_warps=8, num_stages=2, read_ahead=True,
-                                            edge_tile=32), 16),
-    "edge16_tile64_over_block544_seg2": (Config(16, 64, 2, num_warps=4, num_stages=2, edge_tile=16), 544),
-    # a static grid of one program per work item (programs_per_sm 0)
-    "one_program_per_item_seg2": (Config(16, 32, 2, num_warps=4, num_stages=2, programs_per_sm=0), 16),
-    # the last segment merges in the attention kernel (no reduce launch): items by Q-block,
-    # and items by sequence on a grid of 3 programs (each arrives for many sequences)
-    # the 2-warp shapes of the NVIDIA decode tree: short decodes split into 16 segments of one
-    # tile (sequence items, 4 programs per SM), and many short items on tile 64
-    "two_warps_tile16_seg16_seq_items": (Config(16, 16, 16, num_warps=2, num_stages=2, programs_per_sm=4,
-                                                seq_items=True), 16),
-    "two_warps_tile64_seg2": (Config(16, 64, 2, num_warps=2, num_stages=2, programs_per_sm=4), 16),
-    "fused_reduce_seg3": (Config(16, 32, 3, num_warps=4, num_stages=2, fused_reduce=True), 16),
-    # one block id per cache block of a tile ([blocks, block, D] copies) with int32 offsets:
-    # the NVIDIA prefill shape with 3 stages; without the read-ahead, in int64, split; blocks
-    # of 32 in tiles of 64 whose causal edge (32 keys) lies in one block
-    "block_vector_offsets32_prefill_bm128_tile128_stages3": (
-        Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True,
-               offsets_32=True), 16),
-    "block_vector_tile64_over_block16_seg3": (
-        Config(16, 64, 3, num_warps=4, num_stages=2, block_vector=True), 16),
-    "block_vector_offsets32_tile64_over_block32_edge32": (
-        Config(32, 64, 1, num_warps=4, num_stages=2, read_ahead=True, block_vector=True, offsets_32=True,
-               edge_tile=32), 32),
-    "fused_reduce_seq_items_seg4_grid3": (Config(16, 16, 4, num_warps=4, num_stages=2, seq_items=True,
-                                                 fused_reduce=True, max_programs=3), 16),
-}
-
-
-@pytest.mark.parametrize("variant", ["parallel", "flex_tile", "static_grid"])
+# Launch configurations the heuristics may not pick for the grid's shapes: grid_cases.FORCED_CONFIGS.
+@pytest.mark.parametrize("variant", FORCED_VARIANTS)
 @pytest.mark.parametrize("config_name", list(FORCED_CONFIGS))
-@pytest.mark.parametrize("feature", ["none", "all"])
+@pytest.mark.parametrize("feature", FORCED_FEATURES)
 def test_forced_config_matches_reference(variant, config_name, feature, device):
-    config, block_size = FORCED_CONFIGS[config_name]
-    seed = zlib.crc32(repr((config_name, feature)).encode())
-    spec = make_spec("gqa4", 64, block_size, "mixed_small", "float16", feature, seed)
-    batch = make_batch(spec, feature, device)
+    config = FORCED_CONFIGS[config_name][0]
+    batch = make_batch(forced_spec(config_name, feature), feature, device)
     out = batch.new_output()
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)
@@ -547,6 +431,6 @@ def test_fnuz_on_amds_native_path(variant, device):
 def test_grid_covers_both_fp8_formats_on_the_cpu_subset():
     """Every fp8-capable variant meets both formats in the interpreter's subset."""
     fp8_features = {f for *_, f in CPU_SUBSET if FEATURES.get(f, {}).get("fp8_kv")}
-    formats = {FP8_DTYPE.get(f, OCP_E4M3) for f in fp8_features}
+    formats = {fp8_dtype(f) for f in fp8_features}
     assert formats == {OCP_E4M3, FNUZ_E4M3} and all(is_fp8(d) for d in formats)
     assert FP8_VARIANTS and "naive" not in FP8_VARIANTS

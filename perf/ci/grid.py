@@ -11,7 +11,13 @@ rule cannot see (a driver or image change outside the repository) is the nightly
 (docs/latency.md, "What it costs"). Stdlib only: pr.yml's `changes` job runs it with the
 hosted runner's python3.
 
+With `--cases` it also plans the grid's keyed cases on base and head (perf/ci/grid_changes.py,
+needs torch and triton: the `changes` job runs it in `nox -s cli`), when the grid runs and every
+changed input is one perf/ci/grid_plan.py lets a per-case plan select; the GPU job then
+deselects the cases whose launches are identical (`pytest --grid-plan`).
+
     python -m perf grid [--base-ref REF] [--github-output]
+    python -m perf grid --cases --vendor V --out DIR [--base-ref REF] [--only GLOBS] [--github-output]
 """
 
 from __future__ import annotations
@@ -29,9 +35,10 @@ TESTS = ("tests/test_batch.py", "tests/test_correctness.py", "tests/test_graph_r
          "tests/test_inputs.py", "tests/test_multi_token_decode.py", "tests/test_planning.py",
          "tests/test_platform.py", "tests/test_reference.py", "tests/test_window_poison.py")
 # Repository files the grid's modules import (tests/test_grid_inputs.py traces them).
-IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "perf/__init__.py",
-            "perf/devices.py", "perf/vendor.py", "perf/errors.py", "perf/measure/__init__.py",
-            "perf/measure/check.py")
+IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "tests/grid_cases.py",
+            "perf/__init__.py", "perf/devices.py", "perf/vendor.py", "perf/errors.py",
+            "perf/measure/__init__.py", "perf/measure/check.py", "perf/ci/__init__.py",
+            "perf/ci/grid_plan.py", "perf/files.py", "perf/git.py")
 # Files pytest, nox and the job read to decide what runs and with which toolchain: the test
 # data, pytest's configuration wherever it may live, the pins, the image, the job's commands.
 CONFIGURATION = ("tests/data/*", "pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py",
@@ -91,10 +98,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-ref", default=None,
                         help="compare with the merge base of REF and HEAD (default: origin/main or main)")
     parser.add_argument("--github-output", action="store_true",
-                        help="also append `correctness=true|false` to $GITHUB_OUTPUT")
+                        help="also append `correctness=true|false` (with --cases: `grid_plan=true|false`) to "
+                             "$GITHUB_OUTPUT")
+    cases = parser.add_argument_group("per-case plan (--cases)")
+    cases.add_argument("--cases", action="store_true",
+                       help="plan the grid's keyed cases on base and head; write DIR/grid-plan.json")
+    cases.add_argument("--vendor", default=None, help="the runner's vendor (nvidia | amd)")
+    cases.add_argument("--out", default=None, help="folder for grid-plan.json")
+    cases.add_argument("--only", default=None,
+                       help="only the keyed cases whose node ids match these comma-separated fnmatch globs")
+    cases.add_argument("--processes", type=int, default=0, help="planning processes (default: one per CPU)")
+    cases.add_argument("--thresholds", default="thresholds.yaml",
+                       help="the compile targets (default: %(default)s)")
+    cases.add_argument("--allow-dirty", action="store_true",
+                       help="plan although the working tree has uncommitted changes (the plan names HEAD)")
+
+
+def github_output(key: str, value: str) -> None:
+    """Append `key=value` to $GITHUB_OUTPUT (GitHub's contract: an append, not the atomic writer)."""
+    out = os.environ.get("GITHUB_OUTPUT")
+    if not out:
+        from perf.errors import ConfigError
+
+        raise ConfigError("--github-output: GITHUB_OUTPUT is not set (only in a GitHub Actions step); "
+                          "drop --github-output")
+    with open(out, "a", encoding="utf-8") as f:
+        f.write(f"{key}={value}\n")
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "cases", False):
+        from perf.ci import grid_changes
+
+        return grid_changes.main(args)
     base, d = decision(args.root, args.base_ref)
     line = f"correctness grid against {base}: {'runs' if d.run else 'skipped'}; {d.reason}"
     print(line)
@@ -102,14 +138,7 @@ def main(args: argparse.Namespace) -> int:
         from perf.report import step_summary
 
         step_summary(f"**{line}**\n\n")
-        out = os.environ.get("GITHUB_OUTPUT")
-        if not out:
-            from perf.errors import ConfigError
-
-            raise ConfigError("--github-output: GITHUB_OUTPUT is not set (only in a GitHub Actions step); "
-                              "drop --github-output")
-        with open(out, "a", encoding="utf-8") as f:  # GitHub's contract: an append, not the atomic writer
-            f.write(f"correctness={'true' if d.run else 'false'}\n")
+        github_output("correctness", "true" if d.run else "false")
     return 0
 
 

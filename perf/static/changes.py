@@ -348,22 +348,17 @@ def runner_target(thresholds, vendor: str, on_gpu: bool) -> Runner:
         t = targets[0]
         return Runner(t, t.facts.num_sms, t.name,
                       f"{t.name} ({t.facts.device_name}, {t.facts.num_sms} SMs/CUs; no GPU here)")
-    import torch
+    from perf.vendor import gpu_arch
 
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    if vendor == "amd":
-        arch = str(getattr(props, "gcnArchName", "")).split(":")[0]
-        match = [t for t in targets if str(t.arch) == arch]
-    else:
-        arch = f"sm_{props.major}{props.minor}"
-        match = [t for t in targets if t.backend == "cuda" and str(t.arch) == f"{props.major}{props.minor}"]
+    found, num_sms, device = gpu_arch(vendor)
+    match = [t for t in targets if str(t.arch) == found and (vendor == "amd" or t.backend == "cuda")]
+    arch = found if vendor == "amd" else f"sm_{found}"
     if not match:
-        return Runner(None, props.multi_processor_count, arch,
+        return Runner(None, num_sms, arch,
                       f"no compile target of {thresholds.path} is this GPU's architecture ({arch}): every "
                       f"case is timed")
     t = match[0]
-    return Runner(t, props.multi_processor_count, t.name,
-                  f"{t.name} ({props.name}, {props.multi_processor_count} SMs/CUs)")
+    return Runner(t, num_sms, t.name, f"{t.name} ({device}, {num_sms} SMs/CUs)")
 
 
 # --------------------------------------------------------------------------- the parent

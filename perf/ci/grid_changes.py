@@ -1,0 +1,238 @@
+"""The correctness grid's change plan: which keyed cases can compute something else on the head
+than on the base, found on a CPU (`python -m perf grid --cases`).
+
+The keyed cases are those of the grid's two parametrized correctness tests
+(tests/grid_cases.py: `test_matches_reference`, `test_forced_config_matches_reference`). Each
+is planned on base and head as the latency gate's change plan plans a case
+(perf/static/changes.py `case_key`: each side's own planner as if on the runner's target,
+every launch bound and its binary named by Triton's compile key, the call path, the torch
+operations of the call), on the batch its test builds (`build_batch(poison=True)` with the
+test's seed and fp8 format, unfilled: values decide no launch) and with the `config` hint its
+test passes, read from the head's test lists loaded against each side's kernels. A case is
+`unchanged` exactly when `changes.difference(base, head)` is None. Only made when every changed
+grid input is one of perf/ci/grid_plan.py `SELECTABLE`; docs/latency.md argues it.
+
+Planning runs in a process of its own without TRITON_INTERPRET (`python -m
+perf.ci.grid_changes`, internal), its cases spread over a pool of forked workers (both
+checkouts loaded once, before the fork).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib.util
+import json
+import os
+import sys
+
+from perf import files
+from perf.errors import EXIT_BAD_INPUT, ConfigError
+
+SIDE_SCHEMA = "perf-grid-launches/1"  # what the side process writes for the parent
+CASES_FILE = os.path.join("tests", "grid_cases.py")  # the keyed cases, in the head checkout
+
+
+# --------------------------------------------------------------------------- the side process
+
+_STATE: dict = {}  # what the forked workers share: sides, case lists, target (set before the fork)
+
+
+def _cases_module(root: str, side):
+    """The head's tests/grid_cases.py, executed against `side`'s kernels (its Config, BatchSpec)."""
+    path = os.path.join(root, CASES_FILE)
+    if not os.path.isfile(path):
+        raise ConfigError(f"{path}: missing; the grid plan reads the keyed cases from it (a checkout older "
+                          f"than it runs the whole grid)")
+    spec = importlib.util.spec_from_file_location(f"grid_cases_{side.alias}", path)
+    module = importlib.util.module_from_spec(spec)
+    with side.active():
+        spec.loader.exec_module(module)
+    return module
+
+
+def _plan_chunk(indices: list[int]) -> list[list]:
+    """[node, why or None] for the cases at `indices` (one worker's share)."""
+    from perf.static import changes
+
+    s = _STATE
+    out, batches = [], {}
+    for i in indices:
+        case = s["cases"][i]
+        keys = {}
+        key = (case.spec, case.feature)
+        if key not in batches:
+            with s["sides"]["head"].active():
+                from kernels.batch import build_batch
+
+                try:
+                    batches = {key: build_batch(case.spec, "cpu", fill=False, poison=True,
+                                                fp8_dtype=s["modules"]["head"].fp8_dtype(case.feature))}
+                except Exception as e:  # the test meets it too: its case runs and reports it
+                    batches = {key: f"batch failed: {type(e).__name__}: {e}".splitlines()[0][:300]}
+        batch = batches[key]
+        for name, side in s["sides"].items():
+            if isinstance(batch, str):
+                keys[name] = {"status": "error", "reason": batch}
+                continue
+            with side.active() as kernels:
+                hints = case.call_kwargs(s["modules"][name].FORCED_CONFIGS)
+                keys[name] = changes.case_key(kernels, case.variant, batch, s["target"], s["num_sms"], hints)
+        out.append([case.node, changes.difference(keys["base"], keys["head"])])
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m perf.ci.grid_changes",
+                                description="internal: both sides' launches of each keyed case of the grid")
+    p.add_argument("--base", required=True, help="checkout whose kernels/ is the base side")
+    p.add_argument("--head", required=True, help="checkout whose kernels/ and tests/ are the head side")
+    p.add_argument("--target", required=True, help="compile target of thresholds.yaml (the runner's)")
+    p.add_argument("--num-sms", type=int, required=True, help="SMs/CUs of the runner's GPU")
+    p.add_argument("--thresholds", required=True)
+    p.add_argument("--only", default=None, help="comma-separated fnmatch globs over node ids")
+    p.add_argument("--processes", type=int, default=0, help="planning processes (0: one per CPU)")
+    p.add_argument("--out", required=True, help="JSON file for the parent")
+    return p
+
+
+def side_main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise ConfigError("TRITON_INTERPRET=1 is set: the grid plan binds real Triton kernels; unset it")
+    import multiprocessing
+
+    import torch
+
+    from perf import checkout
+    from perf.static import plan
+    from perf.thresholds import load_thresholds
+
+    torch.set_num_threads(1)  # the workers are the parallelism; no thread pools before the fork
+    (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
+    sides = {s: checkout.load_side(getattr(args, s), f"kernels_grid_{s}") for s in ("base", "head")}
+    modules = {s: _cases_module(args.head, side) for s, side in sides.items()}
+    variants = list(getattr(sides["head"].kernels, "VARIANTS", {}))  # the head's tests collect the head's
+    cases = modules["head"].keyed_cases(variants)
+    if args.only:
+        globs = [g.strip() for g in args.only.split(",") if g.strip()]
+        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.node, g) for g in globs)]
+    _STATE.update(sides=sides, modules=modules, cases=cases, target=target, num_sms=args.num_sms)
+    # chunks of consecutive cases (the variants of one batch together), a few per worker for balance
+    processes = max(1, min(args.processes or os.cpu_count() or 1, len(cases) or 1))
+    size = max(1, min(64, len(cases) // (processes * 4) or 1))
+    chunks = [list(range(i, min(i + size, len(cases)))) for i in range(0, len(cases), size)]
+    if processes == 1:
+        rows = [row for chunk in chunks for row in _plan_chunk(chunk)]
+    else:
+        with multiprocessing.get_context("fork").Pool(processes) as pool:
+            rows = [row for part in pool.imap(_plan_chunk, chunks) for row in part]
+    files.write_text(args.out, json.dumps({"schema": SIDE_SCHEMA, "target": target.name,
+                                           "num_sms": args.num_sms, "cases": rows}))
+    return 0
+
+
+# --------------------------------------------------------------------------- the parent
+
+
+def plan_sides(base_root: str, head_root: str, target, num_sms: int, thresholds_path: str, work_dir: str,
+               only: str | None = None, processes: int = 0) -> list[list]:
+    """[node, why or None] of every keyed case, planned in a process of its own (no interpreter)."""
+    from perf.checkout import ROOT
+    from perf.cli import run_child
+
+    out = os.path.join(work_dir, "grid-launches.json")
+    cmd = [sys.executable, "-m", "perf.ci.grid_changes", "--base", base_root, "--head", head_root,
+           "--target", target.name, "--num-sms", str(num_sms), "--processes", str(processes),
+           "--thresholds", os.path.abspath(thresholds_path), "--out", out]
+    if only:
+        cmd += ["--only", only]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=ROOT, PAGED_ATTENTION_CHECK_VALUES="0")  # values unfilled: kernels/inputs.py checks
+    done = run_child(cmd, cwd=ROOT, env=env)
+    if done.returncode == EXIT_BAD_INPUT:
+        raise ConfigError("grid plan: bad input (see the line above)")
+    if done.returncode != 0 or not os.path.exists(out):
+        raise RuntimeError(f"grid plan: the planning process exited with code {done.returncode}")
+    doc = files.load_json(out, "the grid plan's launches", "plan again", expect=dict)
+    if doc.get("schema") != SIDE_SCHEMA:
+        raise RuntimeError(f"{out}: schema {doc.get('schema')!r}, expected {SIDE_SCHEMA!r}")
+    return doc["cases"]
+
+
+def main(args: argparse.Namespace) -> int:
+    """`perf grid --cases`: grid-plan.json in --out when the grid runs and per-case selection
+    applies; one line either way (and `grid_plan=true|false` with --github-output)."""
+    import tempfile
+    import time
+
+    from perf import git
+    from perf import vendor as vendor_mod
+    from perf.ci import grid, grid_plan
+    from perf.static import changes
+    from perf.thresholds import load_thresholds
+
+    if not args.vendor:
+        raise ConfigError("--cases needs --vendor nvidia|amd: the plan keys launches for its runner")
+    if not args.out:
+        raise ConfigError("--cases needs --out DIR: where grid-plan.json is written")
+    vendor = vendor_mod.resolve(args.vendor)
+    root = git.repo_root(args.root)
+    out_dir = files.check_output(os.path.abspath(args.out), "--out", directory=True)
+    if not args.allow_dirty:
+        git.check_clean(root)
+    base_desc, paths = grid.changed_files(root, args.base_ref)
+    d = grid.decide(paths)
+    planned = False
+    if not d.run:
+        print(f"grid: skipped, nothing to plan; {d.reason}", flush=True)
+    else:
+        ok, why = grid_plan.selectable(d.changed)
+        if not ok:
+            print(f"grid: no per-case plan; {why}", flush=True)
+        else:
+            th = load_thresholds(args.thresholds)
+            runner = changes.runner_target(th, vendor, vendor_mod.on_gpu())
+            if runner.target is None:
+                print(f"grid: no per-case plan; {runner.note}", flush=True)
+            else:
+                base_sha = git.git(root, "merge-base", git.resolve_base(root, args.base_ref)[0], "HEAD",
+                                   check=True)
+                head_sha = git.head(root)
+                print(f"grid plan: {why}; planning base {base_desc} and head {head_sha[:12]} on this CPU "
+                      f"as if on {runner.note}", file=sys.stderr, flush=True)
+                started, cpu = time.monotonic(), _children_cpu()
+                with git.worktree(root, base_sha) as base_root, \
+                        tempfile.TemporaryDirectory(prefix="perf-grid-plan-") as tmp:
+                    rows = plan_sides(base_root, root, runner.target, runner.num_sms, args.thresholds, tmp,
+                                      args.only, args.processes)
+                if not rows:
+                    raise ConfigError(f"--only {args.only}: no keyed case of the grid matches; name some "
+                                      f"(pytest node ids, fnmatch globs)")
+                run = [node for node, why_ in rows if why_ is not None]
+                doc = grid_plan.document(vendor=vendor, target=runner.target.name,
+                                         arch=str(runner.target.arch), num_sms=runner.num_sms, base=base_sha,
+                                         head=head_sha, run=run,
+                                         unchanged=[node for node, why_ in rows if why_ is None])
+                path = grid_plan.write_plan(out_dir, doc)
+                planned = True
+                print(grid_plan.summary(doc), flush=True)
+                for node, why_ in [r for r in rows if r[1] is not None][:3]:
+                    print(f"  runs {node}: {why_}", file=sys.stderr, flush=True)
+                print(f"grid plan: {path} ({time.monotonic() - started:.0f} s, "
+                      f"{_children_cpu() - cpu:.0f} CPU-s)", file=sys.stderr, flush=True)
+    if args.github_output:
+        grid.github_output("grid_plan", "true" if planned else "false")
+    return 0
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the planning process and its pool)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+if __name__ == "__main__":  # the planning process: its parent reports an interrupt
+    from perf.cli import entry
+
+    entry(side_main, internal=True)
