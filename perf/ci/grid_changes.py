@@ -46,6 +46,7 @@ def _cases_module(root: str, side):
                           f"than it runs the whole grid)")
     spec = importlib.util.spec_from_file_location(f"grid_cases_{side.alias}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it runs
     with side.active():
         spec.loader.exec_module(module)
     return module
@@ -80,6 +81,14 @@ def _plan_chunk(indices: list[int]) -> list[list]:
                 keys[name] = changes.case_key(kernels, case.variant, batch, s["target"], s["num_sms"], hints)
         out.append([case.node, changes.difference(keys["base"], keys["head"])])
     return out
+
+
+def _worker_start() -> None:
+    """A pool worker ends quietly when its parent stops it (not with the parent's SIGTERM handler)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -125,8 +134,13 @@ def side_main(argv: list[str] | None = None) -> int:
     if processes == 1:
         rows = [row for chunk in chunks for row in _plan_chunk(chunk)]
     else:
-        with multiprocessing.get_context("fork").Pool(processes) as pool:
+        pool = multiprocessing.get_context("fork").Pool(processes, initializer=_worker_start)
+        try:
             rows = [row for part in pool.imap(_plan_chunk, chunks) for row in part]
+            pool.close()
+        finally:
+            pool.terminate()  # after close: waits; after an error or interrupt: stops the workers
+            pool.join()
     files.write_text(args.out, json.dumps({"schema": SIDE_SCHEMA, "target": target.name,
                                            "num_sms": args.num_sms, "cases": rows}))
     return 0

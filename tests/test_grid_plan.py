@@ -1,0 +1,309 @@
+"""The correctness grid's per-case plan (perf/ci/grid_plan.py, perf/ci/grid_changes.py): which
+keyed cases a change can affect, when such a plan may be made, its file, and pytest applying it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perf.ci import grid, grid_plan
+from perf.errors import ConfigError
+from perf.latency import plant
+from tests.throwaway_repo import git, harness_repo
+
+ROOT = Path(__file__).resolve().parent.parent
+# A few dozen keyed cases (2-core CI): every variant on short prefills, decodes and mixed batches of one
+# shape (the heuristic branch moves some of them), and forced configurations.
+SUBSET = ("*reference[[]gqa4-64-16-*,*reference[[]llama3_8b-64-16-*-bfloat16-sinks-*,"
+          "*[[]none-tile64_over_block16_seg3-*")
+
+
+def _env() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+
+
+# --------------------------------------------------------------------------- planning planted commits
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """c0 base; c1 docs only; c2 one heuristic branch (NVIDIA's short prefills: 8 warps);
+    c3 kernel-wide (LOG2E): the edits perf/latency/plant.py plants, each on its own branch from c0."""
+    repo = tmp_path_factory.mktemp("grid") / "repo"
+    repo.mkdir()
+    (repo / "tests").mkdir()
+    shutil.copy(ROOT / "tests" / "grid_cases.py", repo / "tests" / "grid_cases.py")
+    (repo / "README.md").write_text("a readme\n")
+    harness_repo(repo)
+    base = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    for name, edit in (("docs", plant.plant_docs), ("heuristic", plant.plant_heuristic),
+                       ("kernel", plant.plant_kernel_wide)):
+        git(repo, "checkout", "-q", "-b", name, base)
+        edit(str(repo))
+        git(repo, "commit", "-qam", name)
+    return repo, base
+
+
+def _plan(repo: Path, branch: str, base: str, out: Path) -> tuple[dict | None, str]:
+    git(repo, "checkout", "-q", branch)
+    done = subprocess.run([sys.executable, "-m", "perf", "grid", "--cases", "--vendor", "nvidia",
+                           "--base-ref", base, "--out", str(out), "--only", SUBSET, "--processes", "2"],
+                          cwd=repo, env=dict(_env(), PYTHONPATH=str(repo)), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    path = out / grid_plan.PLAN_FILE
+    return (grid_plan.read_plan(str(path)) if path.exists() else None), done.stdout.strip()
+
+
+def _keyed_cases() -> list:
+    """Every keyed case of this checkout's lists (tests/grid_cases.py), as the planner reads them."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import grid_cases
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    from kernels import VARIANTS
+
+    return grid_cases.keyed_cases(list(VARIANTS))
+
+
+def _subset_cases() -> list:
+    """The subset's keyed cases (the planted repository's lists and kernels are this checkout's)."""
+    import fnmatch
+
+    globs = SUBSET.split(",")
+    return [c for c in _keyed_cases() if any(fnmatch.fnmatchcase(c.node, g) for g in globs)]
+
+
+def _skips(case) -> bool:
+    """The variant lacks a feature of the case: its test skips (no launch on either side)."""
+    import grid_cases
+
+    from kernels import VARIANTS
+    from kernels.batch import build_batch
+
+    fp8 = grid_cases.fp8_dtype(case.feature)
+    batch = build_batch(case.spec, "cpu", fill=False, poison=True, fp8_dtype=fp8)
+    try:
+        VARIANTS[case.variant].plan(*batch.args(), **batch.options, **case.call_kwargs())
+    except NotImplementedError:
+        return True
+    return False
+
+
+def test_a_docs_only_change_skips_the_grid_and_plans_nothing(planted, tmp_path):
+    repo, base = planted
+    doc, line = _plan(repo, "docs", base, tmp_path)
+    assert doc is None and line.startswith("grid: skipped, nothing to plan; unchanged inputs: ")
+
+
+def test_one_heuristic_branch_runs_exactly_the_cases_it_moves(planted, tmp_path):
+    """Changed exactly where the branch decides: the NVIDIA short-prefill configuration of the
+    variants that take `heuristics.choose` (flex_tile, static_grid) on cases without a forced config."""
+    from kernels.paged_attention import heuristics
+
+    repo, base = planted
+    doc, line = _plan(repo, "heuristic", base, tmp_path)
+    cases = _subset_cases()
+    moved = {c.node for c in cases if c.config is None and c.variant in ("flex_tile", "static_grid")
+             and heuristics.choose("nvidia", heuristics.features_from_spec(c.spec, doc["num_sms"])).source
+             .startswith("nvidia/short-prefill")}
+    assert moved and len(moved) < len(cases)
+    assert set(doc["run"]) == moved
+    assert set(doc["unchanged"]) == {c.node for c in cases} - moved
+    assert (doc["vendor"], doc["target"], doc["arch"], doc["base"]) == ("nvidia", "sm_90", "90", base)
+    assert line == (f"grid: {len(moved)} of {len(cases)} keyed cases to run; {len(cases) - len(moved)} "
+                    f"unchanged (identical launches); the other grid tests run whole")
+
+
+def test_a_kernel_wide_change_runs_every_case_that_launches(planted, tmp_path):
+    repo, base = planted
+    doc, _ = _plan(repo, "kernel", base, tmp_path)
+    cases = _subset_cases()
+    skipped = {c.node for c in cases if _skips(c)}
+    assert skipped and set(doc["unchanged"]) == skipped  # a skipped case launches nothing on either side
+    assert set(doc["run"]) == {c.node for c in cases} - skipped
+
+
+def test_the_keyed_cases_are_the_collected_test_ids():
+    """The plan names cases by the ids pytest collects, in its order (a plan of the head's lists
+    is never stale for the head)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_correctness.py", "--collect-only",
+                           "-q", "-p", "no:cacheprovider"], cwd=ROOT, env=dict(_env(), PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    collected = [line for line in done.stdout.splitlines()
+                 if "::test_matches_reference[" in line or "::test_forced_config_matches_reference[" in line]
+    assert [c.node for c in _keyed_cases()] == collected and len(collected) > 5000
+
+
+# --------------------------------------------------------------------------- when a plan may select
+
+_SELECTABLE = ("kernels/paged_attention/heuristics.py", "kernels/paged_attention/planning.py",
+               "kernels/paged_attention/common.py", "kernels/paged_attention/new_variant.py")
+_OTHER = ("kernels/reference.py", "kernels/batch.py", "kernels/inputs.py", "kernels/launch.py",
+          "kernels/variant.py", "kernels/__init__.py", "tests/test_correctness.py", "tests/grid_cases.py",
+          "tests/conftest.py", "tests/data/x.json", "thresholds.yaml", "noxfile.py", "pyproject.toml",
+          ".github/workflows/pr.yml", "perf/ci/grid_plan.py", "perf/measure/check.py",
+          "kernels/paged_attention")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.sampled_from(_SELECTABLE + _OTHER), max_size=6))
+def test_selection_only_when_every_changed_input_is_selectable(changed):
+    ok, why = grid_plan.selectable(changed)
+    assert ok is (bool(changed) and all(p in _SELECTABLE for p in changed))
+    if not ok and changed:
+        assert "the whole grid runs" in why and any(p in why for p in changed if p not in _SELECTABLE)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.sampled_from(_SELECTABLE + _OTHER), min_size=1, max_size=6),
+       st.sets(st.sampled_from(_OTHER), min_size=1, max_size=3))
+def test_an_unselectable_change_beside_selectable_ones_runs_the_whole_grid(changed, other):
+    assert not grid_plan.selectable(changed | other)[0]
+    assert grid.decide(changed | other).run  # and the grid itself runs
+
+
+# --------------------------------------------------------------------------- the file
+
+
+def _doc(**edits) -> dict:
+    doc = grid_plan.document(vendor="nvidia", target="sm_90", arch="90", num_sms=132, base="a" * 40,
+                             head="b" * 40, run=["tests/t.py::test_a[x]"],
+                             unchanged=["tests/t.py::test_a[y]", "tests/t.py::test_b"])
+    doc.update(edits)
+    return doc
+
+
+def test_the_plan_round_trips_and_says_its_counts(tmp_path):
+    path = grid_plan.write_plan(str(tmp_path / "out"), _doc())
+    assert grid_plan.read_plan(path) == _doc()
+    assert grid_plan.summary(_doc()) == ("grid: 1 of 3 keyed cases to run; 2 unchanged (identical launches); "
+                                         "the other grid tests run whole")
+
+
+_MUTATIONS = {
+    "schema": [2, "1", None], "vendor": ["", 3, None], "target": ["", []], "arch": [90, ""],
+    "num_sms": [0, -1, "132", 1.5, True, None], "base": ["", None], "head": [7],
+    "run": ["x", [3], ["no-node-id"], ["tests/t.py::test_a[x]", "tests/t.py::test_a[x]"],
+            ["tests/t.py::test_b"]],
+    "unchanged": [None, {}, [None]], "counts": [{"run": 2, "unchanged": 2}, None, {"run": 1}],
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(_MUTATIONS)).flatmap(
+    lambda k: st.tuples(st.just(k), st.sampled_from(_MUTATIONS[k]))), st.booleans())
+def test_a_malformed_plan_is_one_line_naming_the_file_and_field(tmp_path_factory, mutation, drop):
+    key, value = mutation
+    doc = copy.deepcopy(_doc())
+    if drop:
+        del doc[key]
+    else:
+        doc[key] = value
+    path = tmp_path_factory.mktemp("plan") / "grid-plan.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as e:
+        grid_plan.read_plan(str(path))
+    text = str(e.value)
+    assert str(path) in text and "\n" not in text
+    assert key in text or (key in ("run", "unchanged") and "counts" in text) or "tests/t.py::test_b" in text
+
+
+def test_not_json_or_not_an_object_is_refused(tmp_path):
+    for text in ("{", "[]", ""):
+        (tmp_path / "p.json").write_text(text)
+        with pytest.raises(ConfigError, match="p.json"):
+            grid_plan.read_plan(str(tmp_path / "p.json"))
+
+
+def test_a_plan_naming_a_case_the_collection_lacks_is_stale():
+    doc = _doc()
+    collected = ["tests/t.py::test_a[x]", "tests/t.py::test_a[y]", "tests/t.py::test_b", "tests/t.py::test_c"]
+    assert grid_plan.deselected(doc, "p", collected) == {"tests/t.py::test_a[y]", "tests/t.py::test_b"}
+    with pytest.raises(ConfigError, match="stale|did not collect"):
+        grid_plan.deselected(doc, "p", ["tests/t.py::test_a[x]", "tests/t.py::test_b"])
+
+
+def test_a_plan_applies_only_on_its_gpu_and_commit(monkeypatch, tmp_path):
+    from perf import git as git_mod
+    from perf import vendor
+
+    doc = _doc()
+    monkeypatch.setattr(vendor, "detect", lambda: None)
+    assert "no GPU" in grid_plan.not_applicable(doc, str(tmp_path))
+    monkeypatch.setattr(vendor, "detect", lambda: "amd")
+    assert "planned for nvidia" in grid_plan.not_applicable(doc, str(tmp_path))
+    monkeypatch.setattr(vendor, "detect", lambda: "nvidia")
+    monkeypatch.setattr(vendor, "gpu_arch", lambda v: ("90", 114, "NVIDIA H100 PCIe"))
+    assert "132 SMs/CUs" in grid_plan.not_applicable(doc, str(tmp_path))  # the heuristics size by SM count
+    monkeypatch.setattr(vendor, "gpu_arch", lambda v: ("100", 132, "B200"))
+    assert "is 100" in grid_plan.not_applicable(doc, str(tmp_path))
+    monkeypatch.setattr(vendor, "gpu_arch", lambda v: ("90", 132, "NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(git_mod, "head", lambda root: "c" * 40)
+    assert "planned for commit bbbb" in grid_plan.not_applicable(doc, str(tmp_path))
+    monkeypatch.setattr(git_mod, "head", lambda root: "b" * 40)
+    monkeypatch.setattr(git_mod, "git", lambda root, *a, **k: " M kernels/paged_attention/heuristics.py")
+    assert "working tree differs" in grid_plan.not_applicable(doc, str(tmp_path))
+    monkeypatch.setattr(git_mod, "git", lambda root, *a, **k: "")
+    assert grid_plan.not_applicable(doc, str(tmp_path)) is None
+
+
+# --------------------------------------------------------------------------- pytest --grid-plan
+
+_FAKE_GPU = """\
+from perf.ci import grid_plan
+grid_plan.not_applicable = lambda doc, root: None  # as if on the plan's GPU and commit
+"""
+
+
+def _pytest(tmp_path: Path, plan: dict, *extra: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "grid-plan.json"
+    path.write_text(json.dumps(plan))
+    (tmp_path / "fake_gpu.py").write_text(_FAKE_GPU)
+    return subprocess.run([sys.executable, "-m", "pytest", "tests/test_correctness.py", "--collect-only",
+                           "-q", "-p", "no:cacheprovider", "--grid-plan", str(path), *extra], cwd=ROOT,
+                          env=dict(_env(), PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)])),
+                          capture_output=True, text=True, timeout=600)
+
+
+def _keyed_plan(unchanged: int, run: int, extra: list[str] = ()) -> dict:
+    nodes = [c.node for c in _keyed_cases()]
+    return _doc(run=nodes[unchanged:unchanged + run] + list(extra), unchanged=nodes[:unchanged],
+                counts={"run": run + len(extra), "unchanged": unchanged})
+
+
+def test_pytest_deselects_the_unchanged_cases_and_says_so(tmp_path):
+    done = _pytest(tmp_path, _keyed_plan(10, 5), "-p", "fake_gpu")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "10 keyed cases deselected (identical launches on base aaaaaaaaaaaa" in done.stdout
+    assert "10 deselected" in done.stdout.splitlines()[-1]
+    assert "test_matches_reference[mha-64-16-q1_kv1-bfloat16-none-naive]" not in done.stdout  # the first
+    assert "test_matches_reference[mha-64-16-prefill_5_18-bfloat16-none-naive]" in done.stdout  # the 11th
+
+
+def test_pytest_ignores_a_plan_of_another_gpu_or_commit_and_runs_everything(tmp_path):
+    done = _pytest(tmp_path, _keyed_plan(10, 5))  # this machine: no GPU
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ignored, every case runs: no GPU here" in done.stdout
+    assert "deselected" not in done.stdout.splitlines()[-1]
+
+
+def test_pytest_refuses_a_stale_or_malformed_plan(tmp_path):
+    stale = _pytest(tmp_path, _keyed_plan(3, 1, ["tests/test_correctness.py::test_matches_reference[gone]"]),
+                    "-p", "fake_gpu")
+    assert stale.returncode == 4 and "did not collect" in stale.stderr, stale.stderr[-2000:]
+    bad = _pytest(tmp_path, {**_keyed_plan(3, 1), "num_sms": 0}, "-p", "fake_gpu")
+    assert bad.returncode == 4 and "`num_sms`" in bad.stderr and "Traceback" not in bad.stderr
+
