@@ -27,7 +27,7 @@ import os
 import sys
 
 from perf import files
-from perf.errors import EXIT_BAD_INPUT, ConfigError
+from perf.errors import ConfigError
 
 SIDE_SCHEMA = "perf-grid-launches/1"  # what the side process writes for the parent
 CASES_FILE = os.path.join("tests", "grid_cases.py")  # the keyed cases, in the head checkout
@@ -152,8 +152,7 @@ def side_main(argv: list[str] | None = None) -> int:
 def plan_sides(base_root: str, head_root: str, target, num_sms: int, thresholds_path: str, work_dir: str,
                only: str | None = None, processes: int = 0) -> list[list]:
     """[node, why or None] of every keyed case, planned in a process of its own (no interpreter)."""
-    from perf.checkout import ROOT
-    from perf.cli import run_child
+    from perf.static import changes
 
     out = os.path.join(work_dir, "grid-launches.json")
     cmd = [sys.executable, "-m", "perf.ci.grid_changes", "--base", base_root, "--head", head_root,
@@ -161,17 +160,7 @@ def plan_sides(base_root: str, head_root: str, target, num_sms: int, thresholds_
            "--thresholds", os.path.abspath(thresholds_path), "--out", out]
     if only:
         cmd += ["--only", only]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=ROOT, PAGED_ATTENTION_CHECK_VALUES="0")  # values unfilled: kernels/inputs.py checks
-    done = run_child(cmd, cwd=ROOT, env=env)
-    if done.returncode == EXIT_BAD_INPUT:
-        raise ConfigError("grid plan: bad input (see the line above)")
-    if done.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError(f"grid plan: the planning process exited with code {done.returncode}")
-    doc = files.load_json(out, "the grid plan's launches", "plan again", expect=dict)
-    if doc.get("schema") != SIDE_SCHEMA:
-        raise RuntimeError(f"{out}: schema {doc.get('schema')!r}, expected {SIDE_SCHEMA!r}")
-    return doc["cases"]
+    return changes.run_planner(cmd, out, "grid plan", SIDE_SCHEMA)["cases"]
 
 
 def main(args: argparse.Namespace) -> int:

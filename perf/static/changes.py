@@ -367,8 +367,6 @@ def runner_target(thresholds, vendor: str, on_gpu: bool) -> Runner:
 def plan_sides(base_root: str, head_root: str, target, num_sms: int, suite: str, variants: str | None,
                scenarios: str | None, thresholds_path: str, work_dir: str) -> list[dict]:
     """Both sides' launches of every case, planned in a process of its own (no interpreter)."""
-    from perf.checkout import ROOT
-    from perf.cli import run_child
 
     out = os.path.join(work_dir, "launches.json")
     cmd = [sys.executable, "-m", "perf.static.changes", "--base", base_root, "--head", head_root,
@@ -377,17 +375,27 @@ def plan_sides(base_root: str, head_root: str, target, num_sms: int, suite: str,
     for flag, value in (("--variants", variants), ("--scenarios", scenarios)):
         if value:
             cmd += [flag, value]
+    return run_planner(cmd, out, "change plan", SIDE_SCHEMA)["cases"]
+
+
+def run_planner(cmd: list[str], out: str, what: str, schema: str) -> dict:
+    """Run a planning process (`cmd`, which writes the JSON document `out` of `schema`) from this
+    harness, without the interpreter (binding needs real `JITFunction`s) and without the value
+    checks (the gate's call skips them; an unfilled batch has no values to check); its document."""
+    from perf.checkout import ROOT
+    from perf.cli import run_child
+
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=ROOT, PAGED_ATTENTION_CHECK_VALUES="0")  # the gate's call: no value checks
+    env.update(PYTHONPATH=ROOT, PAGED_ATTENTION_CHECK_VALUES="0")
     done = run_child(cmd, cwd=ROOT, env=env)
     if done.returncode == EXIT_BAD_INPUT:
-        raise ConfigError("change plan: bad input (see the line above)")
+        raise ConfigError(f"{what}: bad input (see the line above)")
     if done.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError(f"change plan: the planning process exited with code {done.returncode}")
-    doc = files.load_json(out, "the change plan's launches", "plan again", expect=dict)
-    if doc.get("schema") != SIDE_SCHEMA:
-        raise RuntimeError(f"{out}: schema {doc.get('schema')!r}, expected {SIDE_SCHEMA!r}")
-    return doc["cases"]
+        raise RuntimeError(f"{what}: the planning process exited with code {done.returncode}")
+    doc = files.load_json(out, f"the {what}'s launches", "plan again", expect=dict)
+    if doc.get("schema") != schema:
+        raise RuntimeError(f"{out}: schema {doc.get('schema')!r}, expected {schema!r}")
+    return doc
 
 
 def make_plan(*, vendor: str, target, num_sms: int, base: str, head: str, base_root: str, head_root: str,
