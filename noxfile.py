@@ -298,7 +298,8 @@ def workflows(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", default=False)
 def ci(session: nox.Session) -> None:
-    """A vendor's GPU PR job, here: `nox -s ci -- --vendor nvidia|amd [--base-ref REF] [--dry-run]`."""
+    """A vendor's GPU PR job, here: `nox -s ci -- --vendor nvidia|amd [--base-ref REF] [--dry-run]
+    [--grid-plan FILE]` (the grid plan of `nox -s cli -- grid --cases`)."""
     import shutil
     import subprocess
     import sys

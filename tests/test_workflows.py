@@ -383,7 +383,7 @@ def test_comment_workflow_reads_the_artifacts_the_pr_run_uploads():
     uploads = {s["with"]["name"]: s["with"]["path"] for j in pr["jobs"].values() for s in j["steps"]
                if s.get("uses", "").startswith("actions/upload-artifact@")}
     vendors = list(load_thresholds(THRESHOLDS).vendors)
-    plans = set(map(ci_jobs.plan_artifact, vendors))  # for the GPU jobs, not for the comment
+    plans = {*map(ci_jobs.plan_artifact, vendors), *map(ci_jobs.grid_plan_artifact, vendors)}  # the GPU jobs'
     assert set(uploads) == {ci_jobs.PR_NUMBER_ARTIFACT, ci_jobs.CPU_ARTIFACT,
                             *map(ci_jobs.gpu_artifact, vendors), *plans}
     (download,) = [s for s in comment_job()["steps"] if "download-artifact" in s.get("uses", "")]
@@ -768,8 +768,9 @@ def test_the_plan_tells_the_gpu_job_whether_latency_has_cases(tmp_path, plan, la
 def test_the_gpu_job_times_only_with_cases_and_passes_the_plan(tmp_path):
     steps = load(PR)["jobs"]["gpu-amd"]["steps"]
     names = [s["name"] for s in steps]
-    (download,) = [s for s in steps if "download-artifact" in s.get("uses", "")]
-    assert download["with"]["name"] == ci_jobs.plan_artifact("amd") and download["continue-on-error"] is True
+    (download,) = [s for s in steps if "download-artifact" in s.get("uses", "")
+                   and s["with"]["name"] == ci_jobs.plan_artifact("amd")]
+    assert download["continue-on-error"] is True
     perf = next(s for s in steps if s.get("id") == "perf")
     assert perf["if"] == "needs.changes.outputs.latency_amd != 'false'"  # empty (no plan): time everything
     assert names.index(download["name"]) < names.index(perf["name"])
@@ -794,6 +795,73 @@ def test_the_gpu_job_times_only_with_cases_and_passes_the_plan(tmp_path):
     # The GPU job compares against the merge base the plan was made for.
     env = load(PR)["jobs"]["gpu-amd"]["env"]
     assert env["BASE_SHA"].startswith("${{ needs.changes.outputs.base || ")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("written, grid_plan", [(True, "true"), (False, "false"), (None, None)])
+def test_the_changes_job_plans_the_grid_where_it_runs(tmp_path, written, grid_plan):
+    """`perf grid --cases` per vendor where the grid runs; its output says whether a plan came
+    (uploaded then); a failed step leaves none (the GPU job runs the whole grid)."""
+    job = load(PR)["jobs"]["changes"]
+    names = [s.get("id") for s in job["steps"]]
+    step = job["steps"][names.index("grid-plan-nvidia")]
+    assert names.index("plan-amd") < names.index("grid-plan-nvidia")  # after the latency plans
+    assert step["continue-on-error"] is True and "steps.grid.outputs.correctness == 'true'" in step["if"]
+    assert job["outputs"]["grid_plan_nvidia"] == "${{ steps.grid-plan-nvidia.outputs.grid_plan }}"
+    upload = job["steps"][names.index("grid-plan-nvidia") + 1]
+    assert upload["with"]["name"] == ci_jobs.grid_plan_artifact("nvidia")
+    assert upload["if"] == "steps.grid-plan-nvidia.outputs.grid_plan == 'true'"
+    words = shlex.split(step["run"])
+    assert words[:6] == ["nox", "-s", "cli", "--", "grid", "--cases"] and "--github-output" in words
+    assert words[words.index("--base-ref") + 1] == "$MERGE_BASE"
+    assert words[words.index("--out") + 1] == ci_jobs.grid_plan_dir("nvidia")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    write = ("exit 2" if written is None else
+             f'echo "grid_plan={"true" if written else "false"}" >> "$GITHUB_OUTPUT"')
+    (bin_dir / "nox").write_text(f"#!/bin/sh\n{write}\n")
+    (bin_dir / "nox").chmod(0o755)
+    out = tmp_path / "output"
+    out.write_text("")
+    done = _run(step["run"], tmp_path, {"GITHUB_OUTPUT": str(out), "MERGE_BASE": "abc"}, bin_dir)
+    assert (done.returncode != 0) == (written is None), done.stderr
+    assert _outputs(out) == ({"grid_plan": grid_plan} if grid_plan else {})
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_gpu_job_passes_the_grid_plan_when_one_came(tmp_path):
+    steps = load(PR)["jobs"]["gpu-nvidia"]["steps"]
+    names = [s["name"] for s in steps]
+    (download,) = [s for s in steps if s.get("with", {}).get("name") == ci_jobs.grid_plan_artifact("nvidia")]
+    assert download["if"] == "needs.changes.outputs.grid_plan_nvidia == 'true'"
+    assert download["continue-on-error"] is True  # a lost plan: the whole grid runs
+    grid_step = next(s for s in steps if s.get("id") == ci_jobs.GRID_STEP)
+    assert names.index(download["name"]) < names.index(grid_step["name"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS"\n')
+    (bin_dir / "docker").chmod(0o755)
+    args = tmp_path / "args"
+    plan = f"{ci_jobs.grid_plan_dir('nvidia')}/{ci_jobs.GRID_PLAN_FILE}"
+    for with_plan in (False, True):
+        if with_plan:
+            (tmp_path / ci_jobs.grid_plan_dir("nvidia")).mkdir(parents=True)
+            (tmp_path / plan).write_text("{}")
+        done = _run(grid_step["run"], tmp_path, {"ARGS": str(args), "CI_CONTAINER": "c",
+                                                 "GITHUB_WORKSPACE": str(tmp_path)}, bin_dir)
+        assert done.returncode == 0, done.stderr
+        words = args.read_text().splitlines()
+        assert (words[-2:] == ["--grid-plan", plan]) is with_plan and ("--grid-plan" in words) is with_plan
+    from perf.ci import grid_plan
+
+    assert ci_jobs.GRID_PLAN_FILE == grid_plan.PLAN_FILE
+
+
+def test_nox_ci_passes_the_grid_plan_to_the_grid_alone():
+    commands = gpu_job.ci_commands("nvidia", None, "/p/grid-plan.json")
+    for c, argv in commands:
+        assert (argv[-2:] == ["--grid-plan", "/p/grid-plan.json"]) is (c.id == ci_jobs.GRID_STEP), c.id
+    assert all("--grid-plan" not in argv for _, argv in gpu_job.ci_commands("nvidia", None))
 
 
 def test_pull_requests_and_merge_queues_trigger_the_pr_workflow():

@@ -6,7 +6,7 @@ stops at the first failure and prints a table of the steps. Its `--verify-torch`
 the job's first step: exit 2 with one line unless torch is the vendor's build and sees a
 GPU.
 
-    python -m perf.ci.gpu_job --vendor nvidia [--base-ref REF] [--dry-run] [--whole-grid]
+    python -m perf.ci.gpu_job --vendor nvidia [--base-ref REF] [--dry-run] [--whole-grid] [--grid-plan FILE]
     python -m perf.ci.gpu_job --verify-torch --vendor nvidia
 """
 
@@ -68,8 +68,10 @@ def summary(markdown: str) -> None:
     step_summary(markdown + "\n\n")
 
 
-def ci_commands(vendor: str, base_ref: str | None) -> list[tuple[Command, list[str]]]:
-    """The PR GPU job's commands for `vendor`, as argv lists for this interpreter."""
+def ci_commands(vendor: str, base_ref: str | None,
+                grid_plan: str | None = None) -> list[tuple[Command, list[str]]]:
+    """The PR GPU job's commands for `vendor`, as argv lists for this interpreter; `grid_plan`: the
+    grid plan the grid's step is given (`perf grid --cases`, as the job's `changes` job makes it)."""
     out = []
     for c in PR_GPU_COMMANDS:
         argv = c.words(vendor)
@@ -77,6 +79,8 @@ def ci_commands(vendor: str, base_ref: str | None) -> list[tuple[Command, list[s
             argv[0] = sys.executable
         if c.base_flag and base_ref:
             argv += [c.base_flag, base_ref]
+        if c.plan_flag and grid_plan:
+            argv += [c.plan_flag, grid_plan]
         out.append((c, argv))
     return out
 
@@ -94,9 +98,10 @@ def grid_runs(root: Path, base_ref: str | None, whole_grid: bool) -> bool:
     return d.run
 
 
-def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path, whole_grid: bool = False) -> int:
+def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path, whole_grid: bool = False,
+           grid_plan: str | None = None) -> int:
     """Run the GPU job's commands in order, as the job does; stop at the first failure."""
-    plan = ci_commands(vendor, base_ref)
+    plan = ci_commands(vendor, base_ref, grid_plan)
     if not grid_runs(root, base_ref, whole_grid):
         plan = [(c, argv) for c, argv in plan if c.id != GRID_STEP]
     if dry_run:
@@ -163,6 +168,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     parser.add_argument("--whole-grid", action="store_true",
                         help="run the correctness grid even where no input of it changed (perf grid)")
+    parser.add_argument("--grid-plan", default=None, metavar="FILE",
+                        help="the grid plan of `python -m perf grid --cases` (the changes job's): the grid's "
+                             "step deselects the keyed cases it finds unchanged")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -176,7 +184,13 @@ def main(args: argparse.Namespace) -> int:
         if args.vendor not in th.vendors:
             raise ConfigError(f"{args.thresholds}: no `{args.vendor}:` section, so no {args.vendor} GPU job; "
                               f"add one or pick --vendor {'|'.join(sorted(th.vendors))}")
-        return run_ci(args.vendor, args.base_ref, args.dry_run, Path(args.root), args.whole_grid)
+        grid_plan = None
+        if args.grid_plan:
+            from perf.ci.grid_plan import read_plan
+
+            read_plan(args.grid_plan)  # a bad file: one line before any step runs
+            grid_plan = os.path.abspath(args.grid_plan)
+        return run_ci(args.vendor, args.base_ref, args.dry_run, Path(args.root), args.whole_grid, grid_plan)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

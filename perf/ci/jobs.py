@@ -56,6 +56,7 @@ class Command:
     gpu: str = ""  # what the step needs a GPU for ("" = runs anywhere)
     shard_flag: str | None = None  # followed by the runner's share `I/M` in a matrix job
     data_flag: str | None = None  # followed by the checkout of the data branch (the nightly's history)
+    plan_flag: str | None = None  # followed by the grid plan, when the `changes` job made one
 
     def words(self, vendor: str) -> list[str]:
         return [w.replace("{vendor}", vendor) for w in self.argv]
@@ -86,10 +87,12 @@ PR_GPU_COMMANDS = (
     # is compile-bound), each pinned to one GPU of the job's by tests/conftest.py, round-robin;
     # `loadgroup` keeps each xdist_group (one compiled specialization) on one worker, so it
     # compiles once (docs/workflows.md).
+    # With the `changes` job's grid plan (`--grid-plan`, tests/conftest.py) the keyed cases whose
+    # launches are identical on base and head are deselected.
     Command(GRID_STEP, "GPU correctness grid (nox -s tests, the kernels' tests)",
             (*_NOX_GPU, "-s", "tests", "--", *GRID_TESTS, "-q", "-n", "auto", "--dist", "loadgroup",
              f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
-            gpu="the whole correctness grid, CUDA/HIP graphs included"),
+            gpu="the whole correctness grid, CUDA/HIP graphs included", plan_flag="--grid-plan"),
     Command("perf", "Latency gate against the PR's base (nox -s perf)",
             (*_NOX_GPU, "-s", "perf", "--", "--vendor", "{vendor}"), base_flag="--base-ref",
             gpu="the A/B latency measurement"),
@@ -202,6 +205,23 @@ def plan_dir(vendor: str) -> str:
 PLAN = Command("plan", "Plan the {vendor} latency gate: cases to time (perf gate --plan-only)",
                ("nox", "-s", "cli", "--", "gate", "--plan-only", "--vendor", "{vendor}",
                 "--out", plan_dir("{vendor}")), base_flag="--base-ref")
+# `perf grid --cases` on the hosted runner, per vendor, where the grid runs and every changed
+# input is selectable (perf/ci/grid_plan.py): which keyed cases of the grid can compute something
+# else; the GPU job downloads the plan and deselects the others (`pytest --grid-plan`).
+GRID_PLAN_FILE = "grid-plan.json"  # perf/ci/grid_plan.py PLAN_FILE
+
+
+def grid_plan_artifact(vendor: str) -> str:
+    return f"grid-plan-{vendor}"  # not `pr-*`: the comment workflow downloads those
+
+
+def grid_plan_dir(vendor: str) -> str:
+    return f"{RESULTS_DIR}/grid-plan-{vendor}"
+
+
+GRID_PLAN = Command("grid-plan", "Plan the {vendor} correctness grid: keyed cases to run (perf grid --cases)",
+                    ("nox", "-s", "cli", "--", "grid", "--cases", "--vendor", "{vendor}",
+                     "--out", grid_plan_dir("{vendor}"), "--github-output"), base_flag="--base-ref")
 # The CPU build of torch for the hosted jobs that install the noxfile's pins: pip takes
 # torch==X+cpu from this index over PyPI's X, which pulls in the CUDA libraries (gigabytes).
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"

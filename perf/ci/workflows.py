@@ -45,6 +45,8 @@ from perf.ci.jobs import (
     DASHBOARD_VARIABLE,
     DATA_BRANCH,
     DOCS_ONLY,
+    GRID_PLAN,
+    GRID_PLAN_FILE,
     GRID_STEP,
     HEARTBEAT,
     HEARTBEAT_MAX_AGE_HOURS,
@@ -77,6 +79,8 @@ from perf.ci.jobs import (
     gpu_artifact,
     gpu_job_name,
     gpu_job_packages,
+    grid_plan_artifact,
+    grid_plan_dir,
     nightly_part_artifact,
     nightly_site_artifact,
     plan_artifact,
@@ -419,6 +423,16 @@ def _plan_step(v: VendorCI) -> dict:
             "env": {"MERGE_BASE": "${{ steps.paths.outputs.base }}"}, "run": script}
 
 
+def _grid_plan_step(v: VendorCI) -> dict:
+    """`perf grid --cases` for `v` (no GPU), where the grid runs: `grid_plan=true` when it wrote a
+    plan (every changed input selectable), `false` when the whole grid runs; a failed step leaves
+    no output, and the GPU job runs the whole grid."""
+    return {"id": f"{GRID_PLAN.id}-{v.vendor}", "name": GRID_PLAN.title(v.vendor),
+            "if": "steps.paths.outputs.gpu == 'true' && steps.grid.outputs.correctness == 'true'",
+            "continue-on-error": True, "env": {"MERGE_BASE": "${{ steps.paths.outputs.base }}"},
+            "run": GRID_PLAN.shell(v.vendor, '"$MERGE_BASE"') + "\n"}
+
+
 def _changes_job(vendors: list[VendorCI]) -> dict:
     """On a hosted runner: does this change need the GPU jobs, and which latency cases can
     differ? Its outputs decide by the GPU jobs' `if:` (never by workflow-level `paths:`, which
@@ -445,6 +459,12 @@ def _changes_job(vendors: list[VendorCI]) -> dict:
         outputs[f"latency_{v.vendor}"] = f"${{{{ steps.{step}.outputs.latency }}}}"
         steps.append(_upload(plan_artifact(v.vendor), f"{plan_dir(v.vendor)}/",
                              f"steps.{step}.outcome == 'success'"))
+    for v in vendors:  # after the latency plans (the gate's cost first), in the same nox cli venv
+        step = f"{GRID_PLAN.id}-{v.vendor}"
+        steps.append(_grid_plan_step(v))
+        outputs[f"grid_plan_{v.vendor}"] = f"${{{{ steps.{step}.outputs.grid_plan }}}}"
+        steps.append(_upload(grid_plan_artifact(v.vendor), f"{grid_plan_dir(v.vendor)}/",
+                             f"steps.{step}.outputs.grid_plan == 'true'"))
     return {
         "name": CHANGES_JOB,
         "if": _RELEVANT,
@@ -487,7 +507,14 @@ def _gpu_command_steps(c: Command, v: VendorCI) -> list[dict]:
     if c.id != GRID_STEP:
         return [step]
     out = f"{_CHANGES}.correctness_{v.vendor}"
-    return [{**step, "if": f"{out} != 'false'"},
+    plan = f"{grid_plan_dir(v.vendor)}/{GRID_PLAN_FILE}"
+    script = ("plan=()\n"
+              f'if [ -f {plan} ]; then plan=({c.plan_flag} {plan}); fi\n'
+              + step["run"] + ' "${plan[@]}"\n')
+    return [{"if": f"{_CHANGES}.grid_plan_{v.vendor} == 'true'", "continue-on-error": True,
+             **_uses("download-artifact", f"Download the {v.vendor} grid plan",
+                     name=grid_plan_artifact(v.vendor), path=f"{grid_plan_dir(v.vendor)}/")},
+            {**step, "if": f"{out} != 'false'", "run": script},
             {"name": "Correctness grid: no input changed", "if": f"{out} == 'false'",
              "run": ('msg="correctness grid skipped: no file it reads changed (perf grid, the changes job)"\n'
                      'echo "::notice::$msg"\n'
