@@ -144,6 +144,12 @@ def commit_all(root: str, message: str, author: str = "perf-harness") -> str:
     return git(root, "rev-parse", "HEAD", check=True)
 
 
+def commit_empty(root: str, message: str, author: str = "perf-harness") -> str:
+    """An empty commit (no change at all) on the checkout at `root`; its sha."""
+    git(root, *_identity(author), "commit", "-q", "--allow-empty", "-m", message, check=True)
+    return git(root, "rev-parse", "HEAD", check=True)
+
+
 def commit_paths(root: str, paths: list[str], message: str, author: str = "perf-harness") -> str | None:
     """Commit what changed under `paths` (relative to the checkout `root`), nothing else; the
     new commit's sha, None when nothing there changed."""

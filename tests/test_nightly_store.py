@@ -369,8 +369,13 @@ def test_a_recorded_night_is_put_into_the_data_checkout_for_the_report_and_alert
     out = results_file(tmp_path / "asv" / f"{sha}.jsonl", "runner-a_h100", sha, "2026-11-25")
     fingerprint.write_end(out, {**ENV, "driver": "580.200"})
     data, artifacts = tmp_path / "data", tmp_path / "out"
-    args = argparse.Namespace(out=str(artifacts), data=str(data), bench=None, no_compile_time=True)
+    args = argparse.Namespace(out=str(artifacts), data=str(data), bench=None, no_compile_time=True,
+                              no_asv=True)
     sel = argparse.Namespace(to_env=lambda: {})
+    monkeypatch.setattr(asvrun, "run", lambda *a, **k: pytest.fail("--no-asv ran asv"))
+    assert nightly_cli._record(args, {}, "runner-a_h100", sha, sel, out) == 0  # the night kept all the same
+    monkeypatch.setattr(asvrun, "run", lambda *a, **k: 0)
+    args.no_asv = False
     assert nightly_cli._record(args, {}, "runner-a_h100", sha, sel, out) == 0
     assert (artifacts / "runner-a_h100-bbbbbbbb.jsonl.fingerprint").is_file()
     (n,) = store.nights(str(data))

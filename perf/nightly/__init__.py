@@ -99,6 +99,9 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-compile-time", action="store_true",
                    help="record no compile times (each variant cold-compiled for every target: "
                         "perf/nightly/compiletime.py; CPU only, docs/nightly.md says its cost)")
+    p.add_argument("--no-asv", action="store_true",
+                   help="run: measure and keep the night (results, --data) without recording it in asv "
+                        "(the data branch is the history; asv's site is the dashboard)")
     p.add_argument("--force", action="store_true",
                    help="record into a machine's history measured on another GPU, vendor or the interpreter "
                         "(its older nights are then left out of it, and said so)")
@@ -174,7 +177,7 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
     from perf.nightly import asvrun, selection, shard
 
     part = shard.parse_part(args.shard)
-    if part is None:
+    if part is None and not args.no_asv:
         asvrun.require_asv()
     if args.merge_shards:  # the merge job: the runners' parts; no GPU, no torch needed
         name, sha, sel, out = shard.merge_parts(args.merge_shards, conf, args.machine, args.force)
@@ -255,8 +258,10 @@ def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out:
     from perf import fingerprint
     from perf.nightly import asvrun, store
 
-    asvrun.machine(conf, name)
-    rc = asvrun.run(conf, name, sha, sel.to_env(), args.bench)
+    rc = 0
+    if not args.no_asv:
+        asvrun.machine(conf, name)
+        rc = asvrun.run(conf, name, sha, sel.to_env(), args.bench)
     if not args.no_compile_time:  # after asv, which records latency only
         from perf.nightly import compiletime
 

@@ -609,7 +609,7 @@ class GateLab:
     def commits(self, good, bad):
         from perf.git import first_parent_range
 
-        return first_parent_range(self.repo, good, bad)
+        return [sha for sha, _ in first_parent_range(self.repo, good, bad)]  # Lab.commits: shas
 
     def bisect_step(self, runner, good, case):
         from perf.cli import build_parser

@@ -1,0 +1,371 @@
+"""The nightly's proof on one GPU: real nights, the production attribution, three known events.
+
+    python -m perf.nightly.proof --out DIR --previous-triton-wheels WHEELS [--previous-triton 3.9.0]
+                                 [--budget-s 520]
+
+A lab tool, not a step of the nightly. In a temporary clone of this checkout's HEAD and a data
+folder of its own (both under DIR/work), it measures a fixed nightly subset (SCENARIOS: six pr
+scenarios x static_grid and PyTorch SDPA's flash backend, 12 cases, eager and graph) night by
+night with `perf nightly run --no-asv --data`, gives each night a date of its own, and after each
+night runs the production attribution, `perf nightly attribute` (its experiments are the latency
+gate's: attribute.GateLab), with the issues kept in DIR/issues:
+
+| nights | commit | Triton | expected |
+|---|---|---|---|
+| 1-2 | HEAD | the previous one (the wheel) | the alert's least history (2 earlier nights) |
+| 3 | an empty commit | the previous one | no step: `none` |
+| 4-5 | the same | the image's | `toolchain`, with the toolchain A/B's ratios |
+| 6-7 | a planted 10 % slowdown (perf/latency/plant.py) | the image's | `code`, bisect naming the plant |
+
+The previous Triton comes first because Triton 3.9 makes the decodes 6-11 % faster than the
+image's 3.6 on an H100 (docs/latency.md, "Toolchain A/B", 2026-11-22): going from 3.9 to 3.6 is
+the slowdown a Triton change brings, and attribution names causes of slowdowns (a gain only
+re-anchors). The wheel is installed by perf.toolchain.ensure (PIP_NO_INDEX=1,
+PIP_FIND_LINKS=WHEELS, into DIR/work/toolchains, PERF_TOOLCHAIN_CACHE): its folder first on
+PYTHONPATH for nights 1-3, and the same folder for the toolchain A/B (`perf gate --toolchain
+triton==PREVIOUS`, run by attribution under the image's Triton).
+
+Lean on purpose, to fit one command of at most 9 minutes: 5 repeats a case (the least with which
+the alert can be significant against 2 nights), 10 samples a repeat, no compile times, no asv, the
+gate without its re-measure of a failing case (`statistics.retries: 0` in a copy of
+thresholds.yaml), one commit between the last good night and the planted one, so that bisect's
+search (which first re-checks the bad end) answers after one gate run of the worst case. Every
+step has a timeout within `--budget-s`; DIR/proof.json is rewritten after each step (phases
+with their command, exit code, wall time; events with expected and reported cause and
+evidence), so a killed run keeps what it did; each step's output is in DIR/logs/. Exit 0 only
+when all three events came out right, 1 otherwise, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import glob
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from perf import files, git
+from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
+
+# Fast pr scenarios (uniform lengths, so that dense SDPA runs them too): four decodes, which Triton
+# 3.9 moves 6-11 % (docs/latency.md), a mixed batch and a prefill, which it moves about 1 %.
+SCENARIOS = (
+    "llama3-8b/decode/batch32-kv1024/block16",
+    "llama2-7b/decode/batch16-kv1024/block16",
+    "falcon-7b/decode/batch16-kv1024/block16",
+    "phi-2/decode/batch16-kv1024/block16",
+    "qwen2.5-14b/mixed50/batch16-kv1024/block16",
+    "llama3-8b/prefill/batch2-kv2048/block16",
+)
+VARIANT = "static_grid"
+PEER = "sdpa_flash"
+MACHINE = "proof_gpu"  # the proof's own history (a data-branch runner name)
+REPEATS = 5  # the nightly's default: 5 values against 10 reach p = 3.3e-4 (docs/nightly.md)
+SAMPLES = 10  # per repeat; the medians of 10 device-event samples (a default chosen for time)
+PLANT_PERCENT = 10  # perf bisect's demo plant (perf/latency/bisect.py --percent default)
+BISECT_BUDGET = 2  # gate runs: a range of one commit takes one (bisect re-checks the bad end); one spare
+BUDGET_S = 520  # the whole proof, under the 9 minutes it is given (the rest: start-up, copying out)
+START = _dt.date(2000, 1, 1)  # night k's date is START + k days: before any real night, one a day
+# Each step's own limit in seconds (unmeasured defaults from the H100's timings in docs/latency.md:
+# a gate of 3 + 3 processes on a few scenarios takes 1-2 minutes, a night about half a minute).
+TIMEOUT_S = {"clone": 120, "install": 240, "night": 150, "attribute": 90, "experiments": 300}
+PREVIOUS, IMAGE = "previous", "image"
+
+
+@dataclass(frozen=True)
+class NightPlan:
+    label: str
+    commit: str  # key of Commits
+    triton: str  # PREVIOUS or IMAGE
+
+
+PLAN = (
+    NightPlan("baseline-1", "head", PREVIOUS),
+    NightPlan("baseline-2", "head", PREVIOUS),
+    NightPlan("empty", "empty", PREVIOUS),
+    NightPlan("toolchain-1", "empty", IMAGE),
+    NightPlan("toolchain-2", "empty", IMAGE),
+    NightPlan("code-1", "planted", IMAGE),
+    NightPlan("code-2", "planted", IMAGE),
+)
+# event -> (expected cause, the night the step is on, the nights whose state may decide it)
+EVENTS = {"empty": ("none", "empty", ("empty", "toolchain-1")),
+          "toolchain": ("toolchain", "toolchain-1", ("toolchain-2", "code-1")),
+          "code": ("code", "code-1", ("code-2",))}
+
+# `python ARGV` in `cwd` with `env`, within `timeout` seconds, its output into `log`: the exit code
+# (subprocess.TimeoutExpired past the timeout). Tests pass a fake.
+Runner = Callable[[list[str], dict, str, float, str], int]
+
+
+def run_python(argv: list[str], env: dict, cwd: str, timeout: float, log: str) -> int:
+    from perf.cli import run_child
+
+    with open(log, "ab") as f:
+        return run_child([sys.executable, *argv], timeout=timeout, cwd=cwd, env=env, stdout=f,
+                         stderr=subprocess.STDOUT).returncode
+
+
+@dataclass
+class Proof:
+    """The proof's state, written to DIR/proof.json after every step."""
+
+    out: str
+    budget_s: float
+    started: float = field(default_factory=time.monotonic)
+    doc: dict = field(default_factory=lambda: {"phases": [], "events": {}, "passed": False})
+
+    def save(self) -> None:
+        files.write_json(os.path.join(self.out, "proof.json"), self.doc)
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def step(self, name: str, argv: list[str], env: dict, cwd: str, limit: float, runner: Runner,
+             ) -> int | None:
+        """Run one step within min(limit, what is left of the budget); its record in proof.json.
+        None: not run (the budget is spent) or timed out."""
+        timeout = min(limit, self.left())
+        record = {"phase": name, "command": shlex.join(["python", *argv]), "cwd": cwd,
+                  "log": os.path.join("logs", f"{name}.log"), "timeout_s": round(timeout, 1)}
+        self.doc["phases"].append(record)
+        if timeout < 5:
+            record.update(rc=None, note="not run: the budget (--budget-s) is spent")
+            self.save()
+            return None
+        start = time.monotonic()
+        try:
+            rc = runner(argv, env, cwd, timeout, os.path.join(self.out, record["log"]))
+        except subprocess.TimeoutExpired:
+            rc = None
+            record["note"] = f"timed out after {timeout:.0f} s"
+        record.update(rc=rc, wall_s=round(time.monotonic() - start, 1))
+        self.save()
+        print(f"proof: {name}: {'exit ' + str(rc) if rc is not None else record['note']} "
+              f"({record['wall_s']} s)", flush=True)
+        return rc
+
+
+def lean_thresholds(src: str, dst: str) -> str:
+    """A copy of thresholds.yaml whose gate does not re-measure a failing case (retries 0)."""
+    import yaml
+
+    doc = files.load_yaml(src, "thresholds", "restore thresholds.yaml from the repository")
+    for section in doc.values():
+        if isinstance(section, dict) and isinstance(section.get("statistics"), dict):
+            section["statistics"]["retries"] = 0
+    return files.write_text(dst, yaml.safe_dump(doc, sort_keys=False))
+
+
+def make_commits(repo: str, vendor: str = "nvidia") -> dict[str, str]:
+    """On the clone: an empty commit, then the planted slowdown; their shas."""
+    from perf.latency import plant
+
+    shas = {"head": git.git(repo, "rev-parse", "HEAD", check=True)}
+    shas["empty"] = git.commit_empty(repo, "proof: an empty commit (expect no alert)", "perf-proof")
+    plant.plant(repo, PLANT_PERCENT, vendor)
+    shas["planted"] = git.commit_all(repo, f"proof: planted {PLANT_PERCENT} % slowdown "
+                                           f"(perf/latency/plant.py)", "perf-proof")
+    return shas
+
+
+def night_folder(data: str, runner: str, known: set[str]) -> str | None:
+    """The night `perf nightly run --data` just wrote: the runner's folder not among `known`."""
+    from perf.nightly import store
+
+    fresh = [n for n in store.nights(data, runner) if n.date not in known]
+    return fresh[-1].path if fresh else None
+
+
+def state_of(data: str, runner: str, date: str) -> dict | None:
+    """The attribution state night `date` left in its alert.json."""
+    from perf.nightly import store
+
+    night = next((n for n in store.nights(data, runner) if n.date == date), None)
+    doc = night.alert() if night is not None else None
+    mine = [m for m in (doc or {}).get("machines", []) if m.get("machine") == runner]
+    return mine[0].get("attribution") if mine else None
+
+
+def judge_event(name: str, dates: dict[str, str], states: dict[str, dict], shas: dict[str, str]) -> dict:
+    """An event's expected and reported cause, with its evidence, from the nights' states."""
+    from perf import verdicts
+
+    expected, on, deciding = EVENTS[name]
+    night = dates.get(on)
+    row = {"expected": expected, "night": night, "reported": None, "evidence": {}}
+    if night is None:
+        return {**row, "reported": "not measured"}
+    seen = [states[label] for label in deciding if label in states]
+    if not seen:
+        return {**row, "reported": "not attributed"}
+    if name == "empty":
+        steps = [r for s in seen for r in s.get("pending", []) + s.get("decided", []) if r["night"] == night]
+        causes = [r.get("cause") for r in steps if r.get("cause") in verdicts.ISSUE_CAUSES]
+        reported = causes[0] if causes else ("a step, no cause yet" if steps else "none")
+        return {**row, "reported": reported, "evidence": {"steps": [
+            {"keys": r["keys"], "ratios": r.get("ratios"), "cause": r.get("cause")} for r in steps]}}
+    decided = [r for s in seen for r in s.get("decided", [])
+               if r["night"] == night and r["direction"] == "slower"]
+    pending = [r for s in seen for r in s.get("pending", []) if r["night"] == night]
+    if not decided:
+        return {**row, "reported": "pending" if pending else "none"}
+    r = next((r for r in decided if r.get("cause") == expected), decided[0])
+    ev = r.get("evidence", {})
+    evidence = {"keys": r["keys"], "why": r.get("why"), "fingerprint": ev.get("fingerprint"),
+                "libraries": ev.get("libraries"), "issue": r.get("issue")}
+    if name == "toolchain":
+        evidence["toolchain_ab"] = {k: {"status": v.get("status"), "ratio": v.get("ratio")}
+                                    for k, v in (ev.get("toolchain_ab") or {}).items()}
+    if name == "code":
+        b = r.get("bisect") or {}
+        evidence["remeasure"] = {k: {"status": v.get("status"), "ratio": v.get("ratio")}
+                                 for k, v in (ev.get("remeasure") or {}).items()}
+        evidence["bisect"] = {"result": b.get("result"), "first_bad": b.get("first_bad"),
+                              "runs": b.get("runs"), "candidates": b.get("candidates"),
+                              "planted": shas.get("planted")}
+    reported = r.get("cause") or "undecided"
+    if name == "code" and reported == "code" and (b.get("first_bad") != shas.get("planted")):
+        reported = "code, but bisect did not name the planted commit"
+    return {**row, "reported": reported, "evidence": evidence}
+
+
+def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runner: Runner = run_python,
+          source: str | None = None) -> dict:
+    """Run the proof into `out` (module docstring); proof.json's document."""
+    from perf import toolchain
+    from perf.checkout import ROOT
+
+    source = source or str(ROOT)
+    work, logs = os.path.join(out, "work"), os.path.join(out, "logs")
+    repo, data = os.path.join(work, "repo"), os.path.join(work, "data")
+    cache, issues = os.path.join(work, "toolchains"), os.path.join(out, "issues")
+    for d in (logs, os.path.join(data, "nights")):
+        os.makedirs(d, exist_ok=True)
+    proof = Proof(out, budget_s)
+    proof.doc.update(previous_triton=previous, wheels=os.path.abspath(wheels), scenarios=list(SCENARIOS),
+                     variant=VARIANT, peer=PEER, repeats=REPEATS, samples=SAMPLES, machine=MACHINE,
+                     started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    env = {**os.environ, toolchain.CACHE_ENV: cache, "PIP_NO_INDEX": "1",
+           "PIP_FIND_LINKS": os.path.abspath(wheels)}
+    env.pop("PYTHONPATH", None)
+    start = time.monotonic()
+    if git.git(source, "clone", "-q", source, repo) is None:
+        raise ConfigError(f"{source}: `git clone` into {repo} failed; pass an empty --out")
+    shas = make_commits(repo)
+    thresholds = lean_thresholds(os.path.join(repo, "thresholds.yaml"), os.path.join(work, "thresholds.yaml"))
+    proof.doc["commits"] = shas
+    proof.doc["phases"].append({"phase": "clone", "rc": 0, "wall_s": round(time.monotonic() - start, 1)})
+    proof.save()
+    install = ("from perf import toolchain; "
+               f"print(toolchain.ensure('triton=={previous}', root={cache!r}).path)")
+    if proof.step("install", ["-c", install], env, repo, TIMEOUT_S["install"], runner) != 0:
+        return finish(proof, {}, {}, shas)
+    previous_env = {**env, "PYTHONPATH": os.path.join(cache, toolchain.folder_name(previous))}
+    dates: dict[str, str] = {}
+    states: dict[str, dict] = {}
+    for k, night in enumerate(PLAN):
+        date = (START + _dt.timedelta(days=k)).isoformat()
+        git.git(repo, "checkout", "-q", shas[night.commit], check=True)
+        night_env = previous_env if night.triton == PREVIOUS else env
+        rc = proof.step(f"night-{k + 1}-{night.label}", [
+            "-m", "perf", "nightly", "run", "--no-asv", "--no-compile-time", "--suite", "pr",
+            "--scenarios", ",".join(SCENARIOS), "--variants", VARIANT, "--peers", PEER,
+            "--repeats", str(REPEATS), "--samples", str(SAMPLES), "--gpus", "1", "--machine", MACHINE,
+            "--data", data, "--out", os.path.join(work, "results", night.label), "--thresholds", thresholds,
+        ], night_env, repo, TIMEOUT_S["night"], runner)
+        folder = night_folder(data, MACHINE, set(dates.values()))
+        if rc != 0 or folder is None:
+            break
+        os.rename(folder, os.path.join(os.path.dirname(folder), date))
+        dates[night.label] = date
+        experiments = night.label in ("toolchain-2", "code-1", "code-2")
+        rc = proof.step(f"attribute-{k + 1}-{night.label}", [
+            "-m", "perf", "nightly", "attribute", "--data", data, "--machine", MACHINE, "--date", date,
+            "--suite", "pr", "--dry-run", issues, "--out", os.path.join(work, "attribution"),
+            "--bisect-budget", str(BISECT_BUDGET), "--thresholds", thresholds,
+        ], env, repo, TIMEOUT_S["experiments" if experiments else "attribute"], runner)
+        state = state_of(data, MACHINE, date)
+        if state is not None:
+            states[night.label] = state
+        proof.doc["nights"] = dates
+        proof.doc["events"] = {name: judge_event(name, dates, states, shas) for name in EVENTS}
+        proof.save()
+        if rc != 0:
+            break
+    return finish(proof, dates, states, shas)
+
+
+def finish(proof: Proof, dates: dict, states: dict, shas: dict) -> dict:
+    from perf.ci import github
+
+    proof.doc["events"] = {name: judge_event(name, dates, states, shas) for name in EVENTS}
+    proof.doc["issues"] = [{"key": i["key"], "state": i["state"], "title": i["title"]}
+                           for i in github.tracker(dry_run_dir=os.path.join(proof.out, "issues")).issues()]
+    proof.doc["passed"] = all(e["reported"] == e["expected"] for e in proof.doc["events"].values())
+    proof.doc["wall_s"] = round(time.monotonic() - proof.started, 1)
+    proof.save()
+    return proof.doc
+
+
+def table(doc: dict) -> str:
+    """The short table printed at the end."""
+    walls = {}
+    for p in doc["phases"]:
+        for name, (_, on, deciding) in EVENTS.items():
+            if any(p["phase"].endswith(label) for label in (on, *deciding)):
+                walls[name] = walls.get(name, 0.0) + (p.get("wall_s") or 0.0)
+    lines = [f"{'event':10s} {'expected':10s} {'reported':12s} {'wall_s':>7s}  evidence"]
+    for name, e in doc["events"].items():
+        ev = e["evidence"]
+        if name == "toolchain" and ev.get("toolchain_ab"):
+            ratios = [f"{v['ratio']:.3f}" for v in ev["toolchain_ab"].values() if v.get("ratio")]
+            said = "A/B (new/old Triton) " + ", ".join(ratios)
+        elif name == "code" and ev.get("bisect"):
+            b = ev["bisect"]
+            said = (f"first bad {str(b.get('first_bad'))[:10]} (planted {str(b.get('planted'))[:10]}, "
+                    f"{b.get('runs')} gate runs)")
+        else:
+            said = f"{len(ev.get('steps', ev.get('keys', [])))} series"
+        wall = walls.get(name, 0.0)
+        lines.append(f"{name:10s} {e['expected']:10s} {e['reported']:12s} {wall:7.0f}  {said}")
+    lines.append(f"{'passed' if doc['passed'] else 'FAILED'} in {doc.get('wall_s', 0):.0f} s")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m perf.nightly.proof", description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="a new or empty folder: proof.json, logs/, issues/, work/")
+    p.add_argument("--previous-triton-wheels", required=True, metavar="DIR",
+                   help="a folder holding the previous Triton's wheel (installed with pip --no-index)")
+    p.add_argument("--previous-triton", default="3.9.0", help="its version (default: 3.9.0)")
+    p.add_argument("--budget-s", type=float, default=BUDGET_S,
+                   help=f"the whole proof's time limit in seconds (default: {BUDGET_S})")
+    args = p.parse_args(argv)
+    from perf import toolchain
+
+    toolchain.parse(f"triton=={args.previous_triton}")
+    if not glob.glob(os.path.join(args.previous_triton_wheels, f"triton-{args.previous_triton}-*.whl")):
+        raise ConfigError(f"--previous-triton-wheels {args.previous_triton_wheels}: no "
+                          f"triton-{args.previous_triton}-*.whl there; put the wheel in that folder")
+    if args.previous_triton == toolchain.installed_version():
+        raise ConfigError(f"--previous-triton {args.previous_triton} is the installed Triton; name another "
+                          f"version (the proof compares the two)")
+    files.check_output(args.out, "--out", directory=True)
+    if os.path.isdir(args.out) and os.listdir(args.out):
+        raise ConfigError(f"--out {args.out}: not empty; name a new folder")
+    doc = prove(os.path.abspath(args.out), args.previous_triton_wheels, args.previous_triton, args.budget_s)
+    print(table(doc), flush=True)
+    print(f"proof: {os.path.join(args.out, 'proof.json')}", flush=True)
+    return EXIT_OK if doc["passed"] else EXIT_FAIL
+
+
+if __name__ == "__main__":
+    from perf.cli import entry
+
+    entry(main)
