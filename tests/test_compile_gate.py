@@ -236,3 +236,44 @@ def test_a_target_triton_cannot_compile_for_is_reported(tmp_path, capsys):
         skips = [json.loads(r) for r in f if '"kind": "error"' in r]
     assert {(r["variant"], r["scenario"], r["reason"]) for r in skips} == {
         (v, "*", line) for v in doc["variants"]}
+
+
+PRECOMPILE_CHECK = r'''
+import os, sys, triton
+from triton import knobs
+from triton.compiler import ASTSource
+from perf import scenarios
+from perf.static import build, plan
+from perf.thresholds import load_thresholds
+
+cache = sys.argv[1]
+(target,) = plan.load_targets(load_thresholds("thresholds.yaml"), only="sm_90")
+scenario = scenarios.select(scenarios.suite("smoke"), "tiny/decode*")
+_, jobs = plan.plan_side(["naive"], scenario, [target], named=True)
+results = build.precompile(jobs, cache, workers=1, quiet=True)
+assert results and all(r["status"] == "ok" for r in results.values()), results
+kept = {name.rsplit(".", 1)[-1] for _, _, names in os.walk(cache) for name in names}
+assert kept <= {"cubin", "json", "source"}, kept  # binaries, metadata, the kernel source; no IR
+# the JIT's own lookup, as a launch on the GPU makes it: every job a cache hit, nothing compiled
+hits = []
+knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+os.environ["TRITON_CACHE_DIR"] = cache
+for job in jobs:
+    kernel = getattr(__import__(job.module, fromlist=[job.qualname]), job.qualname)
+    src = ASTSource(kernel, job.signature, job.constexprs, job.attrs)
+    triton.compile(src, target=job.target.gpu_target(), options=job.options)
+assert hits == [True] * len(jobs), hits
+print("precompiled", len(jobs))
+'''
+
+
+def test_precompiled_binaries_are_what_the_jit_looks_up(tmp_path):
+    """`build.precompile` on a CPU fills a Triton cache (cubin and metadata only) under the very
+    keys a launch computes: looked up again as the JIT does, every job is a hit. (The GPU job's
+    grid uses such a cache; that the GPU's launcher binds what `plan.bind` binds is
+    tests/test_planning.py's.)"""
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_CACHE_DIR")}
+    done = subprocess.run([sys.executable, "-c", PRECOMPILE_CHECK, str(tmp_path / "cache")], cwd=ROOT,
+                          env=dict(env, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("precompiled "), done.stdout

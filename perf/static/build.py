@@ -485,3 +485,56 @@ def compile_pairs(jobs: list[Job], workers: int, quiet: bool = False, label: str
             raise
         pool.shutdown(wait=True)
     return out
+
+
+def _binaries_into(cache_dir: str) -> None:
+    """A precompile worker's environment: Triton's cache is `cache_dir`, binaries and metadata
+    only (what a launch loads), every compile real unless already there."""
+    _ignore_sigint()
+    os.environ.update(TRITON_CACHE_DIR=cache_dir, TRITON_STORE_BINARY_ONLY="1")
+    os.environ.pop("TRITON_ALWAYS_COMPILE", None)
+
+
+def precompile_job(job: Job) -> dict:
+    """Compile one job into the worker's Triton cache (a precompile worker's)."""
+    import triton
+    from triton.compiler import ASTSource
+
+    kernel = getattr(importlib.import_module(job.module), job.qualname)
+    start = time.perf_counter()
+    try:
+        triton.compile(ASTSource(kernel, job.signature, job.constexprs, job.attrs),
+                       target=job.target.gpu_target(), options=job.options)
+    except Exception as e:  # the GPU run meets it again and reports it on its test
+        return {"status": "error", "error": _first_line(e), "seconds": time.perf_counter() - start}
+    return {"status": "ok", "error": "", "seconds": time.perf_counter() - start}
+
+
+def precompile(jobs: list[Job], cache_dir: str, workers: int, quiet: bool = False,
+               label: str = "") -> dict[str, dict]:
+    """key -> result: every job compiled on this CPU into `cache_dir`, a Triton cache the GPU's
+    JIT then reads (binaries only: TRITON_STORE_BINARY_ONLY). A launch on the GPU finds its
+    kernel there exactly when its compile key is the job's: the same Triton build, source,
+    specialization, options and target (`bind` derives them as the launcher does); anything
+    else compiles on the GPU as before, so a miss costs time, never correctness."""
+    import multiprocessing
+
+    os.makedirs(cache_dir, exist_ok=True)
+    results: dict[str, dict] = {}
+    if not jobs:
+        return results
+    with progress(len(jobs), label, quiet) as bar:
+        pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs))), initializer=_binaries_into,
+                                   initargs=(os.path.abspath(cache_dir),),
+                                   mp_context=multiprocessing.get_context("spawn"))
+        futures = {pool.submit(precompile_job, job): job for job in jobs}
+        try:
+            for future in futures:
+                job = futures[future]
+                results[job.key] = future.result()
+                bar.advance(f"{job.target.name} {job.qualname}")
+        except BaseException:
+            _stop_pool(pool, futures)
+            raise
+        pool.shutdown(wait=True)
+    return results
