@@ -210,3 +210,14 @@ def test_the_proof_on_a_gpu(tmp_path):
         entry(proof.main, ["--out", str(tmp_path / "proof"), "--previous-triton-wheels",
                            os.environ["PERF_PROOF_WHEELS"]])
     assert e.value.code == 0, (tmp_path / "proof" / "proof.json").read_text()
+
+
+def test_a_tree_without_git_is_copied_and_committed(tmp_path):
+    src = tmp_path / "tree"
+    (src / "perf").mkdir(parents=True)
+    (src / "perf" / "x.py").write_text("x = 1\n")
+    (src / ".nox").mkdir()
+    (src / ".nox" / "big").write_text("an environment")
+    how = proof.clone(str(src), str(tmp_path / "repo"))
+    assert how.startswith("a copy") and git.git(str(tmp_path / "repo"), "ls-files") == "perf/x.py"
+    assert proof.clone(str(tmp_path / "repo"), str(tmp_path / "again")) == "git clone of HEAD"

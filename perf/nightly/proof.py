@@ -162,6 +162,26 @@ def lean_thresholds(src: str, dst: str) -> str:
     return files.write_text(dst, yaml.safe_dump(doc, sort_keys=False))
 
 
+# What a copy of a working tree without git leaves out: outputs, caches, environments.
+COPY_IGNORE = (".git", ".nox", ".venv", "venv", ".asv", "results", ".perf-cache", "__pycache__", "*.pyc",
+               ".pytest_cache", ".hypothesis", ".ruff_cache")
+
+
+def clone(source: str, repo: str) -> str:
+    """`repo`: a clone of `source`'s HEAD, or where `source` is no git checkout (a copied tree), a
+    new repository committing a copy of its files (COPY_IGNORE left out); how it was made."""
+    import shutil
+
+    if git.head(source) is not None:
+        if git.git(source, "clone", "-q", source, repo) is None:
+            raise ConfigError(f"{source}: `git clone` into {repo} failed; pass a new --out")
+        return "git clone of HEAD"
+    shutil.copytree(source, repo, ignore=shutil.ignore_patterns(*COPY_IGNORE), symlinks=True)
+    git.git(repo, "init", "-q", check=True)
+    git.commit_all(repo, "proof: this working tree", "perf-proof")
+    return "a copy of the working tree (no git there), committed"
+
+
 def make_commits(repo: str, vendor: str = "nvidia") -> dict[str, str]:
     """On the clone: an empty commit, then the planted slowdown; their shas."""
     from perf.latency import plant
@@ -255,8 +275,7 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
            "PIP_FIND_LINKS": os.path.abspath(wheels)}
     env.pop("PYTHONPATH", None)
     start = time.monotonic()
-    if git.git(source, "clone", "-q", source, repo) is None:
-        raise ConfigError(f"{source}: `git clone` into {repo} failed; pass an empty --out")
+    proof.doc["clone"] = clone(source, repo)
     shas = make_commits(repo)
     thresholds = lean_thresholds(os.path.join(repo, "thresholds.yaml"), os.path.join(work, "thresholds.yaml"))
     proof.doc["commits"] = shas
