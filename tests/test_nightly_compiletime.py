@@ -3,7 +3,10 @@ the history as `compile_time/<target>` series, and a doubling at one night is an
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from perf.nightly import alert, attribute, compiletime, history, store
 from perf.nightly.selection import slug
@@ -72,3 +75,54 @@ def test_the_dashboard_lists_them_and_the_re_measure_leaves_them_to_the_static_g
     assert not runs  # no latency gate run for a compile time
     key = ("qblock", "*", compile_time_metric("sm_90"))
     assert "python -m perf compile --base-ref" in skipped[key]["note"]
+
+
+def test_a_sharded_night_gets_the_compile_times_runner_1_left_beside_its_part(tmp_path, monkeypatch):
+    """The merge job has no torch: it appends the file runner 1 of M compiled into its parts
+    folder (found among the downloaded parts by the commit), and compiles nothing itself."""
+    import argparse
+
+    from perf import files
+    from perf import nightly as nightly_cli
+    from perf.static import gate
+
+    sha = "c" * 40
+    parts = tmp_path / "parts" / "nightly-nvidia-part-1"
+    parts.mkdir(parents=True)
+    side = compiletime.side_path(str(parts), "2-runners_nvidia-h100", sha)
+    assert side.endswith(f"-{sha[:8]}-compile-time.json")
+    files.write_json(side, {"schema": gate.SIDE_SCHEMA, **side_doc(12.0)})
+    assert compiletime.find_side(str(tmp_path / "parts"), sha) == side
+    assert compiletime.find_side(str(tmp_path / "parts"), "d" * 40) is None  # another commit's: not it
+    def compiled(*a):
+        raise AssertionError("the merge job compiled")
+
+    monkeypatch.setattr(compiletime, "compile_side", compiled)
+    out = results_file(tmp_path / "merged" / f"{sha}.jsonl", RUNNER, sha, day="2026-11-26")
+    args = argparse.Namespace(out=str(tmp_path / "artifact"), data=None, bench=None, no_compile_time=False,
+                              no_asv=True, merge_shards=str(tmp_path / "parts"), thresholds="thresholds.yaml")
+    assert nightly_cli._record(args, {"_root": str(tmp_path)}, RUNNER, sha, argparse.Namespace(), out) == 0
+    from perf import results
+
+    metrics = {r["metric"] for r in results.load(out, warn=False).measurements()}
+    assert {compile_time_metric(t) for t in TARGETS} <= metrics
+
+
+@pytest.mark.parametrize("shard, compiles", [("1/2", True), ("2/2", False)])
+def test_runner_1_of_a_sharded_nightly_compiles_beside_its_part(tmp_path, monkeypatch, shard, compiles):
+    from perf.cli import main
+    from perf.nightly import shard as shard_mod
+    from tests.test_nightly import ROOT
+
+    calls = []
+    monkeypatch.setattr(shard_mod, "measure", lambda *a, **k: None)
+    monkeypatch.setattr(compiletime, "compile_side", lambda side, root, th: calls.append(side) or True)
+    out = tmp_path / "out"
+    argv = ["nightly", "run", "--shard", shard, "--allow-cpu", "--allow-dirty", "--suite", "smoke", "--peers",
+            "none", "--config", str(ROOT / "asv.conf.json"), "--out", str(out)]
+    assert main(argv) == 0
+    assert len(calls) == int(compiles)
+    if compiles:
+        (side,) = calls
+        assert os.path.dirname(side) == str(out / "shards") and side.endswith(compiletime.SIDE_SUFFIX)
+    assert main([*argv, "--no-compile-time"]) == 0 and len(calls) == int(compiles)

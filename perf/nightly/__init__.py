@@ -224,6 +224,12 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
         "nightly": {"machine": name, "commit": sha, "commit_date": date, "dirty": bool(dirty)},
         "peers_absent": absent})
     if part is not None:
+        if part.index == 1 and not args.no_compile_time:  # the merge job has no torch to compile with
+            from perf.nightly import compiletime
+
+            side = compiletime.side_path(os.path.dirname(out), name, sha)
+            if compiletime.compile_side(side, root, args.thresholds):
+                print(f"nightly: runner 1 wrote the compile times {side} for the merge job", flush=True)
         print(f"nightly: wrote runner {part}'s part {out}; the merge job records it", flush=True)
         return 0
     return _record(args, conf, name, sha, sel, out)
@@ -265,7 +271,9 @@ def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out:
     if not args.no_compile_time:  # after asv, which records latency only
         from perf.nightly import compiletime
 
-        compiletime.record(out, conf["_root"], args.thresholds)
+        merged = getattr(args, "merge_shards", None)  # a sharded night: runner 1 compiled (`_run`)
+        compiletime.record(out, conf["_root"], args.thresholds,
+                           compiletime.find_side(merged, sha) if merged else None)
     copy = os.path.join(args.out, f"{name}-{sha[:8]}.jsonl")  # the job's artifact
     _copy(out, copy)
     end = fingerprint.read_end(out)
