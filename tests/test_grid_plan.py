@@ -307,3 +307,19 @@ def test_pytest_refuses_a_stale_or_malformed_plan(tmp_path):
     bad = _pytest(tmp_path, {**_keyed_plan(3, 1), "num_sms": 0}, "-p", "fake_gpu")
     assert bad.returncode == 4 and "`num_sms`" in bad.stderr and "Traceback" not in bad.stderr
 
+
+
+def test_a_first_call_that_differs_runs_the_case():
+    """A test calls once: a head whose first call plans other launches than its kept plan runs."""
+    from perf.static import changes
+
+    launch = {"kernel": "k", "binary": "b", "grid": [1], "config": {}, "scalars": {}, "tensors": {}}
+    side = {"status": "ok", "launches": [launch], "ops": [], "call": "c",
+            "first": {"launches": [dict(launch)], "ops": []}}
+    assert changes.difference(side, copy.deepcopy(side)) is None
+    head = copy.deepcopy(side)
+    head["first"]["launches"][0]["grid"] = [2]
+    assert "first call" in changes.difference(side, head)
+    head = copy.deepcopy(side)
+    head["first"]["ops"] = [["aten.zero_", []]]
+    assert "first call" in changes.difference(side, head)

@@ -6,11 +6,12 @@ The keyed cases are those of the grid's two parametrized correctness tests
 is planned on base and head as the latency gate's change plan plans a case
 (perf/static/changes.py `case_key`: each side's own planner as if on the runner's target,
 every launch bound and its binary named by Triton's compile key, the call path, the torch
-operations of the call), on the batch its test builds (`build_batch(poison=True)` with the
-test's seed and fp8 format, unfilled: values decide no launch) and with the `config` hint its
-test passes, read from the head's test lists loaded against each side's kernels. A case is
-`unchanged` exactly when `changes.difference(base, head)` is None. Only made when every changed
-grid input is one of perf/ci/grid_plan.py `SELECTABLE`; docs/latency.md argues it.
+operations of the call; the first call's too, since a test calls once), on the batch its test
+builds (`build_batch(poison=True)` with the test's seed and fp8 format, unfilled: values decide
+no launch) and with the `config` hint its test passes, read from the head's test lists loaded
+against each side's kernels. A case is `unchanged` exactly when `changes.difference(base, head)`
+is None. Only made when every changed grid input is one of perf/ci/grid_plan.py `SELECTABLE`;
+docs/latency.md argues it.
 
 Planning runs in a process of its own without TRITON_INTERPRET (`python -m
 perf.ci.grid_changes`, internal), its cases spread over a pool of forked workers (both
@@ -78,7 +79,8 @@ def _plan_chunk(indices: list[int]) -> list[list]:
                 continue
             with side.active() as kernels:
                 hints = case.call_kwargs(s["modules"][name].FORCED_CONFIGS)
-                keys[name] = changes.case_key(kernels, case.variant, batch, s["target"], s["num_sms"], hints)
+                keys[name] = changes.case_key(kernels, case.variant, batch, s["target"], s["num_sms"], hints,
+                                              first_call=True)
         out.append([case.node, changes.difference(keys["base"], keys["head"])])
     return out
 

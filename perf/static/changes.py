@@ -30,6 +30,7 @@ binding needs Triton's real `JITFunction`s.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -141,10 +142,12 @@ def call_path(kernels, variant) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict) -> dict:
+def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first_call: bool = False) -> dict:
     """One side's launches for one case: {"status": "ok", "launches", "ops", "call"}, or "skip"
     (a feature the variant lacks), "missing" (not registered) or "error", with the reason.
-    Run with that side's `kernels` active (perf/checkout.py `Side.active`)."""
+    `first_call`: the first call's launches and torch operations too (`"first"`), for a caller
+    that may run the case only once (the correctness grid), where a kept plan could differ from
+    the first. Run with that side's `kernels` active (perf/checkout.py `Side.active`)."""
     import torch
 
     from perf.static import plan
@@ -155,22 +158,29 @@ def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict) -> di
     step = "plan"
     try:
         out = torch.empty_like(batch.q)
-        plan.plan_as_if_on(target, variant, batch, num_sms=num_sms, out=out, **hints)  # the first call
+        named = dict(zip(INPUTS, batch.args()))
+        named.update({k: v for k, v in batch.options.items() if isinstance(v, torch.Tensor)}, out=out)
+        first_ops: list = []
+        with _op_tracer(first_ops) if first_call else contextlib.nullcontext():
+            first = plan.plan_as_if_on(target, variant, batch, num_sms=num_sms, out=out, **hints)
         ops: list = []
         with _op_tracer(ops):
             launches = plan.plan_as_if_on(target, variant, batch, num_sms=num_sms, out=out, **hints)
         step = "bind"
-        named = dict(zip(INPUTS, batch.args()))
-        named.update({k: v for k, v in batch.options.items() if isinstance(v, torch.Tensor)}, out=out)
         roles = Roles(named)
         keys = [launch_key(launch, target, roles) for launch in launches]
+        extra = {}
+        if first_call:
+            first_roles = Roles(named)
+            extra["first"] = {"launches": [launch_key(launch, target, first_roles) for launch in first],
+                              "ops": first_ops}
         step = "read the call path of"
         call = call_path(kernels, variant)
     except NotImplementedError as e:
         return {"status": "skip", "reason": str(e)}
     except Exception as e:  # a planner that breaks: the gate measures the case and reports it
         return {"status": "error", "reason": f"{step} failed: {type(e).__name__}: {e}".splitlines()[0][:300]}
-    return {"status": "ok", "launches": keys, "ops": ops, "call": call}
+    return {"status": "ok", "launches": keys, "ops": ops, "call": call, **extra}
 
 
 # --------------------------------------------------------------------------- the decision
@@ -201,6 +211,8 @@ def difference(base: dict, head: dict) -> str | None:
         return "the call path after planning changed (Variant.__call__ or kernels/launch.py)"
     if base.get("ops") != head.get("ops"):
         return "the torch operations the call runs besides its launches differ"
+    if base.get("first") != head.get("first"):
+        return "the first call's launches or torch operations differ (a plan kept per layout)"
     if base != head:
         return "the planned calls differ"
     return None
