@@ -36,12 +36,14 @@ class ModelRunner:
     def __init__(self, toolchain: float = 1.08, hang: str | None = None):
         self.toolchain, self.hang, self.rng = toolchain, hang, np.random.default_rng(3)
         self.calls: list[str] = []
+        self.paths: dict[str, str | None] = {}
 
     def __call__(self, argv, env, cwd, timeout, log):
         from perf import toolchain
 
         name = os.path.basename(log)[:-4]
         self.calls.append(name)
+        self.paths[name] = env.get("PYTHONPATH")
         if self.hang and name.startswith(self.hang):
             raise subprocess.TimeoutExpired(argv, timeout)
         if argv[0] == "-c":
@@ -53,11 +55,12 @@ class ModelRunner:
         return self._attribute(argv, cwd)
 
     def _night(self, argv, env, cwd) -> int:
-        from perf import results
+        from perf import results, toolchain
         from perf.measure.timing import Samples
         from perf.nightly import store
 
-        triton = PREVIOUS if "PYTHONPATH" in env else "3.6.0"
+        folder = toolchain.folder_name(PREVIOUS)
+        triton = PREVIOUS if folder in env.get("PYTHONPATH", "").split(os.pathsep)[0] else "3.6.0"
         sha = git.git(cwd, "rev-parse", "HEAD")
         planted = _planted(cwd)
         today = "2026-11-26"
@@ -221,3 +224,19 @@ def test_a_tree_without_git_is_copied_and_committed(tmp_path):
     how = proof.clone(str(src), str(tmp_path / "repo"))
     assert how.startswith("a copy") and git.git(str(tmp_path / "repo"), "ls-files") == "perf/x.py"
     assert proof.clone(str(tmp_path / "repo"), str(tmp_path / "again")) == "git clone of HEAD"
+
+
+def test_the_steps_import_the_clone_under_the_triton_of_their_night(tmp_path, wheels, monkeypatch):
+    """The caller's PYTHONPATH stays (it may hold the dependencies) but not this checkout; the
+    previous Triton's folder comes first on the nights that use it, and nowhere else."""
+    from perf import toolchain
+    from perf.checkout import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/deps", str(ROOT)]))
+    runner = ModelRunner()
+    assert proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=runner)["passed"]
+    folder = os.path.join(str(tmp_path / "out" / "work" / "toolchains"), toolchain.folder_name(PREVIOUS))
+    for name, path in runner.paths.items():
+        label = name.split("-", 2)[2] if name.startswith("night-") else ""
+        previous = label in ("baseline-1", "baseline-2", "empty")
+        assert path == (os.pathsep.join([folder, "/deps"]) if previous else "/deps"), name

@@ -273,7 +273,12 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
                      started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     env = {**os.environ, toolchain.CACHE_ENV: cache, "PIP_NO_INDEX": "1",
            "PIP_FIND_LINKS": os.path.abspath(wheels)}
-    env.pop("PYTHONPATH", None)
+    # the caller's PYTHONPATH stays (it may hold the dependencies), but not this checkout: the
+    # steps must import the clone's perf and kernels
+    rest = [p for p in env.pop("PYTHONPATH", "").split(os.pathsep)
+            if p and os.path.realpath(p) != os.path.realpath(source)]
+    if rest:
+        env["PYTHONPATH"] = os.pathsep.join(rest)
     start = time.monotonic()
     proof.doc["clone"] = clone(source, repo)
     shas = make_commits(repo)
@@ -285,7 +290,8 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
                f"print(toolchain.ensure('triton=={previous}', root={cache!r}).path)")
     if proof.step("install", ["-c", install], env, repo, TIMEOUT_S["install"], runner) != 0:
         return finish(proof, {}, {}, shas)
-    previous_env = {**env, "PYTHONPATH": os.path.join(cache, toolchain.folder_name(previous))}
+    folder = os.path.join(cache, toolchain.folder_name(previous))
+    previous_env = {**env, "PYTHONPATH": os.pathsep.join([folder, *rest])}
     dates: dict[str, str] = {}
     states: dict[str, dict] = {}
     for k, night in enumerate(PLAN):
