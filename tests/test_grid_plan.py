@@ -260,6 +260,34 @@ def test_a_plan_applies_only_on_its_gpu_and_commit(monkeypatch, tmp_path):
     assert grid_plan.not_applicable(doc, str(tmp_path)) is None
 
 
+def test_only_a_change_pytest_would_load_makes_the_plan_inapplicable(tmp_path, monkeypatch):
+    """A real checkout at the plan's head: an untracked test module or a modified tracked file
+    voids the plan; a test run's leftovers outside the loaded folders (.hypothesis/) do not."""
+    from perf import vendor
+
+    repo = tmp_path / "r"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "t.py").write_text("x = 1\n")
+    (repo / "README.md").write_text("r\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "c")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    monkeypatch.setattr(vendor, "detect", lambda: "nvidia")
+    monkeypatch.setattr(vendor, "gpu_arch", lambda v: ("90", 132, "NVIDIA H100 80GB HBM3"))
+    doc = _doc(head=head)
+    assert grid_plan.not_applicable(doc, str(repo)) is None
+    (repo / ".hypothesis" / "examples").mkdir(parents=True)
+    (repo / ".hypothesis" / "examples" / "x").write_text("1")
+    assert grid_plan.not_applicable(doc, str(repo)) is None
+    (repo / "tests" / "test_new.py").write_text("def test_x(): pass\n")
+    assert "tests/test_new.py" in grid_plan.not_applicable(doc, str(repo))
+    (repo / "tests" / "test_new.py").unlink()
+    (repo / "README.md").write_text("changed\n")
+    assert "README.md" in grid_plan.not_applicable(doc, str(repo))
+
+
 # --------------------------------------------------------------------------- pytest --grid-plan
 
 _FAKE_GPU = """\

@@ -106,7 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cases.add_argument("--vendor", default=None, help="the runner's vendor (nvidia | amd)")
     cases.add_argument("--out", default=None, help="folder for grid-plan.json")
     cases.add_argument("--only", default=None,
-                       help="only the keyed cases whose node ids match these comma-separated fnmatch globs")
+                       help="only the keyed cases whose node ids match these comma-separated fnmatch globs "
+                            "(write [ as [[])")
     cases.add_argument("--processes", type=int, default=0, help="planning processes (default: one per CPU)")
     cases.add_argument("--thresholds", default="thresholds.yaml",
                        help="the compile targets (default: %(default)s)")

@@ -28,6 +28,8 @@ PLAN_FILE = "grid-plan.json"
 # reference, batch building, input checks, kernels/launch.py, conftest, pins, image, workflows)
 # runs the whole grid. fnmatch globs, `*` also matching `/` (as perf/ci/grid.py's).
 SELECTABLE = ("kernels/paged_attention/*",)
+# Where a new, untracked file changes what the grid runs: its packages and tests, pytest's configuration.
+_LOADED_NEW = ("kernels", "tests", "conftest.py", "pytest.ini", "setup.cfg", "tox.ini", "pyproject.toml")
 _FIX = "write it again with `python -m perf grid --cases --vendor V --out DIR`, or drop --grid-plan"
 
 
@@ -114,9 +116,12 @@ def not_applicable(doc: dict, root: str) -> str | None:
     head = git.head(root)
     if head != doc["head"]:
         return f"planned for commit {doc['head'][:12]}, this checkout is at {(head or 'no commit')[:12]}"
-    dirty = git.git(root, "status", "--porcelain", "--untracked-files=all")
+    # Tracked files changed anywhere, or new files where pytest would load them (not a test run's
+    # own leftovers elsewhere, such as .hypothesis/, which every worker must see alike).
+    dirty = (git.git(root, "status", "--porcelain", "--untracked-files=no")
+             or git.git(root, "status", "--porcelain", "--untracked-files=all", "--", *_LOADED_NEW))
     if dirty:
-        return f"the working tree differs from {head[:12]} ({dirty.splitlines()[0][3:]})"
+        return f"the working tree differs from {head[:12]} ({dirty.splitlines()[0].split(None, 1)[-1]})"
     return None
 
 
