@@ -211,6 +211,8 @@ CASES = [
          "schema 2", setup=_write("plan.json", json.dumps({"schema": 2}))),
     Case("commands", "`gate --plan FILE` where FILE does not exist",
          lambda t: ["gate", "--no-gpu-ok", "--plan", str(t / "plan.json"), "--out", str(t / "ab")], "--plan"),
+    Case("commands", "`grid --cases` without --vendor",
+         lambda t: ["grid", "--cases", "--out", str(t / "g")], "--vendor"),
     Case("commands", "`gate --vendor intel`",
          lambda t: ["gate", "--no-gpu-ok", "--vendor", "intel"], "intel"),
     Case("commands", "`gate --suite bogus`", lambda t: ["gate", "--no-gpu-ok", "--suite", "bogus"], "bogus"),
