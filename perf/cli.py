@@ -114,7 +114,8 @@ COMMANDS: dict[str, Command] = {
                            "cases of findings files (a workflow step after each gate)", thresholds=False,
                            inputs=(("findings", "file"), ("root", "dir"))),
     "grid": Command("perf.ci.grid", "does this change touch an input of the GPU correctness grid? (else the "
-                    "GPU job skips it)", thresholds=False, inputs=(("root", "dir"),)),
+                    "GPU job skips it; --cases: which of its keyed cases can differ)", thresholds=False,
+                    inputs=(("root", "dir"),)),
     "gpu-job": Command("perf.ci.gpu_job", "a vendor's GPU CI job on this machine (nox -s ci)",
                        thresholds=False, inputs=(("root", "dir"),)),
     "issues": Command("perf.nightly.issues", "post the issues of the nightly's confirmed regressions (after "
