@@ -83,6 +83,16 @@ def pytest_xdist_auto_num_workers(config):
     return devices.xdist_workers(POOL, os.cpu_count())
 
 
+def pytest_configure(config):
+    """On a GPU, every test's Triton compiles and cache loads are counted and summed up at the
+    end (tests/triton_compiles.py): whether a precompiled cache was found shows in the log."""
+    if HAS_GPU:
+        import triton_compiles
+
+        triton_compiles.install()
+        config.pluginmanager.register(triton_compiles, "triton_compiles")
+
+
 def pytest_addoption(parser):
     parser.addoption("--grid-plan", default=None, metavar="FILE",
                      help="grid-plan.json of `perf grid --cases`: deselect the keyed cases it finds "

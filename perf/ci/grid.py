@@ -14,10 +14,13 @@ hosted runner's python3.
 With `--cases` it also plans the grid's keyed cases on base and head (perf/ci/grid_changes.py,
 needs torch and triton: the `changes` job runs it in `nox -s cli`), when the grid runs and every
 changed input is one perf/ci/grid_plan.py lets a per-case plan select; the GPU job then
-deselects the cases whose launches are identical (`pytest --grid-plan`).
+deselects the cases whose launches are identical (`pytest --grid-plan`). With `--compile-cache DIR`
+it compiles the keyed cases' kernels (those of a `--grid-plan`, or all) on this CPU into a Triton
+cache the GPU job's grid loads instead of compiling (perf/ci/grid_compile.py).
 
     python -m perf grid [--base-ref REF] [--github-output]
     python -m perf grid --cases --vendor V --out DIR [--base-ref REF] [--only GLOBS] [--github-output]
+    python -m perf grid --compile-cache DIR --vendor V [--grid-plan FILE] [--shard I/N] [--only GLOBS]
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ TESTS = ("tests/test_batch.py", "tests/test_correctness.py", "tests/test_graph_r
          "tests/test_platform.py", "tests/test_reference.py", "tests/test_window_poison.py")
 # Repository files the grid's modules import (tests/test_grid_inputs.py traces them).
 IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "tests/grid_cases.py",
-            "perf/__init__.py", "perf/devices.py", "perf/vendor.py", "perf/errors.py",
-            "perf/measure/__init__.py", "perf/measure/check.py", "perf/ci/__init__.py",
+            "tests/triton_compiles.py", "perf/__init__.py", "perf/devices.py", "perf/vendor.py",
+            "perf/errors.py", "perf/measure/__init__.py", "perf/measure/check.py", "perf/ci/__init__.py",
             "perf/ci/grid_plan.py", "perf/files.py", "perf/git.py")
 # Files pytest, nox and the job read to decide what runs and with which toolchain: the test
 # data, pytest's configuration wherever it may live, the pins, the image, the job's commands.
@@ -113,6 +116,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the compile targets (default: %(default)s)")
     cases.add_argument("--allow-dirty", action="store_true",
                        help="plan although the working tree has uncommitted changes (the plan names HEAD)")
+    ahead = parser.add_argument_group("compiled on CPUs (--compile-cache; --vendor, --only, --processes)")
+    ahead.add_argument("--compile-cache", metavar="DIR", default=None,
+                       help="compile the keyed cases' kernels for the runner's target into DIR, a Triton "
+                            "cache for the GPU job (perf/ci/grid_compile.py)")
+    ahead.add_argument("--grid-plan", metavar="FILE", default=None,
+                       help="with --compile-cache: only the plan's cases to run")
+    ahead.add_argument("--shard", metavar="I/N", default=None,
+                       help="with --compile-cache: only shard I of N of the distinct kernels")
 
 
 def github_output(key: str, value: str) -> None:
@@ -128,10 +139,18 @@ def github_output(key: str, value: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "cases", False) and getattr(args, "compile_cache", None):
+        from perf.errors import ConfigError
+
+        raise ConfigError("--cases and --compile-cache are two steps: run them one after the other")
     if getattr(args, "cases", False):
         from perf.ci import grid_changes
 
         return grid_changes.main(args)
+    if getattr(args, "compile_cache", None):
+        from perf.ci import grid_compile
+
+        return grid_compile.main(args)
     base, d = decision(args.root, args.base_ref)
     line = f"correctness grid against {base}: {'runs' if d.run else 'skipped'}; {d.reason}"
     print(line)

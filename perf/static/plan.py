@@ -144,6 +144,16 @@ def cache_key(launch, target: Target, signature, constexprs, attrs, options) -> 
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def job_of(launch, target: Target) -> Job:
+    """What compiles one planned launch for `target`: bound as the launcher binds it, keyed by
+    Triton's compile key."""
+    signature, constexprs, attrs, options = bind(launch, target)
+    key = cache_key(launch, target, signature, constexprs, attrs, options)
+    fn = launch.kernel.fn
+    return Job(key, target, fn.__module__, fn.__qualname__, signature, constexprs, attrs,
+               dict(options.__dict__))
+
+
 def variants_for(target: Target, variants: list[str], named: bool) -> list[str]:
     """The variants compiled for `target`: all of `variants` when `--variants` named them
     (`named`), else those of them in the target's `default_variants` (thresholds.yaml)."""
@@ -194,15 +204,12 @@ def plan_side(variants: list[str], scenarios: list, targets: list[Target],
                     entry = {**base, "kernel": launch.name, "occurrence": occurrence, "launch": index,
                              "config": launch.config(), "batch_digest": digest}
                     try:
-                        signature, constexprs, attrs, options = bind(launch, target)
-                        key = cache_key(launch, target, signature, constexprs, attrs, options)
+                        job = job_of(launch, target)
                     except Exception as e:
                         entries.append({**entry, "status": "error",
                                         "error": f"bind failed: {type(e).__name__}: {e}"[:2000]})
                         continue
-                    entry["key"] = key
+                    entry["key"] = job.key
                     entries.append(entry)
-                    fn = launch.kernel.fn
-                    jobs.setdefault(key, Job(key, target, fn.__module__, fn.__qualname__, signature,
-                                             constexprs, attrs, dict(options.__dict__)))
+                    jobs.setdefault(job.key, job)
     return entries, list(jobs.values())

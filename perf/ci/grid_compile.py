@@ -1,0 +1,182 @@
+"""The correctness grid compiled on CPUs: the kernels of its keyed cases, into a Triton cache that
+the GPU job's grid reads instead of compiling.
+
+On a GPU runner the grid is compile-bound: on an NVIDIA H100 80GB HBM3 with 16 CPUs (2026-11-26),
+85 % of its worker time went to Triton's compiler (3,161 compiles), the CPUs 98 % busy and the
+GPU idle nearly throughout. `python -m perf grid --compile-cache DIR --vendor V [--grid-plan FILE]
+[--shard I/N]` plans the grid's keyed cases (tests/grid_cases.py: all of them, or the plan's `run`
+list) on this checkout as if on the runner's target, the way the grid plan does (each case's batch
+and call hint, the variant's own planner, perf/static/plan.py `plan_as_if_on`), and compiles each
+distinct kernel (this shard's, by compile key) into DIR with perf/static/build.py `precompile`:
+binaries and metadata under the key Triton's JIT computes for that launch. The GPU job merges
+the shards' folders and points TRITON_CACHE_DIR at them. A launch whose key is there loads the
+binary; one whose key is not (another Triton build, a specialization the CPU did not foresee)
+compiles on the GPU as before, so the cache moves time, never a result: the key names the
+kernel's source and every function it calls, the specialization, the options, the target and
+the Triton build. It pays only when it runs under the GPU job's own Triton (its image: the
+`grid-compile` jobs of pr.yml run in it, on CPU runners); `pytest` prints how many kernels the
+grid compiled and how many it loaded (tests/triton_compiles.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import sys
+import time
+
+from perf import files
+from perf.errors import ConfigError
+
+SIDE_SCHEMA = "perf-grid-compile/1"  # what the side process writes for the parent
+
+
+def shard_of(key: str, count: int) -> int:
+    """The shard a compile key falls in: a stable split of the distinct kernels."""
+    return int(key[:8], 16) % count
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    """`I/N` (1 <= I <= N) -> (I - 1, N); None -> (0, 1)."""
+    if text is None:
+        return 0, 1
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        i = n = 0
+    if not 1 <= i <= n:
+        raise ConfigError(f"--shard {text!r}: write I/N with 1 <= I <= N (e.g. 2/8)")
+    return i - 1, n
+
+
+# --------------------------------------------------------------------------- the side process
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m perf.ci.grid_compile",
+                                description="internal: compile the grid's keyed cases into a Triton cache")
+    p.add_argument("--target", required=True, help="compile target of thresholds.yaml (the runner's)")
+    p.add_argument("--num-sms", type=int, required=True)
+    p.add_argument("--thresholds", required=True)
+    p.add_argument("--nodes", default=None, help="JSON list of node ids (default: every keyed case)")
+    p.add_argument("--only", default=None, help="comma-separated fnmatch globs over node ids")
+    p.add_argument("--shard", default=None, help="I/N: this shard's kernels only")
+    p.add_argument("--cache-dir", required=True)
+    p.add_argument("--processes", type=int, default=0)
+    p.add_argument("--out", required=True, help="JSON file for the parent")
+    return p
+
+
+def side_main(argv: list[str] | None = None) -> int:
+    """Plan the cases on this checkout's kernels (imported as `kernels`, so each job's module is
+    importable by the compile workers), then compile this shard's distinct kernels."""
+    args = _parser().parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise ConfigError("TRITON_INTERPRET=1 is set: compiling for a GPU target needs real Triton; unset it")
+    import importlib.util
+
+    import torch
+
+    import kernels
+    from kernels.batch import build_batch
+    from perf.checkout import ROOT
+    from perf.static import build, plan
+    from perf.thresholds import load_thresholds
+
+    index, count = parse_shard(args.shard)
+    (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
+    spec = importlib.util.spec_from_file_location("grid_cases", os.path.join(ROOT, "tests", "grid_cases.py"))
+    cases_mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = cases_mod
+    spec.loader.exec_module(cases_mod)
+    cases = cases_mod.keyed_cases(list(kernels.VARIANTS))
+    if args.nodes:
+        wanted = set(files.load_json(args.nodes, "the node ids to compile", "plan again", expect=list))
+        cases = [c for c in cases if c.node in wanted]
+    if args.only:
+        globs = [g.strip() for g in args.only.split(",") if g.strip()]
+        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.node, g) for g in globs)]
+    started = time.monotonic()
+    jobs: dict = {}
+    skipped = failed = 0
+    batches: dict = {}
+    for case in cases:
+        key = (case.spec, case.feature)
+        if key not in batches:
+            batches = {key: build_batch(case.spec, "cpu", fill=False, poison=True,
+                                        fp8_dtype=cases_mod.fp8_dtype(case.feature))}
+        batch = batches[key]
+        variant = kernels.VARIANTS[case.variant]
+        try:
+            out = torch.empty_like(batch.q)
+            launches = plan.plan_as_if_on(target, variant, batch, num_sms=args.num_sms, out=out,
+                                          **case.call_kwargs())
+            for launch in launches:
+                job = plan.job_of(launch, target)
+                if shard_of(job.key, count) == index:
+                    jobs.setdefault(job.key, job)
+        except NotImplementedError:
+            skipped += 1
+        except Exception:  # the GPU run meets it too, and reports it on its test
+            failed += 1
+    planned = time.monotonic() - started
+    results = build.precompile(list(jobs.values()), args.cache_dir, args.processes or os.cpu_count() or 1,
+                               label="grid compile")
+    errors = [r["error"] for r in results.values() if r["status"] != "ok"]
+    files.write_text(args.out, json.dumps({
+        "schema": SIDE_SCHEMA, "cases": len(cases), "skipped": skipped, "plan_failed": failed,
+        "kernels": len(jobs), "errors": len(errors), "first_error": errors[0] if errors else "",
+        "plan_seconds": planned, "compile_seconds": time.monotonic() - started - planned,
+        "compile_cpu_seconds": sum(r["seconds"] for r in results.values())}))
+    return 0
+
+
+# --------------------------------------------------------------------------- the parent
+
+def main(args: argparse.Namespace) -> int:
+    """`perf grid --compile-cache DIR`: one line with what it compiled."""
+    import tempfile
+
+    from perf import vendor as vendor_mod
+    from perf.ci import grid_plan
+    from perf.static import changes
+    from perf.thresholds import load_thresholds
+
+    if not args.vendor:
+        raise ConfigError("--compile-cache needs --vendor nvidia|amd: it compiles for that runner's target")
+    parse_shard(args.shard)
+    cache_dir = files.check_output(os.path.abspath(args.compile_cache), "--compile-cache", directory=True)
+    vendor = vendor_mod.resolve(args.vendor)
+    th = load_thresholds(args.thresholds)
+    runner = changes.runner_target(th, vendor, on_gpu=False)
+    nodes = None
+    if args.grid_plan:
+        doc = grid_plan.read_plan(args.grid_plan)
+        if doc["vendor"] != vendor:
+            raise ConfigError(f"--grid-plan {args.grid_plan}: planned for {doc['vendor']}, not {vendor}")
+        nodes = doc["run"]
+    with tempfile.TemporaryDirectory(prefix="perf-grid-compile-") as tmp:
+        cmd = [sys.executable, "-m", "perf.ci.grid_compile", "--target", runner.target.name,
+               "--num-sms", str(runner.num_sms), "--thresholds", os.path.abspath(args.thresholds),
+               "--cache-dir", cache_dir, "--processes", str(args.processes),
+               "--out", os.path.join(tmp, "done.json")]
+        if nodes is not None:
+            cmd += ["--nodes", files.write_json(os.path.join(tmp, "nodes.json"), nodes)]
+        for flag, value in (("--only", args.only), ("--shard", args.shard)):
+            if value:
+                cmd += [flag, value]
+        done = changes.run_planner(cmd, os.path.join(tmp, "done.json"), "grid compile", SIDE_SCHEMA)
+    print(f"grid compile for {runner.note}: {done['cases']} keyed cases"
+          f"{' (the grid plan)' if nodes is not None else ''}, {done['kernels']} distinct kernels"
+          f"{f' in shard {args.shard}' if args.shard else ''} compiled into {cache_dir} in "
+          f"{done['compile_seconds']:.0f} s ({done['compile_cpu_seconds']:.0f} CPU-s; planned in "
+          f"{done['plan_seconds']:.0f} s); {done['errors']} failed to compile"
+          + (f" (first: {done['first_error']})" if done["errors"] else ""), flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # the compiling process: its parent reports an interrupt
+    from perf.cli import entry
+
+    entry(side_main, internal=True)

@@ -1,0 +1,53 @@
+"""`perf grid --compile-cache`: the grid's keyed cases compiled on a CPU into a Triton cache, in
+shards that together hold every distinct kernel once (real compiles for sm_90, ~20 s)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perf.checkout import ROOT
+from perf.ci import grid_compile
+from perf.errors import ConfigError
+
+ONLY = "*test_matches_reference?mqa-64-16-decode_1328-bfloat16-none-*"
+
+
+def _compile(cache, *extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_CACHE_DIR")}
+    done = subprocess.run([sys.executable, "-m", "perf", "grid", "--compile-cache", str(cache), "--vendor",
+                           "nvidia", "--only", ONLY, "--processes", "2", *extra], cwd=ROOT,
+                          env=dict(env, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def _kernels(cache) -> set[str]:
+    return {d for d in os.listdir(cache) if os.path.isdir(os.path.join(cache, d))}
+
+
+def test_shards_split_the_distinct_kernels_and_together_hold_them_all(tmp_path):
+    whole = _compile(tmp_path / "all")
+    assert "5 keyed cases" in whole and "0 failed to compile" in whole, whole
+    parts = [_kernels(tmp_path / "all")]
+    for i in (1, 2):
+        _compile(tmp_path / f"s{i}", "--shard", f"{i}/2")
+        parts.append(_kernels(tmp_path / f"s{i}"))
+    assert parts[0] and parts[1] | parts[2] == parts[0] and not parts[1] & parts[2]
+
+
+@given(st.integers(1, 64).flatmap(lambda n: st.tuples(st.integers(1, n), st.just(n))))
+def test_a_shard_is_one_of_n(pair):
+    i, n = pair
+    assert grid_compile.parse_shard(f"{i}/{n}") == (i - 1, n)
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "2", "a/b", "1/0", "-1/2", ""])
+def test_a_bad_shard_is_named(text):
+    with pytest.raises(ConfigError, match="--shard"):
+        grid_compile.parse_shard(text)
