@@ -47,11 +47,21 @@ def planted(tmp_path_factory):
     base = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
     for name, edit in (("docs", plant.plant_docs), ("heuristic", plant.plant_heuristic),
-                       ("kernel", plant.plant_kernel_wide)):
+                       ("kernel", plant.plant_kernel_wide), ("unhinted", _plant_unhinted_sms)):
         git(repo, "checkout", "-q", "-b", name, base)
         edit(str(repo))
         git(repo, "commit", "-qam", name)
     return repo, base
+
+
+def _plant_unhinted_sms(root: str) -> None:
+    """A planner change only a call without the `num_sms=` hint sees (the tests' calls): the
+    device's SM count halved."""
+    path = Path(root) / "kernels" / "paged_attention" / "planning.py"
+    old = "num_sms = (here.num_sms if here.vendor == vendor else 0)"
+    text = path.read_text()
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, "num_sms = (here.num_sms // 2 if here.vendor == vendor else 0)"))
 
 
 def _plan(repo: Path, branch: str, base: str, out: Path) -> tuple[dict | None, str]:
@@ -133,6 +143,16 @@ def test_a_kernel_wide_change_runs_every_case_that_launches(planted, tmp_path):
     skipped = {c.node for c in cases if _skips(c)}
     assert skipped and set(doc["unchanged"]) == skipped  # a skipped case launches nothing on either side
     assert set(doc["run"]) == {c.node for c in cases} - skipped
+
+
+def test_a_change_only_the_tests_calls_see_is_found(planted, tmp_path):
+    """The tests call without the `vendor=`/`num_sms=` hints: the plan calls as they do, with the
+    device's platform made the runner's, so a change to the unhinted path is seen (the static
+    grid's size and the decode splits follow the SM count)."""
+    repo, base = planted
+    doc, _ = _plan(repo, "unhinted", base, tmp_path)
+    assert doc["run"] and any(n.endswith("-static_grid]") for n in doc["run"])
+    assert not any(n.endswith(("-naive]", "-qblock]")) for n in doc["run"])  # fixed grids, no SM count
 
 
 def test_the_keyed_cases_are_the_collected_test_ids():

@@ -53,6 +53,20 @@ def _cases_module(root: str, side):
     return module
 
 
+def _as_if_on(side, target, num_sms: int) -> None:
+    """Make `side`'s `kernels.platform.current()` the runner's GPU: a test calls without the
+    `vendor=`/`num_sms=` hints, so its planner asks the platform (kernels/platform.py, outside
+    what a plan may change: the same on both sides, and checked against the GPU by pytest)."""
+    platform = side.modules.get("kernels.platform")
+    if platform is None:
+        raise ConfigError(f"{side.root}: kernels/platform.py is missing; the grid plan needs the device's "
+                          f"platform to plan as the tests call")
+    nvidia = target.vendor == "nvidia"
+    here = platform.Platform(target.vendor, f"sm_{target.arch}" if nvidia else str(target.arch),
+                             target.facts.device_name, 32 if nvidia else 64, num_sms)
+    platform.current = lambda: here
+
+
 def _plan_chunk(indices: list[int]) -> list[list]:
     """[node, why or None] for the cases at `indices` (one worker's share)."""
     from perf.static import changes
@@ -80,7 +94,7 @@ def _plan_chunk(indices: list[int]) -> list[list]:
             with side.active() as kernels:
                 hints = case.call_kwargs(s["modules"][name].FORCED_CONFIGS)
                 keys[name] = changes.case_key(kernels, case.variant, batch, s["target"], s["num_sms"], hints,
-                                              first_call=True)
+                                              first_call=True, target_hints=False)
         out.append([case.node, changes.difference(keys["base"], keys["head"])])
     return out
 
@@ -122,6 +136,8 @@ def side_main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # the workers are the parallelism; no thread pools before the fork
     (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
     sides = {s: checkout.load_side(getattr(args, s), f"kernels_grid_{s}") for s in ("base", "head")}
+    for side in sides.values():
+        _as_if_on(side, target, args.num_sms)
     modules = {s: _cases_module(args.head, side) for s, side in sides.items()}
     variants = list(getattr(sides["head"].kernels, "VARIANTS", {}))  # the head's tests collect the head's
     cases = modules["head"].keyed_cases(variants)

@@ -142,12 +142,15 @@ def call_path(kernels, variant) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first_call: bool = False) -> dict:
+def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first_call: bool = False,
+             target_hints: bool = True) -> dict:
     """One side's launches for one case: {"status": "ok", "launches", "ops", "call"}, or "skip"
     (a feature the variant lacks), "missing" (not registered) or "error", with the reason.
     `first_call`: the first call's launches and torch operations too (`"first"`), for a caller
     that may run the case only once (the correctness grid), where a kept plan could differ from
-    the first. Run with that side's `kernels` active (perf/checkout.py `Side.active`)."""
+    the first. `target_hints=False`: planned as called without the `vendor=`/`num_sms=` hints
+    (the device's platform decides, which the caller has made `target`'s). Run with that side's
+    `kernels` active (perf/checkout.py `Side.active`)."""
     import torch
 
     from perf.static import plan
@@ -160,12 +163,18 @@ def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first
         out = torch.empty_like(batch.q)
         named = dict(zip(INPUTS, batch.args()))
         named.update({k: v for k, v in batch.options.items() if isinstance(v, torch.Tensor)}, out=out)
+
+        def planned() -> list:
+            if target_hints:
+                return plan.plan_as_if_on(target, variant, batch, num_sms=num_sms, out=out, **hints)
+            return variant.plan(*batch.args(), out=out, **batch.options, **hints)[1]
+
         first_ops: list = []
         with _op_tracer(first_ops) if first_call else contextlib.nullcontext():
-            first = plan.plan_as_if_on(target, variant, batch, num_sms=num_sms, out=out, **hints)
+            first = planned()
         ops: list = []
         with _op_tracer(ops):
-            launches = plan.plan_as_if_on(target, variant, batch, num_sms=num_sms, out=out, **hints)
+            launches = planned()
         step = "bind"
         roles = Roles(named)
         keys = [launch_key(launch, target, roles) for launch in launches]
