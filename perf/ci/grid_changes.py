@@ -4,9 +4,10 @@ than on the base, found on a CPU (`python -m perf grid --cases`).
 The keyed cases are those of the grid's two parametrized correctness tests
 (tests/grid_cases.py: `test_matches_reference`, `test_forced_config_matches_reference`). Each
 is planned on base and head as the latency gate's change plan plans a case
-(perf/static/changes.py `case_key`: each side's own planner as if on the runner's target,
-every launch bound and its binary named by Triton's compile key, the call path, the torch
-operations of the call; the first call's too, since a test calls once), on the batch its test
+(perf/static/changes.py `case_key`: each side's own planner, called as the test calls it with
+the kernels' platform answering as the runner's GPU, every launch bound and its binary named by
+Triton's compile key, the call path, the torch operations of the call; the first call's too,
+since a test calls once), on the batch its test
 builds (`build_batch(poison=True)` with the test's seed and fp8 format, unfilled: values decide
 no launch) and with the `config` hint its test passes, read from the head's test lists loaded
 against each side's kernels. A case is `unchanged` exactly when `changes.difference(base, head)`
