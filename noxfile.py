@@ -299,7 +299,8 @@ def workflows(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def ci(session: nox.Session) -> None:
     """A vendor's GPU PR job, here: `nox -s ci -- --vendor nvidia|amd [--base-ref REF] [--dry-run]
-    [--grid-plan FILE]` (the grid plan of `nox -s cli -- grid --cases`)."""
+    [--grid-plan FILE] [--compile-cache DIR]` (the grid plan of `nox -s cli -- grid --cases`; the
+    Triton cache of `nox -s cli -- grid --compile-cache DIR`)."""
     import shutil
     import subprocess
     import sys

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import fnmatch
 import json
 import os
 import re
@@ -92,9 +93,10 @@ def ctx(event: dict) -> SimpleNamespace:
     event.setdefault("label", {"name": None})
     return ns({"github": {"repository": "org/kernels", "event_name": event.pop("event_name", "pull_request"),
                           "event": event},
-               "needs": {"cpu": {"result": "success"}, "changes": {"outputs": {
+               "needs": {"cpu": {"result": "success"}, "changes": {"result": "success", "outputs": {
                    "gpu": "true",
-                   **{f"{k}_{v}": "" for k in ("correctness", "latency") for v in ("nvidia", "amd")}}}},
+                   **{f"{k}_{v}": "" for k in ("correctness", "latency") for v in ("nvidia", "amd")}}},
+                         **{f"grid_compile_{v}": {"result": "success"} for v in ("nvidia", "amd")}},
                "cancelled": lambda: False})
 
 
@@ -104,6 +106,7 @@ def evaluate(expr: str, context: SimpleNamespace) -> bool:
     if expr.startswith("${{"):
         expr = expr[3:-2]
     py = expr.replace("&&", " and ").replace("||", " or ")
+    py = re.sub(r"needs\.([\w-]+)", lambda m: "needs." + m[1].replace("-", "_"), py)  # job ids with '-'
     py = re.sub(r"!(?!=)", " not ", py)
     return bool(eval(py, {"__builtins__": {}}, vars(context)))  # noqa: S307 - our own expressions
 
@@ -228,7 +231,7 @@ def test_gpu_jobs_run_exactly_what_nox_ci_runs():
 def test_fork_pull_requests_reach_gpu_runners_only_with_the_label():
     jobs = load(PR)["jobs"]
     gpu = [j for name, j in jobs.items() if name.startswith("gpu-")]
-    assert gpu and all(j["needs"] == ["cpu", "changes"] for j in gpu)
+    assert gpu and all(j["needs"][:2] == ["cpu", "changes"] for j in gpu)
     label = ci_jobs.TRUST_LABEL
     cases = {  # event -> (cpu job runs, gpu jobs run)
         "own branch, push": (pr_event("synchronize", fork=False), (True, True)),
@@ -383,7 +386,8 @@ def test_comment_workflow_reads_the_artifacts_the_pr_run_uploads():
     uploads = {s["with"]["name"]: s["with"]["path"] for j in pr["jobs"].values() for s in j["steps"]
                if s.get("uses", "").startswith("actions/upload-artifact@")}
     vendors = list(load_thresholds(THRESHOLDS).vendors)
-    plans = {*map(ci_jobs.plan_artifact, vendors), *map(ci_jobs.grid_plan_artifact, vendors)}  # the GPU jobs'
+    plans = {*map(ci_jobs.plan_artifact, vendors), *map(ci_jobs.grid_plan_artifact, vendors),  # the GPU jobs'
+             *(ci_jobs.grid_cache_artifact(v, "${{ matrix.shard }}") for v in vendors)}
     assert set(uploads) == {ci_jobs.PR_NUMBER_ARTIFACT, ci_jobs.CPU_ARTIFACT,
                             *map(ci_jobs.gpu_artifact, vendors), *plans}
     (download,) = [s for s in comment_job()["steps"] if "download-artifact" in s.get("uses", "")]
@@ -769,7 +773,7 @@ def test_the_gpu_job_times_only_with_cases_and_passes_the_plan(tmp_path):
     steps = load(PR)["jobs"]["gpu-amd"]["steps"]
     names = [s["name"] for s in steps]
     (download,) = [s for s in steps if "download-artifact" in s.get("uses", "")
-                   and s["with"]["name"] == ci_jobs.plan_artifact("amd")]
+                   and s["with"].get("name") == ci_jobs.plan_artifact("amd")]
     assert download["continue-on-error"] is True
     perf = next(s for s in steps if s.get("id") == "perf")
     assert perf["if"] == "needs.changes.outputs.latency_amd != 'false'"  # empty (no plan): time everything
@@ -1046,6 +1050,8 @@ def test_gpu_jobs_pass_the_image_digest_to_the_fingerprint():
     for doc in (load(PR), load(NIGHTLY), load(BISECT), load(TOOLCHAIN)):
         for name, job in doc["jobs"].items():
             env = job.get("env", {})
+            if job["runs-on"] == wf.HOSTED_RUNNER:  # the grid compile job: the image, no GPU, no fingerprint
+                continue
             if "CI_IMAGE" not in env:
                 assert fingerprint.IMAGE_DIGEST_ENV not in env, name
                 continue
@@ -1296,3 +1302,207 @@ def test_nightly_attributes_each_night_before_saving_it_and_the_issues_job_posts
             out.write_text("")
             assert _run(flag, here, {"GITHUB_OUTPUT": str(out)}).returncode == 0
             assert _outputs(out) == want
+
+
+# --- the grid compiled on hosted CPU runners, in the GPU job's image (perf grid --compile-cache) ---
+
+
+def _compile_jobs(doc: dict) -> dict:
+    return {name.removeprefix("grid-compile-"): job for name, job in doc["jobs"].items()
+            if name.startswith("grid-compile-")}
+
+
+def _cache_download(gpu_job: dict) -> dict:
+    (step,) = [s for s in gpu_job["steps"] if s.get("with", {}).get("pattern", "").startswith("grid-cache-")]
+    return step
+
+
+def test_a_grid_compile_matrix_per_vendor_in_the_gpu_job_s_pinned_image_without_devices():
+    pr = load(PR)
+    th = load_thresholds(THRESHOLDS)
+    compile_jobs = _compile_jobs(pr)
+    assert set(compile_jobs) == set(th.vendors)
+    n = ci_jobs.GRID_COMPILE_SHARDS
+    for vendor, job in compile_jobs.items():
+        gpu = pr["jobs"][f"gpu-{vendor}"]
+        assert job["needs"] == "changes" and job["runs-on"] == wf.HOSTED_RUNNER
+        assert job["strategy"] == {"fail-fast": False, "matrix": {"shard": list(range(1, n + 1))}}
+        assert job["env"]["GRID_SHARD"] == f"${{{{ matrix.shard }}}}/{n}"
+        # The GPU job's very image, pinned by its digest.
+        image = th.vendors[vendor].runners.container
+        assert job["env"]["CI_IMAGE"] == gpu["env"]["CI_IMAGE"] == image
+        assert image.rpartition("@")[2] == th.vendors[vendor].runners.image_digest
+        (step,) = [s for s in job["steps"] if s.get("id") == ci_jobs.GRID_COMPILE.id]
+        docker = " ".join(line for line in step["run"].splitlines() if not line.startswith("#"))
+        assert "docker run --rm " in docker and '"$CI_IMAGE"' in docker
+        for option in ("--gpus", "--device", "/dev/kfd", "/dev/dri", "--group-add", "--ipc",
+                       "VISIBLE_DEVICES", "seccomp"):
+            assert option not in docker, (vendor, option)
+        # The GPU job's packages, by the very line its container start runs.
+        (start,) = [s for s in gpu["steps"] if s["name"].startswith("Start the ")]
+        install = next(line for line in start["run"].splitlines() if "pip install" in line)
+        inside = step["env"]["IN_CONTAINER"].splitlines()
+        assert install.removeprefix('docker exec "$CI_CONTAINER" ') in inside
+        # Disk first, then the plan, then the compile, then the upload.
+        names = [s["name"] for s in job["steps"]]
+        (free,) = [s for s in job["steps"] if s["name"].startswith("Free disk space")]
+        assert names.index(free["name"]) < names.index(step["name"])
+        for folder in wf.HOSTED_TOOLCHAINS:
+            assert folder in free["run"]
+        (plan,) = [s for s in job["steps"]
+                   if s.get("with", {}).get("name") == ci_jobs.grid_plan_artifact(vendor)]
+        assert plan["continue-on-error"] is True
+        assert plan["if"] == f"needs.changes.outputs.grid_plan_{vendor} == 'true'"
+        assert names.index(plan["name"]) < names.index(step["name"])
+
+
+def test_the_gpu_job_downloads_every_shard_the_compile_job_uploads():
+    pr = load(PR)
+    for vendor, job in _compile_jobs(pr).items():
+        (upload,) = [s for s in job["steps"] if "upload-artifact" in s.get("uses", "")]
+        gpu = pr["jobs"][f"gpu-{vendor}"]
+        assert f"grid-compile-{vendor}" in gpu["needs"]
+        download = _cache_download(gpu)
+        assert download["continue-on-error"] is True and download["with"]["merge-multiple"] is True
+        assert download["if"] == (f"needs.changes.outputs.correctness_{vendor} != 'false' && "
+                                  f"needs.grid-compile-{vendor}.result != 'skipped'")
+        for shard in job["strategy"]["matrix"]["shard"]:
+            name = upload["with"]["name"].replace("${{ matrix.shard }}", str(shard))
+            assert fnmatch.fnmatchcase(name, download["with"]["pattern"]), name
+            other = "amd" if vendor == "nvidia" else "nvidia"
+            assert not fnmatch.fnmatchcase(name.replace(vendor, other), download["with"]["pattern"])
+        cache = ci_jobs.grid_cache_dir(vendor)
+        assert upload["with"]["path"] == f"{cache}/" and download["with"]["path"] == cache
+        assert upload["with"]["include-hidden-files"] is True  # `.grid-cache/` is a hidden folder
+        assert upload["with"]["retention-days"] == 1 and not upload["with"]["name"].startswith("pr-")
+        names = [s["name"] for s in gpu["steps"]]
+        grid = next(s for s in gpu["steps"] if s.get("id") == ci_jobs.GRID_STEP)
+        assert names.index(download["name"]) < names.index(grid["name"])
+        # No cache in the results the comment reads, none committed.
+        assert all(s["with"]["path"] == f"{ci_jobs.RESULTS_DIR}/" for s in gpu["steps"]
+                   if "upload-artifact" in s.get("uses", ""))
+        assert not cache.startswith(ci_jobs.RESULTS_DIR)
+    assert f"/{ci_jobs.GRID_CACHE_DIR}/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_gpu_job_runs_whatever_the_compile_job_concluded():
+    """Its `if:` begins with `!cancelled()`, so a failed or skipped need does not skip it; the
+    compile job's result appears only in the download step's condition."""
+    pr = load(PR)
+    for vendor in _compile_jobs(pr):
+        gpu = pr["jobs"][f"gpu-{vendor}"]
+        assert gpu["if"].startswith("${{ !cancelled() && ")
+        assert f"grid-compile-{vendor}" not in gpu["if"]
+        download = _cache_download(gpu)
+        for result, downloads in (("success", True), ("failure", True), ("skipped", False)):
+            context = pr_event("synchronize", fork=False)
+            getattr(context.needs, f"grid_compile_{vendor}").result = result
+            assert evaluate(gpu["if"], context) is True, result
+            assert evaluate(download["if"], context) is downloads, result
+
+
+def test_the_compile_job_runs_where_the_grid_runs_and_the_gpu_job_may():
+    jobs = _compile_jobs(load(PR))
+    label = ci_jobs.TRUST_LABEL
+    for vendor, job in jobs.items():
+        assert "${{ !cancelled() && " in job["if"]
+        for what, context, runs in (
+                ("own branch", pr_event("synchronize", fork=False), True),
+                ("fork", pr_event("opened", fork=True), False),
+                ("fork, push after the label", pr_event("synchronize", True, labels=[label]), False),
+                ("fork, the label added", pr_event("labeled", True, label), True),
+                ("merge queue", ctx({"event_name": "merge_group", "action": "checks_requested",
+                                     "pull_request": None}), True)):
+            assert evaluate(job["if"], context) is runs, what
+        for gpu, correctness, changes, runs in (("true", "true", "success", True),
+                                                ("true", "", "success", True),  # a failed grid decision
+                                                ("", "", "failure", True),  # a failed changes job: whole grid
+                                                ("false", "", "success", False),  # documentation only
+                                                ("true", "false", "success", False),  # no grid input changed
+                                                ("", "", "skipped", False)):  # another label's event
+            context = pr_event("synchronize", fork=False)
+            context.needs.changes.outputs.gpu = gpu
+            setattr(context.needs.changes.outputs, f"correctness_{vendor}", correctness)
+            context.needs.changes.result = changes
+            assert evaluate(job["if"], context) is runs, (gpu, correctness, changes)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("with_plan", [False, True])
+def test_the_compile_step_runs_perf_grid_in_the_container_with_its_shard_and_the_plan(tmp_path, with_plan):
+    """The runner's script hands the container's script to `docker run`; both run here with a
+    `docker` that runs what it is given and a `python` and `git` that record their words."""
+    job = _compile_jobs(load(PR))["nvidia"]
+    (step,) = [s for s in job["steps"] if s.get("id") == ci_jobs.GRID_COMPILE.id]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # docker run --rm [options] IMAGE COMMAND...: run COMMAND here, with the --env names it forwards.
+    (bin_dir / "docker").write_text(
+        '#!/bin/bash\nprintf "%s\\n" "$@" > "$DOCKER_ARGS"\nshift 2\n'
+        'while [ "$1" != "$CI_IMAGE" ]; do shift; done\nshift\nexec "$@"\n')
+    (bin_dir / "python").write_text('#!/bin/sh\nprintf "%s\\n" "$*" >> "$CALLS"\n')
+    (bin_dir / "git").write_text('#!/bin/sh\nprintf "git %s\\n" "$*" >> "$CALLS"\n')
+    for tool in ("docker", "python", "git"):
+        (bin_dir / tool).chmod(0o755)
+    plan = f"{ci_jobs.grid_plan_dir('nvidia')}/{ci_jobs.GRID_PLAN_FILE}"
+    if with_plan:
+        (tmp_path / ci_jobs.grid_plan_dir("nvidia")).mkdir(parents=True)
+        (tmp_path / plan).write_text("{}")
+    calls, args = tmp_path / "calls", tmp_path / "docker-args"
+    env = {"CALLS": str(calls), "DOCKER_ARGS": str(args), "CI_IMAGE": job["env"]["CI_IMAGE"],
+           "GRID_SHARD": "3/8", "GITHUB_WORKSPACE": str(tmp_path), **step["env"]}
+    done = _run(step["run"], tmp_path, env, bin_dir)
+    assert done.returncode == 0, done.stderr
+    git, pip, grid = calls.read_text().splitlines()
+    assert git.startswith("git config --global --add safe.directory")
+    assert pip.startswith("-m pip install --no-cache-dir --quiet nox==")
+    words = grid.split()
+    assert words[:7] == ["-m", "perf", "grid", "--compile-cache", ci_jobs.grid_cache_dir("nvidia"),
+                         "--vendor", "nvidia"]
+    assert words[words.index("--shard") + 1] == "3/8"
+    assert (words[-2:] == ["--grid-plan", plan]) is with_plan and ("--grid-plan" in words) is with_plan
+    docker = args.read_text().splitlines()
+    assert docker[:2] == ["run", "--rm"] and "GRID_SHARD" in docker
+    assert f"{tmp_path}:{tmp_path}" in docker
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("cache", ["none", "empty", "filled"])
+def test_the_grid_step_points_triton_at_the_cache_only_where_one_came(tmp_path, cache):
+    steps = load(PR)["jobs"]["gpu-amd"]["steps"]
+    grid = next(s for s in steps if s.get("id") == ci_jobs.GRID_STEP)
+    folder = tmp_path / ci_jobs.grid_cache_dir("amd")
+    if cache != "none":
+        folder.mkdir(parents=True)
+    if cache == "filled":
+        (folder / "KEY").mkdir()
+        (folder / "KEY" / "kernel.hsaco").write_bytes(b"\0")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS"\n')
+    (bin_dir / "docker").chmod(0o755)
+    args = tmp_path / "args"
+    env = {"ARGS": str(args), "CI_CONTAINER": "c", "GITHUB_WORKSPACE": str(tmp_path)}
+    done = _run(grid["run"], tmp_path, env, bin_dir)
+    assert done.returncode == 0, done.stderr
+    words = args.read_text().splitlines()
+    setting = f"TRITON_CACHE_DIR={folder}"
+    assert (setting in words) is (cache == "filled")
+    if cache == "filled":  # an option of `docker exec`, before the container's name
+        assert words[words.index(setting) - 1] == "--env" and words.index(setting) < words.index("c")
+    assert not [w for w in words if w.startswith("TRITON_CACHE_DIR=") and w != setting]
+
+
+def test_nox_ci_hands_the_compile_cache_to_the_grid_alone(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    base = ["--vendor", "nvidia", "--dry-run", "--whole-grid", "--thresholds", str(THRESHOLDS)]
+    assert gpu_job.cli([*base, "--compile-cache", str(cache)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "perf grid --compile-cache" in err
+    cache.mkdir()
+    assert gpu_job.cli([*base, "--compile-cache", str(cache)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()[1:]
+    assert len(lines) == len(ci_jobs.PR_GPU_COMMANDS)
+    for c, line in zip(ci_jobs.PR_GPU_COMMANDS, lines):
+        assert line.startswith(f"TRITON_CACHE_DIR={cache} ") is (c.id == ci_jobs.GRID_STEP), c.id
+    assert gpu_job.step_env(ci_jobs.PR_GPU_COMMANDS[1], None) == {}

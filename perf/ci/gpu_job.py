@@ -7,6 +7,7 @@ the job's first step: exit 2 with one line unless torch is the vendor's build an
 GPU.
 
     python -m perf.ci.gpu_job --vendor nvidia [--base-ref REF] [--dry-run] [--whole-grid] [--grid-plan FILE]
+                              [--compile-cache DIR]
     python -m perf.ci.gpu_job --verify-torch --vendor nvidia
 """
 
@@ -98,15 +99,26 @@ def grid_runs(root: Path, base_ref: str | None, whole_grid: bool) -> bool:
     return d.run
 
 
+def step_env(c: Command, compile_cache: str | None) -> dict[str, str]:
+    """What a step's environment adds: the grid reads the precompiled Triton cache where one is
+    given (`perf grid --compile-cache DIR`, as pr.yml's grid step sets TRITON_CACHE_DIR)."""
+    return {"TRITON_CACHE_DIR": compile_cache} if c.id == GRID_STEP and compile_cache else {}
+
+
+def shown(argv: list[str], extra: dict[str, str]) -> str:
+    """A step as a shell line, its added environment first."""
+    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in extra.items()), shlex.join(argv)])
+
+
 def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path, whole_grid: bool = False,
-           grid_plan: str | None = None) -> int:
+           grid_plan: str | None = None, compile_cache: str | None = None) -> int:
     """Run the GPU job's commands in order, as the job does; stop at the first failure."""
     plan = ci_commands(vendor, base_ref, grid_plan)
     if not grid_runs(root, base_ref, whole_grid):
         plan = [(c, argv) for c, argv in plan if c.id != GRID_STEP]
     if dry_run:
-        for _, argv in plan:
-            print(shlex.join(argv))
+        for c, argv in plan:
+            print(shown(argv, step_env(c, compile_cache)))
         return EXIT_OK
     from rich.console import Console
     from rich.table import Table
@@ -120,9 +132,10 @@ def run_ci(vendor: str, base_ref: str | None, dry_run: bool, root: Path, whole_g
                 raise ConfigError(f"{argv[0]}: nox is not installed for this interpreter; "
                                   f"`{argv[0]} -m pip install {NOX}`")
             console.rule(f"[bold]{i + 1}/{len(plan)} {c.title(vendor)}")
-            console.print(f"$ {shlex.join(argv)}", highlight=False)
+            extra = step_env(c, compile_cache)
+            console.print(f"$ {shown(argv, extra)}", highlight=False)
             start = time.monotonic()
-            rc = subprocess.call(argv, cwd=root, env=env)
+            rc = subprocess.call(argv, cwd=root, env={**env, **extra})
             rows.append((c, rc, time.monotonic() - start))
             if rc:
                 break
@@ -171,6 +184,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grid-plan", default=None, metavar="FILE",
                         help="the grid plan of `python -m perf grid --cases` (the changes job's): the grid's "
                              "step deselects the keyed cases it finds unchanged")
+    parser.add_argument("--compile-cache", default=None, metavar="DIR",
+                        help="a Triton cache `python -m perf grid --compile-cache DIR` filled (the grid "
+                             "compile job's): the grid's step reads it as TRITON_CACHE_DIR")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -190,7 +206,15 @@ def main(args: argparse.Namespace) -> int:
 
             read_plan(args.grid_plan)  # a bad file: one line before any step runs
             grid_plan = os.path.abspath(args.grid_plan)
-        return run_ci(args.vendor, args.base_ref, args.dry_run, Path(args.root), args.whole_grid, grid_plan)
+        compile_cache = None
+        if args.compile_cache:
+            if not os.path.isdir(args.compile_cache):
+                raise ConfigError(f"--compile-cache {args.compile_cache}: no such folder; fill it with "
+                                  f"`python -m perf grid --compile-cache {args.compile_cache} --vendor "
+                                  f"{args.vendor}` first")
+            compile_cache = os.path.abspath(args.compile_cache)
+        return run_ci(args.vendor, args.base_ref, args.dry_run, Path(args.root), args.whole_grid, grid_plan,
+                      compile_cache)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

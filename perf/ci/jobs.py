@@ -222,6 +222,33 @@ def grid_plan_dir(vendor: str) -> str:
 GRID_PLAN = Command("grid-plan", "Plan the {vendor} correctness grid: keyed cases to run (perf grid --cases)",
                     ("nox", "-s", "cli", "--", "grid", "--cases", "--vendor", "{vendor}",
                      "--out", grid_plan_dir("{vendor}"), "--github-output"), base_flag="--base-ref")
+# `perf grid --compile-cache` on hosted CPU runners, per vendor, where the grid runs: the grid's
+# kernels compiled in the GPU job's own image (a Triton cache hits only under the very Triton build,
+# ptxas and environment that compiled it: perf/ci/grid_compile.py), split over a matrix of shards by
+# compile key; the GPU job merges the shards' folders and points TRITON_CACHE_DIR at them. A miss
+# compiles on the GPU as before. Not under RESULTS_DIR: the cache is no result (gitignored too).
+GRID_CACHE_DIR = ".grid-cache"
+# Shards of the compile job. By division, not measured in a workflow: the H100 grid (16 CPUs,
+# 2026-11-26) spent 85 % of 16 workers x 9.4 min in Triton's compiler over 3,161 compiles, about
+# 2.4 CPU-s a kernel; 3,161 x 2.4 CPU-s / (8 runners x 4 CPUs of a hosted runner) is about 4 min
+# of compiling per shard, beside the image's pull.
+GRID_COMPILE_SHARDS = 8
+
+
+def grid_cache_dir(vendor: str) -> str:
+    return f"{GRID_CACHE_DIR}/{vendor}"
+
+
+def grid_cache_artifact(vendor: str, shard: str) -> str:
+    """A compile shard's cache (`shard` may be `${{ matrix.shard }}` or `*`); not `pr-*`: the comment
+    workflow downloads those."""
+    return f"grid-cache-{vendor}-{shard}"
+
+
+GRID_COMPILE = Command("grid-compile", "Compile the {vendor} grid's kernels into a Triton cache (perf grid "
+                       "--compile-cache)", ("python", "-m", "perf", "grid", "--compile-cache",
+                                            grid_cache_dir("{vendor}"), "--vendor", "{vendor}"),
+                       shard_flag="--shard", plan_flag="--grid-plan")
 # The CPU build of torch for the hosted jobs that install the noxfile's pins: pip takes
 # torch==X+cpu from this index over PyPI's X, which pulls in the CUDA libraries (gigabytes).
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"

@@ -45,6 +45,8 @@ from perf.ci.jobs import (
     DASHBOARD_VARIABLE,
     DATA_BRANCH,
     DOCS_ONLY,
+    GRID_COMPILE,
+    GRID_COMPILE_SHARDS,
     GRID_PLAN,
     GRID_PLAN_FILE,
     GRID_STEP,
@@ -79,6 +81,8 @@ from perf.ci.jobs import (
     gpu_artifact,
     gpu_job_name,
     gpu_job_packages,
+    grid_cache_artifact,
+    grid_cache_dir,
     grid_plan_artifact,
     grid_plan_dir,
     nightly_part_artifact,
@@ -140,8 +144,14 @@ TIMEOUT = {"cpu": 30, "gpu": 90,
            "merge": 60,
            # the nightly's toolchain A/B step: 2 Tritons x (static pr suite + 2 x 5 latency processes);
            # unmeasured default
-           "toolchain": 60}
+           "toolchain": 60,
+           # a grid compile shard: pull the image (about 20 GB unpacked), install, plan the keyed
+           # cases, compile about 4 min by jobs.GRID_COMPILE_SHARDS' division; unmeasured default
+           "grid-compile": 45}
 ARTIFACT_RETENTION_DAYS = 30  # unmeasured default: a month of PR evidence
+# The grid compile's caches live for the run that uses them (the GPU job downloads them within
+# minutes); a day is the shortest retention GitHub allows.
+GRID_CACHE_RETENTION_DAYS = 1
 NIGHTLY_CRON = "17 3 * * *"  # 03:17 UTC daily: off the top of the hour, when GitHub's queue is busiest
 # The heartbeat every 6 hours, off the hour too: a night missing from the data branch is reported
 # within 6 h of passing jobs.HEARTBEAT_MAX_AGE_HOURS (unmeasured default: 4 short hosted jobs a day).
@@ -248,10 +258,11 @@ def _checkout() -> dict:
     return _uses("checkout", "Check out (full history)", fetch_depth=0, persist_credentials=False)
 
 
-def _exec_prefix(v: VendorCI) -> str:
+def _exec_prefix(v: VendorCI, words: str = "") -> str:
+    """`docker exec` into the job's container; `words`: more options (a shell array's expansion)."""
     if not v.container:
         return ""
-    return 'docker exec --workdir "$GITHUB_WORKSPACE" --env GITHUB_STEP_SUMMARY "$CI_CONTAINER" '
+    return f'docker exec --workdir "$GITHUB_WORKSPACE" --env GITHUB_STEP_SUMMARY {words}"$CI_CONTAINER" '
 
 
 _DATA = '"$PERF_DATA"'  # the checkout of the data branch (_data_checkout), for commands that read history
@@ -264,6 +275,13 @@ def _command_step(c: Command, v: VendorCI | None, base: str | None, shard: str |
     return step
 
 
+def _install(v: VendorCI, extra: tuple[str, ...] = ()) -> str:
+    """The pip line that installs a GPU job's packages (jobs.gpu_job_packages) next to the image's
+    torch and triton; the grid compile job runs the same line, so its Python is the GPU job's."""
+    return shlex.join(["python", "-m", "pip", "install", "--no-cache-dir", "--quiet",
+                       *gpu_job_packages(v.vendor, extra)])
+
+
 def _start_container(v: VendorCI, extra: tuple[str, ...] = ()) -> list[dict]:
     """Start the vendor's container (the job's env and the runner's GPU isolation forwarded into
     it) and install the GPU job's packages (jobs.gpu_job_packages) in it; on AMD, amdsmi from the
@@ -271,8 +289,7 @@ def _start_container(v: VendorCI, extra: tuple[str, ...] = ()) -> list[dict]:
     digest = (IMAGE_DIGEST_ENV,) if v.image_digest else ()  # set by _job_env
     forwarded = sorted({*v.isolation_env, *v.env, *digest, *FORWARDED_ENV})
     env_flags = " ".join(f"--env {n}" for n in forwarded)
-    install = shlex.join(["python", "-m", "pip", "install", "--no-cache-dir", "--quiet",
-                          *gpu_job_packages(v.vendor, extra)])
+    install = _install(v, extra)
     amdsmi = [AMDSMI_FROM_ROCM] if v.vendor == "amd" else []
     if not v.container:
         return [{"name": "Install the harness's tools next to the runner's torch",
@@ -509,16 +526,105 @@ def _gpu_command_steps(c: Command, v: VendorCI) -> list[dict]:
     out = f"{_CHANGES}.correctness_{v.vendor}"
     plan = f"{grid_plan_dir(v.vendor)}/{GRID_PLAN_FILE}"
     script = ("plan=()\n"
-              f'if [ -f {plan} ]; then plan=({c.plan_flag} {plan}); fi\n'
-              + step["run"] + ' "${plan[@]}"\n')
+              f'if [ -f {plan} ]; then plan=({c.plan_flag} {plan}); fi\n')
+    cache_steps = []
+    if _has_grid_compile(v):
+        # The compile job's shards, merged (each holds other compile keys); a shard that failed or
+        # a lost download leaves keys out, which the grid compiles here as it would without a cache.
+        cache = grid_cache_dir(v.vendor)
+        cache_steps.append({
+            "if": f"{out} != 'false' && needs.{_grid_compile_job_id(v)}.result != 'skipped'",
+            "continue-on-error": True,
+            **_uses("download-artifact", f"Download the {v.vendor} grid's compiled kernels",
+                    pattern=grid_cache_artifact(v.vendor, "*"), path=cache, merge_multiple=True)})
+        # Triton's own default cache where nothing came (the grid compiles everything, as before).
+        script += ("cache=()\n"
+                   f'if [ -n "$(ls -A {cache} 2>/dev/null)" ]; then '
+                   f'cache=(--env "TRITON_CACHE_DIR=$GITHUB_WORKSPACE/{cache}"); fi\n'
+                   + _exec_prefix(v, '"${cache[@]}" ') + c.shell(v.vendor, '"$BASE_SHA"'))
+    else:
+        script += step["run"]
+    script += ' "${plan[@]}"\n'
     return [{"if": f"{_CHANGES}.grid_plan_{v.vendor} == 'true'", "continue-on-error": True,
              **_uses("download-artifact", f"Download the {v.vendor} grid plan",
                      name=grid_plan_artifact(v.vendor), path=f"{grid_plan_dir(v.vendor)}/")},
+            *cache_steps,
             {**step, "if": f"{out} != 'false'", "run": script},
             {"name": "Correctness grid: no input changed", "if": f"{out} == 'false'",
              "run": ('msg="correctness grid skipped: no file it reads changed (perf grid, the changes job)"\n'
                      'echo "::notice::$msg"\n'
                      'echo "$msg." >> "$GITHUB_STEP_SUMMARY"\n')}]
+
+
+# Preinstalled toolchains of GitHub's ubuntu-24.04 image that no step of the grid compile job uses:
+# the runner's disk holds them beside too little free space for the vendor image (NGC PyTorch is
+# about 20 GB unpacked), so they go first (the folders many public workflows remove for large images).
+HOSTED_TOOLCHAINS = ("/usr/local/lib/android", "/usr/share/dotnet", "/opt/ghc", "/usr/local/.ghcup",
+                     "/opt/hostedtoolcache/CodeQL")
+
+
+def _has_grid_compile(v: VendorCI) -> bool:
+    """A compile job only where the GPU job runs in an image: the cache hits only under its Triton."""
+    return bool(v.container)
+
+
+def _grid_compile_job_id(v: VendorCI) -> str:
+    return f"{GRID_COMPILE.id}-{v.vendor}"
+
+
+def _grid_compile_job(v: VendorCI) -> dict:
+    """On hosted CPU runners, a matrix of jobs.GRID_COMPILE_SHARDS: the grid's kernels (the grid
+    plan's cases when one came) compiled into a Triton cache inside the GPU job's own image, with
+    its packages, none of its device options; each shard's folder an artifact for the GPU job.
+    Where the grid runs, with the GPU job's trust rule; its failure or absence costs the GPU job
+    only the compiles (the GPU job's `if:` begins with `!cancelled()`)."""
+    n = GRID_COMPILE_SHARDS
+    shard = "${{ matrix.shard }}"
+    plan = f"{grid_plan_dir(v.vendor)}/{GRID_PLAN_FILE}"
+    cache = grid_cache_dir(v.vendor)
+    # Inside the container, from the step's environment (no shell of the runner reads it).
+    inside = ('git config --global --add safe.directory "$PWD"\n'
+              + _install(v) + "\n"
+              + GRID_COMPILE.shell(v.vendor, shard='"$GRID_SHARD"') + ' "$@"\n')
+    forwarded = " ".join(f"--env {n}" for n in sorted({*v.env, "GRID_SHARD"}))
+    run = ("args=()\n"
+           f"if [ -f {plan} ]; then args=({GRID_COMPILE.plan_flag} {plan}); fi\n"
+           "# A CPU runner: none of the GPU job's device options; the workspace at the same path.\n"
+           f"docker run --rm {forwarded} \\\n"
+           '  --volume "$GITHUB_WORKSPACE:$GITHUB_WORKSPACE" --workdir "$GITHUB_WORKSPACE" \\\n'
+           '  "$CI_IMAGE" bash -ec "$IN_CONTAINER" grid-compile "${args[@]}"\n')
+    free = ('df -h /\n'
+            f"sudo rm -rf {' '.join(HOSTED_TOOLCHAINS)}\n"
+            "sudo docker image prune --all --force\n"
+            'df -h /\n')
+    return {
+        "name": f"Grid compile {v.title}: the grid's kernels into a Triton cache, shard {shard} of {n}",
+        "needs": "changes",
+        # Where the grid runs (an empty output, from a failed changes job, runs it), for the runs
+        # that may reach the GPU runner (_TRUSTED); never for a skipped changes job (another label).
+        "if": (f"${{{{ !cancelled() && needs.changes.result != 'skipped' && {_CHANGES}.gpu != 'false' && "
+               f"{_CHANGES}.correctness_{v.vendor} != 'false' && ({_TRUSTED}) }}}}"),
+        "runs-on": HOSTED_RUNNER,
+        "timeout-minutes": TIMEOUT["grid-compile"],
+        "strategy": {"fail-fast": False, "matrix": {"shard": list(range(1, n + 1))}},
+        "env": {"CI_IMAGE": v.container, **v.env, "GRID_SHARD": f"{shard}/{n}"},
+        "steps": [
+            _checkout(),
+            {"name": "Free disk space for the image (remove the runner's unused toolchains)", "run": free},
+            {"if": f"{_CHANGES}.grid_plan_{v.vendor} == 'true'", "continue-on-error": True,
+             **_uses("download-artifact", f"Download the {v.vendor} grid plan",
+                     name=grid_plan_artifact(v.vendor), path=f"{grid_plan_dir(v.vendor)}/")},
+            {"id": GRID_COMPILE.id, "name": GRID_COMPILE.title(v.vendor), "env": {"IN_CONTAINER": inside},
+             "run": run},
+            # What compiled before a failure is whole (Triton writes each file by rename): uploaded too.
+            {"if": "${{ !cancelled() }}",
+             **_uses("upload-artifact", f"Upload {grid_cache_artifact(v.vendor, shard)}",
+                     name=grid_cache_artifact(v.vendor, shard), path=f"{cache}/", if_no_files_found="warn",
+                     retention_days=GRID_CACHE_RETENTION_DAYS,
+                     # upload-artifact leaves out hidden files and folders unless told: the cache is one
+                     include_hidden_files=True)},
+        ],
+    }
 
 
 def _annotate(*findings: str, prefix: str = "") -> dict:
@@ -560,6 +666,9 @@ def build_pr(vendors: list[VendorCI]) -> dict:
         },
     }
     for v in vendors:
+        if _has_grid_compile(v):
+            jobs[_grid_compile_job_id(v)] = _grid_compile_job(v)
+    for v in vendors:
         commands = [c for c in PR_GPU_COMMANDS if c.id != "perf"]
         steps = [
             _checkout(),
@@ -573,7 +682,9 @@ def build_pr(vendors: list[VendorCI]) -> dict:
         ]
         jobs[f"gpu-{v.vendor}"] = {
             "name": gpu_job_name(v.vendor, v.gpus),
-            "needs": ["cpu", "changes"],
+            # and the grid compile job, whatever it concluded (`!cancelled()` below): its cache only
+            # saves compiles
+            "needs": ["cpu", "changes", *([_grid_compile_job_id(v)] if _has_grid_compile(v) else [])],
             # Skipped (reported as passed) for a change of documentation alone; run in full when the
             # changes job failed (its outputs are then empty), so a broken plan never skips a check.
             # Skipped too where neither the grid nor the latency gate has anything to run (an empty
