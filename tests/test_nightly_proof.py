@@ -176,7 +176,9 @@ def test_a_toolchain_that_changes_nothing_fails_the_proof(tmp_path, wheels):
 
 
 def test_a_step_that_times_out_ends_the_proof_with_what_it_had(tmp_path, wheels):
-    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=ModelRunner(hang="night-6"))
+    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=ModelRunner(hang="night-6"),
+                      work=str(tmp_path / "elsewhere"))
+    assert (tmp_path / "elsewhere" / "repo").is_dir() and not (tmp_path / "out" / "work").exists()
     assert not doc["passed"]
     hung = [p for p in doc["phases"] if p["phase"].startswith("night-6")]
     assert hung[0]["rc"] is None and "timed out" in hung[0]["note"]

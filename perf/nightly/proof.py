@@ -1,10 +1,10 @@
 """The nightly's proof on one GPU: real nights, the production attribution, three known events.
 
     python -m perf.nightly.proof --out DIR --previous-triton-wheels WHEELS [--previous-triton 3.9.0]
-                                 [--budget-s 520]
+                                 [--work DIR] [--budget-s 520]
 
 A lab tool, not a step of the nightly. In a temporary clone of this checkout's HEAD and a data
-folder of its own (both under DIR/work), it measures a fixed nightly subset (SCENARIOS: six pr
+folder of its own (under --work, default DIR/work), it measures a fixed nightly subset (SCENARIOS: six pr
 scenarios x static_grid and PyTorch SDPA's flash backend, 12 cases, eager and graph) night by
 night with `perf nightly run --no-asv --data`, gives each night a date of its own, and after each
 night runs the production attribution, `perf nightly attribute` (its experiments are the latency
@@ -256,13 +256,13 @@ def judge_event(name: str, dates: dict[str, str], states: dict[str, dict], shas:
 
 
 def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runner: Runner = run_python,
-          source: str | None = None) -> dict:
+          source: str | None = None, work: str | None = None) -> dict:
     """Run the proof into `out` (module docstring); proof.json's document."""
     from perf import toolchain
     from perf.checkout import ROOT
 
     source = source or str(ROOT)
-    work, logs = os.path.join(out, "work"), os.path.join(out, "logs")
+    work, logs = work or os.path.join(out, "work"), os.path.join(out, "logs")
     repo, data = os.path.join(work, "repo"), os.path.join(work, "data")
     cache, issues = os.path.join(work, "toolchains"), os.path.join(out, "issues")
     for d in (logs, os.path.join(data, "nights")):
@@ -365,7 +365,9 @@ def table(doc: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perf.nightly.proof", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="a new or empty folder: proof.json, logs/, issues/, work/")
+    p.add_argument("--out", required=True, help="a new or empty folder: proof.json, logs/, issues/")
+    p.add_argument("--work", default=None, metavar="DIR",
+                   help="the clone, the data folder and the installed Triton, about 1 GB (default: OUT/work)")
     p.add_argument("--previous-triton-wheels", required=True, metavar="DIR",
                    help="a folder holding the previous Triton's wheel (installed with pip --no-index)")
     p.add_argument("--previous-triton", default="3.9.0", help="its version (default: 3.9.0)")
@@ -384,7 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     files.check_output(args.out, "--out", directory=True)
     if os.path.isdir(args.out) and os.listdir(args.out):
         raise ConfigError(f"--out {args.out}: not empty; name a new folder")
-    doc = prove(os.path.abspath(args.out), args.previous_triton_wheels, args.previous_triton, args.budget_s)
+    work = os.path.abspath(args.work) if args.work else None
+    if work and os.path.isdir(work) and os.listdir(work):
+        raise ConfigError(f"--work {args.work}: not empty; name a new folder")
+    doc = prove(os.path.abspath(args.out), args.previous_triton_wheels, args.previous_triton, args.budget_s,
+                work=work)
     print(table(doc), flush=True)
     print(f"proof: {os.path.join(args.out, 'proof.json')}", flush=True)
     return EXIT_OK if doc["passed"] else EXIT_FAIL
