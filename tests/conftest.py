@@ -55,13 +55,15 @@ def pytest_report_header(config):
     return lines
 
 
-def pytest_sessionstart(session):
-    """The grid plan's one line, once (the controller under xdist, whose workers deselect), also
-    under -q."""
-    config = session.config
-    if not config.getoption("grid_plan") or devices.worker_index(os.environ.get("PYTEST_XDIST_WORKER")) \
-            is not None:
-        return
+def grid_plan_decision(config) -> tuple[dict, str | None]:
+    """(the --grid-plan document, why it must be ignored or None), decided once per run: by the
+    controller (or a run without xdist), and handed to every xdist worker in its `workerinput`
+    (`pytest_configure_node`), so that all workers collect alike whatever a worker would see on
+    its own (a git status racing another worker's, the GPU it is pinned to): xdist schedules by
+    the collection, and workers that deselect differently would run the wrong tests."""
+    decided = getattr(config, "_grid_plan_decision", None)
+    if decided is not None:
+        return decided
     from perf.ci import grid_plan
     from perf.errors import ConfigError
 
@@ -70,7 +72,28 @@ def pytest_sessionstart(session):
         doc = grid_plan.read_plan(path)
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    why = grid_plan.not_applicable(doc, str(config.rootpath))
+    given = getattr(config, "workerinput", {}).get("grid_plan_ignored")
+    why = (given or None) if given is not None else grid_plan.not_applicable(doc, str(config.rootpath))
+    config._grid_plan_decision = (doc, why)
+    return doc, why
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's controller, before starting a worker: hand it the grid plan's decision."""
+    if node.config.getoption("grid_plan"):
+        node.workerinput["grid_plan_ignored"] = grid_plan_decision(node.config)[1] or ""
+
+
+def pytest_sessionstart(session):
+    """The grid plan's one line, once (the controller under xdist, whose workers deselect), also
+    under -q."""
+    config = session.config
+    if not config.getoption("grid_plan") or devices.worker_index(os.environ.get("PYTEST_XDIST_WORKER")) \
+            is not None:
+        return
+    doc, why = grid_plan_decision(config)
+    path = config.getoption("grid_plan")
     line = (f"--grid-plan {path}: ignored, every case runs: {why}" if why else
             f"--grid-plan {path}: {doc['counts']['unchanged']} keyed cases deselected (identical launches on "
             f"base {doc['base'][:12]} and this commit, which the base passed); {doc['counts']['run']} run")
@@ -104,10 +127,10 @@ def _apply_grid_plan(config, items) -> None:
     from perf.errors import ConfigError
 
     path = config.getoption("grid_plan")
+    doc, why = grid_plan_decision(config)
+    if why:  # the header says why
+        return
     try:
-        doc = grid_plan.read_plan(path)
-        if grid_plan.not_applicable(doc, str(config.rootpath)):  # the header says why
-            return
         unchanged = grid_plan.deselected(doc, path, [item.nodeid for item in items])
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
