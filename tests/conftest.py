@@ -138,6 +138,7 @@ def _apply_grid_plan(config, items) -> None:
     items[:] = [item for item in items if item.nodeid not in unchanged]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's loadgroup suffixes node ids with "@<group>"
 def pytest_collection_modifyitems(config, items):
     if config.getoption("grid_plan"):
         _apply_grid_plan(config, items)
