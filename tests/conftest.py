@@ -130,12 +130,22 @@ def _apply_grid_plan(config, items) -> None:
     doc, why = grid_plan_decision(config)
     if why:  # the header says why
         return
+    ids = {item: _plain_nodeid(item) for item in items}
     try:
-        unchanged = grid_plan.deselected(doc, path, [item.nodeid for item in items])
+        unchanged = grid_plan.deselected(doc, path, ids.values())
     except ConfigError as e:
         raise pytest.UsageError(str(e)) from None
-    config.hook.pytest_deselected(items=[item for item in items if item.nodeid in unchanged])
-    items[:] = [item for item in items if item.nodeid not in unchanged]
+    config.hook.pytest_deselected(items=[item for item in items if ids[item] in unchanged])
+    items[:] = [item for item in items if ids[item] not in unchanged]
+
+
+def _plain_nodeid(item) -> str:
+    """The node id without the "@<group>" xdist's loadgroup appends to it in a worker (should
+    its hook have run first): the id the plan names."""
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")})
+    suffix = "@" + "_".join(groups)
+    return item.nodeid[: -len(suffix)] if groups and item.nodeid.endswith(suffix) else item.nodeid
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's loadgroup suffixes node ids with "@<group>"

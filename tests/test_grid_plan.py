@@ -357,6 +357,36 @@ def test_pytest_refuses_a_stale_or_malformed_plan(tmp_path):
 
 
 
+_WORKERS_DISAGREE = """\
+import os
+from perf.ci import grid_plan
+worker = os.environ.get("PYTEST_XDIST_WORKER")
+# the controller finds the plan applicable; a worker deciding alone would not (gw1), as a check
+# racing another worker's could: the controller's decision must be the one every worker applies
+grid_plan.not_applicable = lambda doc, root: "a worker's own view" if worker == "gw1" else None
+"""
+
+
+def test_xdist_workers_apply_the_controllers_decision_before_loadgroup_renames_ids(tmp_path):
+    """Under `-n 2 --dist loadgroup` (the GPU job's grid): the plan's unchanged cases are
+    deselected in every worker alike, by node ids as the plan names them, and the rest run. (On
+    an H100, workers that matched xdist's "@group" ids, or decided alone, collected otherwise and
+    the run crashed.)"""
+    cases = [c.node for c in _keyed_cases() if "[mqa-64-32-decode_1328-float16-none-" in c.node]  # all pass
+    plan = _doc(run=cases[:2], unchanged=cases[2:], counts={"run": 2, "unchanged": len(cases) - 2})
+    path = tmp_path / "grid-plan.json"
+    path.write_text(json.dumps(plan))
+    (tmp_path / "workers_disagree.py").write_text(_WORKERS_DISAGREE)
+    done = subprocess.run([sys.executable, "-m", "pytest", "tests/test_correctness.py", "-q", "-p",
+                           "no:cacheprovider", "-p", "workers_disagree", "-m", "cpu_subset", "-n", "2",
+                           "--dist", "loadgroup", "--grid-plan", str(path), "-rA"], cwd=ROOT,
+                          env=dict(_env(), PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)])),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    ran = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("PASSED ")}
+    assert set(cases[:2]) <= ran and not ran & set(cases[2:]) and len(cases) > 2, (ran, cases)
+
+
 def test_a_first_call_that_differs_runs_the_case():
     """A test calls once: a head whose first call plans other launches than its kept plan runs."""
     from perf.static import changes
