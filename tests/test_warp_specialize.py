@@ -2,20 +2,20 @@
 
 Triton's automatic warp specialization (`tl.range(..., warp_specialize=True)`) on Hopper
 runs the `NVGPUWarpSpecialization` pass. tests/warp_specialize_probe.py compiles, for sm_90
-in a subprocess, two small online-softmax loops and the paged kernel's NVIDIA prefill; this
+in a subprocess, the paged loop `python -m perf.lab.warp_specialize` times (one cache block
+per tile, its id read from the block table) and the paged kernel's NVIDIA prefill; this
 checks what docs/kernels.md ("Warp specialization on sm_90") states from it:
 
-- the pass partitions a loop whose dot operands come through TMA tensor descriptors, at 4
+- the pass partitions the loop when Q, K and V come through TMA tensor descriptors, at 4
   warps: a producer warp group and two consumer groups (12 warps), `setmaxnreg` moving
-  registers from the producer to the consumers; so does a paged loop whose tile is one cache
-  block, its id read from the block table, K and V by descriptor at that block;
-- at 8 warps (the NVIDIA prefill's) it leaves any loop alone; at 4 warps, a loop reading K
-  and V through pointer tensors (the paged cache's block-table gather) fails the pass;
+  registers from the producer to the consumers (the lab's `specialized` configuration);
+- at 8 warps (the NVIDIA prefill's) it leaves the loop alone; at 4 warps, K and V read
+  through pointer tensors (the paged kernel's block-table gather) fail the pass;
 - the paged prefill kernel itself has 8 warps, `scf.if` with else blocks and an `scf.while`
   (the Q-block's binary search), each of which the pass declines, and no descriptor load.
 
 When a Triton changes any of these, this test fails and the lever is worth measuring again.
-About 10-20 s cold (five small kernels and one prefill kernel); skipped where the installed
+About 10-20 s cold (four small kernels and one prefill kernel); skipped where the installed
 Triton has no `warp_specialize` on `tl.range`.
 """
 
@@ -50,9 +50,8 @@ def probe(tmp_path_factory):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("case", ["descriptor/4", "paged_descriptor/4"])
-def test_descriptor_loop_at_4_warps_is_partitioned(probe, case):
-    facts = probe["small_loops"][case]
+def test_descriptor_loop_at_4_warps_is_partitioned(probe):
+    facts = probe["lab_loops"]["descriptors/4"]
     assert facts["status"] == "ok", facts
     assert facts["warp_specialize_ops"] >= 1, facts
     assert facts["num_warps"] == 12 and facts["partition_warps"] == [4, 4], facts  # 4 default + 2 x 4
@@ -60,16 +59,16 @@ def test_descriptor_loop_at_4_warps_is_partitioned(probe, case):
     assert any(s.startswith("inc ") for s in facts["setmaxnreg"]), facts  # to the consumers
 
 
-@pytest.mark.parametrize("case", ["pointer/8", "descriptor/8"])
+@pytest.mark.parametrize("case", ["pointers/8", "descriptors/8"])
 def test_eight_warps_are_left_alone(probe, case):
-    facts = probe["small_loops"][case]
+    facts = probe["lab_loops"][case]
     assert facts["status"] == "ok", facts
     assert facts["warp_specialize_ops"] == 0 and facts["num_warps"] == 8 and not facts["setmaxnreg"], facts
     assert facts["loop_attribute_kept"] >= 1, facts  # the request reached the pass, which declined it
 
 
 def test_pointer_loads_at_4_warps_fail_the_pass(probe):
-    assert probe["small_loops"]["pointer/4"]["status"] == "error", probe["small_loops"]["pointer/4"]
+    assert probe["lab_loops"]["pointers/4"]["status"] == "error", probe["lab_loops"]["pointers/4"]
 
 
 def test_paged_prefill_has_what_the_pass_declines(probe):

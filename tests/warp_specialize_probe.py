@@ -4,13 +4,13 @@ Run as `python -m tests.warp_specialize_probe` without TRITON_INTERPRET (a compi
 Triton's real JITFunctions): prints one JSON object that tests/test_warp_specialize.py
 checks, and docs/kernels.md ("Warp specialization on sm_90") cites.
 
-Small online-softmax loops (Q K^T, exp2, P V, the shape of `common.attend_tiles`) with
-`tl.range(..., warp_specialize=True)`: one reading K and V through pointer tensors as the
-paged kernel does, one through TMA tensor descriptors, each at 4 and 8 warps, and a paged
-one (a block id per tile from a block table, K and V by descriptor) at 4 warps. And the
-paged kernel itself (`q_block_kernel`, as static_grid plans the NVIDIA prefill of
-llama3-8b 1 x 8k for sm_90): the constructs Triton's Hopper pass
-(`NVGPUWarpSpecialization`) declines or cannot handle.
+The lab's paged loop (`perf.lab.warp_specialize.paged_loop`: `common.attend_tiles`' online
+softmax over one cache block per tile, its id read from the block table) with
+`tl.range(..., warp_specialize=True)`, K and V read through pointer tensors as the paged
+kernel does and through TMA descriptors, each at 4 and 8 warps. And the paged kernel
+itself (`q_block_kernel`, as static_grid plans the NVIDIA prefill of llama3-8b 1 x 8k for
+sm_90): the constructs Triton's Hopper pass (`NVGPUWarpSpecialization`) declines or cannot
+handle.
 """
 
 from __future__ import annotations
@@ -21,63 +21,10 @@ import re
 import sys
 
 import triton
-import triton.language as tl
 
-BLOCK_M, BLOCK_N, HEAD = 128, 64, 128  # tile 64: with 128, the partitions' buffers exceed 227 KiB
+BLOCK_M, BLOCK_N = 128, 64  # the NVIDIA prefill's Q-block; a tile of 64 keys (the lab's 3-stage tile)
 SETMAXNREG = re.compile(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)")  # PTX: registers moved
 PREFILL = "llama3-8b/prefill/batch1-kv8192/block16/bf16"  # the anchor prefill the lab notes measure
-
-
-@triton.jit
-def online_softmax_step(q, k_t, v, acc, m, s_sum):
-    """One tile of `common.attend_tiles`' loop, unmasked: scores, exp2, rescale, P V."""
-    s = tl.dot(q, k_t)
-    m_new = tl.maximum(m, tl.max(s, 1))
-    p = tl.exp2(s - m_new[:, None])
-    alpha = tl.exp2(m - m_new)
-    return acc * alpha[:, None] + tl.dot(p.to(v.dtype), v), m_new, s_sum * alpha + tl.sum(p, 1)
-
-
-@triton.jit
-def pointer_loop(Q, K, V, O, BT, n_keys, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    d = tl.arange(0, D)
-    q = tl.load(Q + rows[:, None] * D + d[None, :])
-    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    s_sum = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
-    for j in tl.range(0, n_keys // BLOCK_N, warp_specialize=True):
-        keys = j * BLOCK_N + tl.arange(0, BLOCK_N)
-        k = tl.load(K + keys[None, :] * D + d[:, None])
-        v = tl.load(V + keys[:, None] * D + d[None, :])
-        acc, m, s_sum = online_softmax_step(q, k, v, acc, m, s_sum)
-    tl.store(O + rows[:, None] * D + d[None, :], (acc / s_sum[:, None]).to(tl.bfloat16))
-
-
-@triton.jit
-def descriptor_loop(Q, K, V, O, BT, n_keys, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
-                    PAGED: tl.constexpr):
-    """Q, K and V through TMA descriptors. PAGED: a cache of BLOCK_N-key blocks ([blocks *
-    BLOCK_N, D] rows), one block per tile, its id read from the block table BT, K and V by
-    descriptor at that block's first row."""
-    q_desc = tl.make_tensor_descriptor(Q, shape=[n_keys, D], strides=[D, 1], block_shape=[BLOCK_M, D])
-    k_desc = tl.make_tensor_descriptor(K, shape=[n_keys, D], strides=[D, 1], block_shape=[BLOCK_N, D])
-    v_desc = tl.make_tensor_descriptor(V, shape=[n_keys, D], strides=[D, 1], block_shape=[BLOCK_N, D])
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    d = tl.arange(0, D)
-    q = q_desc.load([tl.program_id(0) * BLOCK_M, 0])
-    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    s_sum = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D], tl.float32)
-    for j in tl.range(0, n_keys // BLOCK_N, warp_specialize=True):
-        if PAGED:
-            block = tl.load(BT + j)
-        else:
-            block = j
-        k = k_desc.load([block * BLOCK_N, 0])
-        v = v_desc.load([block * BLOCK_N, 0])
-        acc, m, s_sum = online_softmax_step(q, k.T, v, acc, m, s_sum)
-    tl.store(O + rows[:, None] * D + d[None, :], (acc / s_sum[:, None]).to(tl.bfloat16))
 
 
 def _facts(compiled) -> dict:
@@ -105,20 +52,24 @@ def _compile(src, num_warps: int, num_stages: int) -> dict:
     return _facts(compiled)
 
 
-def small_loops() -> dict:
+def lab_loops() -> dict:
+    """`perf.lab.warp_specialize.paged_loop` (tile 64, 3 stages) with warp specialization asked
+    for, K/V through pointers and through descriptors, at 4 and 8 warps."""
     from triton.compiler import ASTSource
 
-    signature = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "O": "*bf16", "BT": "*i32", "n_keys": "i32",
-                 "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "D": "constexpr"}
+    from perf.lab.warp_specialize import HEAD, HEADS, KV_HEADS, STAGES, paged_loop
+
+    names = ("Q", "K", "V", "O", "BT", "n_queries", "n_blocks", "kv_rows", "scale", "HEADS", "GROUP",
+             "BLOCK_M", "BLOCK_N", "D", "DESCRIPTORS", "WARP_SPECIALIZE")
+    signature = dict(zip(names, ("*bf16",) * 4 + ("*i32", "i32", "i32", "i32", "fp32") + ("constexpr",) * 7))
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(5)}
-    cases = {"pointer": (pointer_loop, {}, (4, 8)), "descriptor": (descriptor_loop, {(9,): False}, (4, 8)),
-             "paged_descriptor": (descriptor_loop, {(9,): True}, (4,))}
     out = {}
-    for name, (fn, more, warp_counts) in cases.items():
-        sig = {**signature, "PAGED": "constexpr"} if more else signature
-        constexprs = {(6,): BLOCK_M, (7,): BLOCK_N, (8,): HEAD, **more}
-        for warps in warp_counts:
-            out[f"{name}/{warps}"] = _compile(ASTSource(fn, sig, constexprs, attrs), warps, 3)
+    for reads, descriptors in (("pointers", False), ("descriptors", True)):
+        constexprs = {(9,): HEADS, (10,): HEADS // KV_HEADS, (11,): BLOCK_M, (12,): BLOCK_N, (13,): HEAD,
+                      (14,): descriptors, (15,): True}
+        for warps in (4, 8):
+            src = ASTSource(paged_loop, signature, constexprs, attrs)
+            out[f"{reads}/{warps}"] = _compile(src, warps, STAGES[BLOCK_N])
     return out
 
 
@@ -158,7 +109,7 @@ def main() -> int:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("run without TRITON_INTERPRET: the probe compiles for sm_90", file=sys.stderr)
         return 2
-    print(json.dumps({"triton": triton.__version__, "small_loops": small_loops(),
+    print(json.dumps({"triton": triton.__version__, "lab_loops": lab_loops(),
                       "paged_prefill": paged_prefill()}))
     return 0
 

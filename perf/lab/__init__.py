@@ -1,0 +1,1 @@
+"""Lab tools: one-off measurements that decide whether a kernel change is worth writing."""
