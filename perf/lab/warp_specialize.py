@@ -18,8 +18,8 @@ id read from the block table. Per block size, four configurations:
 | descriptors/4 | the same | 4 | no |
 | specialized | the same, `tl.range(..., warp_specialize=True)` | 4 (12 with the partitions) | yes |
 
-Tile 128 runs 2 stages (3 with the partitions needs 240 KiB of shared memory, more than an
-SM's 227), tile 64 runs 3. Every output is checked against an fp32 reference first; a
+Tile 128 runs 2 stages (3 with the partitions need 256 KiB of shared memory, more than an
+SM's 227; sm_90 compile, Triton 3.6.0), tile 64 runs 3. Every output is checked against an fp32 reference first; a
 configuration that fails to compile or differs is reported with the reason, never timed.
 Times: one CUDA-graph replay, L2 flushed before each sample (`perf.measure.timing`), the
 median in ms, and TFLOP/s (4 x queries x keys x head x query heads). Prints a table;
