@@ -89,8 +89,7 @@ def pytest_sessionstart(session):
     """The grid plan's one line, once (the controller under xdist, whose workers deselect), also
     under -q."""
     config = session.config
-    if not config.getoption("grid_plan") or devices.worker_index(os.environ.get("PYTEST_XDIST_WORKER")) \
-            is not None:
+    if not config.getoption("grid_plan") or hasattr(config, "workerinput"):  # an xdist worker
         return
     doc, why = grid_plan_decision(config)
     path = config.getoption("grid_plan")

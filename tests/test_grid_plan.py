@@ -28,7 +28,10 @@ SUBSET = ("*reference[[]gqa4-64-16-*,*reference[[]llama3_8b-64-16-*-bfloat16-sin
 
 
 def _env() -> dict:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    """This process's environment for a child run of its own: without the interpreter switch, and
+    without this run's xdist worker variables (a child pytest is no worker of ours)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "TRITON_INTERPRET") and not k.startswith("PYTEST_XDIST_")}
 
 
 # --------------------------------------------------------------------------- planning planted commits
