@@ -254,10 +254,18 @@ results = build.precompile(jobs, cache, workers=1, quiet=True)
 assert results and all(r["status"] == "ok" for r in results.values()), results
 kept = {name.rsplit(".", 1)[-1] for _, _, names in os.walk(cache) for name in names}
 assert kept <= {"cubin", "json", "source"}, kept  # binaries, metadata, the kernel source; no IR
+# moved elsewhere, as the GPU job's download puts it, and pointed at its new folder (Triton's
+# groups name their files by absolute path)
+import shutil
+sys.path.insert(0, "tests")
+import triton_compiles
+moved = cache + "-moved"
+shutil.move(cache, moved)
+assert triton_compiles.relocate(moved) == len(jobs)
 # the JIT's own lookup, as a launch on the GPU makes it: every job a cache hit, nothing compiled
 hits = []
 knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
-os.environ["TRITON_CACHE_DIR"] = cache
+os.environ["TRITON_CACHE_DIR"] = moved
 for job in jobs:
     kernel = getattr(__import__(job.module, fromlist=[job.qualname]), job.qualname)
     src = ASTSource(kernel, job.signature, job.constexprs, job.attrs)
@@ -269,7 +277,8 @@ print("precompiled", len(jobs))
 
 def test_precompiled_binaries_are_what_the_jit_looks_up(tmp_path):
     """`build.precompile` on a CPU fills a Triton cache (cubin and metadata only) under the very
-    keys a launch computes: looked up again as the JIT does, every job is a hit. (The GPU job's
+    keys a launch computes: moved to another folder and relocated (tests/triton_compiles.py), then
+    looked up again as the JIT does, every job is a hit. (The GPU job's
     grid uses such a cache; that the GPU's launcher binds what `plan.bind` binds is
     tests/test_planning.py's.)"""
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TRITON_CACHE_DIR")}

@@ -11,6 +11,9 @@ interpreter nothing compiles and this plugin stays off.
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 PROPERTY = "triton_compiles"  # (compiled here, loaded from the cache) of one test
@@ -22,10 +25,44 @@ def _listener(*, cache_hit: bool, **_) -> None:
 
 
 def install() -> None:
-    """Listen to Triton's compiles (a GPU session; conftest calls it)."""
+    """Listen to Triton's compiles (a GPU session; conftest calls it), and point a precompiled
+    cache in TRITON_CACHE_DIR at where it lies now (`relocate`)."""
     from triton import knobs
 
     knobs.compilation.listener = _listener
+    if os.environ.get("TRITON_CACHE_DIR"):
+        relocate(os.environ["TRITON_CACHE_DIR"])
+
+
+def relocate(cache_dir: str) -> int:
+    """Point every kernel group of a Triton file cache at the files beside it; the number of
+    groups rewritten. Triton records a kernel's files by absolute path (its FileCacheManager's
+    `__grp__*.json`, each next to the files it names), so a cache compiled in another folder (the
+    `grid-compile` jobs' workspace is not the GPU runner's) would find none of them and compile
+    everything again. Rewritten atomically: xdist workers may do it at once."""
+    count = 0
+    for folder, _, names in os.walk(cache_dir):
+        for name in names:
+            if not (name.startswith("__grp__") and name.endswith(".json")):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    doc = json.load(f)
+            except (OSError, ValueError):
+                continue  # not a group Triton wrote: left as it is (Triton ignores what it cannot read)
+            children = doc.get("child_paths") if isinstance(doc, dict) else None
+            if not isinstance(children, dict):
+                continue
+            moved = {child: os.path.join(folder, os.path.basename(str(p))) for child, p in children.items()}
+            if moved == children:
+                continue
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({**doc, "child_paths": moved}, f)
+            os.replace(tmp, path)
+            count += 1
+    return count
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -44,8 +81,6 @@ def pytest_terminal_summary(terminalreporter):
                 if name == PROPERTY and getattr(report, "when", "") == "call":
                     compiled, loaded = compiled + value[0], loaded + value[1]
     if compiled or loaded:
-        import os
-
         where = os.environ.get("TRITON_CACHE_DIR", "Triton's default cache")
         terminalreporter.write_line(f"Triton kernels: {compiled} compiled in this session, {loaded} loaded "
                                     f"from the cache ({where})")
