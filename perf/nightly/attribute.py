@@ -14,6 +14,8 @@ tonight's state into tonight's alert.json. Night by night:
    (perf.fingerprint: TOOLCHAIN_FIELDS, ENVIRONMENT_FIELDS); the toolchain A/B (one commit
    under the old and the new Triton, when it changed); the same-process A/B of the step's commit
    and the last good one (when they differ); the vendor libraries (did they move with us?).
+   The libraries' own step is kept by the libraries; a step no changed fingerprint explains must
+   hold on a second night before it is the environment's (a two-night move is noise).
    A code step is bisected at once within a budget of gate runs (perf/latency/bisect.py's
    search; the range left when the budget is spent).
 2. The baseline re-anchors at every step that got a cause and at every confirmed gain (the
@@ -270,6 +272,9 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
         before = [d for d in dates[:i] if any(d in series.get(k, {}) for k in keys)][-s.window:]
         after = dates[i:]
         slower = step["direction"] == "slower"
+        # the libraries' own move is kept by the libraries: our series beside them that stay moved
+        # are a step or a creep of their own, which the alert and the creep pass find by themselves
+        judged = [k for k in keys if k[0].startswith(PEER_PREFIX)] if step.get("libraries") else keys
         held, ratios = 0, {}
         for key in keys:
             c = _compare(series, key, before, [tonight.date], vt)
@@ -277,8 +282,9 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
                 continue
             t = thresholds_of(key)
             ratios[key_text(key)] = c.ratio
-            held += verdicts.step_held(c.ratio, c.p_slower, c.p_faster, t.warn, vt.statistics.alpha, slower)
-        kept = held * 2 >= len(keys) > 0 and tonight.date != step["night"]
+            held += key in judged and verdicts.step_held(c.ratio, c.p_slower, c.p_faster, t.warn,
+                                                         vt.statistics.alpha, slower)
+        kept = held * 2 >= len(judged) > 0 and tonight.date != step["night"]
         if kept:  # every series the step moved belongs to it, also one the alert saw only warn or ok
             waiting = {k for p in prev.get("pending", []) if p is not step for k in p["keys"]}
             for key in series:
@@ -296,17 +302,23 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
         # next night hid the step gets a second look below, with the same two nights)
         diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
         if not kept and not diff and any(k[0].startswith(PEER_PREFIX) for k in keys):
-            # the libraries and we moved together for one night and came back: that night of the
-            # scenario is an outlier of the machine, left out of every later window
-            state["outliers"] += [[step["night"], s_, m_] for s_, m_ in
+            # the libraries and we moved together for a night (or two: the step's night and the one that
+            # kept it) and came back: those nights of the scenario are outliers of the machine, left
+            # out of every later window
+            state["outliers"] += [[d, s_, m_] for d in dates[i:-1] for s_, m_ in
                                   dict.fromkeys((k[1], k[2]) for k in keys if k[0].startswith(PEER_PREFIX))]
         if not slower:  # a gain: the baseline re-anchors there once it is confirmed (improvement lock)
             if kept:
                 _gain(state, ctx, series, keys, before, after, step, good, bad, diff)
             continue
         toolchain_changed = any(f in diff for f in fingerprint.TOOLCHAIN_FIELDS)
+        if kept and before:  # a kept step found a night late (one scenario's move hid it on the night of
+            # a driver change) still has that change in its window: the environment changed with it
+            since = fingerprint.diff(by_date[before[0]].fingerprint, bad.fingerprint)
+            diff = {**{f: v for f, v in since.items() if f in fingerprint.ENVIRONMENT_FIELDS}, **diff}
         environment_changed = any(f in diff for f in fingerprint.ENVIRONMENT_FIELDS)
         code_changed = good.sha != bad.sha
+        nights_held = step.get("held", 0) + kept
         evidence = {"fingerprint": {k: list(v) for k, v in diff.items()}, "good_night": good.date,
                     "good": good.sha, "bad": bad.sha, "tonight": ratios}
         code_ab = toolchain_ab = None
@@ -324,14 +336,14 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
         cause, why = verdicts.step_cause(
             kept=kept, code_changed=code_changed, code_ab=code_ab, toolchain_changed=toolchain_changed,
             toolchain_ab=toolchain_ab, environment_changed=environment_changed,
-            libraries_moved=libs["moved"])
+            libraries_moved=libs["moved"], nights_held=nights_held)
         record = {**step, "cause": cause, "why": why, "kept": kept, "evidence": evidence,
                   "decided": tonight.date}
         # undecided: judged again tomorrow, for PENDING_NIGHTS nights (a step the A/B confirms but
         # tonight's night did not keep, e.g. one scenario's night-long move hid it, gets a second look)
         second_look = kept or code_ab == verdicts.CONFIRMED or toolchain_changed or environment_changed
         if cause is None and second_look and step.get("tries", 0) + 1 < PENDING_NIGHTS:
-            state["pending"].append({**step, "tries": step.get("tries", 0) + 1})
+            state["pending"].append({**step, "tries": step.get("tries", 0) + 1, "held": nights_held})
             continue
         if cause is not None and kept:  # the experiment that named the cause measured its size best
             by_cause = {verdicts.CODE: "remeasure", verdicts.TOOLCHAIN: "toolchain_ab"}
@@ -361,12 +373,13 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
         # one scenario moved for everyone stays a code step)
         theirs = [key_text(k) for k in series if (k[1], k[2]) in moved and (moved[(k[1], k[2])] > 1) ==
                   (direction == "slower") and tonight.date in series[k] and key_text(k) not in ours]
-        for keys in (ours, theirs):
+        for keys, libraries in ((ours, False), (theirs, True)):
             keys = [k for k in keys if k not in pending_keys]
             if keys:
                 state["pending"].append({"night": tonight.date, "sha": tonight.sha, "direction": direction,
                                          "keys": keys, "ratios": {key_text((f.variant, f.scenario, f.metric)):
-                                                                  f.ratio for f in found}})
+                                                                  f.ratio for f in found},
+                                         **({"libraries": True} if libraries else {})})
 
     # 4. creep, over each series since its last anchor
     pending_keys = {k for p in state["pending"] for k in p["keys"]}

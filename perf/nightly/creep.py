@@ -7,7 +7,8 @@ repeat medians, in log units, fitted with a piecewise-constant function by asv's
 detector (`asv.step_detect.solve_potts_approx`, the Potts model asv's "Regressions" page
 uses). Creep is a persistent level change made of steps each below the alert's floor:
 
-- the fit has at least one step after its first level (the baseline);
+- the fit has at least one step after its first level (the baseline), a level held for at least
+  MIN_BASELINE nights (a shorter first level is left out and the rest fitted again);
 - every fitted step is smaller than the case's fail ratio (a larger one is a step, which the
   alert and attribution own);
 - the last PERSIST nights, on average, lie above the baseline by at least the creep floor (the
@@ -34,6 +35,11 @@ GAMMA_K = 4.0
 # detect_regressions asks a step to persist for two commits. Default chosen by reasoning.
 PERSIST = 2
 MIN_NIGHTS = 8  # fewer nights cannot tell a baseline from a drift (a week and one night; by reasoning)
+# Nights the baseline (the first fitted level) must span: one more than PERSIST, so that a level held
+# as long as a new level must hold (a two-night move of the machine) is never the baseline. A
+# shorter first level is left out and the rest fitted again (replay seed 2013: a runner's first
+# night 3.5 % faster fitted alone as the baseline, the flat nights after it named creep). By reasoning.
+MIN_BASELINE = PERSIST + 1
 _MAD_TO_SIGMA = 1.4826 / math.sqrt(2)  # MAD of differences of iid normals -> their sigma
 
 
@@ -81,11 +87,17 @@ def find(levels: list[float], floor: float, step_limit: float) -> Creep | None:
     """The creep of a series of nightly levels (ms, oldest first), or None. `floor`: the smallest
     total slowdown (ratio) that counts; `step_limit`: the ratio at which a single fitted step is
     the alert's business, not creep."""
-    if len(levels) < MIN_NIGHTS or any(not (x > 0) for x in levels):
+    if any(not (x > 0) for x in levels):
         return None
-    logs = [math.log(x) for x in levels]
-    sigma = noise(logs)
-    rights, fitted = fit(logs, sigma)
+    logs, skipped = [math.log(x) for x in levels], 0
+    while len(logs) >= MIN_NIGHTS:
+        sigma = noise(logs)
+        rights, fitted = fit(logs, sigma)
+        if len(fitted) < 2 or rights[0] >= MIN_BASELINE:
+            break
+        logs, skipped = logs[rights[0]:], skipped + rights[0]  # too short to be a baseline
+    else:
+        return None
     if len(fitted) < 2:
         return None
     steps = tuple((rights[i], math.exp(fitted[i + 1] - fitted[i])) for i in range(len(fitted) - 1))
@@ -94,4 +106,5 @@ def find(levels: list[float], floor: float, step_limit: float) -> Creep | None:
     level = sum(logs[-PERSIST:]) / PERSIST
     if level - fitted[0] < math.log(floor) or fitted[-1] - fitted[0] < math.log(floor) / 2:
         return None
-    return Creep(start=rights[0], baseline=fitted[0], level=level, steps=steps, sigma=sigma)
+    return Creep(start=skipped + rights[0], baseline=fitted[0], level=level,
+                 steps=tuple((skipped + i, r) for i, r in steps), sigma=sigma)
