@@ -312,25 +312,32 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
                 _gain(state, ctx, series, keys, before, after, step, good, bad, diff)
             continue
         toolchain_changed = any(f in diff for f in fingerprint.TOOLCHAIN_FIELDS)
+        old_fp, late = good.fingerprint, False
         if kept and before:  # a kept step found a night late (one scenario's move hid it on the night of
-            # a driver change) still has that change in its window: the environment changed with it
-            since = fingerprint.diff(by_date[before[0]].fingerprint, bad.fingerprint)
-            diff = {**{f: v for f, v in since.items() if f in fingerprint.ENVIRONMENT_FIELDS}, **diff}
+            # a driver or Triton change) still has that change in its window: it came with the step
+            first = by_date[before[0]].fingerprint
+            since = fingerprint.diff(first, bad.fingerprint)
+            late = not toolchain_changed and any(f in since for f in fingerprint.TOOLCHAIN_FIELDS)
+            wanted = fingerprint.ENVIRONMENT_FIELDS + (fingerprint.TOOLCHAIN_FIELDS if late else ())
+            diff = {**{f: v for f, v in since.items() if f in wanted}, **diff}
+            old_fp = first if late else old_fp
         environment_changed = any(f in diff for f in fingerprint.ENVIRONMENT_FIELDS)
         code_changed = good.sha != bad.sha
         nights_held = step.get("held", 0) + kept
         evidence = {"fingerprint": {k: list(v) for k, v in diff.items()}, "good_night": good.date,
                     "good": good.sha, "bad": bad.sha, "tonight": ratios}
         code_ab = toolchain_ab = None
-        if toolchain_changed and kept:
-            rec = ctx.lab.toolchain_ab(ctx.runner, bad.sha, good.fingerprint, bad.fingerprint, keys)
+        if late and code_changed:  # the commits of the step's own night come before a Triton change
+            code_ab = _remeasure(ctx, good, bad, keys, evidence)  # earlier in its window (seed 11: an
+            # attributed bump was named for a later code step)
+        if (toolchain_changed or late) and kept and code_ab != verdicts.CONFIRMED:
+            rec = ctx.lab.toolchain_ab(ctx.runner, bad.sha, old_fp, bad.fingerprint, keys)
             toolchain_ab = _status(rec)
             evidence["toolchain_ab"] = {key_text(k): v for k, v in rec.items()}
-        if code_changed and (kept or not (toolchain_changed or environment_changed)) and \
+        toolchain_changed = toolchain_changed or late
+        if code_changed and code_ab is None and (kept or not (toolchain_changed or environment_changed)) and \
                 toolchain_ab != verdicts.CONFIRMED:
-            rec = ctx.lab.remeasure(ctx.runner, good.sha, bad.sha, keys)
-            code_ab = _status(rec)
-            evidence["remeasure"] = {key_text(k): v for k, v in rec.items()}
+            code_ab = _remeasure(ctx, good, bad, keys, evidence)
         libs = _libraries(series, keys, before, after, vt.latency.warn)
         evidence["libraries"] = libs
         cause, why = verdicts.step_cause(
@@ -424,6 +431,14 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
         state["open"].append({"issue": record["issue"], "cause": record["cause"], "keys": record["keys"],
                               "night": record["night"], "ratios": record.get("ratios", {})})
     return state
+
+
+def _remeasure(ctx: Context, good: Night, bad: Night, keys: list[Key], evidence: dict) -> str:
+    """The same-process A/B of the step's commit against the last good one: its status, its records
+    into `evidence`."""
+    rec = ctx.lab.remeasure(ctx.runner, good.sha, bad.sha, keys)
+    evidence["remeasure"] = {key_text(k): v for k, v in rec.items()}
+    return _status(rec)
 
 
 def _anchor(state: dict, series, keys: list[Key], before: list[str], after: list[str], night: str,
