@@ -401,3 +401,20 @@ def test_a_triton_step_found_a_night_late_is_the_toolchains(tmp_path):
               if cause not in (None, verdicts.NOISE_CAUSE)]
     assert causes == [(1, verdicts.TOOLCHAIN)], decided
     assert [i["key"] for i in tracker.issues()] == ["toolchain/nvidia/triton-3.6.0-3.7.0"]
+
+
+def test_a_driver_step_after_an_attributed_triton_bump_is_the_drivers(tmp_path):
+    """Replay seed 2013 (with the late-found Triton rule first tried): a Triton bump named on our decode
+    kernels re-anchors those alone, so the libraries' and the other scenario's windows still hold it;
+    a driver step six nights later, on every series, changed the driver on its own night: it is the
+    environment's, and the bump in the window is no suspect."""
+    bump = {"kernels": {simulate.DECODE: 1.06}, "triton": "3.7.0"}
+    up = {s: 1.08 for s in simulate.SCENARIOS}
+    driver = {"kernels": {simulate.DECODE: 1.06 * 1.08, simulate.MIXED: 1.08}, "libraries": up,
+              "triton": "3.7.0", "driver": "590.48.01"}
+    nights = _history([{}] * 8 + [bump] * 6 + [driver] * 3)
+    tracker, decided = _judge_each_night(tmp_path, nights, TritonLab())
+    dates = [n.date for n in nights]
+    causes = [(dates.index(night), dates.index(when) - dates.index(night), cause)
+              for when, night, cause in decided if cause not in (None, verdicts.NOISE_CAUSE)]
+    assert causes == [(8, 1, verdicts.TOOLCHAIN), (14, 1, verdicts.ENVIRONMENT)], decided

@@ -317,7 +317,9 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
             # a driver or Triton change) still has that change in its window: it came with the step
             first = by_date[before[0]].fingerprint
             since = fingerprint.diff(first, bad.fingerprint)
-            late = not toolchain_changed and any(f in since for f in fingerprint.TOOLCHAIN_FIELDS)
+            # a toolchain change only where nothing changed on the step's own night (a driver step
+            # after a Triton bump already attributed on other series is the driver's: seed 2013)
+            late = not diff and any(f in since for f in fingerprint.TOOLCHAIN_FIELDS)
             wanted = fingerprint.ENVIRONMENT_FIELDS + (fingerprint.TOOLCHAIN_FIELDS if late else ())
             diff = {**{f: v for f, v in since.items() if f in wanted}, **diff}
             old_fp = first if late else old_fp
