@@ -19,8 +19,9 @@ id read from the block table. Per block size, four configurations:
 | specialized | the same, `tl.range(..., warp_specialize=True)` | 4 (12 with the partitions) | yes |
 
 Tile 128 runs 2 stages (3 with the partitions need 256 KiB of shared memory, more than an
-SM's 227; sm_90 compile, Triton 3.6.0), tile 64 runs 3. Every output is checked against an fp32 reference first; a
-configuration that fails to compile or differs is reported with the reason, never timed.
+SM's 227; sm_90 compile, Triton 3.6.0), tile 64 runs 3. Every output is checked against an
+fp32 reference first; a configuration that fails to compile or differs is reported with the
+reason, never timed.
 Times: one CUDA-graph replay, L2 flushed before each sample (`perf.measure.timing`), the
 median in ms, and TFLOP/s (4 x queries x keys x head x query heads). Prints a table;
 `--json FILE` writes the rows. With `--allow-cpu` it runs tiny shapes in Triton's
