@@ -36,7 +36,8 @@ from dataclasses import dataclass
 # tolerances the latency gate shares). The harness's own tests run on the CPU job.
 TESTS = ("tests/test_batch.py", "tests/test_correctness.py", "tests/test_graph_replay.py",
          "tests/test_inputs.py", "tests/test_multi_token_decode.py", "tests/test_planning.py",
-         "tests/test_platform.py", "tests/test_reference.py", "tests/test_window_poison.py")
+         "tests/test_platform.py", "tests/test_reference.py", "tests/test_warp_specialize.py",
+         "tests/test_window_poison.py")
 # Repository files the grid's modules import (tests/test_grid_inputs.py traces them).
 IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "tests/grid_cases.py",
             "tests/triton_compiles.py", "perf/__init__.py", "perf/devices.py", "perf/vendor.py",
