@@ -377,8 +377,9 @@ if __name__ == "__main__":
 def cause_key(record: dict, runner: str, vendor: str) -> str:
     """The issue key of an attributed cause: what the cause is, so that every runner and night
     that sees it updates one issue. Code: the first bad commit (else the range left); toolchain:
-    the versions; creep: the variants that crept; environment: the runner and the night of the step
-    (each machine's own)."""
+    the versions; creep: the variants that crept; environment: the runner and what changed in its
+    fingerprint (a driver step found a night late on one scenario updates the driver's issue), else
+    the night of the step (each machine's own)."""
     cause, ev = record["cause"], record.get("evidence") or {}
     if cause == verdicts.CODE:
         b = record.get("bisect") or {}
@@ -387,13 +388,21 @@ def cause_key(record: dict, runner: str, vendor: str) -> str:
     if cause == verdicts.TOOLCHAIN:
         from perf.fingerprint import TOOLCHAIN_FIELDS
 
-        fp = ev.get("fingerprint") or {}
-        parts = [f"{f}-{_word(fp[f][0])}-{_word(fp[f][1])}" for f in TOOLCHAIN_FIELDS if f in fp]
-        return f"toolchain/{_word(vendor)}/{'/'.join(parts) or record['night']}"
+        return f"toolchain/{_word(vendor)}/{_changes(ev, TOOLCHAIN_FIELDS) or record['night']}"
     if cause == verdicts.CREEP:  # one open issue per creeping variant: a later night's creep updates it
         variants = sorted({k.split("|")[0] for k in record["keys"]})
         return f"creep/{_word(vendor)}/{'+'.join(_word(v) for v in variants)}"
+    if cause == verdicts.ENVIRONMENT:
+        from perf.fingerprint import ENVIRONMENT_FIELDS
+
+        return f"environment/{_word(runner)}/{_changes(ev, ENVIRONMENT_FIELDS) or record['night']}"
     return f"{cause}/{_word(runner)}/{record['night']}"
+
+
+def _changes(evidence: dict, fields: tuple[str, ...]) -> str:
+    """The evidence's fingerprint changes among `fields` as one key part: field-OLD-NEW/..."""
+    fp = evidence.get("fingerprint") or {}
+    return "/".join(f"{f}-{_word(fp[f][0])}-{_word(fp[f][1])}" for f in fields if f in fp)
 
 
 def render_cause(record: dict, runner: str, gpu: str) -> tuple[str, str]:
