@@ -22,6 +22,7 @@ checkouts loaded once, before the fork).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import importlib.util
 import json
@@ -40,32 +41,37 @@ CASES_FILE = os.path.join("tests", "grid_cases.py")  # the keyed cases, in the h
 _STATE: dict = {}  # what the forked workers share: sides, case lists, target (set before the fork)
 
 
-def _cases_module(root: str, side):
-    """The head's tests/grid_cases.py, executed against `side`'s kernels (its Config, BatchSpec)."""
+def cases_module(root: str, side=None):
+    """The head's tests/grid_cases.py, executed against `side`'s kernels (its Config, BatchSpec),
+    or against the `kernels` imported here when `side` is None (perf/ci/grid_compile.py)."""
     path = os.path.join(root, CASES_FILE)
     if not os.path.isfile(path):
         raise ConfigError(f"{path}: missing; the grid plan reads the keyed cases from it (a checkout older "
                           f"than it runs the whole grid)")
-    spec = importlib.util.spec_from_file_location(f"grid_cases_{side.alias}", path)
+    spec = importlib.util.spec_from_file_location(f"grid_cases_{side.alias if side else 'here'}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while it runs
-    with side.active():
+    with side.active() if side is not None else contextlib.nullcontext():
         spec.loader.exec_module(module)
     return module
 
 
-def _as_if_on(side, target, num_sms: int) -> None:
-    """Make `side`'s `kernels.platform.current()` the runner's GPU: a test calls without the
-    `vendor=`/`num_sms=` hints, so its planner asks the platform (kernels/platform.py, outside
-    what a plan may change: the same on both sides, and checked against the GPU by pytest)."""
-    platform = side.modules.get("kernels.platform")
-    if platform is None:
-        raise ConfigError(f"{side.root}: kernels/platform.py is missing; the grid plan needs the device's "
-                          f"platform to plan as the tests call")
+def as_if_on(platform, target, num_sms: int) -> None:
+    """Make `platform.current()` (a side's kernels/platform.py module) the runner's GPU: a test
+    calls without the `vendor=`/`num_sms=` hints, so its planner asks the platform (outside what a
+    plan may change: the same on both sides, and checked against the GPU by pytest)."""
     nvidia = target.vendor == "nvidia"
     here = platform.Platform(target.vendor, f"sm_{target.arch}" if nvidia else str(target.arch),
                              target.facts.device_name, 32 if nvidia else 64, num_sms)
     platform.current = lambda: here
+
+
+def case_batch(module, case):
+    """The batch a keyed case's test builds (poisoned, in its fp8 format), unfilled: values decide
+    no launch. Call it with the kernels that built `module` active."""
+    from kernels.batch import build_batch
+
+    return build_batch(case.spec, "cpu", fill=False, poison=True, fp8_dtype=module.fp8_dtype(case.feature))
 
 
 def _plan_chunk(indices: list[int]) -> list[list]:
@@ -80,11 +86,8 @@ def _plan_chunk(indices: list[int]) -> list[list]:
         key = (case.spec, case.feature)
         if key not in batches:
             with s["sides"]["head"].active():
-                from kernels.batch import build_batch
-
                 try:
-                    batches = {key: build_batch(case.spec, "cpu", fill=False, poison=True,
-                                                fp8_dtype=s["modules"]["head"].fp8_dtype(case.feature))}
+                    batches = {key: case_batch(s["modules"]["head"], case)}
                 except Exception as e:  # the test meets it too: its case runs and reports it
                     batches = {key: f"batch failed: {type(e).__name__}: {e}".splitlines()[0][:300]}
         batch = batches[key]
@@ -138,8 +141,12 @@ def side_main(argv: list[str] | None = None) -> int:
     (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
     sides = {s: checkout.load_side(getattr(args, s), f"kernels_grid_{s}") for s in ("base", "head")}
     for side in sides.values():
-        _as_if_on(side, target, args.num_sms)
-    modules = {s: _cases_module(args.head, side) for s, side in sides.items()}
+        platform = side.modules.get("kernels.platform")
+        if platform is None:
+            raise ConfigError(f"{side.root}: kernels/platform.py is missing; the grid plan needs the "
+                              f"device's platform to plan as the tests call")
+        as_if_on(platform, target, args.num_sms)
+    modules = {s: cases_module(args.head, side) for s, side in sides.items()}
     variants = list(getattr(sides["head"].kernels, "VARIANTS", {}))  # the head's tests collect the head's
     cases = modules["head"].keyed_cases(variants)
     if args.only:

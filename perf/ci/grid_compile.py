@@ -5,8 +5,9 @@ On a GPU runner the grid is compile-bound: on an NVIDIA H100 80GB HBM3 with 16 C
 85 % of its worker time went to Triton's compiler (3,161 compiles), the CPUs 98 % busy and the
 GPU idle nearly throughout. `python -m perf grid --compile-cache DIR --vendor V [--grid-plan FILE]
 [--shard I/N]` plans the grid's keyed cases (tests/grid_cases.py: all of them, or the plan's `run`
-list) on this checkout as if on the runner's target, the way the grid plan does (each case's batch
-and call hint, the variant's own planner, perf/static/plan.py `plan_as_if_on`), and compiles each
+list) on this checkout as the tests call them, the grid plan's way (perf/ci/grid_changes.py: each
+case's batch and `config` hint, the platform answering as the runner's GPU, the first call and the
+kept plan's), and compiles each
 distinct kernel (this shard's, by compile key) into DIR with perf/static/build.py `precompile`:
 binaries and metadata under the key Triton's JIT computes for that launch. The GPU job merges
 the shards' folders and points TRITON_CACHE_DIR at them. A launch whose key is there loads the
@@ -74,22 +75,19 @@ def side_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise ConfigError("TRITON_INTERPRET=1 is set: compiling for a GPU target needs real Triton; unset it")
-    import importlib.util
-
     import torch
 
     import kernels
-    from kernels.batch import build_batch
+    from kernels import platform
     from perf.checkout import ROOT
+    from perf.ci import grid_changes
     from perf.static import build, plan
     from perf.thresholds import load_thresholds
 
     index, count = parse_shard(args.shard)
     (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
-    spec = importlib.util.spec_from_file_location("grid_cases", os.path.join(ROOT, "tests", "grid_cases.py"))
-    cases_mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = cases_mod
-    spec.loader.exec_module(cases_mod)
+    grid_changes.as_if_on(platform, target, args.num_sms)  # the tests call unhinted: as the grid plan
+    cases_mod = grid_changes.cases_module(ROOT)
     cases = cases_mod.keyed_cases(list(kernels.VARIANTS))
     if args.nodes:
         wanted = set(files.load_json(args.nodes, "the node ids to compile", "plan again", expect=list))
@@ -104,14 +102,14 @@ def side_main(argv: list[str] | None = None) -> int:
     for case in cases:
         key = (case.spec, case.feature)
         if key not in batches:
-            batches = {key: build_batch(case.spec, "cpu", fill=False, poison=True,
-                                        fp8_dtype=cases_mod.fp8_dtype(case.feature))}
+            batches = {key: grid_changes.case_batch(cases_mod, case)}
         batch = batches[key]
         variant = kernels.VARIANTS[case.variant]
         try:
             out = torch.empty_like(batch.q)
-            launches = plan.plan_as_if_on(target, variant, batch, num_sms=args.num_sms, out=out,
-                                          **case.call_kwargs())
+            # the first call and the kept plan's, as the test makes them (they may launch otherwise)
+            launches = [launch for _ in range(2) for launch in
+                        variant.plan(*batch.args(), out=out, **batch.options, **case.call_kwargs())[1]]
             for launch in launches:
                 job = plan.job_of(launch, target)
                 if shard_of(job.key, count) == index:
