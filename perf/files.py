@@ -246,8 +246,7 @@ def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str |
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    f.seek(0)
-                    other = f.read().strip() or "another process"
+                    other = _holder_of(f) or "another process"
                     raise ConfigError(f"{path}: {what or 'being written'} by {other}; {fix}") from None
                 time.sleep(0.2)
         f.seek(0)
@@ -259,6 +258,18 @@ def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str |
         with contextlib.suppress(OSError):
             fcntl.flock(f, fcntl.LOCK_UN)
         f.close()
+
+
+def _holder_of(f) -> str:
+    """The holder's name in a lock file: the holder writes it just after taking the lock, so
+    an empty file is re-read for up to a second before the holder is called anonymous."""
+    for _ in range(20):
+        f.seek(0)
+        other = f.read().strip()
+        if other:
+            return other
+        time.sleep(0.05)
+    return ""
 
 
 def _replace(path: str, data: bytes) -> None:

@@ -124,6 +124,22 @@ def test_a_second_run_into_a_file_another_process_writes_is_refused_naming_it(tm
     assert [r["repeat"] for r in res.measurements()] == list(range(5)) and res.truncated is None
 
 
+def test_a_refusal_names_a_holder_that_has_locked_but_not_yet_signed(tmp_path):
+    """The holder writes its name just after taking the lock; a refusal in between waits for
+    the name instead of calling the holder anonymous (a CI run caught that window)."""
+    import fcntl
+    path = str(tmp_path / "r.jsonl")
+    lp = files.lock_path(path)
+    os.makedirs(os.path.dirname(lp), exist_ok=True)
+    with open(lp, "w", encoding="utf-8") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        signer = threading.Timer(0.3, lambda: (held.write("pid 4242 since 12:00:00"), held.flush()))
+        signer.start()
+        with pytest.raises(ConfigError, match="being written by pid 4242"), files.lock(path):
+            pass
+        signer.join()
+
+
 def test_the_gpu_lock_names_its_holder(tmp_path, monkeypatch):
     monkeypatch.setattr(ab.tempfile, "gettempdir", lambda: str(tmp_path))
     with ab.gpu_lock("gpu0"):
