@@ -168,6 +168,21 @@ def test_a_pipeline_that_calls_everything_noise_fails_the_replay(tmp_path, monke
     assert {"driver", "toolchain", "code"} <= wrong
 
 
+def test_an_issue_of_another_cause_inside_an_events_nights_is_false_and_a_second_of_its_cause_duplicate():
+    E = simulate.Event
+    events = [E("driver", 10, "environment", runner="r1"), E("toolchain", 20, "toolchain"),
+              E("cache_loss", 21, "none")]
+    right = {"environment/r1/driver-1-2": 11, "toolchain/nvidia/3.6.0-3.7.0": 21}
+    doc = simulate.evaluate(events, right, 0)
+    assert simulate.passed(doc), doc  # the toolchain's issue in the cache loss's nights is the toolchain's
+    assert [e["reported_cause"] for e in doc["events"]] == ["environment", "toolchain", "none"]
+    wrong = simulate.evaluate(events, {**right, "code/nvidia/abc": 11}, 0)  # beside the driver's issue
+    assert wrong["false_issue_keys"] == ["code/nvidia/abc"] and not simulate.passed(wrong)
+    twice = simulate.evaluate(events, {**right, "environment/r1/2026-01-12": 12}, 0)
+    assert twice["duplicate_issue_keys"] == ["environment/r1/2026-01-12"] and not simulate.passed(twice)
+    assert twice["false_issues"] == 0
+
+
 @pytest.mark.parametrize("seed", HELD_OUT)
 def test_replay_on_seeds_not_used_for_tuning(tmp_path, seed):
     doc = simulate.replay(seed, 60, str(tmp_path))

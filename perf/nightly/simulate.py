@@ -381,23 +381,35 @@ def cause_of(key: str) -> str:
 
 
 def evaluate(events: list[Event], opened: dict[str, int], lost: int) -> dict:
-    """simulation.json from the events and the night each issue key was first seen."""
-    used = set()
+    """simulation.json from the events and the night each issue key was first seen.
+
+    An issue is explained only by an event whose nights hold it *and* whose expected cause it
+    names, at most one issue an event: an issue of another cause inside an event's nights is
+    false, a second issue of the event's cause a duplicate; both fail the replay."""
+    def nights(e: Event) -> list[tuple[int, str]]:  # a creep is reported once its total nears the floor
+        begin = e.begin if e.kind == "creep" else e.night
+        return sorted((n, k) for k, n in opened.items() if begin <= n <= e.night + 2)
+
+    claimed: dict[str, Event] = {}  # issue key -> the event that explains it
+    duplicate = []
+    for e in events:
+        own = [k for _, k in nights(e) if cause_of(k) == e.expected and k not in claimed]
+        claimed.update((k, e) for k in own)
+        duplicate += own[1:]
     rows = []
     for e in events:
-        window = sorted((n, k) for k, n in opened.items() if e.night <= n <= e.night + 2)
-        if e.kind == "creep":  # a creep is reported once its total reaches the floor, or a little before
-            window = sorted((n, k) for k, n in opened.items() if e.begin <= n <= e.night + 2)
-        first = next(((n, k) for n, k in window if cause_of(k) == e.expected), window[0] if window else None)
-        used.update(k for _, k in window)
+        window = [(n, k) for n, k in nights(e) if claimed.get(k, e) is e]  # its own, or unexplained
+        first = next(((n, k) for n, k in window if k in claimed), window[0] if window else None)
         rows.append({"kind": e.kind, "night": e.night, "expected_cause": e.expected,
                      "reported_cause": cause_of(first[1]) if first else "none",
                      "detected_after_nights": (first[0] - e.night) if first else None,
                      **({"runner": e.runner} if e.runner else {}),
                      **({"first_bad_commit": e.bad_commit, "issue": first[1] if first else None}
                         if e.kind == "code" else {})})
-    false = sorted(k for k in opened if k not in used)
-    return {"events": rows, "false_issues": len(false), "false_issue_keys": false, "lost_nights": lost}
+    false = sorted(k for k in opened if k not in claimed)
+    return {"events": rows, "false_issues": len(false), "false_issue_keys": false,
+            "duplicate_issues": len(duplicate), "duplicate_issue_keys": sorted(duplicate),
+            "lost_nights": lost}
 
 
 def passed(doc: dict) -> bool:
@@ -405,7 +417,8 @@ def passed(doc: dict) -> bool:
              for r in doc["events"])
     code_ok = all(r.get("issue", "").endswith(r["first_bad_commit"][:12]) for r in doc["events"]
                   if r["kind"] == "code" and r["reported_cause"] == "code")
-    return ok and code_ok and doc["false_issues"] == 0 and doc["lost_nights"] == 0
+    return (ok and code_ok and doc["false_issues"] == 0 and doc.get("duplicate_issues", 0) == 0
+            and doc["lost_nights"] == 0)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -422,6 +435,7 @@ def main(args: argparse.Namespace, conf: dict | None = None) -> int:
     for r in doc["events"]:
         print(f"night {r['night']:3d} {r['kind']:10s} expected {r['expected_cause']:12s} reported "
               f"{r['reported_cause']:12s} after {r['detected_after_nights']}", flush=True)
-    print(f"false issues: {doc['false_issues']}, lost nights: {doc['lost_nights']} -> {path}",
+    print(f"false issues: {doc['false_issues']}, duplicate issues: {doc['duplicate_issues']}, "
+          f"lost nights: {doc['lost_nights']} -> {path}",
           file=sys.stderr)
     return EXIT_OK if doc["passed"] else EXIT_FAIL
