@@ -149,7 +149,8 @@ def wheels(tmp_path):
 
 def test_the_proof_names_all_three_events_with_their_evidence(tmp_path, wheels):
     runner = ModelRunner()
-    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=runner)
+    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=runner,
+                      work=str(tmp_path / "work"))
     events = doc["events"]
     assert {n: e["reported"] for n, e in events.items()} == {"empty": "none", "toolchain": "toolchain",
                                                             "code": "code"}, json.dumps(events, indent=1)
@@ -170,7 +171,8 @@ def test_the_proof_names_all_three_events_with_their_evidence(tmp_path, wheels):
 
 
 def test_a_toolchain_that_changes_nothing_fails_the_proof(tmp_path, wheels):
-    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=ModelRunner(toolchain=1.0))
+    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=ModelRunner(toolchain=1.0),
+                      work=str(tmp_path / "work"))
     assert doc["events"]["toolchain"]["reported"] == "none" and not doc["passed"]
     assert doc["events"]["code"]["reported"] == "code"
 
@@ -189,7 +191,8 @@ def test_a_step_that_times_out_ends_the_proof_with_what_it_had(tmp_path, wheels)
 
 
 def test_a_spent_budget_runs_nothing_more(tmp_path, wheels):
-    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, budget_s=0, runner=ModelRunner())
+    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, budget_s=0, runner=ModelRunner(),
+                      work=str(tmp_path / "work"))
     assert doc["phases"][1]["note"].startswith("not run") and not doc["passed"]
 
 
@@ -236,9 +239,141 @@ def test_the_steps_import_the_clone_under_the_triton_of_their_night(tmp_path, wh
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/deps", str(ROOT)]))
     runner = ModelRunner()
-    assert proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=runner)["passed"]
-    folder = os.path.join(str(tmp_path / "out" / "work" / "toolchains"), toolchain.folder_name(PREVIOUS))
+    assert proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=runner,
+                       work=str(tmp_path / "work"))["passed"]
+    folder = os.path.join(str(tmp_path / "work" / "toolchains"), toolchain.folder_name(PREVIOUS))
     for name, path in runner.paths.items():
         label = name.split("-", 2)[2] if name.startswith("night-") else ""
         previous = label in ("baseline-1", "baseline-2", "empty")
         assert path == (os.pathsep.join([folder, "/deps"]) if previous else "/deps"), name
+
+
+def test_the_gate_labs_bisect_step_hands_bisect_its_own_options(tmp_path, monkeypatch):
+    """attribute.GateLab's bisect step builds `perf bisect GOOD COMMIT --scenario ...` and gives it to
+    bisect's own `prepare`: those options must parse as bisect's (the top-level parser knows only
+    the gate's, run, table, compare and report: every code step ended the attribution with exit 2)."""
+    from perf.latency import bisect as bisect_mod
+    from perf.nightly import attribute
+
+    seen = {}
+
+    def prepare(args):
+        seen.update(vars(args), cwd=os.getcwd())
+        return "plan"
+
+    monkeypatch.setattr(bisect_mod, "prepare", prepare)
+    monkeypatch.setattr(bisect_mod, "gate_step",
+                        lambda plan: lambda commit: bisect_mod.Step(commit, bisect_mod.BAD))
+    (tmp_path / "repo").mkdir()
+    th = str(tmp_path / "thresholds.yaml")
+    lab = attribute.GateLab(str(tmp_path / "repo"), str(tmp_path / "out"), th, "pr")
+    case = (proof.VARIANT, proof.SCENARIOS[0], "graph")
+    step = lab.bisect_step(proof.MACHINE, "a" * 40, case)("b" * 40)
+    assert step.outcome == bisect_mod.BAD
+    assert (seen["good"], seen["bad"], seen["scenario"], seen["variant"], seen["metric"]) == (
+        "a" * 40, "b" * 40, proof.SCENARIOS[0], proof.VARIANT, "graph")
+    assert seen["thresholds"] == th and seen["cwd"] == str(tmp_path / "repo")
+    assert seen["out"] == os.path.join(str(tmp_path / "out"), "bisect", proof.MACHINE)
+
+
+def test_the_lean_thresholds_keep_the_calibration(tmp_path):
+    """The lean copy reads the calibration beside it (perf.thresholds: calibration/ beside the
+    thresholds file), so the nights and the gates judge with the calibrated thresholds as
+    production does, and only the re-measure of a failing case is gone."""
+    from perf.checkout import ROOT
+    from perf.thresholds import calibration_for, load_calibration, load_thresholds
+
+    path = proof.lean_thresholds(os.path.join(ROOT, "thresholds.yaml"), str(tmp_path / "lean"))
+    th = load_thresholds(path)
+    gpu = load_calibration(os.path.join(ROOT, "calibration", "nvidia.yaml")).gpu
+    cal, said = calibration_for(th, "nvidia", gpu)
+    assert cal is not None and cal.cases, said
+    assert th.vendor("nvidia").statistics.retries == 0
+    assert th.vendor("nvidia").latency == load_thresholds(os.path.join(ROOT, "thresholds.yaml")).vendor(
+        "nvidia").latency
+
+
+def _tool(path, version="12.9"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {version}, V{version}.1'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_previous_triton_without_ptxas_blackwell_gets_the_newest_ptxas(tmp_path, monkeypatch):
+    """Triton 3.9 runs ptxas-blackwell for sm_90 too; a wheel without it compiles nothing on an H100
+    unless TRITON_PTXAS_BLACKWELL_PATH names a ptxas: the newest one found, never over the caller's."""
+    folder = tmp_path / "triton-3.9.0"
+    own = _tool(folder / "triton" / "backends" / "nvidia" / "bin" / "ptxas", "12.9")
+    cuda = _tool(tmp_path / "cuda" / "bin" / "ptxas", "13.0")
+    old = _tool(tmp_path / "old" / "bin" / "ptxas", "12.4")
+    monkeypatch.setattr(proof, "ptxas_candidates", lambda f, env: [old, cuda, own])
+    path, why = proof.ptxas_for(str(folder), {})
+    assert path == cuda and "CUDA 13.0" in why and "3 found" in why
+    said = f"{proof.PTXAS_ENV}={old} (set by the caller)"
+    assert proof.ptxas_for(str(folder), {proof.PTXAS_ENV: old}) == (None, said)
+    monkeypatch.setattr(proof, "ptxas_candidates", lambda f, env: [])
+    path, why = proof.ptxas_for(str(folder), {})
+    assert path is None and "set TRITON_PTXAS_BLACKWELL_PATH" in why
+    _tool(folder / "triton" / "backends" / "nvidia" / "bin" / "ptxas-blackwell", "13.0")
+    assert proof.ptxas_for(str(folder), {})[0] is None
+
+
+def test_the_candidates_are_real_tools_and_include_the_folders_own(tmp_path):
+    folder = tmp_path / "triton-3.9.0"
+    own = _tool(folder / "triton" / "backends" / "nvidia" / "bin" / "ptxas")
+    home = _tool(tmp_path / "home" / "bin" / "ptxas")
+    found = proof.ptxas_candidates(str(folder), {"PATH": "", "CUDA_HOME": str(tmp_path / "home")})
+    assert found.index(home) < found.index(own) == len(found) - 1
+    assert all(os.access(p, os.X_OK) for p in found) and len(set(found)) == len(found)
+
+
+class NoVariantUnder(ModelRunner):
+    """A Triton that compiles none of our kernels: its nights hold the library's series only."""
+
+    def _night(self, argv, env, cwd) -> int:
+        from perf import toolchain
+
+        rc = super()._night(argv, env, cwd)
+        if toolchain.folder_name(PREVIOUS) in env.get("PYTHONPATH", "").split(os.pathsep)[0]:
+            path = os.path.join(_value(argv, "--out"), "night.jsonl")
+            with open(path, encoding="utf-8") as f:
+                lines = [x for x in f if f'"variant": "{proof.VARIANT}"' not in x]
+            with open(path, "w", encoding="utf-8") as f:
+                f.writelines(lines)
+            from perf.nightly import store
+
+            store.write_night(_value(argv, "--data"), proof.MACHINE, "2026-11-26", path, None, None)
+        return rc
+
+
+def test_a_night_without_our_series_ends_the_proof_there(tmp_path, wheels, capsys):
+    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=NoVariantUnder(),
+                      work=str(tmp_path / "work"))
+    night = [p for p in doc["phases"] if p["phase"].startswith("night-")]
+    assert len(night) == 1 and "no static_grid series" in night[0]["note"]
+    assert len(night[0]["missing"]) == len(proof.SCENARIOS) * 2 and not doc["passed"]
+    assert not any(p["phase"].startswith("attribute-") for p in doc["phases"])
+    assert doc["events"]["toolchain"]["reported"] == "not measured"
+    assert "12 of 24 series not measured" in capsys.readouterr().out
+
+
+def test_a_failing_step_prints_its_log_and_a_failing_setup_is_recorded(tmp_path, wheels, capsys):
+    def failing(argv, env, cwd, timeout, log):
+        with open(log, "a", encoding="utf-8") as f:
+            f.write("line one\nConfigError: the reason it failed\n")
+        return 2
+
+    doc = proof.prove(str(tmp_path / "out"), str(wheels), PREVIOUS, runner=failing, work=str(tmp_path / "w1"))
+    assert doc["phases"][-1]["phase"] == "install" and doc["phases"][-1]["rc"] == 2
+    assert "    | ConfigError: the reason it failed" in capsys.readouterr().out
+    src = tmp_path / "tree"  # no kernels to plant a slowdown in
+    (src / "perf").mkdir(parents=True)
+    (src / "perf" / "x.py").write_text("x = 1\n")
+    (src / "thresholds.yaml").write_text("version: 1\n")
+    with pytest.raises(FileNotFoundError):  # plant.py reads kernels/paged_attention/common.py
+        proof.prove(str(tmp_path / "out2"), str(wheels), PREVIOUS, runner=failing, source=str(src),
+                    work=str(tmp_path / "w2"))
+    saved = json.loads((tmp_path / "out2" / "proof.json").read_text())
+    assert saved["phases"][0]["phase"] == "clone" and saved["phases"][0]["rc"] is None
+    assert saved["phases"][0]["note"] and saved["clone"].startswith("a copy")

@@ -642,7 +642,7 @@ class GateLab:
         return [sha for sha, _ in first_parent_range(self.repo, good, bad)]  # Lab.commits: shas
 
     def bisect_step(self, runner, good, case):
-        from perf.cli import build_parser
+        from perf.cli import command_parser
         from perf.latency import bisect as bisect_mod
 
         variant, scenario, metric = case
@@ -653,7 +653,7 @@ class GateLab:
                     "--thresholds", self.thresholds_path, "--out", os.path.join(self.out, "bisect", runner)]
             os.chdir(self.repo)
             try:
-                plan = bisect_mod.prepare(build_parser().parse_args(argv))
+                plan = bisect_mod.prepare(command_parser("bisect").parse_args(argv[1:]))  # bisect's options
                 return bisect_mod.gate_step(plan)(commit)
             finally:
                 os.chdir(cwd)

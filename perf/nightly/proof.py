@@ -4,11 +4,12 @@
                                  [--work DIR] [--budget-s 520]
 
 A lab tool, not a step of the nightly. In a temporary clone of this checkout's HEAD and a data
-folder of its own (under --work, default DIR/work), it measures a fixed nightly subset (SCENARIOS: six pr
-scenarios x static_grid and PyTorch SDPA's flash backend, 12 cases, eager and graph) night by
-night with `perf nightly run --no-asv --data`, gives each night a date of its own, and after each
-night runs the production attribution, `perf nightly attribute` (its experiments are the latency
-gate's: attribute.GateLab), with the issues kept in DIR/issues:
+folder of its own (under --work, default a new folder in the system's temporary folder), it
+measures a fixed nightly subset (SCENARIOS: six pr scenarios x static_grid and PyTorch SDPA's
+flash backend, 12 cases, eager and graph) night by night with `perf nightly run --no-asv --data`,
+gives each night a date of its own, and after each night runs the production attribution, `perf
+nightly attribute` (its experiments are the latency gate's: attribute.GateLab), with the issues
+kept in DIR/issues:
 
 | nights | commit | Triton | expected |
 |---|---|---|---|
@@ -21,19 +22,23 @@ The previous Triton comes first because Triton 3.9 makes the decodes 6-11 % fast
 image's 3.6 on an H100 (docs/latency.md, "Toolchain A/B", 2026-11-22): going from 3.9 to 3.6 is
 the slowdown a Triton change brings, and attribution names causes of slowdowns (a gain only
 re-anchors). The wheel is installed by perf.toolchain.ensure (PIP_NO_INDEX=1,
-PIP_FIND_LINKS=WHEELS, into DIR/work/toolchains, PERF_TOOLCHAIN_CACHE): its folder first on
+PIP_FIND_LINKS=WHEELS, into WORK/toolchains, PERF_TOOLCHAIN_CACHE): its folder first on
 PYTHONPATH for nights 1-3, and the same folder for the toolchain A/B (`perf gate --toolchain
-triton==PREVIOUS`, run by attribution under the image's Triton).
+triton==PREVIOUS`, run by attribution under the image's Triton). Where that wheel has no
+`ptxas-blackwell` (which Triton 3.9 runs for sm_90 too) and TRITON_PTXAS_BLACKWELL_PATH is unset,
+every step gets it set to the newest ptxas found (`ptxas_for`; proof.json's `ptxas` says which).
 
 Lean on purpose, to fit one command of at most 9 minutes: 5 repeats a case (the least with which
 the alert can be significant against 2 nights), 10 samples a repeat, no compile times, no asv, the
 gate without its re-measure of a failing case (`statistics.retries: 0` in a copy of
-thresholds.yaml), one commit between the last good night and the planted one, so that bisect's
-search (which first re-checks the bad end) answers after one gate run of the worst case. Every
-step has a timeout within `--budget-s`; DIR/proof.json is rewritten after each step (phases
-with their command, exit code, wall time; events with expected and reported cause and
-evidence), so a killed run keeps what it did; each step's output is in DIR/logs/. Exit 0 only
-when all three events came out right, 1 otherwise, 2 for bad input.
+thresholds.yaml, beside a copy of the calibration), one commit between the last good night and the
+planted one, so that bisect's search (which first re-checks the bad end) answers after one gate
+run of the worst case. Every step has a timeout within `--budget-s`; DIR/proof.json is rewritten
+after each step (phases with their command, exit code, wall time; events with expected and
+reported cause and evidence), so a killed run keeps what it did; each step's output is in
+DIR/logs/, and a step that fails prints its log's last lines. A night that measured none of
+static_grid's series ends the proof there (a Triton that compiles nothing). Exit 0 only when all
+three events came out right, 1 otherwise, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import argparse
 import datetime as _dt
 import glob
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -62,8 +68,10 @@ SCENARIOS = (
     "qwen2.5-14b/mixed50/batch16-kv1024/block16",
     "llama3-8b/prefill/batch2-kv2048/block16",
 )
+SUITE = "pr"
 VARIANT = "static_grid"
 PEER = "sdpa_flash"
+METRICS = ("eager", "graph")  # what a night measures on a GPU (perf/nightly/collect.py METRICS)
 MACHINE = "proof_gpu"  # the proof's own history (a data-branch runner name)
 REPEATS = 5  # the nightly's default: 5 values against 10 reach p = 3.3e-4 (docs/nightly.md)
 SAMPLES = 10  # per repeat; the medians of 10 device-event samples (a default chosen for time)
@@ -93,6 +101,7 @@ PLAN = (
     NightPlan("code-1", "planted", IMAGE),
     NightPlan("code-2", "planted", IMAGE),
 )
+EXPERIMENTS = ("toolchain-2", "code-1", "code-2")  # nights whose attribution may run gates (longer timeout)
 # event -> (expected cause, the night the step is on, the nights whose state may decide it)
 EVENTS = {"empty": ("none", "empty", ("empty", "toolchain-1")),
           "toolchain": ("toolchain", "toolchain-1", ("toolchain-2", "code-1")),
@@ -139,27 +148,125 @@ class Proof:
             self.save()
             return None
         start = time.monotonic()
+        log = os.path.join(self.out, record["log"])
         try:
-            rc = runner(argv, env, cwd, timeout, os.path.join(self.out, record["log"]))
+            rc = runner(argv, env, cwd, timeout, log)
         except subprocess.TimeoutExpired:
             rc = None
             record["note"] = f"timed out after {timeout:.0f} s"
+        except BaseException:  # an interrupt: the record says where it stopped
+            record.update(rc=None, note="interrupted", wall_s=round(time.monotonic() - start, 1))
+            self.save()
+            raise
         record.update(rc=rc, wall_s=round(time.monotonic() - start, 1))
         self.save()
         print(f"proof: {name}: {'exit ' + str(rc) if rc is not None else record['note']} "
               f"({record['wall_s']} s)", flush=True)
+        if rc != 0:  # what went wrong, where the caller sees only this process's output
+            print(tail(log), flush=True)
         return rc
 
+    def setup(self, name: str, fn: Callable[[], object]):
+        """A step run in this process (clone, commits): its record in proof.json, its error too."""
+        start = time.monotonic()
+        record = {"phase": name}
+        self.doc["phases"].append(record)
+        try:
+            out = fn()
+        except BaseException as e:
+            record.update(rc=None, note=f"{type(e).__name__}: {e}", wall_s=round(time.monotonic() - start, 1))
+            self.save()
+            raise
+        record.update(rc=0, wall_s=round(time.monotonic() - start, 1))
+        return out
 
-def lean_thresholds(src: str, dst: str) -> str:
-    """A copy of thresholds.yaml whose gate does not re-measure a failing case (retries 0)."""
+
+def tail(path: str, lines: int = 25) -> str:
+    """The last lines of a step's log, indented (printed when the step failed)."""
+    try:
+        text = files.read_text(path, "a step's log", "see the step's command in proof.json").splitlines()
+    except ConfigError as e:
+        return f"    ({e})"
+    return "\n".join(f"    | {line}" for line in text[-lines:])
+
+
+def lean_thresholds(src: str, folder: str) -> str:
+    """`folder`/thresholds.yaml: a copy of `src` whose gate does not re-measure a failing case
+    (retries 0), beside a copy of the calibration/ folder beside `src` (perf.thresholds reads the
+    calibration beside the thresholds file: without it every case would get the uncalibrated
+    defaults)."""
     import yaml
 
-    doc = files.load_yaml(src, "thresholds", "restore thresholds.yaml from the repository")
+    from perf.thresholds import CALIBRATION_DIR
+
+    fix = "restore it from the repository"
+    doc = files.load_yaml(src, "thresholds", fix)
     for section in doc.values():
         if isinstance(section, dict) and isinstance(section.get("statistics"), dict):
             section["statistics"]["retries"] = 0
-    return files.write_text(dst, yaml.safe_dump(doc, sort_keys=False))
+    calibration = os.path.join(os.path.dirname(os.path.abspath(src)), CALIBRATION_DIR)
+    for path in sorted(glob.glob(os.path.join(calibration, "*.yaml"))):
+        files.write_text(os.path.join(folder, CALIBRATION_DIR, os.path.basename(path)),
+                         files.read_text(path, "a calibration file", fix))
+    return files.write_text(os.path.join(folder, "thresholds.yaml"), yaml.safe_dump(doc, sort_keys=False))
+
+
+# Triton >= 3.9 runs its `ptxas-blackwell` for sm_90 too (triton/backends/nvidia/compiler.py
+# get_ptxas: arch >= 90), and a wheel stripped of it (the one in hand, 2026-11-26) then fails every
+# compile on an H100 ("Cannot find ptxas-blackwell"); Triton reads another path from this variable.
+PTXAS_ENV = "TRITON_PTXAS_BLACKWELL_PATH"
+_RELEASE = re.compile(r"release (\d+)\.(\d+)")
+
+
+def _ptxas_version(path: str) -> tuple[int, int] | None:
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = _RELEASE.search(done.stdout)
+    return (int(m.group(1)), int(m.group(2))) if done.returncode == 0 and m else None
+
+
+def ptxas_candidates(folder: str, environ: dict) -> list[str]:
+    """Every ptxas here: on PATH, under CUDA_HOME and /usr/local/cuda*, in pip's nvidia packages,
+    the installed Triton's, and the one in the previous Triton's own folder."""
+    import importlib.util
+    import shutil
+    import site
+    import sysconfig
+
+    found = [shutil.which("ptxas", path=environ.get("PATH")) or ""]
+    for home in (environ.get("CUDA_HOME"), environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            found.append(os.path.join(home, "bin", "ptxas"))
+    found += sorted(glob.glob("/usr/local/cuda-*/bin/ptxas"))
+    for lib in dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"]]):
+        found += sorted(glob.glob(os.path.join(lib, "nvidia", "*", "bin", "ptxas")))
+    spec = importlib.util.find_spec("triton")  # the installed Triton, not imported
+    for where in (spec.submodule_search_locations or []) if spec else []:
+        bin_ = os.path.join(where, "backends", "nvidia", "bin")
+        found += [os.path.join(bin_, "ptxas-blackwell"), os.path.join(bin_, "ptxas")]
+    found.append(os.path.join(folder, "triton", "backends", "nvidia", "bin", "ptxas"))
+    return [p for p in dict.fromkeys(found) if p and os.path.isfile(p) and os.access(p, os.X_OK)]
+
+
+def ptxas_for(folder: str, environ: dict, version=_ptxas_version) -> tuple[str | None, str]:
+    """(the ptxas to set PTXAS_ENV to, or None; why). None where the caller set it or the previous
+    Triton's folder has its own ptxas-blackwell; else the newest CUDA release among
+    ptxas_candidates (Triton emits the PTX version of the ptxas it runs; on 2026-11-22 the image's
+    CUDA 13.0 ptxas served Triton 3.9 on the H100, docs/latency.md), or None when there is none."""
+    if environ.get(PTXAS_ENV):
+        return None, f"{PTXAS_ENV}={environ[PTXAS_ENV]} (set by the caller)"
+    own = os.path.join(folder, "triton", "backends", "nvidia", "bin", "ptxas-blackwell")
+    if os.path.isfile(own):
+        return None, f"the previous Triton's own {own}"
+    versions = [(v, -i, p) for i, p in enumerate(ptxas_candidates(folder, environ)) if (v := version(p))]
+    if not versions:
+        return None, (f"no ptxas-blackwell in {folder} and no ptxas found to stand in for it: its compiles "
+                      f"will fail on sm_90 and newer; set {PTXAS_ENV}")
+    v, _, path = max(versions)
+    return path, (f"{PTXAS_ENV}={path} (CUDA {v[0]}.{v[1]}, the newest of {len(versions)} found): the "
+                  f"previous Triton's wheel has no ptxas-blackwell")
 
 
 # What a copy of a working tree without git leaves out: outputs, caches, environments.
@@ -258,19 +365,22 @@ def judge_event(name: str, dates: dict[str, str], states: dict[str, dict], shas:
 def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runner: Runner = run_python,
           source: str | None = None, work: str | None = None) -> dict:
     """Run the proof into `out` (module docstring); proof.json's document."""
+    import tempfile
+
     from perf import toolchain
     from perf.checkout import ROOT
 
     source = source or str(ROOT)
-    work, logs = work or os.path.join(out, "work"), os.path.join(out, "logs")
+    work, logs = work or tempfile.mkdtemp(prefix="perf-proof-"), os.path.join(out, "logs")
     repo, data = os.path.join(work, "repo"), os.path.join(work, "data")
     cache, issues = os.path.join(work, "toolchains"), os.path.join(out, "issues")
     for d in (logs, os.path.join(data, "nights")):
         os.makedirs(d, exist_ok=True)
     proof = Proof(out, budget_s)
     proof.doc.update(previous_triton=previous, wheels=os.path.abspath(wheels), scenarios=list(SCENARIOS),
-                     variant=VARIANT, peer=PEER, repeats=REPEATS, samples=SAMPLES, machine=MACHINE,
+                     variant=VARIANT, peer=PEER, repeats=REPEATS, samples=SAMPLES, machine=MACHINE, work=work,
                      started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    print(f"proof: the clone, the nights and the installed Triton {previous} in {work}", flush=True)
     env = {**os.environ, toolchain.CACHE_ENV: cache, "PIP_NO_INDEX": "1",
            "PIP_FIND_LINKS": os.path.abspath(wheels)}
     # the caller's PYTHONPATH stays (it may hold the dependencies), but not this checkout: the
@@ -279,42 +389,60 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
             if p and os.path.realpath(p) != os.path.realpath(source)]
     if rest:
         env["PYTHONPATH"] = os.pathsep.join(rest)
-    start = time.monotonic()
-    proof.doc["clone"] = clone(source, repo)
-    shas = make_commits(repo)
-    thresholds = lean_thresholds(os.path.join(repo, "thresholds.yaml"), os.path.join(work, "thresholds.yaml"))
-    proof.doc["commits"] = shas
-    proof.doc["phases"].append({"phase": "clone", "rc": 0, "wall_s": round(time.monotonic() - start, 1)})
+
+    def setup():
+        proof.doc["clone"] = clone(source, repo)
+        proof.doc["commits"] = make_commits(repo)
+        return lean_thresholds(os.path.join(repo, "thresholds.yaml"), os.path.join(work, "thresholds"))
+
+    thresholds = proof.setup("clone", setup)
+    shas = proof.doc["commits"]
     proof.save()
     install = ("from perf import toolchain; "
                f"print(toolchain.ensure('triton=={previous}', root={cache!r}).path)")
     if proof.step("install", ["-c", install], env, repo, TIMEOUT_S["install"], runner) != 0:
         return finish(proof, {}, {}, shas)
-    folder = os.path.join(cache, toolchain.folder_name(previous))
-    previous_env = {**env, "PYTHONPATH": os.pathsep.join([folder, *rest])}
+    installed = os.path.join(cache, toolchain.folder_name(previous))
+    ptxas, proof.doc["ptxas"] = ptxas_for(installed, env)
+    print(f"proof: ptxas-blackwell for Triton {previous}: {proof.doc['ptxas']}", flush=True)
+    if ptxas:  # every step's env: the toolchain A/B runs the previous Triton too (Triton 3.6 on sm_90
+        env[PTXAS_ENV] = ptxas  # does not read it: it runs its ptxas-blackwell from sm_100 on)
+    previous_env = {**env, "PYTHONPATH": os.pathsep.join([installed, *rest])}
     dates: dict[str, str] = {}
     states: dict[str, dict] = {}
     for k, night in enumerate(PLAN):
         date = (START + _dt.timedelta(days=k)).isoformat()
         git.git(repo, "checkout", "-q", shas[night.commit], check=True)
-        night_env = previous_env if night.triton == PREVIOUS else env
-        rc = proof.step(f"night-{k + 1}-{night.label}", [
-            "-m", "perf", "nightly", "run", "--no-asv", "--no-compile-time", "--suite", "pr",
+        name = f"night-{k + 1}-{night.label}"
+        rc = proof.step(name, [
+            "-m", "perf", "nightly", "run", "--no-asv", "--no-compile-time", "--suite", SUITE,
             "--scenarios", ",".join(SCENARIOS), "--variants", VARIANT, "--peers", PEER,
             "--repeats", str(REPEATS), "--samples", str(SAMPLES), "--gpus", "1", "--machine", MACHINE,
             "--data", data, "--out", os.path.join(work, "results", night.label), "--thresholds", thresholds,
-        ], night_env, repo, TIMEOUT_S["night"], runner)
-        folder = night_folder(data, MACHINE, set(dates.values()))
-        if rc != 0 or folder is None:
+        ], previous_env if night.triton == PREVIOUS else env, repo, TIMEOUT_S["night"], runner)
+        fresh = night_folder(data, MACHINE, set(dates.values()))
+        if rc == 0 and fresh is None:
+            proof.doc["phases"][-1]["note"] = f"it put no night into {data}"
+        if rc != 0 or fresh is None:
             break
-        os.rename(folder, os.path.join(os.path.dirname(folder), date))
+        path = os.path.join(os.path.dirname(fresh), date)
+        os.rename(fresh, path)
         dates[night.label] = date
-        experiments = night.label in ("toolchain-2", "code-1", "code-2")
+        missing = missing_series(path)
+        proof.doc["phases"][-1]["missing"] = missing
+        if missing:  # a broken compile under one Triton leaves its nights without our series
+            more = " ..." if len(missing) > 4 else ""
+            print(f"proof: {name}: {len(missing)} of {len(expected_series())} series not measured: "
+                  f"{', '.join(missing[:4])}{more} (its log says why)", flush=True)
+        if not [k for k in expected_series() if k.startswith(VARIANT + "|") and k not in missing]:
+            proof.doc["phases"][-1]["note"] = f"no {VARIANT} series measured: nothing to attribute"
+            proof.save()
+            break
         rc = proof.step(f"attribute-{k + 1}-{night.label}", [
             "-m", "perf", "nightly", "attribute", "--data", data, "--machine", MACHINE, "--date", date,
-            "--suite", "pr", "--dry-run", issues, "--out", os.path.join(work, "attribution"),
+            "--suite", SUITE, "--dry-run", issues, "--out", os.path.join(work, "attribution"),
             "--bisect-budget", str(BISECT_BUDGET), "--thresholds", thresholds,
-        ], env, repo, TIMEOUT_S["experiments" if experiments else "attribute"], runner)
+        ], env, repo, TIMEOUT_S["experiments" if night.label in EXPERIMENTS else "attribute"], runner)
         state = state_of(data, MACHINE, date)
         if state is not None:
             states[night.label] = state
@@ -324,6 +452,22 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
         if rc != 0:
             break
     return finish(proof, dates, states, shas)
+
+
+def expected_series() -> list[str]:
+    """The series a night of the proof measures (variant or peer, scenario, metric), as key text."""
+    from perf.peers import PREFIX
+
+    return [f"{v}|{s}|{m}" for v in (VARIANT, PREFIX + PEER) for s in SCENARIOS for m in METRICS]
+
+
+def missing_series(night: str) -> list[str]:
+    """The expected series the night in folder `night` has no repeat of."""
+    from perf.nightly import store
+
+    res = store.Night(MACHINE, os.path.basename(night), night).results()
+    have = {"|".join(k) for k, v in res.medians().items() if v}
+    return [k for k in expected_series() if k not in have]
 
 
 def finish(proof: Proof, dates: dict, states: dict, shas: dict) -> dict:
@@ -367,7 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perf.nightly.proof", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="a new or empty folder: proof.json, logs/, issues/")
     p.add_argument("--work", default=None, metavar="DIR",
-                   help="the clone, the data folder and the installed Triton, about 1 GB (default: OUT/work)")
+                   help="the clone, the data folder and the installed Triton, about 2 GB (default: a new "
+                        "folder in the system's temporary folder, kept; not under OUT, which is small)")
     p.add_argument("--previous-triton-wheels", required=True, metavar="DIR",
                    help="a folder holding the previous Triton's wheel (installed with pip --no-index)")
     p.add_argument("--previous-triton", default="3.9.0", help="its version (default: 3.9.0)")
