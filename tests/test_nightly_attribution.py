@@ -386,6 +386,29 @@ def test_a_driver_step_found_a_night_late_is_named_with_the_driver_the_night_aft
     assert [i["key"] for i in tracker.issues()] == ["environment/gpu-a/driver-580.159.04-590.48.01"]
 
 
+@pytest.mark.parametrize("change", ["driver", "triton"])
+def test_a_step_found_a_night_before_a_driver_or_triton_change_is_that_changes(tmp_path, change):
+    """Held-out replay seeds 5009 and 5025: one scenario moved +5 % for everyone on the night before a
+    driver upgrade (+8 % everywhere from then on). The alert dates that scenario's step a night early,
+    where the fingerprint did not change; the nights that keep it carry the upgrade, so the step is
+    the upgrade's: one issue keyed by the driver change, where a second one keyed by the early night
+    (`environment/<runner>/<night>`, "the machine moved") was opened beside it. A Triton bump on our
+    decode kernels after such a night stays the toolchain's (it was: the libraries' move back on the
+    bump's night leaves our step alone)."""
+    if change == "driver":
+        up = {s: 1.08 for s in simulate.SCENARIOS}
+        early = _move(simulate.DECODE, 1.05)
+        after, lab = {"kernels": up, "libraries": up, "driver": "590.48.01"}, None
+        key = "environment/gpu-a/driver-580.159.04-590.48.01"
+    else:
+        early = {"kernels": {simulate.DECODE: 1.05}, "libraries": {simulate.DECODE: 1.05}}
+        after, lab = {"kernels": {simulate.DECODE: 1.06}, "triton": "3.7.0"}, TritonLab()
+        key = "toolchain/nvidia/triton-3.6.0-3.7.0"
+    nights = _history([{}] * 8 + [early] + [after] * 4)
+    tracker, decided = _judge_each_night(tmp_path, nights, lab)
+    assert [i["key"] for i in tracker.issues()] == [key], decided
+
+
 def test_the_libraries_move_is_kept_by_the_libraries(tmp_path):
     """Replay seed 2013: one scenario moved for everyone for a night; the next night the libraries were
     back and our kernels on it stayed up (a creep under way). The libraries' step is not kept (noise,

@@ -301,6 +301,13 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
         # what changed between the last night before the step and the step's night (a change whose
         # next night hid the step gets a second look below, with the same two nights)
         diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
+        if kept and not diff:  # found a night early: the step's own night moved for everyone (one
+            # scenario's night-long move) just before a driver or Triton change that the nights which
+            # kept it carry: the level they kept is that change's (seeds 5009, 5025), judged on its night
+            changed = fingerprint.ENVIRONMENT_FIELDS + fingerprint.TOOLCHAIN_FIELDS
+            bad = next((n for n in nights[i + 1:]
+                        if any(f in changed for f in fingerprint.diff(bad.fingerprint, n.fingerprint))), bad)
+            diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
         if not kept and not diff and any(k[0].startswith(PEER_PREFIX) for k in keys):
             # the libraries and we moved together for a night (or two: the step's night and the one that
             # kept it) and came back: those nights of the scenario are outliers of the machine, left
