@@ -167,7 +167,10 @@ def test_the_proof_names_all_three_events_with_their_evidence(tmp_path, wheels):
     assert on_disk["passed"] and on_disk["events"] == json.loads(json.dumps(events))
     keys = {i["key"].split("/")[0] for i in doc["issues"]}
     assert keys == {"toolchain", "code"}
-    assert "passed" in proof.table(doc) and "first bad" in proof.table(doc)
+    said = proof.table(doc)
+    assert "passed" in said and "first bad" in said and "llama3-8b/decode graph 1.080 confirmed" in said
+    assert said.startswith(f"{GPU}, driver 580.159.04, torch 2.11.0+cu130; Triton by night: baseline-1=3.9.0")
+    assert [fp["triton"] for fp in doc["fingerprints"].values()] == [PREVIOUS] * 3 + ["3.6.0"] * 4
 
 
 def test_a_toolchain_that_changes_nothing_fails_the_proof(tmp_path, wheels):

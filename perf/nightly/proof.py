@@ -101,6 +101,7 @@ PLAN = (
     NightPlan("code-1", "planted", IMAGE),
     NightPlan("code-2", "planted", IMAGE),
 )
+FINGERPRINT = ("gpu_model", "driver", "torch", "triton")  # of each night, in proof.json and the table
 EXPERIMENTS = ("toolchain-2", "code-1", "code-2")  # nights whose attribution may run gates (longer timeout)
 # event -> (expected cause, the night the step is on, the nights whose state may decide it)
 EVENTS = {"empty": ("none", "empty", ("empty", "toolchain-1")),
@@ -181,13 +182,18 @@ class Proof:
         return out
 
 
+def log_lines(path: str) -> list[str] | str:
+    """A step's log, line by line; why not where it cannot be read."""
+    try:
+        return files.read_text(path, "a step's log", "see the step's command in proof.json").splitlines()
+    except ConfigError as e:
+        return str(e)
+
+
 def tail(path: str, lines: int = 25) -> str:
     """The last lines of a step's log, indented (printed when the step failed)."""
-    try:
-        text = files.read_text(path, "a step's log", "see the step's command in proof.json").splitlines()
-    except ConfigError as e:
-        return f"    ({e})"
-    return "\n".join(f"    | {line}" for line in text[-lines:])
+    text = log_lines(path)
+    return f"    ({text})" if isinstance(text, str) else "\n".join(f"    | {line}" for line in text[-lines:])
 
 
 def lean_thresholds(src: str, folder: str) -> str:
@@ -369,6 +375,7 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
 
     from perf import toolchain
     from perf.checkout import ROOT
+    from perf.nightly import store
 
     source = source or str(ROOT)
     work, logs = work or tempfile.mkdtemp(prefix="perf-proof-"), os.path.join(out, "logs")
@@ -428,6 +435,8 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
         path = os.path.join(os.path.dirname(fresh), date)
         os.rename(fresh, path)
         dates[night.label] = date
+        fp = store.Night(MACHINE, date, path).fingerprint() or {}
+        proof.doc.setdefault("fingerprints", {})[night.label] = {k: fp.get(k) for k in FINGERPRINT}
         missing = missing_series(path)
         proof.doc["phases"][-1]["missing"] = missing
         if missing:  # a broken compile under one Triton leaves its nights without our series
@@ -443,6 +452,10 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
             "--suite", SUITE, "--dry-run", issues, "--out", os.path.join(work, "attribution"),
             "--bisect-budget", str(BISECT_BUDGET), "--thresholds", thresholds,
         ], env, repo, TIMEOUT_S["experiments" if night.label in EXPERIMENTS else "attribute"], runner)
+        if rc == 0:  # what the attribution decided tonight, as it said it
+            text = log_lines(os.path.join(logs, f"attribute-{k + 1}-{night.label}.log"))
+            said = [x for x in text if x.startswith(f"{MACHINE} ")] if isinstance(text, list) else []
+            print("\n".join(f"    {x}" for x in said) or f"    {MACHINE} {date}: no step", flush=True)
         state = state_of(data, MACHINE, date)
         if state is not None:
             states[night.label] = state
@@ -482,6 +495,27 @@ def finish(proof: Proof, dates: dict, states: dict, shas: dict) -> dict:
     return proof.doc
 
 
+def _ab(records: dict | None) -> str:
+    """An A/B's records, short: `llama3-8b/decode graph 1.071 confirmed, ...`."""
+    out = []
+    for key, r in (records or {}).items():
+        _, scenario, metric = key.split("|")
+        ratio = f"{r['ratio']:.3f}" if r.get("ratio") else "no ratio"
+        out.append(f"{'/'.join(scenario.split('/')[:2])} {metric} {ratio} {r.get('status')}")
+    return ", ".join(out)
+
+
+def machine_line(doc: dict) -> str:
+    """The GPU, driver and torch of the nights, and each night's Triton (their fingerprints)."""
+    fps = doc.get("fingerprints") or {}
+    if not fps:
+        return "no night measured"
+    first = next(iter(fps.values()))
+    tritons = " ".join(f"{label}={fp.get('triton')}" for label, fp in fps.items())
+    return (f"{first.get('gpu_model')}, driver {first.get('driver')}, torch {first.get('torch')}; "
+            f"Triton by night: {tritons}")
+
+
 def table(doc: dict) -> str:
     """The short table printed at the end."""
     walls = {}
@@ -489,18 +523,19 @@ def table(doc: dict) -> str:
         for name, (_, on, deciding) in EVENTS.items():
             if any(p["phase"].endswith(label) for label in (on, *deciding)):
                 walls[name] = walls.get(name, 0.0) + (p.get("wall_s") or 0.0)
-    lines = [f"{'event':10s} {'expected':10s} {'reported':12s} {'wall_s':>7s}  evidence"]
+    lines = [machine_line(doc), f"{'event':10s} {'expected':10s} {'reported':12s} {'wall_s':>7s}  evidence"]
     for name, e in doc["events"].items():
         ev = e["evidence"]
         if name == "toolchain" and ev.get("toolchain_ab"):
-            ratios = [f"{v['ratio']:.3f}" for v in ev["toolchain_ab"].values() if v.get("ratio")]
-            said = "A/B (new/old Triton) " + ", ".join(ratios)
+            said = "toolchain A/B (old/new Triton, as the step): " + _ab(ev["toolchain_ab"])
         elif name == "code" and ev.get("bisect"):
             b = ev["bisect"]
             said = (f"first bad {str(b.get('first_bad'))[:10]} (planted {str(b.get('planted'))[:10]}, "
-                    f"{b.get('runs')} gate runs)")
+                    f"{b.get('runs')} gate runs); re-measure: {_ab(ev.get('remeasure'))}")
         else:
             said = f"{len(ev.get('steps', ev.get('keys', [])))} series"
+        if e["reported"] != e["expected"] and ev.get("why"):
+            said += f"; why: {ev['why']}"
         wall = walls.get(name, 0.0)
         lines.append(f"{name:10s} {e['expected']:10s} {e['reported']:12s} {wall:7.0f}  {said}")
     lines.append(f"{'passed' if doc['passed'] else 'FAILED'} in {doc.get('wall_s', 0):.0f} s")
