@@ -380,3 +380,23 @@ def test_a_failing_step_prints_its_log_and_a_failing_setup_is_recorded(tmp_path,
     saved = json.loads((tmp_path / "out2" / "proof.json").read_text())
     assert saved["phases"][0]["phase"] == "clone" and saved["phases"][0]["rc"] is None
     assert saved["phases"][0]["note"] and saved["clone"].startswith("a copy")
+
+
+def test_an_interrupted_proof_prints_what_it_had(tmp_path, wheels, monkeypatch, capsys):
+    """The caller's time limit (SIGTERM, an interrupt here) mid-night: the step says so in proof.json,
+    and the output still ends with the table of what was done, the events decided so far in it."""
+    model = ModelRunner()
+
+    def runner(argv, env, cwd, timeout, log):
+        if os.path.basename(log).startswith("night-6"):
+            raise KeyboardInterrupt
+        return model(argv, env, cwd, timeout, log)
+
+    monkeypatch.setattr(proof, "run_python", runner)
+    with pytest.raises(KeyboardInterrupt):  # perf.cli.entry makes it exit 130
+        proof.main(["--out", str(tmp_path / "out"), "--previous-triton-wheels", str(wheels),
+                    "--work", str(tmp_path / "work")])
+    out = capsys.readouterr().out
+    assert "stopped early" in out and "toolchain  toolchain  toolchain" in out and "FAILED in" in out
+    saved = json.loads((tmp_path / "out" / "proof.json").read_text())
+    assert saved["phases"][-1]["phase"] == "night-6-code-1" and saved["phases"][-1]["note"] == "interrupted"

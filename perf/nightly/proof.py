@@ -131,6 +131,7 @@ class Proof:
     doc: dict = field(default_factory=lambda: {"phases": [], "events": {}, "passed": False})
 
     def save(self) -> None:
+        self.doc["wall_s"] = round(time.monotonic() - self.started, 1)
         files.write_json(os.path.join(self.out, "proof.json"), self.doc)
 
     def left(self) -> float:
@@ -368,16 +369,16 @@ def judge_event(name: str, dates: dict[str, str], states: dict[str, dict], shas:
     return {**row, "reported": reported, "evidence": evidence}
 
 
-def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runner: Runner = run_python,
+def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runner: Runner | None = None,
           source: str | None = None, work: str | None = None) -> dict:
-    """Run the proof into `out` (module docstring); proof.json's document."""
+    """Run the proof into `out` (module docstring); proof.json's document. `runner`: run_python."""
     import tempfile
 
     from perf import toolchain
     from perf.checkout import ROOT
     from perf.nightly import store
 
-    source = source or str(ROOT)
+    source, runner = source or str(ROOT), runner or run_python
     work, logs = work or tempfile.mkdtemp(prefix="perf-proof-"), os.path.join(out, "logs")
     repo, data = os.path.join(work, "repo"), os.path.join(work, "data")
     cache, issues = os.path.join(work, "toolchains"), os.path.join(out, "issues")
@@ -490,7 +491,6 @@ def finish(proof: Proof, dates: dict, states: dict, shas: dict) -> dict:
     proof.doc["issues"] = [{"key": i["key"], "state": i["state"], "title": i["title"]}
                            for i in github.tracker(dry_run_dir=os.path.join(proof.out, "issues")).issues()]
     proof.doc["passed"] = all(e["reported"] == e["expected"] for e in proof.doc["events"].values())
-    proof.doc["wall_s"] = round(time.monotonic() - proof.started, 1)
     proof.save()
     return proof.doc
 
@@ -569,8 +569,15 @@ def main(argv: list[str] | None = None) -> int:
     work = os.path.abspath(args.work) if args.work else None
     if work and os.path.isdir(work) and os.listdir(work):
         raise ConfigError(f"--work {args.work}: not empty; name a new folder")
-    doc = prove(os.path.abspath(args.out), args.previous_triton_wheels, args.previous_triton, args.budget_s,
-                work=work)
+    out = os.path.abspath(args.out)
+    try:
+        doc = prove(out, args.previous_triton_wheels, args.previous_triton, args.budget_s, work=work)
+    except BaseException:  # an interrupt (the caller's time limit) or a failed setup: what it had
+        saved = os.path.join(out, "proof.json")
+        if os.path.exists(saved):
+            print(f"proof: stopped early; {saved} holds what it did:", flush=True)
+            print(table(files.load_json(saved, "proof.json", "run the proof again")), flush=True)
+        raise
     print(table(doc), flush=True)
     print(f"proof: {os.path.join(args.out, 'proof.json')}", flush=True)
     return EXIT_OK if doc["passed"] else EXIT_FAIL
