@@ -398,5 +398,7 @@ def test_an_interrupted_proof_prints_what_it_had(tmp_path, wheels, monkeypatch, 
                     "--work", str(tmp_path / "work")])
     out = capsys.readouterr().out
     assert "stopped early" in out and "toolchain  toolchain  toolchain" in out and "FAILED in" in out
+    events = [x.split()[0] for x in out.split("stopped early")[1].splitlines()[3:6]]
+    assert events == list(proof.EVENTS)  # in the plan's order, as proof.json's sorted keys are not
     saved = json.loads((tmp_path / "out" / "proof.json").read_text())
     assert saved["phases"][-1]["phase"] == "night-6-code-1" and saved["phases"][-1]["note"] == "interrupted"

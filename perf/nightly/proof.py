@@ -524,7 +524,7 @@ def table(doc: dict) -> str:
             if any(p["phase"].endswith(label) for label in (on, *deciding)):
                 walls[name] = walls.get(name, 0.0) + (p.get("wall_s") or 0.0)
     lines = [machine_line(doc), f"{'event':10s} {'expected':10s} {'reported':12s} {'wall_s':>7s}  evidence"]
-    for name, e in doc["events"].items():
+    for name, e in sorted(doc["events"].items(), key=lambda item: list(EVENTS).index(item[0])):
         ev = e["evidence"]
         if name == "toolchain" and ev.get("toolchain_ab"):
             said = "toolchain A/B (old/new Triton, as the step): " + _ab(ev["toolchain_ab"])
