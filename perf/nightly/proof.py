@@ -546,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perf.nightly.proof", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="a new or empty folder: proof.json, logs/, issues/")
     p.add_argument("--work", default=None, metavar="DIR",
-                   help="the clone, the data folder and the installed Triton, about 2 GB (default: a new "
+                   help="the clone, the data folder and the installed Triton, about 1 GB (default: a new "
                         "folder in the system's temporary folder, kept; not under OUT, which is small)")
     p.add_argument("--previous-triton-wheels", required=True, metavar="DIR",
                    help="a folder holding the previous Triton's wheel (installed with pip --no-index)")
