@@ -225,6 +225,20 @@ def test_production_lab_remeasures_with_the_latency_gate(tmp_path, monkeypatch):
     assert argv[:5] == ["gate", "--base-ref", "a" * 40, "--head-ref", "b" * 40] and argv[-1] == "--all-cases"
 
 
+def test_production_lab_runs_the_toolchain_ab_on_the_steps_commit(tmp_path, monkeypatch):
+    """GateLab's toolchain A/B is `perf gate --toolchain triton==OLD --head-ref STEP ...`: the step's
+    commit under the old and the new Triton, not whatever this checkout holds tonight."""
+    from perf.nightly import attribute, confirm
+
+    key = ("static_grid", "llama3-8b/decode/batch32-kv1024/block16", "graph")
+    calls: list = []
+    monkeypatch.setattr(confirm, "run_gate", lambda argv, repo: calls.append(argv) or 0)
+    lab = attribute.GateLab(str(tmp_path), str(tmp_path / "out"), "thresholds.yaml")
+    lab.toolchain_ab("gpu-a", "b" * 40, {"triton": "3.6.0"}, {"triton": "3.7.0"}, [key])
+    (argv,) = calls
+    assert argv[:5] == ["gate", "--toolchain", "triton==3.6.0", "--head-ref", "b" * 40]
+
+
 def test_the_state_joins_the_alerts_document_that_nightly_save_commits():
     """`perf nightly save` commits the alert's alert.json as the night's: attribution adds its state
     to this runner's entry and keeps everything else."""

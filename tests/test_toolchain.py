@@ -235,7 +235,7 @@ BAD = [
     (["compile", "--toolchain", "triton==3.5.1", "--base-ref", "HEAD"], "drop --base-ref"),
     (["compile", "--toolchain", "triton==3.5.1", "--emit-json", "OUT/side.json"], "drop --toolchain"),
     (["gate", "--toolchain", "triton", "--no-gpu-ok"], "--toolchain 'triton': not a pinned"),
-    (["gate", "--toolchain", "triton==3.5.1", "--head-ref", "HEAD", "--no-gpu-ok"], "drop --head-ref"),
+    (["gate", "--toolchain", "triton==3.5.1", "--base-ref", "HEAD", "--no-gpu-ok"], "drop --base-ref"),
     (["toolchain", "--versions", "3.x", "--out", "OUT"], "--versions '3.x': 3.x is not a version"),
 ]
 
@@ -385,6 +385,35 @@ def test_latency_gate_alternates_sides_under_their_tritons(tmp_path, monkeypatch
     gate = json.loads((out / "gate.json").read_text())
     assert [p["side"] for p in gate["processes"]] == ["base", "head", "head", "base"]
     assert gate["identity"]["toolchain"] == f"triton=={FAKE}"
+
+
+def test_latency_gate_measures_the_named_commit_under_both_tritons(tmp_path, monkeypatch):
+    """`--head-ref C` with `--toolchain`: both sides run commit C's kernels (the nightly's toolchain
+    A/B names the step's commit, which need not be the checkout's), never this checkout's."""
+    from perf import git as git_mod
+    from perf.cli import main
+
+    fake = toolchain.Toolchain(FAKE, str(tmp_path / "tc"))
+    monkeypatch.setattr(toolchain, "ensure", lambda spec, **kw: fake)
+    worker = _fake_worker([], 1.0)
+    roots: list = []
+
+    def run_process(cmd, log_path, label, reporter, pythonpath=ROOT):
+        opt = {cmd[i]: cmd[i + 1] for i in range(len(cmd) - 1) if cmd[i].startswith("--")}
+        head = opt["--head-from"]
+        roots.append((opt["--base-from"], head, git_mod.git(head, "rev-parse", "HEAD")))
+        return worker(cmd, log_path, label, reporter, pythonpath)
+
+    monkeypatch.setattr(ab, "run_process", run_process)
+    parent = git_mod.git(ROOT, "rev-parse", "HEAD~1", check=True)
+    out = tmp_path / "ab"
+    rc = main(["gate", "--toolchain", f"triton=={FAKE}", "--head-ref", parent, "--suite", "smoke",
+               "--variants", "static_grid", "--scenarios", "tiny/decode/*", "--out", str(out),
+               "--lock-timeout", "600"])
+    assert rc == 0
+    assert len(roots) == 4 and all(b == h != ROOT and sha == parent for b, h, sha in roots)
+    data = json.loads((out / "findings.json").read_text())
+    assert data["base"]["commit"] == data["head"]["commit"] == parent
 
 
 def test_latency_gate_refuses_a_side_that_ran_another_triton(tmp_path, monkeypatch):

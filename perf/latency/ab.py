@@ -15,10 +15,11 @@ perf/latency/analysis.py, calibration/<vendor>.yaml). Cases that fail are measur
 in fresh processes, before they fail the gate (`statistics.retries`). A file lock keeps two
 runs off one GPU.
 
-`--toolchain triton==X` measures this checkout under two Tritons instead: the installed one
-(base) and X (head, perf/toolchain.py). Two Tritons cannot share a process, so each fresh
-process measures one side (`worker --side`), in the order A B B A A B ... (`toolchain_schedule`)
-so that drift over the run falls on both sides alike, and the verdict comes from an unpaired
+`--toolchain triton==X` measures this checkout (or the commit `--head-ref` names) under two
+Tritons instead: the installed one (base) and X (head, perf/toolchain.py). Two Tritons cannot
+share a process, so each fresh process measures one side (`worker --side`), in the order
+A B B A A B ... (`toolchain_schedule`) so that drift over the run falls on both sides alike,
+and the verdict comes from an unpaired
 test of the process means (perf/latency/analysis.py `unpaired_findings(by_process=True)`:
 the `perf compare` statistics at the process level), with the vendor's uncalibrated
 thresholds (the calibration measures in-process pairs). Processes per side:
@@ -813,10 +814,9 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     toolchains = None
     if spec is not None:
         toolchain.parse(spec)
-        if args.base_ref or head_ref:
-            raise ConfigError(f"--toolchain measures this checkout under two Tritons; drop "
-                              f"{'--base-ref' if args.base_ref else '--head-ref'} (or drop --toolchain to "
-                              f"compare commits)")
+        if args.base_ref:  # one commit: this checkout, or the one --head-ref names
+            raise ConfigError("--toolchain measures one commit under two Tritons; drop --base-ref (or drop "
+                              "--toolchain to compare commits)")
         try:
             toolchains = {"base": toolchain.installed(), "head": toolchain.ensure(spec)}
         except toolchain.ToolchainBroken as e:
@@ -876,8 +876,8 @@ def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int
     retried: list = []
     ahead = None
     with contextlib.ExitStack() as stack:
-        base_root = repo if toolchains else stack.enter_context(worktree(repo, base_sha))
         head_root = stack.enter_context(worktree(repo, head_sha, "head")) if head_ref else repo
+        base_root = head_root if toolchains else stack.enter_context(worktree(repo, base_sha))
         roots = {"base": base_root, "head": head_root}
         selection = select_cases(args, th, vendor, base_sha, head_sha, roots, cases, toolchains)
         ledger = Ledger(out_dir, _identity(repo, args, base_sha, head_sha, machine, selection),

@@ -636,7 +636,9 @@ class GateLab:
             why = "only Triton can be installed beside this one (perf/toolchain.py): torch is not A/B-tested"
             return {k: {"status": verdicts.INCONCLUSIVE, "note": why} for k in cases}
         folder = os.path.join(self.out, "toolchain-ab", runner, f"{sha[:8]}-triton-{old['triton']}")
-        argv = ["gate", "--toolchain", f"triton=={old['triton']}", *self._argv(cases, folder)]
+        # the step's commit, not this checkout's: commits may have landed since the step's night
+        argv = ["gate", "--toolchain", f"triton=={old['triton']}", "--head-ref", sha,
+                *self._argv(cases, folder)]
         rc = confirm.run_gate(argv, self.repo)
         found = _findings(folder)
         return {k: {"status": verdicts.toolchain_status(found.get(k)), "exit": rc,
