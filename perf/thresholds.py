@@ -212,6 +212,11 @@ class Thresholds:
     def vendor(self, name: str) -> VendorThresholds:
         if name not in self.vendors:
             have = ", ".join(self.vendors) or "none"
+            if name not in VENDORS:  # a record's vendor: "cpu" for Triton's interpreter, "unknown"
+                raise ConfigError(f"{self.path}: no thresholds for {name!r}, not a vendor measured here "
+                                  f"({'|'.join(VENDORS)}): its times are judged by nothing (Triton's "
+                                  f"interpreter records 'cpu'); judge a GPU's results, or pass --vendor "
+                                  f"{'|'.join(VENDORS)} where offered")
             raise ConfigError(f"{self.path}: no section for vendor {name!r} (have: {have}); "
                               f"add a `{name}:` section or pass --vendor {'|'.join(VENDORS)}")
         return self.vendors[name]

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perf import verdicts
+from perf.errors import ConfigError
 from perf.nightly import creep, simulate
 
 # Seeds 2, 11, 23, 83, 89 and 127 were looked at while the pipeline was built (docs/nightly.md,
@@ -237,6 +238,22 @@ def test_production_lab_runs_the_toolchain_ab_on_the_steps_commit(tmp_path, monk
     lab.toolchain_ab("gpu-a", "b" * 40, {"triton": "3.6.0"}, {"triton": "3.7.0"}, [key])
     (argv,) = calls
     assert argv[:5] == ["gate", "--toolchain", "triton==3.6.0", "--head-ref", "b" * 40]
+
+
+def test_interpreter_nights_are_refused_in_one_line_that_names_no_impossible_fix(tmp_path):
+    """A night measured in Triton's interpreter (vendor "cpu") has no thresholds: attribution says
+    so instead of suggesting a `cpu:` section of thresholds.yaml, which the file may not hold."""
+    import dataclasses
+
+    from perf.thresholds import load_thresholds
+
+    nights = [dataclasses.replace(n, vendor="cpu") for n in _history([{}] * 4)]
+    with pytest.raises(ConfigError, match="measured on 'cpu'.*no threshold judges") as e:
+        _judge_each_night(tmp_path, nights)
+    assert "add a" not in str(e.value)
+    with pytest.raises(ConfigError, match="'cpu', not a vendor measured here") as e:
+        load_thresholds("thresholds.yaml").vendor("cpu")
+    assert "section" not in str(e.value)
 
 
 def test_the_state_joins_the_alerts_document_that_nightly_save_commits():

@@ -67,8 +67,11 @@ def test_overrides_apply_in_order_and_by_glob(raw):
 
 def test_unknown_vendor_lookup_names_file_and_fix(raw):
     th = parse_thresholds(raw, "t.yaml")
-    with pytest.raises(ConfigError, match=r"^t\.yaml: no section for vendor 'intel'.*--vendor"):
+    with pytest.raises(ConfigError, match=r"^t\.yaml: no thresholds for 'intel', not a vendor measured here"):
         th.vendor("intel")
+    del th.vendors["amd"]
+    with pytest.raises(ConfigError, match=r"^t\.yaml: no section for vendor 'amd'.*add a `amd:` section"):
+        th.vendor("amd")
 
 
 def _set(data: dict, path: str, value) -> dict:

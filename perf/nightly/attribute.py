@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from perf import verdicts
+from perf.errors import ConfigError
 from perf.nightly import alert
 from perf.nightly.selection import PEER_PREFIX
 
@@ -246,6 +247,10 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
     th, s = ctx.thresholds, ctx.settings
     tonight = nights[-1]
     vendor = tonight.vendor
+    if vendor not in th.vendors:
+        raise ConfigError(f"{ctx.runner}: the night of {tonight.date} was measured on {vendor!r} (Triton's "
+                          f"interpreter where that is cpu), which no threshold judges: attribution reads a "
+                          f"GPU runner's nights")
     if (vendor, tonight.gpu) not in ctx.calibrations:
         ctx.calibrations[(vendor, tonight.gpu)] = calibration_for(th, vendor, tonight.gpu)[0]
     cal = ctx.calibrations[(vendor, tonight.gpu)]
@@ -582,7 +587,6 @@ def attribute(data: str, ctx: Context, date: str | None = None, alert_json: str 
     """Judge night `date` (default: the runner's newest) and write its state into its alert.json
     on the data checkout, and into `alert_json` (the alert's alert.json, which `perf nightly save`
     commits as the night's) when given and it is about tonight's commit."""
-    from perf.errors import ConfigError
     from perf.nightly import store
 
     nights = load_nights(data, ctx.runner, date)
@@ -695,7 +699,6 @@ def runners_of(args: argparse.Namespace, root: str) -> list[str]:
     """The runners attributed: --machine, else the machine of each results file `perf nightly run`
     copied into --out for this commit (the night `perf nightly save` will commit)."""
     from perf import git
-    from perf.errors import ConfigError
     from perf.nightly import store
 
     if args.machine:
@@ -713,7 +716,6 @@ def action_main(args: argparse.Namespace, conf: dict) -> int:
     checkout; its state into the night's alert.json there and into --out's alert.json (which
     `perf nightly save` commits), its issues to GitHub or, with --dry-run DIR, into DIR."""
     from perf.ci import github
-    from perf.errors import ConfigError
     from perf.nightly import store
     from perf.thresholds import load_thresholds
 
