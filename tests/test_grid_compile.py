@@ -3,6 +3,7 @@ shards that together hold every distinct kernel once (real compiles for sm_90, ~
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -51,3 +52,44 @@ def test_a_shard_is_one_of_n(pair):
 def test_a_bad_shard_is_named(text):
     with pytest.raises(ConfigError, match="--shard"):
         grid_compile.parse_shard(text)
+
+
+# --------------------------------------------------------------------------- the cache, moved
+
+
+def _group(folder, name: str, children: dict) -> str:
+    path = os.path.join(folder, f"__grp__{name}.json")
+    with open(path, "w") as f:
+        json.dump({"child_paths": children}, f)
+    return path
+
+
+def test_relocation_points_each_group_at_its_folder_and_drops_what_triton_cannot_read(tmp_path, monkeypatch):
+    """A cache compiled elsewhere (the grid-compile jobs' workspace), moved here: every group names
+    the files beside it, a group already right is left alone, and a group Triton's lookup would
+    raise on (cut short, another shape) is removed, so that kernel compiles instead of failing its
+    test. Triton's own lookup then finds the moved files and nothing raises."""
+    import triton_compiles
+    from triton.runtime.cache import FileCacheManager
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    moved, right, cut, odd = (tmp_path / k for k in ("KEYMOVED", "KEYRIGHT", "KEYCUT", "KEYODD"))
+    for folder in (moved, right, cut, odd):
+        folder.mkdir()
+        (folder / "k.cubin").write_bytes(b"\0")
+        (folder / "k.json").write_text("{}")
+    elsewhere = "/home/runner/work/repo/.grid-cache/nvidia/KEYMOVED"
+    _group(moved, "k", {n: f"{elsewhere}/{n}" for n in ("k.cubin", "k.json")})
+    kept = _group(right, "k", {n: str(right / n) for n in ("k.cubin", "k.json")})
+    before = os.stat(kept).st_mtime_ns
+    (cut / "__grp__k.json").write_text('{"child_paths": {"k.cubin": "/x/k.cu')
+    _group(odd, "k", ["k.cubin"])  # not Triton's format: a list
+    assert triton_compiles.relocate(str(tmp_path)) == 1
+    assert triton_compiles.relocate(str(tmp_path)) == 0  # again (another xdist worker): nothing to do
+    assert os.stat(kept).st_mtime_ns == before
+    for folder in (moved, right):
+        group = FileCacheManager(folder.name).get_group("k.json")
+        assert group == {n: str(folder / n) for n in ("k.cubin", "k.json")}
+    for folder in (cut, odd):
+        assert not (folder / "__grp__k.json").exists()
+        assert FileCacheManager(folder.name).get_group("k.json") is None  # a miss: compiled anew

@@ -404,3 +404,125 @@ def test_a_first_call_that_differs_runs_the_case():
     head = copy.deepcopy(side)
     head["first"]["ops"] = [["aten.zero_", []]]
     assert "first call" in changes.difference(side, head)
+
+
+# --------------------------------------------------------------------------- what a case's key holds
+
+KEYS_CHECK = r'''
+import dataclasses, sys, torch
+from perf.ci import grid_changes
+from perf.static import changes, plan
+from perf.thresholds import load_thresholds
+grid_changes.defined_memory()
+grid_changes.refuse_device_queries()
+import kernels
+from kernels import launch, platform
+from kernels.paged_attention import planning
+sys.path.insert(0, "tests")
+import grid_cases
+
+(target,) = plan.load_targets(load_thresholds("thresholds.yaml"), only="sm_90")
+grid_changes.as_if_on(platform, target, 132)
+cases = {(c.config, c.variant): c for c in grid_cases.keyed_cases(list(kernels.VARIANTS))
+         if c.feature == "none"}
+pristine = grid_changes.Pristine([m for n, m in sys.modules.items() if n.split(".")[0] == "kernels"])
+
+
+def key(case, contents=True, reset=True):
+    if reset:
+        pristine.restore()
+    batch = grid_changes.case_batch(grid_cases, case)
+    return changes.case_key(kernels, case.variant, batch, target, 132, case.call_kwargs(), first_call=True,
+                            target_hints=False, contents=contents)
+
+
+# a table the planner fills from host data (torch.tensor of a list) is keyed by its bytes
+fused = cases["fused_reduce_seg3", "parallel"]
+real = planning.arrival_counts
+
+
+def table(value, contents=True):
+    planning.arrival_counts = lambda s, h, d: torch.tensor([value] * (s * h), dtype=torch.int32, device=d)
+    try:
+        return key(fused, contents)
+    finally:
+        planning.arrival_counts = real
+
+
+assert changes.difference(table(0), table(0)) is None
+assert "arrivals_ptr" in changes.difference(table(0), table(1))
+assert changes.difference(table(0, False), table(1, False)) is None  # what shapes and dtypes alone see
+# a case's key is its own, whatever this process planned before (its first call is a first call)
+case = cases["tile64_over_block16_seg3", "flex_tile"]
+alone = key(case)
+assert changes.difference(alone, key(case)) is None
+assert "first call" in changes.difference(alone, key(case, reset=False))  # kept state: no first call
+# a launch that runs otherwise than KernelLaunch runs
+plain = planning._Plan.launches
+
+
+class Extra(launch.KernelLaunch):
+    def __call__(self):
+        super().__call__()
+
+
+planning._Plan.launches = lambda self, *a: [
+    Extra(**{f.name: getattr(x, f.name) for f in dataclasses.fields(x)}) for x in plain(self, *a)]
+try:
+    got = key(case)
+finally:
+    planning._Plan.launches = plain
+assert got["status"] == "error" and "Extra, not kernels.launch.KernelLaunch" in got["reason"], got
+# a planner that asks torch.cuda itself
+real_resolve = planning.resolve_target
+scope = {"torch": torch, "real": real_resolve}
+exec(compile("def resolve_target(vendor=None, num_sms=None):\n    torch.cuda.is_available()\n"
+             "    return real(vendor, num_sms)\n", planning.__file__, "exec"), scope)
+planning.resolve_target = scope["resolve_target"]
+try:
+    got = key(case)
+finally:
+    planning.resolve_target = real_resolve
+assert got["status"] == "error" and "torch.cuda.is_available" in got["reason"], got
+assert torch.cuda.is_available() is False  # asked from elsewhere: answered
+print("keys ok")
+'''
+
+
+def test_a_cases_key_holds_the_planners_bytes_its_own_first_call_and_what_runs_it():
+    """The grid's key of a case (`case_key(contents=True)` in a planning process of
+    `grid_changes.defined_memory`): a table the planner fills from host data is keyed by its bytes
+    (shapes and dtypes alone saw none of it); a case planned after others keys its own first call
+    (`Pristine`); a launch of another class than KernelLaunch, or a planner asking torch.cuda
+    itself (`refuse_device_queries`), fails to plan, so the case runs."""
+    done = subprocess.run([sys.executable, "-c", KEYS_CHECK], cwd=ROOT,
+                          env=dict(_env(), PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "keys ok", done.stderr[-3000:]
+
+
+DYING_WORKER = r'''
+import os, sys
+from perf.ci import grid_changes
+real = grid_changes._plan_chunk
+
+
+def dying(indices):
+    if 0 in indices:
+        os._exit(9)  # a worker killed (out of memory, a crash in a native library)
+    return real(indices)
+
+
+grid_changes._plan_chunk = dying
+sys.exit(grid_changes.side_main(sys.argv[1:]))
+'''
+
+
+def test_a_planning_worker_that_dies_fails_the_plan_instead_of_hanging(tmp_path):
+    """(multiprocessing.Pool waited for it forever: the changes job until its timeout.)"""
+    done = subprocess.run([sys.executable, "-c", DYING_WORKER, "--base", str(ROOT), "--head", str(ROOT),
+                           "--target", "sm_90", "--num-sms", "132", "--thresholds", "thresholds.yaml",
+                           "--processes", "2", "--out", str(tmp_path / "out.json"), "--only",
+                           "*reference[[]gqa4-64-16-*"], cwd=ROOT, env=dict(_env(), PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "BrokenProcessPool" in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "out.json").exists()

@@ -11,6 +11,7 @@ interpreter nothing compiles and this plugin stays off.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -39,7 +40,9 @@ def relocate(cache_dir: str) -> int:
     groups rewritten. Triton records a kernel's files by absolute path (its FileCacheManager's
     `__grp__*.json`, each next to the files it names), so a cache compiled in another folder (the
     `grid-compile` jobs' workspace is not the GPU runner's) would find none of them and compile
-    everything again. Rewritten atomically: xdist workers may do it at once."""
+    everything again. Rewritten atomically: xdist workers may do it at once. A group file Triton
+    could not read (cut short, not its format) is removed: Triton's lookup would raise on it and
+    fail the test; without it, that kernel compiles here."""
     count = 0
     for folder, _, names in os.walk(cache_dir):
         for name in names:
@@ -49,10 +52,14 @@ def relocate(cache_dir: str) -> int:
             try:
                 with open(path, encoding="utf-8") as f:
                     doc = json.load(f)
-            except (OSError, ValueError):
-                continue  # not a group Triton wrote: left as it is (Triton ignores what it cannot read)
+            except OSError:
+                continue  # gone meanwhile, or not ours to read: Triton meets it as it is
+            except ValueError:
+                doc = None
             children = doc.get("child_paths") if isinstance(doc, dict) else None
             if not isinstance(children, dict):
+                with contextlib.suppress(FileNotFoundError):  # another worker's removal
+                    os.remove(path)
                 continue
             moved = {child: os.path.join(folder, os.path.basename(str(p))) for child, p in children.items()}
             if moved == children:

@@ -6,8 +6,9 @@ The keyed cases are those of the grid's two parametrized correctness tests
 is planned on base and head as the latency gate's change plan plans a case
 (perf/static/changes.py `case_key`: each side's own planner, called as the test calls it with
 the kernels' platform answering as the runner's GPU, every launch bound and its binary named by
-Triton's compile key, the call path, the torch operations of the call; the first call's too,
-since a test calls once), on the batch its test
+Triton's compile key, the call path, the torch operations of the call, the bytes of the planner's
+own tensors (`defined_memory`); the first call's too, since a test calls once, planned from a
+fresh worker's state, `Pristine`), on the batch its test
 builds (`build_batch(poison=True)` with the test's seed and fp8 format, unfilled: values decide
 no launch) and with the `config` hint its test passes, read from the head's test lists loaded
 against each side's kernels. A case is `unchanged` exactly when `changes.difference(base, head)`
@@ -66,6 +67,76 @@ def as_if_on(platform, target, num_sms: int) -> None:
     platform.current = lambda: here
 
 
+def defined_memory() -> None:
+    """New tensors' memory filled with known values (NaN, an integer's maximum) in this process, so
+    that the bytes `changes.case_key(contents=True)` reads of a planner's buffers are the same on
+    every run and differ only where a planner writes other values."""
+    import torch
+    import torch.utils.deterministic
+
+    torch.use_deterministic_algorithms(True, warn_only=True)  # CPU planning: only the fill matters
+    torch.utils.deterministic.fill_uninitialized_memory = True
+
+
+def refuse_device_queries() -> None:
+    """Each `torch.cuda` function raises when code under `SELECTABLE` calls it in this process: a
+    planner asking the device would read this CPU where the runner has a GPU and plan what the
+    runner does not run; its case then fails to plan, so it runs. (kernels/platform.py, outside
+    `SELECTABLE`, answers as the runner's GPU: `as_if_on`.) A tripwire for direct calls; what it
+    cannot see is in docs/latency.md."""
+    import functools
+    import inspect
+
+    import torch
+
+    from perf.ci.grid_plan import SELECTABLE
+
+    def planner_code(filename: str) -> bool:
+        path = filename.replace(os.sep, "/")
+        at = path.rfind("/kernels/")
+        return at >= 0 and any(fnmatch.fnmatchcase(path[at + 1:], g) for g in SELECTABLE)
+
+    def refusing(name, fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            if planner_code(sys._getframe(1).f_code.co_filename):
+                raise RuntimeError(f"the planner calls torch.cuda.{name}: planned on a CPU, it would read "
+                                   f"this machine, not the runner's GPU")
+            return fn(*args, **kwargs)
+        return call
+
+    for name, fn in list(vars(torch.cuda).items()):
+        if inspect.isfunction(fn) and not name.startswith("_"):
+            setattr(torch.cuda, name, refusing(name, fn))
+
+
+class Pristine:
+    """The module-level state of `modules` (a side's `kernels` package) as it was before any case
+    was planned: every dict, list and set they hold (the planners' kept plans, choices, buffers,
+    checked layouts) and every cache of their functions. `restore()` before a case puts it back, so
+    the case's first call plans as a test's first call does in a worker that has run nothing else
+    (what this process planned before would otherwise make it a kept plan's call, and the first
+    call's own path would go unkeyed)."""
+
+    def __init__(self, modules):
+        self.saved, self.caches = [], []
+        for module in modules:
+            for name, value in vars(module).items():
+                if name.startswith("__"):  # __builtins__ is a dict too
+                    continue
+                if type(value) in (dict, list, set):
+                    self.saved.append((value, value.copy()))
+                elif callable(getattr(value, "cache_clear", None)):
+                    self.caches.append(value)
+
+    def restore(self) -> None:
+        for value, saved in self.saved:  # in place: other modules may hold the same object
+            value.clear()
+            value.extend(saved) if type(value) is list else value.update(saved)
+        for function in self.caches:
+            function.cache_clear()
+
+
 def case_batch(module, case):
     """The batch a keyed case's test builds (poisoned, in its fp8 format), unfilled: values decide
     no launch. Call it with the kernels that built `module` active."""
@@ -96,9 +167,10 @@ def _plan_chunk(indices: list[int]) -> list[list]:
                 keys[name] = {"status": "error", "reason": batch}
                 continue
             with side.active() as kernels:
+                s["pristine"][name].restore()
                 hints = case.call_kwargs(s["modules"][name].FORCED_CONFIGS)
                 keys[name] = changes.case_key(kernels, case.variant, batch, s["target"], s["num_sms"], hints,
-                                              first_call=True, target_hints=False)
+                                              first_call=True, target_hints=False, contents=True)
         out.append([case.node, changes.difference(keys["base"], keys["head"])])
     return out
 
@@ -138,6 +210,8 @@ def side_main(argv: list[str] | None = None) -> int:
     from perf.thresholds import load_thresholds
 
     torch.set_num_threads(1)  # the workers are the parallelism; no thread pools before the fork
+    defined_memory()  # before the sides load: a table a module makes at import is known bytes too
+    refuse_device_queries()
     (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
     sides = {s: checkout.load_side(getattr(args, s), f"kernels_grid_{s}") for s in ("base", "head")}
     for side in sides.values():
@@ -152,21 +226,29 @@ def side_main(argv: list[str] | None = None) -> int:
     if args.only:
         globs = [g.strip() for g in args.only.split(",") if g.strip()]
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.node, g) for g in globs)]
-    _STATE.update(sides=sides, modules=modules, cases=cases, target=target, num_sms=args.num_sms)
+    _STATE.update(sides=sides, modules=modules, cases=cases, target=target, num_sms=args.num_sms,
+                  pristine={name: Pristine(side.modules.values()) for name, side in sides.items()})
     # chunks of consecutive cases (the variants of one batch together), a few per worker for balance
     processes = max(1, min(args.processes or os.cpu_count() or 1, len(cases) or 1))
     size = max(1, min(64, len(cases) // (processes * 4) or 1))
     chunks = [list(range(i, min(i + size, len(cases)))) for i in range(0, len(cases), size)]
     if processes == 1:
         rows = [row for chunk in chunks for row in _plan_chunk(chunk)]
-    else:
-        pool = multiprocessing.get_context("fork").Pool(processes, initializer=_worker_start)
+    else:  # not multiprocessing.Pool: a worker that dies (killed, a crash in a native library) would
+        # leave it waiting forever; this pool raises BrokenProcessPool
+        from concurrent.futures import ProcessPoolExecutor
+
+        from perf.static.build import _stop_pool
+
+        pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_worker_start)
+        futures = [pool.submit(_plan_chunk, chunk) for chunk in chunks]
         try:
-            rows = [row for part in pool.imap(_plan_chunk, chunks) for row in part]
-            pool.close()
-        finally:
-            pool.terminate()  # after close: waits; after an error or interrupt: stops the workers
-            pool.join()
+            rows = [row for future in futures for row in future.result()]
+        except BaseException:  # an error or interrupt: stop the workers
+            _stop_pool(pool, futures)
+            raise
+        pool.shutdown(wait=True)
     files.write_text(args.out, json.dumps({"schema": SIDE_SCHEMA, "target": target.name,
                                            "num_sms": args.num_sms, "cases": rows}))
     return 0

@@ -88,6 +88,7 @@ def side_main(argv: list[str] | None = None) -> int:
     (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
     grid_changes.as_if_on(platform, target, args.num_sms)  # the tests call unhinted: as the grid plan
     cases_mod = grid_changes.cases_module(ROOT)
+    pristine = grid_changes.Pristine([m for n, m in sys.modules.items() if n.split(".")[0] == "kernels"])
     cases = cases_mod.keyed_cases(list(kernels.VARIANTS))
     if args.nodes:
         wanted = set(files.load_json(args.nodes, "the node ids to compile", "plan again", expect=list))
@@ -105,6 +106,7 @@ def side_main(argv: list[str] | None = None) -> int:
             batches = {key: grid_changes.case_batch(cases_mod, case)}
         batch = batches[key]
         variant = kernels.VARIANTS[case.variant]
+        pristine.restore()  # the first call as a test's first (grid_changes.Pristine)
         try:
             out = torch.empty_like(batch.q)
             # the first call and the kept plan's, as the test makes them (they may launch otherwise)

@@ -75,11 +75,15 @@ class Roles:
         self.scratch = 0
         for name, tensor in named.items():
             self.names.setdefault(self._storage(tensor), name)
+        self.named = frozenset(self.names)  # the storages of the call's own tensors
 
     @staticmethod
     def _storage(tensor) -> tuple[int, int]:
         storage = tensor.untyped_storage()
         return storage.data_ptr(), storage.nbytes()
+
+    def is_named(self, tensor) -> bool:
+        return self._storage(tensor) in self.named
 
     def of(self, tensor) -> str:
         key = self._storage(tensor)
@@ -94,8 +98,22 @@ def describe_tensor(tensor, role: str | None = None) -> list:
     return [role, list(tensor.shape), list(tensor.stride()), tensor.storage_offset(), str(tensor.dtype)]
 
 
-def launch_key(launch, target, roles: Roles) -> dict:
-    """Everything of one planned launch that decides its device time (module docstring)."""
+def storage_digest(tensor) -> str:
+    """A digest of every byte of a CPU tensor's storage (all a kernel handed the tensor may read),
+    read in place: no torch operation, so none is traced."""
+    import ctypes
+    import hashlib
+
+    storage = tensor.untyped_storage()
+    size = storage.nbytes()
+    data = (ctypes.c_char * size).from_address(storage.data_ptr()) if size else b""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def launch_key(launch, target, roles: Roles, contents: bool = False) -> dict:
+    """Everything of one planned launch that decides its device time (module docstring).
+    `contents`: also the bytes of every tensor that is not one of the call's own (`Roles.named`):
+    the planner's tables and buffers, whose values decide what a kernel computes (`case_key`)."""
     import torch
 
     from perf.static import plan
@@ -105,6 +123,8 @@ def launch_key(launch, target, roles: Roles) -> dict:
     for name, value in launch.args.items():
         if isinstance(value, torch.Tensor):
             tensors[name] = describe_tensor(value, roles.of(value))
+            if contents and not roles.is_named(value):
+                tensors[name].append(storage_digest(value))
         else:
             scalars[name] = _plain(value)
     binary = plan.cache_key(launch, target, signature, constexprs, attrs, options)
@@ -112,18 +132,26 @@ def launch_key(launch, target, roles: Roles) -> dict:
             "config": _plain(launch.config()), "scalars": scalars, "tensors": tensors}
 
 
-def _op_tracer(ops: list):
+def _op_tracer(ops: list, contents: Roles | None = None):
     """A TorchDispatchMode appending each torch operation run under it (name, tensor shapes,
-    strides and dtypes, other arguments) to `ops`."""
+    strides and dtypes, other arguments) to `ops`; with `contents`, also the bytes of each tensor
+    argument that is not one of its named tensors (`torch.tensor(data)` shows only as
+    `lift_fresh` of a tensor of that shape: its data is in no argument)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
+    def describe(x):
+        if not isinstance(x, torch.Tensor):
+            return _plain(x)
+        if contents is not None and x.device.type == "cpu" and not contents.is_named(x):
+            return [*describe_tensor(x), storage_digest(x)]
+        return describe_tensor(x)
+
     class Tracer(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             leaves, _ = tree_flatten((args, kwargs or {}))
-            ops.append([str(func), [describe_tensor(x) if isinstance(x, torch.Tensor) else _plain(x)
-                                    for x in leaves]])
+            ops.append([str(func), [describe(x) for x in leaves]])
             return func(*args, **(kwargs or {}))
 
     return Tracer()
@@ -142,15 +170,36 @@ def call_path(kernels, variant) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
+def check_launches(kernels, launches: list) -> None:
+    """TypeError for a launch that does not run as `kernels.launch.KernelLaunch` runs (a subclass,
+    which may do more than its kernel, or another compiled launcher than `CompiledLaunches`):
+    `call_path` hashes that module's code, not what another class runs."""
+    module = getattr(kernels, "launch", None) or importlib.import_module("kernels.launch")
+    plain, compiled = module.KernelLaunch, getattr(module, "CompiledLaunches", None)
+    for launch in launches:
+        if type(launch) is not plain:
+            raise TypeError(f"a launch of type {type(launch).__qualname__}, not kernels.launch.KernelLaunch: "
+                            f"what it runs is not planned")
+        runner = getattr(launch, "compiled", None)
+        if runner is not None and (compiled is None or type(runner) is not compiled):
+            raise TypeError(f"a launch kept by {type(runner).__qualname__}, not "
+                            f"kernels.launch.CompiledLaunches: what it runs is not planned")
+
+
 def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first_call: bool = False,
-             target_hints: bool = True) -> dict:
+             target_hints: bool = True, contents: bool = False) -> dict:
     """One side's launches for one case: {"status": "ok", "launches", "ops", "call"}, or "skip"
     (a feature the variant lacks), "missing" (not registered) or "error", with the reason.
     `first_call`: the first call's launches and torch operations too (`"first"`), for a caller
     that may run the case only once (the correctness grid), where a kept plan could differ from
     the first. `target_hints=False`: planned as called without the `vendor=`/`num_sms=` hints
-    (the device's platform decides, which the caller has made `target`'s). Run with that side's
-    `kernels` active (perf/checkout.py `Side.active`)."""
+    (the device's platform decides, which the caller has made `target`'s). `contents`: the bytes
+    of every tensor the planner makes or keeps (not the call's own) that a launch or a traced
+    operation reads, for a caller whose question is what the kernels compute (the correctness
+    grid); its process must fill new memory with known values (`torch.utils.deterministic`),
+    else those bytes are garbage. A launch that is not a plain `kernels.launch.KernelLaunch`
+    (`check_launches`) is an error. Run with that side's `kernels` active (perf/checkout.py
+    `Side.active`)."""
     import torch
 
     from perf.static import plan
@@ -169,20 +218,23 @@ def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first
                 return plan.plan_as_if_on(target, variant, batch, num_sms=num_sms, out=out, **hints)
             return variant.plan(*batch.args(), out=out, **batch.options, **hints)[1]
 
+        own = Roles(named) if contents else None  # which tensors are the call's own
         first_ops: list = []
-        with _op_tracer(first_ops) if first_call else contextlib.nullcontext():
+        with _op_tracer(first_ops, own) if first_call else contextlib.nullcontext():
             first = planned()
         ops: list = []
-        with _op_tracer(ops):
+        with _op_tracer(ops, own):
             launches = planned()
+        step = "check the launches of"
+        check_launches(kernels, [*first, *launches] if first_call else launches)
         step = "bind"
         roles = Roles(named)
-        keys = [launch_key(launch, target, roles) for launch in launches]
+        keys = [launch_key(launch, target, roles, contents) for launch in launches]
         extra = {}
         if first_call:
             first_roles = Roles(named)
-            extra["first"] = {"launches": [launch_key(launch, target, first_roles) for launch in first],
-                              "ops": first_ops}
+            extra["first"] = {"launches": [launch_key(launch, target, first_roles, contents)
+                                           for launch in first], "ops": first_ops}
         step = "read the call path of"
         call = call_path(kernels, variant)
     except NotImplementedError as e:
