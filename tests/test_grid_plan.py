@@ -50,7 +50,9 @@ def planted(tmp_path_factory):
     base = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
     for name, edit in (("docs", plant.plant_docs), ("heuristic", plant.plant_heuristic),
-                       ("kernel", plant.plant_kernel_wide), ("unhinted", _plant_unhinted_sms)):
+                       ("kernel", plant.plant_kernel_wide), ("unhinted", _plant_unhinted_sms),
+                       ("import-setting", _plant_import_setting),
+                       ("planning-setting", _plant_planning_setting)):
         git(repo, "checkout", "-q", "-b", name, base)
         edit(str(repo))
         git(repo, "commit", "-qam", name)
@@ -65,6 +67,23 @@ def _plant_unhinted_sms(root: str) -> None:
     text = path.read_text()
     assert text.count(old) == 1
     path.write_text(text.replace(old, "num_sms = (here.num_sms // 2 if here.vendor == vendor else 0)"))
+
+
+def _plant_import_setting(root: str) -> None:
+    """A kernels module that turns Triton's floating-point fusion off for its process when imported:
+    every kernel the head's GPU run compiles differs, no launch key does."""
+    path = Path(root) / "kernels" / "paged_attention" / "common.py"
+    path.write_text(path.read_text() + '\nimport os\n\nos.environ["TRITON_DEFAULT_FP_FUSION"] = "0"\n')
+
+
+def _plant_planning_setting(root: str) -> None:
+    """The same setting made by the planner, on its first call."""
+    path = Path(root) / "kernels" / "paged_attention" / "planning.py"
+    old = "    vendor, num_sms = resolve_target(vendor, num_sms)\n    if config is not None"
+    text = path.read_text()
+    assert text.count(old) == 1
+    setting = '    __import__("os").environ["TRITON_DEFAULT_FP_FUSION"] = "0"\n'
+    path.write_text(text.replace(old, setting + old))
 
 
 def _plan(repo: Path, branch: str, base: str, out: Path) -> tuple[dict | None, str]:
@@ -156,6 +175,25 @@ def test_a_change_only_the_tests_calls_see_is_found(planted, tmp_path):
     doc, _ = _plan(repo, "unhinted", base, tmp_path)
     assert doc["run"] and any(n.endswith("-static_grid]") for n in doc["run"])
     assert not any(n.endswith(("-naive]", "-qblock]")) for n in doc["run"])  # fixed grids, no SM count
+
+
+def test_a_setting_the_kernels_make_for_their_process_runs_every_case(planted, tmp_path):
+    """Both sides are planned in one process: a setting one side makes for it (an environment
+    variable, a Triton knob, a torch switch), at import or while planning, would be every later
+    plan's, on both sides, and hide itself; the GPU run is the head's alone."""
+    repo, base = planted
+    cases = {c.node for c in _subset_cases()}
+    for branch, why in (("import-setting", "importing the kernels changed the process's settings"),
+                        ("planning-setting", "planning changed the process's settings")):
+        git(repo, "checkout", "-q", branch)
+        done = subprocess.run([sys.executable, "-m", "perf", "grid", "--cases", "--vendor", "nvidia",
+                               "--base-ref", base, "--out", str(tmp_path / branch), "--only", SUBSET,
+                               "--processes", "2"], cwd=repo, env=dict(_env(), PYTHONPATH=str(repo)),
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        doc = grid_plan.read_plan(str(tmp_path / branch / grid_plan.PLAN_FILE))
+        assert set(doc["run"]) == cases and not doc["unchanged"], (branch, doc["counts"])
+        assert f"{why} (environment TRITON_DEFAULT_FP_FUSION: None -> 0)" in done.stderr, done.stderr[-2000:]
 
 
 def test_the_keyed_cases_are_the_collected_test_ids():

@@ -110,6 +110,38 @@ def refuse_device_queries() -> None:
             setattr(torch.cuda, name, refusing(name, fn))
 
 
+def process_settings() -> dict:
+    """What code may set for its whole process that changes what every kernel, or the fp32
+    reference, computes on the GPU: the environment, Triton's knobs, torch's numeric switches.
+    The planning process is one process for both sides and all cases, the GPU's is the head's
+    alone: a side that set one of these (at import or while planning) would plan every later
+    case under it, both sides alike, and hide itself (`settings_change`)."""
+    import torch
+    from triton import knobs
+
+    groups = {name: g for name in dir(knobs) if isinstance(g := getattr(knobs, name), knobs.base_knobs)}
+    matmul = torch.backends.cuda.matmul
+    return {"environment": dict(os.environ),
+            **{f"triton.knobs.{name}": {k: repr(v) for k, v in g.knobs.items()}
+               for name, g in groups.items()},
+            "torch": {"default dtype": str(torch.get_default_dtype()),
+                      "float32 matmul precision": torch.get_float32_matmul_precision(),
+                      "cuda matmul tf32": matmul.allow_tf32, "cudnn tf32": torch.backends.cudnn.allow_tf32,
+                      "fp16 reduced precision": matmul.allow_fp16_reduced_precision_reduction,
+                      "bf16 reduced precision": matmul.allow_bf16_reduced_precision_reduction}}
+
+
+def settings_change(before: dict) -> str | None:
+    """The first process setting that differs from `before` (`process_settings`), in a few words."""
+    now = process_settings()
+    for group, values in now.items():
+        old = before.get(group, {})
+        for key in sorted(set(values) | set(old)):
+            if values.get(key) != old.get(key):
+                return f"{group} {key}: {str(old.get(key))[:40]} -> {str(values.get(key))[:40]}"
+    return None
+
+
 class Pristine:
     """The module-level state of `modules` (a side's `kernels` package) as it was before any case
     was planned: every dict, list and set they hold (the planners' kept plans, choices, buffers,
@@ -172,6 +204,10 @@ def _plan_chunk(indices: list[int]) -> list[list]:
                 keys[name] = changes.case_key(kernels, case.variant, batch, s["target"], s["num_sms"], hints,
                                               first_call=True, target_hints=False, contents=True)
         out.append([case.node, changes.difference(keys["base"], keys["head"])])
+    changed = settings_change(s["settings"])
+    if changed:  # this chunk, or one before it in this worker, planned under other settings
+        out = [[node, f"planning changed the process's settings ({changed}); the GPU runs the head's alone"]
+               for node, _ in out]
     return out
 
 
@@ -212,6 +248,7 @@ def side_main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # the workers are the parallelism; no thread pools before the fork
     defined_memory()  # before the sides load: a table a module makes at import is known bytes too
     refuse_device_queries()
+    settings = process_settings()
     (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
     sides = {s: checkout.load_side(getattr(args, s), f"kernels_grid_{s}") for s in ("base", "head")}
     for side in sides.values():
@@ -226,8 +263,16 @@ def side_main(argv: list[str] | None = None) -> int:
     if args.only:
         globs = [g.strip() for g in args.only.split(",") if g.strip()]
         cases = [c for c in cases if any(fnmatch.fnmatchcase(c.node, g) for g in globs)]
+    changed = settings_change(settings)
+    if changed:  # a side's import set it: every later plan would be made under it, on both sides
+        files.write_text(args.out, json.dumps({
+            "schema": SIDE_SCHEMA, "target": target.name, "num_sms": args.num_sms,
+            "cases": [[c.node, f"importing the kernels changed the process's settings ({changed})"]
+                      for c in cases]}))
+        return 0
     _STATE.update(sides=sides, modules=modules, cases=cases, target=target, num_sms=args.num_sms,
-                  pristine={name: Pristine(side.modules.values()) for name, side in sides.items()})
+                  pristine={name: Pristine(side.modules.values()) for name, side in sides.items()},
+                  settings=settings)
     # chunks of consecutive cases (the variants of one batch together), a few per worker for balance
     processes = max(1, min(args.processes or os.cpu_count() or 1, len(cases) or 1))
     size = max(1, min(64, len(cases) // (processes * 4) or 1))
