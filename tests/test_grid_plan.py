@@ -564,3 +564,52 @@ def test_a_planning_worker_that_dies_fails_the_plan_instead_of_hanging(tmp_path)
                           capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "BrokenProcessPool" in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "out.json").exists()
+
+
+ATTRIBUTE_CHECK = r'''
+import importlib, sys
+from perf.static import changes
+keys = []
+for side in sys.argv[1:]:
+    sys.path.insert(0, side)
+    for name in ("consts", "kern"):
+        sys.modules.pop(name, None)
+    kern = importlib.import_module("kern")
+    keys.append((kern.k.cache_key, changes.attribute_constants(kern.k)))
+    sys.path.remove(side)
+(triton_base, base), (triton_head, head) = keys
+assert triton_base == triton_head  # Triton's own key: the same
+assert base == [["consts.SCALE", "constexpr[1.5]"]] and head == [["consts.SCALE", "constexpr[2.5]"]], keys
+print("attributes ok")
+'''
+
+_KERNEL = '''\
+import triton
+import triton.language as tl
+import consts
+
+
+@triton.jit
+def scaled(x):
+    return x * consts.SCALE
+
+
+@triton.jit
+def k(x_ptr):
+    tl.store(x_ptr, scaled(tl.load(x_ptr)))
+'''
+
+
+def test_a_constant_a_kernel_reads_as_a_modules_attribute_is_in_its_key(tmp_path):
+    """Triton compiles `consts.SCALE` as it finds it but leaves it out of its compile key (a bare
+    `SCALE` is in it): the launch key holds such values (`changes.attribute_constants`), through
+    the @triton.jit functions a kernel calls."""
+    for side, value in (("base", "1.5"), ("head", "2.5")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "kern.py").write_text(_KERNEL)
+        consts = f"import triton.language as tl\n\nSCALE = tl.constexpr({value})\n"
+        (tmp_path / side / "consts.py").write_text(consts)
+    sides = [str(tmp_path / "base"), str(tmp_path / "head")]
+    done = subprocess.run([sys.executable, "-c", ATTRIBUTE_CHECK, *sides], cwd=ROOT,
+                          env=dict(_env(), PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "attributes ok", done.stderr[-3000:]

@@ -13,7 +13,8 @@ Planning reuses the static gate's (perf/static/plan.py): each side's own planner
 as if on the runner's target (`plan_as_if_on`, its vendor and SM/CU count), each launch bound
 as Triton's launcher binds it (`bind`) and its compiled binary named by Triton's own compile
 cache key (`cache_key`: the kernel's source and every `@triton.jit` function and global it
-uses, the specialization, the options, the target and the Triton build). Both checkouts'
+uses, the specialization, the options, the target and the Triton build; with the values it
+reads as modules' attributes, which that key leaves out: `attribute_constants`). Both checkouts'
 kernels are loaded side by side in one process (perf/checkout.py), as the gate's workers do,
 and planned on the one batch the head builds, with the host hints the gate's call passes
 (`max_seqlen_q` / `max_seqlen_k`). The call is planned twice and the second call keyed (the
@@ -110,6 +111,59 @@ def storage_digest(tensor) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+_ATTRIBUTE_CONSTANTS: dict[int, tuple[Any, list]] = {}  # id(kernel) -> (kernel, its constants)
+
+
+def attribute_constants(kernel) -> list:
+    """[expression, value] of every value a kernel, or a `@triton.jit` function it calls, reads as a
+    module's attribute (`consts.SCALE`, not a bare `SCALE`). Triton compiles the value it finds, but
+    its compile key leaves such values out (3.6: `DependenciesFinder.visit_Attribute` records
+    none), so a constant moved in another module would keep the binary's key. Once per kernel
+    object in a process (a side's modules do not change while it plans)."""
+    import ast
+    import inspect
+    import types
+
+    from triton.language import constexpr
+    from triton.runtime.jit import JITCallable
+
+    kept = _ATTRIBUTE_CONSTANTS.get(id(kernel))
+    if kept is not None and kept[0] is kernel:
+        return kept[1]
+    found: dict[str, str] = {}
+    seen: set[int] = set()
+    todo = [kernel]
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        scope = {**fn.__globals__, **inspect.getclosurevars(fn.fn).nonlocals}
+        for node in ast.walk(ast.parse(fn.src)):
+            if isinstance(node, ast.Name) and isinstance(scope.get(node.id), JITCallable):
+                todo.append(scope[node.id])
+            if not isinstance(node, ast.Attribute):
+                continue
+            chain, base = [node.attr], node.value
+            while isinstance(base, ast.Attribute):
+                chain.insert(0, base.attr)
+                base = base.value
+            value = scope.get(base.id) if isinstance(base, ast.Name) else None
+            if not isinstance(value, types.ModuleType) or value.__name__.split(".")[0] == "triton":
+                continue
+            for name in chain:
+                if not isinstance(value, types.ModuleType):
+                    break  # an attribute of a value (a constexpr's .value): its value is recorded
+                value = getattr(value, name, None)
+            if isinstance(value, JITCallable):
+                todo.append(value)
+            elif isinstance(value, constexpr) or not (isinstance(value, types.ModuleType) or callable(value)):
+                found[ast.unparse(node)] = repr(value)
+    constants = sorted([k, v] for k, v in found.items())
+    _ATTRIBUTE_CONSTANTS[id(kernel)] = (kernel, constants)
+    return constants
+
+
 def launch_key(launch, target, roles: Roles, contents: bool = False) -> dict:
     """Everything of one planned launch that decides its device time (module docstring).
     `contents`: also the bytes of every tensor that is not one of the call's own (`Roles.named`):
@@ -128,6 +182,9 @@ def launch_key(launch, target, roles: Roles, contents: bool = False) -> dict:
         else:
             scalars[name] = _plain(value)
     binary = plan.cache_key(launch, target, signature, constexprs, attrs, options)
+    constants = attribute_constants(launch.kernel)
+    if constants:  # read as modules' attributes: not in Triton's key
+        binary = [binary, constants]
     return {"kernel": launch.name, "binary": binary, "grid": _plain(launch.grid),
             "config": _plain(launch.config()), "scalars": scalars, "tensors": tensors}
 
