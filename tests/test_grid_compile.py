@@ -93,3 +93,27 @@ def test_relocation_points_each_group_at_its_folder_and_drops_what_triton_cannot
     for folder in (cut, odd):
         assert not (folder / "__grp__k.json").exists()
         assert FileCacheManager(folder.name).get_group("k.json") is None  # a miss: compiled anew
+
+
+def test_the_summary_says_how_many_compiles_a_precompiled_cache_should_have_saved(monkeypatch):
+    """The one line a GPU grid ends with: compiles in the keyed cases (whose kernels a precompiled
+    cache holds: with a working one, 0) apart from the others (other tests' kernels)."""
+    from types import SimpleNamespace
+
+    import triton_compiles
+
+    def report(nodeid, compiled, loaded, when="call"):
+        return SimpleNamespace(nodeid=f"tests/{nodeid}", when=when,
+                               user_properties=[(triton_compiles.PROPERTY, (compiled, loaded))])
+
+    lines = []
+    module = "test_correctness.py"
+    stats = {"passed": [report(f"{module}::test_matches_reference[mqa-64-16-q1_kv1-bf16-none-naive]", 1, 2),
+                        report(f"{module}::test_forced_config_matches_reference[none-x-parallel]", 2, 0),
+                        report(f"{module}::test_locate_q_block_finds_every_block[a]", 4, 0),
+                        report(f"{module}::test_matches_reference[z]", 8, 0, when="setup")],
+             "skipped": [report("test_graph_replay.py::test_x", 0, 1)]}
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/c")
+    triton_compiles.pytest_terminal_summary(SimpleNamespace(stats=stats, write_line=lines.append))
+    assert lines == ["Triton kernels: 7 compiled in this session (3 of them in the grid's keyed cases), "
+                     "3 loaded from the cache (/c)"]

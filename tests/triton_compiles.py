@@ -80,14 +80,24 @@ def pytest_runtest_call(item):
                                             _counts["loaded"] - before["loaded"])))
 
 
+def keyed(nodeid: str) -> bool:
+    """Whether a test id is one of the grid's keyed cases (tests/grid_cases.py), whose kernels a
+    precompiled cache holds."""
+    from grid_cases import FORCED, MATCHES, MODULE
+
+    return nodeid.startswith((f"{MODULE}::{MATCHES}[", f"{MODULE}::{FORCED}["))
+
+
 def pytest_terminal_summary(terminalreporter):
-    compiled = loaded = 0
+    compiled = loaded = in_keyed = 0
     for reports in terminalreporter.stats.values():
         for report in reports:
             for name, value in getattr(report, "user_properties", ()):
                 if name == PROPERTY and getattr(report, "when", "") == "call":
                     compiled, loaded = compiled + value[0], loaded + value[1]
+                    in_keyed += value[0] if keyed(report.nodeid) else 0
     if compiled or loaded:
         where = os.environ.get("TRITON_CACHE_DIR", "Triton's default cache")
-        terminalreporter.write_line(f"Triton kernels: {compiled} compiled in this session, {loaded} loaded "
-                                    f"from the cache ({where})")
+        terminalreporter.write_line(
+            f"Triton kernels: {compiled} compiled in this session ({in_keyed} of them in the grid's keyed "
+            f"cases), {loaded} loaded from the cache ({where})")
