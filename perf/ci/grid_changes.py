@@ -119,10 +119,16 @@ def process_settings() -> dict:
     import torch
     from triton import knobs
 
+    def read(group, name) -> str:
+        try:
+            return repr(getattr(group, name))
+        except Exception as e:  # a knob that looks for a tool this machine lacks (ptxas): as it reads
+            return f"unreadable: {type(e).__name__}"
+
     groups = {name: g for name in dir(knobs) if isinstance(g := getattr(knobs, name), knobs.base_knobs)}
     matmul = torch.backends.cuda.matmul
     return {"environment": dict(os.environ),
-            **{f"triton.knobs.{name}": {k: repr(v) for k, v in g.knobs.items()}
+            **{f"triton.knobs.{name}": {k: read(g, k) for k in g.knob_descriptors}
                for name, g in groups.items()},
             "torch": {"default dtype": str(torch.get_default_dtype()),
                       "float32 matmul precision": torch.get_float32_matmul_precision(),
