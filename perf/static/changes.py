@@ -105,6 +105,8 @@ def storage_digest(tensor) -> str:
     import ctypes
     import hashlib
 
+    if tensor.device.type != "cpu":  # a planner that puts its own tensor on a device: read nothing there
+        raise ValueError(f"a planner's tensor on {tensor.device}; planned on the CPU, its bytes are unknown")
     storage = tensor.untyped_storage()
     size = storage.nbytes()
     data = (ctypes.c_char * size).from_address(storage.data_ptr()) if size else b""
@@ -201,7 +203,7 @@ def _op_tracer(ops: list, contents: Roles | None = None):
     def describe(x):
         if not isinstance(x, torch.Tensor):
             return _plain(x)
-        if contents is not None and x.device.type == "cpu" and not contents.is_named(x):
+        if contents is not None and not contents.is_named(x):
             return [*describe_tensor(x), storage_digest(x)]
         return describe_tensor(x)
 
