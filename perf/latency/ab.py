@@ -19,11 +19,10 @@ runs off one GPU.
 Tritons instead: the installed one (base) and X (head, perf/toolchain.py). Two Tritons cannot
 share a process, so each fresh process measures one side (`worker --side`), in the order
 A B B A A B ... (`toolchain_schedule`) so that drift over the run falls on both sides alike,
-and the verdict comes from an unpaired
-test of the process means (perf/latency/analysis.py `unpaired_findings(by_process=True)`:
-the `perf compare` statistics at the process level), with the vendor's uncalibrated
-thresholds (the calibration measures in-process pairs). Processes per side:
-`toolchain_processes`.
+and the verdict comes from an unpaired test of the process means (perf/latency/analysis.py
+`unpaired_findings(by_process=True)`: the `perf compare` statistics at the process level),
+with the vendor's uncalibrated thresholds (the calibration measures in-process pairs).
+Processes per side: `toolchain_processes`.
 
 Everything measured is appended to --out (base.jsonl, head.jsonl: perf/results.py) and the
 completed processes are listed in gate.json: an interrupted gate keeps them, and the same

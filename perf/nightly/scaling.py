@@ -40,7 +40,7 @@ from perf.nightly.selection import ROOT, Selection
 
 GOALS = {2: 1.8, 4: 3.3}  # GPUs -> least speedup over one GPU (the sharding's goal, 2026-11-26)
 MINUTES = 12.0  # default size of the subset on one GPU: the goal's 10 GPU-minutes with a margin
-SHARE_OF_ONE = 16  # a scenario of the default subset costs at most MINUTES / SHARE_OF_ONE
+SHARE_OF_ONE = 16  # a subset scenario costs at most 1/16 of it: 4 GPUs get 4+ each (by reasoning, unmeasured)
 HEADER_ENV = "PERF_SCALING_HEADER"  # one run's extra header fields (JSON), from the driver
 
 
@@ -62,13 +62,14 @@ def subset(sel: Selection, minutes: float) -> tuple[str, ...]:
                       f"minutes; ask for fewer minutes or name the scenarios (--scenarios)")
 
 
-def cases(path: str) -> tuple[set, set]:
-    """(measured (variant, scenario, metric, repeat), skipped (kind, variant, scenario)) of a
-    results file: what "the same cases" compares (a skip's reason may state a call time)."""
+def cases(path: str) -> tuple[tuple[set, set], str]:
+    """((measured (variant, scenario, metric, repeat), skipped (kind, variant, scenario)), GPU) of
+    a results file: what "the same cases" compares (a skip's reason may state a call time)."""
     from perf import results
 
     res = results.load(path)
-    return res.done(), {(r["kind"], r["variant"], r["scenario"]) for r in res.skips()}
+    gpu = str(res.environment.get("gpu") or "interpreter")
+    return (res.done(), {(r["kind"], r["variant"], r["scenario"]) for r in res.skips()}), gpu
 
 
 def compare(first: tuple[set, set], other: tuple[set, set]) -> dict:
@@ -200,10 +201,10 @@ def run(args: argparse.Namespace) -> dict:
                           f"({pool.encode()}); name at most that many")
     vendor = vendor_mod.detect()
     peers, absent = peers_mod.resolve(args.peers, vendor)
-    stats_samples = args.samples or selection.DEFAULT_SAMPLES
     sel = Selection(args.suite, selection.resolve_scenarios(args.suite, args.scenarios),
                     tuple(validate.variants(args.variants, selection.default_variants())), peers,
-                    repeats=args.repeats or selection.DEFAULT_REPEATS, samples=stats_samples)
+                    repeats=args.repeats or selection.DEFAULT_REPEATS,
+                    samples=args.samples or selection.DEFAULT_SAMPLES)
     if not args.scenarios:
         sel = replace(sel, scenarios=subset(sel, args.minutes))
     sha, date = git.head_commit(ROOT)
@@ -237,11 +238,11 @@ def run(args: argparse.Namespace) -> dict:
             wall = measure_one(k, sel, results_path, os.path.join(folder, "triton-cache"), args.allow_cpu)
             shutil.rmtree(os.path.join(folder, "triton-cache"), ignore_errors=True)
             r = {"gpus": k, "wall_s": round(wall, 1), "results": results_path}
-        got = cases(r["results"])
+        got, gpu = cases(r["results"])
         first = first or got
+        doc["gpu"] = doc["gpu"] if finished else gpu
         r = {**r, "measured": len(got[0]), "skipped": len(got[1]), **compare(first, got)}
         finished.append(r)
-        doc["gpu"] = _gpu_name(finished[0]["results"])
         doc["runs"] = rows(finished, judged=not args.allow_cpu)
         doc["passed"] = all(x["same_cases"] and x["goal_met"] is not False for x in doc["runs"])
         files.write_json(doc_path, doc)
@@ -258,13 +259,6 @@ def _counts(text: str) -> list[int]:
     if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts) or len(set(parts)) != len(parts):
         raise ConfigError(f"--gpus {text}: expected distinct GPU counts, e.g. 1,2,4")
     return [int(p) for p in parts]
-
-
-def _gpu_name(path: str) -> str:
-    from perf import results
-
-    env = results.load(path).environment
-    return str(env.get("gpu") or env.get("device") or "interpreter")
 
 
 def one_main(gpus: int, out: str) -> int:
