@@ -22,7 +22,7 @@ import sys
 
 import triton
 
-BLOCK_M, BLOCK_N = 128, 64  # the NVIDIA prefill's Q-block; a tile of 64 keys (the lab's 3-stage tile)
+BLOCK_N = 64  # a tile of 64 keys (the lab's 3-stage tile)
 SETMAXNREG = re.compile(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)")  # PTX: registers moved
 PREFILL = "llama3-8b/prefill/batch1-kv8192/block16/bf16"  # the anchor prefill the lab notes measure
 
@@ -57,16 +57,16 @@ def lab_loops() -> dict:
     for, K/V through pointers and through descriptors, at 4 and 8 warps."""
     from triton.compiler import ASTSource
 
-    from perf.lab.warp_specialize import HEAD, HEADS, KV_HEADS, STAGES, paged_loop
+    from perf.lab.warp_specialize import BLOCK_M, HEAD, HEADS, KV_HEADS, STAGES, paged_loop
 
-    names = ("Q", "K", "V", "O", "BT", "n_queries", "n_blocks", "kv_rows", "scale", "HEADS", "GROUP",
-             "BLOCK_M", "BLOCK_N", "D", "DESCRIPTORS", "WARP_SPECIALIZE")
+    names = paged_loop.arg_names
     signature = dict(zip(names, ("*bf16",) * 4 + ("*i32", "i32", "i32", "i32", "fp32") + ("constexpr",) * 7))
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(5)}
     out = {}
     for reads, descriptors in (("pointers", False), ("descriptors", True)):
-        constexprs = {(9,): HEADS, (10,): HEADS // KV_HEADS, (11,): BLOCK_M, (12,): BLOCK_N, (13,): HEAD,
-                      (14,): descriptors, (15,): True}
+        given = {"HEADS": HEADS, "GROUP": HEADS // KV_HEADS, "BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N,
+                 "D": HEAD, "DESCRIPTORS": descriptors, "WARP_SPECIALIZE": True}
+        constexprs = {(names.index(n),): v for n, v in given.items()}
         for warps in (4, 8):
             src = ASTSource(paged_loop, signature, constexprs, attrs)
             out[f"{reads}/{warps}"] = _compile(src, warps, STAGES[BLOCK_N])

@@ -49,6 +49,7 @@ import glob
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -71,7 +72,6 @@ SCENARIOS = (
 SUITE = "pr"
 VARIANT = "static_grid"
 PEER = "sdpa_flash"
-METRICS = ("eager", "graph")  # what a night measures on a GPU (perf/nightly/collect.py METRICS)
 MACHINE = "proof_gpu"  # the proof's own history (a data-branch runner name)
 REPEATS = 5  # the nightly's default: 5 values against 10 reach p = 3.3e-4 (docs/nightly.md)
 SAMPLES = 10  # per repeat; the medians of 10 device-event samples (a default chosen for time)
@@ -180,21 +180,21 @@ class Proof:
             self.save()
             raise
         record.update(rc=0, wall_s=round(time.monotonic() - start, 1))
+        self.save()
         return out
 
 
-def log_lines(path: str) -> list[str] | str:
-    """A step's log, line by line; why not where it cannot be read."""
+def log_lines(path: str) -> list[str]:
+    """A step's log, line by line; one line saying why where it cannot be read."""
     try:
         return files.read_text(path, "a step's log", "see the step's command in proof.json").splitlines()
     except ConfigError as e:
-        return str(e)
+        return [f"({e})"]
 
 
 def tail(path: str, lines: int = 25) -> str:
     """The last lines of a step's log, indented (printed when the step failed)."""
-    text = log_lines(path)
-    return f"    ({text})" if isinstance(text, str) else "\n".join(f"    | {line}" for line in text[-lines:])
+    return "\n".join(f"    | {line}" for line in log_lines(path)[-lines:])
 
 
 def lean_thresholds(src: str, folder: str) -> str:
@@ -212,9 +212,8 @@ def lean_thresholds(src: str, folder: str) -> str:
         if isinstance(section, dict) and isinstance(section.get("statistics"), dict):
             section["statistics"]["retries"] = 0
     calibration = os.path.join(os.path.dirname(os.path.abspath(src)), CALIBRATION_DIR)
-    for path in sorted(glob.glob(os.path.join(calibration, "*.yaml"))):
-        files.write_text(os.path.join(folder, CALIBRATION_DIR, os.path.basename(path)),
-                         files.read_text(path, "a calibration file", fix))
+    if os.path.isdir(calibration):
+        shutil.copytree(calibration, os.path.join(folder, CALIBRATION_DIR), dirs_exist_ok=True)
     return files.write_text(os.path.join(folder, "thresholds.yaml"), yaml.safe_dump(doc, sort_keys=False))
 
 
@@ -238,7 +237,6 @@ def ptxas_candidates(folder: str, environ: dict) -> list[str]:
     """Every ptxas here: on PATH, under CUDA_HOME and /usr/local/cuda*, in pip's nvidia packages,
     the installed Triton's, and the one in the previous Triton's own folder."""
     import importlib.util
-    import shutil
     import site
     import sysconfig
 
@@ -257,7 +255,7 @@ def ptxas_candidates(folder: str, environ: dict) -> list[str]:
     return [p for p in dict.fromkeys(found) if p and os.path.isfile(p) and os.access(p, os.X_OK)]
 
 
-def ptxas_for(folder: str, environ: dict, version=_ptxas_version) -> tuple[str | None, str]:
+def ptxas_for(folder: str, environ: dict) -> tuple[str | None, str]:
     """(the ptxas to set PTXAS_ENV to, or None; why). None where the caller set it or the previous
     Triton's folder has its own ptxas-blackwell; else the newest CUDA release among
     ptxas_candidates (Triton emits the PTX version of the ptxas it runs; on 2026-11-22 the image's
@@ -267,7 +265,8 @@ def ptxas_for(folder: str, environ: dict, version=_ptxas_version) -> tuple[str |
     own = os.path.join(folder, "triton", "backends", "nvidia", "bin", "ptxas-blackwell")
     if os.path.isfile(own):
         return None, f"the previous Triton's own {own}"
-    versions = [(v, -i, p) for i, p in enumerate(ptxas_candidates(folder, environ)) if (v := version(p))]
+    versions = [(v, -i, p) for i, p in enumerate(ptxas_candidates(folder, environ))
+                if (v := _ptxas_version(p))]
     if not versions:
         return None, (f"no ptxas-blackwell in {folder} and no ptxas found to stand in for it: its compiles "
                       f"will fail on sm_90 and newer; set {PTXAS_ENV}")
@@ -284,8 +283,6 @@ COPY_IGNORE = (".git", ".nox", ".venv", "venv", ".asv", "results", ".perf-cache"
 def clone(source: str, repo: str) -> str:
     """`repo`: a clone of `source`'s HEAD, or where `source` is no git checkout (a copied tree), a
     new repository committing a copy of its files (COPY_IGNORE left out); how it was made."""
-    import shutil
-
     if git.head(source) is not None:
         if git.git(source, "clone", "-q", source, repo) is None:
             raise ConfigError(f"{source}: `git clone` into {repo} failed; pass a new --out")
@@ -405,7 +402,6 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
 
     thresholds = proof.setup("clone", setup)
     shas = proof.doc["commits"]
-    proof.save()
     install = ("from perf import toolchain; "
                f"print(toolchain.ensure('triton=={previous}', root={cache!r}).path)")
     if proof.step("install", ["-c", install], env, repo, TIMEOUT_S["install"], runner) != 0:
@@ -436,15 +432,17 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
         path = os.path.join(os.path.dirname(fresh), date)
         os.rename(fresh, path)
         dates[night.label] = date
-        fp = store.Night(MACHINE, date, path).fingerprint() or {}
-        proof.doc.setdefault("fingerprints", {})[night.label] = {k: fp.get(k) for k in FINGERPRINT}
-        missing = missing_series(path)
+        stored = store.Night(MACHINE, date, path)
+        fp = stored.fingerprint() or {}
+        proof.doc.setdefault("fingerprints", {})[night.label] = {f: fp.get(f) for f in FINGERPRINT}
+        expected = expected_series()
+        missing = missing_series(stored, expected)
         proof.doc["phases"][-1]["missing"] = missing
         if missing:  # a broken compile under one Triton leaves its nights without our series
             more = " ..." if len(missing) > 4 else ""
-            print(f"proof: {name}: {len(missing)} of {len(expected_series())} series not measured: "
+            print(f"proof: {name}: {len(missing)} of {len(expected)} series not measured: "
                   f"{', '.join(missing[:4])}{more} (its log says why)", flush=True)
-        if not [k for k in expected_series() if k.startswith(VARIANT + "|") and k not in missing]:
+        if all(k in missing for k in expected if k.startswith(VARIANT + "|")):
             proof.doc["phases"][-1]["note"] = f"no {VARIANT} series measured: nothing to attribute"
             proof.save()
             break
@@ -455,7 +453,7 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
         ], env, repo, TIMEOUT_S["experiments" if night.label in EXPERIMENTS else "attribute"], runner)
         if rc == 0:  # what the attribution decided tonight, as it said it
             text = log_lines(os.path.join(logs, f"attribute-{k + 1}-{night.label}.log"))
-            said = [x for x in text if x.startswith(f"{MACHINE} ")] if isinstance(text, list) else []
+            said = [x for x in text if x.startswith(f"{MACHINE} ")]
             print("\n".join(f"    {x}" for x in said) or f"    {MACHINE} {date}: no step", flush=True)
         state = state_of(data, MACHINE, date)
         if state is not None:
@@ -470,18 +468,17 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
 
 def expected_series() -> list[str]:
     """The series a night of the proof measures (variant or peer, scenario, metric), as key text."""
+    from perf.nightly.collect import METRICS
     from perf.peers import PREFIX
 
     return [f"{v}|{s}|{m}" for v in (VARIANT, PREFIX + PEER) for s in SCENARIOS for m in METRICS]
 
 
-def missing_series(night: str) -> list[str]:
-    """The expected series the night in folder `night` has no repeat of."""
-    from perf.nightly import store
-
-    res = store.Night(MACHINE, os.path.basename(night), night).results()
-    have = {"|".join(k) for k, v in res.medians().items() if v}
-    return [k for k in expected_series() if k not in have]
+def missing_series(night, expected: list[str]) -> list[str]:
+    """The `expected` series (expected_series) that `night` (a perf.nightly.store.Night) has no
+    repeat of."""
+    have = {"|".join(k) for k, v in night.results().medians().items() if v}
+    return [k for k in expected if k not in have]
 
 
 def finish(proof: Proof, dates: dict, states: dict, shas: dict) -> dict:

@@ -390,15 +390,16 @@ def evaluate(events: list[Event], opened: dict[str, int], lost: int) -> dict:
         begin = e.begin if e.kind == "creep" else e.night
         return sorted((n, k) for k, n in opened.items() if begin <= n <= e.night + 2)
 
+    windows = [nights(e) for e in events]
     claimed: dict[str, Event] = {}  # issue key -> the event that explains it
     duplicate = []
-    for e in events:
-        own = [k for _, k in nights(e) if cause_of(k) == e.expected and k not in claimed]
+    for e, window in zip(events, windows):
+        own = [k for _, k in window if cause_of(k) == e.expected and k not in claimed]
         claimed.update((k, e) for k in own)
         duplicate += own[1:]
     rows = []
-    for e in events:
-        window = [(n, k) for n, k in nights(e) if claimed.get(k, e) is e]  # its own, or unexplained
+    for e, window in zip(events, windows):
+        window = [(n, k) for n, k in window if claimed.get(k, e) is e]  # its own, or unexplained
         first = next(((n, k) for n, k in window if k in claimed), window[0] if window else None)
         rows.append({"kind": e.kind, "night": e.night, "expected_cause": e.expected,
                      "reported_cause": cause_of(first[1]) if first else "none",
@@ -417,7 +418,7 @@ def passed(doc: dict) -> bool:
              for r in doc["events"])
     code_ok = all(r.get("issue", "").endswith(r["first_bad_commit"][:12]) for r in doc["events"]
                   if r["kind"] == "code" and r["reported_cause"] == "code")
-    return (ok and code_ok and doc["false_issues"] == 0 and doc.get("duplicate_issues", 0) == 0
+    return (ok and code_ok and doc["false_issues"] == 0 and doc["duplicate_issues"] == 0
             and doc["lost_nights"] == 0)
 
 
