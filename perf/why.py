@@ -113,11 +113,7 @@ def explain_side(kernels, name: str, batch, target, num_sms: int, cache) -> dict
         keys, jobs = [], []
         for launch in launches:
             keys.append(changes.launch_key(launch, target, roles))
-            signature, constexprs, attrs, options = plan.bind(launch, target)
-            fn = launch.kernel.fn
-            key = plan.cache_key(launch, target, signature, constexprs, attrs, options)
-            jobs.append(plan.Job(key, target, fn.__module__, fn.__qualname__, signature, constexprs, attrs,
-                                 dict(options.__dict__)))
+            jobs.append(plan.job_of(launch, target))
     except NotImplementedError as e:
         return {"status": "skip", "reason": str(e)}
     except Exception as e:  # a planner that breaks: said, not a crash of the explanation

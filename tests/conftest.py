@@ -111,7 +111,7 @@ def pytest_configure(config):
     if HAS_GPU:
         import triton_compiles
 
-        triton_compiles.install()
+        triton_compiles.install(relocate_cache=not hasattr(config, "workerinput"))  # once, by the controller
         config.pluginmanager.register(triton_compiles, "triton_compiles")
 
 

@@ -112,7 +112,7 @@ def test_an_interrupted_compile_pool_cancels_its_queue_and_ends_its_workers():
         time.sleep(0.05)
     workers = [w.pid for w in pool._processes.values()]
     start = time.monotonic()
-    build._stop_pool(pool, futures)
+    build.stop_pool(pool, futures)
     assert time.monotonic() - start < 10
     # by /proc: the pool's manager thread may reap a worker first, and is_alive() then says True
     deadline = time.monotonic() + 5

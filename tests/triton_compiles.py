@@ -25,13 +25,14 @@ def _listener(*, cache_hit: bool, **_) -> None:
     _counts["loaded" if cache_hit else "compiled"] += 1
 
 
-def install() -> None:
-    """Listen to Triton's compiles (a GPU session; conftest calls it), and point a precompiled
+def install(relocate_cache: bool = True) -> None:
+    """Listen to Triton's compiles (a GPU session; conftest calls it), and with `relocate_cache`
+    (the xdist controller, or a run without xdist: before any worker starts) point a precompiled
     cache in TRITON_CACHE_DIR at where it lies now (`relocate`)."""
     from triton import knobs
 
     knobs.compilation.listener = _listener
-    if os.environ.get("TRITON_CACHE_DIR"):
+    if relocate_cache and os.environ.get("TRITON_CACHE_DIR"):
         relocate(os.environ["TRITON_CACHE_DIR"])
 
 
@@ -40,7 +41,7 @@ def relocate(cache_dir: str) -> int:
     groups rewritten. Triton records a kernel's files by absolute path (its FileCacheManager's
     `__grp__*.json`, each next to the files it names), so a cache compiled in another folder (the
     `grid-compile` jobs' workspace is not the GPU runner's) would find none of them and compile
-    everything again. Rewritten atomically: xdist workers may do it at once. A group file Triton
+    everything again. Rewritten atomically: another session may be reading the same cache. A group file Triton
     could not read (cut short, not its format) is removed: Triton's lookup would raise on it and
     fail the test; without it, that kernel compiles here."""
     count = 0

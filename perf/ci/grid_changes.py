@@ -61,10 +61,14 @@ def as_if_on(platform, target, num_sms: int) -> None:
     """Make `platform.current()` (a side's kernels/platform.py module) the runner's GPU: a test
     calls without the `vendor=`/`num_sms=` hints, so its planner asks the platform (outside what a
     plan may change: the same on both sides, and checked against the GPU by pytest)."""
-    nvidia = target.vendor == "nvidia"
-    here = platform.Platform(target.vendor, f"sm_{target.arch}" if nvidia else str(target.arch),
-                             target.facts.device_name, 32 if nvidia else 64, num_sms)
+    here = platform.Platform(target.vendor, target.name, target.facts.device_name, target.warp_size, num_sms)
     platform.current = lambda: here
+
+
+def only(cases: list, globs: str | None) -> list:
+    """The cases whose node ids match one of `--only`'s comma-separated fnmatch globs (all without)."""
+    patterns = [g.strip() for g in (globs or "").split(",") if g.strip()]
+    return [c for c in cases if any(fnmatch.fnmatchcase(c.node, g) for g in patterns)] if patterns else cases
 
 
 def defined_memory() -> None:
@@ -266,9 +270,7 @@ def side_main(argv: list[str] | None = None) -> int:
     modules = {s: cases_module(args.head, side) for s, side in sides.items()}
     variants = list(getattr(sides["head"].kernels, "VARIANTS", {}))  # the head's tests collect the head's
     cases = modules["head"].keyed_cases(variants)
-    if args.only:
-        globs = [g.strip() for g in args.only.split(",") if g.strip()]
-        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.node, g) for g in globs)]
+    cases = only(cases, args.only)
     changed = settings_change(settings)
     if changed:  # a side's import set it: every later plan would be made under it, on both sides
         files.write_text(args.out, json.dumps({
@@ -289,7 +291,7 @@ def side_main(argv: list[str] | None = None) -> int:
         # leave it waiting forever; this pool raises BrokenProcessPool
         from concurrent.futures import ProcessPoolExecutor
 
-        from perf.static.build import _stop_pool
+        from perf.static.build import stop_pool
 
         pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
                                    initializer=_worker_start)
@@ -297,7 +299,7 @@ def side_main(argv: list[str] | None = None) -> int:
         try:
             rows = [row for future in futures for row in future.result()]
         except BaseException:  # an error or interrupt: stop the workers
-            _stop_pool(pool, futures)
+            stop_pool(pool, futures)
             raise
         pool.shutdown(wait=True)
     files.write_text(args.out, json.dumps({"schema": SIDE_SCHEMA, "target": target.name,

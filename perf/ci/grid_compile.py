@@ -22,7 +22,6 @@ grid compiled and how many it loaded (tests/triton_compiles.py).
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import os
 import sys
@@ -93,12 +92,11 @@ def side_main(argv: list[str] | None = None) -> int:
     if args.nodes:
         wanted = set(files.load_json(args.nodes, "the node ids to compile", "plan again", expect=list))
         cases = [c for c in cases if c.node in wanted]
-    if args.only:
-        globs = [g.strip() for g in args.only.split(",") if g.strip()]
-        cases = [c for c in cases if any(fnmatch.fnmatchcase(c.node, g) for g in globs)]
+    cases = grid_changes.only(cases, args.only)
     started = time.monotonic()
     jobs: dict = {}
     skipped = failed = 0
+    first_plan_error = ""
     batches: dict = {}
     for case in cases:
         key = (case.spec, case.feature)
@@ -118,14 +116,16 @@ def side_main(argv: list[str] | None = None) -> int:
                     jobs.setdefault(job.key, job)
         except NotImplementedError:
             skipped += 1
-        except Exception:  # the GPU run meets it too, and reports it on its test
+        except Exception as e:  # the GPU run meets it too, and reports it on its test
             failed += 1
+            first_plan_error = first_plan_error or f"{case.node}: {type(e).__name__}: {e}"[:300]
     planned = time.monotonic() - started
     results = build.precompile(list(jobs.values()), args.cache_dir, args.processes or os.cpu_count() or 1,
                                label="grid compile")
     errors = [r["error"] for r in results.values() if r["status"] != "ok"]
     files.write_text(args.out, json.dumps({
         "schema": SIDE_SCHEMA, "cases": len(cases), "skipped": skipped, "plan_failed": failed,
+        "first_plan_error": first_plan_error,
         "kernels": len(jobs), "errors": len(errors), "first_error": errors[0] if errors else "",
         "plan_seconds": planned, "compile_seconds": time.monotonic() - started - planned,
         "compile_cpu_seconds": sum(r["seconds"] for r in results.values())}))
@@ -172,7 +172,9 @@ def main(args: argparse.Namespace) -> int:
           f"{f' in shard {args.shard}' if args.shard else ''} compiled into {cache_dir} in "
           f"{done['compile_seconds']:.0f} s ({done['compile_cpu_seconds']:.0f} CPU-s; planned in "
           f"{done['plan_seconds']:.0f} s); {done['errors']} failed to compile"
-          + (f" (first: {done['first_error']})" if done["errors"] else ""), flush=True)
+          + (f" (first: {done['first_error']})" if done["errors"] else "")
+          + (f"; {done['plan_failed']} cases failed to plan, their tests compile on the GPU (first: "
+             f"{done['first_plan_error']})" if done["plan_failed"] else ""), flush=True)
     return 0
 
 

@@ -338,7 +338,7 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _stop_pool(pool: ProcessPoolExecutor, futures) -> None:
+def stop_pool(pool: ProcessPoolExecutor, futures) -> None:
     """Cancel what has not started and end the workers now (an interrupt or an error)."""
     for future in futures:
         future.cancel()  # here, not in the pool's manager thread: done before the workers go
@@ -444,7 +444,7 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
                 collect(elsewhere, run_in_pool)
                 drain(0)
             except BaseException:  # Ctrl-C, SIGTERM or an error: nothing keeps compiling behind it
-                _stop_pool(pool, futures)
+                stop_pool(pool, futures)
                 raise
             pool.shutdown(wait=True)
     return results, compiled
@@ -481,7 +481,7 @@ def compile_pairs(jobs: list[Job], workers: int, quiet: bool = False, label: str
             for future in list(futures):
                 done(futures.pop(future), future.result())
         except BaseException:
-            _stop_pool(pool, futures)
+            stop_pool(pool, futures)
             raise
         pool.shutdown(wait=True)
     return out
@@ -534,7 +534,7 @@ def precompile(jobs: list[Job], cache_dir: str, workers: int, quiet: bool = Fals
                 results[job.key] = future.result()
                 bar.advance(f"{job.target.name} {job.qualname}")
         except BaseException:
-            _stop_pool(pool, futures)
+            stop_pool(pool, futures)
             raise
         pool.shutdown(wait=True)
     return results
