@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from perf import git, verdicts
+from perf.errors import ConfigError
 from perf.nightly import proof
 
 GPU = "NVIDIA H100 80GB HBM3"
@@ -402,3 +403,40 @@ def test_an_interrupted_proof_prints_what_it_had(tmp_path, wheels, monkeypatch, 
     assert events == list(proof.EVENTS)  # in the plan's order, as proof.json's sorted keys are not
     saved = json.loads((tmp_path / "out" / "proof.json").read_text())
     assert saved["phases"][-1]["phase"] == "night-6-code-1" and saved["phases"][-1]["note"] == "interrupted"
+
+
+def _step(night: str, cause: str | None, keys=("static_grid|llama3-8b/decode|eager",)) -> dict:
+    return {"night": night, "direction": "slower", "keys": list(keys), "ratios": {k: 1.018 for k in keys},
+            "cause": cause}
+
+
+@pytest.mark.parametrize("later, reported", [
+    ({"decided": [_step("2000-01-03", verdicts.NOISE_CAUSE)]}, "none"),  # held a night, then judged noise
+    ({"pending": [_step("2000-01-03", None)]}, "a step, no cause yet"),  # still undecided
+    ({}, "a step, no cause yet"),  # the deciding night left no word on it
+    ({"decided": [_step("2000-01-03", verdicts.CODE)]}, verdicts.CODE),  # an issue: an alert
+    ({"decided": [_step("2000-01-03", verdicts.NOISE, keys=("other|x|eager",))]}, "a step, no cause yet"),
+])
+def test_the_empty_night_is_judged_by_each_steps_latest_word(later, reported):
+    dates = {"empty": "2000-01-03", "toolchain-1": "2000-01-04"}
+    states = {"empty": {"pending": [_step("2000-01-03", None)], "decided": []},
+              "toolchain-1": {"pending": [], "decided": [], **later}}
+    assert proof.judge_event("empty", dates, states, {})["reported"] == reported
+
+
+def test_a_finished_proof_is_judged_again_from_its_nights(tmp_path, wheels, capsys):
+    out, work = tmp_path / "out", tmp_path / "work"
+    doc = proof.prove(str(out), str(wheels), PREVIOUS, runner=ModelRunner(), work=str(work))
+    assert doc["passed"]
+    saved = json.loads((out / "proof.json").read_text())
+    saved["events"]["empty"]["reported"], saved["passed"] = "a step, no cause yet", False  # an older judge
+    (out / "proof.json").write_text(json.dumps(saved))
+    assert proof.main(["--judge", str(out)]) == 0
+    again = json.loads((out / "proof.json").read_text())
+    assert again["passed"] and again["judged"]["before"]["empty"] == "a step, no cause yet"
+    assert again["phases"] == saved["phases"] and again["wall_s"] == saved["wall_s"]
+    assert "passed in" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match="no data folder"):
+        proof.main(["--judge", str(out), "--work", str(tmp_path / "elsewhere")])
+    with pytest.raises(ConfigError, match="--previous-triton-wheels are needed"):
+        proof.main(["--out", str(tmp_path / "new")])

@@ -2,6 +2,7 @@
 
     python -m perf.nightly.proof --out DIR --previous-triton-wheels WHEELS [--previous-triton 3.9.0]
                                  [--work DIR] [--budget-s 520]
+    python -m perf.nightly.proof --judge DIR [--work DIR]
 
 A lab tool, not a step of the nightly. In a temporary clone of this checkout's HEAD and a data
 folder of its own (under --work, default a new folder in the system's temporary folder), it
@@ -14,7 +15,7 @@ kept in DIR/issues:
 | nights | commit | Triton | expected |
 |---|---|---|---|
 | 1-2 | HEAD | the previous one (the wheel) | the alert's least history (2 earlier nights) |
-| 3 | an empty commit | the previous one | no step: `none` |
+| 3 | an empty commit | the previous one | no issue: `none` (a step held, then judged noise) |
 | 4-5 | the same | the image's | `toolchain`, with the toolchain A/B's ratios |
 | 6-7 | a planted 10 % slowdown (perf/latency/plant.py) | the image's | `code`, bisect naming the plant |
 
@@ -38,7 +39,8 @@ after each step (phases with their command, exit code, wall time; events with ex
 reported cause and evidence), so a killed run keeps what it did; each step's output is in
 DIR/logs/, and a step that fails prints its log's last lines. A night that measured none of
 static_grid's series ends the proof there (a Triton that compiles nothing). Exit 0 only when all
-three events came out right, 1 otherwise, 2 for bad input.
+three events came out right, 1 otherwise, 2 for bad input. `--judge DIR` judges a finished proof's
+events again from the nights it stored, measuring nothing (after a fix of the judging).
 """
 
 from __future__ import annotations
@@ -336,9 +338,17 @@ def judge_event(name: str, dates: dict[str, str], states: dict[str, dict], shas:
     if not seen:
         return {**row, "reported": "not attributed"}
     if name == "empty":
-        steps = [r for s in seen for r in s.get("pending", []) + s.get("decided", []) if r["night"] == night]
+        # each step of that night as the latest deciding night left it: a step held for a night
+        # and then judged noise opened no issue; one still undecided, or given a cause, is an alert
+        final: dict[tuple, dict] = {}
+        for s in seen:
+            for r in s.get("pending", []) + s.get("decided", []):
+                if r["night"] == night:
+                    final[(r.get("direction"), tuple(sorted(r["keys"])))] = r
+        steps = list(final.values())
         causes = [r.get("cause") for r in steps if r.get("cause") in verdicts.ISSUE_CAUSES]
-        reported = causes[0] if causes else ("a step, no cause yet" if steps else "none")
+        undecided = [r for r in steps if not r.get("cause")]
+        reported = causes[0] if causes else ("a step, no cause yet" if undecided else "none")
         return {**row, "reported": reported, "evidence": {"steps": [
             {"keys": r["keys"], "ratios": r.get("ratios"), "cause": r.get("cause")} for r in steps]}}
     decided = [r for s in seen for r in s.get("decided", [])
@@ -492,6 +502,27 @@ def finish(proof: Proof, dates: dict, states: dict, shas: dict) -> dict:
     return proof.doc
 
 
+def rejudge(out: str, work: str | None = None) -> dict:
+    """A finished proof's events judged again by this checkout's judge_event from the states its
+    nights left in WORK/data; the measurements and phases stay as they were run."""
+    doc = files.load_json(os.path.join(out, "proof.json"), "proof.json", "run the proof first")
+    work = work or doc.get("work") or ""
+    data = os.path.join(work, "data")
+    if not os.path.isdir(data):
+        raise ConfigError(f"--work {work}: no data folder (the proof's nights); name the proof's --work")
+    dates = doc.get("nights") or {}
+    states = {label: state for label, date in dates.items()
+              if (state := state_of(data, MACHINE, date)) is not None}
+    proof = Proof(out, 0.0, doc=doc)
+    wall = doc.get("wall_s")
+    doc["judged"] = {"at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                     "from": data, "before": {n: e.get("reported") for n, e in doc.get("events", {}).items()}}
+    finish(proof, dates, states, doc.get("commits") or {})
+    doc["wall_s"] = wall  # the run's, not the judging's
+    files.write_json(os.path.join(out, "proof.json"), doc)
+    return doc
+
+
 def _ab(records: dict | None) -> str:
     """An A/B's records, short: `llama3-8b/decode graph 1.071 confirmed, ...`."""
     out = []
@@ -507,8 +538,10 @@ def machine_line(doc: dict) -> str:
     fps = doc.get("fingerprints") or {}
     if not fps:
         return "no night measured"
-    first = next(iter(fps.values()))
-    tritons = " ".join(f"{label}={fp.get('triton')}" for label, fp in fps.items())
+    order = [n.label for n in PLAN]  # night order (a proof.json read back has its keys sorted)
+    labels = sorted(fps, key=lambda label: order.index(label) if label in order else len(order))
+    first = fps[labels[0]]
+    tritons = " ".join(f"{label}={fps[label].get('triton')}" for label in labels)
     return (f"{first.get('gpu_model')}, driver {first.get('driver')}, torch {first.get('torch')}; "
             f"Triton by night: {tritons}")
 
@@ -529,8 +562,12 @@ def table(doc: dict) -> str:
             b = ev["bisect"]
             said = (f"first bad {str(b.get('first_bad'))[:10]} (planted {str(b.get('planted'))[:10]}, "
                     f"{b.get('runs')} gate runs); re-measure: {_ab(ev.get('remeasure'))}")
+        elif ev.get("steps"):  # the empty night's steps, each as its latest night judged it
+            said = "; ".join(f"a step on {len(r['keys'])} series (up to "
+                             f"x{max((r.get('ratios') or {}).values(), default=0):.3f}) "
+                             f"judged {r.get('cause') or 'not yet'}" for r in ev["steps"])
         else:
-            said = f"{len(ev.get('steps', ev.get('keys', [])))} series"
+            said = f"{len(ev.get('keys', []))} series"
         if e["reported"] != e["expected"] and ev.get("why"):
             said += f"; why: {ev['why']}"
         wall = walls.get(name, 0.0)
@@ -541,17 +578,27 @@ def table(doc: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perf.nightly.proof", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="a new or empty folder: proof.json, logs/, issues/")
+    p.add_argument("--out", help="a new or empty folder: proof.json, logs/, issues/")
     p.add_argument("--work", default=None, metavar="DIR",
                    help="the clone, the data folder and the installed Triton, about 1 GB (default: a new "
                         "folder in the system's temporary folder, kept; not under OUT, which is small)")
-    p.add_argument("--previous-triton-wheels", required=True, metavar="DIR",
+    p.add_argument("--judge", default=None, metavar="DIR",
+                   help="judge the finished proof in DIR again from its stored nights (nothing measured)")
+    p.add_argument("--previous-triton-wheels", metavar="DIR",
                    help="a folder holding the previous Triton's wheel (installed with pip --no-index)")
     p.add_argument("--previous-triton", default="3.9.0", help="its version (default: 3.9.0)")
     p.add_argument("--budget-s", type=float, default=BUDGET_S,
                    help=f"the whole proof's time limit in seconds (default: {BUDGET_S})")
     args = p.parse_args(argv)
     from perf import toolchain
+
+    if args.judge:
+        doc = rejudge(os.path.abspath(args.judge), os.path.abspath(args.work) if args.work else None)
+        print(table(doc), flush=True)
+        return EXIT_OK if doc["passed"] else EXIT_FAIL
+    if not args.out or not args.previous_triton_wheels:
+        raise ConfigError("--out and --previous-triton-wheels are needed to run the proof "
+                          "(or --judge DIR to judge a finished one)")
 
     toolchain.parse(f"triton=={args.previous_triton}")
     if not glob.glob(os.path.join(args.previous_triton_wheels, f"triton-{args.previous_triton}-*.whl")):
