@@ -194,7 +194,7 @@ def test_every_nox_session_a_job_runs_exists():
     assert {"tests", "lint", "perf", "workflows", "ci"} <= defined
     called = {(path.name, job, s) for path in WORKFLOWS for job, step in runs(load(path))
               for s in nox_sessions_called(step["run"])}
-    assert {s for _, _, s in called} >= {"lint", "tests", "perf"}
+    assert {s for _, _, s in called} >= {"lint", "tests", "cli", "compile"}
     missing = sorted(f"{p}:{job}: nox -s {s}" for p, job, s in called if s not in defined)
     assert not missing, f"sessions that noxfile.py does not define: {missing}"
 
@@ -321,7 +321,7 @@ def test_ci_needs_a_vendor_and_prints_the_jobs_commands(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == "correctness grid: runs (--whole-grid)"
     assert len(lines) == 1 + len(ci_jobs.PR_GPU_COMMANDS)
-    assert lines[-1].endswith("-s perf -- --vendor nvidia --base-ref abc123")
+    assert lines[-1].endswith("-s cli -- gate --vendor nvidia --base-ref abc123")
 
 
 # --- the PR comment (pr-comment.yml) --------------------------------------------------------
