@@ -77,3 +77,14 @@ def test_bad_options_are_one_line(argv, says):
 def test_keys_must_fill_whole_blocks():
     with pytest.raises(ConfigError, match="multiple of the block size"):
         lab.make_inputs(100, 64, "cpu")
+
+
+def test_a_mismatch_says_where_the_output_is_wrong():
+    expected = torch.zeros(8, 2 * 4)  # 8 query rows (Q-blocks of 4), 2 heads of 4
+    out = expected.clone()
+    out[2:4, 4:] = 1.0  # the second half of the first Q-block's rows, second head
+    out[7, 0] = float("nan")
+    said = lab.mismatch(out, expected, atol=1e-3, rtol=0.0, block_m=4, head=4)
+    assert said.startswith("14.1% of elements off, max error inf")
+    assert "1 not finite" in said and "first half of rows 0.0%, second half 28.1%" in said
+    assert said.endswith("heads off: 2 of 2")

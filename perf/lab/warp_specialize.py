@@ -191,8 +191,9 @@ def measure(keys: int, blocks: list[int], samples: int, device: str, block_m: in
             try:
                 launch(variant, inputs, out, block_m)
                 torch.testing.assert_close(out.float(), expected, atol=2e-2 * scale, rtol=2e-2)
-            except AssertionError as e:
-                row["error"] = "output differs from the fp32 reference: " + str(e).splitlines()[0][:160]
+            except AssertionError:
+                row["error"] = "output differs from the fp32 reference: " + mismatch(
+                    out, expected, 2e-2 * scale, 2e-2, block_m, inputs["head"])
             except Exception as e:  # out of resources, refused by the compiler: reported, never timed
                 row["error"] = f"{type(e).__name__}: {e}".strip().splitlines()[-1][:200]
             if not row["error"] and device != "cpu":
@@ -203,6 +204,23 @@ def measure(keys: int, blocks: list[int], samples: int, device: str, block_m: in
                 row["ms"], row["tflops"] = ms, 4 * keys * keys * head * heads / ms / 1e9
             rows.append(row)
     return rows
+
+
+def mismatch(out, expected, atol: float, rtol: float, block_m: int, head: int) -> str:
+    """Where a wrong output is wrong, in one line: how much of it, by how much, and in which half of
+    the Q-block's rows and which heads (a warp-specialized loop gives each consumer half the rows)."""
+    import torch
+
+    got = out.float()
+    off = ~torch.isclose(got, expected, atol=atol, rtol=rtol) | ~torch.isfinite(got)
+    rows = torch.arange(got.shape[0], device=got.device) % block_m < block_m // 2
+    first, second = off[rows].float().mean().item(), off[~rows].float().mean().item()
+    heads = off.reshape(got.shape[0], -1, head).any(dim=2).any(dim=0).nonzero().flatten().tolist()
+    err = (got - expected).abs().nan_to_num(float("inf")).max().item()
+    return (f"{off.float().mean().item():.1%} of elements off, max error {err:.3g} (output scale "
+            f"{expected.abs().max().item():.3g}), {int((~torch.isfinite(got)).sum())} not finite; "
+            f"off in the Q-block's first half of rows {first:.1%}, second half {second:.1%}; "
+            f"heads off: {len(heads)} of {got.shape[1] // head}")
 
 
 def table(rows: list[dict]) -> str:
