@@ -178,6 +178,31 @@ def test_gfx942_compiles_fp8_scenarios_with_fnuz_caches(tmp_path):
         assert e["metrics"]["vgpr_spills"] == e["metrics"]["sgpr_spills"] == 0, e
 
 
+def _compile_metrics(tmp_path, name: str, targets: str) -> dict:
+    """`perf compile --jobs 1` of the fp8-cache prefill over `targets`, cold: target -> metrics."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    out = str(tmp_path / f"{name}.json")
+    cmd = [sys.executable, "-m", "perf", "compile", "--emit-json", out, "--suite", "anchor",
+           "--variants", "static_grid", "--scenarios", "llama3-8b/prefill/batch1-kv8192/block16/fp8/bf16",
+           "--targets", targets, "--jobs", "1", "--quiet", "--cache-dir", str(tmp_path / f"{name}-cache")]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    entries = json.load(open(out))["entries"]
+    assert entries and all(e["status"] == "ok" for e in entries), entries
+    return {e["target"]: {k: v for k, v in e["metrics"].items() if not k.endswith("_s")}  # not the times
+            for e in entries}
+
+
+def test_a_targets_metrics_do_not_depend_on_what_was_compiled_before(tmp_path):
+    """gfx950 compiled after gfx942 in one process lowered its OCP fp8 conversions in software
+    (168 VGPRs against 170 alone, Triton 3.6.0, 2026-11-27): the compiles of each target run in
+    processes of their own (perf/static/build.py TargetPools), whatever --jobs says."""
+    together = _compile_metrics(tmp_path, "together", "gfx942,gfx950")
+    alone = _compile_metrics(tmp_path, "alone", "gfx950")
+    assert together["gfx950"] == alone["gfx950"], (together["gfx950"], alone["gfx950"])
+
+
 # A target the installed Triton refuses: gfx9999 (no such processor in its LLVM). The gate's
 # side process is run with hardware facts for it (copied from gfx942), as a new entry of
 # perf/static/metrics.py TARGET_FACTS would give; its probe fails, nothing else is compiled

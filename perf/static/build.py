@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
 from perf.errors import ConfigError
@@ -338,6 +339,55 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class TargetPools:
+    """Spawned compile workers, one pool per target, so that no process compiles for two targets:
+    Triton keeps compiler state per process that one target's compile can leave for the next
+    (Triton 3.6.0, 2026-11-27: gfx950 compiled after gfx942 in one process lowered OCP fp8
+    conversions in software, 168 VGPRs against 170 alone; tests/test_compile_gate.py). Each pool
+    starts its workers as jobs come, and a pool whose jobs are all done is closed when another
+    target's pool opens (jobs come grouped by target: few idle interpreters); the callers bound
+    how many run at once."""
+
+    def __init__(self, workers: int, initializer: Callable | None = None, initargs: tuple = ()):
+        self.workers, self.initargs = max(1, workers), initargs
+        self.initializer = initializer or _ignore_sigint
+        self.pools: dict[str, ProcessPoolExecutor] = {}
+        self.submitted: dict[str, list] = {}
+        self.closed: list[ProcessPoolExecutor] = []
+
+    def submit(self, fn: Callable, job):
+        import multiprocessing
+
+        name = job.target.name
+        if name not in self.pools:
+            for other, futures in list(self.submitted.items()):
+                if all(f.done() for f in futures):
+                    self.closed.append(self.pools.pop(other))
+                    del self.submitted[other]
+                    self.closed[-1].shutdown(wait=False)
+            # spawn: a clean interpreter per worker (fork after torch has started threads can hang)
+            self.pools[name] = ProcessPoolExecutor(
+                max_workers=self.workers, initializer=self.initializer, initargs=self.initargs,
+                mp_context=multiprocessing.get_context("spawn"))
+            self.submitted[name] = []
+        future = self.pools[name].submit(fn, job)
+        self.submitted[name].append(future)
+        return future
+
+    def shutdown(self) -> None:
+        for pool in [*self.closed, *self.pools.values()]:
+            pool.shutdown(wait=True)
+
+    def stop(self, futures) -> None:
+        for pool in self.pools.values():
+            stop_pool(pool, futures)
+
+
+def one_target(jobs) -> bool:
+    """Whether `jobs` may compile in this process: all for one target (TargetPools says why)."""
+    return len({job.target.name for job in jobs}) <= 1
+
+
 def stop_pool(pool: ProcessPoolExecutor, futures) -> None:
     """Cancel what has not started and end the workers now (an interrupt or an error)."""
     for future in futures:
@@ -414,17 +464,14 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
                 elif take(job) or job.key not in results:  # the other process gave it up: compile it here
                     run(job)
 
-        if workers <= 1 or len(todo) == 1:
+        if (workers <= 1 or len(todo) == 1) and one_target(todo):
             def run_here(job: Job) -> None:
                 done(job, compile_job(job))
 
             collect(claimed(run_here), run_here)
         else:
-            import multiprocessing
-
-            # spawn: a clean interpreter per worker (fork after torch has started threads can hang)
-            pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_ignore_sigint,
-                                       mp_context=multiprocessing.get_context("spawn"))
+            running = max(1, min(workers, len(todo)))
+            pools = TargetPools(running)
             futures: dict = {}
 
             def drain(limit: int) -> None:
@@ -435,8 +482,8 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
                         done(futures.pop(future), future.result())
 
             def run_in_pool(job: Job) -> None:  # claimed one at a time, as a worker frees up (in order)
-                drain(pool._max_workers - 1)
-                futures[pool.submit(compile_job, job)] = job
+                drain(running - 1)
+                futures[pools.submit(compile_job, job)] = job
 
             try:
                 elsewhere = claimed(run_in_pool)
@@ -444,9 +491,9 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
                 collect(elsewhere, run_in_pool)
                 drain(0)
             except BaseException:  # Ctrl-C, SIGTERM or an error: nothing keeps compiling behind it
-                stop_pool(pool, futures)
+                pools.stop(futures)
                 raise
-            pool.shutdown(wait=True)
+            pools.shutdown()
     return results, compiled
 
 
@@ -462,14 +509,12 @@ def compile_pairs(jobs: list[Job], workers: int, quiet: bool = False, label: str
             out[i % 2][order[i].key] = {**result, "cached": False}
             bar.advance(f"{order[i].target.name} {order[i].qualname}")
 
-        if workers <= 1:
+        if workers <= 1 and one_target(jobs):
             for i, job in enumerate(order):
                 done(i, compile_job(job))
             return out
-        import multiprocessing
-
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint,
-                                   mp_context=multiprocessing.get_context("spawn"))
+        workers = max(1, workers)
+        pools = TargetPools(workers)
         futures: dict = {}
         try:
             for i, job in enumerate(order):
@@ -477,13 +522,13 @@ def compile_pairs(jobs: list[Job], workers: int, quiet: bool = False, label: str
                     finished, _ = wait(futures, return_when=FIRST_COMPLETED)
                     for future in finished:
                         done(futures.pop(future), future.result())
-                futures[pool.submit(compile_job, job)] = i
+                futures[pools.submit(compile_job, job)] = i
             for future in list(futures):
                 done(futures.pop(future), future.result())
         except BaseException:
-            stop_pool(pool, futures)
+            pools.stop(futures)
             raise
-        pool.shutdown(wait=True)
+        pools.shutdown()
     return out
 
 
@@ -517,24 +562,20 @@ def precompile(jobs: list[Job], cache_dir: str, workers: int, quiet: bool = Fals
     kernel there exactly when its compile key is the job's: the same Triton build, source,
     specialization, options and target (`bind` derives them as the launcher does); anything
     else compiles on the GPU as before, so a miss costs time, never correctness."""
-    import multiprocessing
-
     os.makedirs(cache_dir, exist_ok=True)
     results: dict[str, dict] = {}
     if not jobs:
         return results
     with progress(len(jobs), label, quiet) as bar:
-        pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs))), initializer=_binaries_into,
-                                   initargs=(os.path.abspath(cache_dir),),
-                                   mp_context=multiprocessing.get_context("spawn"))
-        futures = {pool.submit(precompile_job, job): job for job in jobs}
+        pools = TargetPools(max(1, min(workers, len(jobs))), _binaries_into, (os.path.abspath(cache_dir),))
+        futures = {pools.submit(precompile_job, job): job for job in jobs}
         try:
             for future in futures:
                 job = futures[future]
                 results[job.key] = future.result()
                 bar.advance(f"{job.target.name} {job.qualname}")
         except BaseException:
-            stop_pool(pool, futures)
+            pools.stop(futures)
             raise
-        pool.shutdown(wait=True)
+        pools.shutdown()
     return results
