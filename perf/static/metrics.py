@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 
 # Bump when a parser or formula changes: cached metrics of older versions are recomputed.
-METRICS_VERSION = 5  # 4: compile_cpu_s; 5: instruction counts
+METRICS_VERSION = 6  # 4: compile_cpu_s; 5: instruction counts; 6: one target per process (build.TargetPools)
 
 
 @dataclass(frozen=True)
