@@ -12,6 +12,8 @@ import sys
 import textwrap
 import threading
 import time
+from types import SimpleNamespace
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -304,3 +306,27 @@ def test_a_compile_three_times_as_slow_fails(tmp_path):
     [f] = json.loads(done.stdout.splitlines()[-1])
     assert (f["variant"], f["target"], f["metric"]) == ("static_grid", "sm_90", "compile_time")
     assert f["ratio"] > 1.75 and f["verdict"] == "fail", f
+
+
+class _TargetJob(NamedTuple):  # what TargetPools reads of a job: its target's name
+    target: SimpleNamespace
+
+
+def _worker_pid(job) -> int:
+    return os.getpid()
+
+
+def test_no_worker_compiles_for_two_targets():
+    """build.TargetPools: jobs of three targets, interleaved, never share a worker process."""
+    names = ["sm_90", "gfx942", "sm_90", "gfx950", "gfx942", "gfx950"] * 2
+    pools = build.TargetPools(2)
+    try:
+        served = [(name, pools.submit(_worker_pid, _TargetJob(SimpleNamespace(name=name))).result(120))
+                  for name in names]
+    finally:
+        pools.shutdown()
+    targets_of: dict[int, set] = {}
+    for name, pid in served:
+        targets_of.setdefault(pid, set()).add(name)
+    assert all(len(t) == 1 for t in targets_of.values()), targets_of
+    assert {n for t in targets_of.values() for n in t} == set(names) and os.getpid() not in targets_of

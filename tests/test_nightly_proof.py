@@ -405,23 +405,34 @@ def test_an_interrupted_proof_prints_what_it_had(tmp_path, wheels, monkeypatch, 
     assert saved["phases"][-1]["phase"] == "night-6-code-1" and saved["phases"][-1]["note"] == "interrupted"
 
 
-def _step(night: str, cause: str | None, keys=("static_grid|llama3-8b/decode|eager",)) -> dict:
-    return {"night": night, "direction": "slower", "keys": list(keys), "ratios": {k: 1.018 for k in keys},
+def _step(night: str, cause: str | None, keys=("static_grid|llama3-8b/decode|eager",),
+          direction: str = "slower") -> dict:
+    return {"night": night, "direction": direction, "keys": list(keys), "ratios": {k: 1.018 for k in keys},
             "cause": cause}
 
 
-@pytest.mark.parametrize("later, reported", [
-    ({"decided": [_step("2000-01-03", verdicts.NOISE_CAUSE)]}, "none"),  # held a night, then judged noise
-    ({"pending": [_step("2000-01-03", None)]}, "a step, no cause yet"),  # still undecided
-    ({}, "a step, no cause yet"),  # the deciding night left no word on it
-    ({"decided": [_step("2000-01-03", verdicts.CODE)]}, verdicts.CODE),  # an issue: an alert
-    ({"decided": [_step("2000-01-03", verdicts.NOISE, keys=("other|x|eager",))]}, "a step, no cause yet"),
+HELD = _step("2000-01-03", None)
+GAIN = _step("2000-01-03", None, direction="faster")
+
+
+@pytest.mark.parametrize("tonight, later, reported", [
+    (HELD, {"decided": [_step("2000-01-03", verdicts.NOISE_CAUSE)]}, "none"),  # held, then judged noise
+    (HELD, {"decided": [_step("2000-01-03", None)]}, "none"),  # decided without a cause: no issue
+    (HELD, {}, "none"),  # dropped: not kept the next night
+    (HELD, {"pending": [HELD]}, "a step, no cause yet"),  # still held undecided
+    (HELD, {"decided": [_step("2000-01-03", verdicts.CODE, keys=("a|b|eager", "c|d|graph"))]},
+     verdicts.CODE),  # kept with widened keys and given an issue's cause: an alert
+    (GAIN, {}, "none"),  # a gain not kept leaves no record
+    (GAIN, {"pending": [GAIN]}, "none"),  # a gain opens no issue
 ])
-def test_the_empty_night_is_judged_by_each_steps_latest_word(later, reported):
+def test_the_empty_night_alerts_only_for_an_issue_or_a_step_still_held(tonight, later, reported):
     dates = {"empty": "2000-01-03", "toolchain-1": "2000-01-04"}
-    states = {"empty": {"pending": [_step("2000-01-03", None)], "decided": []},
+    states = {"empty": {"pending": [tonight], "decided": []},
               "toolchain-1": {"pending": [], "decided": [], **later}}
     assert proof.judge_event("empty", dates, states, {})["reported"] == reported
+    only_tonight = {"empty": states["empty"]}  # the deciding night not run yet: a slower step is undecided
+    assert proof.judge_event("empty", dates, only_tonight, {})["reported"] == (
+        "a step, no cause yet" if tonight is HELD else "none")
 
 
 def test_a_finished_proof_is_judged_again_from_its_nights(tmp_path, wheels, capsys):

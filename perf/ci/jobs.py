@@ -94,7 +94,7 @@ PR_GPU_COMMANDS = (
              f"--junitxml={RESULTS_DIR}/tests-{{vendor}}.xml"),
             gpu="the whole correctness grid, CUDA/HIP graphs included", plan_flag="--grid-plan"),
     # The latency gate alone: the static gate (the rest of `nox -s perf`) runs on the CPU job, and
-    # here it took 45-65 s of the GPU job (H100, 2026-11-27, docs/latency.md's cost table).
+    # here it took 59-65 s of the GPU job (H100, 2026-11-27, docs/latency.md's cost table).
     Command("perf", "Latency gate against the PR's base (perf gate)",
             (*_NOX_GPU, "-s", "cli", "--", "gate", "--vendor", "{vendor}"), base_flag="--base-ref",
             gpu="the A/B latency measurement"),

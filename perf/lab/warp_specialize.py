@@ -216,7 +216,7 @@ def mismatch(out, expected, atol: float, rtol: float, block_m: int, head: int) -
     rows = torch.arange(got.shape[0], device=got.device) % block_m < block_m // 2
     first, second = off[rows].float().mean().item(), off[~rows].float().mean().item()
     heads = off.reshape(got.shape[0], -1, head).any(dim=2).any(dim=0).nonzero().flatten().tolist()
-    err = (got - expected).abs().nan_to_num(float("inf")).max().item()
+    err = (got - expected).abs().nan_to_num(float("inf"), posinf=float("inf")).max().item()
     return (f"{off.float().mean().item():.1%} of elements off, max error {err:.3g} (output scale "
             f"{expected.abs().max().item():.3g}), {int((~torch.isfinite(got)).sum())} not finite; "
             f"off in the Q-block's first half of rows {first:.1%}, second half {second:.1%}; "

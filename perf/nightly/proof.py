@@ -338,19 +338,19 @@ def judge_event(name: str, dates: dict[str, str], states: dict[str, dict], shas:
     if not seen:
         return {**row, "reported": "not attributed"}
     if name == "empty":
-        # each step of that night as the latest deciding night left it: a step held for a night
-        # and then judged noise opened no issue; one still undecided, or given a cause, is an alert
-        final: dict[tuple, dict] = {}
-        for s in seen:
-            for r in s.get("pending", []) + s.get("decided", []):
-                if r["night"] == night:
-                    final[(r.get("direction"), tuple(sorted(r["keys"])))] = r
-        steps = list(final.values())
-        causes = [r.get("cause") for r in steps if r.get("cause") in verdicts.ISSUE_CAUSES]
-        undecided = [r for r in steps if not r.get("cause")]
-        reported = causes[0] if causes else ("a step, no cause yet" if undecided else "none")
+        # an alert is a slower step of that night given an issue's cause, or one the latest
+        # deciding night still holds undecided; a step held for a night and then judged noise,
+        # decided without a cause, or dropped (a gain not kept leaves no record) opened no issue
+        steps = [r for s in seen for r in s.get("pending", []) + s.get("decided", []) if r["night"] == night]
+        causes = [r.get("cause") for s in seen for r in s.get("decided", [])
+                  if r["night"] == night and r.get("direction") == "slower"
+                  and r.get("cause") in verdicts.ISSUE_CAUSES]
+        held = [r for r in seen[-1].get("pending", [])
+                if r["night"] == night and r.get("direction") == "slower"]
+        reported = causes[0] if causes else ("a step, no cause yet" if held else "none")
         return {**row, "reported": reported, "evidence": {"steps": [
-            {"keys": r["keys"], "ratios": r.get("ratios"), "cause": r.get("cause")} for r in steps]}}
+            {"keys": r["keys"], "ratios": r.get("ratios"), "cause": r.get("cause"),
+             "direction": r.get("direction")} for r in steps]}}
     decided = [r for s in seen for r in s.get("decided", [])
                if r["night"] == night and r["direction"] == "slower"]
     pending = [r for s in seen for r in s.get("pending", []) if r["night"] == night]
@@ -506,7 +506,9 @@ def rejudge(out: str, work: str | None = None) -> dict:
     """A finished proof's events judged again by this checkout's judge_event from the states its
     nights left in WORK/data; the measurements and phases stay as they were run."""
     doc = files.load_json(os.path.join(out, "proof.json"), "proof.json", "run the proof first")
-    work = work or doc.get("work") or ""
+    work = work or doc.get("work")
+    if not work:
+        raise ConfigError(f"{out}/proof.json names no --work folder; name the proof's --work")
     data = os.path.join(work, "data")
     if not os.path.isdir(data):
         raise ConfigError(f"--work {work}: no data folder (the proof's nights); name the proof's --work")
@@ -562,10 +564,10 @@ def table(doc: dict) -> str:
             b = ev["bisect"]
             said = (f"first bad {str(b.get('first_bad'))[:10]} (planted {str(b.get('planted'))[:10]}, "
                     f"{b.get('runs')} gate runs); re-measure: {_ab(ev.get('remeasure'))}")
-        elif ev.get("steps"):  # the empty night's steps, each as its latest night judged it
+        elif ev.get("steps"):  # the empty night's step records, as each night left them
             said = "; ".join(f"a step on {len(r['keys'])} series (up to "
                              f"x{max((r.get('ratios') or {}).values(), default=0):.3f}) "
-                             f"judged {r.get('cause') or 'not yet'}" for r in ev["steps"])
+                             f"{r.get('cause') or 'undecided'}" for r in ev["steps"])
         else:
             said = f"{len(ev.get('keys', []))} series"
         if e["reported"] != e["expected"] and ev.get("why"):

@@ -353,7 +353,7 @@ class TargetPools:
         self.initializer = initializer or _ignore_sigint
         self.pools: dict[str, ProcessPoolExecutor] = {}
         self.submitted: dict[str, list] = {}
-        self.closed: list[ProcessPoolExecutor] = []
+        self.closed: list = []  # the worker processes of pools closed early, joined by shutdown()
 
     def submit(self, fn: Callable, job):
         import multiprocessing
@@ -362,9 +362,10 @@ class TargetPools:
         if name not in self.pools:
             for other, futures in list(self.submitted.items()):
                 if all(f.done() for f in futures):
-                    self.closed.append(self.pools.pop(other))
+                    pool = self.pools.pop(other)
                     del self.submitted[other]
-                    self.closed[-1].shutdown(wait=False)
+                    self.closed += list((getattr(pool, "_processes", None) or {}).values())
+                    pool.shutdown(wait=False)
             # spawn: a clean interpreter per worker (fork after torch has started threads can hang)
             self.pools[name] = ProcessPoolExecutor(
                 max_workers=self.workers, initializer=self.initializer, initargs=self.initargs,
@@ -375,8 +376,11 @@ class TargetPools:
         return future
 
     def shutdown(self) -> None:
-        for pool in [*self.closed, *self.pools.values()]:
+        for pool in self.pools.values():
             pool.shutdown(wait=True)
+        for process in self.closed:
+            with contextlib.suppress(Exception):
+                process.join(30)
 
     def stop(self, futures) -> None:
         for pool in self.pools.values():
@@ -567,7 +571,9 @@ def precompile(jobs: list[Job], cache_dir: str, workers: int, quiet: bool = Fals
     if not jobs:
         return results
     with progress(len(jobs), label, quiet) as bar:
-        pools = TargetPools(max(1, min(workers, len(jobs))), _binaries_into, (os.path.abspath(cache_dir),))
+        # every job is submitted at once, so each target's pool gets its share of the workers
+        share = -(-max(1, min(workers, len(jobs))) // len({job.target.name for job in jobs}))
+        pools = TargetPools(share, _binaries_into, (os.path.abspath(cache_dir),))
         futures = {pools.submit(precompile_job, job): job for job in jobs}
         try:
             for future in futures:
