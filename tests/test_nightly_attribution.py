@@ -248,12 +248,11 @@ def test_interpreter_nights_are_refused_in_one_line_that_names_no_impossible_fix
     from perf.thresholds import load_thresholds
 
     nights = [dataclasses.replace(n, vendor="cpu") for n in _history([{}] * 4)]
-    with pytest.raises(ConfigError, match="measured on 'cpu'.*no threshold judges") as e:
+    with pytest.raises(ConfigError, match="'cpu', not a vendor measured here") as e:
         _judge_each_night(tmp_path, nights)
-    assert "add a" not in str(e.value)
+    assert "section" not in str(e.value)
     with pytest.raises(ConfigError, match="'cpu', not a vendor measured here") as e:
         load_thresholds("thresholds.yaml").vendor("cpu")
-    assert "section" not in str(e.value)
 
 
 def test_the_state_joins_the_alerts_document_that_nightly_save_commits():

@@ -247,8 +247,6 @@ def side_main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise ConfigError("TRITON_INTERPRET=1 is set: the grid plan binds real Triton kernels; unset it")
-    import multiprocessing
-
     import torch
 
     from perf import checkout
@@ -273,11 +271,16 @@ def side_main(argv: list[str] | None = None) -> int:
     cases = only(cases, args.only)
     changed = settings_change(settings)
     if changed:  # a side's import set it: every later plan would be made under it, on both sides
-        files.write_text(args.out, json.dumps({
-            "schema": SIDE_SCHEMA, "target": target.name, "num_sms": args.num_sms,
-            "cases": [[c.node, f"importing the kernels changed the process's settings ({changed})"]
-                      for c in cases]}))
-        return 0
+        rows = [[c.node, f"importing the kernels changed the process's settings ({changed})"] for c in cases]
+    else:
+        rows = _plan_cases(args, sides, modules, cases, target, settings)
+    files.write_text(args.out, json.dumps({"schema": SIDE_SCHEMA, "target": target.name,
+                                           "num_sms": args.num_sms, "cases": rows}))
+    return 0
+
+
+def _plan_cases(args, sides, modules, cases, target, settings) -> list[list]:
+    """[node, difference] of every case, planned in `--processes` forked workers."""
     _STATE.update(sides=sides, modules=modules, cases=cases, target=target, num_sms=args.num_sms,
                   pristine={name: Pristine(side.modules.values()) for name, side in sides.items()},
                   settings=settings)
@@ -289,6 +292,7 @@ def side_main(argv: list[str] | None = None) -> int:
         rows = [row for chunk in chunks for row in _plan_chunk(chunk)]
     else:  # not multiprocessing.Pool: a worker that dies (killed, a crash in a native library) would
         # leave it waiting forever; this pool raises BrokenProcessPool
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         from perf.static.build import stop_pool
@@ -302,9 +306,7 @@ def side_main(argv: list[str] | None = None) -> int:
             stop_pool(pool, futures)
             raise
         pool.shutdown(wait=True)
-    files.write_text(args.out, json.dumps({"schema": SIDE_SCHEMA, "target": target.name,
-                                           "num_sms": args.num_sms, "cases": rows}))
-    return 0
+    return rows
 
 
 # --------------------------------------------------------------------------- the parent

@@ -247,10 +247,6 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
     th, s = ctx.thresholds, ctx.settings
     tonight = nights[-1]
     vendor = tonight.vendor
-    if vendor not in th.vendors:
-        raise ConfigError(f"{ctx.runner}: the night of {tonight.date} was measured on {vendor!r} (Triton's "
-                          f"interpreter where that is cpu), which no threshold judges: attribution reads a "
-                          f"GPU runner's nights")
     if (vendor, tonight.gpu) not in ctx.calibrations:
         ctx.calibrations[(vendor, tonight.gpu)] = calibration_for(th, vendor, tonight.gpu)[0]
     cal = ctx.calibrations[(vendor, tonight.gpu)]
