@@ -7,7 +7,8 @@ Per scenario, coordinate descent from the heuristics' own choice over the knobs 
 BLOCK_M for prefill; pipeline stages; the block-table read-ahead; the cache addressing (block
 ids per cache block, int32 offsets); the causal edge's tile (prefill); KV segments (decode
 only: a runtime argument, no recompilation); the fused reduction (split decodes); programs per
-SM (0: one program per work item); sequence work items (decode). `--stages` runs some of them,
+SM (0: one program per work item); sequence work items (decode); the P V product in fp16
+(bf16 queries over an OCP fp8 cache only). `--stages` runs some of them,
 in that order. Every configuration is timed like `perf run`'s graph metric
 (perf.measure.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and must
 reproduce the default configuration's output; one that fails to compile or differs is recorded
@@ -27,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from perf.errors import ConfigError
 
 STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
-          "programs", "seq_items", "decode_layout")
+          "programs", "seq_items", "decode_layout", "pv_fp16")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -43,8 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="replace a tune.json in --out measured on another GPU, vendor or the interpreter")
 
 
-def candidates(stage: str, best, decode: bool) -> list:
-    """The configurations a stage tries around `best` (a heuristics.Config)."""
+def candidates(stage: str, best, decode: bool, pv_fp16: bool = False) -> list:
+    """The configurations a stage tries around `best` (a heuristics.Config); `pv_fp16`: the
+    scenario is one where `Config.pv_fp16` changes the kernel (`planning.pv_fp16_applies`)."""
     C = dataclasses.replace
     if stage == "tile_warps" and decode:
         return [C(best, tile_size=t, num_warps=w) for t in (16, 32, 64, 128) for w in (2, 4, 8)]
@@ -72,6 +74,8 @@ def candidates(stage: str, best, decode: bool) -> list:
         return [C(best, seq_items=i) for i in (False, True)]
     if stage == "decode_layout" and decode and not best.seq_items:  # Q-block items only
         return [C(best, decode_layout=d) for d in (False, True)]
+    if stage == "pv_fp16" and pv_fp16:  # P V in fp16: bf16 queries over an OCP fp8 cache
+        return [C(best, pv_fp16=f) for f in (False, True)]
     return []
 
 
@@ -147,7 +151,7 @@ def _short(c: dict) -> str:
             + (" fr" if c.get("fused_reduce") else "") + (" si" if c.get("seq_items") else "")
             + (" dl" if c.get("decode_layout") else "")
             + (f" e{c['edge_tile']}" if c.get("edge_tile") else "") + (" bv" if c.get("block_vector") else "")
-            + (" o32" if c.get("offsets_32") else ""))
+            + (" o32" if c.get("offsets_32") else "") + (" pv16" if c.get("pv_fp16") else ""))
 
 
 def render(env: dict, results: dict) -> str:
@@ -190,7 +194,7 @@ def main(args: argparse.Namespace) -> int:
                           "interpreter's timings mean nothing); run it on a GPU machine")
     kernels = checkout.import_kernels(checkout.ROOT)
     from kernels import platform
-    from kernels.paged_attention import heuristics
+    from kernels.paged_attention import heuristics, planning
 
     chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
     files.check_output(args.out, "--out", directory=True)
@@ -203,11 +207,12 @@ def main(args: argparse.Namespace) -> int:
     for i, scenario in enumerate(chosen, 1):
         s = _Scenario(kernels, scenario, "cuda")
         decode = all(q == 1 for q in s.spec.query_lens)
+        pv_fp16 = planning.pv_fp16_applies(s.batch.q, s.batch.k_cache)
         default = heuristics.choose(vendor, heuristics.features_from_spec(s.spec, env["num_sms"]))
         best, best_ms = default, s.measure(default)
         default_ms = best_ms
         for stage in stages:
-            configs = candidates(stage, best, decode)
+            configs = candidates(stage, best, decode, pv_fp16)
             print(f"tune [{i}/{len(chosen)}] {scenario.name}: {stage}, {len(configs)} configurations",
                   flush=True)
             s.compile(configs, args.threads)

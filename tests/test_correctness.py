@@ -45,6 +45,7 @@ from grid_cases import (
     grid_params,
     make_spec,
     matches_spec,
+    seed,
 )
 from interpreter_support import (
     INTERPRETER_FNUZ_REASON,
@@ -212,6 +213,46 @@ def test_token_offsets_in_int64_match_the_reference(variant, config, monkeypatch
         planning.release_buffers()
 
 
+def test_pv_in_fp16_only_for_bf16_queries_over_an_ocp_cache():
+    """`Config.pv_fp16` reaches the kernel (PV_FP16) only where it is exact and cheap: bf16
+    queries over an OCP e4m3 cache; fp16 queries already multiply in fp16, FNUZ reaches fp16
+    through f32 on gfx942, and a bf16 cache is q's dtype."""
+    config = Config(128, 128, 1, num_warps=8, num_stages=3, pv_fp16=True)
+    for dtype, fp8, expected in (("bfloat16", OCP_E4M3, True), ("float16", OCP_E4M3, False),
+                                 ("bfloat16", FNUZ_E4M3, False), ("bfloat16", None, False)):
+        spec = make_spec("gqa4", 128, 16, "mixed_small", dtype, "fp8_kv" if fp8 else "none")
+        batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": fp8} if fp8 else {}))
+        for knob in (True, False):
+            _, launches = VARIANTS["static_grid"].plan(
+                *batch.args(), out=batch.new_output(), config=dataclasses.replace(config, pv_fp16=knob),
+                **batch.options)
+            assert launches[0].constexprs["PV_FP16"] is (expected and knob), (dtype, fp8, knob)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["parallel", "flex_tile", "static_grid"])
+@pytest.mark.parametrize("feature", ["fp8_kv", "all"])
+@pytest.mark.parametrize("config", [
+    Config(128, 128, 1, num_warps=8, num_stages=3, programs_per_sm=0, read_ahead=True, block_vector=True,
+           offsets_32=True, edge_tile=32, pv_fp16=True),
+    Config(16, 64, 3, num_warps=4, num_stages=2, pv_fp16=True)], ids=["nvidia_prefill", "split_tile64"])
+def test_pv_in_fp16_matches_reference(variant, feature, config, device):
+    """bf16 queries over an OCP e4m3 cache with the P V product in fp16 (`Config.pv_fp16`,
+    swept by `perf tune`): the NVIDIA prefill's shape (3 stages, block ids per cache block,
+    edges of 32) and a split one, over a mixed batch, poisoned, against the fp32 reference
+    at bf16's tolerance. GPU only: Triton's interpreter cannot compute in bf16."""
+    spec = make_spec("gqa4", 128, 16, "mixed", "bfloat16", feature, seed=seed("pv_fp16", feature))
+    batch = make_batch(spec, feature, device)
+    _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
+                                         **batch.options)
+    assert launches[0].constexprs["PV_FP16"]
+    out = batch.new_output()
+    VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    atol, rtol = TOLERANCES["bfloat16"]
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+
+
 @pytest.mark.gpu
 def test_a_batch_past_two_to_the_31_query_elements(device):
     """8,195 sequences of llama3-8b heads, 524,323 tokens: q and out hold more than 2**31
@@ -307,8 +348,8 @@ def test_every_call_of_a_kept_plan_reads_its_own_tensors(variant, split, device)
                      block_size=16, dtype="float16", fp8_kv=True, sinks=True, sliding_window=200,
                      softcap=20.0)
     config = Config(16, 16, 3, num_warps=4, num_stages=2) if split else None
-    for seed in (1, 2):
-        batch = poisoned_batch(dataclasses.replace(spec, seed=seed), device)
+    for batch_seed in (1, 2):
+        batch = poisoned_batch(dataclasses.replace(spec, seed=batch_seed), device)
         out = batch.new_output()
         VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
         expected = paged_attention_reference(*batch.args(), **batch.options)

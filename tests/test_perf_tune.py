@@ -38,6 +38,8 @@ def test_stage_candidates_around_the_best_so_far():
     assert [(c.block_vector, c.offsets_32) for c in tune.candidates("addressing", BASE, True)] == [
         (False, False), (False, True), (True, False), (True, True)]
     assert [c.fused_reduce for c in tune.candidates("fused_reduce", BASE, True)] == [False, True]
+    assert [c.pv_fp16 for c in tune.candidates("pv_fp16", BASE, False, pv_fp16=True)] == [False, True]
+    assert tune.candidates("pv_fp16", BASE, False) == []  # only where the planner honours it
     whole = dataclasses.replace(BASE, num_segments=1)
     assert tune.candidates("fused_reduce", whole, True) == []  # one segment: nothing to merge
     assert tune.candidates("fused_reduce", BASE, False) == []

@@ -272,6 +272,7 @@ def attend_tiles(
     READ_AHEAD: tl.constexpr,
     BLOCK_VECTOR: tl.constexpr,
     OFFSETS_32: tl.constexpr,
+    PV_FP16: tl.constexpr,
 ):
     """Online softmax over KV tiles [tile_lo, tile_hi); returns the updated (acc, m_i, l_i).
 
@@ -311,6 +312,10 @@ def attend_tiles(
     WINDOW_LOADS: tl.constexpr = WINDOW_EDGE != 0 and BLOCK_SIZE % TILE_SIZE != 0
     EDGE_LOADS: tl.constexpr = WINDOW_LOADS and WINDOW_EDGE == 1  # the window edge's
     EDGE_CLAMP: tl.constexpr = EDGE_LOADS and not VECTOR and not READ_AHEAD
+    # PV_FP16 (the planner sets it only for bf16 q over an OCP e4m3 cache): an e4m3 value is
+    # exact in fp16 as in bf16 but reaches fp16 in one conversion per pair (sm_90:
+    # cvt.rn.f16x2.e4m3x2), bf16 in two; P in [0, 1] keeps 10 mantissa bits instead of 7.
+    PV_DTYPE: tl.constexpr = tl.float16 if PV_FP16 else q.dtype
     key_lo = first_pos - window + 1  # keys before it: read by WINDOW_LOADS tiles, never
     if EDGE_LOADS and VECTOR:
         row_lo = abs_pos - window
@@ -408,9 +413,9 @@ def attend_tiles(
         alpha = tl.exp2(m_i - m_new)
         if FOLD:
             acc = acc * alpha[:, None]
-            acc = tl.dot(p.to(q.dtype), kv_to(v, q.dtype, DECODE_FNUZ), acc)
+            acc = tl.dot(p.to(PV_DTYPE), kv_to(v, PV_DTYPE, DECODE_FNUZ), acc)
         else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(q.dtype), kv_to(v, q.dtype, DECODE_FNUZ))
+            acc = acc * alpha[:, None] + tl.dot(p.to(PV_DTYPE), kv_to(v, PV_DTYPE, DECODE_FNUZ))
         l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
     return acc, m_i, l_i
@@ -449,6 +454,7 @@ def attend_q_block(
     BLOCK_VECTOR: tl.constexpr,
     OFFSETS_32: tl.constexpr,
     TOKEN_OFFSETS_32: tl.constexpr,
+    PV_FP16: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -492,7 +498,7 @@ def attend_q_block(
                     stride_bt_seq, stride_o_token, stride_o_head,
                     QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
-                    DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
+                    DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
                 )
     else:
         if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
@@ -507,7 +513,7 @@ def attend_q_block(
                 stride_bt_seq, stride_o_token, stride_o_head,
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
-                DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
+                DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
             )
     if FUSED_REDUCE:
         # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
@@ -551,6 +557,7 @@ def attend_rows(
     BLOCK_VECTOR: tl.constexpr,
     OFFSETS_32: tl.constexpr,
     TOKEN_OFFSETS_32: tl.constexpr,
+    PV_FP16: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
     its rows' online softmax over their tiles, then the output or the segment's partials."""
@@ -599,14 +606,14 @@ def attend_rows(
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, 1,
-            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
+            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16)
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False, 0,
-        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16)
     # The causal edge in tiles of EDGE_TILE keys (a divisor of TILE_SIZE): the tiles of
     # TILE_SIZE it covers, cut after the last key a query of this Q-block sees.
     if EDGE_TILE == TILE_SIZE:
@@ -626,7 +633,7 @@ def attend_rows(
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, CAUSAL_EDGE_LOADS,
-        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32)
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16)
     if USE_FP8:
         acc = acc * tl.load(v_scale_ptr)
 
@@ -761,6 +768,7 @@ def q_block_kernel(
     BLOCK_VECTOR: tl.constexpr,  # a tile over several cache blocks reads one id per block (`attend_tiles`)
     OFFSETS_32: tl.constexpr,  # cache offsets in int32: every one fits (`planning.offsets_32`)
     TOKEN_OFFSETS_32: tl.constexpr,  # q, out and partials offsets in int32: every one fits
+    PV_FP16: tl.constexpr,  # P V in fp16 (bf16 queries, OCP fp8 caches; `Config.pv_fp16`)
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -802,7 +810,7 @@ def q_block_kernel(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
                 READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
-                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
+                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
             )
     else:
         attend_q_block(
@@ -818,7 +826,7 @@ def q_block_kernel(
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
             READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
-            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32,
+            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
         )
 
 

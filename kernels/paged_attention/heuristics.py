@@ -119,6 +119,10 @@ class Config:
     # H100 lab, 2026-11-23, it saved 25-57 us of host time a call but cost device time
     # (llama3-8b 1x1k 10.0 -> 13.6 us graph; docs/kernels.md); `perf tune` sweeps it
     fused_reduce: bool = False
+    # bf16 queries over an OCP e4m3 cache: the P V product in fp16 (PV_FP16, common.attend_tiles;
+    # the planner ignores it elsewhere). No branch sets it: sm_90 compile, triton 3.6.0,
+    # 2026-11-27, the fp8 prefill's loop 132 -> 0 B of ptxas spills; speed unmeasured; `perf tune` sweeps it
+    pv_fp16: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
