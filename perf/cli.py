@@ -526,6 +526,17 @@ def _on_signal(signum, frame) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def catch_interrupts_from_start() -> None:
+    """`python -m perf...` (perf/__init__.py calls it): `_on_signal` from the package's first
+    import on, not from `entry`, so an interrupt that lands in the imports of a command's module
+    (seconds on a cold start: a side process of `perf compile` was stopped in them, and printed a
+    KeyboardInterrupt traceback, on a 2-core CI machine, 2026-11-27) waits for them and ends in
+    the boundary: one line, none from a side process."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        signal.signal(signal.SIGINT, _on_signal)
+
+
 def entry(main_fn: Callable[[list[str]], int | None], argv: list[str] | None = None, *,
           internal: bool = False) -> NoReturn:
     """What every `if __name__ == "__main__":` of the harness calls: `main_fn(argv)` inside
@@ -540,7 +551,7 @@ def entry(main_fn: Callable[[list[str]], int | None], argv: list[str] | None = N
         os.environ[DEBUG_ENV] = "1"  # the processes it starts show theirs too
     _adopt_orphans()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
-        signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)  # (set already when perf was imported as `-m`)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_signal)
     code = boundary(lambda: main_fn(argv), debug=debug)

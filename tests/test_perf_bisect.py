@@ -284,7 +284,7 @@ def test_bisect_finds_a_planted_slowdown_in_the_interpreter_and_resumes(tmp_path
     assert [s["commit"] for s in doc["steps"]] == [demo["bad"], demo["commits"][0]]
     assert [s["outcome"] for s in doc["steps"]] == [BAD, GOOD]
     bad_ratio, good_ratio = (s["ratio"] for s in doc["steps"])
-    assert bad_ratio > 1.5 > 1.3 > good_ratio
+    assert bad_ratio > 1.5 > good_ratio  # the fail threshold between them (GOOD may be a warn: noise)
     for sha in (demo["bad"], demo["commits"][0]):
         assert (out_dir / sha / "findings.json").exists() and (out_dir / sha / "gate.json").exists()
     assert "steps: 2 without skips" in run.stdout
