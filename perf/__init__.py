@@ -2,7 +2,7 @@
 
 import sys
 
-if sys.argv[:1] == ["-m"]:  # this package is being imported to run `python -m perf...` (runpy's marker)
-    from perf.cli import catch_interrupts_from_start
+from perf import interrupts
 
-    catch_interrupts_from_start()
+if sys.argv[:1] == ["-m"]:  # imported to run `python -m perf...` (runpy's marker while it finds the module)
+    interrupts.catch_from_start()

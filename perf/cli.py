@@ -30,12 +30,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from typing import NoReturn
 
+from perf import interrupts
 from perf.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError
 
 DEFAULT_PATH = "thresholds.yaml"  # perf.thresholds.DEFAULT_PATH; not imported here: that needs PyYAML
@@ -405,7 +405,6 @@ def main(argv: list[str] | None = None) -> int:
 
 # --- the boundary ---------------------------------------------------------------------------
 
-_interrupted = False  # set by entry's signal handlers: what is raised after it is the interrupt's
 _quiet_interrupt = False  # a worker or side process (entry's `internal`): its parent reports it
 # The import name of a third-party package -> what to install (the rest are the same).
 PIP_NAMES = {"yaml": "pyyaml", "sklearn": "scikit-learn"}
@@ -476,7 +475,7 @@ def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interru
     except Exception as e:
         if debug:
             traceback.print_exc()
-        if _interrupted or _caused_by_interrupt(e):
+        if interrupts.interrupted() or _caused_by_interrupt(e):
             if not quiet_interrupt:
                 _say(f"interrupted: stopped (while {type(e).__name__} was raised); what finished is kept")
             return EXIT_INTERRUPTED
@@ -490,51 +489,11 @@ def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interru
         _say(f"internal error: {type(e).__name__}: {_one_line(e)[:500]} (rerun with --debug for the "
              f"traceback)")
         return EXIT_INTERNAL
-    if _interrupted and code != EXIT_INTERRUPTED:  # code that caught the interrupt and went on
+    if interrupts.interrupted() and code != EXIT_INTERRUPTED:  # code that caught the interrupt and went on
         if not quiet_interrupt:
             _say("interrupted: stopped; what finished is kept")
         return EXIT_INTERRUPTED
     return code
-
-
-# An interrupt raised while a module imports can land in C++ that called back into Python
-# (torch's start-up through pybind11: "terminate called after throwing an instance of
-# 'pybind11::error_already_set' ... KeyboardInterrupt", exit -6, measured at 1.9 s into
-# `perf compile`), or in C code that clears it (torch's numpy import). So it is raised once
-# the import is over: the signal is sent again every DEFER_S seconds, DEFER_MAX times at most.
-DEFER_S, DEFER_MAX = 0.2, 100
-_deferred = 0
-
-
-def _importing(frame) -> bool:
-    while frame is not None:
-        if frame.f_code.co_filename.startswith("<frozen importlib"):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _on_signal(signum, frame) -> None:
-    global _interrupted, _deferred
-    _interrupted = True
-    if _importing(frame) and _deferred < DEFER_MAX:
-        _deferred += 1
-        timer = threading.Timer(DEFER_S, _signal, (os.getpid(), signum))
-        timer.daemon = True
-        timer.start()
-        return
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def catch_interrupts_from_start() -> None:
-    """`python -m perf...` (perf/__init__.py calls it): `_on_signal` from the package's first
-    import on, not from `entry`, so an interrupt that lands in the imports of a command's module
-    (seconds on a cold start: a side process of `perf compile` was stopped in them, and printed a
-    KeyboardInterrupt traceback, on a 2-core CI machine, 2026-11-27) waits for them and ends in
-    the boundary: one line, none from a side process."""
-    if (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-        signal.signal(signal.SIGINT, _on_signal)
 
 
 def entry(main_fn: Callable[[list[str]], int | None], argv: list[str] | None = None, *,
@@ -550,10 +509,10 @@ def entry(main_fn: Callable[[list[str]], int | None], argv: list[str] | None = N
     if debug:
         os.environ[DEBUG_ENV] = "1"  # the processes it starts show theirs too
     _adopt_orphans()
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
-        signal.signal(signal.SIGINT, _on_signal)  # (set already when perf was imported as `-m`)
+    interrupts.catch_from_start()  # (done already where perf was imported for `python -m`)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGTERM, interrupts.on_signal)
+    interrupts.enter()
     code = boundary(lambda: main_fn(argv), debug=debug)
     if code in (EXIT_INTERRUPTED, EXIT_INTERNAL):
         for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the clean-up short

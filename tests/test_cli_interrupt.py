@@ -98,7 +98,8 @@ def test_sigint_to_compile_exits_130_and_leaves_no_process(window, tmp_path):
 
 
 # A command's module imports for seconds on a cold start before its `entry` runs; SIGINT comes
-# 0.3 s into a 1.5 s import. `as_m`: perf imported as `python -m perf...` imports it.
+# 0.3 s into 1.5 s of an import or of the module's own code. `as_m`: perf imported as
+# `python -m perf...` imports it.
 _IMPORTING = """
 import os, signal, sys, threading, time
 sys.path.insert(0, sys.argv[1])
@@ -107,26 +108,30 @@ if sys.argv[2] == "as_m":
 import perf
 from perf import cli
 threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-import slow_module
+if sys.argv[4] == "import":
+    import slow_module
+else:
+    time.sleep(1.5)
 cli.entry(lambda argv: time.sleep(10), [], internal=sys.argv[3] == "internal")
 """
 
 
+@pytest.mark.parametrize("where", ["import", "module_code"])
 @pytest.mark.parametrize("internal", [True, False], ids=["side", "command"])
-def test_sigint_during_the_imports_before_entry_ends_in_the_boundary(internal, tmp_path):
-    """No traceback from an interrupt that lands in the imports a `python -m perf...` module
-    runs before `entry` (a side process of `perf compile` printed KeyboardInterrupt from
-    `import perf.git`, 2-core CI, 2026-11-27): the package's import installs the boundary's
-    handler, which waits for the import; then a side exits 130 without a word, a command
-    with the boundary's one line. Imported otherwise (as a library) nothing changes: the
-    control run shows the traceback the test would catch."""
+def test_sigint_during_the_imports_before_entry_ends_in_the_boundary(internal, where, tmp_path):
+    """No traceback from an interrupt that lands in what a `python -m perf...` module runs
+    before `entry`, its imports or its own code (a side process of `perf compile` printed
+    KeyboardInterrupt from `import perf.git`, 2-core CI, 2026-11-27): the package's import
+    installs the boundary's handler, which waits for `entry`; then a side exits 130 without a
+    word, a command with the boundary's one line. Imported otherwise (as a library) nothing
+    changes: the control run shows the traceback the test would catch."""
     (tmp_path / "slow_module.py").write_text("import time\ntime.sleep(1.5)\n")
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PERF_DEBUG")}
     env["PYTHONPATH"] = ROOT
     side = "internal" if internal else "command"
 
     def run(mode):
-        return subprocess.run([sys.executable, "-c", _IMPORTING, str(tmp_path), mode, side], cwd=ROOT,
+        return subprocess.run([sys.executable, "-c", _IMPORTING, str(tmp_path), mode, side, where], cwd=ROOT,
                               env=env, capture_output=True, text=True, timeout=60)
     done = run("as_m")
     assert done.returncode == 130, done.stderr[-2000:]
