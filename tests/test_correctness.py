@@ -229,18 +229,28 @@ def test_pv_in_fp16_only_for_bf16_queries_over_an_ocp_cache():
             assert launches[0].constexprs["PV_FP16"] is (expected and knob), (dtype, fp8, knob)
 
 
+# `Config.pv_fp16`'s shapes: each vendor's fp8 prefill (NVIDIA's 3 stages with block ids per cache
+# block and edges of 32: 128 KiB of shared memory, more than an MI300's 64 KiB of LDS; AMD's
+# heuristics._amd fp8 prefill) and a split one.
+PV_FP16_CONFIGS = {
+    "prefill": {"nvidia": Config(128, 128, 1, num_warps=8, num_stages=3, programs_per_sm=0, read_ahead=True,
+                                 block_vector=True, offsets_32=True, edge_tile=32, pv_fp16=True),
+                "amd": Config(64, 32, 1, num_warps=8, num_stages=2, pv_fp16=True)},
+    "split_tile64": dict.fromkeys(("nvidia", "amd"),
+                                  Config(16, 64, 3, num_warps=4, num_stages=2, pv_fp16=True)),
+}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["parallel", "flex_tile", "static_grid"])
 @pytest.mark.parametrize("feature", ["fp8_kv", "all"])
-@pytest.mark.parametrize("config", [
-    Config(128, 128, 1, num_warps=8, num_stages=3, programs_per_sm=0, read_ahead=True, block_vector=True,
-           offsets_32=True, edge_tile=32, pv_fp16=True),
-    Config(16, 64, 3, num_warps=4, num_stages=2, pv_fp16=True)], ids=["nvidia_prefill", "split_tile64"])
-def test_pv_in_fp16_matches_reference(variant, feature, config, device):
+@pytest.mark.parametrize("shape", list(PV_FP16_CONFIGS))
+def test_pv_in_fp16_matches_reference(variant, feature, shape, device):
     """bf16 queries over an OCP e4m3 cache with the P V product in fp16 (`Config.pv_fp16`,
-    swept by `perf tune`): the NVIDIA prefill's shape (3 stages, block ids per cache block,
-    edges of 32) and a split one, over a mixed batch, poisoned, against the fp32 reference
-    at bf16's tolerance. GPU only: Triton's interpreter cannot compute in bf16."""
+    swept by `perf tune`), this vendor's fp8 prefill shape and a split one, over a mixed batch,
+    poisoned, against the fp32 reference at bf16's tolerance. GPU only: Triton's interpreter
+    cannot compute in bf16."""
+    config = PV_FP16_CONFIGS[shape][platform.current().vendor]
     spec = make_spec("gqa4", 128, 16, "mixed", "bfloat16", feature, seed=seed("pv_fp16", feature))
     batch = make_batch(spec, feature, device)
     _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
