@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 
-DEFER_S, DEFER_MAX = 0.2, 100
+DEFER_S, DEFER_MAX = 0.2, 100  # up to 20 s of imports (torch's cold start took seconds); unmeasured bound
 _interrupted = False  # a signal came: what is raised after it is the interrupt's
 _entered = False  # `entry` reached its boundary
 _deferred = 0

@@ -229,13 +229,14 @@ def test_pv_in_fp16_only_for_bf16_queries_over_an_ocp_cache():
             assert launches[0].constexprs["PV_FP16"] is (expected and knob), (dtype, fp8, knob)
 
 
-# `Config.pv_fp16`'s shapes: each vendor's fp8 prefill (NVIDIA's 3 stages with block ids per cache
-# block and edges of 32: 128 KiB of shared memory, more than an MI300's 64 KiB of LDS; AMD's
-# heuristics._amd fp8 prefill) and a split one.
+# `Config.pv_fp16`'s shapes: a prefill per vendor and a split one. NVIDIA: the bf16 prefill's shape,
+# which the fp8 sweep tries with it (3 stages, block ids per cache block, edges of 32; 128 KiB of
+# shared memory on sm_90, 96 KiB compiled for gfx942, more than an MI300's 64 KiB of LDS); AMD:
+# heuristics._amd's fp8 prefill (grid_cases.FORCED_CONFIGS).
 PV_FP16_CONFIGS = {
     "prefill": {"nvidia": Config(128, 128, 1, num_warps=8, num_stages=3, programs_per_sm=0, read_ahead=True,
                                  block_vector=True, offsets_32=True, edge_tile=32, pv_fp16=True),
-                "amd": Config(64, 32, 1, num_warps=8, num_stages=2, pv_fp16=True)},
+                "amd": dataclasses.replace(FORCED_CONFIGS["amd_fp8_prefill_bm64_tile32"][0], pv_fp16=True)},
     "split_tile64": dict.fromkeys(("nvidia", "amd"),
                                   Config(16, 64, 3, num_warps=4, num_stages=2, pv_fp16=True)),
 }
