@@ -58,7 +58,6 @@ def test_bad_input_is_refused_in_one_line(options, expected, misspelled_threshol
     (tmp_path / "file").write_text("a file where a folder is wanted")
     options = [misspelled_thresholds if o == "MISSPELLED" else o.replace("OUT", str(tmp_path))
                for o in options]
-    start = time.perf_counter()
     done = _compile(*options, out=str(tmp_path / "out"))
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
@@ -66,7 +65,6 @@ def test_bad_input_is_refused_in_one_line(options, expected, misspelled_threshol
     for text in expected:
         assert text.replace("OUT", str(tmp_path)) in done.stderr, done.stderr
     assert "compiling" not in done.stderr  # refused before anything was compiled
-    assert time.perf_counter() - start < 120
 
 
 def _finding(i: int, verdict: Verdict) -> Finding:

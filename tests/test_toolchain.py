@@ -24,6 +24,7 @@ from importlib import metadata
 
 import numpy as np
 import pytest
+import yaml
 from interpreter_support import needs_interpreter
 
 from perf import results, toolchain
@@ -257,10 +258,19 @@ def test_static_gate_compiles_under_both_tritons(installed_fake, tmp_path):
     out = tmp_path / "static"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=ROOT, **{toolchain.CACHE_ENV: root}, **CPU_ONLY)
+    # Compile time is a measurement: one cold compile of 0.2 CPU s per side, here under pytest's
+    # load rather than the gate's (A/B ratios of 1.28 were seen), so its verdict is out of this
+    # test (perf.verdicts.compile_time_rule has its own tests). What is tested: which Triton each
+    # side imported and that the deterministic static metrics agree.
+    th = yaml.safe_load(open(os.path.join(ROOT, "thresholds.yaml")))
+    for vendor in ("nvidia", "amd"):
+        th[vendor]["compile"]["compile_time"].update(warn=100, fail=100)  # the most the file takes
+    (tmp_path / "thresholds.yaml").write_text(yaml.safe_dump(th))
     done = subprocess.run([sys.executable, "-m", "perf", "compile", "--toolchain", f"triton=={FAKE}",
-                           "--suite", "smoke", "--variants", "naive", "--scenarios", "tiny/decode/*",
-                           "--targets", "sm_90", "--jobs", "1", "--no-cache",
-                           "--out", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                           "--thresholds", str(tmp_path / "thresholds.yaml"), "--suite", "smoke",
+                           "--variants", "naive", "--scenarios", "tiny/decode/*", "--targets", "sm_90",
+                           "--jobs", "1", "--no-cache", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     base, head = (json.loads((out / f"{s}.json").read_text()) for s in ("base", "head"))
     assert base["triton"] == toolchain.installed_version() and head["triton"] == FAKE
@@ -271,7 +281,11 @@ def test_static_gate_compiles_under_both_tritons(installed_fake, tmp_path):
     findings = json.loads((out / "findings.json").read_text())
     assert findings["toolchain"] == {"base": toolchain.installed_version(), "head": FAKE,
                                      "spec": f"triton=={FAKE}"}
-    assert findings["findings"] and all(f["verdict"] == "ok" for f in findings["findings"])  # same compiler
+    times = [f for f in findings["findings"] if f["metric"] == "compile_time"]
+    assert [(f["target"], f["variant"]) for f in times] == [("sm_90", "naive")]
+    assert times[0]["base"] > 0 and times[0]["head"] > 0  # both sides compiled cold and were timed
+    static = [f for f in findings["findings"] if f["metric"] != "compile_time"]
+    assert static and all(f["verdict"] == "ok" for f in static), static  # the same compiler
     report = (out / "report.md").read_text()
     assert f"Triton {toolchain.installed_version()} → {FAKE}" in report.splitlines()[0]
     assert f"toolchain A/B: Triton {toolchain.installed_version()} → {FAKE}" in done.stdout
