@@ -609,12 +609,15 @@ def stop_children(grace: float = 3.0) -> None:
 
 def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """Stop a child started in a process group of its own (`start_new_session`) and all it
-    started: SIGINT to the group, up to `grace` seconds for the child to clean up, then SIGKILL
-    to whatever of the group is left."""
+    started: SIGTERM to the child alone, up to `grace` seconds for it to stop what it started
+    (`entry` does), then SIGKILL to whatever of the group is left. Not SIGINT, not to the
+    group: a Python process still starting up dies of SIGINT with "Fatal Python error:
+    init_import_site" and a traceback (a spawn worker of a compile side, 2-core CI,
+    2026-11-27), of SIGTERM without a word."""
     try:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGINT)
+                proc.send_signal(signal.SIGTERM)
             proc.wait(grace)
     except BaseException:  # noqa: S110 (a timeout or a second Ctrl-C: kill below)
         pass

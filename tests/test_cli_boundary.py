@@ -275,6 +275,53 @@ def test_run_child_stops_the_childs_whole_group_when_interrupted():
             os.kill(grandchild, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("starting", ["the_child", "its_workers"])
+def test_stop_group_says_nothing_when_it_meets_a_python_still_starting_up(starting, tmp_path):
+    """A Python process stopped before its start-up ends (a spawn worker of a compile side, or
+    the side itself) must not print "Fatal Python error: init_import_site" and a traceback,
+    which SIGINT to the side's group did (2-core CI, 2026-11-27). Start-up is held open here by
+    a sitecustomize that sleeps; `stop_group` comes while it sleeps, and all must go."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(20)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, str(slow)]))
+    env.pop("PERF_DEBUG", None)
+    if starting == "the_child":
+        code, env_child = "import time; time.sleep(60)", env
+    else:  # an `entry` process whose workers are starting up
+        code = textwrap.dedent(f"""
+            import os, subprocess, sys, time
+            from perf import cli
+            def main(argv):
+                for _ in range(2):
+                    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                                     env=dict(os.environ, PYTHONPATH={str(slow)!r}))
+                print("started", flush=True)
+                time.sleep(60)
+            cli.entry(main, internal=True)
+        """)
+        env_child = dict(env, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env_child, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        if starting == "its_workers":
+            assert proc.stdout.readline() == "started\n"
+        time.sleep(1.0)  # well inside the 20 s start-up
+        seen = [proc.pid, *cli.descendants(proc.pid)]
+        assert len(seen) == (1 if starting == "the_child" else 3), seen
+        cli.stop_group(proc, grace=10)
+        err = proc.stderr.read()
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "Fatal Python error" not in err and "Traceback" not in err, err
+    assert err == "", err
+    deadline = time.monotonic() + 3
+    while any(map(_alive, seen)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in seen if _alive(p)]
+
+
 def test_an_interrupt_during_an_import_is_raised_once_the_import_is_over(tmp_path):
     """Raised inside an import it can land in C++ that called back into Python (torch's
     start-up: std::terminate, exit -6) or in C code that clears it."""
