@@ -17,16 +17,26 @@ initialises CUDA, so N GPUs run N times the work (perf/devices.py).
 correctness grid whose launches are identical on the PR's base and this commit are deselected,
 when the plan was made for this GPU and this very checkout (else it is ignored, with the reason,
 and everything runs); docs/latency.md, "The correctness grid's share".
+
+A session started in the background of a script (`nox -s tests &`) inherits SIGINT ignored,
+and so would every command the interrupt tests start, which then never see their Ctrl-C
+(11 failures, 2026-11-27); the session takes Python's default handler back, as a terminal has.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import pytest
 
 from perf import devices
+
+_sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+if _sigint_ignored and threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 PINNED = devices.pin_xdist_worker()  # an xdist worker: its one GPU, before torch touches CUDA
 
