@@ -314,8 +314,7 @@ def test_stop_group_says_nothing_when_it_meets_a_python_still_starting_up(starti
     finally:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-    assert "Fatal Python error" not in err and "Traceback" not in err, err
-    assert err == "", err
+    assert err == "", err  # not "Fatal Python error: init_import_site" and a traceback
     deadline = time.monotonic() + 3
     while any(map(_alive, seen)) and time.monotonic() < deadline:
         time.sleep(0.05)
