@@ -16,6 +16,7 @@ import math
 import os
 import sys
 
+from perf import roofline
 from perf.verdicts import Finding, Verdict, counts, nothing_compared, worst_first
 
 _COLUMNS = ("verdict", "vendor", "target", "variant", "scenario", "metric", "base", "head",
@@ -126,33 +127,12 @@ def geomean(values) -> float:
     return math.exp(sum(math.log(x) for x in v) / len(v)) if v else math.nan
 
 
-def kv_read_bytes(spec) -> int:
-    """Every sequence's K and V read once (a kernels.batch.BatchSpec)."""
-    item = 1 if spec.fp8_kv else spec.torch_dtype.itemsize
-    return sum(spec.kv_lens) * spec.num_kv_heads * spec.head_size * 2 * item
-
-
-def attention_flops(spec) -> int:
-    """4 x head_size x query heads x the (query, key) pairs the causal mask (and the sliding
-    window) leave visible: two matrix products of 2 flops per multiply-add."""
-    pairs = 0
-    for q, kv in zip(spec.query_lens, spec.kv_lens):
-        # The queries sit at positions kv - q .. kv - 1 and see pos + 1 keys each, at most `window`:
-        # the sum of min(x, window) for x = kv - q + 1 .. kv.
-        lo, hi = kv - q + 1, kv
-        w = spec.sliding_window or hi
-        top = min(hi, w)
-        pairs += (lo + top) * (top - lo + 1) // 2 if top >= lo else 0
-        pairs += w * (hi - max(lo, w + 1) + 1) if hi > w else 0
-    return 4 * spec.head_size * spec.num_q_heads * pairs
-
-
 def throughput(spec, ms: float) -> tuple[float, str]:
     """The one figure derived from a latency: KV GB/s read for decode-only batches (bandwidth
     bound), TFLOP/s otherwise (compute bound)."""
     if all(q == 1 for q in spec.query_lens):
-        return kv_read_bytes(spec) / (ms * 1e-3) / 1e9, "KV GB/s"
-    return attention_flops(spec) / (ms * 1e-3) / 1e12, "TFLOP/s"
+        return roofline.kv_read_bytes(spec) / (ms * 1e-3) / 1e9, "KV GB/s"
+    return roofline.attention_flops(spec) / (ms * 1e-3) / 1e12, "TFLOP/s"
 
 
 def _spec(scenario: str):

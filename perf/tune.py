@@ -8,7 +8,7 @@ BLOCK_M for prefill; pipeline stages; the block-table read-ahead; the cache addr
 ids per cache block, int32 offsets); the causal edge's tile (prefill); KV segments (decode
 only: a runtime argument, no recompilation); the fused reduction (split decodes); programs per
 SM (0: one program per work item); sequence work items (decode); the P V product in fp16
-(bf16 queries over an OCP fp8 cache only). `--stages` runs some of them,
+and both products in fp16 (bf16 queries over an OCP fp8 cache only). `--stages` runs some of them,
 in that order. Every configuration is timed like `perf run`'s graph metric
 (perf.measure.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and must
 reproduce the default configuration's output; one that fails to compile or differs is recorded
@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from perf.errors import ConfigError
 
 STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
-          "programs", "seq_items", "decode_layout", "pv_fp16")
+          "programs", "seq_items", "decode_layout", "pv_fp16", "qk_fp16")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -76,6 +76,8 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False) -> list:
         return [C(best, decode_layout=d) for d in (False, True)]
     if stage == "pv_fp16" and pv_fp16:  # P V in fp16: bf16 queries over an OCP fp8 cache
         return [C(best, pv_fp16=f) for f in (False, True)]
+    if stage == "qk_fp16" and pv_fp16:  # both products in fp16: the same caches
+        return [C(best, qk_fp16=f) for f in (False, True)]
     return []
 
 
@@ -133,16 +135,21 @@ class _Scenario:
                 jobs += self.plan(cfg)[0]
             except Exception:  # the planner refuses it: measure() records why
                 continue
+        precompile(jobs, threads)
 
-        def one(launch):
-            try:
-                launch.kernel.warmup(**launch.args, **launch.constexprs, grid=launch.grid,
-                                     num_warps=launch.num_warps, num_stages=launch.num_stages,
-                                     **launch.vendor_options)
-            except Exception:  # measure() records the error with its message
-                pass
-        with ThreadPoolExecutor(max(1, threads)) as pool:
-            list(pool.map(one, jobs))
+
+def precompile(launches, threads: int) -> None:
+    """Compile planned launches in threads (Triton compiles mostly outside the GIL); a launch
+    that fails to compile is left for its first call to report."""
+    def one(launch):
+        try:
+            launch.kernel.warmup(**launch.args, **launch.constexprs, grid=launch.grid,
+                                 num_warps=launch.num_warps, num_stages=launch.num_stages,
+                                 **launch.vendor_options)
+        except Exception:  # the first call reports the error with its message
+            pass
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        list(pool.map(one, launches))
 
 
 def _short(c: dict) -> str:
@@ -151,7 +158,8 @@ def _short(c: dict) -> str:
             + (" fr" if c.get("fused_reduce") else "") + (" si" if c.get("seq_items") else "")
             + (" dl" if c.get("decode_layout") else "")
             + (f" e{c['edge_tile']}" if c.get("edge_tile") else "") + (" bv" if c.get("block_vector") else "")
-            + (" o32" if c.get("offsets_32") else "") + (" pv16" if c.get("pv_fp16") else ""))
+            + (" o32" if c.get("offsets_32") else "") + (" pv16" if c.get("pv_fp16") else "")
+            + (" qk16" if c.get("qk_fp16") else ""))
 
 
 def render(env: dict, results: dict) -> str:

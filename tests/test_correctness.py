@@ -213,20 +213,21 @@ def test_token_offsets_in_int64_match_the_reference(variant, config, monkeypatch
         planning.release_buffers()
 
 
-def test_pv_in_fp16_only_for_bf16_queries_over_an_ocp_cache():
-    """`Config.pv_fp16` reaches the kernel (PV_FP16) only where it is exact and cheap: bf16
-    queries over an OCP e4m3 cache; fp16 queries already multiply in fp16, FNUZ reaches fp16
-    through f32 on gfx942, and a bf16 cache is q's dtype."""
-    config = Config(128, 128, 1, num_warps=8, num_stages=3, pv_fp16=True)
+@pytest.mark.parametrize("field", ["pv_fp16", "qk_fp16"])
+def test_fp16_products_only_for_bf16_queries_over_an_ocp_cache(field):
+    """`Config.pv_fp16` and `.qk_fp16` reach the kernel (PV_FP16, QK_FP16) only where they are
+    exact and cheap: bf16 queries over an OCP e4m3 cache; fp16 queries already multiply in fp16,
+    FNUZ reaches fp16 through f32 on gfx942, and a bf16 cache is q's dtype."""
+    config = Config(128, 128, 1, num_warps=8, num_stages=3)
     for dtype, fp8, expected in (("bfloat16", OCP_E4M3, True), ("float16", OCP_E4M3, False),
                                  ("bfloat16", FNUZ_E4M3, False), ("bfloat16", None, False)):
         spec = make_spec("gqa4", 128, 16, "mixed_small", dtype, "fp8_kv" if fp8 else "none")
         batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": fp8} if fp8 else {}))
         for knob in (True, False):
             _, launches = VARIANTS["static_grid"].plan(
-                *batch.args(), out=batch.new_output(), config=dataclasses.replace(config, pv_fp16=knob),
+                *batch.args(), out=batch.new_output(), config=dataclasses.replace(config, **{field: knob}),
                 **batch.options)
-            assert launches[0].constexprs["PV_FP16"] is (expected and knob), (dtype, fp8, knob)
+            assert launches[0].constexprs[field.upper()] is (expected and knob), (dtype, fp8, knob)
 
 
 # `Config.pv_fp16`'s shapes: a prefill per vendor and a split one. NVIDIA: the bf16 prefill's shape,
@@ -246,17 +247,24 @@ PV_FP16_CONFIGS = {
 @pytest.mark.parametrize("variant", ["parallel", "flex_tile", "static_grid"])
 @pytest.mark.parametrize("feature", ["fp8_kv", "all"])
 @pytest.mark.parametrize("shape", list(PV_FP16_CONFIGS))
-def test_pv_in_fp16_matches_reference(variant, feature, shape, device):
-    """bf16 queries over an OCP e4m3 cache with the P V product in fp16 (`Config.pv_fp16`,
-    swept by `perf tune`), this vendor's fp8 prefill shape and a split one, over a mixed batch,
-    poisoned, against the fp32 reference at bf16's tolerance. GPU only: Triton's interpreter
-    cannot compute in bf16."""
-    config = PV_FP16_CONFIGS[shape][platform.current().vendor]
+@pytest.mark.parametrize("field", ["pv_fp16", "qk_fp16"])
+@pytest.mark.parametrize("q_scale", [1.0, 1e5, 1e-5])
+def test_fp16_products_match_reference(variant, feature, shape, field, q_scale, device):
+    """bf16 queries over an OCP e4m3 cache with the P V product in fp16 (`Config.pv_fp16`) or
+    both products (`Config.qk_fp16`, q divided by a power of two into fp16's range), this
+    vendor's fp8 prefill shape and a split one, over a mixed batch, poisoned, against the fp32
+    reference at bf16's tolerance; queries scaled past fp16's largest value (1e5) and into its
+    subnormals (1e-5). GPU only: Triton's interpreter cannot compute in bf16."""
+    if field == "pv_fp16" and q_scale != 1.0:
+        pytest.skip("pv_fp16 leaves q as it is: its scale is qk_fp16's question")
+    config = dataclasses.replace(PV_FP16_CONFIGS[shape][platform.current().vendor], pv_fp16=False,
+                                 **{field: True})
     spec = make_spec("gqa4", 128, 16, "mixed", "bfloat16", feature, seed=seed("pv_fp16", feature))
     batch = make_batch(spec, feature, device)
+    batch.q.mul_(q_scale)
     _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), config=config,
                                          **batch.options)
-    assert launches[0].constexprs["PV_FP16"]
+    assert launches[0].constexprs[field.upper()]
     out = batch.new_output()
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)

@@ -105,16 +105,21 @@ def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
 
 def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper():
     """Block ids per cache block with int32 offsets, one program per item, and a third stage
-    beyond LONG_PREFILL_KEYS keys per Q-block (H100 labs); head 256 and the 256-row branch take
-    the addressing and the third stage with their own program counts; fp8 keeps the old."""
-    for seqs, q, kv, stages in ((1, 8192, 8192, 3), (1, 16384, 16384, 3), (4, 2048, 8192, 3),
-                                (4, 2048, 2048, 2), (8, 1024, 1024, 2), (1, 512, 512, 2)):
+    beyond LONG_PREFILL_KEYS keys per Q-block (H100 labs); Q-blocks seeing up to
+    SHORT_PREFILL_KEYS keys take 64 rows, 4 warps, tile 64 and 3 stages (H200 lab); head 256 and
+    the 256-row branch take the addressing and the third stage with their own program counts;
+    fp8 takes the bf16 rule's addressing, 3 stages and both products in fp16 (H200 lab)."""
+    for seqs, q, kv, rows in ((1, 8192, 8192, 128), (1, 16384, 16384, 128), (4, 2048, 8192, 128),
+                              (4, 2048, 2048, 64), (8, 1024, 1024, 64), (1, 512, 512, 64),
+                              (32, 256, 256, 64)):
         config = choose("nvidia", _features(seqs, q, kv))
-        assert (config.num_stages, config.block_vector, config.offsets_32, config.programs_per_sm,
-                config.read_ahead) == (stages, True, True, 0, True), (seqs, q, kv)
-    at = heuristics.LONG_PREFILL_KEYS
-    assert choose("nvidia", _features(1, at, at)).num_stages == 2
-    assert choose("nvidia", _features(1, at + 16, at + 16)).num_stages == 3
+        assert (config.block_m, config.num_stages, config.block_vector, config.offsets_32,
+                config.programs_per_sm, config.read_ahead) == (rows, 3, True, True, 0, True), (seqs, q, kv)
+        assert config.num_warps == (4 if rows == 64 else 8) and config.tile_size == rows
+    at = heuristics.SHORT_PREFILL_KEYS
+    assert choose("nvidia", _features(1, at, at)).block_m == 64
+    assert (choose("nvidia", _features(1, at + 16, at + 16)).block_m,
+            choose("nvidia", _features(1, at + 16, at + 16)).num_stages) == (128, 3)
     # a window bounds the keys of a Q-block, however long the prompt: 2 stages, and the
     # persistent grid's 2 programs per SM (H100 lab: both faster under windows of 128 and 1024)
     for q in (512, 8192):
@@ -133,9 +138,9 @@ def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper(
     assert picked(choose("nvidia", _features(1, 8192, 8192, **falcon))) == (256, 3, 2, True, True)
     assert picked(choose("nvidia", _features(8, 1024, 1024, **falcon))) == (256, 2, 2, True, True)
     assert not choose("amd", _features(1, 8192, 8192)).block_vector
-    for shape in ((8, 1024, 1024), (1, 8192, 8192)):  # fp8 ran even: the previous choices
+    for shape in ((8, 1024, 1024), (1, 8192, 8192)):  # fp8: [fp8-prefill]
         fp8 = dataclasses.replace(_features(*shape), fp8_kv=True)
-        assert picked(choose("nvidia", fp8)) == (128, 2, 2, False, False)
+        assert picked(choose("nvidia", fp8)) == (128, 3, 0, True, True) and choose("nvidia", fp8).qk_fp16
         wide = dataclasses.replace(_features(*shape, head_size=256), fp8_kv=True)
         assert picked(choose("nvidia", wide)) == (64, 2, 1, False, False)
 
@@ -263,17 +268,20 @@ def test_causal_edge_tiles_of_the_nvidia_prefill():
     """H100 labs: the NVIDIA prefill (128 rows with tiles of 128, 256 rows with tiles of 64)
     cuts its causal edge into half tiles up to EDGE_HALF_MAX_KEYS keys per Q-block and into
     quarter tiles beyond (1.02-1.09x); under a window (the edge then spans the window's
-    tiles), with fp8 caches, for head 256, in decodes and on AMD the edge keeps whole tiles."""
-    limit = heuristics.EDGE_HALF_MAX_KEYS
-    for kv, edge in ((512, 64), (limit, 64), (limit + 16, 32), (2048, 32), (8192, 32)):
-        config = choose("nvidia", _features(1, kv, kv))
-        assert (config.block_m, config.tile_size, config.edge_tile) == (128, 128, edge), kv
+    tiles), for head 256, in decodes and on AMD the edge keeps whole tiles."""
+    limit, short = heuristics.EDGE_HALF_MAX_KEYS, heuristics.SHORT_PREFILL_KEYS
+    assert heuristics.causal_edge_tile(_features(1, limit, limit), 128, 128) == 64
+    assert heuristics.causal_edge_tile(_features(1, limit + 16, limit + 16), 128, 128) == 32
+    for kv, rows, edge in ((512, 64, 32), (short, 64, 32), (short + 16, 128, 32), (8192, 128, 32)):
+        config = choose("nvidia", _features(1, kv, kv))  # up to SHORT_PREFILL_KEYS: [short-prefill-rows]
+        assert (config.block_m, config.tile_size, config.edge_tile) == (rows, rows, edge), kv
     assert choose("nvidia", _features(4, 512, 4096)).edge_tile == 32  # chunks after a context
     for kv, edge in ((512, 32), (4096, 16)):  # falcon-7b: 71 query heads on one KV head, head 64
         config = choose("nvidia", _features(16, 512, kv, queries_per_kv=71, head_size=64))
         assert (config.block_m, config.tile_size, config.edge_tile) == (256, 64, edge), kv
     fp8 = dataclasses.replace(_features(1, 8192, 8192), fp8_kv=True)
-    for features in (_features(1, 8192, 8192, window=1024), fp8, _features(8, 1, 1024),
+    assert choose("nvidia", fp8).edge_tile == 32  # [fp8-prefill]
+    for features in (_features(1, 8192, 8192, window=1024), _features(8, 1, 1024),
                      _features(16, 512, 4096, queries_per_kv=71, head_size=64, window=1024),
                      _features(4, 2048, 2048, head_size=256)):
         assert choose("nvidia", features).edge_tile == 0
@@ -284,14 +292,14 @@ def test_causal_edge_tiles_of_the_nvidia_prefill():
 def test_int32_offsets_in_the_nvidia_decodes_where_measured():
     """H100 lab (paired, 3 processes): int32 cache offsets made 11 of 15 decodes 0.6-8.8 %
     faster and none of the longer ones slower; off for short contexts (128 x 64 keys lost
-    2.2 %), sliding windows and fp8 caches (unmeasured), heads padded to a power of two (new
-    spills on sm_100), and on AMD."""
+    2.2 %), sliding windows (unmeasured), heads padded to a power of two (new spills on
+    sm_100), and on AMD; fp8 caches on since the H200 lab (1.08x, with both products in fp16)."""
+    fp8 = dataclasses.replace(_features(8, 1, 1024), fp8_kv=True)
     for features in (_features(1, 1, 512), _features(8, 1, 1024), _features(32, 1, 8192),
                      _features(128, 1, 1024), _features(16, 1, 1024, queries_per_kv=1),
-                     _features(1, 1, 512, head_size=256)):
+                     _features(1, 1, 512, head_size=256), fp8):
         assert choose("nvidia", features).offsets_32, features
-    fp8 = dataclasses.replace(_features(8, 1, 1024), fp8_kv=True)
-    for features in (_features(128, 1, 64), fp8, _features(64, 1, 4096, window=128),
+    for features in (_features(128, 1, 64), _features(64, 1, 4096, window=128),
                      _features(16, 1, 4096, window=1024),
                      _features(16, 1, 1024, queries_per_kv=1, head_size=80)):
         assert not choose("nvidia", features).offsets_32, features

@@ -75,13 +75,14 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
         c, rows = heuristics.choose("nvidia", f), heuristics.multi_token_rows(f)
         wide = heuristics.next_pow2(q * qpk) > heuristics.MULTI_TOKEN_WIDE_ROWS and \
             seqs > heuristics.MULTI_TOKEN_WIDE_MAX_SEQS  # [multi-token-wide]: slower there, unsplit
+        wide = wide and f.head_size < heuristics.MULTI_TOKEN_WIDE_MIN_HEAD  # [wide-head128]: split
         if heuristics.is_decode_batch(f) or q > heuristics.MULTI_TOKEN_MAX_QUERIES or \
                 q * qpk > heuristics.MULTI_TOKEN_MAX_ROWS or wide:
             assert rows == 0 and "multi-token" not in c.source  # as with the switch off
             continue
         changed += 1
         assert c.block_m == rows >= q * qpk and c.block_q(qpk) >= q  # a sequence's queries in one Q-block
-        assert c.source.endswith(f"multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x")
+        assert f"multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x" in c.source
         assert c.seq_items == (seqs > 1)  # items are sequences: no search, no empty Q-blocks
         if seqs == 1 and kv >= 8192:  # one long sequence: the SMs filled by segments, as a decode's
             assert c.num_segments >= 16

@@ -100,7 +100,7 @@ def test_spec_carries_model_and_features():
         32, 16, 50.0, True, True)
 
 
-def test_suites_are_sized_as_the_issue_asks():
+def test_suites_are_sized_for_their_jobs():
     names = {n: [s.name for s in scenarios.suite(n)] for n in scenarios.suite_names()}
     assert 20 <= len(names["pr"]) <= 30
     assert len(names["nightly"]) >= 150
@@ -138,7 +138,8 @@ def test_suite_errors(tmp_path):
 
 def test_anchor_grid_is_the_papers_17_cases_then_the_targets_beyond_them():
     suite = scenarios.suite("anchor")
-    anchor = [s for s in suite if s.decode_len == 1 and not s.fp8]
+    short = [s for s in suite if s.decode == 0 and 16 <= s.batch <= 64 and 128 <= s.max_seq <= 512]
+    anchor = [s for s in suite if s.decode_len == 1 and not s.fp8 and s not in short]
     decode = {(s.batch, s.max_seq) for s in anchor if s.decode == 100}
     prefill = {(s.batch, s.max_seq) for s in anchor if s.decode == 0}
     assert decode == {(b, k * 1024) for b in (1, 8, 32, 128) for k in (1, 8, 32) if b * k * 1024 <= 2**20}
@@ -149,8 +150,10 @@ def test_anchor_grid_is_the_papers_17_cases_then_the_targets_beyond_them():
     fp8 = [s for s in suite if s.fp8]
     assert len(multi) == 4 and {s.decode_len for s in multi} == {2, 4, 8}
     assert {s.decode for s in multi} == {100}
-    assert {(s.batch, s.max_seq) for s in fp8} <= prefill and {s.decode for s in fp8} == {0}
-    assert len(suite) == 17 + len(multi) + len(fp8)
+    assert {(s.batch, s.max_seq, s.decode) for s in fp8} <= {*((b, k, 0) for b, k in prefill),
+                                                              *((b, k, 100) for b, k in decode)}
+    assert len(short) == 3 and not any(s.fp8 for s in short)  # batches of short prompts
+    assert len(suite) == 17 + len(multi) + len(fp8) + len(short)
     for s in suite:  # Llama-3-8B heads, bf16, block 16, uniform lengths, whole-prompt prefills
         assert (s.model, s.dtype, s.block_size, s.variable, s.chunk) == ("llama3-8b", "bf16", 16, False, None)
         spec = s.spec()
@@ -185,6 +188,11 @@ def test_multi_token_decode_suites():
     assert {s.decode_len for s in spec} >= {1, 2, 4, 5, 8} and {s.decode for s in spec} == {100}
     assert {s.batch for s in spec} >= {1, 256} and {s.max_seq for s in spec} >= {1024, 32768}
     assert all(s.batch * s.max_seq <= 2**20 for s in spec)  # 4 GiB of Llama-3-8B cache at most
+    by_group: dict[int, set] = {}
+    for s in spec:  # head groups that are not a power of two, with 2-8 queries per sequence
+        group = MODELS[s.model].num_q_heads // MODELS[s.model].num_kv_heads
+        by_group.setdefault(group, set()).add(s.decode_len)
+    assert {4, 5, 7, 8} <= set(by_group) and all(by_group[g] >= {2, 4, 5, 8} for g in (4, 5, 7, 8))
     pr = [s for s in scenarios.suite("pr") if s.decode_len > 1]
     assert len(pr) == 2  # the gate runs on every pull request: two cases, each side of one Q-block
     assert len([s for s in scenarios.suite("nightly") if s.decode_len > 1]) >= 4

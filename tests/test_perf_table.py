@@ -17,7 +17,7 @@ import sys
 import pytest
 from interpreter_support import needs_interpreter
 
-from perf import peers, report, results
+from perf import peers, report, results, roofline
 from perf.measure.timing import Samples
 from perf.scenarios import Scenario
 
@@ -60,13 +60,13 @@ def write_fixture(path, decode_name: str = DECODE) -> str:
 def test_throughput_is_derived_once_from_latency():
     decode, prefill = Scenario.parse(DECODE).spec(), Scenario.parse(PREFILL).spec()
     kv_bytes = 8 * 8192 * 8 * 128 * 2 * 2  # sequences x KV tokens x KV heads x head size x (K, V) x bf16
-    assert report.kv_read_bytes(decode) == kv_bytes
+    assert roofline.kv_read_bytes(decode) == kv_bytes
     assert report.throughput(decode, 0.1) == pytest.approx((kv_bytes / 1e-4 / 1e9, "KV GB/s"))
     flops = 4 * 128 * 32 * (2048 * 2049 // 2)  # causal: query i sees i + 1 keys
-    assert report.attention_flops(prefill) == flops
+    assert roofline.attention_flops(prefill) == flops
     assert report.throughput(prefill, 0.25) == pytest.approx((flops / 2.5e-4 / 1e12, "TFLOP/s"))
     windowed = Scenario.parse("llama3-8b/prefill/batch1-kv2048/block16/window100/bf16").spec()
-    assert report.attention_flops(windowed) == 4 * 128 * 32 * (100 * 101 // 2 + (2048 - 100) * 100)
+    assert roofline.attention_flops(windowed) == 4 * 128 * 32 * (100 * 101 // 2 + (2048 - 100) * 100)
 
 
 def test_table_shows_every_variant_and_peer_and_ours_over_the_best_peer(tmp_path):

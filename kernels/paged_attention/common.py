@@ -202,6 +202,19 @@ def kv_to(x, dtype: tl.constexpr, DECODE_FNUZ: tl.constexpr):
 
 
 @triton.jit
+def to_fp16_range(x):
+    """A Q-block as fp16 and the power of two it was divided by: (x / 2^shift as fp16, shift),
+    with its largest magnitude brought to [2^13, 2^14], so every element fits fp16 (max 65504)
+    and a bf16 value keeps all its mantissa bits unless it lies 2^27 or more below the largest
+    (fp16's subnormals). An all-zero, NaN or infinite block keeps shift 0 (NaN stays NaN).
+    The caller multiplies its score scale by 2^shift."""
+    big = tl.max(tl.max(tl.abs(x.to(tl.float32)), axis=1), axis=0)
+    usable = (big > 0.0) & (big < 3.0e38)
+    shift = tl.where(usable, tl.ceil(tl.log2(tl.where(usable, big, 1.0))) - 14.0, 0.0)
+    return (x.to(tl.float32) * tl.exp2(-shift)).to(tl.float16), shift
+
+
+@triton.jit
 def _load(ptrs, mask, NEED_MASK: tl.constexpr):
     if NEED_MASK:
         return tl.load(ptrs, mask=mask, other=0.0)
@@ -455,6 +468,7 @@ def attend_q_block(
     OFFSETS_32: tl.constexpr,
     TOKEN_OFFSETS_32: tl.constexpr,
     PV_FP16: tl.constexpr,
+    QK_FP16: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -499,6 +513,7 @@ def attend_q_block(
                     QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                     DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
+                    QK_FP16,
                 )
     else:
         if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
@@ -514,6 +529,7 @@ def attend_q_block(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                 DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
+                QK_FP16,
             )
     if FUSED_REDUCE:
         # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
@@ -558,6 +574,7 @@ def attend_rows(
     OFFSETS_32: tl.constexpr,
     TOKEN_OFFSETS_32: tl.constexpr,
     PV_FP16: tl.constexpr,
+    QK_FP16: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
     its rows' online softmax over their tiles, then the output or the segment's partials."""
@@ -597,6 +614,9 @@ def attend_rows(
     qk_scale = scale
     if USE_FP8:
         qk_scale = scale * tl.load(k_scale_ptr)
+    if QK_FP16:  # both products in fp16: one conversion per e4m3 pair (`Config.qk_fp16`)
+        q, q_shift = to_fp16_range(q)
+        qk_scale = qk_scale * tl.exp2(q_shift)
     # Masked window edge (only with a window: otherwise lo = full_lo = 0), unmasked middle,
     # masked causal edge.
     if USE_SLIDING_WINDOW:
@@ -769,6 +789,7 @@ def q_block_kernel(
     OFFSETS_32: tl.constexpr,  # cache offsets in int32: every one fits (`planning.offsets_32`)
     TOKEN_OFFSETS_32: tl.constexpr,  # q, out and partials offsets in int32: every one fits
     PV_FP16: tl.constexpr,  # P V in fp16 (bf16 queries, OCP fp8 caches; `Config.pv_fp16`)
+    QK_FP16: tl.constexpr,  # Q K^T in fp16 too, q scaled into its range (`Config.qk_fp16`)
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -810,7 +831,7 @@ def q_block_kernel(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
                 READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
-                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
+                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16,
             )
     else:
         attend_q_block(
@@ -826,7 +847,7 @@ def q_block_kernel(
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
             READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
-            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
+            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16,
         )
 
 

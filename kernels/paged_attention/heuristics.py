@@ -32,6 +32,9 @@ SHORT_CONTEXT = 64  # [short-context] H100 2026-11-23: 64 keys 2.1x, 128 and 256
 MIN_PREFILL_ROW_USE = 0.75  # [few-rows] H100 2026-11-23: rows used 0.55 -> 0.83, 1.7-2.1x; between unmeasured
 LONG_PREFILL_KEYS = 2048  # [third-stage] H100 2026-11-24: 1.03-1.11x from 4k keys, even at 2k, lost at 1k
 EDGE_HALF_MAX_KEYS = 1024  # [causal-edge] H100 2026-11-24: half won to 1k keys, a quarter from 2k
+# [short-prefill-rows] H200 2026-11-28: Q-blocks of 64 rows, 4 warps, tile 64, 3 stages won to 2k keys per
+# Q-block (1.05-1.20x, mixed chunks 1.20x) and lost at 8k and 16k (1.08-1.09x slower); 2k-8k unmeasured
+SHORT_PREFILL_KEYS = 2048
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -123,6 +126,10 @@ class Config:
     # the planner ignores it elsewhere). No branch sets it: sm_90 compile, triton 3.6.0,
     # 2026-11-27, the fp8 prefill's loop 132 -> 0 B of ptxas spills; speed unmeasured; `perf tune` sweeps it
     pv_fp16: bool = False
+    # the same caches: Q K^T in fp16 as well (QK_FP16, common.to_fp16_range: q divided by a power
+    # of two into fp16's range, folded back into the score scale), so every e4m3 pair of K and V
+    # takes one conversion (cvt.rn.f16x2.e4m3x2) and none to bf16; implies P V in fp16
+    qk_fp16: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -247,6 +254,10 @@ MULTI_TOKEN_MAX_ROWS = 64  # 8 queries x 8 query heads per KV head; unmeasured d
 # unsplit: gate --suite spec-decode --variants static_grid --scenarios '*-q[58]/*'
 MULTI_TOKEN_WIDE_ROWS = 32
 MULTI_TOKEN_WIDE_MAX_SEQS = 4
+# [wide-head128] H200 2026-11-28: past 4 sequences a head of 128 splits after all, in tiles of
+# 64 and about two programs per SM (`wide_segments`): qwen2.5-7b 16 x 8k, 5 queries 0.189 -> 0.091 ms,
+# 64 x 8k, 8 queries 0.415 -> 0.287; gpt-oss-20b's head of 64 lost 1.10-1.48x split: kept unsplit
+MULTI_TOKEN_WIDE_MIN_HEAD = 128
 
 
 def multi_token_rows(f: Features) -> int:
@@ -256,9 +267,22 @@ def multi_token_rows(f: Features) -> int:
     if not MULTI_TOKEN_SPLIT or is_decode_batch(f) or f.max_query_len > MULTI_TOKEN_MAX_QUERIES:
         return 0
     rows = next_pow2(f.max_query_len * f.queries_per_kv)
-    if rows > MULTI_TOKEN_WIDE_ROWS and f.num_seqs > MULTI_TOKEN_WIDE_MAX_SEQS:  # [multi-token-wide]
+    if wide_multi_token(f, rows) and f.head_size < MULTI_TOKEN_WIDE_MIN_HEAD:  # [multi-token-wide]
         return 0
     return rows if rows <= MULTI_TOKEN_MAX_ROWS else 0
+
+
+def wide_multi_token(f: Features, rows: int) -> bool:
+    """A multi-token Q-block of more than MULTI_TOKEN_WIDE_ROWS rows over more than
+    MULTI_TOKEN_WIDE_MAX_SEQS sequences: split only for heads of 128 and more, in tiles of 64
+    and `wide_segments` segments ([wide-head128])."""
+    return rows > MULTI_TOKEN_WIDE_ROWS and f.num_seqs > MULTI_TOKEN_WIDE_MAX_SEQS
+
+
+def wide_segments(f: Features) -> int:
+    """Segments of a wide multi-token decode: the largest power of two keeping items x segments
+    within two programs per SM (16 x 4 KV heads: 4, 64 x 4: 1; [wide-head128])."""
+    return max(1, _pow2_floor(2 * f.num_sms // f.kv_items))
 
 
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
@@ -307,6 +331,9 @@ SPLIT_MAX_SEGMENTS = 16
 # visible keys of the decodes that take tile 64, 2 warps, 4 programs per SM, as measured.
 MANY_ITEMS_PER_SM = 3
 MANY_ITEMS_MAX_KEYS = 2048
+# [filled-one-segment] H200 2026-11-28: decodes of 256 and 512 items on 132 SMs (1.94 and 3.88 per SM)
+# ran fastest whole: bf16 4k-8k keys 1.04-1.05x, fp8 (qk16) 1.08-1.12x over 2-4 segments; 1.0-1.9 unmeasured
+FILLED_ITEMS_PER_SM = 1.9
 
 
 def short_split(f: Features) -> tuple[int, int] | None:
@@ -347,9 +374,9 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
 def causal_edge_tile(f: Features, block_m: int, tile_size: int) -> int:
     """The NVIDIA prefill's causal edge (`Config.edge_tile`): half the tile where a Q-block
     sees up to EDGE_HALF_MAX_KEYS keys, a quarter beyond; whole tiles (0) under a sliding
-    window and for fp8 caches. [causal-edge] H100 2026-11-24: a window lost with it (1.01-1.08x
-    slower), fp8 ran even."""
-    if f.window or f.fp8_kv:
+    window. [causal-edge] H100 2026-11-24: a window lost with it (1.01-1.08x slower); fp8 then
+    ran even, and with both products in fp16 won (H200 2026-11-28, 1x8k 1.84 -> 1.67 ms)."""
+    if f.window:
         return 0
     half = prefill_q_block_keys(f, block_m) <= EDGE_HALF_MAX_KEYS
     return max(MIN_TILE, tile_size // 2 if half else tile_size // 4)
@@ -401,14 +428,21 @@ def _nvidia(f: Features) -> Config:
         crowded = f.kv_items >= MANY_ITEMS_PER_SM * f.num_sms
         # [many-items] H100 2026-11-23, 1.02-1.33x: tune --scenarios 'llama3-8b/decode/batch64-kv128/*'
         many = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
+        # [wide-head128] H200 2026-11-28, 1.45-2.07x: tune --suite spec-decode --scenarios 'qwen2.5-7b/*'
+        wide_rows = bool(rows) and wide_multi_token(f, rows)
         tile = (16 if short else split[0] if split else 32 if narrow and crowded and not wide
-                else 64 if wide or narrow or many else 128)
+                else 64 if wide or narrow or many or wide_rows else 128)
         # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
-        segments = split[1] if split else 1 if many else None
+        # [filled-one-segment] H200 2026-11-28, 1.04-1.12x: tune --scenarios '*/batch64-kv4096/*'
+        filled = f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
+        segments = (split[1] if split else wide_segments(f) if wide_rows else 1 if many or filled
+                    else None)
         if rows and segments is None:  # the decode rule's segments, for sequences of `rows` rows
             segments = num_segments(f, tile, fill_sms=True, block_m=rows)
-        # [int32-offsets] H100 2026-11-24, 1.00-1.10x: tune --scenarios 'qwen2.5-7b/decode/*'
-        int32 = not (short or f.window or f.fp8_kv or f.head_size != next_pow2(f.head_size))
+        # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
+        int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
+        # [fp8-qk16] H200 2026-11-28, 1.29-1.39x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
+        qk16 = f.fp8_kv
         # [seq-items] H100 2026-11-23, 1.03-1.44x: tune --scenarios 'llama3-8b/decode/batch8-kv1024/*'
         seq_items = f.num_seqs > 1 and f.queries_per_kv > 1
         # [decode-layout] H100 2026-11-24, 1.00-1.01x: tune --scenarios 'llama2-7b/decode/*'
@@ -417,7 +451,7 @@ def _nvidia(f: Features) -> Config:
                     num_warps=2 if short or many else 4, num_stages=2,
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
                     seq_items=seq_items, decode_layout=decode_layout,
-                    offsets_32=int32,
+                    offsets_32=int32, qk_fp16=qk16,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide and tile == 64 else "")
                     + (f"; narrow window, tile {tile}, a program per item: H100 2026-11-23, "
@@ -432,7 +466,12 @@ def _nvidia(f: Features) -> Config:
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
                        if int32 else "")
                     + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else "")
-                    + (f"; multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x" if rows else ""))
+                    + (f"; multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x" if rows else "")
+                    + ("; wide, tile 64, ~2 programs per SM: H200 2026-11-28, 1.45-2.07x"
+                       if wide_rows else "")
+                    + ("; items fill the SMs, one segment: H200 2026-11-28, 1.04-1.12x"
+                       if filled and not (split or wide_rows or many) else "")
+                    + ("; fp8, both products in fp16: H200 2026-11-28, 1.29-1.39x" if qk16 else ""))
     if f.max_query_len <= 64:
         # [short-prefill] Q-block 64 unmeasured; tile: H100 2026-11-23, 2x: tune --scenarios '*/batch8-kv16/*'
         return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),
@@ -455,7 +494,7 @@ def _nvidia(f: Features) -> Config:
     # [few-rows] H100 2026-11-23, 1.7-2.1x; edge tiles 1.02-1.04x: tune --scenarios 'falcon-7b/prefill/*'
     if f.head_size <= 64 and prefill_row_use(f.queries_per_kv, 128) < MIN_PREFILL_ROW_USE:
         deep = long(256)
-        edge = causal_edge_tile(f, 256, 64)
+        edge = causal_edge_tile(f, 256, 64) if fast else 0  # fp8 ran even with it (H100 2026-11-24)
         return _fit(f, 256, 64, num_warps=8, num_stages=3 if deep else 2, programs_per_sm=2,
                     read_ahead=True, block_vector=fast, offsets_32=fast, edge_tile=edge,
                     source="nvidia/prefill: few rows of 128 used, 256 rows, tile 64: "
@@ -463,6 +502,19 @@ def _nvidia(f: Features) -> Config:
                     + ("; fast addressing" + (", 3 stages" if deep else "")
                        + ": H100 2026-11-24, 1.02-1.13x" if fast else "")
                     + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.04x" if edge else ""))
+    # [fp8-prefill] H200 2026-11-28, 1.20-1.32x: tune --suite anchor --scenarios '*/fp8/*'
+    if f.fp8_kv:
+        edge = causal_edge_tile(f, 128, 128)
+        return _fit(f, 128, 128, num_warps=8, num_stages=3, programs_per_sm=0 if not f.window else 2,
+                    read_ahead=True, block_vector=True, offsets_32=True, edge_tile=edge, qk_fp16=True,
+                    source="nvidia/prefill fp8: the bf16 rule's tile and addressing, 3 stages, both "
+                    f"products in fp16, causal edge in tiles of {edge}: H200 2026-11-28, 1.20-1.32x")
+    # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
+    if not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
+        return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,
+                    block_vector=True, offsets_32=True, edge_tile=32,
+                    source="nvidia/prefill: up to 2k keys per Q-block, 64 rows, 4 warps, tile 64, "
+                    "3 stages: H200 2026-11-28, 1.05-1.20x")
     # [prefill-tile] H200 2026-11-21, 1.13-1.25x: tune --suite tune --scenarios '*prefill*'
     # [read-ahead] H100 2026-11-23, 1.14-1.30x: tune --suite tune --scenarios '*prefill*'
     # [causal-edge] H100 2026-11-24, 1.02-1.09x: tune --scenarios 'llama3-8b/prefill/batch8-kv1024/*'

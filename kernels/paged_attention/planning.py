@@ -273,6 +273,7 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         OFFSETS_32=config.offsets_32 and offsets_32(k_cache, v_cache, head_size=head_size),
         TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
         PV_FP16=config.pv_fp16 and pv_fp16_applies(q, k_cache),
+        QK_FP16=config.qk_fp16 and pv_fp16_applies(q, k_cache),
         SEQ_ITEMS=config.seq_items,
         DECODE_LAYOUT=config.decode_layout,
         FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
@@ -282,7 +283,7 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
 
 
 def pv_fp16_applies(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
-    """Where `Config.pv_fp16` changes the kernel: bf16 queries over an OCP e4m3 cache (FNUZ
+    """Where `Config.pv_fp16` and `.qk_fp16` change the kernel: bf16 queries over an OCP e4m3 cache (FNUZ
     reaches fp16 through f32 one value at a time on gfx942, and other caches are q's dtype)."""
     return q.dtype == torch.bfloat16 and k_cache.dtype == inputs.OCP_E4M3
 
