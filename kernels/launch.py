@@ -78,7 +78,7 @@ class CompiledLaunches:
     """Triton's compiled kernels for the launches of one plan, launched without the JIT dispatch.
 
     `kernel[grid](...)` binds and specializes every parameter on every call: on the NVIDIA
-    H100 VM (2026-11-23, triton 3.6.0, docs/kernels.md) 62 us of host time for the attention
+    H100 VM (2026-11-23, triton 3.6.0, docs/lab/2026-11-23.md) 62 us of host time for the attention
     kernel's 49 parameters and 30 us for the reduction's 15, against 14 and 12 us for the
     compiled kernel's own launcher given the same arguments. A plan fixes every integer,
     float, dtype and constant its launches pass (they are in its key); what Triton may still
@@ -141,7 +141,7 @@ class CompiledLaunches:
         if _hooked(enter) or _hooked(leave):  # launch hooks (profilers) get what the JIT gives them
             metadata = kernel.launch_metadata(launch.grid, stream, *args)
         else:  # the JIT builds it and calls the empty hook chains even then (H100, 2026-11-23:
-            # 0.6-1.9 us per launch, docs/kernels.md "Host cost beside vLLM")
+            # 0.6-1.9 us per launch, docs/lab/2026-11-23.md "Host cost beside vLLM")
             metadata = enter = leave = None
         kernel.run(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed_metadata, metadata,
                    enter, leave, *args)

@@ -1,4 +1,4 @@
-"""Fuzzing the configuration readers (issue 35, deliver item 4): thresholds.yaml,
+"""Fuzzing the configuration readers: thresholds.yaml,
 perf/suites.yaml and calibration/nvidia.yaml, each mutated at the text level (so duplicate
 keys, cut files and invalid UTF-8 are reachable) and at the parsed level (types, ranges,
 NaN, swapped warn and fail, renamed and unknown keys).
@@ -316,7 +316,7 @@ def test_a_mutated_file_loads_exactly_or_ends_in_one_line(kind, mutation, data):
     _check(kind, what, raw)
 
 
-# --- the issue's examples, each refused -----------------------------------------------------
+# --- hand-picked bad inputs, each refused ---------------------------------------------------
 
 def _nvidia_block() -> str:
     text = TEXT["thresholds"]

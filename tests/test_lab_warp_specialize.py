@@ -3,7 +3,7 @@ configuration it would time computes the attention of the paged cache, a wrong o
 reported and never timed, bad options are one line and exit 2.
 
 Its compile for sm_90 (the `specialized` configuration is warp-specialized, the others not)
-is tests/test_warp_specialize.py's; its timing needs an H100 (docs/kernels.md, "Warp
+is tests/test_warp_specialize.py's; its timing needs an H100 (docs/lab/2026-11-27.md, "Warp
 specialization on sm_90").
 """
 

@@ -213,7 +213,7 @@ def _noise(*argv) -> int:
 
 
 def test_noise_write_refuses_to_replace_a_gpu_calibration_with_interpreter_noise(tmp_path, capsys):
-    """The bug of issue 35: after an interpreter gate, `perf noise results/ab --vendor nvidia
+    """The bug this pins: after an interpreter gate, `perf noise results/ab --vendor nvidia
     --write calibration/nvidia.yaml` replaced the committed H100 calibration, exit 0."""
     th, cal = _repo_with_h100_calibration(tmp_path)
     ab = _aa_of(tmp_path, INTERPRETER)

@@ -4,7 +4,7 @@ Triton's automatic warp specialization (`tl.range(..., warp_specialize=True)`) o
 runs the `NVGPUWarpSpecialization` pass. tests/warp_specialize_probe.py compiles, for sm_90
 in a subprocess, the paged loop `python -m perf.lab.warp_specialize` times (one cache block
 per tile, its id read from the block table) and the paged kernel's NVIDIA prefill; this
-checks what docs/kernels.md ("Warp specialization on sm_90") states from it:
+checks what docs/lab/2026-11-27.md ("Warp specialization on sm_90") states from it:
 
 - the pass partitions the loop when Q, K and V come through TMA tensor descriptors, at 4
   warps: a producer warp group and two consumer groups (12 warps), `setmaxnreg` moving

@@ -2,7 +2,7 @@
 
 Run as `python -m tests.warp_specialize_probe` without TRITON_INTERPRET (a compile needs
 Triton's real JITFunctions): prints one JSON object that tests/test_warp_specialize.py
-checks, and docs/kernels.md ("Warp specialization on sm_90") cites.
+checks, and docs/lab/2026-11-27.md ("Warp specialization on sm_90") cites.
 
 The lab's paged loop (`perf.lab.warp_specialize.paged_loop`: `common.attend_tiles`' online
 softmax over one cache block per tile, its id read from the block table) with

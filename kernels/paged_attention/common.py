@@ -313,7 +313,7 @@ def attend_tiles(
     offsets in int32. Both cut the address arithmetic of every copy: NVIDIA H100, 2026-11-24,
     triton 3.6.0, a lab kernel of this loop (llama3-8b heads, bf16, blocks of 16, causal 1 x
     8k, 3 stages): per-position ids in int64 429 TFLOP/s, in int32 467, block ids in int64
-    445, in int32 525 (a dense cache: 520); docs/kernels.md.
+    445, in int32 525 (a dense cache: 520); docs/lab/2026-11-24.md.
     """
     offs = tl.arange(0, TILE_SIZE)
     dims = tl.arange(0, HEAD_SIZE_PADDED)
@@ -398,7 +398,7 @@ def attend_tiles(
         # score) and accumulate P V into acc: NVIDIA H100, 2026-11-24, two fresh processes
         # each, llama3-8b 1x8k 1.228 -> 1.167-1.189 ms, 4x2k 420 -> 400-404 us, 8x1k 273 ->
         # 267, 16 mixed up to 4k 1.337-1.352 -> 1.307-1.311 ms, 4 chunks of 2k after 6k
-        # 2.084-2.107 -> 2.027-2.068 (docs/kernels.md). Elsewhere the loop keeps its form: with
+        # 2.084-2.107 -> 2.027-2.068 (docs/lab/2026-11-24.md). Elsewhere the loop keeps its form: with
         # ids per position the fold added ptxas spills and lost 5-12 % (H100, 2026-11-23).
         if not FOLD:
             if USE_SOFTCAP:

@@ -8,7 +8,8 @@ free of host syncs and works inside CUDA/HIP-graph capture. Without hints the fe
 bounds derived from shapes (documented on each field).
 
 Every rule says where it came from in one line: NVIDIA rules name their lab (`[id]`, whose
-numbers are in docs/kernels.md, "Lab notes of the NVIDIA tree"), GPU, date, gain and the
+numbers are in docs/lab/, one page per date, each linked from docs/kernels.md, "Lab notes of
+the NVIDIA tree"), GPU, date, gain and the
 `python -m perf tune` run that re-measures it; AMD branches are documented defaults,
 unmeasured until an MI300 sweep replaces them.
 """
@@ -120,7 +121,7 @@ class Config:
     # the last segment of a split sequence merges the segments in the attention kernel
     # (FUSED_REDUCE, common.merge_if_last): one launch instead of two. No branch sets it:
     # H100 lab, 2026-11-23, it saved 25-57 us of host time a call but cost device time
-    # (llama3-8b 1x1k 10.0 -> 13.6 us graph; docs/kernels.md); `perf tune` sweeps it
+    # (llama3-8b 1x1k 10.0 -> 13.6 us graph; docs/lab/2026-11-23.md); `perf tune` sweeps it
     fused_reduce: bool = False
     # bf16 queries over an OCP e4m3 cache: the P V product in fp16 (PV_FP16, common.attend_tiles;
     # the planner ignores it elsewhere). No branch sets it: sm_90 compile, triton 3.6.0,
@@ -245,7 +246,7 @@ def is_decode_batch(f: Features, block_m: int = 0) -> bool:
 # branch ran them unsplit (as vLLM 0.33 does, `max_seqlen_q > 1` taking its 2D kernel).
 # H100 2026-11-26, 1.06-9.0x on 38 of 42 changed spec-decode cases (b1 x 32k q5: 0.111x), 2 even, 2
 # slower (rows > 32 at 64 sequences: 1.10-1.15x, kept unsplit below): gate --suite spec-decode
-# --variants static_grid --metrics graph (docs/kernels.md, "Multi-token decode: the split-KV switch")
+# --variants static_grid --metrics graph (docs/lab/2026-11-26.md, "Multi-token decode: the split-KV switch")
 MULTI_TOKEN_SPLIT = True
 MULTI_TOKEN_MAX_QUERIES = 8  # speculative decoding's verify step (EAGLE, n-gram): drafts + 1, by reasoning
 MULTI_TOKEN_MAX_ROWS = 64  # 8 queries x 8 query heads per KV head; unmeasured default (registers)

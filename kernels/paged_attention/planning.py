@@ -122,7 +122,7 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
 # plans by (layout key, configuration, persistent, vendor, SMs), both filled by `inputs.keep`.
 # A serving engine needs a handful of plans; its max_seqlen_k hint grows by one each decode
 # step, and one step in KV_GRANULE enters a new class and chooses again (H100 host,
-# 2026-11-23: a choice cost about 30 us of a 60-120 us call, docs/kernels.md).
+# 2026-11-23: a choice cost about 30 us of a 60-120 us call, docs/lab/2026-11-23.md).
 _CHOICES: dict[tuple, heuristics.Config] = {}
 _PLANS: dict[tuple, _Plan] = {}
 

@@ -3,7 +3,7 @@
     python -m perf.lab.warp_specialize [--keys 8192] [--blocks 64,128] [--samples 25] [--allow-cpu]
 
 A lab tool, not a gate. The paged kernel cannot be warp-specialized as it is written
-(docs/kernels.md, "Warp specialization on sm_90": 8 warps, else blocks, a while loop, K/V
+(docs/lab/2026-11-27.md, "Warp specialization on sm_90": 8 warps, else blocks, a while loop, K/V
 gathered by pointer); before anyone rewrites it, this times the loop that Triton *can*
 specialize against the same loop without it. `paged_loop` is the unmasked middle of a
 prefill: a Q-block of one query head over every key of one sequence (no causal mask: every

@@ -4,7 +4,7 @@ A serving engine that runs attention eagerly (piecewise CUDA graphs) pays every 
 work: validation, planning, Triton's launcher. The launch-cost suite (tests/benchmarks,
 pytest-benchmark) gates our own host cost from commit to commit; it times each entry in a
 test of its own, seconds apart. Beside a peer that is not enough: on the H100 VM the host's
-speed varies up to 2x between processes and drifts within one (docs/kernels.md, "Host cost
+speed varies up to 2x between processes and drifts within one (docs/lab/2026-11-23.md, "Host cost
 beside vLLM"), so ratios of such medians put 0-4 of the 17 anchor rows above vLLM's kernel per
 run while their geometric mean was 0.66-0.81.
 

@@ -52,7 +52,7 @@ from perf.nightly import alert
 from perf.nightly.selection import PEER_PREFIX
 
 STATE_VERSION = 1
-BISECT_BUDGET = 6  # gate runs per bisect: 64 commits between two nights (issue 36's default)
+BISECT_BUDGET = 6  # gate runs per bisect: 64 commits between two nights (the nightly's specified default)
 PENDING_NIGHTS = 2  # a kept step waits this many nights for its A/Bs before it is left undecided
 
 Key = tuple[str, str, str]  # (variant or peer:library, scenario, metric)
