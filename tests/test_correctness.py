@@ -257,8 +257,8 @@ def test_fp16_products_match_reference(variant, feature, shape, field, q_scale, 
     subnormals (1e-5). GPU only: Triton's interpreter cannot compute in bf16."""
     if field == "pv_fp16" and q_scale != 1.0:
         pytest.skip("pv_fp16 leaves q as it is: its scale is qk_fp16's question")
-    config = dataclasses.replace(PV_FP16_CONFIGS[shape][platform.current().vendor], pv_fp16=False,
-                                 **{field: True})
+    config = dataclasses.replace(PV_FP16_CONFIGS[shape][platform.current().vendor],
+                                 **{"pv_fp16": False, "qk_fp16": False, field: True})
     spec = make_spec("gqa4", 128, 16, "mixed", "bfloat16", feature, seed=seed("pv_fp16", feature))
     batch = make_batch(spec, feature, device)
     batch.q.mul_(q_scale)
