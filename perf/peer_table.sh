@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The peers table of docs/kernels.md in one command, on one NVIDIA GPU: ours (static_grid)
+# The peers table of docs/peers.md in one command, on one NVIDIA GPU: ours (static_grid)
 # against FlashInfer and vLLM's Triton unified attention over the `anchor` suite (the paper's
 # 17 cases, multi-token decodes, fp8 prefills), CUDA-graph replay medians. `perf run` checks
 # every output before it times it (perf/measure); a peer that cannot run a case, or runs it
@@ -9,7 +9,7 @@
 #                      [--processes N] [--repeats R] [--suite S] [--metrics M] [--out DIR] [--docs FILE.md]
 #
 # --flashinfer, --vllm: archives of the two libraries for a GPU machine without a package index
-#   (docs/kernels.md, "Peers on a machine without a package index"), unpacked into DIR/site and
+#   (docs/peers.md, "Peers on a machine without a package index"), unpacked into DIR/site and
 #   put first on PYTHONPATH; without them the installed libraries are measured. --vllm-version
 #   names the version of a vLLM copy that carries no package metadata, for the table's notes.
 # N processes (default 3, what a paired verdict per scenario needs), each one `perf run` into
@@ -17,7 +17,7 @@
 #   A file that exists is continued, so the command picks up where an interrupted one stopped;
 #   remove DIR to measure afresh.
 # Then `perf table` over all of them, with the ratios to each peer, into DIR/table.md and, with
-#   --docs (docs/kernels.md), between that page's markers for the suite.
+#   --docs (docs/peers.md), between that page's markers for the suite.
 set -euo pipefail
 
 flashinfer="" vllm="" vllm_version="" processes=3 repeats=5 suite=anchor metrics=graph out=results/peers docs=""

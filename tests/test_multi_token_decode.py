@@ -1,10 +1,10 @@
 """Multi-token decode (speculative decoding's verify step: 2-8 queries per sequence on a long
 context) and the NVIDIA tree's switch for it (`heuristics.MULTI_TOKEN_SPLIT`, on since an H100 measured
 it, 2026-11-26): off, such batches keep the short-prefill choices; on, those past one decode
-Q-block take a Q-block holding each sequence's queries, split over KV segments, except Q-blocks
-wider than MULTI_TOKEN_WIDE_ROWS at more than MULTI_TOKEN_WIDE_MAX_SEQS sequences (slower there).
-Either way every variant's output must match the fp32 reference, which Triton's interpreter
-checks here for q_len 2-8."""
+Q-block take a Q-block holding each sequence's queries, split over KV segments into about two
+programs per SM (`multi_token_segments`), in tiles of 64 for Q-blocks of more than
+MULTI_TOKEN_TILE64_ROWS rows of heads of 128. Either way every variant's output must match the
+fp32 reference, which Triton's interpreter checks here for q_len 2-8."""
 
 from __future__ import annotations
 
@@ -73,17 +73,19 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
     for seqs, q, kv, qpk in SHAPES:
         f = _features(seqs, q, kv, qpk, num_kv_heads=1 if qpk == 71 else 8)
         c, rows = heuristics.choose("nvidia", f), heuristics.multi_token_rows(f)
-        wide = heuristics.next_pow2(q * qpk) > heuristics.MULTI_TOKEN_WIDE_ROWS and \
-            seqs > heuristics.MULTI_TOKEN_WIDE_MAX_SEQS  # [multi-token-wide]: slower there, unsplit
-        wide = wide and f.head_size < heuristics.MULTI_TOKEN_WIDE_MIN_HEAD  # [wide-head128]: split
         if heuristics.is_decode_batch(f) or q > heuristics.MULTI_TOKEN_MAX_QUERIES or \
-                q * qpk > heuristics.MULTI_TOKEN_MAX_ROWS or wide:
+                q * qpk > heuristics.MULTI_TOKEN_MAX_ROWS:
             assert rows == 0 and "multi-token" not in c.source  # as with the switch off
             continue
         changed += 1
         assert c.block_m == rows >= q * qpk and c.block_q(qpk) >= q  # a sequence's queries in one Q-block
         assert f"multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x" in c.source
         assert c.seq_items == (seqs > 1)  # items are sequences: no search, no empty Q-blocks
+        if rows > heuristics.MULTI_TOKEN_TILE64_ROWS and f.head_size >= 128:
+            assert c.tile_size <= 64
+        if "short decode, split" not in c.source:  # [multi-token-segments], else [short-split]'s
+            assert c.num_segments == heuristics.multi_token_segments(f, c.tile_size)
+            assert seqs * f.num_kv_heads * c.num_segments <= 2 * NUM_SMS or c.num_segments == 1
         if seqs == 1 and kv >= 8192:  # one long sequence: the SMs filled by segments, as a decode's
             assert c.num_segments >= 16
     assert changed >= 50

@@ -250,15 +250,13 @@ def is_decode_batch(f: Features, block_m: int = 0) -> bool:
 MULTI_TOKEN_SPLIT = True
 MULTI_TOKEN_MAX_QUERIES = 8  # speculative decoding's verify step (EAGLE, n-gram): drafts + 1, by reasoning
 MULTI_TOKEN_MAX_ROWS = 64  # 8 queries x 8 query heads per KV head; unmeasured default (registers)
-# [multi-token-wide] H100 2026-11-26: Q-blocks of more than 32 rows split 0.30-0.36x at 4 sequences x 8k
-# but 1.10-1.15x slower at 64 x 8k (gpt-oss-20b, qwen2.5-7b, 8 queries); 16 sequences unmeasured, kept
-# unsplit: gate --suite spec-decode --variants static_grid --scenarios '*-q[58]/*'
-MULTI_TOKEN_WIDE_ROWS = 32
-MULTI_TOKEN_WIDE_MAX_SEQS = 4
-# [wide-head128] H200 2026-11-28: past 4 sequences a head of 128 splits after all, in tiles of
-# 64 and about two programs per SM (`wide_segments`): qwen2.5-7b 16 x 8k, 5 queries 0.189 -> 0.091 ms,
-# 64 x 8k, 8 queries 0.415 -> 0.287; gpt-oss-20b's head of 64 lost 1.10-1.48x split: kept unsplit
-MULTI_TOKEN_WIDE_MIN_HEAD = 128
+# [multi-token-segments] H200 2026-11-28: a multi-token decode splits into about two programs per SM
+# (`multi_token_segments`), in tiles of 64 where its Q-block has more than 32 rows of heads of 128
+# (`MULTI_TOKEN_TILE64_ROWS`): 1.1-1.5x over the decode rule's segments, 1.4-2.1x over the unsplit
+# 64-row Q-blocks of more than 4 sequences (slower split at 64 x 8k on an H100, 2026-11-26, in
+# tiles of 128 with the decode rule's segments); docs/data/candidates-h200-2026-11-28
+MULTI_TOKEN_PROGRAMS_PER_SM = 2
+MULTI_TOKEN_TILE64_ROWS = 32
 
 
 def multi_token_rows(f: Features) -> int:
@@ -268,22 +266,15 @@ def multi_token_rows(f: Features) -> int:
     if not MULTI_TOKEN_SPLIT or is_decode_batch(f) or f.max_query_len > MULTI_TOKEN_MAX_QUERIES:
         return 0
     rows = next_pow2(f.max_query_len * f.queries_per_kv)
-    if wide_multi_token(f, rows) and f.head_size < MULTI_TOKEN_WIDE_MIN_HEAD:  # [multi-token-wide]
-        return 0
     return rows if rows <= MULTI_TOKEN_MAX_ROWS else 0
 
 
-def wide_multi_token(f: Features, rows: int) -> bool:
-    """A multi-token Q-block of more than MULTI_TOKEN_WIDE_ROWS rows over more than
-    MULTI_TOKEN_WIDE_MAX_SEQS sequences: split only for heads of 128 and more, in tiles of 64
-    and `wide_segments` segments ([wide-head128])."""
-    return rows > MULTI_TOKEN_WIDE_ROWS and f.num_seqs > MULTI_TOKEN_WIDE_MAX_SEQS
-
-
-def wide_segments(f: Features) -> int:
-    """Segments of a wide multi-token decode: the largest power of two keeping items x segments
-    within two programs per SM (16 x 4 KV heads: 4, 64 x 4: 1; [wide-head128])."""
-    return max(1, _pow2_floor(2 * f.num_sms // f.kv_items))
+def multi_token_segments(f: Features, tile_size: int) -> int:
+    """KV segments of a multi-token decode ([multi-token-segments]): the largest power of two
+    keeping work items x segments within MULTI_TOKEN_PROGRAMS_PER_SM programs per SM, at most
+    one segment per tile (16 x 4 KV heads on 132 SMs: 4; 64 x 4: 1)."""
+    by_items = _pow2_floor(MULTI_TOKEN_PROGRAMS_PER_SM * f.num_sms // f.kv_items)
+    return max(1, min(by_items, _pow2_floor(visible_tiles(f, tile_size))))
 
 
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
@@ -429,17 +420,15 @@ def _nvidia(f: Features) -> Config:
         crowded = f.kv_items >= MANY_ITEMS_PER_SM * f.num_sms
         # [many-items] H100 2026-11-23, 1.02-1.33x: tune --scenarios 'llama3-8b/decode/batch64-kv128/*'
         many = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
-        # [wide-head128] H200 2026-11-28, 1.45-2.07x: tune --suite spec-decode --scenarios 'qwen2.5-7b/*'
-        wide_rows = bool(rows) and wide_multi_token(f, rows)
+        # [multi-token-segments] H200 2026-11-28, 1.1-2.1x: tune --suite spec-decode --scenarios 'qwen2.5*'
+        wide_rows = rows > MULTI_TOKEN_TILE64_ROWS and f.head_size >= 128
         tile = (16 if short else split[0] if split else 32 if narrow and crowded and not wide
                 else 64 if wide or narrow or many or wide_rows else 128)
         # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
         # [filled-one-segment] H200 2026-11-28, 1.04-1.12x: tune --scenarios '*/batch64-kv4096/*'
         filled = f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
-        segments = (split[1] if split else wide_segments(f) if wide_rows else 1 if many or filled
+        segments = (split[1] if split else multi_token_segments(f, tile) if rows else 1 if many or filled
                     else None)
-        if rows and segments is None:  # the decode rule's segments, for sequences of `rows` rows
-            segments = num_segments(f, tile, fill_sms=True, block_m=rows)
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
         # [fp8-qk16] H200 2026-11-28, 1.29-1.39x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
@@ -468,10 +457,10 @@ def _nvidia(f: Features) -> Config:
                        if int32 else "")
                     + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else "")
                     + (f"; multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x" if rows else "")
-                    + ("; wide, tile 64, ~2 programs per SM: H200 2026-11-28, 1.45-2.07x"
-                       if wide_rows else "")
+                    + (f"; about 2 programs per SM{', tile 64' if wide_rows else ''}: H200 2026-11-28, "
+                       "1.1-2.1x" if rows else "")
                     + ("; items fill the SMs, one segment: H200 2026-11-28, 1.04-1.12x"
-                       if filled and not (split or wide_rows or many) else "")
+                       if filled and not (split or rows or many) else "")
                     + ("; fp8, both products in fp16: H200 2026-11-28, 1.29-1.39x" if qk16 else ""))
     if f.max_query_len <= 64:
         # [short-prefill] Q-block 64 unmeasured; tile: H100 2026-11-23, 2x: tune --scenarios '*/batch8-kv16/*'
