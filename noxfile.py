@@ -213,7 +213,7 @@ def cli(session: nox.Session) -> None:
 def _require_gpu(session: nox.Session, python: str, what: str) -> None:
     """Exit 2 with the harness's one line (perf.vendor.require_gpu) when there is no GPU,
     as the GPU-only sessions that run a perf command do, before anything is run."""
-    rc = _call(session, python, "-c", f"from perf import cli, vendor; cli.entry(lambda argv: "
+    rc = _call(session, python, "-c", f"from perf import process, vendor; process.entry(lambda argv: "
                                       f"vendor.require_gpu({what!r}) and 0)")
     if rc:
         raise SystemExit(rc)

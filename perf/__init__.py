@@ -2,7 +2,7 @@
 
 import sys
 
-from perf import interrupts
+from perf import process
 
 if sys.argv[:1] == ["-m"]:  # imported to run `python -m perf...` (runpy's marker while it finds the module)
-    interrupts.catch_from_start()
+    process.catch_from_start()

@@ -1,45 +1,32 @@
-"""`python -m perf <command>`: one registry of every command, one error boundary around each.
+"""`python -m perf <command>`: one registry of every command, each run inside the one boundary.
 
-COMMANDS maps each command to its module, its help, how its arguments are added and its
-main; `python -m perf --help` lists them, and every one is parsed (one-line argparse errors,
-numbers range-checked: RANGES) and dispatched the same way: the paths it names are checked
-before any work (Command.outputs and .inputs), a measuring command's names and the GPU rule
-next (perf.validate.before_measuring), then its main runs. Modules are imported only when their
-command is asked for. Every `python -m perf.<module>` entry point (the gate's workers and
-side processes included) runs inside the same boundary: `entry(main)`, or `command(name)`
-for a registered command.
-
-The boundary (`boundary`): a ConfigError is its one line on stderr, exit 2 (ContextLost:
-exit 1); a missing third-party package is one line naming it and the interpreter to use,
-exit 2; Ctrl-C or SIGTERM is one line, exit 130, and the processes the command started are
-stopped (children run in process groups of their own: `run_child`); any other exception
-is a bug in the harness: `internal error: <Type>: <message>`, exit 3. `--debug` (before
-or after the command) or PERF_DEBUG=1 shows the traceback of everything.
+COMMANDS maps each command to its module, its help, how its arguments are added, the checks it
+declares and its main; `python -m perf --help` lists them, and every one is parsed (one-line
+argparse errors, numbers range-checked: RANGES) and dispatched the same way: the paths it names
+are checked before any work (Command.outputs and .inputs), then the thresholds file and the
+command's own checks (Command.check: names, vendor, the GPU rule), then its main runs. Modules
+are imported only when their command is asked for. The boundary, `entry` and the processes a
+command starts are perf/process.py's; `command(name)` runs a registered command as the
+`python -m <module>` of its own module.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import difflib
 import importlib
 import importlib.util
 import math
 import os
-import signal
-import subprocess
 import sys
-import time
-import traceback
 from collections.abc import Callable
 from typing import NoReturn
 
-from perf import interrupts
-from perf.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError
+from perf.errors import EXIT_BAD_INPUT, ConfigError
+from perf.process import boundary, entry, take_debug
 
 DEFAULT_PATH = "thresholds.yaml"  # perf.thresholds.DEFAULT_PATH; not imported here: that needs PyYAML
-DEBUG_ENV = "PERF_DEBUG"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +36,8 @@ class Command:
     whose arguments the command takes). `outputs`: (option dest, "file" | "dir") checked
     with perf.files.check_output before the command runs; `inputs`: (dest, "file" | "dir"),
     each path (or list of paths) checked to exist as that and, for a file, to read as UTF-8
-    text (perf.files.read_text), so no ordinary OS mistake reaches a command's reader."""
+    text (perf.files.read_text), so no ordinary OS mistake reaches a command's reader; `check`:
+    the command's own checks before any work."""
 
     module: str
     help: str
@@ -59,17 +47,20 @@ class Command:
     thresholds: bool = True  # takes --thresholds PATH
     outputs: tuple[tuple[str, str], ...] = ()
     inputs: tuple[tuple[str, str], ...] = ()
+    # "module:function" run on the parsed arguments before `main` (names, vendor, the GPU rule:
+    # perf/validate.py's `*_args`), after the --thresholds file is read as the command reads it
+    check: str | None = None
 
 
 COMMANDS: dict[str, Command] = {
     "run": Command("perf.measure.run", "measure a suite with this checkout's kernels into a results file",
-                   main="run_command", add=None, outputs=(("out", "file"),)),
+                   main="run_command", add=None, outputs=(("out", "file"),), check="perf.validate:run_args"),
     "compare": Command("perf.latency.ab", "compare two results files (base, head) and apply the latency "
                        "thresholds", main="compare_command", add=None, outputs=(("out", "dir"),),
                        inputs=(("base", "file"), ("head", "file"))),
     "gate": Command("perf.latency.ab", "A/B latency gate: head vs base (git worktree), interleaved on this "
                     "GPU, timing only the cases whose launches differ", main="gate_command", add=None,
-                    outputs=(("out", "dir"),), inputs=(("plan", "file"),)),
+                    outputs=(("out", "dir"),), inputs=(("plan", "file"),), check="perf.validate:gate_args"),
     "report": Command("perf.latency.ab", "render a findings file (from compare/gate) as Markdown and a plot",
                       main="report_command", add=None, outputs=(("plot", "file"),),
                       inputs=(("findings", "file"),)),
@@ -89,24 +80,29 @@ COMMANDS: dict[str, Command] = {
     "workflows": Command("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml",
                          thresholds=False, inputs=(("root", "dir"),)),
     "nightly": Command("perf.nightly", "nightly asv run, publish and plots", main="nightly_main",
-                       add="add_nightly_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),)),
+                       add="add_nightly_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),),
+                       check="perf.validate:nightly_args"),
     "alert": Command("perf.nightly", "change-point alerts over the nightly history", main="alert_main",
                      add="add_alert_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),)),
     "host-cost": Command("perf.measure.host_cost", "host time of a call beside the peers, alternated call by "
-                         "call in fresh processes", outputs=(("out", "file"), ("md", "file"))),
+                         "call in fresh processes", outputs=(("out", "file"), ("md", "file")),
+                         check="perf.validate:host_cost_args"),
     "noise": Command("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate "
                      "detects", outputs=(("write", "file"),), inputs=(("paths", "dir"),)),
     "calibrate": Command("perf.latency.calibrate", "measure the latency gate's noise on this GPU into "
-                         "calibration/<vendor>.yaml", outputs=(("out", "dir"), ("write", "file"))),
+                         "calibration/<vendor>.yaml", outputs=(("out", "dir"), ("write", "file")),
+                         check="perf.validate:calibrate_args"),
     "tune": Command("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)",
-                    outputs=(("out", "dir"),)),
+                    outputs=(("out", "dir"),), check="perf.tune:check_arguments"),
     "bisect": Command("perf.latency.bisect", "find the first commit of GOOD..BAD that made one case slower "
-                      "(a latency gate per step)", outputs=(("out", "dir"),)),
+                      "(a latency gate per step)", outputs=(("out", "dir"),),
+                      check="perf.validate:bisect_args"),
     "toolchain": Command("perf.nightly.toolchain", "both gates: this commit, installed Triton vs the newest "
-                         "release (and pre-release)", outputs=(("out", "dir"),)),
+                         "release (and pre-release)", outputs=(("out", "dir"),),
+                         check="perf.validate:toolchain_args"),
     "selftest": Command("perf.latency.selftest", "the latency gate's false-fail rate and detection power on "
                         "this GPU (nox -s gate-selftest)", main="_main", add=None, parser="_parser",
-                        thresholds=False, outputs=(("out", "dir"),)),
+                        thresholds=False, outputs=(("out", "dir"),), check="perf.validate:selftest_args"),
     "comment": Command("perf.ci.comment", "the sticky pull-request comment of one vendor, from the gates' "
                        "findings", thresholds=False, outputs=(("out", "file"),),
                        inputs=(("findings", "file"), ("jobs", "file"))),
@@ -370,9 +366,13 @@ def run_command(name: str, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     args.command = name
     check_paths(name, args, parser)
-    from perf import validate
+    if c.check:
+        if getattr(args, "thresholds", None):  # the whole file, read as the command will read it
+            from perf.thresholds import load_thresholds
 
-    validate.before_measuring(name, args)
+            load_thresholds(args.thresholds)
+        module, function = c.check.split(":")
+        getattr(importlib.import_module(module), function)(args)
     return getattr(importlib.import_module(c.module), c.main)(args)
 
 
@@ -390,258 +390,12 @@ def _dispatch(argv: list[str]) -> int:
     return run_command(name, argv[1:])
 
 
-def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
-    """`argv` without the global --debug flag (anywhere before a `--`), and whether it was there."""
-    end = argv.index("--") if "--" in argv else len(argv)
-    kept = [a for a in argv[:end] if a != "--debug"] + argv[end:]
-    return kept, len(kept) != len(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m perf ARGV` in this process: the exit code (nothing raised, see module doc)."""
-    argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
+    argv, debug = take_debug(list(sys.argv[1:] if argv is None else argv))
     return boundary(lambda: _dispatch(argv), debug=debug)
-
-
-# --- the boundary ---------------------------------------------------------------------------
-
-_quiet_interrupt = False  # a worker or side process (entry's `internal`): its parent reports it
-# The import name of a third-party package -> what to install (the rest are the same).
-PIP_NAMES = {"yaml": "pyyaml", "sklearn": "scikit-learn"}
-OWN_PACKAGES = ("perf", "kernels", "tests")
-
-
-def _say(line: str) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()
-    with contextlib.suppress(OSError, ValueError):
-        print(line, file=sys.stderr, flush=True)
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__
-
-
-def _missing_package(e: BaseException) -> str | None:
-    """The one line for a third-party package this interpreter lacks, else None."""
-    if not isinstance(e, ModuleNotFoundError) or not e.name:
-        return None
-    top = e.name.split(".")[0]
-    if top in OWN_PACKAGES:
-        return None
-    return (f"error: this Python ({sys.executable}) lacks the package {PIP_NAMES.get(top, top)} (`import "
-            f"{e.name}` failed); run perf with the project's interpreter: `nox -s cli -- COMMAND ...` "
-            f"(README, Quick start), or install the project into this one: {sys.executable} -m pip install "
-            f"-e '.[test]'")
-
-
-def _caused_by_interrupt(e: BaseException) -> bool:
-    """Whether `e` was raised while handling (or because of) a KeyboardInterrupt, e.g. an
-    import that Ctrl-C cut short and that failed in another way."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
-
-
-def _exit_code(code) -> int:
-    """What `sys.exit(code)` means, as an exit code."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    _say(str(code))
-    return 1
-
-
-def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interrupt: bool = False) -> int:
-    """Run `fn` and turn whatever it raises into an exit code and at most one line on stderr
-    (the module docstring says which); never raises."""
-    debug = debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
-    quiet_interrupt = quiet_interrupt or _quiet_interrupt
-    try:
-        code = _exit_code(fn())
-    except SystemExit as e:
-        code = _exit_code(e.code)
-    except KeyboardInterrupt:
-        if debug:
-            traceback.print_exc()
-        if not quiet_interrupt:
-            _say("interrupted: stopped; what finished is kept")
-        return EXIT_INTERRUPTED
-    except Exception as e:
-        if debug:
-            traceback.print_exc()
-        if interrupts.interrupted() or _caused_by_interrupt(e):
-            if not quiet_interrupt:
-                _say(f"interrupted: stopped (while {type(e).__name__} was raised); what finished is kept")
-            return EXIT_INTERRUPTED
-        if isinstance(e, ConfigError):
-            _say(f"error: {_one_line(e)}")
-            return e.exit_code
-        missing = _missing_package(e)
-        if missing:
-            _say(missing)
-            return EXIT_BAD_INPUT
-        _say(f"internal error: {type(e).__name__}: {_one_line(e)[:500]} (rerun with --debug for the "
-             f"traceback)")
-        return EXIT_INTERNAL
-    if interrupts.interrupted() and code != EXIT_INTERRUPTED:  # code that caught the interrupt and went on
-        if not quiet_interrupt:
-            _say("interrupted: stopped; what finished is kept")
-        return EXIT_INTERRUPTED
-    return code
-
-
-def entry(main_fn: Callable[[list[str]], int | None], argv: list[str] | None = None, *,
-          internal: bool = False) -> NoReturn:
-    """What every `if __name__ == "__main__":` of the harness calls: `main_fn(argv)` inside
-    the boundary, as the process's owner. SIGTERM is an interrupt like Ctrl-C; on an
-    interrupt or a bug, every process this one started is stopped before it exits (stray
-    grandchildren are adopted: Linux's child subreaper). `internal`: a worker or side process
-    of another command, which says nothing on an interrupt (its parent does)."""
-    global _quiet_interrupt
-    _quiet_interrupt = internal
-    argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
-    if debug:
-        os.environ[DEBUG_ENV] = "1"  # the processes it starts show theirs too
-    _adopt_orphans()
-    interrupts.catch_from_start()  # (done already where perf was imported for `python -m`)
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, interrupts.on_signal)
-    interrupts.enter()
-    code = boundary(lambda: main_fn(argv), debug=debug)
-    if code in (EXIT_INTERRUPTED, EXIT_INTERNAL):
-        for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the clean-up short
-            signal.signal(s, signal.SIG_IGN)
-        stop_children()
-        # CPython marks a KeyboardInterrupt raised inside exec() of a string (dataclasses does it
-        # at import) as unhandled and then dies by SIGINT at exit, whatever we return (measured:
-        # exit -2 after this boundary had said "interrupted"); every such exec clears the mark.
-        exec("pass", {})  # noqa: S102
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()
-    sys.exit(code)
 
 
 def command(name: str) -> NoReturn:
     """`python -m <the module of command name>`: the same as `python -m perf <name>`."""
     entry(lambda argv: main([name, *argv]))
-
-
-# --- the processes a command starts -----------------------------------------------------------
-
-def _adopt_orphans() -> None:
-    """Linux: this process adopts its descendants whose parent died (PR_SET_CHILD_SUBREAPER),
-    so that `stop_children` still finds them."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-
-
-def _proc_stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, state) of a process from /proc, None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[1]), fields[0]
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def descendants(pid: int | None = None) -> list[int]:
-    """The live processes whose parent chain leads to `pid` (this process), from /proc."""
-    pid = os.getpid() if pid is None else pid
-    children: dict[int, list[int]] = {}
-    with contextlib.suppress(OSError):
-        for entry_ in os.listdir("/proc"):
-            if entry_.isdigit():
-                stat = _proc_stat(int(entry_))
-                if stat is not None and stat[1] != "Z":
-                    children.setdefault(stat[0], []).append(int(entry_))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, sig)
-
-
-def _reap() -> None:
-    """Collect the exit status of finished children (adopted ones included)."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-
-
-def stop_children(grace: float = 3.0) -> None:
-    """Stop every descendant of this process: SIGTERM, then SIGKILL after `grace` seconds.
-    multiprocessing's resource tracker ignores SIGTERM (and would warn of leaked semaphores
-    once its pipe closes): it is killed at once."""
-    pids = descendants()
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                tracker = b"resource_tracker" in f.read()
-        except OSError:
-            tracker = False
-        _signal(pid, signal.SIGKILL if tracker else signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while pids and time.monotonic() < deadline:
-        _reap()
-        pids = [p for p in pids if (_proc_stat(p) or (0, "Z"))[1] != "Z"]
-        time.sleep(0.05)
-    for pid in pids:
-        _signal(pid, signal.SIGKILL)
-    _reap()
-
-
-def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """Stop a child started in a process group of its own (`start_new_session`) and all it
-    started: SIGTERM to the child alone, up to `grace` seconds for it to stop what it started
-    (`entry` does), then SIGKILL to whatever of the group is left. Not SIGINT, not to the
-    group: a Python process still starting up dies of SIGINT with "Fatal Python error:
-    init_import_site" and a traceback (a spawn worker of a compile side, 2-core CI,
-    2026-11-27), of SIGTERM without a word."""
-    try:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                proc.send_signal(signal.SIGTERM)
-            proc.wait(grace)
-    except BaseException:  # noqa: S110 (a timeout or a second Ctrl-C: kill below)
-        pass
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            proc.wait(5)
-
-
-def run_child(cmd: list[str], *, timeout: float | None = None, grace: float = 10.0,
-              capture_output: bool = False, **popen) -> subprocess.CompletedProcess:
-    """`subprocess.run` for a child that may start processes of its own (a compile side with
-    its worker pool, pip): it runs in a process group of its own, which an interrupt or a
-    timeout here stops as a whole (`stop_group`), so nothing it started outlives it."""
-    if capture_output:
-        popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop_group(proc, grace=0)
-        raise
-    except BaseException:
-        stop_group(proc, grace)
-        raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

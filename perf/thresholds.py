@@ -567,8 +567,8 @@ def _image(c: _Checker, value: Any, where: str) -> str:
 
 
 def _nightly_runners(c: _Checker, value: Any, where: str) -> tuple[str, ...]:
-    """Data-branch folder names (perf/nightly/store.py RUNNER), each once."""
-    from perf.nightly.store import RUNNER
+    """Data-branch folder names (perf/names.py RUNNER), each once."""
+    from perf.names import RUNNER
 
     if value is None:
         return ()

@@ -39,6 +39,7 @@ from importlib import metadata
 
 from perf.checkout import ROOT
 from perf.errors import ConfigError
+from perf.process import child_env
 
 PACKAGE = "triton"
 DEFAULT_CACHE = os.path.join(ROOT, ".perf-cache", "toolchains")
@@ -112,11 +113,10 @@ class Toolchain:
         """PYTHONPATH of a process of this checkout under this Triton: toolchain, checkout, `rest`."""
         return os.pathsep.join(filter(None, [self.path, ROOT, rest]))
 
-    def env(self, base: dict | None = None) -> dict:
-        """`base` (default: os.environ) with PYTHONPATH set for this toolchain."""
-        env = dict(os.environ if base is None else base)
-        env["PYTHONPATH"] = self.pythonpath(env.get("PYTHONPATH"))
-        return env
+    def env(self, base: dict | None = None, **child) -> dict:
+        """A child's environment (`perf.process.child_env`: `base`, `drop`, overrides) with this
+        toolchain's Triton and then this checkout ahead of its PYTHONPATH."""
+        return child_env(self.path, ROOT, base=base, **child)
 
     def describe(self) -> str:
         return f"Triton {self.version}" + (" (installed)" if self.installed else "")
@@ -195,7 +195,7 @@ def pip_install(version: str, target: str) -> None:
     """`pip install --no-deps --target TARGET triton==X` with pip's own options from the environment."""
     cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
            "--quiet", "--target", target, f"{PACKAGE}=={version}"]
-    from perf.cli import run_child
+    from perf.process import run_child
 
     try:  # in a process group of its own: an interrupt stops pip and what it started
         done = run_child(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)

@@ -44,6 +44,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="replace a tune.json in --out measured on another GPU, vendor or the interpreter")
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Before any work (the registry's check of `perf tune`): the stages, the scenarios, a GPU."""
+    from perf import validate
+
+    unknown = sorted({s.strip() for s in args.stages.split(",") if s.strip()} - set(STAGES))
+    if unknown:
+        raise ConfigError(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
+    validate.scenarios(args.suite, args.scenarios)
+    validate.gpu("perf tune")
+
+
 def candidates(stage: str, best, decode: bool, pv_fp16: bool = False) -> list:
     """The configurations a stage tries around `best` (a heuristics.Config); `pv_fp16`: the
     scenario is one where `Config.pv_fp16` changes the kernel (`planning.pv_fp16_applies`)."""
@@ -193,10 +204,7 @@ def main(args: argparse.Namespace) -> int:
     from perf import vendor as vendor_mod
     from perf.measure.rounds import interleave
 
-    stages = [st.strip() for st in args.stages.split(",") if st.strip()]
-    unknown = sorted(set(stages) - set(STAGES))
-    if unknown:
-        raise ConfigError(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
+    stages = [st.strip() for st in args.stages.split(",") if st.strip()]  # checked: check_arguments
     if not vendor_mod.on_gpu():
         raise ConfigError("python -m perf tune: no GPU visible to torch; the sweep times kernels on one (the "
                           "interpreter's timings mean nothing); run it on a GPU machine")

@@ -3,7 +3,12 @@
 Every command resolves its `--variants`, `--suite`, `--scenarios` and `--metrics` here
 (vendors in perf/vendor.py, refs in perf/git.py), so a typo ends the same way everywhere:
 one line naming the argument, what it did not match and what would, exit 2. A gate that
-checked nothing because a name matched nothing must never pass.
+checked nothing because a name matched nothing must never pass. The measuring commands'
+checks (`run_args`, `gate_args`, ...: every name, then the GPU rule) are named by their
+entry in perf/cli.py's registry (`Command.check`), which runs them after parsing and before
+the command's own code: a typo (or a broken --thresholds file) is never hidden behind "no GPU"
+or found after an expensive step (a compile, a download), and a GPU-sized run never starts on
+a CPU by any route.
 """
 
 from __future__ import annotations
@@ -107,16 +112,16 @@ def _vendor(given: str | None) -> None:
         vendor.resolve(given)
 
 
-def _run(a) -> None:
+def run_args(a) -> None:
     scenarios(a.suite, a.scenarios)
     _registered(a.variants)
     metrics(a.metrics)
     _vendor(a.vendor)
     peers(a.peers)
-    _gpu("perf run", a.suite, cpu_ok=a.allow_cpu, allow="--allow-cpu")
+    gpu("perf run", a.suite, cpu_ok=a.allow_cpu, allow="--allow-cpu")
 
 
-def _gate(a) -> None:
+def gate_args(a) -> None:
     scenarios(a.suite, a.scenarios)
     _registered(a.variants)
     metrics(a.metrics)
@@ -128,55 +133,45 @@ def _gate(a) -> None:
     _refs((a.base_ref, "--base-ref"), (a.head_ref, "--head-ref"))
     if a.plan_only:  # plans on this CPU, measures nothing
         return
-    _gpu("perf gate", a.suite, cpu_ok=a.no_gpu_ok)  # --no-gpu-ok: it says so and skips
+    gpu("perf gate", a.suite, cpu_ok=a.no_gpu_ok)  # --no-gpu-ok: it says so and skips
 
 
-def _bisect(a) -> None:
+def bisect_args(a) -> None:
     _refs((a.good, "GOOD"), (a.bad, "BAD"))
     _registered(a.variant, "--variant")
     metrics(a.metric, "--metric")
     _vendor(a.vendor)
     if a.scenario:  # without one, perf bisect says it is required
         suite, _ = scenario_named(a.scenario, a.suite)
-        _gpu("perf bisect", suite)
+        gpu("perf bisect", suite)
 
 
-def _calibrate(a) -> None:
+def calibrate_args(a) -> None:
     if a.launch_cost_threshold:  # reads the calibration file only
         return
     scenarios(a.suite, a.scenarios)
     _registered(a.variants)
     metrics(a.metrics)
     _vendor(a.vendor)
-    _gpu("perf calibrate")
+    gpu("perf calibrate")
 
 
-def _host_cost(a) -> None:
+def host_cost_args(a) -> None:
     scenarios(a.suite, a.scenarios)
     _registered(a.variants)
     peers(a.peers)
-    _gpu("perf host-cost")
+    gpu("perf host-cost")
 
 
-def _selftest(a) -> None:
+def selftest_args(a) -> None:
     if a.summarize:  # reads the runs already in --out
         return
     scenarios(a.suite, a.scenarios)
     _registered(a.variants)
-    _gpu("perf selftest")
+    gpu("perf selftest")
 
 
-def _tune(a) -> None:
-    from perf.tune import STAGES
-
-    unknown = sorted({s.strip() for s in a.stages.split(",") if s.strip()} - set(STAGES))
-    if unknown:
-        raise ConfigError(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
-    scenarios(a.suite, a.scenarios)
-    _gpu("perf tune")
-
-
-def _nightly(a) -> None:
+def nightly_args(a) -> None:
     if a.action not in ("all", "run") or a.merge_shards:  # publish, report, merge: nothing measured
         return
     from perf.nightly import selection
@@ -185,37 +180,15 @@ def _nightly(a) -> None:
     selection.resolve_scenarios(suite, a.scenarios)
     _registered(a.variants)
     peers(a.peers)
-    _gpu("perf nightly", suite, cpu_ok=a.allow_cpu, allow="--allow-cpu")
+    gpu("perf nightly", suite, cpu_ok=a.allow_cpu, allow="--allow-cpu")
 
 
-def _toolchain(a) -> None:  # its latency gate skips without a GPU (--no-gpu-ok)
+def toolchain_args(a) -> None:  # its latency gate skips without a GPU (--no-gpu-ok)
     scenarios(a.suite, a.scenarios)
     _registered(a.variants)
 
 
-def _gpu(what: str, suite: str | None = None, **kw) -> None:
+def gpu(what: str, suite: str | None = None, **kw) -> None:
     from perf import vendor
 
     vendor.require_gpu(what, suite, **kw)
-
-
-BEFORE_MEASURING = {"run": _run, "gate": _gate, "bisect": _bisect, "calibrate": _calibrate,
-                    "host-cost": _host_cost, "selftest": _selftest, "tune": _tune, "nightly": _nightly,
-                    "toolchain": _toolchain}
-
-
-def before_measuring(command: str, args) -> None:
-    """Every name a measuring command was given, then the GPU rule (perf.vendor.require_gpu).
-
-    perf/cli.py calls it for each command of BEFORE_MEASURING after parsing and before the
-    command's own code: a typo (or a broken --thresholds file) is never hidden behind "no GPU"
-    or found after an expensive step (a compile, a download), and a GPU-sized run never starts
-    on a CPU by any route."""
-    check = BEFORE_MEASURING.get(command)
-    if check is None:
-        return
-    if getattr(args, "thresholds", None):  # the whole file, read as the command will read it
-        from perf.thresholds import load_thresholds
-
-        load_thresholds(args.thresholds)
-    check(args)

@@ -38,6 +38,7 @@ from collections.abc import Callable
 
 from perf import files
 from perf.errors import EXIT_BAD_INPUT, ConfigError
+from perf.process import child_env
 
 SCHEMA = "perf-why/1"
 WHY_FILE = "why.json"
@@ -376,7 +377,7 @@ def collect_cases(base_root: str, head_root: str, cases: list[tuple[str, str]], 
     (also written to `out`). `device_time`: profile both sides per kernel on this GPU, every case
     (True) or those listed; `source`: where that is, in words (the section says it)."""
     from perf.checkout import ROOT
-    from perf.cli import run_child
+    from perf.process import run_child
 
     cmd = [sys.executable, "-m", "perf.why", "--base", base_root, "--head", head_root,
            "--target", target.name, "--num-sms", str(num_sms),
@@ -387,8 +388,7 @@ def collect_cases(base_root: str, head_root: str, cases: list[tuple[str, str]], 
     profiled = cases if device_time is True else list(device_time or [])
     if profiled:
         cmd += ["--device-time", json.dumps([list(c) for c in profiled]), "--device-source", source]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=ROOT, PAGED_ATTENTION_CHECK_VALUES="0")
+    env = child_env(ROOT, drop=("TRITON_INTERPRET",), PAGED_ATTENTION_CHECK_VALUES="0")
     done = run_child(cmd, cwd=ROOT, env=env)
     if done.returncode == EXIT_BAD_INPUT:
         raise ConfigError("why: bad input (see the line above)")
@@ -722,7 +722,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # the explaining process (`collect_cases`): its parent reports an interrupt
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(side_main, internal=True)
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from perf import cli
+from perf import cli, process
 from perf.errors import ConfigError, ContextLost, NothingMeasured
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,8 +120,8 @@ def _raise(e: BaseException):
     (SystemExit(None), 0, None), (SystemExit(4), 4, None),
 ])
 def test_whatever_is_raised_ends_in_one_code_and_at_most_one_line(raised, code, line, capsys, monkeypatch):
-    monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
-    assert cli.boundary(_raise(raised)) == code
+    monkeypatch.delenv(process.DEBUG_ENV, raising=False)
+    assert process.boundary(_raise(raised)) == code
     err = capsys.readouterr().err
     assert "Traceback" not in err
     if line is None:
@@ -136,12 +136,12 @@ def test_an_error_raised_while_handling_an_interrupt_is_the_interrupt(capsys):
             raise KeyboardInterrupt
         except KeyboardInterrupt:
             raise ImportError("a module whose import Ctrl-C cut short") from None
-    assert cli.boundary(fn) == 130  # `from None` hides the cause, the context stays
+    assert process.boundary(fn) == 130  # `from None` hides the cause, the context stays
     assert capsys.readouterr().err.startswith("interrupted:")
 
 
 def test_debug_shows_the_traceback_before_or_after_the_command(monkeypatch, capsys):
-    monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
+    monkeypatch.delenv(process.DEBUG_ENV, raising=False)
     monkeypatch.setitem(cli.COMMANDS, "boom", cli.Command("tests.test_cli_boundary", "test double",
                                                           main="_boom", add=None, parser="_boom_parser"))
     assert cli.main(["boom"]) == 3
@@ -150,7 +150,7 @@ def test_debug_shows_the_traceback_before_or_after_the_command(monkeypatch, caps
         assert cli.main(argv) == 3
         err = capsys.readouterr().err
         assert "Traceback" in err and "RuntimeError: a bug" in err and err.strip().endswith("traceback)")
-    monkeypatch.setenv(cli.DEBUG_ENV, "1")
+    monkeypatch.setenv(process.DEBUG_ENV, "1")
     assert cli.main(["boom"]) == 3 and "Traceback" in capsys.readouterr().err
 
 
@@ -168,7 +168,8 @@ def test_a_missing_package_names_it_and_the_interpreter_to_use():
         import sys
         sys.modules["yaml"] = None  # `import yaml` fails as where PyYAML is not installed
         sys.argv = ["perf", "run", "--suite", "smoke"]
-        from perf.cli import entry, main
+        from perf.cli import main
+        from perf.process import entry
         entry(main)
     """)
     out, err = p.communicate(timeout=60)
@@ -180,7 +181,7 @@ def test_a_missing_package_names_it_and_the_interpreter_to_use():
 
 _SLEEPER = """
     import os, subprocess, sys, time
-    from perf import cli
+    from perf import cli, process
     def main(argv):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         print(child.pid, flush=True)
@@ -188,7 +189,7 @@ _SLEEPER = """
             time.sleep(0.5)
             raise RuntimeError("a bug after starting a child")
         time.sleep(60)
-    cli.entry(main, internal=%s)
+    process.entry(main, internal=%s)
 """
 
 
@@ -218,7 +219,7 @@ def test_an_interrupt_inside_exec_of_a_string_still_exits_130(tmp_path):
     """CPython marks a KeyboardInterrupt raised in exec() of a string (dataclasses does that)
     as unhandled and, under `python -m`, kills itself by SIGINT at exit (exit -2)."""
     (tmp_path / "exec_entry.py").write_text(
-        "from perf import cli\ncli.entry(lambda argv: exec('raise KeyboardInterrupt'))\n")
+        "from perf import process\nprocess.entry(lambda argv: exec('raise KeyboardInterrupt'))\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, str(tmp_path)]))
     done = subprocess.run([sys.executable, "-m", "exec_entry"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
@@ -230,7 +231,7 @@ def test_an_interrupt_that_a_library_swallowed_is_still_exit_130():
     then goes on, but it must not end as a pass."""
     p = _python("""
         import os, signal, time
-        from perf import cli
+        from perf import cli, process
         def main(argv):
             try:
                 os.kill(os.getpid(), signal.SIGINT)
@@ -238,7 +239,7 @@ def test_an_interrupt_that_a_library_swallowed_is_still_exit_130():
             except KeyboardInterrupt:
                 pass  # what a C extension's PyErr_Clear does
             return 0
-        cli.entry(main)
+        process.entry(main)
     """)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130 and err.startswith("interrupted:"), (p.returncode, err)
@@ -250,7 +251,7 @@ def test_run_child_stops_the_childs_whole_group_when_interrupted():
     run_child alone, without entry's last sweep."""
     p = _python("""
         import os, signal, subprocess, sys, threading
-        from perf import cli
+        from perf import cli, process
         code = ("import subprocess, sys, time; "
                 "g = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
                 "signal.signal(signal.SIGINT, signal.SIG_IGN); "
@@ -258,7 +259,7 @@ def test_run_child_stops_the_childs_whole_group_when_interrupted():
                 "time.sleep(60)']); print(g.pid, flush=True); time.sleep(60)")
         threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         try:
-            cli.run_child([sys.executable, "-c", code], grace=1)
+            process.run_child([sys.executable, "-c", code], grace=1)
         except KeyboardInterrupt:
             print("interrupted", flush=True)
     """)
@@ -291,14 +292,14 @@ def test_stop_group_says_nothing_when_it_meets_a_python_still_starting_up(starti
     else:  # an `entry` process whose workers are starting up
         code = textwrap.dedent(f"""
             import os, subprocess, sys, time
-            from perf import cli
+            from perf import cli, process
             def main(argv):
                 for _ in range(2):
                     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
                                      env=dict(os.environ, PYTHONPATH={str(slow)!r}))
                 print("started", flush=True)
                 time.sleep(60)
-            cli.entry(main, internal=True)
+            process.entry(main, internal=True)
         """)
         env_child = dict(env, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env_child, stdout=subprocess.PIPE,
@@ -307,9 +308,9 @@ def test_stop_group_says_nothing_when_it_meets_a_python_still_starting_up(starti
         if starting == "its_workers":
             assert proc.stdout.readline() == "started\n"
         time.sleep(1.0)  # well inside the 20 s start-up
-        seen = [proc.pid, *cli.descendants(proc.pid)]
+        seen = [proc.pid, *process.descendants(proc.pid)]
         assert len(seen) == (1 if starting == "the_child" else 3), seen
-        cli.stop_group(proc, grace=10)
+        process.stop_group(proc, grace=10)
         err = proc.stderr.read()
     finally:
         with contextlib.suppress(OSError):
@@ -329,12 +330,12 @@ def test_an_interrupt_during_an_import_is_raised_once_the_import_is_over(tmp_pat
     p = _python(f"""
         import sys, time
         sys.path.insert(0, {str(tmp_path)!r})
-        from perf import cli
+        from perf import cli, process
         def main(argv):
             import slow_module
             print("imported", slow_module.DONE, flush=True)
             time.sleep(10)
-        cli.entry(main)
+        process.entry(main)
     """)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and out == "imported True\n", (p.returncode, out, err)

@@ -143,9 +143,9 @@ def test_nox_launch_cost_refuses_a_cpu_before_pytest_like_the_other_gpu_sessions
     calls = [ast.unparse(c.func) for c in ast.walk(session) if isinstance(c, ast.Call)]
     assert "_require_gpu" in calls and calls.index("_require_gpu") < calls.index("session.run")
     # what _require_gpu runs in the project's interpreter (noxfile.py needs nox to import)
-    assert '"from perf import cli, vendor; cli.entry(lambda argv: "' in source
-    snippet = ("from perf import cli, vendor; "
-               "cli.entry(lambda argv: vendor.require_gpu('nox -s launch-cost') and 0)")
+    assert '"from perf import process, vendor; process.entry(lambda argv: "' in source
+    snippet = ("from perf import process, vendor; "
+               "process.entry(lambda argv: vendor.require_gpu('nox -s launch-cost') and 0)")
     done = subprocess.run([sys.executable, "-c", snippet], cwd=checkout.ROOT, capture_output=True, text=True,
                           env=dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=checkout.ROOT), timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1

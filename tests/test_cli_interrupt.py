@@ -106,13 +106,13 @@ sys.path.insert(0, sys.argv[1])
 if sys.argv[2] == "as_m":
     sys.argv[0] = "-m"
 import perf
-from perf import cli
+from perf import cli, process
 threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
 if sys.argv[4] == "import":
     import slow_module
 else:
     time.sleep(1.5)
-cli.entry(lambda argv: time.sleep(10), [], internal=sys.argv[3] == "internal")
+process.entry(lambda argv: time.sleep(10), [], internal=sys.argv[3] == "internal")
 """
 
 

@@ -201,7 +201,7 @@ def test_a_spent_budget_runs_nothing_more(tmp_path, wheels):
 
 
 def test_bad_input_is_one_line(tmp_path, wheels, capsys):
-    from perf.cli import entry
+    from perf.process import entry
 
     out = str(tmp_path / "o")
     for argv, said in ((["--out", out, "--previous-triton-wheels", str(tmp_path)], "no triton-3.9.0"),
@@ -216,7 +216,7 @@ def test_bad_input_is_one_line(tmp_path, wheels, capsys):
                     reason="the GPU proof needs an NVIDIA GPU and PERF_PROOF_WHEELS, a folder holding the "
                            "previous Triton's wheel (docs/nightly.md, 'The proof on a GPU')")
 def test_the_proof_on_a_gpu(tmp_path):
-    from perf.cli import entry
+    from perf.process import entry
 
     with pytest.raises(SystemExit) as e:
         entry(proof.main, ["--out", str(tmp_path / "proof"), "--previous-triton-wheels",
@@ -394,7 +394,7 @@ def test_an_interrupted_proof_prints_what_it_had(tmp_path, wheels, monkeypatch, 
         return model(argv, env, cwd, timeout, log)
 
     monkeypatch.setattr(proof, "run_python", runner)
-    with pytest.raises(KeyboardInterrupt):  # perf.cli.entry makes it exit 130
+    with pytest.raises(KeyboardInterrupt):  # perf.process.entry makes it exit 130
         proof.main(["--out", str(tmp_path / "out"), "--previous-triton-wheels", str(wheels),
                     "--work", str(tmp_path / "work")])
     out = capsys.readouterr().out

@@ -42,7 +42,7 @@ TESTS = ("tests/test_batch.py", "tests/test_correctness.py", "tests/test_graph_r
 IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "tests/grid_cases.py",
             "tests/triton_compiles.py", "perf/__init__.py", "perf/devices.py", "perf/vendor.py",
             "perf/errors.py", "perf/measure/__init__.py", "perf/measure/check.py", "perf/ci/__init__.py",
-            "perf/ci/grid_plan.py", "perf/files.py", "perf/git.py", "perf/interrupts.py")
+            "perf/ci/grid_plan.py", "perf/files.py", "perf/git.py", "perf/process.py")
 # Files pytest, nox and the job read to decide what runs and with which toolchain: the test
 # data, pytest's configuration wherever it may live, the pins, the image, the job's commands.
 CONFIGURATION = ("tests/data/*", "pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py",

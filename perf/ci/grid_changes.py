@@ -399,6 +399,6 @@ def _children_cpu() -> float:
 
 
 if __name__ == "__main__":  # the planning process: its parent reports an interrupt
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(side_main, internal=True)

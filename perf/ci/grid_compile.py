@@ -179,6 +179,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # the compiling process: its parent reports an interrupt
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(side_main, internal=True)

@@ -57,6 +57,7 @@ from perf.git import check_clean, git, repo_root, resolve_base, resolve_commit, 
 from perf.latency import analysis
 from perf.latency.plot import plot_ratios
 from perf.latency.worker import load_keys, side_order
+from perf.process import child_env
 from perf.report import publish, render_markdown
 from perf.static import changes
 from perf.thresholds import Thresholds, calibration_for, load_thresholds
@@ -301,7 +302,7 @@ def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | 
 
     # the public entry as production calls it: no per-call metadata value checks (the worker
     # validates each batch once itself); a test session's switch must not leak in
-    env = dict(os.environ, PYTHONPATH=pythonpath, PYTHONUNBUFFERED="1", PAGED_ATTENTION_CHECK_VALUES="0")
+    env = child_env(*pythonpath.split(os.pathsep), PYTHONUNBUFFERED="1", PAGED_ATTENTION_CHECK_VALUES="0")
     done = None
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,

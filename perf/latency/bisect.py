@@ -54,6 +54,7 @@ from perf import files, validate, why
 from perf import vendor as vendor_mod
 from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, ConfigError, NothingMeasured
 from perf.git import commit_all, first_parent_range, git, is_ancestor, repo_root, resolve_commit
+from perf.process import child_env
 from perf.verdicts import Finding, Verdict
 
 BISECT_VERSION = 1
@@ -588,7 +589,7 @@ def demo_main(argv: list[str]) -> int:
                           "interpreter cannot run; run the demo on a GPU (the range is built)")
     t0 = time.monotonic()
     code = subprocess.call([sys.executable, "-m", "perf", *argv_bisect], cwd=demo["repo"],
-                           env=dict(os.environ, PYTHONPATH=demo["repo"]))
+                           env=child_env(demo["repo"]))
     try:
         found = files.load_json(os.path.join(out, "bisect.json"), "the bisect's record",
                                 "run the bisect again")
@@ -607,7 +608,7 @@ def demo_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from perf import cli
+    from perf import cli, process
 
     def _bisect_or_demo(argv: list[str]) -> int:
         vendor_mod.interpreter_without_gpu()
@@ -619,4 +620,4 @@ if __name__ == "__main__":
             return demo_main(argv)
         return cli.main(["bisect", *argv])  # the bisect itself
 
-    cli.entry(_bisect_or_demo)
+    process.entry(_bisect_or_demo)

@@ -35,6 +35,7 @@ from perf.checkout import ROOT
 from perf.errors import EXIT_INTERRUPTED, ConfigError, NothingMeasured
 from perf.git import commit_info, repo_root
 from perf.latency import noise
+from perf.process import child_env
 from perf.thresholds import Thresholds, calibration_path, load_thresholds
 
 DEFAULT_PROCESSES = 6  # A/A processes: tau gets 5 degrees of freedom (the gate's test uses them)
@@ -114,7 +115,7 @@ LAUNCH_COST_WARMUP = ["tests/benchmarks", "--benchmark-disable", "-q", "-p", "no
 def run_launch_cost(runs: int, out_dir: str) -> dict[str, list[float]]:
     """Median host cost per variant (seconds) of each of `runs` fresh pytest-benchmark runs,
     after one untimed warm-up process (module docstring)."""
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    env = child_env(ROOT)
     print("launch cost: warm-up process", file=sys.stderr, flush=True)
     subprocess.call([sys.executable, "-m", "pytest", *LAUNCH_COST_WARMUP], cwd=ROOT, env=env)
     medians: dict[str, list[float]] = {}
@@ -200,10 +201,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from perf import cli
+    from perf import cli, process
 
     def _calibrate(argv: list[str]) -> int:
         vendor_mod.interpreter_without_gpu()
         return cli.main(["calibrate", *argv])
 
-    cli.entry(_calibrate)
+    process.entry(_calibrate)

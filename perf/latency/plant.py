@@ -248,6 +248,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(main)

@@ -41,6 +41,7 @@ from perf import vendor as vendor_mod
 from perf.errors import ConfigError, NothingMeasured
 from perf.git import commit_all, git, repo_root
 from perf.latency.plant import plant
+from perf.process import child_env
 from perf.thresholds import CALIBRATION_DIR, DEFAULT_PATH
 
 ZERO_PLANT = "plant0"  # a run's `baseline`: gated against HEAD with a 0 % plant (earlier runs: HEAD)
@@ -106,7 +107,7 @@ def _gate(repo: str, out: str, base: str, seed: int, args: argparse.Namespace,
     """One gate run, as a user runs it; its exit code and wall time."""
     cmd = gate_command(repo, out, base, seed, args, percent)
     t0 = time.monotonic()
-    env = dict(os.environ, PYTHONPATH=repo)
+    env = child_env(repo)
     if getattr(args, "batch_cache", None):
         env["PERF_BATCH_CACHE"] = args.batch_cache
     with open(out + ".log", "w", encoding="utf-8") as log:
@@ -376,11 +377,11 @@ def _main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from perf import cli
+    from perf import cli, process
 
     def _selftest(argv: list[str]) -> int:
         vendor_mod.interpreter_without_gpu()
         return cli.main(["selftest", *argv])
 
-    cli.entry(_selftest)
+    process.entry(_selftest)
 

@@ -410,6 +410,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # a process of the latency gate: its parent reports an interrupt
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(main, internal=True)

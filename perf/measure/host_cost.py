@@ -44,6 +44,7 @@ import numpy as np
 from perf import files
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError, NothingMeasured
+from perf.process import child_env
 
 METRIC = "host"
 DEFAULT_ROUNDS = 200  # as the launch-cost suite's single-scenario test
@@ -258,8 +259,7 @@ def _spawn(args, index: int, scenarios: list[str], what: str) -> None:
     from perf import checkout
 
     # this checkout first; the rest of PYTHONPATH stays, where a peer may be installed
-    path = os.pathsep.join(p for p in (checkout.ROOT, os.environ.get("PYTHONPATH")) if p)
-    rc = subprocess.call(cmd, cwd=checkout.ROOT, env=dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1"))
+    rc = subprocess.call(cmd, cwd=checkout.ROOT, env=child_env(checkout.ROOT, PYTHONUNBUFFERED="1"))
     if rc:
         raise ConfigError(f"perf host-cost: the {what} exited with {rc}; its output above says why "
                           f"(finished scenarios are kept in {args.out})")

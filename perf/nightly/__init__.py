@@ -243,7 +243,7 @@ def _guard_history(conf: dict, name: str, force: bool, data: str | None = None) 
     from perf import results
     from perf.nightly import history, selection, store
 
-    newest = store.newest(data, name) if data and store.RUNNER.fullmatch(name) else None
+    newest = store.newest(data, name) if data and names.RUNNER.fullmatch(name) else None
     if newest is not None:
         folder, old = newest.path, newest.results().environment
     else:

@@ -3,6 +3,6 @@
 from perf.nightly import cli_main
 
 if __name__ == "__main__":
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(cli_main)

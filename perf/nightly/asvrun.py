@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from perf.errors import ConfigError
+from perf.process import child_env
 
 CONFIG = "asv.conf.json"
 REQUIRED = {  # asv.conf.json keys the nightly relies on, and the value it must have (None: any)
@@ -54,10 +55,8 @@ def asv(conf: dict, *args: str, env: dict | None = None) -> int:
     """Run `python -m asv ARGS --config CONF` in the config's folder; output goes to ours."""
     cmd = [sys.executable, "-m", "asv", *args, "--config", os.path.join(conf["_root"], CONFIG)]
     print("+ " + " ".join(cmd), flush=True)
-    full_env = {**os.environ, **(env or {})}
     root = conf["_root"]
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, full_env.get("PYTHONPATH")]))
-    return subprocess.call(cmd, cwd=root, env=full_env)
+    return subprocess.call(cmd, cwd=root, env=child_env(root, **(env or {})))
 
 
 def machine(conf: dict, name: str) -> None:

@@ -738,6 +738,7 @@ def action_main(args: argparse.Namespace, conf: dict) -> int:
 
 
 if __name__ == "__main__":  # `python -m perf.nightly.attribute ARGS`: `python -m perf nightly attribute ARGS`
-    from perf.cli import entry, main
+    from perf.cli import main
+    from perf.process import entry
 
     entry(lambda argv: main(["nightly", "attribute", *argv]))

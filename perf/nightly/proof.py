@@ -116,7 +116,7 @@ Runner = Callable[[list[str], dict, str, float, str], int]
 
 
 def run_python(argv: list[str], env: dict, cwd: str, timeout: float, log: str) -> int:
-    from perf.cli import run_child
+    from perf.process import run_child
 
     with open(log, "ab") as f:
         return run_child([sys.executable, *argv], timeout=timeout, cwd=cwd, env=env, stdout=f,
@@ -630,6 +630,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(main)

@@ -37,6 +37,7 @@ from dataclasses import asdict, replace
 from perf import files, git
 from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
 from perf.nightly.selection import ROOT, Selection
+from perf.process import child_env
 
 GOALS = {2: 1.8, 4: 3.3}  # GPUs -> least speedup over one GPU (the sharding's goal, 2026-11-26)
 MINUTES = 12.0  # default size of the subset on one GPU: the goal's 10 GPU-minutes with a margin
@@ -105,9 +106,8 @@ def load_previous(path: str, key: str) -> list[dict]:
 
 def measure_one(gpus: int, sel: Selection, out: str, cache: str, allow_cpu: bool) -> float:
     """Wall seconds of one run of `sel` over `gpus` workers, in a process of its own."""
-    env = {**os.environ, **sel.to_env(), "TRITON_CACHE_DIR": cache,
-           HEADER_ENV: os.environ.get(HEADER_ENV, "{}")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+    env = child_env(ROOT, **sel.to_env(), TRITON_CACHE_DIR=cache,
+                    **{HEADER_ENV: os.environ.get(HEADER_ENV, "{}")})
     if allow_cpu:
         env["TRITON_INTERPRET"] = "1"
     cmd = [sys.executable, "-m", "perf.nightly.scaling", "--one", str(gpus), "--out", out]
@@ -302,6 +302,6 @@ if __name__ == "__main__":
         from perf.vendor import interpreter_without_gpu
 
         interpreter_without_gpu()
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(main)

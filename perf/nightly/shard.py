@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from perf import devices, files, fingerprint
 from perf.errors import EXIT_FAIL, ConfigError
 from perf.nightly.selection import ROOT, Selection
+from perf.process import child_env
 
 HEADER_ENV = "PERF_NIGHTLY_HEADER"  # the worker's extra header fields (JSON), from the driver
 GPU_KEY = "gpu_shard"  # header of one GPU's file: {index, count, of, device}
@@ -192,9 +193,8 @@ def measure(sel: Selection, out: str, *, gpus: str = "all", part: Part | None = 
         for k, (share, path) in enumerate(zip(shares, paths)):
             info = {"index": k + 1, "count": workers, "of": list(sel.scenarios), "device": pool.device(k),
                     "variable": pool.variable}
-            env = {**os.environ, **replace(sel, scenarios=share, results=path).to_env(), **pool.env(k),
-                   HEADER_ENV: json.dumps({**extra, GPU_KEY: info})}
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+            env = child_env(ROOT, **replace(sel, scenarios=share, results=path).to_env(), **pool.env(k),
+                            **{HEADER_ENV: json.dumps({**extra, GPU_KEY: info})})
             logs.append(open(f"{path}.log", "w", encoding="utf-8"))  # noqa: SIM115 (closed below)
             cmd = [sys.executable, "-m", "perf.nightly.shard", "--out", path, *(["--resume"] * resume)]
             procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=logs[-1], stderr=subprocess.STDOUT))
@@ -529,6 +529,6 @@ def worker_main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # one GPU's worker: its parent reports an interrupt
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(worker_main, internal=True)

@@ -28,21 +28,19 @@ import argparse
 import contextlib
 import glob
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 
 from perf import files, fingerprint, git
 from perf.errors import ConfigError
+from perf.names import DATE, RUNNER
 
 BRANCH = "perf-data"
 REMOTE = "origin"
 RETRIES = 5  # pushes retried after a refusal (git.RETRY_S: about a minute in all; default by reasoning)
 NIGHTS = "nights"
 RESULTS, FINGERPRINT, ALERT = "results.jsonl", "fingerprint.json", "alert.json"
-RUNNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # selection.slug's characters
-DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _FIX = "the data branch is written by `python -m perf nightly save` only; restore the file from its history"
 
 

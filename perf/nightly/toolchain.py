@@ -28,6 +28,7 @@ import time
 from perf import files, toolchain
 from perf.checkout import ROOT
 from perf.errors import ConfigError
+from perf.process import child_env
 from perf.verdicts import load_findings
 
 DEFAULT_OUT = os.path.join("results", "nightly", "toolchain")
@@ -62,8 +63,7 @@ def _gate(cmd: list[str], out: str) -> dict:
         os.remove(stale)
     start = time.monotonic()
     code = subprocess.call([sys.executable, "-m", "perf", *cmd, "--out", out], cwd=ROOT,
-                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                               filter(None, [ROOT, os.environ.get("PYTHONPATH")]))))
+                           env=child_env(ROOT))
     result = {"exit": code, "seconds": round(time.monotonic() - start, 1), "out": out}
     path = os.path.join(out, "findings.json")
     if not os.path.exists(path):  # the latency gate without a GPU, or a gate that stopped early

@@ -305,7 +305,7 @@ def probe_targets(targets: list, cache: DiskCache) -> dict[str, str]:
     (perf/static/probe.py) fails. The probes run in processes of their own, side by side (a
     compiler may abort on a target it does not know); their results are cached by the probe's
     compile key like any job, so a new Triton or ptxas probes again."""
-    from perf.cli import stop_group
+    from perf.process import stop_group
     from perf.static import probe
 
     out, running = {}, {}

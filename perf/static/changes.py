@@ -515,10 +515,9 @@ def run_planner(cmd: list[str], out: str, what: str, schema: str) -> dict:
     harness, without the interpreter (binding needs real `JITFunction`s) and without the value
     checks (the gate's call skips them; an unfilled batch has no values to check); its document."""
     from perf.checkout import ROOT
-    from perf.cli import run_child
+    from perf.process import child_env, run_child
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=ROOT, PAGED_ATTENTION_CHECK_VALUES="0")
+    env = child_env(ROOT, drop=("TRITON_INTERPRET",), PAGED_ATTENTION_CHECK_VALUES="0")
     done = run_child(cmd, cwd=ROOT, env=env)
     if done.returncode == EXIT_BAD_INPUT:
         raise ConfigError(f"{what}: bad input (see the line above)")
@@ -604,6 +603,6 @@ def side_main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # the planning process of the gate: its parent reports an interrupt
-    from perf.cli import entry
+    from perf.process import entry
 
     entry(side_main, internal=True)

@@ -192,8 +192,7 @@ def collapse(findings: list) -> list:
 
 def _side_env(tc: toolchain.Toolchain | None = None) -> dict:
     """A side process's environment: this checkout on PYTHONPATH (behind a toolchain's Triton)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    return (tc or toolchain.installed()).env(env)
+    return (tc or toolchain.installed()).env(drop=("TRITON_INTERPRET",))
 
 
 def side_command(source: str, out: str, args: argparse.Namespace, side: str, jobs: int) -> list[str]:
@@ -215,10 +214,10 @@ def compile_sides(sides: list[tuple[str, str, str, str, toolchain.Toolchain | No
                   args: argparse.Namespace) -> list[dict]:
     """Compile every side (source, out, side, label, toolchain) in its own process, all at the
     same time, each with an equal share of `--jobs`; returns their side documents in order.
-    An interrupt or a failing side stops them all (perf.cli.stop_group)."""
+    An interrupt or a failing side stops them all (perf.process.stop_group)."""
     import subprocess
 
-    from perf.cli import stop_group
+    from perf.process import stop_group
 
     jobs = max(1, args.jobs // len(sides))
     procs = []
@@ -434,6 +433,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # `python -m perf.static.gate`: a side process of the gate (`compile`)
-    from perf import cli
+    from perf import cli, process
 
-    cli.entry(lambda argv: cli.main(["compile", *argv]), internal=True)
+    process.entry(lambda argv: cli.main(["compile", *argv]), internal=True)

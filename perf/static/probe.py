@@ -31,6 +31,8 @@ import sys
 import triton
 import triton.language as tl
 
+from perf.process import child_env
+
 PROBE_TIMEOUT_S = 300  # one tiny kernel compiles in 1-5 s on a 2-core CPU; unmeasured margin
 # The specialization compiled: fp16 tiles of 16 x 16 (tl.dot's minimum on every backend,
 # kernels/paged_attention/heuristics.py MIN_TILE), an fp32 result.
@@ -90,9 +92,8 @@ def start(target) -> subprocess.Popen:
     """The probe's process for `target` (perf.static.plan.Target), started."""
     spec = json.dumps({"backend": target.backend, "arch": target.arch, "warp_size": target.warp_size})
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    # its own process group: an interrupt of the gate stops it (perf.cli.stop_group)
+    env = child_env(root, drop=("TRITON_INTERPRET",))
+    # its own process group: an interrupt of the gate stops it (perf.process.stop_group)
     return subprocess.Popen([sys.executable, "-m", "perf.static.probe", spec], env=env, cwd=root,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -134,8 +135,8 @@ def main(spec: str) -> None:
 
 
 if __name__ == "__main__":  # a probe's process (`start`): its parent reports an interrupt
-    from perf.cli import entry
     from perf.errors import ConfigError
+    from perf.process import entry
 
     def _probe(argv: list[str]) -> None:
         if len(argv) != 1:

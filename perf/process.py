@@ -1,0 +1,348 @@
+"""Process mechanics of every harness process: the error boundary, `entry`, interrupts, and the
+child processes a command starts (started, stopped, and given their environment in one place).
+
+The boundary (`boundary`): a ConfigError is its one line on stderr, exit 2 (ContextLost: exit 1);
+a missing third-party package is one line naming it and the interpreter to use, exit 2; Ctrl-C or
+SIGTERM is one line, exit 130, and the processes the command started are stopped (children run in
+process groups of their own: `run_child`); any other exception is a bug in the harness:
+`internal error: <Type>: <message>`, exit 3. `--debug` or PERF_DEBUG=1 shows the traceback.
+
+Interrupts: one handler, `on_signal`, installed from the package's first import when it runs as
+`python -m perf...` (`catch_from_start`, called by perf/__init__.py) and by `entry` otherwise.
+An interrupt raised while a module imports can land in C++ that called back into Python
+(torch's start-up through pybind11: "terminate called after throwing an instance of
+'pybind11::error_already_set' ... KeyboardInterrupt", exit -6, measured at 1.9 s into
+`perf compile`), or in C code that clears it (torch's numpy import); and one raised before
+`entry` reaches its boundary prints a traceback (a side process of `perf compile`, stopped in
+`import perf.git` on a cold start, 2-core CI machine, 2026-11-27). So while a module imports,
+or before the boundary, the signal is sent again every DEFER_S seconds, DEFER_MAX times at most,
+and raised once neither holds. Every `python -m perf...` module calls `entry`.
+
+Standard library only (with perf.errors): perf/__init__.py imports it before anything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import NoReturn
+
+from perf.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout
+DEBUG_ENV = "PERF_DEBUG"
+
+# --- interrupts ---------------------------------------------------------------------------------
+
+DEFER_S, DEFER_MAX = 0.2, 100  # up to 20 s of imports (torch's cold start took seconds); unmeasured bound
+_interrupted = False  # a signal came: what is raised after it is the interrupt's
+_entered = False  # `entry` reached its boundary
+_deferred = 0
+
+
+def interrupted() -> bool:
+    """Whether a Ctrl-C or SIGTERM came: what is raised after it is the interrupt's."""
+    return _interrupted
+
+
+def enter() -> None:
+    """`entry`'s boundary starts: from here an interrupt outside an import is raised at once."""
+    global _entered
+    _entered = True
+
+
+def _importing(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def on_signal(signum, frame) -> None:
+    global _interrupted, _deferred
+    _interrupted = True
+    if (_importing(frame) or not _entered) and _deferred < DEFER_MAX:
+        _deferred += 1
+        timer = threading.Timer(DEFER_S, os.kill, (os.getpid(), signum))
+        timer.daemon = True
+        timer.start()
+        return
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def catch_from_start() -> None:
+    """SIGINT to `on_signal` now, where the process has Python's default handler (not where
+    SIGINT is ignored: pool workers ignore it, their side stops them)."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        signal.signal(signal.SIGINT, on_signal)
+
+
+def take_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """`argv` without the global --debug flag (anywhere before a `--`), and whether it was there."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    kept = [a for a in argv[:end] if a != "--debug"] + argv[end:]
+    return kept, len(kept) != len(argv)
+
+
+# --- the boundary ---------------------------------------------------------------------------
+
+_quiet_interrupt = False  # a worker or side process (entry's `internal`): its parent reports it
+# The import name of a third-party package -> what to install (the rest are the same).
+PIP_NAMES = {"yaml": "pyyaml", "sklearn": "scikit-learn"}
+OWN_PACKAGES = ("perf", "kernels", "tests")
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _missing_package(e: BaseException) -> str | None:
+    """The one line for a third-party package this interpreter lacks, else None."""
+    if not isinstance(e, ModuleNotFoundError) or not e.name:
+        return None
+    top = e.name.split(".")[0]
+    if top in OWN_PACKAGES:
+        return None
+    return (f"error: this Python ({sys.executable}) lacks the package {PIP_NAMES.get(top, top)} (`import "
+            f"{e.name}` failed); run perf with the project's interpreter: `nox -s cli -- COMMAND ...` "
+            f"(README, Quick start), or install the project into this one: {sys.executable} -m pip install "
+            f"-e '.[test]'")
+
+
+def _caused_by_interrupt(e: BaseException) -> bool:
+    """Whether `e` was raised while handling (or because of) a KeyboardInterrupt, e.g. an
+    import that Ctrl-C cut short and that failed in another way."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _exit_code(code) -> int:
+    """What `sys.exit(code)` means, as an exit code."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    _say(str(code))
+    return 1
+
+
+def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interrupt: bool = False) -> int:
+    """Run `fn` and turn whatever it raises into an exit code and at most one line on stderr
+    (the module docstring says which); never raises."""
+    debug = debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    quiet_interrupt = quiet_interrupt or _quiet_interrupt
+    try:
+        code = _exit_code(fn())
+    except SystemExit as e:
+        code = _exit_code(e.code)
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        if not quiet_interrupt:
+            _say("interrupted: stopped; what finished is kept")
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        if interrupted() or _caused_by_interrupt(e):
+            if not quiet_interrupt:
+                _say(f"interrupted: stopped (while {type(e).__name__} was raised); what finished is kept")
+            return EXIT_INTERRUPTED
+        if isinstance(e, ConfigError):
+            _say(f"error: {_one_line(e)}")
+            return e.exit_code
+        missing = _missing_package(e)
+        if missing:
+            _say(missing)
+            return EXIT_BAD_INPUT
+        _say(f"internal error: {type(e).__name__}: {_one_line(e)[:500]} (rerun with --debug for the "
+             f"traceback)")
+        return EXIT_INTERNAL
+    if interrupted() and code != EXIT_INTERRUPTED:  # code that caught the interrupt and went on
+        if not quiet_interrupt:
+            _say("interrupted: stopped; what finished is kept")
+        return EXIT_INTERRUPTED
+    return code
+
+
+def entry(main_fn: Callable[[list[str]], int | None], argv: list[str] | None = None, *,
+          internal: bool = False) -> NoReturn:
+    """What every `if __name__ == "__main__":` of the harness calls: `main_fn(argv)` inside
+    the boundary, as the process's owner. SIGTERM is an interrupt like Ctrl-C; on an
+    interrupt or a bug, every process this one started is stopped before it exits (stray
+    grandchildren are adopted: Linux's child subreaper). `internal`: a worker or side process
+    of another command, which says nothing on an interrupt (its parent does)."""
+    global _quiet_interrupt
+    _quiet_interrupt = internal
+    argv, debug = take_debug(list(sys.argv[1:] if argv is None else argv))
+    if debug:
+        os.environ[DEBUG_ENV] = "1"  # the processes it starts show theirs too
+    _adopt_orphans()
+    catch_from_start()  # (done already where perf was imported for `python -m`)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, on_signal)
+    enter()
+    code = boundary(lambda: main_fn(argv), debug=debug)
+    if code in (EXIT_INTERRUPTED, EXIT_INTERNAL):
+        for s in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the clean-up short
+            signal.signal(s, signal.SIG_IGN)
+        stop_children()
+        # CPython marks a KeyboardInterrupt raised inside exec() of a string (dataclasses does it
+        # at import) as unhandled and then dies by SIGINT at exit, whatever we return (measured:
+        # exit -2 after this boundary had said "interrupted"); every such exec clears the mark.
+        exec("pass", {})  # noqa: S102
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    sys.exit(code)
+
+
+# --- the processes a command starts -----------------------------------------------------------
+
+def _adopt_orphans() -> None:
+    """Linux: this process adopts its descendants whose parent died (PR_SET_CHILD_SUBREAPER),
+    so that `stop_children` still finds them."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _proc_stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state) of a process from /proc, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[1]), fields[0]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """The live processes whose parent chain leads to `pid` (this process), from /proc."""
+    pid = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    with contextlib.suppress(OSError):
+        for entry_ in os.listdir("/proc"):
+            if entry_.isdigit():
+                stat = _proc_stat(int(entry_))
+                if stat is not None and stat[1] != "Z":
+                    children.setdefault(stat[0], []).append(int(entry_))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _reap() -> None:
+    """Collect the exit status of finished children (adopted ones included)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def stop_children(grace: float = 3.0) -> None:
+    """Stop every descendant of this process: SIGTERM, then SIGKILL after `grace` seconds.
+    multiprocessing's resource tracker ignores SIGTERM (and would warn of leaked semaphores
+    once its pipe closes): it is killed at once."""
+    pids = descendants()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                tracker = b"resource_tracker" in f.read()
+        except OSError:
+            tracker = False
+        _signal(pid, signal.SIGKILL if tracker else signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        _reap()
+        pids = [p for p in pids if (_proc_stat(p) or (0, "Z"))[1] != "Z"]
+        time.sleep(0.05)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+    _reap()
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """Stop a child started in a process group of its own (`start_new_session`) and all it
+    started: SIGTERM to the child alone, up to `grace` seconds for it to stop what it started
+    (`entry` does), then SIGKILL to whatever of the group is left. Not SIGINT, not to the
+    group: a Python process still starting up dies of SIGINT with "Fatal Python error:
+    init_import_site" and a traceback (a spawn worker of a compile side, 2-core CI,
+    2026-11-27), of SIGTERM without a word."""
+    try:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                proc.send_signal(signal.SIGTERM)
+            proc.wait(grace)
+    except BaseException:  # noqa: S110 (a timeout or a second Ctrl-C: kill below)
+        pass
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(5)
+
+
+def run_child(cmd: list[str], *, timeout: float | None = None, grace: float = 10.0,
+              capture_output: bool = False, **popen) -> subprocess.CompletedProcess:
+    """`subprocess.run` for a child that may start processes of its own (a compile side with
+    its worker pool, pip): it runs in a process group of its own, which an interrupt or a
+    timeout here stops as a whole (`stop_group`), so nothing it started outlives it."""
+    if capture_output:
+        popen.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_group(proc, grace=0)
+        raise
+    except BaseException:
+        stop_group(proc, grace)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+# --- a child's environment ----------------------------------------------------------------------
+
+
+def child_env(*first: str | None, base: dict | None = None, drop: tuple[str, ...] = (),
+              **overrides: str) -> dict:
+    """The environment of a child process: `base` (default: this process's) without the
+    variables `drop` (TRITON_INTERPRET for a child that compiles), the folders `first` (default:
+    this checkout) ahead of its PYTHONPATH, and `overrides` on top. The one place a child's
+    PYTHONPATH is made, so every child imports the checkout it was meant to."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in drop}
+    paths = [p for p in (first or (ROOT,)) if p]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, env.get("PYTHONPATH")]))
+    env.update(overrides)
+    return env
