@@ -138,9 +138,12 @@ def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper(
     assert picked(choose("nvidia", _features(1, 8192, 8192, **falcon))) == (256, 3, 2, True, True)
     assert picked(choose("nvidia", _features(8, 1024, 1024, **falcon))) == (256, 2, 2, True, True)
     assert not choose("amd", _features(1, 8192, 8192)).block_vector
-    for shape in ((8, 1024, 1024), (1, 8192, 8192)):  # fp8: [fp8-prefill]
+    for shape in ((8, 1024, 1024), (1, 8192, 8192)):  # fp8 under bf16 queries: [fp8-prefill]
         fp8 = dataclasses.replace(_features(*shape), fp8_kv=True)
         assert picked(choose("nvidia", fp8)) == (128, 3, 0, True, True) and choose("nvidia", fp8).qk_fp16
+        fp16 = dataclasses.replace(fp8, dtype="float16")  # fp16 queries: new spills with it, the old choice
+        assert picked(choose("nvidia", fp16)) == (128, 2, 2, False, False)
+        assert not choose("nvidia", fp16).edge_tile
         wide = dataclasses.replace(_features(*shape, head_size=256), fp8_kv=True)
         assert picked(choose("nvidia", wide)) == (64, 2, 1, False, False)
 

@@ -493,14 +493,14 @@ def _nvidia(f: Features) -> Config:
                        + ": H100 2026-11-24, 1.02-1.13x" if fast else "")
                     + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.04x" if edge else ""))
     # [fp8-prefill] H200 2026-11-28, 1.20-1.32x: tune --suite anchor --scenarios '*/fp8/*'
-    if f.fp8_kv:
+    if f.fp8_kv and f.dtype == "bfloat16":  # fp16 queries: new ptxas spills with it (static gate)
         edge = causal_edge_tile(f, 128, 128)
         return _fit(f, 128, 128, num_warps=8, num_stages=3, programs_per_sm=0 if not f.window else 2,
                     read_ahead=True, block_vector=True, offsets_32=True, edge_tile=edge, qk_fp16=True,
                     source="nvidia/prefill fp8: the bf16 rule's tile and addressing, 3 stages, both "
                     f"products in fp16, causal edge in tiles of {edge}: H200 2026-11-28, 1.20-1.32x")
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
-    if not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
+    if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
         return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,
                     block_vector=True, offsets_32=True, edge_tile=32,
                     source="nvidia/prefill: up to 2k keys per Q-block, 64 rows, 4 warps, tile 64, "
@@ -510,7 +510,7 @@ def _nvidia(f: Features) -> Config:
     # [causal-edge] H100 2026-11-24, 1.02-1.09x: tune --scenarios 'llama3-8b/prefill/batch8-kv1024/*'
     # [one-program-per-item] H100 2026-11-24, 1.12x: tune --scenarios 'llama3-8b/prefill/batch4-kv2048/*'
     deep = long(128)
-    edge = causal_edge_tile(f, 128, 128)
+    edge = causal_edge_tile(f, 128, 128) if fast else 0  # fp16 queries over fp8: as measured before
     return _fit(f, 128, 128, num_warps=8, num_stages=3 if deep else 2,
                 programs_per_sm=0 if fast and not f.window else 2,
                 read_ahead=True, block_vector=fast, offsets_32=fast, edge_tile=edge,
