@@ -241,6 +241,7 @@ def _guard_history(conf: dict, name: str, force: bool, data: str | None = None) 
     with `data`, else asv's results folder's; with `force` it starts the history over on this
     machine (the older nights stay, left out and said so)."""
     from perf import results
+    from perf import names
     from perf.nightly import history, selection, store
 
     newest = store.newest(data, name) if data and names.RUNNER.fullmatch(name) else None
