@@ -240,8 +240,7 @@ def _guard_history(conf: dict, name: str, force: bool, data: str | None = None) 
     vendor's and interpreter's (perf.files.guard_measured): the data branch's newest night of it
     with `data`, else asv's results folder's; with `force` it starts the history over on this
     machine (the older nights stay, left out and said so)."""
-    from perf import results
-    from perf import names
+    from perf import names, results
     from perf.nightly import history, selection, store
 
     newest = store.newest(data, name) if data and names.RUNNER.fullmatch(name) else None
