@@ -1,5 +1,5 @@
 """The correctness grid's keyed cases: what each case of `test_matches_reference` and
-`test_forced_config_matches_reference` (tests/test_correctness.py) builds and calls.
+`test_forced_config_matches_reference` (tests/kernels/test_correctness.py) builds and calls.
 
 The two tests are most of the grid (5,768 of its 6,606 cases on an H100, 2026-11-26). Their
 parameter lists, batch specs, fp8 formats and call keywords live here, free of pytest, so that
@@ -20,7 +20,7 @@ from kernels.batch import BatchSpec
 from kernels.inputs import FNUZ_E4M3, OCP_E4M3
 from kernels.paged_attention.heuristics import Config
 
-MODULE = "tests/test_correctness.py"  # the node ids' file, relative to the repository root
+MODULE = "tests/kernels/test_correctness.py"  # the node ids' file, relative to the repository root
 MATCHES = "test_matches_reference"
 FORCED = "test_forced_config_matches_reference"
 

@@ -1,7 +1,7 @@
 """What Triton's automatic warp specialization does for sm_90, compiled on a CPU (no GPU).
 
 Run as `python -m tests.warp_specialize_probe` without TRITON_INTERPRET (a compile needs
-Triton's real JITFunctions): prints one JSON object that tests/test_warp_specialize.py
+Triton's real JITFunctions): prints one JSON object that tests/kernels/test_warp_specialize.py
 checks, and docs/lab/2026-11-27.md ("Warp specialization on sm_90") cites.
 
 The lab's paged loop (`perf.lab.warp_specialize.paged_loop`: `common.attend_tiles`' online

@@ -214,7 +214,7 @@ def kv_len_class(max_kv_len: int, max_query_len: int, window: int) -> tuple[int,
     """What `choose` and `parallel.choose` read of `Features.max_kv_len`: its multiple of
     KV_GRANULE rounded up, and whether a sliding window hides part of it (the straddling tile
     of `visible_tiles`). Features that differ only in max_kv_len (and avg_kv_len) but share
-    this class get the same configuration (tests/test_heuristics.py walks every length up to
+    this class get the same configuration (tests/kernels/test_heuristics.py walks every length up to
     2100). So a decode loop, whose `max_seqlen_k` hint grows by one each step, can keep its
     choice for 15 steps of 16 (`planning.plan_q_blocks`)."""
     granules = -(-max_kv_len // KV_GRANULE)

@@ -5,7 +5,7 @@ reference, its test modules and what they import and read, pytest's and the tool
 configuration, the image (thresholds.yaml pins it) and the GPU job's own commands. When no
 file changed between the merge base and the head is one of those, the grid would run the very
 same code on the very same inputs, so its step is skipped with the reason "unchanged
-inputs: ...". tests/test_grid_inputs.py keeps `INPUTS` equal to an import trace of the grid
+inputs: ...". tests/ci/test_grid_inputs.py keeps `INPUTS` equal to an import trace of the grid
 (every repository file its modules load, at any depth), so the list cannot drift; what the
 rule cannot see (a driver or image change outside the repository) is the nightly's
 (docs/latency.md, "What it costs"). Stdlib only: pr.yml's `changes` job runs it with the
@@ -34,11 +34,10 @@ from dataclasses import dataclass
 # The grid: the kernels' test modules, those that import nothing of the harness at any depth
 # beyond the few files listed in IMPORTED (the GPU pool conftest pins xdist workers with, the
 # tolerances the latency gate shares). The harness's own tests run on the CPU job.
-TESTS = ("tests/test_batch.py", "tests/test_correctness.py", "tests/test_graph_replay.py",
-         "tests/test_inputs.py", "tests/test_multi_token_decode.py", "tests/test_planning.py",
-         "tests/test_platform.py", "tests/test_reference.py", "tests/test_warp_specialize.py",
-         "tests/test_window_poison.py")
-# Repository files the grid's modules import (tests/test_grid_inputs.py traces them).
+TESTS = tuple(f"tests/kernels/test_{name}.py" for name in (
+    "batch", "correctness", "graph_replay", "inputs", "multi_token_decode", "planning", "platform",
+    "reference", "warp_specialize", "window_poison"))
+# Repository files the grid's modules import (tests/ci/test_grid_inputs.py traces them).
 IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "tests/grid_cases.py",
             "tests/triton_compiles.py", "perf/__init__.py", "perf/devices.py", "perf/vendor.py",
             "perf/errors.py", "perf/measure/__init__.py", "perf/measure/check.py", "perf/ci/__init__.py",

@@ -27,7 +27,7 @@ README only), `plan-heuristic` (one branch of NVIDIA's decision tree: short pref
 warps instead of 4), `plan-kernel` (LOG2E, a constant every attention kernel reads, moved by
 one ulp) and `plan-slow` (the slowdown above, `--percent`). `--compare-fails A B` tells whether
 two gates' findings fail the same cases (the change-aware gate against `--all-cases` on one
-commit). The tests plant the same edits (tests/test_change_plan.py).
+commit). The tests plant the same edits (tests/latency/test_change_plan.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A case is checked outside the timed region but on the very tensors it is timed o
 output buffer is poisoned with NaN (an element the call leaves unwritten cannot pass), the
 timed call (or the captured graph's replay) runs once, and the output is compared with
 `kernels.reference.paged_attention_reference` on the same batch, with the correctness
-grid's tolerances (`TOLERANCES`; tests/test_correctness.py reads them from here). The
+grid's tolerances (`TOLERANCES`; tests/kernels/test_correctness.py reads them from here). The
 measuring stage checks before timing (a wrong case is never timed: it is recorded as an
 error whose reason starts with `WRONG`) and after timing (the output of the last call,
 recorded the same way); the latency gate also compares head's output with base's.
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # dtype of q/out -> (atol, rtol) of |out - expected| <= atol + rtol * |expected| (torch.testing's
-# rule). float16 and bfloat16: the correctness grid's since it was written (tests/test_correctness.py,
+# rule). float16 and bfloat16: the correctness grid's since it was written (tests/kernels/test_correctness.py,
 # met by every variant on H100 and in the interpreter). float32 has no grid entry: float16's, a
 # default chosen by reasoning (Triton's fp32 dot runs as tf32 on NVIDIA: 10 mantissa bits, as fp16).
 TOLERANCES = {"float16": (3e-3, 3e-3), "bfloat16": (1.5e-2, 1e-2), "float32": (3e-3, 3e-3)}

@@ -343,7 +343,7 @@ class TargetPools:
     """Spawned compile workers, one pool per target, so that no process compiles for two targets:
     Triton keeps compiler state per process that one target's compile can leave for the next
     (Triton 3.6.0, 2026-11-27: gfx950 compiled after gfx942 in one process lowered OCP fp8
-    conversions in software, 168 VGPRs against 170 alone; tests/test_compile_gate.py). Each pool
+    conversions in software, 168 VGPRs against 170 alone; tests/static/test_compile_gate.py). Each pool
     starts its workers as jobs come, and a pool whose jobs are all done is closed when another
     target's pool opens (jobs come grouped by target: few idle interpreters); the callers bound
     how many run at once."""

@@ -1,0 +1,295 @@
+"""The correctness grid's skip rule (perf/ci/grid.py): its inputs are exactly what the grid
+loads, and a change skips it iff it touches none of them."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perf.ci import gpu_job, grid
+from perf.ci import jobs as ci_jobs
+from perf.errors import ConfigError
+from perf.git import git
+
+ROOT = Path(__file__).resolve().parents[2]
+SUPPORT = ("tests/conftest.py", "tests/interpreter_support.py")  # pytest loads these for every grid module
+
+
+# --- the inputs are what the grid imports ---------------------------------------------------------
+
+
+def _module_file(name: str) -> str | None:
+    """The repository file of module `name` (a package's __init__.py), or None outside it."""
+    parts = name.split(".")
+    for base in (ROOT, ROOT / "tests"):  # tests/ is on sys.path under pytest (rootdir conftest)
+        path = base.joinpath(*parts)
+        for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+            if candidate.is_file():
+                return candidate.relative_to(ROOT).as_posix()
+    return None
+
+
+def _imports(path: str) -> set[str]:
+    """Repository files `path` imports anywhere in its body (inside functions too: an import at
+    call time is an input as much as one at import time), packages' __init__ included."""
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    package = path.rsplit("/", 1)[0].replace("/", ".")
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([base] if base else [])])
+            names.add(base)
+            names |= {f"{base}.{a.name}" for a in node.names}
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__.py and a/b/__init__.py
+            file = _module_file(".".join(parts[:i]))
+            if file:
+                found.add(file)
+    return found
+
+
+@cache
+def statically_imported() -> frozenset[str]:
+    """Every repository file reachable by import statements from the grid's modules."""
+    seen, todo = set(), [*grid.TESTS, *SUPPORT]
+    while todo:
+        path = todo.pop()
+        if path not in seen:
+            seen.add(path)
+            todo += sorted(_imports(path) - seen)
+    return frozenset(seen)
+
+
+@cache
+def loaded_at_import() -> frozenset[str]:
+    """Repository files in sys.modules after importing conftest and every grid module, as pytest
+    does (a fresh interpreter, the interpreter's Triton: no GPU here)."""
+    modules = [Path(t).stem for t in grid.TESTS]
+    folders = sorted({str(ROOT / Path(t).parent) for t in grid.TESTS})  # pytest puts each on sys.path
+    code = (f"import sys, json; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}, *{folders!r}]\n"
+            f"import conftest\nfor m in {modules!r}: __import__(m)\n"
+            "files = [getattr(m, '__file__', None) or '' for m in list(sys.modules.values())]\n"
+            "print(json.dumps(sorted(files)))")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    files = json.loads(done.stdout.strip().splitlines()[-1])
+    inside = {Path(f).resolve().relative_to(ROOT).as_posix() for f in files
+              if f and os.path.isabs(f) and Path(f).resolve().is_relative_to(ROOT)}
+    return frozenset(inside & repository_files())
+
+
+@cache
+def repository_files() -> frozenset[str]:
+    """The repository's own files, tracked or not yet (git's view): a virtualenv made inside the
+    checkout (CI's `.nox/cpu`) is ignored, so what it loads is the environment's, not the grid's."""
+    listed = git(str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard", check=True)
+    return frozenset(listed.splitlines())
+
+
+def test_every_file_the_grid_loads_is_an_input():
+    loaded = loaded_at_import() | statically_imported()
+    assert set(grid.TESTS) | set(SUPPORT) <= loaded
+    assert sorted(f for f in loaded if not grid.is_input(f)) == []
+
+
+def test_no_listed_input_is_stale():
+    """Each imported-file entry names a file the grid loads (a glob: at least one), so the list
+    says what the grid reads, no more."""
+    loaded = loaded_at_import() | statically_imported()
+    for pattern in grid.IMPORTED:
+        if "*" in pattern:
+            assert any(grid.fnmatch.fnmatchcase(f, pattern) for f in loaded), pattern
+        else:
+            assert pattern in loaded, pattern
+    # outside kernels/, the files loaded are exactly the ones listed by name
+    assert {f for f in loaded if not f.startswith("kernels/")} == \
+        {p for p in grid.IMPORTED if "*" not in p} | set(grid.TESTS)
+
+
+def test_every_test_module_free_of_the_harness_is_in_the_grid():
+    """A new test of the kernels joins the GPU grid: every tests/*/test_*.py that imports nothing
+    of perf/ beyond the listed inputs, at any depth, is one of grid.TESTS, and no other is."""
+    for path in sorted(ROOT.glob("tests/*/test_*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        seen, todo = set(), [rel]
+        while todo:
+            f = todo.pop()
+            if f not in seen:
+                seen.add(f)
+                todo += sorted(_imports(f) - seen)
+        harness = {f for f in seen if f.startswith("perf/") and f not in grid.IMPORTED}
+        assert (rel in grid.TESTS) is (not harness), (rel, sorted(harness))
+
+
+def test_data_and_configuration_exist_where_named():
+    for pattern in grid.CONFIGURATION:
+        if "*" not in pattern and pattern not in ("pytest.ini", "setup.cfg", "tox.ini", "conftest.py",
+                                                  "tests/__init__.py"):  # would be read if they existed
+            assert (ROOT / pattern).is_file(), pattern
+    assert any((ROOT / "tests/data").iterdir())
+
+
+# --- skipped iff no changed path is an input --------------------------------------------------
+
+_DIRS = ("", "kernels/", "kernels/paged_attention/", "perf/", "perf/ci/", "perf/latency/", "tests/",
+         "tests/data/", "docs/", ".github/workflows/", "calibration/", ".ci/")
+_NAMES = ("a.py", "x.md", "conftest.py", "grid.py", "jobs.py", "pr.yml", "nightly.yml", "thresholds.yaml",
+          "noxfile.py", "pyproject.toml", "test_why.py", "test_correctness.py", "devices.py", "README.md")
+
+
+def _oracle(path: str) -> bool:
+    """An input, said without the rule's globs: under kernels/ or tests/data/, or one of the
+    files the trace loads or pytest/nox/the job read."""
+    named = ({f for f in loaded_at_import() | statically_imported() if not f.startswith("kernels/")}
+             | {"pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py", "tests/__init__.py",
+                "noxfile.py", "thresholds.yaml", "perf/ci/grid.py", "perf/ci/jobs.py", "perf/ci/gpu_job.py",
+                ".github/workflows/pr.yml"})
+    return path.startswith(("kernels/", "tests/data/")) or path in named
+
+
+paths = st.one_of(st.builds(lambda d, n: d + n, st.sampled_from(_DIRS), st.sampled_from(_NAMES)),
+                  st.sampled_from(grid.TESTS + SUPPORT),
+                  st.from_regex(r"[a-z_./]{1,30}", fullmatch=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(paths, max_size=8))
+def test_skipped_iff_no_changed_path_is_an_input(changed):
+    d = grid.decide(changed)
+    assert d.run is (not changed or any(_oracle(p) for p in changed))
+    assert set(d.changed) == {p for p in changed if _oracle(p)}
+    if not d.run:
+        assert d.reason.startswith("unchanged inputs: ") and all(p in d.reason for p in grid.INPUTS)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(paths, min_size=1, max_size=6), st.sets(paths, max_size=6))
+def test_more_changes_never_skip_a_grid_that_runs(changed, more):
+    if grid.decide(changed).run:
+        assert grid.decide(changed | more).run
+
+
+def test_harness_and_docs_changes_skip_and_kernel_changes_run():
+    assert not grid.decide(["perf/latency/ab.py", "perf/static/changes.py", "docs/latency.md",
+                            "tests/latency/test_perf_gate.py", ".github/workflows/nightly.yml"]).run
+    for path in ("kernels/paged_attention/heuristics.py", "tests/kernels/test_correctness.py",
+                 "tests/conftest.py",
+                 "perf/devices.py", "thresholds.yaml", "noxfile.py", ".github/workflows/pr.yml"):
+        assert grid.decide(["docs/x.md", path]).run, path
+    assert grid.decide([]).run  # nothing changed proves nothing
+
+
+# --- the same decision from git, here and in the changes job --------------------------------------
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    r = tmp_path / "repo"
+    for rel in ("kernels/k.py", "perf/latency/ab.py", "docs/x.md"):
+        (r / rel).parent.mkdir(parents=True, exist_ok=True)
+        (r / rel).write_text("x = 1\n")
+    _git(r, "init", "-q", "-b", "main")
+    _git(r, "add", "-A")
+    _git(r, "commit", "-qm", "base")
+    return r
+
+
+def _change(repo: Path, rel: str, commit: bool = True) -> None:
+    (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+    (repo / rel).write_text("x = 2\n")
+    if commit:
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", "change")
+
+
+def test_decision_from_git_reads_the_merge_base_and_the_working_tree(repo):
+    base = _git(repo, "rev-parse", "HEAD")
+    _change(repo, "perf/latency/ab.py")
+    _change(repo, "docs/x.md")
+    _, d = grid.decision(str(repo), base)
+    assert not d.run and d.reason.startswith("unchanged inputs: kernels/*, ")
+    _, d = grid.decision(str(repo), None)  # the merge base with main: HEAD itself, nothing changed
+    assert d.run
+    _change(repo, "kernels/k.py", commit=False)  # uncommitted, on a developer's machine
+    assert grid.decision(str(repo), base)[1].changed == ("kernels/k.py",)
+    (repo / "kernels/k.py").write_text("x = 1\n")
+    _change(repo, "tests/data/new.json", commit=False)  # untracked
+    assert grid.decision(str(repo), base)[1].changed == ("tests/data/new.json",)
+    with pytest.raises(ConfigError, match="--base-ref nope"):
+        grid.decision(str(repo), "nope")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("change, correctness", [("perf/latency/ab.py", "false"), ("kernels/k.py", "true")])
+def test_the_changes_job_step_writes_the_decision(repo, tmp_path, change, correctness):
+    import yaml
+
+    base = _git(repo, "rev-parse", "HEAD")
+    _change(repo, change)
+    job = yaml.safe_load((ROOT / ".github/workflows/pr.yml").read_text())["jobs"]["changes"]
+    (step,) = [s for s in job["steps"] if s.get("id") == "grid"]
+    assert step["continue-on-error"] is True  # a failed decision: empty output, the grid runs
+    assert job["outputs"]["correctness_nvidia"] == job["outputs"]["correctness_amd"] == \
+        "${{ steps.grid.outputs.correctness }}"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "python").symlink_to(sys.executable)
+    out, summary = tmp_path / "output", tmp_path / "summary"
+    env = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+           "MERGE_BASE": base, "GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)}
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=repo,
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == f"correctness={correctness}\n"
+    assert ("unchanged inputs: " in done.stdout) is (correctness == "false")
+    assert done.stdout.strip() in summary.read_text()
+
+
+def test_the_local_gpu_job_prints_and_applies_the_same_decision(repo, capsys):
+    base = _git(repo, "rev-parse", "HEAD")
+    _change(repo, "perf/latency/ab.py")
+    assert gpu_job.run_ci("nvidia", base, True, repo) == 0
+    out = capsys.readouterr().out
+    assert "correctness grid against " in out and "skipped; unchanged inputs: " in out
+    assert not any(" -s tests " in line for line in out.splitlines())  # the grid's command is not run
+    assert gpu_job.run_ci("nvidia", base, True, repo, whole_grid=True) == 0
+    assert any(" -s tests " in line for line in capsys.readouterr().out.splitlines())
+    _change(repo, "kernels/k.py")
+    assert gpu_job.run_ci("nvidia", base, True, repo) == 0
+    out = capsys.readouterr().out
+    assert "runs; changed inputs: kernels/k.py" in out
+    assert any(" -s tests " in line for line in out.splitlines())
+
+
+def test_the_gpu_job_runs_the_grid_on_every_gpu():
+    """`-n auto` under loadgroup: conftest's hook gives one worker per CPU, dealt over the GPUs."""
+    (step,) = [c for c in ci_jobs.PR_GPU_COMMANDS if c.id == ci_jobs.GRID_STEP]
+    words = step.words("nvidia")
+    assert words[words.index("-n") + 1] == "auto" and words[words.index("--dist") + 1] == "loadgroup"
+    assert [w for w in words if w.startswith("tests/")] == list(grid.TESTS)

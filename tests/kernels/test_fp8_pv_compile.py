@@ -1,0 +1,140 @@
+"""What `Config.pv_fp16` changes in the fp8-cache prefill, compiled for sm_90 on a CPU (no GPU).
+
+The anchor's fp8 prefill (llama3-8b 1 x 8k, bf16 queries over an OCP e4m3 cache), planned
+as static_grid plans it for sm_90, compiled with the knob off and on (in a subprocess: a
+compile needs Triton's real JITFunctions, not the interpreter's). Each e4m3 pair reaches
+fp16 in one `cvt.rn.f16x2.e4m3x2`; bf16 takes one `cvt.bf16.f16` more per value. With
+the knob the V side skips that step (half of them go) and the P V wgmma runs in f16 while
+Q K^T stays in bf16; ptxas (the wheel's, as the static gate runs it) spills no more than
+without (triton 3.6.0, 2026-11-27: 132 B stored -> 0). Its speed is `perf tune`'s to say
+(stage `pv_fp16`). About 10 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from interpreter_support import needs_interpreter
+
+from perf.static import metrics  # the static gate's reading of ptxas, here as in the probe
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCENARIO = "llama3-8b/prefill/batch1-kv8192/block16/fp8/bf16"
+PROBE = r"""
+import dataclasses, json, re, sys
+import triton
+from triton.compiler import ASTSource
+import kernels
+from kernels.batch import build_batch
+from kernels.paged_attention import heuristics
+from perf import scenarios
+from perf.static import metrics, plan
+from perf.thresholds import load_thresholds
+
+target = next(t for t in plan.load_targets(load_thresholds()) if t.name == "sm_90")
+spec = scenarios.Scenario.parse(sys.argv[1]).spec()
+batch = build_batch(spec, "cpu", fill=False, **plan.fp8_format(target))
+chosen = heuristics.choose("nvidia", heuristics.features_from_spec(spec, target.facts.num_sms))
+facts = {}
+for i, over in enumerate(json.loads(sys.argv[2])):
+    config = dataclasses.replace(chosen, **over)
+    launches = plan.plan_as_if_on(target, kernels.VARIANTS["static_grid"], batch, config=config)
+    launch = next(x for x in launches if x.name.startswith("q_block"))
+    signature, constexprs, attrs, options = plan.bind(launch, target)
+    compiled = triton.compile(ASTSource(launch.kernel, signature, constexprs, attrs),
+                              target=target.gpu_target(), options=options.__dict__)
+    ptx = compiled.asm["ptx"]
+    wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m\d+n\d+k\d+\.f32\.(\w+)\.(\w+)", ptx)
+    facts[str(i)] = {"PV_FP16": launch.constexprs["PV_FP16"], "QK_FP16": launch.constexprs["QK_FP16"],
+                        "e4m3x2_to_f16x2": ptx.count("cvt.rn.f16x2.e4m3x2"),
+                        "f16_to_bf16": len(re.findall(r"cvt(?:\.rn)?\.bf16\.f16\b", ptx)),
+                        "wgmma": sorted({f"{a}.{b}" for a, b in wgmma}),
+                        "ptxas": metrics.run_ptxas(ptx, 90)}
+print(json.dumps(facts))
+"""
+
+
+def compiled_facts(scenario: str, *overrides: dict) -> list[dict]:
+    """For each Config change of the scenario's chosen configuration: the kernel's constexprs,
+    conversion and wgmma counts in its PTX, and ptxas's resource report."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
+    done = subprocess.run([sys.executable, "-c", PROBE, scenario, json.dumps(overrides)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    found = [facts[str(i)] for i in range(len(overrides))]
+    return [{**f, **metrics.parse_ptxas(f.pop("ptxas"))} for f in found]
+
+
+def test_the_knob_multiplies_p_v_in_fp16_and_converts_v_once():
+    off, on = compiled_facts(SCENARIO, {"pv_fp16": False, "qk_fp16": False},
+                             {"pv_fp16": True, "qk_fp16": False})
+    facts = {"off": off, "on": on}
+    assert not off["PV_FP16"] and on["PV_FP16"]
+    assert off["wgmma"] == ["bf16.bf16"] and on["wgmma"] == ["bf16.bf16", "f16.f16"], facts
+    assert on["e4m3x2_to_f16x2"] == off["e4m3x2_to_f16x2"] > 0, facts  # K and V still convert
+    assert 0 < 2 * on["f16_to_bf16"] == off["f16_to_bf16"], facts  # only K goes on to bf16
+    assert on["spill_stores"] <= off["spill_stores"], facts
+
+
+def test_both_products_in_fp16_leave_no_conversion_to_bf16():
+    """`Config.qk_fp16` on the fp8 decode the NVIDIA tree sends it to (64 x 4k, blocks of 32):
+    q goes to fp16 once per work item, so K and V reach the products through one
+    `cvt.rn.f16x2.e4m3x2` per pair and none to bf16 (512 `cvt.bf16.f16` per thread without it:
+    sm_90, triton 3.6.0, 2026-11-28). Both compile to 255 registers; ptxas spilled 24 bytes
+    without it and 28 with it that day, which the static gate judges, not this test."""
+    off, on = compiled_facts("llama3-8b/decode/batch64-kv4096/block32/fp8/bf16", {"qk_fp16": False},
+                             {"qk_fp16": True})
+    assert on["QK_FP16"] and not off["QK_FP16"]
+    assert off["f16_to_bf16"] > 0 and on["f16_to_bf16"] == 0, (off, on)
+    assert on["e4m3x2_to_f16x2"] == off["e4m3x2_to_f16x2"] > 0
+
+
+@needs_interpreter
+def test_queries_reach_fp16_scaled_by_a_power_of_two():
+    """`common.to_fp16_range` in Triton's interpreter: blocks of any magnitude (bf16's whole
+    range) come back exactly once the shift is applied, the largest magnitude in [2^13, 2^14];
+    an all-zero block keeps shift 0; a NaN stays in its element; an infinity leaves the shift 0."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", RANGE_PROBE], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    for scale, shift, largest, exact in rows["finite"]:
+        assert exact and (largest == 0 if scale == 0 else 2 ** 13 <= largest <= 2 ** 14), (scale, shift)
+    assert rows["zero_shift"] == 0 and rows["nan_count"] == 1 and rows["inf_shift"] == 0
+
+
+RANGE_PROBE = r"""
+import json
+import torch, triton, triton.language as tl
+from kernels.paged_attention.common import to_fp16_range
+
+@triton.jit
+def probe(x_ptr, y_ptr, s_ptr, M: tl.constexpr, D: tl.constexpr):
+    r = tl.arange(0, M)[:, None] * D + tl.arange(0, D)[None, :]
+    y, s = to_fp16_range(tl.load(x_ptr + r))
+    tl.store(y_ptr + r, y.to(tl.float32))
+    tl.store(s_ptr, s)
+
+def run(x):
+    y, s = torch.empty_like(x), torch.empty(1)
+    probe[(1,)](x, y, s, 16, 32)
+    return y, s.item()
+
+gen = torch.Generator().manual_seed(0)
+finite = []
+for scale in (1e-30, 1e-6, 1.0, 3e4, 1e5, 1e30, 0.0):
+    x = (torch.randn(16, 32, generator=gen) * scale).to(torch.bfloat16).float()
+    y, shift = run(x)
+    finite.append((scale, shift, float(y.abs().max()), bool(torch.equal(y * 2.0 ** shift, x))))
+x = torch.randn(16, 32, generator=gen); x[3, 4] = float("nan")
+y, _ = run(x)
+inf = torch.randn(16, 32, generator=gen); inf[3, 4] = float("inf")
+print(json.dumps({"finite": finite, "zero_shift": run(torch.zeros(16, 32))[1],
+                  "nan_count": int(torch.isnan(y).sum()), "inf_shift": run(inf)[1]}))
+"""

@@ -1,0 +1,468 @@
+"""The per-vendor decision trees are pure functions of (vendor, features): test them directly."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.batch import BatchSpec, build_batch
+from kernels.paged_attention import heuristics
+from kernels.paged_attention.heuristics import (
+    Config,
+    Features,
+    choose,
+    features_from_call,
+    features_from_spec,
+)
+
+
+def _features(num_seqs, query_len, kv_len, *, queries_per_kv=4, head_size=128, num_sms=132,
+              block_size=16, dtype="bfloat16", window=0) -> Features:
+    return Features(
+        num_seqs=num_seqs, num_tokens=num_seqs * query_len, max_query_len=query_len,
+        max_kv_len=kv_len, avg_kv_len=float(kv_len), decode_share=float(query_len == 1),
+        queries_per_kv=queries_per_kv, num_kv_heads=8, head_size=head_size,
+        block_size=block_size, dtype=dtype, fp8_kv=False, num_sms=num_sms, window=window,
+    )
+
+
+GRID = list(itertools.product(
+    ["nvidia", "amd"],
+    [1, 8, 128],  # sequences
+    [1, 2, 17, 2048],  # query length
+    [1, 1024, 32768],  # KV length
+    [1, 5, 8],  # GQA ratio
+    [64, 96, 128, 256],  # head size
+))
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@pytest.mark.parametrize("vendor,seqs,q_len,kv_len,qpk,head", GRID)
+def test_configs_are_launchable(vendor, seqs, q_len, kv_len, qpk, head):
+    f = _features(seqs, q_len, max(kv_len, q_len), queries_per_kv=qpk, head_size=head)
+    c = choose(vendor, f)
+    assert _is_pow2(c.block_m) and c.block_m >= 16 and c.block_m >= qpk  # whole head groups
+    assert c.block_q(qpk) >= 1
+    assert _is_pow2(c.tile_size) and c.tile_size >= 16
+    assert _is_pow2(c.num_segments) and c.num_segments >= 1
+    assert c.num_warps in (1, 2, 4, 8, 16) and c.num_stages >= 1 and c.programs_per_sm >= 0
+    assert c.source.startswith(vendor)
+    if not heuristics.is_decode_batch(f):
+        assert c.num_segments == 1  # prefill has parallelism from its Q-blocks: never split
+
+
+def test_every_branch_states_its_provenance():
+    for vendor, f in itertools.product(["nvidia", "amd"], [
+            _features(1, 1, 32768), _features(128, 1, 1024), _features(4, 32, 2048),
+            _features(1, 8192, 8192), _features(1, 2048, 2048, head_size=256)]):
+        source = choose(vendor, f).source
+        assert "sweep" in source or "unmeasured" in source, source
+        if vendor == "amd":
+            assert "unmeasured" in source
+
+
+def test_few_long_decodes_are_split_and_many_are_not():
+    few_long = choose("nvidia", _features(1, 1, 32768))
+    many_short = choose("nvidia", _features(128, 1, 1024))
+    assert few_long.num_segments >= 8
+    assert many_short.num_segments == 1
+
+
+def test_segments_fill_the_gpu_but_keep_segments_long():
+    f = _features(1, 1, 32768)
+    tile = 64
+    s = heuristics.num_segments(f, tile)
+    assert s * f.num_seqs * f.num_kv_heads >= f.num_sms  # enough programs for every SM
+    assert f.max_kv_len / tile / s >= 4  # each segment keeps at least 4 tiles
+    short = _features(1, 1, 100)
+    assert heuristics.num_segments(short, tile) == 1  # 2 tiles: nothing to split
+
+
+def test_launch_bound_decodes_spread_their_tiles_over_the_sms():
+    """Fewer programs than half the SMs: segments down to one tile, up to one program per SM."""
+    def segments(seqs, kv, fill_sms=True):
+        return heuristics.num_segments(_features(seqs, 1, kv), 128, fill_sms=fill_sms)
+    assert segments(1, 1024) == 8  # 8 tiles, 8 KV heads
+    assert segments(1, 8192) == 32  # 8 x 32 programs >= 132
+    assert segments(8, 1024) == 4
+    assert segments(1, 100) == 1  # one tile: nothing to split
+    assert (segments(1, 1024, False), segments(1, 8192, False)) == (1, 8)  # the rule without it
+    for seqs, kv in ((32, 1024), (128, 1024), (8, 8192), (1, 32768)):  # enough programs: unchanged
+        assert segments(seqs, kv) == segments(seqs, kv, False)
+    assert choose("nvidia", _features(1, 1, 8192)).num_segments == 32
+    amd = choose("amd", _features(1, 1, 1024))  # AMD: unmeasured there, off
+    assert amd.num_segments == heuristics.num_segments(_features(1, 1, 1024), amd.tile_size) == 2
+
+
+def test_nvidia_prefills_read_block_ids_per_block_and_pipeline_long_ones_deeper():
+    """Block ids per cache block with int32 offsets, one program per item, and a third stage
+    beyond LONG_PREFILL_KEYS keys per Q-block (H100 labs); Q-blocks seeing up to
+    SHORT_PREFILL_KEYS keys take 64 rows, 4 warps, tile 64 and 3 stages (H200 lab); head 256 and
+    the 256-row branch take the addressing and the third stage with their own program counts;
+    fp8 takes the bf16 rule's addressing, 3 stages and both products in fp16 (H200 lab)."""
+    for seqs, q, kv, rows in ((1, 8192, 8192, 128), (1, 16384, 16384, 128), (4, 2048, 8192, 128),
+                              (4, 2048, 2048, 64), (8, 1024, 1024, 64), (1, 512, 512, 64),
+                              (32, 256, 256, 64)):
+        config = choose("nvidia", _features(seqs, q, kv))
+        assert (config.block_m, config.num_stages, config.block_vector, config.offsets_32,
+                config.programs_per_sm, config.read_ahead) == (rows, 3, True, True, 0, True), (seqs, q, kv)
+        assert config.num_warps == (4 if rows == 64 else 8) and config.tile_size == rows
+    at = heuristics.SHORT_PREFILL_KEYS
+    assert choose("nvidia", _features(1, at, at)).block_m == 64
+    assert (choose("nvidia", _features(1, at + 16, at + 16)).block_m,
+            choose("nvidia", _features(1, at + 16, at + 16)).num_stages) == (128, 3)
+    # a window bounds the keys of a Q-block, however long the prompt: 2 stages, and the
+    # persistent grid's 2 programs per SM (H100 lab: both faster under windows of 128 and 1024)
+    for q in (512, 8192):
+        windowed = choose("nvidia", _features(1, q, 8192, window=1024))
+        assert (windowed.num_stages, windowed.programs_per_sm, windowed.block_vector) == (2, 2, True)
+    assert heuristics.prefill_q_block_keys(_features(1, 8192, 8192, window=1024), 128) == 1024 + 32 - 1
+    assert heuristics.prefill_q_block_keys(_features(1, 8192, 8192, window=4096), 128) == 4096 + 32 - 1
+    assert heuristics.prefill_q_block_keys(_features(1, 8192, 8192), 128) == 8192
+    assert choose("nvidia", _features(1, 8192, 8192, window=4096)).num_stages == 3
+    def picked(config):
+        return (config.block_m, config.num_stages, config.programs_per_sm, config.block_vector,
+                config.offsets_32)
+    assert picked(choose("nvidia", _features(1, 8192, 8192, head_size=256))) == (64, 3, 1, True, True)
+    assert picked(choose("nvidia", _features(4, 2048, 2048, head_size=256))) == (64, 2, 0, True, True)
+    falcon = dict(queries_per_kv=71, head_size=64)
+    assert picked(choose("nvidia", _features(1, 8192, 8192, **falcon))) == (256, 3, 2, True, True)
+    assert picked(choose("nvidia", _features(8, 1024, 1024, **falcon))) == (256, 2, 2, True, True)
+    assert not choose("amd", _features(1, 8192, 8192)).block_vector
+    for shape in ((8, 1024, 1024), (1, 8192, 8192)):  # fp8 under bf16 queries: [fp8-prefill]
+        fp8 = dataclasses.replace(_features(*shape), fp8_kv=True)
+        assert picked(choose("nvidia", fp8)) == (128, 3, 0, True, True) and choose("nvidia", fp8).qk_fp16
+        fp16 = dataclasses.replace(fp8, dtype="float16")  # fp16 queries: new spills with it, the old choice
+        assert picked(choose("nvidia", fp16)) == (128, 2, 2, False, False)
+        assert not choose("nvidia", fp16).edge_tile
+        wide = dataclasses.replace(_features(*shape, head_size=256), fp8_kv=True)
+        assert picked(choose("nvidia", wide)) == (64, 2, 1, False, False)
+
+
+def test_sequence_items_only_for_nvidia_decodes():
+    """Sequence work items where they paid (NVIDIA decode batches of several sequences and
+    query heads per KV head); AMD's static gate found new SGPR spills with them."""
+    assert choose("nvidia", _features(8, 1, 1024)).seq_items
+    assert not choose("nvidia", _features(1, 1, 1024)).seq_items
+    assert not choose("nvidia", _features(16, 1, 1024, queries_per_kv=1)).seq_items
+    assert not choose("nvidia", _features(16, 32, 1024)).seq_items
+    assert not choose("nvidia", _features(4, 2048, 2048)).seq_items
+    assert not choose("amd", _features(8, 1, 1024)).seq_items
+
+
+def test_decode_layout_where_decode_items_stay_q_blocks():
+    """NVIDIA decode batches whose items are Q-blocks (one query head per KV head) guess the
+    decode layout; one sequence has a search of one step (it lost there), sequence items need
+    none, prefills never match the layout, and AMD is unmeasured."""
+    assert choose("nvidia", _features(16, 1, 1024, queries_per_kv=1)).decode_layout
+    assert choose("nvidia", _features(64, 1, 512, queries_per_kv=1)).decode_layout
+    assert not choose("nvidia", _features(1, 1, 1024, queries_per_kv=1)).decode_layout
+    assert not choose("nvidia", _features(1, 1, 512, queries_per_kv=5)).decode_layout
+    assert not choose("nvidia", _features(8, 1, 1024)).decode_layout  # sequence items
+    assert not choose("nvidia", _features(16, 32, 1024)).decode_layout
+    assert not choose("nvidia", _features(4, 2048, 2048)).decode_layout
+    assert not choose("amd", _features(16, 1, 1024, queries_per_kv=1)).decode_layout
+
+
+def test_narrow_window_decodes_take_small_tiles_and_a_program_per_item():
+    """H100 lab: gpt-oss-20b 64x4k under a 128 window 14.8 -> 10.7 us; a 1024 window kept tile 128."""
+    narrow = choose("nvidia", _features(16, 1, 8192, queries_per_kv=8, window=128))
+    assert (narrow.tile_size, narrow.programs_per_sm) == (64, 0)
+    crowded = choose("nvidia", _features(64, 1, 4096, queries_per_kv=8, window=256))  # 512 items
+    assert (crowded.tile_size, crowded.programs_per_sm) == (32, 0)  # H100: 40.13 -> 33.41 us
+    assert choose("nvidia", _features(64, 1, 4096, head_size=256, window=128)).tile_size == 64
+    wide_window = choose("nvidia", _features(16, 1, 4096, window=1024))
+    assert (wide_window.tile_size, wide_window.programs_per_sm) == (128, 2)
+    assert choose("nvidia", _features(64, 1, 4096, queries_per_kv=8)).tile_size == 128
+
+
+def test_short_contexts_take_tiles_of_their_length():
+    """H100 labs: a 128 x 64-key decode 33.4 -> 16.2 us with tile 16, 2 warps, 4 programs per SM
+    (128 and 256 keys kept tile 128 for 8 sequences); short prefills take the keys' power of
+    two (8 x 16: 10.44 -> 5.25 us)."""
+    short = choose("nvidia", _features(128, 1, 64))
+    assert (short.tile_size, short.num_warps, short.programs_per_sm) == (16, 2, 4)
+    for kv_len in (128, 256):
+        assert (choose("nvidia", _features(8, 1, kv_len)).tile_size,
+                choose("nvidia", _features(8, 1, kv_len)).programs_per_sm) == (128, 2)
+    assert choose("nvidia", _features(8, 16, 16)).tile_size == 16
+    assert choose("nvidia", _features(16, 32, 32)).tile_size == 32
+    assert choose("nvidia", _features(16, 32, 4096)).tile_size == 128
+    assert choose("amd", _features(128, 1, 64)).tile_size == choose("amd", _features(128, 1, 4096)).tile_size
+
+
+def test_few_short_decodes_split_into_segments_of_two_tiles():
+    """H100 lab: 1-4 sequences (<= a quarter of the SMs in items) of 129-1024 keys split into
+    up to 16 segments with a tile of half a segment (1x512 12.09 -> 8.00 us); one tile of 128
+    or 64 items stay whole (8x256 lost 7 % split)."""
+    def tile_segments(seqs, kv, **kw):
+        c = choose("nvidia", _features(seqs, 1, kv, **kw))
+        return c.tile_size, c.num_segments
+    assert tile_segments(1, 256) == (16, 16)
+    assert tile_segments(1, 512) == (16, 16)
+    assert tile_segments(1, 1024) == (32, 16)
+    assert tile_segments(2, 1024) == (32, 16)
+    assert tile_segments(4, 512) == (32, 8)
+    assert tile_segments(4, 1024) == (64, 8)
+    assert tile_segments(1, 128) == (128, 1)  # one tile of 128: whole
+    assert tile_segments(8, 256) == (128, 1)  # 64 items: whole
+    assert tile_segments(1, 1025) == (128, 8)  # longer: the fill_sms rule of num_segments
+    assert tile_segments(1, 8192) == (128, 32)
+    for kv in range(129, 1025):  # every answer a launchable split of the visible tiles
+        tile, segments = tile_segments(1, kv)
+        assert 16 <= tile <= 128 and segments <= -(-kv // 16) and tile * segments <= 2 * 16 * -(-kv // 16)
+    # head 256 (gemma2-9b's 8 KV heads), H100 lab: the split chose the best of five
+    # configurations in all five shapes measured (1x256 12.78 -> 7.90 us)
+    assert tile_segments(1, 256, head_size=256) == (16, 16)
+    assert tile_segments(1, 512, head_size=256) == (16, 16)
+    assert tile_segments(1, 1024, head_size=256) == (32, 16)
+    assert tile_segments(2, 512, head_size=256) == (16, 16)
+    assert tile_segments(4, 1024, head_size=256) == (64, 8)
+    assert "unmeasured" not in choose("nvidia", _features(1, 1, 512, head_size=256)).source
+    assert heuristics.short_split(_features(1, 1, 512, num_sms=304)) is not None  # MI300's count:
+    amd = choose("amd", _features(1, 1, 512))  # but AMD (unmeasured) keeps its tree
+    assert amd.tile_size == choose("amd", _features(1, 1, 4096)).tile_size
+
+
+def test_many_short_decodes_take_tile_64_two_warps_four_programs_per_sm():
+    """H100 lab: 64-128 sequences of 128-2048 keys (>= 3 work items per SM), 1.02-1.33x with
+    tile 64, 2 warps, 4 programs per SM, one segment each (2 segments lost 1.5-4 % at 2048
+    keys under 4 items per SM); 32 x 256 (256 items) and longer sequences keep the decode
+    default."""
+    def knobs(seqs, kv, **kw):
+        c = choose("nvidia", _features(seqs, 1, kv, **kw))
+        return c.tile_size, c.num_warps, c.programs_per_sm, c.num_segments
+    assert knobs(64, 128) == (64, 2, 4, 1)
+    assert knobs(128, 1024) == (64, 2, 4, 1)
+    assert knobs(64, 1024) == (64, 2, 4, 1)
+    assert knobs(64, 2048) == (64, 2, 4, 1)  # 512 items: tile 128's rule would split in two
+    assert knobs(64, 2048, queries_per_kv=1) == (64, 2, 4, 1)  # one query head per KV head
+    assert heuristics.num_segments(_features(64, 1, 2048), 128, fill_sms=True) == 2
+    assert knobs(32, 256)[:3] == knobs(64, 4096)[:3] == knobs(128, 8192)[:3] == (128, 4, 2)
+    assert knobs(64, 1024, head_size=256)[1:3] == (4, 2)  # head 256: unmeasured, unchanged
+    assert knobs(128, 64)[:3] == (16, 2, 4)  # short contexts keep their own branch
+
+
+def test_prefill_of_many_query_heads_per_kv_head_takes_256_rows():
+    """H100 lab: falcon-7b (71 query heads on one KV head, head 64) fills 71 of 128 rows, one
+    token per Q-block; 256 rows (three tokens) and tile 64 ran its prefills and mixed batches
+    1.7-2.1x faster. Head groups that fill 128 rows, and larger heads, keep the default."""
+    falcon = choose("nvidia", _features(16, 512, 4096, queries_per_kv=71, head_size=64))
+    assert (falcon.block_m, falcon.tile_size, falcon.num_warps) == (256, 64, 8)
+    assert falcon.block_q(71) == 3 and heuristics.prefill_row_use(71, 128) < heuristics.MIN_PREFILL_ROW_USE
+    for qpk in (1, 2, 4, 5, 8, 16, 32):
+        assert heuristics.prefill_row_use(qpk, 128) >= heuristics.MIN_PREFILL_ROW_USE
+        assert choose("nvidia", _features(16, 512, 4096, queries_per_kv=qpk, head_size=64)).block_m == 128
+    assert choose("nvidia", _features(16, 512, 4096, queries_per_kv=71, head_size=128)).block_m == 128
+    assert choose("nvidia", _features(16, 1, 4096, queries_per_kv=71, head_size=64)).block_m == 128  # decode
+    assert choose("amd", _features(16, 512, 4096, queries_per_kv=71, head_size=64)).block_m != 256
+
+
+def test_causal_edge_tiles_of_the_nvidia_prefill():
+    """H100 labs: the NVIDIA prefill (128 rows with tiles of 128, 256 rows with tiles of 64)
+    cuts its causal edge into half tiles up to EDGE_HALF_MAX_KEYS keys per Q-block and into
+    quarter tiles beyond (1.02-1.09x); under a window (the edge then spans the window's
+    tiles), for head 256, in decodes and on AMD the edge keeps whole tiles."""
+    limit, short = heuristics.EDGE_HALF_MAX_KEYS, heuristics.SHORT_PREFILL_KEYS
+    assert heuristics.causal_edge_tile(_features(1, limit, limit), 128, 128) == 64
+    assert heuristics.causal_edge_tile(_features(1, limit + 16, limit + 16), 128, 128) == 32
+    for kv, rows, edge in ((512, 64, 32), (short, 64, 32), (short + 16, 128, 32), (8192, 128, 32)):
+        config = choose("nvidia", _features(1, kv, kv))  # up to SHORT_PREFILL_KEYS: [short-prefill-rows]
+        assert (config.block_m, config.tile_size, config.edge_tile) == (rows, rows, edge), kv
+    assert choose("nvidia", _features(4, 512, 4096)).edge_tile == 32  # chunks after a context
+    for kv, edge in ((512, 32), (4096, 16)):  # falcon-7b: 71 query heads on one KV head, head 64
+        config = choose("nvidia", _features(16, 512, kv, queries_per_kv=71, head_size=64))
+        assert (config.block_m, config.tile_size, config.edge_tile) == (256, 64, edge), kv
+    fp8 = dataclasses.replace(_features(1, 8192, 8192), fp8_kv=True)
+    assert choose("nvidia", fp8).edge_tile == 32  # [fp8-prefill]
+    for features in (_features(1, 8192, 8192, window=1024), _features(8, 1, 1024),
+                     _features(16, 512, 4096, queries_per_kv=71, head_size=64, window=1024),
+                     _features(4, 2048, 2048, head_size=256)):
+        assert choose("nvidia", features).edge_tile == 0
+    for features in (_features(8, 1024, 1024), _features(1, 8192, 8192), _features(16, 32, 1024)):
+        assert choose("amd", features).edge_tile == 0
+
+
+def test_int32_offsets_in_the_nvidia_decodes_where_measured():
+    """H100 lab (paired, 3 processes): int32 cache offsets made 11 of 15 decodes 0.6-8.8 %
+    faster and none of the longer ones slower; off for short contexts (128 x 64 keys lost
+    2.2 %), sliding windows (unmeasured), heads padded to a power of two (new spills on
+    sm_100), and on AMD; fp8 caches on since the H200 lab (1.08x, with both products in fp16)."""
+    fp8 = dataclasses.replace(_features(8, 1, 1024), fp8_kv=True)
+    for features in (_features(1, 1, 512), _features(8, 1, 1024), _features(32, 1, 8192),
+                     _features(128, 1, 1024), _features(16, 1, 1024, queries_per_kv=1),
+                     _features(1, 1, 512, head_size=256), fp8):
+        assert choose("nvidia", features).offsets_32, features
+    for features in (_features(128, 1, 64), _features(64, 1, 4096, window=128),
+                     _features(16, 1, 4096, window=1024),
+                     _features(16, 1, 1024, queries_per_kv=1, head_size=80)):
+        assert not choose("nvidia", features).offsets_32, features
+    assert not choose("amd", _features(8, 1, 1024)).offsets_32
+
+
+@pytest.mark.parametrize("edge", [8, 48, 256])
+def test_an_edge_tile_that_does_not_divide_the_tile_is_refused(edge):
+    with pytest.raises(ValueError, match="edge_tile"):
+        Config(128, 128, 1, num_warps=8, num_stages=2, edge_tile=edge)
+
+
+def test_fused_reduce_is_off_where_it_lost():
+    """H100 lab: merging in the attention kernel saved 25-50 us of host time per call but cost
+    device time (llama3-8b 1 x 1k 10.0 -> 13.6 us graph, falcon-7b 14.9 -> 72.2): off."""
+    for features in (_features(1, 1, 1024), _features(8, 1, 1024), _features(1, 1, 32768)):
+        config = choose("nvidia", features)
+        assert config.num_segments > 1 and not config.fused_reduce
+
+
+def test_block_table_read_ahead_only_where_measured():
+    """On in the NVIDIA prefill branch (H100 lab: 1.2-1.3x); off for decodes (no gain, new
+    spills) and wherever unmeasured (AMD, head 256, short prefill chunks)."""
+    assert choose("nvidia", _features(4, 2048, 2048)).read_ahead
+    assert not choose("nvidia", _features(8, 1, 1024)).read_ahead
+    assert not choose("nvidia", _features(16, 32, 1024)).read_ahead
+    assert not choose("nvidia", _features(1, 8192, 8192, head_size=256)).read_ahead
+    assert not choose("amd", _features(4, 2048, 2048)).read_ahead
+
+
+def test_windowed_decode_is_sized_by_its_visible_keys():
+    """A window of 128 keys at 4k context: segments for ~2 tiles, not for 32."""
+    full = _features(8, 1, 4096)
+    windowed = _features(8, 1, 4096, window=128)
+    assert windowed.visible_kv_len == 128 and full.visible_kv_len == 4096
+    assert heuristics.visible_tiles(windowed, 128) == 2  # a window straddles at most 2 tiles
+    assert heuristics.visible_tiles(full, 128) == 32
+    assert heuristics.num_segments(windowed, 128) == 1
+    assert heuristics.num_segments(full, 128) > 1
+    wide = _features(8, 1, 4096, window=8192)  # a window wider than the context changes nothing
+    assert wide.visible_kv_len == 4096
+    assert heuristics.num_segments(wide, 128) == heuristics.num_segments(full, 128)
+    chunk = _features(4, 17, 4096, window=128)
+    assert chunk.visible_kv_len == 128 + 16  # the Q-block's queries see 16 more keys
+
+
+def test_window_reaches_the_features_from_calls_and_specs():
+    spec = BatchSpec((1, 1), (700, 300), num_q_heads=8, num_kv_heads=2, head_size=64, sliding_window=37)
+    b = build_batch(spec)
+    assert features_from_spec(spec, num_sms=132).window == 37
+    assert features_from_call(b.q, b.k_cache, b.block_table, sliding_window=37).window == 37
+    assert features_from_call(b.q, b.k_cache, b.block_table).window == 0
+
+
+def test_decode_uses_the_smallest_q_block_and_prefill_a_large_one():
+    for vendor in ("nvidia", "amd"):
+        decode = choose(vendor, _features(8, 1, 8192, queries_per_kv=4))
+        prefill = choose(vendor, _features(1, 8192, 8192, queries_per_kv=4))
+        assert decode.block_m == 16
+        assert prefill.block_m >= 64
+
+
+def test_amd_knobs_only_on_amd():
+    f = _features(1, 2048, 2048)
+    assert choose("nvidia", f).vendor_options("nvidia") == {}
+    amd = choose("amd", f)
+    assert amd.vendor_options("nvidia") == {}
+    assert set(amd.vendor_options("amd")) <= {"waves_per_eu", "matrix_instr_nonkdim"}
+
+
+def test_unknown_vendor_is_refused():
+    with pytest.raises(ValueError, match="^vendor:"):
+        choose("cpu", _features(1, 1, 16))
+
+
+def test_features_from_shapes_are_bounds_and_hints_make_them_exact():
+    spec = BatchSpec((1, 5, 17, 1), (300, 18, 40, 1), num_q_heads=8, num_kv_heads=2, head_size=64)
+    b = build_batch(spec)
+    exact = features_from_spec(spec, num_sms=132)
+    bound = features_from_call(b.q, b.k_cache, b.block_table, num_sms=132)
+    assert bound.max_query_len >= exact.max_query_len == 17
+    assert bound.max_kv_len >= exact.max_kv_len == 300
+    assert bound.decode_share <= exact.decode_share == 0.5
+    hinted = features_from_call(b.q, b.k_cache, b.block_table, max_seqlen_q=17, max_seqlen_k=300,
+                                num_sms=132)
+    assert (hinted.max_query_len, hinted.max_kv_len) == (17, 300)
+    assert hinted.queries_per_kv == 4 and hinted.head_size == 64 and hinted.dtype == "float16"
+
+
+@pytest.mark.parametrize("chooser", ["nvidia", "amd", "parallel"])
+def test_choices_read_the_kv_length_only_through_its_class(chooser):
+    """Planning keeps a choice per `kv_len_class`, not per KV length (a decode loop's
+    max_seqlen_k hint grows by one each step): every length of one class must choose alike.
+    Windows of 100 and 890 keys end inside a granule (890: its straddling tile decides a
+    1-sequence decode's segments)."""
+    from kernels.paged_attention import parallel
+
+    def pick(f):
+        return parallel.choose("nvidia", f) if chooser == "parallel" else choose(chooser, f)
+    for seqs, q_len, qpk, head, window in itertools.product(
+            [1, 128], [1, 17, 200], [1, 8], [128, 256], [0, 100, 890]):
+        chosen = {}
+        for kv_len in range(q_len, 2100):
+            f = _features(seqs, q_len, kv_len, queries_per_kv=qpk, head_size=head, window=window)
+            c = pick(f)
+            assert chosen.setdefault(heuristics.kv_len_class(kv_len, q_len, window), c) == c, f
+
+
+def test_decode_only_batch_is_recognised_from_shapes():
+    b = build_batch(BatchSpec((1, 1, 1), (40, 9, 300), num_q_heads=8, num_kv_heads=2, head_size=64))
+    f = features_from_call(b.q, b.k_cache, b.block_table)
+    assert f.decode_only and f.decode_share == 1.0 and heuristics.is_decode_batch(f)
+
+
+def test_features_never_read_device_values(monkeypatch):
+    b = build_batch(BatchSpec((2, 3), (10, 20), num_q_heads=4, num_kv_heads=2, head_size=64))
+
+    def forbidden(*_a, **_k):
+        raise AssertionError("features read tensor values (a host sync on a GPU)")
+    monkeypatch.setattr(torch.Tensor, "tolist", forbidden)
+    monkeypatch.setattr(torch.Tensor, "item", forbidden)
+    features_from_call(b.q, b.k_cache, b.block_table)
+
+
+@pytest.mark.parametrize("variant", ["flex_tile", "static_grid"])
+def test_planning_for_another_vendor_uses_its_tree(variant):
+    """The `vendor` hint plans with that vendor's tree and knobs (the static gate's path)."""
+    from kernels import VARIANTS
+    b = build_batch(BatchSpec((1, 1), (3000, 40), num_q_heads=8, num_kv_heads=2, head_size=64))
+    plans = {}
+    for vendor in ("nvidia", "amd"):
+        _, launches = VARIANTS[variant].plan(*b.args(), vendor=vendor, **b.options)
+        f = features_from_call(b.q, b.k_cache, b.block_table, vendor=vendor)
+        plans[vendor] = (launches[0], choose(vendor, f))
+    for vendor, (launch, config) in plans.items():
+        assert launch.constexprs["TILE_SIZE"] == config.tile_size
+        assert launch.num_warps == config.num_warps and launch.num_stages == config.num_stages
+        assert launch.vendor_options == config.vendor_options(vendor)
+    assert plans["amd"][0].vendor_options and not plans["nvidia"][0].vendor_options
+
+
+_RULE = re.compile(r"#.*\[([a-z0-9-]+)\] (H100|H200) (2026-\d\d-\d\d)")
+_RERUN = re.compile(r"tune (?:--suite ([\w-]+) )?--scenarios '([^']+)'")
+
+
+def test_every_nvidia_rule_has_one_line_of_provenance_that_resolves():
+    """Each rule's line in `_nvidia` names its lab ([id], in docs/kernels.md), the GPU, the date
+    and a re-run whose glob selects a scenario of its suite: a line that rots fails here."""
+    from perf import scenarios
+
+    source = inspect.getsource(heuristics._nvidia)
+    docs = (Path(__file__).parents[2] / "docs" / "kernels.md").read_text()
+    lines = [line for line in source.splitlines() if _RULE.search(line)]
+    assert len(lines) >= 15, "the NVIDIA tree lost its provenance lines"
+    for line in lines:
+        lab = _RULE.search(line).group(1)
+        assert f"[{lab}]" in docs, f"docs/kernels.md has no lab notes for [{lab}]"
+        rerun = _RERUN.search(line)
+        assert rerun, f"no re-run in: {line.strip()}"
+        suite, glob = rerun.group(1) or "heuristics", rerun.group(2)
+        assert any(scenarios.glob_matches(s.name, glob) for s in scenarios.suite(suite)), (suite, glob)
+    comments = [line for line in source.splitlines() if line.strip().startswith("#")]
+    assert len(comments) <= len(lines) + 8, "lab notes belong in docs/kernels.md, not in the tree"
