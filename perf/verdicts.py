@@ -37,7 +37,7 @@ class Verdict(str, Enum):
     IMPROVED = "improved"
     WARN = "warn"
     FAIL = "fail"
-    # Not timed: the case's launches are identical on base and head (perf/static/changes.py),
+    # Not timed: the case's launches are identical on base and head (perf/change/keys.py),
     # so its device time cannot differ. Evidence, not a measurement: see `exit_code`.
     UNCHANGED = "unchanged"
     WRONG = "wrong"  # an output was wrong (the wrong-output rule): fails, whatever the ratio

@@ -20,10 +20,10 @@ bisect's answer gets a short section saying what changed between the two sides o
 Collecting needs Triton's real kernels (binding, compiling, and on a GPU running them), so it
 runs in a process of its own without the interpreter, both checkouts' kernels loaded side by side
 (perf/checkout.py), planned on the head's batch as the change plan plans them
-(perf/static/changes.py): `python -m perf.why` (internal) writes why.json; `collect_cases` runs
-it. `render` turns one case into Markdown: the one renderer of the gate's report and PR comment,
-the nightly's issue and bisect's answer (`section` for several). `python -m perf why` is the
-command.
+(perf/change/keys.py): `python -m perf.why` (internal, started as the planning process is:
+perf/change/side.py) writes why.json; `collect_cases` runs it. `render` turns one case into
+Markdown: the one renderer of the gate's report and PR comment, the nightly's issue and bisect's
+answer (`section` for several). `python -m perf why` is the command.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import sys
 from collections.abc import Callable
 
 from perf import files
-from perf.errors import EXIT_BAD_INPUT, ConfigError
-from perf.process import child_env
+from perf.change import side as side_process
+from perf.errors import ConfigError
 
 SCHEMA = "perf-why/1"
 WHY_FILE = "why.json"
@@ -96,8 +96,9 @@ def explain_side(kernels, name: str, batch, target, num_sms: int, cache) -> dict
 
     import torch
 
+    from perf.change import keys as launch_keys
     from perf.measure.cases import host_hints
-    from perf.static import build, changes, plan
+    from perf.static import build, plan
 
     variant = getattr(kernels, "VARIANTS", {}).get(name)
     if variant is None:
@@ -108,12 +109,10 @@ def explain_side(kernels, name: str, batch, target, num_sms: int, cache) -> dict
         out = torch.empty_like(batch.q)
         with recording_choices(chosen):
             launches = plan.plan_as_if_on(target, variant, batch, num_sms=num_sms, out=out, **hints)
-        named = dict(zip(changes.INPUTS, batch.args()))
-        named.update({k: v for k, v in batch.options.items() if isinstance(v, torch.Tensor)}, out=out)
-        roles = changes.Roles(named)
+        roles = launch_keys.Roles(launch_keys.call_tensors(batch, out))
         keys, jobs = [], []
         for launch in launches:
-            keys.append(changes.launch_key(launch, target, roles))
+            keys.append(launch_keys.launch_key(launch, target, roles))
             jobs.append(plan.job_of(launch, target))
     except NotImplementedError as e:
         return {"status": "skip", "reason": str(e)}
@@ -343,24 +342,14 @@ def _device_times(sides: dict, variant: str, scenario) -> dict:
 
 def side_main(argv: list[str] | None = None) -> int:
     """`python -m perf.why`: the explaining process (internal; its parent is `collect_cases`)."""
-    p = argparse.ArgumentParser(prog="python -m perf.why", description="internal: explain cases")
-    p.add_argument("--base", required=True)
-    p.add_argument("--head", required=True)
-    p.add_argument("--target", required=True)
-    p.add_argument("--num-sms", type=int, required=True)
-    p.add_argument("--thresholds", required=True)
+    p = side_process.parser("python -m perf.why", "internal: explain cases", sides_required=True)
     p.add_argument("--cases", required=True, help="JSON list of [variant, scenario]")
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--device-time", default="[]", help="JSON list of [variant, scenario] to profile")
     p.add_argument("--device-source", default="", help="where the profile ran, in words")
-    p.add_argument("--out", required=True)
     args = p.parse_args(argv)
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        raise ConfigError("TRITON_INTERPRET=1 is set: explaining binds and compiles real kernels; unset it")
-    from perf.static import plan
-    from perf.thresholds import load_thresholds
-
-    (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
+    side_process.refuse_interpreter("explaining binds and compiles real kernels")
+    target = side_process.target_of(args)
     cases = [tuple(c) for c in json.loads(args.cases)]
     profiled = {tuple(c) for c in json.loads(args.device_time)}
     doc = {"schema": SCHEMA, "base": args.base, "head": args.head,
@@ -376,24 +365,14 @@ def collect_cases(base_root: str, head_root: str, cases: list[tuple[str, str]], 
     """Explain `cases` (variant, scenario) in a process of its own; returns why.json's document
     (also written to `out`). `device_time`: profile both sides per kernel on this GPU, every case
     (True) or those listed; `source`: where that is, in words (the section says it)."""
-    from perf.checkout import ROOT
-    from perf.process import run_child
-
-    cmd = [sys.executable, "-m", "perf.why", "--base", base_root, "--head", head_root,
-           "--target", target.name, "--num-sms", str(num_sms),
-           "--thresholds", os.path.abspath(thresholds_path),
-           "--cases", json.dumps([list(c) for c in cases]), "--out", out]
-    if cache_dir:
-        cmd += ["--cache-dir", os.path.abspath(cache_dir)]
     profiled = cases if device_time is True else list(device_time or [])
-    if profiled:
-        cmd += ["--device-time", json.dumps([list(c) for c in profiled]), "--device-source", source]
-    env = child_env(ROOT, drop=("TRITON_INTERPRET",), PAGED_ATTENTION_CHECK_VALUES="0")
-    done = run_child(cmd, cwd=ROOT, env=env)
-    if done.returncode == EXIT_BAD_INPUT:
-        raise ConfigError("why: bad input (see the line above)")
-    if done.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError(f"why: the explaining process exited with code {done.returncode}")
+    cmd = side_process.argv("perf.why", base=base_root, head=head_root, target=target.name,
+                            num_sms=num_sms, thresholds=os.path.abspath(thresholds_path),
+                            cases=json.dumps([list(c) for c in cases]), out=out,
+                            cache_dir=os.path.abspath(cache_dir) if cache_dir else None,
+                            device_time=json.dumps([list(c) for c in profiled]) if profiled else None,
+                            device_source=source if profiled else None)
+    side_process.run(cmd, out, "why", process="explaining")
     return read(out)
 
 
@@ -556,8 +535,6 @@ def _cell(b, h) -> tuple[str, str]:
 
 def render(case: dict, heading: str = "####") -> str:
     """One case's why section in Markdown (report.md, PR comment, issue body, bisect's answer)."""
-    from perf.static.metrics import INSTRUCTION_COUNTS, occupancy_unit
-
     base, head = case.get("base", {}), case.get("head", {})
     lines = [f"{heading} Why: {case['variant']} on {case['scenario']} ({case['target']})", "",
              moved_most(case), ""]
@@ -566,9 +543,23 @@ def render(case: dict, heading: str = "####") -> str:
             if side.get("status") != "ok":
                 lines.append(f"- {s}: {side.get('status')}: {side.get('reason', '')}")
         return "\n".join(lines) + "\n"
-    # the plan
-    lines += [f"Launch plan as on {case['target']} ({case['num_sms']} SMs/CUs); {MARK} marks what the head "
-              f"changed:", "", "| | base | head |", "|---|---|---|"]
+    pairs = list(_launch_pairs(base, head))
+    lines += _plan_table(case, base, head, pairs) + [""] + _static_table(case, pairs) + [""]
+    lines += _device_time_lines(case.get("device_time") or {})
+    return "\n".join(lines) + "\n"
+
+
+def _launch_pairs(base: dict, head: dict):
+    """(index, base launch, head launch) of every launch position ({} where a side has none)."""
+    bl, hl = base.get("launches", []), head.get("launches", [])
+    for i in range(max(len(bl), len(hl))):
+        yield i, (bl[i] if i < len(bl) else {}), (hl[i] if i < len(hl) else {})
+
+
+def _plan_table(case: dict, base: dict, head: dict, pairs: list) -> list[str]:
+    """The launch plans side by side: the heuristics' configuration, then each launch."""
+    lines = [f"Launch plan as on {case['target']} ({case['num_sms']} SMs/CUs); {MARK} marks what the head "
+             f"changed:", "", "| | base | head |", "|---|---|---|"]
     bc, hc = base.get("config") or {}, head.get("config") or {}
     if bc or hc:
         b, h = _cell(_branch(bc.get("source")), _branch(hc.get("source")))
@@ -581,10 +572,7 @@ def render(case: dict, heading: str = "####") -> str:
         for k in keys:
             b, h = _cell(bc.get(k), hc.get(k))
             lines.append(f"| {k} | {b} | {h} |")
-    bl, hl = base.get("launches", []), head.get("launches", [])
-    for i in range(max(len(bl), len(hl))):
-        lb = bl[i] if i < len(bl) else {}
-        lh = hl[i] if i < len(hl) else {}
+    for i, lb, lh in pairs:
         b, h = _cell(lb.get("kernel"), lh.get("kernel"))
         lines.append(f"| launch {i}: kernel | {b} | {h} |")
         b, h = _cell(lb.get("grid"), lh.get("grid"))
@@ -604,15 +592,19 @@ def render(case: dict, heading: str = "####") -> str:
             lines.append(f"| launch {i}: compiled code | – | "
                          + ("the same (Triton compile key)" if same else
                             f"differs: its source, a function it calls or its constants {MARK}") + " |")
-    # static metrics
-    lines += ["", f"Static metrics of each launched kernel on {case['target']} (base -> head; instruction "
-              f"counts from the {'PTX' if case['target'].startswith('sm_') else 'AMDGCN'}):", ""]
+    return lines
+
+
+def _static_table(case: dict, pairs: list) -> list[str]:
+    """Each launched kernel's static metrics and instruction counts, base -> head."""
+    from perf.static.metrics import INSTRUCTION_COUNTS, occupancy_unit
+
+    lines = [f"Static metrics of each launched kernel on {case['target']} (base -> head; instruction "
+             f"counts from the {'PTX' if case['target'].startswith('sm_') else 'AMDGCN'}):", ""]
     cols = ("registers", "spills", "shared_memory", "occupancy", *INSTRUCTION_COUNTS)
     lines += ["| kernel | " + " | ".join(c.replace("_", " ") for c in cols) + " |",
               "|---" * (len(cols) + 1) + "|"]
-    for i in range(max(len(bl), len(hl))):
-        lb = bl[i] if i < len(bl) else {}
-        lh = hl[i] if i < len(hl) else {}
+    for _, lb, lh in pairs:
         bs, hs = _static_row(lb.get("metrics") or {}), _static_row(lh.get("metrics") or {})
         cells = []
         for c in cols:
@@ -625,30 +617,31 @@ def render(case: dict, heading: str = "####") -> str:
     vendor = "nvidia" if case["target"].startswith("sm_") else "amd"
     lines.append(f"\nspills: bytes (NVIDIA) or registers (AMD) spilled; shared memory in bytes; occupancy in "
                  f"{occupancy_unit(vendor)}.")
-    # device time
-    dt = case.get("device_time") or {}
-    lines.append("")
+    return lines
+
+
+def _device_time_lines(dt: dict) -> list[str]:
+    """Device time per kernel, base against head, and where it was measured."""
     if dt.get("skipped"):
-        lines.append(f"Device time per kernel: skipped: {dt['skipped']}.")
+        return [f"Device time per kernel: skipped: {dt['skipped']}."]
+    times = dt.get("times") or {}
+    bt, ht = times.get("base", {}), times.get("head", {})
+    how = dt.get("note") or dt.get("tool")
+    if dt.get("processes"):
+        n = dt["processes"]
+        lines = [f"Device time per kernel, {IN_GATE}: mean us per call over {n} process"
+                 f"{'es' if n != 1 else ''} ({dt.get('profiles')} profiles, metrics "
+                 f"{', '.join(dt.get('metrics') or [])}), each {dt.get('rounds')} calls per side "
+                 f"alternated on the tensors it timed, after its timed rounds ({how}):"]
     else:
-        times = dt.get("times") or {}
-        bt, ht = times.get("base", {}), times.get("head", {})
-        how = dt.get("note") or dt.get("tool")
-        if dt.get("processes"):
-            n = dt["processes"]
-            lines.append(f"Device time per kernel, {IN_GATE}: mean us per call over {n} process"
-                         f"{'es' if n != 1 else ''} ({dt.get('profiles')} profiles, metrics "
-                         f"{', '.join(dt.get('metrics') or [])}), each {dt.get('rounds')} calls per side "
-                         f"alternated on the tensors it timed, after its timed rounds ({how}):")
-        else:
-            lines.append(f"Device time per kernel, {dt.get('source') or ONE_PROCESS}: mean us per call over "
-                         f"{dt.get('rounds')} calls per side alternated on the same tensors ({how}):")
-        lines += ["", "| kernel | base us | head us | head / base |", "|---|---|---|---|"]
-        for k in sorted(set(bt) | set(ht), key=lambda k: -max(bt.get(k, 0), ht.get(k, 0))):
-            r = _ratio(bt.get(k), ht.get(k))
-            lines.append(f"| {k} | {_value(bt.get(k))} | {_value(ht.get(k))} | "
-                         f"{'–' if r is None or k not in bt or k not in ht else f'{r:.3f}'} |")
-    return "\n".join(lines) + "\n"
+        lines = [f"Device time per kernel, {dt.get('source') or ONE_PROCESS}: mean us per call over "
+                 f"{dt.get('rounds')} calls per side alternated on the same tensors ({how}):"]
+    lines += ["", "| kernel | base us | head us | head / base |", "|---|---|---|---|"]
+    for k in sorted(set(bt) | set(ht), key=lambda k: -max(bt.get(k, 0), ht.get(k, 0))):
+        r = _ratio(bt.get(k), ht.get(k))
+        lines.append(f"| {k} | {_value(bt.get(k))} | {_value(ht.get(k))} | "
+                     f"{'–' if r is None or k not in bt or k not in ht else f'{r:.3f}'} |")
+    return lines
 
 
 def section(doc: dict, title: str = "Why slower") -> str:
@@ -681,7 +674,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from perf import git, validate
     from perf import vendor as vendor_mod
-    from perf.static import changes, plan
+    from perf.static import plan
     from perf.thresholds import load_thresholds
 
     th = load_thresholds(args.thresholds)
@@ -692,7 +685,7 @@ def main(args: argparse.Namespace) -> int:
     variants = validate.variants(args.variants, getattr(checkout.import_kernels(root), "VARIANTS", {}))
     on_gpu = vendor_mod.on_gpu()
     vendor = vendor_mod.resolve(args.vendor, cpu_default="nvidia")
-    runner = changes.runner_target(th, vendor, on_gpu)
+    runner = side_process.runner_target(th, vendor, on_gpu)
     target, num_sms = runner.target, runner.num_sms
     if args.target:
         (target,) = plan.load_targets(th, args.target)
@@ -753,7 +746,6 @@ def explain_red(findings: list, roots: dict[str, str], thresholds, vendor: str, 
     after the gate on this GPU. "" when no case is red. An explanation that cannot be made is a
     line in the section, never a failure of the gate."""
     from perf import vendor as vendor_mod
-    from perf.static import changes
 
     red = red_cases(findings)
     if not red:
@@ -761,7 +753,7 @@ def explain_red(findings: list, roots: dict[str, str], thresholds, vendor: str, 
     title = "Why slower"
     try:
         on_gpu = vendor_mod.on_gpu()
-        runner = changes.runner_target(thresholds, vendor, on_gpu)
+        runner = side_process.runner_target(thresholds, vendor, on_gpu)
         if runner.target is None:
             return f"### {title}\n\nnot explained: {runner.note}\n"
         recorded = recorded_kernel_times(out_dir, red[:limit])

@@ -13,7 +13,7 @@ On a GPU machine, `pytest -n auto` runs one xdist worker per CPU (perf.devices.W
 the grid is compile-bound), each confined to one GPU (worker gwK gets GPU K mod N) before torch
 initialises CUDA, so N GPUs run N times the work (perf/devices.py).
 
-`--grid-plan FILE` (`perf grid --cases`, perf/ci/grid_plan.py): the keyed cases of the
+`--grid-plan FILE` (`perf grid --cases`, perf/change/grid_plan.py): the keyed cases of the
 correctness grid whose launches are identical on the PR's base and this commit are deselected,
 when the plan was made for this GPU and this very checkout (else it is ignored, with the reason,
 and everything runs); docs/latency.md, "The correctness grid's share".
@@ -74,7 +74,7 @@ def grid_plan_decision(config) -> tuple[dict, str | None]:
     decided = getattr(config, "_grid_plan_decision", None)
     if decided is not None:
         return decided
-    from perf.ci import grid_plan
+    from perf.change import grid_plan
     from perf.errors import ConfigError
 
     path = config.getoption("grid_plan")
@@ -132,7 +132,7 @@ def pytest_addoption(parser):
 
 
 def _apply_grid_plan(config, items) -> None:
-    from perf.ci import grid_plan
+    from perf.change import grid_plan
     from perf.errors import ConfigError
 
     path = config.getoption("grid_plan")

@@ -3,7 +3,7 @@
 
 The two tests are most of the grid (5,768 of its 6,606 cases on an H100, 2026-11-26). Their
 parameter lists, batch specs, fp8 formats and call keywords live here, free of pytest, so that
-`perf grid --cases` (perf/ci/grid_plan.py) keys each case's launches on base and head from the
+`perf grid --cases` (perf/change/grid.py) keys each case's launches on base and head from the
 very lists the test module parametrizes itself with: a case is planned on the batch its test
 builds and with the call its test makes.
 """

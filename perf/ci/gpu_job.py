@@ -202,7 +202,7 @@ def main(args: argparse.Namespace) -> int:
                               f"add one or pick --vendor {'|'.join(sorted(th.vendors))}")
         grid_plan = None
         if args.grid_plan:
-            from perf.ci.grid_plan import read_plan
+            from perf.change.grid_plan import read_plan
 
             read_plan(args.grid_plan)  # a bad file: one line before any step runs
             grid_plan = os.path.abspath(args.grid_plan)

@@ -11,12 +11,12 @@ rule cannot see (a driver or image change outside the repository) is the nightly
 (docs/latency.md, "What it costs"). Stdlib only: pr.yml's `changes` job runs it with the
 hosted runner's python3.
 
-With `--cases` it also plans the grid's keyed cases on base and head (perf/ci/grid_changes.py,
+With `--cases` it also plans the grid's keyed cases on base and head (perf/change/grid.py,
 needs torch and triton: the `changes` job runs it in `nox -s cli`), when the grid runs and every
-changed input is one perf/ci/grid_plan.py lets a per-case plan select; the GPU job then
+changed input is one perf/change/grid_plan.py lets a per-case plan select; the GPU job then
 deselects the cases whose launches are identical (`pytest --grid-plan`). With `--compile-cache DIR`
 it compiles the keyed cases' kernels (those of a `--grid-plan`, or all) on this CPU into a Triton
-cache the GPU job's grid loads instead of compiling (perf/ci/grid_compile.py).
+cache the GPU job's grid loads instead of compiling (perf/change/grid_cache.py).
 
     python -m perf grid [--base-ref REF] [--github-output]
     python -m perf grid --cases --vendor V --out DIR [--base-ref REF] [--only GLOBS] [--github-output]
@@ -40,8 +40,9 @@ TESTS = tuple(f"tests/kernels/test_{name}.py" for name in (
 # Repository files the grid's modules import (tests/ci/test_grid_inputs.py traces them).
 IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "tests/grid_cases.py",
             "tests/triton_compiles.py", "perf/__init__.py", "perf/devices.py", "perf/vendor.py",
-            "perf/errors.py", "perf/measure/__init__.py", "perf/measure/check.py", "perf/ci/__init__.py",
-            "perf/ci/grid_plan.py", "perf/files.py", "perf/git.py", "perf/process.py")
+            "perf/errors.py", "perf/measure/__init__.py", "perf/measure/check.py",
+            "perf/change/__init__.py", "perf/change/plan.py", "perf/change/grid_plan.py", "perf/files.py",
+            "perf/git.py", "perf/process.py")
 # Files pytest, nox and the job read to decide what runs and with which toolchain: the test
 # data, pytest's configuration wherever it may live, the pins, the image, the job's commands.
 CONFIGURATION = ("tests/data/*", "pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py",
@@ -119,7 +120,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ahead = parser.add_argument_group("compiled on CPUs (--compile-cache; --vendor, --only, --processes)")
     ahead.add_argument("--compile-cache", metavar="DIR", default=None,
                        help="compile the keyed cases' kernels for the runner's target into DIR, a Triton "
-                            "cache for the GPU job (perf/ci/grid_compile.py)")
+                            "cache for the GPU job (perf/change/grid_cache.py)")
     ahead.add_argument("--grid-plan", metavar="FILE", default=None,
                        help="with --compile-cache: only the plan's cases to run")
     ahead.add_argument("--shard", metavar="I/N", default=None,
@@ -144,13 +145,16 @@ def main(args: argparse.Namespace) -> int:
 
         raise ConfigError("--cases and --compile-cache are two steps: run them one after the other")
     if getattr(args, "cases", False):
-        from perf.ci import grid_changes
+        from perf.change import grid as keyed
 
-        return grid_changes.main(args)
+        planned = keyed.plan_command(args, decision)
+        if args.github_output:
+            github_output("grid_plan", "true" if planned else "false")
+        return 0
     if getattr(args, "compile_cache", None):
-        from perf.ci import grid_compile
+        from perf.change import grid_cache
 
-        return grid_compile.main(args)
+        return grid_cache.main(args)
     base, d = decision(args.root, args.base_ref)
     line = f"correctness grid against {base}: {'runs' if d.run else 'skipped'}; {d.reason}"
     print(line)

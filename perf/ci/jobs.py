@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from perf.change.plan import GRID, KINDS, LATENCY
 from perf.ci.grid import TESTS as GRID_TESTS
 
 NOX = "nox==2026.10.20"  # the version .ci/run installs
@@ -191,42 +192,44 @@ def nightly_part_artifact(vendor: str, shard: str) -> str:
 DOCS_ONLY = ("docs/*", "*.md", "LICENSE", "LICENSE.*", "COPYING", "COPYING.*", "NOTICE", "NOTICE.*",
              "AUTHORS", "AUTHORS.*", "CITATION.cff")
 CHANGES_JOB = "Changes: which GPU jobs and latency cases this change needs"
-# `perf gate --plan-only` on the hosted runner, per vendor: which latency cases can differ
-# (identical launches cannot); the GPU job downloads the plan and times only those.
-PLAN_FILE = "plan.json"
+# The change plans (perf/change/plan.py) the `changes` job makes on the hosted runner, per vendor:
+# the latency gate's (`perf gate --plan-only`: which latency cases can differ; identical launches
+# cannot) and, where the grid runs and every changed input is selectable (perf/change/grid_plan.py),
+# the correctness grid's (`perf grid --cases`: which keyed cases can compute something else). Each
+# is uploaded as the artifact named after its file; the GPU jobs download it, and time only those
+# cases or deselect the others (`pytest --grid-plan`).
+PLAN_FILE = KINDS[LATENCY].file
+GRID_PLAN_FILE = KINDS[GRID].file
 
 
-def plan_artifact(vendor: str) -> str:
-    return f"plan-{vendor}"  # not `pr-*`: the comment workflow downloads those
+def plan_artifact(vendor: str, file: str = PLAN_FILE) -> str:
+    """The artifact of `vendor`'s plan `file` (plan-nvidia, grid-plan-nvidia); not `pr-*`: the
+    comment workflow downloads those."""
+    return f"{file.removesuffix('.json')}-{vendor}"
 
 
-def plan_dir(vendor: str) -> str:
-    return f"{RESULTS_DIR}/plan-{vendor}"
+def plan_dir(vendor: str, file: str = PLAN_FILE) -> str:
+    """The folder the `changes` job writes that plan into and the GPU jobs download it to."""
+    return f"{RESULTS_DIR}/{plan_artifact(vendor, file)}"
+
+
+def grid_plan_artifact(vendor: str) -> str:
+    return plan_artifact(vendor, GRID_PLAN_FILE)
+
+
+def grid_plan_dir(vendor: str) -> str:
+    return plan_dir(vendor, GRID_PLAN_FILE)
 
 
 PLAN = Command("plan", "Plan the {vendor} latency gate: cases to time (perf gate --plan-only)",
                ("nox", "-s", "cli", "--", "gate", "--plan-only", "--vendor", "{vendor}",
                 "--out", plan_dir("{vendor}")), base_flag="--base-ref")
-# `perf grid --cases` on the hosted runner, per vendor, where the grid runs and every changed
-# input is selectable (perf/ci/grid_plan.py): which keyed cases of the grid can compute something
-# else; the GPU job downloads the plan and deselects the others (`pytest --grid-plan`).
-GRID_PLAN_FILE = "grid-plan.json"  # perf/ci/grid_plan.py PLAN_FILE
-
-
-def grid_plan_artifact(vendor: str) -> str:
-    return f"grid-plan-{vendor}"  # not `pr-*`: the comment workflow downloads those
-
-
-def grid_plan_dir(vendor: str) -> str:
-    return f"{RESULTS_DIR}/grid-plan-{vendor}"
-
-
 GRID_PLAN = Command("grid-plan", "Plan the {vendor} correctness grid: keyed cases to run (perf grid --cases)",
                     ("nox", "-s", "cli", "--", "grid", "--cases", "--vendor", "{vendor}",
                      "--out", grid_plan_dir("{vendor}"), "--github-output"), base_flag="--base-ref")
 # `perf grid --compile-cache` on hosted CPU runners, per vendor, where the grid runs: the grid's
 # kernels compiled in the GPU job's own image (a Triton cache hits only under the very Triton build,
-# ptxas and environment that compiled it: perf/ci/grid_compile.py), split over a matrix of shards by
+# ptxas and environment that compiled it: perf/change/grid_cache.py), split over a matrix of shards by
 # compile key; the GPU job merges the shards' folders and points TRITON_CACHE_DIR at them. A miss
 # compiles on the GPU as before. Not under RESULTS_DIR: the cache is no result (gitignored too).
 GRID_CACHE_DIR = ".grid-cache"

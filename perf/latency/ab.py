@@ -51,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from perf import checkout, files, toolchain, validate, why
 from perf import results as results_mod
 from perf import vendor as vendor_mod
+from perf.change import latency as changes
 from perf.checkout import ROOT
 from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, ConfigError, NothingMeasured
 from perf.git import check_clean, git, repo_root, resolve_base, resolve_commit, worktree
@@ -59,7 +60,6 @@ from perf.latency.plot import plot_ratios
 from perf.latency.worker import load_keys, side_order
 from perf.process import child_env
 from perf.report import publish, render_markdown
-from perf.static import changes
 from perf.thresholds import Thresholds, calibration_for, load_thresholds
 from perf.verdicts import FINDINGS_VERSION, Finding, Verdict, detectable_summary, exit_code, load_findings
 

@@ -7,7 +7,7 @@ fresh processes on the same tensors, the case's calibrated threshold, a failing 
 measured again before it fails. A commit is *bad* when that gate FAILs the case (slower
 than GOOD beyond its threshold, significant, confirmed by the re-measure), *good* for any
 other verdict (ok, warn, improved), also `unchanged`: the gate plans first
-(perf/static/changes.py) and a commit whose launches of the case are identical to GOOD's
+(perf/change/) and a commit whose launches of the case are identical to GOOD's
 cannot be slower, so it is good without GPU time (most commits of a range touch other
 code); and *skipped*, as `git bisect skip`, when the gate
 cannot measure it: a measuring process crashed (its kernels do not import) or the case has

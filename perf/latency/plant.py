@@ -20,14 +20,14 @@ docs/latency.md).
 The counter is NVIDIA's `%clock64` (PTX); on AMD `s_memtime`. Only the NVIDIA form has run
 (docs/latency.md).
 
-Planted changes for the change plan (perf/static/changes.py, docs/latency.md "What is timed
+Planted changes for the change plan (perf/change/, docs/latency.md "What is timed
 at all"): `python -m perf.latency.plant --make-commits DIR` clones this checkout into DIR/repo
 and commits, each on its own branch off the checkout's HEAD (`plan-base`): `plan-docs` (the
 README only), `plan-heuristic` (one branch of NVIDIA's decision tree: short prefills get 8
 warps instead of 4), `plan-kernel` (LOG2E, a constant every attention kernel reads, moved by
 one ulp) and `plan-slow` (the slowdown above, `--percent`). `--compare-fails A B` tells whether
 two gates' findings fail the same cases (the change-aware gate against `--all-cases` on one
-commit). The tests plant the same edits (tests/latency/test_change_plan.py).
+commit). The tests plant the same edits (tests/change/test_change_plan.py).
 """
 
 from __future__ import annotations

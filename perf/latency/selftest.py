@@ -79,7 +79,7 @@ def gate_command(repo: str, out: str, base: str, seed: int, args: argparse.Names
     case (`--all-cases`): an A/A's change plan would find every launch identical and time
     nothing, and what the self-test measures is the statistics of timed cases, whose rate of
     false fails and power must not depend on which cases a plan picks (the plan has its own
-    proof: tests/latency/test_change_plan.py, and `python -m perf.latency.plant --compare` on a GPU)."""
+    proof: tests/change/test_change_plan.py, and `python -m perf.latency.plant --compare` on a GPU)."""
     cmd = [sys.executable, "-m", "perf", "gate", "--suite", args.suite, "--base-ref", base, "--out", out,
            "--seed", str(seed), "--allow-dirty", "--thresholds", os.path.join(repo, "thresholds.yaml"),
            "--all-cases"]

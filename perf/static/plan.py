@@ -78,7 +78,7 @@ def plan_as_if_on(target: Target, variant, batch, *, num_sms: int | None = None,
     sized for its SM/CU count (`num_sms`: another count than the target's product, e.g. the
     GPU a gate runs on), through the kernels' own `vendor=` / `num_sms=` hints. `out`: the
     output buffer (default: a new one); `hints`: further host-side hints the call passes
-    (the latency gate's `max_seqlen_q` / `max_seqlen_k`, perf/static/changes.py)."""
+    (the latency gate's `max_seqlen_q` / `max_seqlen_k`, perf/change/latency.py)."""
     import torch
 
     out = torch.empty_like(batch.q) if out is None else out

@@ -189,7 +189,7 @@ def test_more_changes_never_skip_a_grid_that_runs(changed, more):
 
 
 def test_harness_and_docs_changes_skip_and_kernel_changes_run():
-    assert not grid.decide(["perf/latency/ab.py", "perf/static/changes.py", "docs/latency.md",
+    assert not grid.decide(["perf/latency/ab.py", "perf/change/keys.py", "docs/latency.md",
                             "tests/latency/test_perf_gate.py", ".github/workflows/nightly.yml"]).run
     for path in ("kernels/paged_attention/heuristics.py", "tests/kernels/test_correctness.py",
                  "tests/conftest.py",

@@ -856,7 +856,7 @@ def test_the_gpu_job_passes_the_grid_plan_when_one_came(tmp_path):
         assert done.returncode == 0, done.stderr
         words = args.read_text().splitlines()
         assert (words[-2:] == ["--grid-plan", plan]) is with_plan and ("--grid-plan" in words) is with_plan
-    from perf.ci import grid_plan
+    from perf.change import grid_plan
 
     assert ci_jobs.GRID_PLAN_FILE == grid_plan.PLAN_FILE
 

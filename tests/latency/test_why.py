@@ -333,11 +333,11 @@ def _gate_records(folder, profiled: dict) -> None:
 def _as_if_on_a_gpu(monkeypatch) -> None:
     """explain_red as on an H100: on_gpu, and the runner's target the one sm_90 would be."""
     from perf import vendor
-    from perf.static import changes
+    from perf.change import side
 
-    real = changes.runner_target
+    real = side.runner_target
     monkeypatch.setattr(vendor, "on_gpu", lambda: True)
-    monkeypatch.setattr(changes, "runner_target", lambda th, v, on_gpu: real(th, v, False))
+    monkeypatch.setattr(side, "runner_target", lambda th, v, on_gpu: real(th, v, False))
 
 
 def test_the_gate_section_reads_device_time_from_the_re_measure_records(tmp_path, monkeypatch):

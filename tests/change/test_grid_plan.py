@@ -1,9 +1,9 @@
-"""The correctness grid's per-case plan (perf/ci/grid_plan.py, perf/ci/grid_changes.py): which
-keyed cases a change can affect, when such a plan may be made, its file, and pytest applying it."""
+"""The correctness grid's per-case plan (perf/change/grid.py, perf/change/grid_plan.py): which
+keyed cases a change can affect, when such a plan may be made, and pytest applying it (the plan's
+file, one document for both kinds: tests/change/test_change_plan.py)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perf.ci import grid, grid_plan
+from perf.change import grid_plan, plan
+from perf.ci import grid
 from perf.errors import ConfigError
 from perf.latency import plant
 from tests.throwaway_repo import git, harness_repo
@@ -97,6 +98,10 @@ def _plan(repo: Path, branch: str, base: str, out: Path) -> tuple[dict | None, s
     return (grid_plan.read_plan(str(path)) if path.exists() else None), done.stdout.strip()
 
 
+def _nodes(doc: dict, key: str) -> set[str]:
+    return {node for (node,) in plan.cases(doc, key)}
+
+
 def _keyed_cases() -> list:
     """Every keyed case of this checkout's lists (tests/grid_cases.py), as the planner reads them."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -151,8 +156,8 @@ def test_one_heuristic_branch_runs_exactly_the_cases_it_moves(planted, tmp_path)
              and heuristics.choose("nvidia", heuristics.features_from_spec(c.spec, doc["num_sms"])).source
              .startswith("nvidia/short-prefill")}
     assert moved and len(moved) < len(cases)
-    assert set(doc["run"]) == moved
-    assert set(doc["unchanged"]) == {c.node for c in cases} - moved
+    assert _nodes(doc, "run") == moved
+    assert _nodes(doc, "unchanged") == {c.node for c in cases} - moved
     assert (doc["vendor"], doc["target"], doc["arch"], doc["base"]) == ("nvidia", "sm_90", "90", base)
     assert line == (f"grid: {len(moved)} of {len(cases)} keyed cases to run; {len(cases) - len(moved)} "
                     f"unchanged (identical launches); the other grid tests run whole")
@@ -163,8 +168,8 @@ def test_a_kernel_wide_change_runs_every_case_that_launches(planted, tmp_path):
     doc, _ = _plan(repo, "kernel", base, tmp_path)
     cases = _subset_cases()
     skipped = {c.node for c in cases if _skips(c)}
-    assert skipped and set(doc["unchanged"]) == skipped  # a skipped case launches nothing on either side
-    assert set(doc["run"]) == {c.node for c in cases} - skipped
+    assert skipped and _nodes(doc, "unchanged") == skipped  # a skipped case launches nothing on either side
+    assert _nodes(doc, "run") == {c.node for c in cases} - skipped
 
 
 def test_a_change_only_the_tests_calls_see_is_found(planted, tmp_path):
@@ -173,8 +178,9 @@ def test_a_change_only_the_tests_calls_see_is_found(planted, tmp_path):
     grid's size and the decode splits follow the SM count)."""
     repo, base = planted
     doc, _ = _plan(repo, "unhinted", base, tmp_path)
-    assert doc["run"] and any(n.endswith("-static_grid]") for n in doc["run"])
-    assert not any(n.endswith(("-naive]", "-qblock]")) for n in doc["run"])  # fixed grids, no SM count
+    assert doc["run"] and any(n.endswith("-static_grid]") for n in _nodes(doc, "run"))
+    # fixed grids, no SM count
+    assert not any(n.endswith(("-naive]", "-qblock]")) for n in _nodes(doc, "run"))
 
 
 def test_a_setting_the_kernels_make_for_their_process_runs_every_case(planted, tmp_path):
@@ -192,7 +198,7 @@ def test_a_setting_the_kernels_make_for_their_process_runs_every_case(planted, t
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         doc = grid_plan.read_plan(str(tmp_path / branch / grid_plan.PLAN_FILE))
-        assert set(doc["run"]) == cases and not doc["unchanged"], (branch, doc["counts"])
+        assert _nodes(doc, "run") == cases and not doc["unchanged"], (branch, doc["counts"])
         assert f"{why} (environment TRITON_DEFAULT_FP_FUSION: None -> 0)" in done.stderr, done.stderr[-2000:]
 
 
@@ -217,7 +223,7 @@ _OTHER = ("kernels/reference.py", "kernels/batch.py", "kernels/inputs.py", "kern
           "kernels/variant.py", "kernels/__init__.py", "tests/kernels/test_correctness.py",
           "tests/grid_cases.py",
           "tests/conftest.py", "tests/data/x.json", "thresholds.yaml", "noxfile.py", "pyproject.toml",
-          ".github/workflows/pr.yml", "perf/ci/grid_plan.py", "perf/measure/check.py",
+          ".github/workflows/pr.yml", "perf/change/grid_plan.py", "perf/measure/check.py",
           "kernels/paged_attention")
 
 
@@ -238,57 +244,16 @@ def test_an_unselectable_change_beside_selectable_ones_runs_the_whole_grid(chang
     assert grid.decide(changed | other).run  # and the grid itself runs
 
 
-# --------------------------------------------------------------------------- the file
+# --------------------------------------------------------------------------- applying it
 
 
-def _doc(**edits) -> dict:
-    doc = grid_plan.document(vendor="nvidia", target="sm_90", arch="90", num_sms=132, base="a" * 40,
-                             head="b" * 40, run=["tests/t.py::test_a[x]"],
-                             unchanged=["tests/t.py::test_a[y]", "tests/t.py::test_b"])
+def _doc(run=("tests/t.py::test_a[x]",), unchanged=("tests/t.py::test_a[y]", "tests/t.py::test_b"),
+         **edits) -> dict:
+    rows = [{"node": n, "why": "w"} for n in run] + [{"node": n, "why": None} for n in unchanged]
+    doc = plan.document(plan.GRID, rows, vendor="nvidia", target="sm_90", arch="90", num_sms=132,
+                        base="a" * 40, head="b" * 40)
     doc.update(edits)
     return doc
-
-
-def test_the_plan_round_trips_and_says_its_counts(tmp_path):
-    path = grid_plan.write_plan(str(tmp_path / "out"), _doc())
-    assert grid_plan.read_plan(path) == _doc()
-    assert grid_plan.summary(_doc()) == ("grid: 1 of 3 keyed cases to run; 2 unchanged (identical launches); "
-                                         "the other grid tests run whole")
-
-
-_MUTATIONS = {
-    "schema": [2, "1", None], "vendor": ["", 3, None], "target": ["", []], "arch": [90, ""],
-    "num_sms": [0, -1, "132", 1.5, True, None], "base": ["", None], "head": [7],
-    "run": ["x", [3], ["no-node-id"], ["tests/t.py::test_a[x]", "tests/t.py::test_a[x]"],
-            ["tests/t.py::test_b"]],
-    "unchanged": [None, {}, [None]], "counts": [{"run": 2, "unchanged": 2}, None, {"run": 1}],
-}
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.sampled_from(sorted(_MUTATIONS)).flatmap(
-    lambda k: st.tuples(st.just(k), st.sampled_from(_MUTATIONS[k]))), st.booleans())
-def test_a_malformed_plan_is_one_line_naming_the_file_and_field(tmp_path_factory, mutation, drop):
-    key, value = mutation
-    doc = copy.deepcopy(_doc())
-    if drop:
-        del doc[key]
-    else:
-        doc[key] = value
-    path = tmp_path_factory.mktemp("plan") / "grid-plan.json"
-    path.write_text(json.dumps(doc))
-    with pytest.raises(ConfigError) as e:
-        grid_plan.read_plan(str(path))
-    text = str(e.value)
-    assert str(path) in text and "\n" not in text
-    assert key in text or (key in ("run", "unchanged") and "counts" in text) or "tests/t.py::test_b" in text
-
-
-def test_not_json_or_not_an_object_is_refused(tmp_path):
-    for text in ("{", "[]", ""):
-        (tmp_path / "p.json").write_text(text)
-        with pytest.raises(ConfigError, match="p.json"):
-            grid_plan.read_plan(str(tmp_path / "p.json"))
 
 
 def test_a_plan_naming_a_case_the_collection_lacks_is_stale():
@@ -354,7 +319,7 @@ def test_only_a_change_pytest_would_load_makes_the_plan_inapplicable(tmp_path, m
 # --------------------------------------------------------------------------- pytest --grid-plan
 
 _FAKE_GPU = """\
-from perf.ci import grid_plan
+from perf.change import grid_plan
 grid_plan.not_applicable = lambda doc, root: None  # as if on the plan's GPU and commit
 """
 
@@ -372,8 +337,7 @@ def _pytest(tmp_path: Path, plan: dict, *extra: str) -> subprocess.CompletedProc
 
 def _keyed_plan(unchanged: int, run: int, extra: list[str] = ()) -> dict:
     nodes = [c.node for c in _keyed_cases()]
-    return _doc(run=nodes[unchanged:unchanged + run] + list(extra), unchanged=nodes[:unchanged],
-                counts={"run": run + len(extra), "unchanged": unchanged})
+    return _doc(run=nodes[unchanged:unchanged + run] + list(extra), unchanged=nodes[:unchanged])
 
 
 def test_pytest_deselects_the_unchanged_cases_and_says_so(tmp_path):
@@ -403,7 +367,7 @@ def test_pytest_refuses_a_stale_or_malformed_plan(tmp_path):
 
 _WORKERS_DISAGREE = """\
 import os
-from perf.ci import grid_plan
+from perf.change import grid_plan
 worker = os.environ.get("PYTEST_XDIST_WORKER")
 # the controller finds the plan applicable; a worker deciding alone would not (gw1), as a check
 # racing another worker's could: the controller's decision must be the one every worker applies
@@ -417,9 +381,8 @@ def test_xdist_workers_apply_the_controllers_decision_before_loadgroup_renames_i
     an H100, workers that matched xdist's "@group" ids, or decided alone, collected otherwise and
     the run crashed.)"""
     cases = [c.node for c in _keyed_cases() if "[mqa-64-32-decode_1328-float16-none-" in c.node]  # all pass
-    plan = _doc(run=cases[:2], unchanged=cases[2:], counts={"run": 2, "unchanged": len(cases) - 2})
     path = tmp_path / "grid-plan.json"
-    path.write_text(json.dumps(plan))
+    path.write_text(json.dumps(_doc(run=cases[:2], unchanged=cases[2:])))
     (tmp_path / "workers_disagree.py").write_text(_WORKERS_DISAGREE)
     done = subprocess.run([sys.executable, "-m", "pytest", "tests/kernels/test_correctness.py", "-q", "-p",
                            "no:cacheprovider", "-p", "workers_disagree", "-m", "cpu_subset", "-n", "2",
@@ -431,31 +394,15 @@ def test_xdist_workers_apply_the_controllers_decision_before_loadgroup_renames_i
     assert set(cases[:2]) <= ran and not ran & set(cases[2:]) and len(cases) > 2, (ran, cases)
 
 
-def test_a_first_call_that_differs_runs_the_case():
-    """A test calls once: a head whose first call plans other launches than its kept plan runs."""
-    from perf.static import changes
-
-    launch = {"kernel": "k", "binary": "b", "grid": [1], "config": {}, "scalars": {}, "tensors": {}}
-    side = {"status": "ok", "launches": [launch], "ops": [], "call": "c",
-            "first": {"launches": [dict(launch)], "ops": []}}
-    assert changes.difference(side, copy.deepcopy(side)) is None
-    head = copy.deepcopy(side)
-    head["first"]["launches"][0]["grid"] = [2]
-    assert "first call" in changes.difference(side, head)
-    head = copy.deepcopy(side)
-    head["first"]["ops"] = [["aten.zero_", []]]
-    assert "first call" in changes.difference(side, head)
-
-
 # --------------------------------------------------------------------------- what a case's key holds
 
 KEYS_CHECK = r'''
 import dataclasses, sys, torch
-from perf.ci import grid_changes
-from perf.static import changes, plan
+from perf.change import grid, keys
+from perf.static import plan
 from perf.thresholds import load_thresholds
-grid_changes.defined_memory()
-grid_changes.refuse_device_queries()
+grid.defined_memory()
+grid.refuse_device_queries()
 import kernels
 from kernels import launch, platform
 from kernels.paged_attention import planning
@@ -463,18 +410,18 @@ sys.path.insert(0, "tests")
 import grid_cases
 
 (target,) = plan.load_targets(load_thresholds("thresholds.yaml"), only="sm_90")
-grid_changes.as_if_on(platform, target, 132)
+grid.as_if_on(platform, target, 132)
 cases = {(c.config, c.variant): c for c in grid_cases.keyed_cases(list(kernels.VARIANTS))
          if c.feature == "none"}
-pristine = grid_changes.Pristine([m for n, m in sys.modules.items() if n.split(".")[0] == "kernels"])
+pristine = grid.Pristine([m for n, m in sys.modules.items() if n.split(".")[0] == "kernels"])
 
 
 def key(case, contents=True, reset=True):
     if reset:
         pristine.restore()
-    batch = grid_changes.case_batch(grid_cases, case)
-    return changes.case_key(kernels, case.variant, batch, target, 132, case.call_kwargs(), first_call=True,
-                            target_hints=False, contents=contents)
+    batch = grid.case_batch(grid_cases, case)
+    return keys.case_key(kernels, case.variant, batch, target, 132, case.call_kwargs(), first_call=True,
+                         target_hints=False, contents=contents)
 
 
 # a table the planner fills from host data (torch.tensor of a list) is keyed by its bytes
@@ -490,14 +437,14 @@ def table(value, contents=True):
         planning.arrival_counts = real
 
 
-assert changes.difference(table(0), table(0)) is None
-assert "arrivals_ptr" in changes.difference(table(0), table(1))
-assert changes.difference(table(0, False), table(1, False)) is None  # what shapes and dtypes alone see
+assert keys.difference(table(0), table(0)) is None
+assert "arrivals_ptr" in keys.difference(table(0), table(1))
+assert keys.difference(table(0, False), table(1, False)) is None  # what shapes and dtypes alone see
 # a case's key is its own, whatever this process planned before (its first call is a first call)
 case = cases["tile64_over_block16_seg3", "flex_tile"]
 alone = key(case)
-assert changes.difference(alone, key(case)) is None
-assert "first call" in changes.difference(alone, key(case, reset=False))  # kept state: no first call
+assert keys.difference(alone, key(case)) is None
+assert "first call" in keys.difference(alone, key(case, reset=False))  # kept state: no first call
 # a launch that runs otherwise than KernelLaunch runs
 plain = planning._Plan.launches
 
@@ -532,7 +479,7 @@ print("keys ok")
 
 def test_a_cases_key_holds_the_planners_bytes_its_own_first_call_and_what_runs_it():
     """The grid's key of a case (`case_key(contents=True)` in a planning process of
-    `grid_changes.defined_memory`): a table the planner fills from host data is keyed by its bytes
+    `grid.defined_memory`): a table the planner fills from host data is keyed by its bytes
     (shapes and dtypes alone saw none of it); a case planned after others keys its own first call
     (`Pristine`); a launch of another class than KernelLaunch, or a planner asking torch.cuda
     itself (`refuse_device_queries`), fails to plan, so the case runs."""
@@ -543,8 +490,8 @@ def test_a_cases_key_holds_the_planners_bytes_its_own_first_call_and_what_runs_i
 
 DYING_WORKER = r'''
 import os, sys
-from perf.ci import grid_changes
-real = grid_changes._plan_chunk
+from perf.change import __main__ as planning, grid
+real = grid._plan_chunk
 
 
 def dying(indices):
@@ -553,14 +500,15 @@ def dying(indices):
     return real(indices)
 
 
-grid_changes._plan_chunk = dying
-sys.exit(grid_changes.side_main(sys.argv[1:]))
+grid._plan_chunk = dying
+sys.exit(planning.main(sys.argv[1:]))
 '''
 
 
 def test_a_planning_worker_that_dies_fails_the_plan_instead_of_hanging(tmp_path):
     """(multiprocessing.Pool waited for it forever: the changes job until its timeout.)"""
-    done = subprocess.run([sys.executable, "-c", DYING_WORKER, "--base", str(ROOT), "--head", str(ROOT),
+    done = subprocess.run([sys.executable, "-c", DYING_WORKER, "--kind", "grid", "--base", str(ROOT),
+                           "--head", str(ROOT),
                            "--target", "sm_90", "--num-sms", "132", "--thresholds", "thresholds.yaml",
                            "--processes", "2", "--out", str(tmp_path / "out.json"), "--only",
                            "*reference[[]gqa4-64-16-*"], cwd=ROOT, env=dict(_env(), PYTHONPATH=str(ROOT)),
@@ -571,18 +519,18 @@ def test_a_planning_worker_that_dies_fails_the_plan_instead_of_hanging(tmp_path)
 
 ATTRIBUTE_CHECK = r'''
 import importlib, sys
-from perf.static import changes
-keys = []
+from perf.change import keys
+found = []
 for side in sys.argv[1:]:
     sys.path.insert(0, side)
     for name in ("consts", "kern"):
         sys.modules.pop(name, None)
     kern = importlib.import_module("kern")
-    keys.append((kern.k.cache_key, changes.attribute_constants(kern.k)))
+    found.append((kern.k.cache_key, keys.attribute_constants(kern.k)))
     sys.path.remove(side)
-(triton_base, base), (triton_head, head) = keys
+(triton_base, base), (triton_head, head) = found
 assert triton_base == triton_head  # Triton's own key: the same
-assert base == [["consts.SCALE", "constexpr[1.5]"]] and head == [["consts.SCALE", "constexpr[2.5]"]], keys
+assert base == [["consts.SCALE", "constexpr[1.5]"]] and head == [["consts.SCALE", "constexpr[2.5]"]], found
 print("attributes ok")
 '''
 
@@ -605,7 +553,7 @@ def k(x_ptr):
 
 def test_a_constant_a_kernel_reads_as_a_modules_attribute_is_in_its_key(tmp_path):
     """Triton compiles `consts.SCALE` as it finds it but leaves it out of its compile key (a bare
-    `SCALE` is in it): the launch key holds such values (`changes.attribute_constants`), through
+    `SCALE` is in it): the launch key holds such values (`keys.attribute_constants`), through
     the @triton.jit functions a kernel calls."""
     for side, value in (("base", "1.5"), ("head", "2.5")):
         (tmp_path / side).mkdir()

@@ -1,5 +1,6 @@
-"""`perf grid --compile-cache`: the grid's keyed cases compiled on a CPU into a Triton cache, in
-shards that together hold every distinct kernel once (real compiles for sm_90, ~20 s)."""
+"""`perf grid --compile-cache` (perf/change/grid_cache.py): the grid's keyed cases compiled on a CPU
+into a Triton cache, in shards that together hold every distinct kernel once (real compiles for
+sm_90, ~20 s)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perf.change import grid_cache
 from perf.checkout import ROOT
-from perf.ci import grid_compile
 from perf.errors import ConfigError
 
 ONLY = "*test_matches_reference?mqa-64-16-decode_1328-bfloat16-none-*"
@@ -45,13 +46,13 @@ def test_shards_split_the_distinct_kernels_and_together_hold_them_all(tmp_path):
 @given(st.integers(1, 64).flatmap(lambda n: st.tuples(st.integers(1, n), st.just(n))))
 def test_a_shard_is_one_of_n(pair):
     i, n = pair
-    assert grid_compile.parse_shard(f"{i}/{n}") == (i - 1, n)
+    assert grid_cache.parse_shard(f"{i}/{n}") == (i - 1, n)
 
 
 @pytest.mark.parametrize("text", ["0/2", "3/2", "2", "a/b", "1/0", "-1/2", ""])
 def test_a_bad_shard_is_named(text):
     with pytest.raises(ConfigError, match="--shard"):
-        grid_compile.parse_shard(text)
+        grid_cache.parse_shard(text)
 
 
 # --------------------------------------------------------------------------- the cache, moved
@@ -107,12 +108,12 @@ def test_the_summary_says_how_many_compiles_a_precompiled_cache_should_have_save
                                user_properties=[(triton_compiles.PROPERTY, (compiled, loaded))])
 
     lines = []
-    module = "test_correctness.py"
+    module = "kernels/test_correctness.py"  # tests/grid_cases.py MODULE, under tests/
     stats = {"passed": [report(f"{module}::test_matches_reference[mqa-64-16-q1_kv1-bf16-none-naive]", 1, 2),
                         report(f"{module}::test_forced_config_matches_reference[none-x-parallel]", 2, 0),
                         report(f"{module}::test_locate_q_block_finds_every_block[a]", 4, 0),
                         report(f"{module}::test_matches_reference[z]", 8, 0, when="setup")],
-             "skipped": [report("test_graph_replay.py::test_x", 0, 1)]}
+             "skipped": [report("kernels/test_graph_replay.py::test_x", 0, 1)]}
     monkeypatch.setenv("TRITON_CACHE_DIR", "/c")
     triton_compiles.pytest_terminal_summary(SimpleNamespace(stats=stats, write_line=lines.append))
     assert lines == ["Triton kernels: 7 compiled in this session (3 of them in the grid's keyed cases), "

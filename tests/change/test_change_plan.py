@@ -1,13 +1,15 @@
-"""The change plan (perf/static/changes.py): a case is unchanged exactly when its launches are.
+"""The change plan (perf/change/): a case is unchanged exactly when its launches are.
 
-The decision is a pure function of both sides' planned launches, proven over generated plans;
-the planning itself runs on commits of a throwaway repository (a docs-only commit, one
-heuristic branch changed, a kernel-wide edit), and the interpreter gate of the heuristic
-change times only the cases the plan names and reports the others unchanged.
+The decision is a pure function of both sides' planned launches (keys.py `difference`), proven
+over generated plans; the one plan document (plan.py) of both kinds round-trips and refuses what
+is malformed in one line; the planning itself runs on commits of a throwaway repository (a
+docs-only commit, one heuristic branch changed, a kernel-wide edit), and the interpreter gate of
+the heuristic change times only the cases the plan names and reports the others unchanged.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -17,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perf.change import keys, latency, plan, side
 from perf.errors import ConfigError, NothingMeasured
 from perf.latency import plant
-from perf.static import changes
 from perf.verdicts import Finding, Verdict, exit_code
 from tests.throwaway_repo import git, harness_repo
 
@@ -80,13 +82,14 @@ def test_a_case_is_unchanged_iff_every_launch_key_is_equal(data):
     base = data.draw(_side)
     head = data.draw(st.one_of(st.just(None), _side))
     head = _mutate(data, base) if head is None else head
-    why = changes.difference(base, head)
+    why = keys.difference(base, head)
     identical = base == head and base["status"] != "error"  # a planning error is timed: the gate reports it
     assert (why is None) == identical, (why, base, head)
     if why is not None:
         assert isinstance(why, str) and why  # every timed case says why
-    measure, unchanged = changes.decide([{"variant": "v", "scenario": "s", "base": base, "head": head}])
-    assert len(measure) + len(unchanged) == 1 and bool(unchanged) == identical
+    doc = plan.document(plan.LATENCY, [{"variant": "v", "scenario": "s", "why": why}], vendor="nvidia",
+                        target="sm_90", base="a" * 40, head="b" * 40)
+    assert doc["counts"] == {"measure": int(not identical), "unchanged": int(identical)}
 
 
 def test_why_names_the_first_difference():
@@ -94,45 +97,87 @@ def test_why_names_the_first_difference():
               "tensors": {}}
     ok = {"status": "ok", "launches": [launch], "ops": []}
     warps = {**ok, "launches": [{**launch, "config": {"num_warps": 8}, "binary": "b"}]}
-    assert changes.difference(ok, warps) == "launch 0 (k): num_warps 4 -> 8"
-    assert changes.difference(ok, {**ok, "launches": [{**launch, "binary": "b"}]}).endswith(
+    assert keys.difference(ok, warps) == "launch 0 (k): num_warps 4 -> 8"
+    assert keys.difference(ok, {**ok, "launches": [{**launch, "binary": "b"}]}).endswith(
         "compiled kernel differs (Triton compile key: its source or a function it calls)")
-    grid = changes.difference(ok, {**ok, "launches": [{**launch, "grid": [2]}]})
+    grid = keys.difference(ok, {**ok, "launches": [{**launch, "grid": [2]}]})
     assert grid == "launch 0 (k): grid [1] -> [2]"
-    assert changes.difference(ok, {**ok, "launches": []}) == "1 launches on the base, 0 on the head"
-    assert "torch operations" in changes.difference(ok, {**ok, "ops": [["aten.zero_", []]]})
-    assert "call path after planning" in changes.difference({**ok, "call": "x"}, {**ok, "call": "y"})
-    assert changes.difference({"status": "missing"}, ok).startswith("the base lacks the variant")
+    assert keys.difference(ok, {**ok, "launches": []}) == "1 launches on the base, 0 on the head"
+    assert "torch operations" in keys.difference(ok, {**ok, "ops": [["aten.zero_", []]]})
+    assert "call path after planning" in keys.difference({**ok, "call": "x"}, {**ok, "call": "y"})
+    assert keys.difference({"status": "missing"}, ok).startswith("the base lacks the variant")
     error = {"status": "error", "reason": "plan failed: boom"}
-    assert changes.difference(error, error) == "planning failed on both sides: plan failed: boom"
-    assert changes.difference(ok, error) == "planning failed on the head: plan failed: boom"
+    assert keys.difference(error, error) == "planning failed on both sides: plan failed: boom"
+    assert keys.difference(ok, error) == "planning failed on the head: plan failed: boom"
 
 
-# --- plan.json ------------------------------------------------------------------------------
+def test_a_first_call_that_differs_runs_the_case():
+    """A test calls once: a head whose first call plans other launches than its kept plan runs."""
+    launch = {"kernel": "k", "binary": "b", "grid": [1], "config": {}, "scalars": {}, "tensors": {}}
+    side_ = {"status": "ok", "launches": [launch], "ops": [], "call": "c",
+             "first": {"launches": [dict(launch)], "ops": []}}
+    assert keys.difference(side_, copy.deepcopy(side_)) is None
+    head = copy.deepcopy(side_)
+    head["first"]["launches"][0]["grid"] = [2]
+    assert "first call" in keys.difference(side_, head)
+    head = copy.deepcopy(side_)
+    head["first"]["ops"] = [["aten.zero_", []]]
+    assert "first call" in keys.difference(side_, head)
+
+
+# --- the one plan document, both kinds --------------------------------------------------------
 
 def _doc(measure=(("v", "s1"),), unchanged=(("v", "s2"),)) -> dict:
-    return changes.document("nvidia", "sm_90", "a" * 40, "b" * 40,
-                            [{"variant": v, "scenario": s, "why": "w"} for v, s in measure],
-                            [{"variant": v, "scenario": s} for v, s in unchanged])
+    rows = [{"variant": v, "scenario": s, "why": "w"} for v, s in measure]
+    rows += [{"variant": v, "scenario": s, "why": None} for v, s in unchanged]
+    return plan.document(plan.LATENCY, rows, vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40)
+
+
+def _grid_doc(**edits) -> dict:
+    rows = [{"node": "tests/t.py::test_a[y]", "why": None}, {"node": "tests/t.py::test_a[x]", "why": "w"},
+            {"node": "tests/t.py::test_b", "why": None}]
+    doc = plan.document(plan.GRID, rows, vendor="nvidia", target="sm_90", arch="90", num_sms=132,
+                        base="a" * 40, head="b" * 40)
+    doc.update(edits)
+    return doc
 
 
 def test_plan_file_round_trips_and_says_its_counts(tmp_path):
     doc = _doc()
-    assert set(doc) == {"schema", "vendor", "target", "base", "head", "measure", "unchanged", "counts"}
-    assert changes.summary(doc) == "1 of 2 cases to time; 1 unchanged (identical launches)"
-    path = changes.write_plan(str(tmp_path), doc)
-    assert path == str(tmp_path / "plan.json") and changes.read_plan(path) == doc
-    checked = changes.check_plan(doc, path, vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40,
+    assert set(doc) == {"schema", "kind", "vendor", "target", "base", "head", "measure", "unchanged",
+                        "counts"}
+    assert doc["kind"] == "latency" and doc["measure"] == [{"variant": "v", "scenario": "s1", "why": "w"}]
+    assert latency.summary(doc) == "1 of 2 cases to time; 1 unchanged (identical launches)"
+    path = latency.write_plan(str(tmp_path), doc)
+    assert path == str(tmp_path / "plan.json") and latency.read_plan(path) == doc
+    checked = latency.check_plan(doc, path, vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40,
                                  cases=[("v", "s1")])
     assert checked is doc
 
 
+def test_a_grid_plan_round_trips_in_the_same_document(tmp_path):
+    from perf.change import grid_plan
+
+    doc = _grid_doc()
+    assert set(doc) == {"schema", "kind", "vendor", "target", "arch", "num_sms", "base", "head", "run",
+                        "unchanged", "counts"}
+    assert doc["run"] == [{"node": "tests/t.py::test_a[x]", "why": "w"}] and doc["counts"] == {"run": 1,
+                                                                                             "unchanged": 2}
+    path = plan.write_plan(str(tmp_path / "out"), doc)
+    assert path.endswith(grid_plan.PLAN_FILE) and grid_plan.read_plan(path) == doc
+    assert plan.summary(doc) == ("grid: 1 of 3 keyed cases to run; 2 unchanged (identical launches); "
+                                 "the other grid tests run whole")
+
+
 @pytest.mark.parametrize("edit,match", [
-    (lambda d: d.update(schema=2), "schema 2"),
+    (lambda d: d.update(schema=1), "schema 1, expected 2; write it again with `python -m perf gate "
+                                   "--plan-only"),
+    (lambda d: d.update(kind="grid"), "`kind` 'grid', expected 'latency'"),
     (lambda d: d.update(counts={"measure": 5, "unchanged": 1}), "does not count"),
     (lambda d: (d["measure"].append({"variant": "v", "scenario": "s2", "why": "w"}),
                 d.update(counts={"measure": 2, "unchanged": 1})), "both to measure and"),
     (lambda d: d["unchanged"].append({"variant": 3}), r"unchanged\[1\] needs text fields"),
+    (lambda d: d["measure"][0].pop("why"), r"measure\[0\] needs text fields variant, scenario, why"),
     (lambda d: d.pop("target"), "`target` is not"),
 ])
 def test_a_bad_plan_file_is_one_line_naming_the_field(tmp_path, edit, match):
@@ -141,18 +186,73 @@ def test_a_bad_plan_file_is_one_line_naming_the_field(tmp_path, edit, match):
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(doc))
     with pytest.raises(ConfigError, match=match):
-        changes.read_plan(str(path))
+        latency.read_plan(str(path))
+
+
+_MUTATIONS = {
+    "schema": [1, "2", None], "kind": ["latency", None], "vendor": ["", 3, None], "target": ["", []],
+    "arch": [90, ""], "num_sms": [0, -1, "132", 1.5, True, None], "base": ["", None], "head": [7],
+    "run": ["x", [3], [{"node": "no-node-id", "why": "w"}], [{"node": "tests/t.py::test_a[x]"}],
+            [{"node": "tests/t.py::test_a[x]", "why": "w"}] * 2,
+            [{"node": "tests/t.py::test_b", "why": "w"}]],
+    "unchanged": [None, {}, [None]], "counts": [{"run": 2, "unchanged": 2}, None, {"run": 1}],
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(_MUTATIONS)).flatmap(
+    lambda k: st.tuples(st.just(k), st.sampled_from(_MUTATIONS[k]))), st.booleans())
+def test_a_malformed_grid_plan_is_one_line_naming_the_file_and_field(tmp_path_factory, mutation, drop):
+    from perf.change import grid_plan
+
+    key, value = mutation
+    doc = copy.deepcopy(_grid_doc())
+    if drop:
+        del doc[key]
+    else:
+        doc[key] = value
+    path = tmp_path_factory.mktemp("plan") / "grid-plan.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError) as e:
+        grid_plan.read_plan(str(path))
+    text = str(e.value)
+    assert str(path) in text and "\n" not in text and text.endswith("or drop --grid-plan")
+    assert key in text or (key in ("run", "unchanged") and "counts" in text) or "tests/t.py::test_b" in text
+
+
+@pytest.mark.parametrize("kind", [plan.LATENCY, plan.GRID])
+def test_not_json_or_not_an_object_is_refused(tmp_path, kind):
+    for text in ("{", "[]", ""):
+        (tmp_path / "p.json").write_text(text)
+        with pytest.raises(ConfigError, match="p.json"):
+            plan.read_plan(str(tmp_path / "p.json"), kind)
 
 
 def test_a_plan_of_another_gate_is_refused():
     doc = _doc()
     same = dict(vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40, cases=[("v", "s1")])
     with pytest.raises(ConfigError, match="planned for head bbbbbbbbbbbb, this gate's is cccccccccccc"):
-        changes.check_plan(doc, "p.json", **{**same, "head": "c" * 40})
+        latency.check_plan(doc, "p.json", **{**same, "head": "c" * 40})
     with pytest.raises(ConfigError, match="planned for target sm_90, this gate's is gfx942"):
-        changes.check_plan(doc, "p.json", **{**same, "target": "gfx942"})
+        latency.check_plan(doc, "p.json", **{**same, "target": "gfx942"})
     with pytest.raises(ConfigError, match="has no case w s3"):
-        changes.check_plan(doc, "p.json", **{**same, "cases": [("v", "s1"), ("w", "s3")]})
+        latency.check_plan(doc, "p.json", **{**same, "cases": [("v", "s1"), ("w", "s3")]})
+
+
+# --- the planning process's arguments ---------------------------------------------------------
+
+def test_the_planning_process_takes_what_its_kind_needs(capsys):
+    common = ["--target", "sm_90", "--num-sms", "132", "--thresholds", "t.yaml", "--out", "o.json"]
+    args = side.parse(["--kind", "grid", "--base", "B", "--head", "H", *common])
+    assert (args.kind, args.base, args.num_sms, args.processes) == ("grid", "B", 132, 0)
+    for kind, lacking in (("latency", "--suite"), ("grid", "--base, --head"), ("compile", "--cache-dir")):
+        with pytest.raises(SystemExit) as e:
+            sides = ["--base", "B", "--head", "H"] if kind == "latency" else []
+            side.parse(["--kind", kind, *sides, *common])
+        assert e.value.code == 2 and f"--kind {kind} needs {lacking}" in capsys.readouterr().err
+    cmd = side.argv("perf.change", kind="grid", num_sms=132, only=None, cache_dir="/c")
+    assert cmd == [sys.executable, "-m", "perf.change", "--kind", "grid", "--num-sms", "132", "--cache-dir",
+                   "/c"]
 
 
 # --- unchanged is evidence; nothing compared is not ------------------------------------------
@@ -348,9 +448,9 @@ def test_recompute_keeps_the_cases_the_gate_did_not_time(tmp_path):
     _write_pair(tmp_path, {("static_grid", "timed", "graph"): (1.0, 0.0005, 0.002)})
     (tmp_path / "gate.json").write_text(json.dumps({"identity": {}, "processes": [
         {"attempt": 0, "index": p, "process": f"proc{p}", "first_repeat": 0, "pairs": 1} for p in range(3)]}))
-    doc = changes.document("nvidia", "sm_90", "a" * 40, "b" * 40,
-                           [{"variant": "static_grid", "scenario": "timed", "why": "w"}],
-                           [{"variant": "static_grid", "scenario": "same"}])
-    changes.write_plan(str(tmp_path), doc)
+    doc = plan.document(plan.LATENCY, [{"variant": "static_grid", "scenario": "timed", "why": "w"},
+                                       {"variant": "static_grid", "scenario": "same", "why": None}],
+                        vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40)
+    latency.write_plan(str(tmp_path), doc)
     by = {f.scenario: f for f in ab.recompute(str(tmp_path), TH, "nvidia", None)}
     assert by["timed"].ratio is not None and by["same"].verdict is Verdict.UNCHANGED

@@ -1,57 +1,37 @@
-"""The change plan: which cases of the latency gate can differ in device time, found on a CPU.
+"""Launch identity: what of a planned call decides its device time and what it computes, and when
+two sides' keys of one case are the same.
 
-A case's device time is a function of what its call runs on the GPU: the compiled kernels,
-their grids and launch options, their scalar arguments, the tensors they read and write
-(shape, strides, dtype, which input) and the order of the launches, plus any torch
-operation the call itself runs. The gate hands both sides the very same input tensors (the
-head's `kernels.batch` builds each batch once, perf/latency/worker.py), so a case whose
-launches are identical on base and head cannot differ in device time: it is reported
-`unchanged` (identical launches) and not timed. docs/latency.md argues it and names what
-the rule cannot see.
+A case's device time is a function of what its call runs on the GPU: the compiled kernels, their
+grids and launch options, their scalar arguments, the tensors they read and write (shape, strides,
+dtype, which input) and the order of the launches, plus any torch operation the call itself runs.
+`case_key` is all of that for one side: each side's own planner (`Variant.plan`) as if on the
+runner's target (perf/static/plan.py `plan_as_if_on`, its vendor and SM/CU count), each launch
+bound as Triton's launcher binds it (`bind`) and its compiled binary named by Triton's own compile
+cache key (`cache_key`: the kernel's source and every `@triton.jit` function and global it uses,
+the specialization, the options, the target and the Triton build; with the values it reads as
+modules' attributes, which that key leaves out: `attribute_constants`). The call is planned twice
+and the second call keyed (the steady state the latency gate times: planners keep plans per
+layout), with every torch operation it runs recorded (a `TorchDispatchMode`): a host-side change
+that adds device work outside the Triton launches is a difference too. `difference` says whether
+two sides' keys are identical and, if not, what differs first. docs/latency.md argues it and names
+what the rule cannot see.
 
-Planning reuses the static gate's (perf/static/plan.py): each side's own planner (`Variant.plan`)
-as if on the runner's target (`plan_as_if_on`, its vendor and SM/CU count), each launch bound
-as Triton's launcher binds it (`bind`) and its compiled binary named by Triton's own compile
-cache key (`cache_key`: the kernel's source and every `@triton.jit` function and global it
-uses, the specialization, the options, the target and the Triton build; with the values it
-reads as modules' attributes, which that key leaves out: `attribute_constants`). Both checkouts'
-kernels are loaded side by side in one process (perf/checkout.py), as the gate's workers do,
-and planned on the one batch the head builds, with the host hints the gate's call passes
-(`max_seqlen_q` / `max_seqlen_k`). The call is planned twice and the second call keyed (the
-steady state the gate times, planners keep plans per layout), with every torch operation it
-runs recorded (a `TorchDispatchMode`): a host-side change that adds device work outside the
-Triton launches is a difference too.
-
-`python -m perf gate --plan-only` writes the plan (`plan.json`, `write_plan`); the gate plans
-first by default (perf/latency/ab.py) or reads one (`--plan FILE`, `read_plan`, `check_plan`).
-The side process is `python -m perf.static.changes` (internal), run without TRITON_INTERPRET:
-binding needs Triton's real `JITFunction`s.
+Run in a planning process without TRITON_INTERPRET (perf/change/side.py): binding needs Triton's
+real `JITFunction`s.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import dataclasses
 import importlib
-import json
-import os
-import sys
 from typing import Any
 
-from perf import files
-from perf.errors import EXIT_BAD_INPUT, ConfigError
-
-SCHEMA = 1  # plan.json (CONTRACTS: schema, vendor, target, base, head, measure, unchanged, counts)
-PLAN_FILE = "plan.json"
-SIDE_SCHEMA = "perf-launches/1"  # what the side process writes for the parent
-IDENTICAL = "identical launches"  # the note of every unchanged case
-STATUSES = ("ok", "skip", "missing", "error")  # a side's planning of one case
+STATUSES = ("ok", "skip", "missing", "error")  # a side's planning of one case (`case_key`)
 INPUTS = ("q", "k_cache", "v_cache", "block_table", "cu_seqlens_q", "seq_lens")  # PagedBatch.args()
-_PLAN_FIX = "write it again with `python -m perf gate --plan-only --out DIR`, or drop --plan"
 
 
 # --------------------------------------------------------------------------- launch keys
+
 
 
 def _plain(value: Any) -> Any:
@@ -92,6 +72,15 @@ class Roles:
             self.names[key] = f"scratch{self.scratch}"
             self.scratch += 1
         return self.names[key]
+
+
+def call_tensors(batch, out) -> dict:
+    """The call's own tensors by role (`Roles`): the batch's inputs, its tensor options, the output."""
+    import torch
+
+    named = dict(zip(INPUTS, batch.args()))
+    named.update({k: v for k, v in batch.options.items() if isinstance(v, torch.Tensor)}, out=out)
+    return named
 
 
 def describe_tensor(tensor, role: str | None = None) -> list:
@@ -269,8 +258,7 @@ def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first
     step = "plan"
     try:
         out = torch.empty_like(batch.q)
-        named = dict(zip(INPUTS, batch.args()))
-        named.update({k: v for k, v in batch.options.items() if isinstance(v, torch.Tensor)}, out=out)
+        named = call_tensors(batch, out)
 
         def planned() -> list:
             if target_hints:
@@ -366,243 +354,3 @@ def _launch_change(b: dict, h: dict) -> str:
     return "launch differs"
 
 
-def decide(cases: list[dict]) -> tuple[list[dict], list[dict]]:
-    """(measure, unchanged) of the side process's cases, in its order."""
-    measure, unchanged = [], []
-    for c in cases:
-        why = difference(c["base"], c["head"])
-        row = {"variant": c["variant"], "scenario": c["scenario"]}
-        if why is None:
-            unchanged.append(row)
-        else:
-            measure.append({**row, "why": why})
-    return measure, unchanged
-
-
-def document(vendor: str, target: str, base: str, head: str, measure: list[dict],
-             unchanged: list[dict]) -> dict:
-    """plan.json (CONTRACTS: schema 1)."""
-    return {"schema": SCHEMA, "vendor": vendor, "target": target, "base": base, "head": head,
-            "measure": measure, "unchanged": unchanged,
-            "counts": {"measure": len(measure), "unchanged": len(unchanged)}}
-
-
-def measure_all(vendor: str, target: str, base: str, head: str, cases: list[tuple[str, str]],
-                why: str) -> dict:
-    """A plan that times every case, for `why` (no target to plan for, a toolchain A/B)."""
-    return document(vendor, target, base, head, [{"variant": v, "scenario": s, "why": why} for v, s in cases],
-                    [])
-
-
-def summary(doc: dict) -> str:
-    """The one line `--plan-only` prints (CONTRACTS)."""
-    n, m = doc["counts"]["measure"], doc["counts"]["unchanged"]
-    return f"{n} of {n + m} cases to time; {m} unchanged ({IDENTICAL})"
-
-
-# --------------------------------------------------------------------------- plan.json
-
-
-def write_plan(out_dir: str, doc: dict) -> str:
-    os.makedirs(out_dir, exist_ok=True)
-    return files.write_json(os.path.join(out_dir, PLAN_FILE), doc)
-
-
-def read_plan(path: str) -> dict:
-    """A plan.json, every field checked (ConfigError naming the file and the field)."""
-    doc = files.load_json(path, "a change plan", _PLAN_FIX, expect=dict)
-    if doc.get("schema") != SCHEMA:
-        raise ConfigError(f"{path}: schema {str(doc.get('schema'))[:20]}, expected {SCHEMA}; {_PLAN_FIX}")
-    for key in ("vendor", "target", "base", "head"):
-        if not isinstance(doc.get(key), str) or not doc[key]:
-            raise ConfigError(f"{path}: `{key}` is not a non-empty text; {_PLAN_FIX}")
-    for key, fields in (("measure", ("variant", "scenario", "why")), ("unchanged", ("variant", "scenario"))):
-        rows = doc.get(key)
-        if not isinstance(rows, list):
-            raise ConfigError(f"{path}: `{key}` is not a list; {_PLAN_FIX}")
-        for i, row in enumerate(rows):
-            if not (isinstance(row, dict) and all(isinstance(row.get(f), str) for f in fields)):
-                raise ConfigError(f"{path}: {key}[{i}] needs text fields {', '.join(fields)}; {_PLAN_FIX}")
-    counts = doc.get("counts")
-    if counts != {"measure": len(doc["measure"]), "unchanged": len(doc["unchanged"])}:
-        raise ConfigError(f"{path}: `counts` {str(counts)[:60]} does not count its measure and unchanged "
-                          f"lists; {_PLAN_FIX}")
-    both = {(r["variant"], r["scenario"]) for r in doc["measure"]} & \
-        {(r["variant"], r["scenario"]) for r in doc["unchanged"]}
-    if both:
-        v, s = sorted(both)[0]
-        raise ConfigError(f"{path}: case {v} {s} is both to measure and unchanged; {_PLAN_FIX}")
-    return doc
-
-
-def check_plan(doc: dict, path: str, *, vendor: str, target: str, base: str, head: str,
-               cases: list[tuple[str, str]]) -> dict:
-    """`doc` if it is the plan of this gate (vendor, target, commits) and covers every case
-    it selects; ConfigError naming what differs otherwise."""
-    for key, want in (("vendor", vendor), ("target", target), ("base", base), ("head", head)):
-        if doc[key] != want:
-            raise ConfigError(f"--plan {path}: planned for {key} {doc[key][:12]}, this gate's is "
-                              f"{want[:12]}; {_PLAN_FIX}")
-    known = {(r["variant"], r["scenario"]) for r in (*doc["measure"], *doc["unchanged"])}
-    lacking = [c for c in cases if c not in known]
-    if lacking:
-        v, s = lacking[0]
-        raise ConfigError(f"--plan {path}: has no case {v} {s} ({len(lacking)} missing); plan the same "
-                          f"--suite, --variants and --scenarios, or drop --plan")
-    return doc
-
-
-# --------------------------------------------------------------------------- runner's target
-
-
-@dataclasses.dataclass(frozen=True)
-class Runner:
-    """The GPU a plan is made for: its compile target of thresholds.yaml (None when no target is
-    its architecture: then every case is timed), SM/CU count, architecture name and a note."""
-
-    target: Any
-    num_sms: int
-    arch: str
-    note: str
-
-
-def runner_target(thresholds, vendor: str, on_gpu: bool) -> Runner:
-    """The runner a plan is made for: this GPU (the compile target of thresholds.yaml that is its
-    architecture, with its SM/CU count); without a GPU, the vendor's first target with its
-    product's count (`perf gate --plan-only` on a hosted runner)."""
-    from perf.static import plan
-
-    targets = [t for t in plan.load_targets(thresholds) if t.vendor == vendor]
-    if not on_gpu:
-        if not targets:
-            raise ConfigError(f"{thresholds.path}: {vendor}.compile.targets is empty; the change plan needs "
-                              f"the runner's target; add one")
-        t = targets[0]
-        return Runner(t, t.facts.num_sms, t.name,
-                      f"{t.name} ({t.facts.device_name}, {t.facts.num_sms} SMs/CUs; no GPU here)")
-    from perf.vendor import gpu_arch
-
-    found, num_sms, device = gpu_arch(vendor)
-    match = [t for t in targets if str(t.arch) == found and (vendor == "amd" or t.backend == "cuda")]
-    arch = found if vendor == "amd" else f"sm_{found}"
-    if not match:
-        return Runner(None, num_sms, arch,
-                      f"no compile target of {thresholds.path} is this GPU's architecture ({arch}): every "
-                      f"case is timed")
-    t = match[0]
-    return Runner(t, num_sms, t.name, f"{t.name} ({device}, {num_sms} SMs/CUs)")
-
-
-# --------------------------------------------------------------------------- the parent
-
-
-def plan_sides(base_root: str, head_root: str, target, num_sms: int, suite: str, variants: str | None,
-               scenarios: str | None, thresholds_path: str, work_dir: str) -> list[dict]:
-    """Both sides' launches of every case, planned in a process of its own (no interpreter)."""
-
-    out = os.path.join(work_dir, "launches.json")
-    cmd = [sys.executable, "-m", "perf.static.changes", "--base", base_root, "--head", head_root,
-           "--target", target.name, "--num-sms", str(num_sms), "--suite", suite,
-           "--thresholds", os.path.abspath(thresholds_path), "--out", out]
-    for flag, value in (("--variants", variants), ("--scenarios", scenarios)):
-        if value:
-            cmd += [flag, value]
-    return run_planner(cmd, out, "change plan", SIDE_SCHEMA)["cases"]
-
-
-def run_planner(cmd: list[str], out: str, what: str, schema: str) -> dict:
-    """Run a planning process (`cmd`, which writes the JSON document `out` of `schema`) from this
-    harness, without the interpreter (binding needs real `JITFunction`s) and without the value
-    checks (the gate's call skips them; an unfilled batch has no values to check); its document."""
-    from perf.checkout import ROOT
-    from perf.process import child_env, run_child
-
-    env = child_env(ROOT, drop=("TRITON_INTERPRET",), PAGED_ATTENTION_CHECK_VALUES="0")
-    done = run_child(cmd, cwd=ROOT, env=env)
-    if done.returncode == EXIT_BAD_INPUT:
-        raise ConfigError(f"{what}: bad input (see the line above)")
-    if done.returncode != 0 or not os.path.exists(out):
-        raise RuntimeError(f"{what}: the planning process exited with code {done.returncode}")
-    doc = files.load_json(out, f"the {what}'s launches", "plan again", expect=dict)
-    if doc.get("schema") != schema:
-        raise RuntimeError(f"{out}: schema {doc.get('schema')!r}, expected {schema!r}")
-    return doc
-
-
-def make_plan(*, vendor: str, target, num_sms: int, base: str, head: str, base_root: str, head_root: str,
-              suite: str, variants: str | None, scenarios: str | None, thresholds_path: str,
-              work_dir: str) -> dict:
-    """plan.json of base against head for the gate's cases, planned as if on `target`."""
-    cases = plan_sides(base_root, head_root, target, num_sms, suite, variants, scenarios, thresholds_path,
-                       work_dir)
-    measure, unchanged = decide(cases)
-    return document(vendor, target.name, base, head, measure, unchanged)
-
-
-# --------------------------------------------------------------------------- the side process
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m perf.static.changes",
-                                description="internal: both sides' launches of each case of the latency gate")
-    p.add_argument("--base", required=True, help="checkout whose kernels/ is the base side")
-    p.add_argument("--head", required=True, help="checkout whose kernels/ is the head side (builds batches)")
-    p.add_argument("--target", required=True, help="compile target of thresholds.yaml (the runner's)")
-    p.add_argument("--num-sms", type=int, required=True, help="SMs/CUs of the runner's GPU")
-    p.add_argument("--suite", required=True)
-    p.add_argument("--variants", default=None)
-    p.add_argument("--scenarios", default=None)
-    p.add_argument("--thresholds", required=True)
-    p.add_argument("--out", required=True, help="JSON file for the parent")
-    return p
-
-
-def side_main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        raise ConfigError("TRITON_INTERPRET=1 is set: the change plan binds real Triton kernels; unset it")
-    import triton
-
-    from perf import checkout, scenarios
-    from perf.measure.cases import host_hints
-    from perf.static import plan
-    from perf.thresholds import load_thresholds
-
-    (target,) = [t for t in plan.load_targets(load_thresholds(args.thresholds)) if t.name == args.target]
-    chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
-    sides = {s: checkout.load_side(getattr(args, s), f"kernels_plan_{s}") for s in ("base", "head")}
-    if args.variants:
-        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    else:  # as the gate's workers: the head's, then any only the base has
-        variants = list(dict.fromkeys([*getattr(sides["head"].kernels, "VARIANTS", {}),
-                                       *getattr(sides["base"].kernels, "VARIANTS", {})]))
-    cases = []
-    for scenario in chosen:
-        with sides["head"].active():
-            from kernels.batch import build_batch
-
-            try:
-                batch = build_batch(scenario.spec(), "cpu", fill=False, **plan.fp8_format(target))
-                failed = None
-            except Exception as e:  # the gate's workers meet it too and report it per variant
-                batch, failed = None, f"batch failed: {type(e).__name__}: {e}".splitlines()[0][:300]
-        for name in variants:
-            row = {"variant": name, "scenario": scenario.name}
-            for s, side in sides.items():
-                if failed:
-                    row[s] = {"status": "error", "reason": failed}
-                    continue
-                with side.active() as kernels:
-                    variant = getattr(kernels, "VARIANTS", {}).get(name)
-                    hints = host_hints(variant, batch.spec) if variant is not None else {}
-                    row[s] = case_key(kernels, name, batch, target, args.num_sms, hints)
-            cases.append(row)
-    files.write_text(args.out, json.dumps({"schema": SIDE_SCHEMA, "triton": triton.__version__,
-                                           "target": target.name, "num_sms": args.num_sms, "cases": cases}))
-    return 0
-
-
-if __name__ == "__main__":  # the planning process of the gate: its parent reports an interrupt
-    from perf.process import entry
-
-    entry(side_main, internal=True)
