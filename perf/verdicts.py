@@ -128,6 +128,10 @@ def detectable_summary(findings: list[Finding], effects: tuple[float, ...] = (0.
             + " (per case: `min_detectable` in findings.json)")
 
 
+_COMPILES = "compiles on every target"  # the rule of a kernel that must compile
+_SEVERITY = {"fail": Verdict.FAIL, "warn": Verdict.WARN, "ignore": Verdict.OK}  # a policy's word
+
+
 def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
                     base_comparable: bool = True) -> list[Finding]:
     """The findings of one launched kernel on one compile target, head against base.
@@ -142,42 +146,58 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
     planned variants) nothing can regress: every verdict is ok, its note saying what it
     would have been.
     """
-    from perf.static.metrics import SPILL_METRICS, occupancy_unit
-
-    severity = {"fail": Verdict.FAIL, "warn": Verdict.WARN, "ignore": Verdict.OK}
-    rows: list[Finding] = []
-
-    def finding(metric, bval, hval, verdict, threshold, note=""):
-        numbers = isinstance(bval, (int, float)) and isinstance(hval, (int, float))
-        ratio = hval / bval if numbers and bval else None
-        if not base_comparable and verdict is not Verdict.OK:
-            note = f"base not comparable; would be {verdict.value}: {note}".rstrip(": ")
-            verdict = Verdict.OK
-        rows.append(Finding("static", head["vendor"], head["target"], head["variant"], head["scenario"],
-                            f"{head['kernel']}/{metric}", bval, hval, ratio, None, None, None, threshold,
-                            verdict, note))
-
+    rows = _StaticRows(head, base_comparable)
     base_ok = base is not None and base["status"] == "ok"
-    compiles = "compiles on every target"
     if head["status"] != "ok":
-        msg = f"{head['target']}: {head['status']}: {head.get('error', '')}"
-        if head["status"] == "unsupported" and (base is None or base["status"] == "unsupported"):
-            finding("compiles", None, None, Verdict.OK, compiles, f"not supported ({msg})")
-        elif base_ok or base is None:
-            finding("compiles", None, None, Verdict.FAIL, compiles,
-                    ("no longer compiles; " if base_ok else "") + msg)
-        else:
-            finding("compiles", None, None, Verdict.WARN, compiles, f"fails on the base too; {msg}")
-        return rows
-    hm = head["metrics"]
+        _not_compiled(rows, head, base, base_ok)
+        return rows.rows
     bm = base["metrics"] if base_ok else {}
     note_new = "" if base_ok else ("new kernel" if base is None else f"base: {base['status']}")
     if base is not None and not base_ok:
-        finding("compiles", None, None, Verdict.IMPROVED, compiles,
-                f"compiles again (base: {base.get('error', '')[:120]})")
+        rows.add("compiles", None, None, Verdict.IMPROVED, _COMPILES,
+                 f"compiles again (base: {base.get('error', '')[:120]})")
+    _spill_findings(rows, head["metrics"], bm, policy, note_new)
+    _register_finding(rows, head, base, bm, policy, limits, note_new)
+    _shared_memory_finding(rows, head, bm, policy, limits, note_new)
+    _occupancy_finding(rows, head, bm, policy, note_new)
+    return rows.rows
 
-    # spills, and wgmma serialized by ptxas (NVIDIA Hopper: each matrix instruction waits for
-    # the last): any increase, or any in a kernel the base did not have
+
+class _StaticRows:
+    """The findings of one kernel on one target, as `static_findings` adds them."""
+
+    def __init__(self, head: dict, base_comparable: bool):
+        self.head, self.base_comparable, self.rows = head, base_comparable, []
+
+    def add(self, metric, bval, hval, verdict, threshold, note="") -> None:
+        numbers = isinstance(bval, (int, float)) and isinstance(hval, (int, float))
+        ratio = hval / bval if numbers and bval else None
+        if not self.base_comparable and verdict is not Verdict.OK:
+            note = f"base not comparable; would be {verdict.value}: {note}".rstrip(": ")
+            verdict = Verdict.OK
+        h = self.head
+        self.rows.append(Finding("static", h["vendor"], h["target"], h["variant"], h["scenario"],
+                                 f"{h['kernel']}/{metric}", bval, hval, ratio, None, None, None, threshold,
+                                 verdict, note))
+
+
+def _not_compiled(rows: _StaticRows, head: dict, base: dict | None, base_ok: bool) -> None:
+    """A kernel the head does not compile: fails where the base compiled it (or lacked it)."""
+    msg = f"{head['target']}: {head['status']}: {head.get('error', '')}"
+    if head["status"] == "unsupported" and (base is None or base["status"] == "unsupported"):
+        rows.add("compiles", None, None, Verdict.OK, _COMPILES, f"not supported ({msg})")
+    elif base_ok or base is None:
+        rows.add("compiles", None, None, Verdict.FAIL, _COMPILES,
+                 ("no longer compiles; " if base_ok else "") + msg)
+    else:
+        rows.add("compiles", None, None, Verdict.WARN, _COMPILES, f"fails on the base too; {msg}")
+
+
+def _spill_findings(rows: _StaticRows, hm: dict, bm: dict, policy: dict, note_new: str) -> None:
+    """Spills, and wgmma serialized by ptxas (NVIDIA Hopper: each matrix instruction waits for the
+    last): any increase, or any in a kernel the base did not have."""
+    from perf.static.metrics import SPILL_METRICS
+
     for metric in (*SPILL_METRICS, "wgmma_serialized"):
         if metric not in hm:
             continue
@@ -190,17 +210,20 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
         rule = f"{key}: {policy[key]}"
         hv, bv = hm[metric], bm.get(metric)
         if hv > (bv or 0):
-            finding(metric, bv, hv, severity[policy[key]], rule, note_new or worse)
+            rows.add(metric, bv, hv, _SEVERITY[policy[key]], rule, note_new or worse)
         elif bv is not None and hv < bv:
-            finding(metric, bv, hv, Verdict.IMPROVED, rule, better)
+            rows.add(metric, bv, hv, Verdict.IMPROVED, rule, better)
         else:
-            finding(metric, bv, hv, Verdict.OK, rule, note_new)
+            rows.add(metric, bv, hv, Verdict.OK, rule, note_new)
 
-    # registers per thread; per program where the launch's warp count changed (the same work on
-    # half the threads holds about twice the registers per thread and the same register file)
+
+def _register_finding(rows: _StaticRows, head: dict, base: dict | None, bm: dict, policy: dict,
+                      limits: dict, note_new: str) -> None:
+    """Registers per thread; per program where the launch's warp count changed (the same work on
+    half the threads holds about twice the registers per thread and the same register file)."""
     warn_r, fail_r = policy["registers_warn_ratio"], policy["registers_fail_ratio"]
     rule = ", ".join(([f"warn > {warn_r:g}"] if warn_r else []) + ([f"fail > {fail_r:g}"] if fail_r else []))
-    hv, bv = hm["registers"], bm.get("registers")
+    hv, bv = head["metrics"]["registers"], bm.get("registers")
     ratio = hv / bv if bv else None
     hw, bw = (side.get("config", {}).get("num_warps") if side else None for side in (head, base))
     note = note_new
@@ -208,43 +231,49 @@ def static_findings(head: dict, base: dict | None, policy: dict, limits: dict,
         ratio = hv * hw / (bv * bw)
         note = f"compared per program: {bv} x {bw} warps -> {hv} x {hw} warps ({ratio:.3f})"
     if hv > limits["max_registers_per_thread"]:
-        finding("registers", bv, hv, Verdict.FAIL, rule, "above the target's register limit")
+        rows.add("registers", bv, hv, Verdict.FAIL, rule, "above the target's register limit")
     elif ratio is not None and fail_r and ratio > fail_r:
-        finding("registers", bv, hv, Verdict.FAIL, rule, note)
+        rows.add("registers", bv, hv, Verdict.FAIL, rule, note)
     elif ratio is not None and warn_r and ratio > warn_r:
-        finding("registers", bv, hv, Verdict.WARN, rule, note)
+        rows.add("registers", bv, hv, Verdict.WARN, rule, note)
     elif ratio is not None and warn_r and ratio < 1 / warn_r:
-        finding("registers", bv, hv, Verdict.IMPROVED, rule, note)
+        rows.add("registers", bv, hv, Verdict.IMPROVED, rule, note)
     else:
-        finding("registers", bv, hv, Verdict.OK, rule, note)
+        rows.add("registers", bv, hv, Verdict.OK, rule, note)
 
-    # shared memory / LDS
+
+def _shared_memory_finding(rows: _StaticRows, head: dict, bm: dict, policy: dict, limits: dict,
+                           note_new: str) -> None:
+    """Shared memory / LDS: over the target's limit, or grown beyond the warn ratio."""
     limit, sev, warn_s = (limits["max_shared_memory_bytes"], policy["shared_memory_over_limit"],
                           policy["shared_memory_warn_ratio"])
     rule = f"limit {limit} B: {sev}" + (f"; warn > {warn_s:g}" if warn_s else "")
-    hv, bv = hm["shared_memory"], bm.get("shared_memory")
+    hv, bv = head["metrics"]["shared_memory"], bm.get("shared_memory")
     ratio = hv / bv if bv else None
     if hv > limit and bv is not None and bv > limit:
-        finding("shared_memory", bv, hv, Verdict.WARN, rule, "over the target's limit on the base too")
+        rows.add("shared_memory", bv, hv, Verdict.WARN, rule, "over the target's limit on the base too")
     elif hv > limit:
-        finding("shared_memory", bv, hv, severity[sev], rule,
-                f"{hv} B > {limit} B: cannot launch on {head['target']}")
+        rows.add("shared_memory", bv, hv, _SEVERITY[sev], rule,
+                 f"{hv} B > {limit} B: cannot launch on {head['target']}")
     elif ratio is not None and warn_s and ratio > warn_s:
-        finding("shared_memory", bv, hv, Verdict.WARN, rule)
+        rows.add("shared_memory", bv, hv, Verdict.WARN, rule)
     else:
-        finding("shared_memory", bv, hv, Verdict.OK, rule, note_new)
+        rows.add("shared_memory", bv, hv, Verdict.OK, rule, note_new)
 
-    # occupancy
+
+def _occupancy_finding(rows: _StaticRows, head: dict, bm: dict, policy: dict, note_new: str) -> None:
+    """Occupancy: a drop is the policy's verdict, a rise improved."""
+    from perf.static.metrics import occupancy_unit
+
     sev, unit = policy["occupancy_drop"], occupancy_unit(head["vendor"])
     rule = f"occupancy_drop: {sev}"
-    hv, bv = hm["occupancy"], bm.get("occupancy")
+    hv, bv = head["metrics"]["occupancy"], bm.get("occupancy")
     if bv is not None and hv < bv:
-        finding("occupancy", bv, hv, severity[sev], rule, f"{unit}: {bv} -> {hv}")
+        rows.add("occupancy", bv, hv, _SEVERITY[sev], rule, f"{unit}: {bv} -> {hv}")
     elif bv is not None and hv > bv:
-        finding("occupancy", bv, hv, Verdict.IMPROVED, rule, f"{unit}: {bv} -> {hv}")
+        rows.add("occupancy", bv, hv, Verdict.IMPROVED, rule, f"{unit}: {bv} -> {hv}")
     else:
-        finding("occupancy", bv, hv, Verdict.OK, rule, unit + (f"; {note_new}" if note_new else ""))
-    return rows
+        rows.add("occupancy", bv, hv, Verdict.OK, rule, unit + (f"; {note_new}" if note_new else ""))
 
 
 def compile_time_rule(rule, noise: float | None, source: str = ""):

@@ -421,84 +421,96 @@ def compile_all(jobs: list[Job], cache: DiskCache, workers: int, quiet: bool = F
             todo.append(job)
     if not todo:
         return results, 0
-    compiled = 0
     with fresh_triton_cache(), progress(len(todo), label, quiet) as bar, Claims(cache) as claims:
-
-        def done(job: Job, result: dict, elsewhere: bool = False) -> None:
-            """`elsewhere`: compiled in this run by the other side (same compile, not a cached one)."""
-            nonlocal compiled
-            if not elsewhere:
-                cache.put(job.key, result)
-                claims.release(job.key)
-                compiled += 1
-            results[job.key] = {**result, "cached": False, "other_side": elsewhere}
-            bar.advance(f"{job.target.name} {job.qualname}")
-
-        def take(job: Job) -> bool:
-            """Claim `job` to compile it here; False when it cannot be claimed, or when the other
-            side cached it and let go between the look at the cache and the claim (then it is
-            done, collected from the cache)."""
-            if not claims.take(job.key):
-                return False
-            hit = cache.get(job.key)
-            if hit is not None:
-                claims.release(job.key)
-                done(job, hit, elsewhere=True)
-                return False
-            return True
-
-        def claimed(run) -> list[Job]:
-            """Run every job nobody else compiles; return those another process claimed."""
-            elsewhere = []
-            for job in todo:
-                hit = cache.get(job.key)  # the other side may have compiled it meanwhile
-                if hit is not None:
-                    done(job, hit, elsewhere=True)
-                elif take(job):
-                    run(job)
-                elif job.key not in results:
-                    elsewhere.append(job)
-            return elsewhere
-
-        def collect(elsewhere: list[Job], run) -> None:
-            for job in elsewhere:
-                hit = claims.wait(job.key)
-                if hit is not None:
-                    done(job, hit, elsewhere=True)
-                elif take(job) or job.key not in results:  # the other process gave it up: compile it here
-                    run(job)
-
+        run = _Compiles(todo, cache, claims, bar, results)
         if (workers <= 1 or len(todo) == 1) and one_target(todo):
-            def run_here(job: Job) -> None:
-                done(job, compile_job(job))
+            def here(job: Job) -> None:
+                run.done(job, compile_job(job))
 
-            collect(claimed(run_here), run_here)
+            run.collect(run.claimed(here), here)
         else:
-            running = max(1, min(workers, len(todo)))
-            pools = TargetPools(running)
-            futures: dict = {}
+            _in_pools(run, max(1, min(workers, len(todo))))
+    return results, run.compiled
 
-            def drain(limit: int) -> None:
-                """Wait until at most `limit` compiles are running, recording those that finished."""
-                while len(futures) > limit:
-                    finished, _ = wait(futures, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        done(futures.pop(future), future.result())
 
-            def run_in_pool(job: Job) -> None:  # claimed one at a time, as a worker frees up (in order)
-                drain(running - 1)
-                futures[pools.submit(compile_job, job)] = job
+class _Compiles:
+    """One `compile_all` run's jobs to compile (`todo`), shared with the other side of the gate
+    through the metrics cache and its claims: who compiles what, and the results as they come."""
 
-            try:
-                elsewhere = claimed(run_in_pool)
-                drain(0)
-                collect(elsewhere, run_in_pool)
-                drain(0)
-            except BaseException:  # Ctrl-C, SIGTERM or an error: nothing keeps compiling behind it
-                pools.stop(futures)
-                raise
-            pools.shutdown()
-    return results, compiled
+    def __init__(self, todo: list[Job], cache: DiskCache, claims: Claims, bar, results: dict):
+        self.todo, self.cache, self.claims, self.bar, self.results = todo, cache, claims, bar, results
+        self.compiled = 0  # by this process
+
+    def done(self, job: Job, result: dict, elsewhere: bool = False) -> None:
+        """`elsewhere`: compiled in this run by the other side (same compile, not a cached one)."""
+        if not elsewhere:
+            self.cache.put(job.key, result)
+            self.claims.release(job.key)
+            self.compiled += 1
+        self.results[job.key] = {**result, "cached": False, "other_side": elsewhere}
+        self.bar.advance(f"{job.target.name} {job.qualname}")
+
+    def take(self, job: Job) -> bool:
+        """Claim `job` to compile it here; False when it cannot be claimed, or when the other
+        side cached it and let go between the look at the cache and the claim (then it is
+        done, collected from the cache)."""
+        if not self.claims.take(job.key):
+            return False
+        hit = self.cache.get(job.key)
+        if hit is not None:
+            self.claims.release(job.key)
+            self.done(job, hit, elsewhere=True)
+            return False
+        return True
+
+    def claimed(self, run: Callable[[Job], None]) -> list[Job]:
+        """Run every job nobody else compiles; return those another process claimed."""
+        elsewhere = []
+        for job in self.todo:
+            hit = self.cache.get(job.key)  # the other side may have compiled it meanwhile
+            if hit is not None:
+                self.done(job, hit, elsewhere=True)
+            elif self.take(job):
+                run(job)
+            elif job.key not in self.results:
+                elsewhere.append(job)
+        return elsewhere
+
+    def collect(self, elsewhere: list[Job], run: Callable[[Job], None]) -> None:
+        """Wait for the jobs another process claimed; compile here those it gave up."""
+        for job in elsewhere:
+            hit = self.claims.wait(job.key)
+            if hit is not None:
+                self.done(job, hit, elsewhere=True)
+            elif self.take(job) or job.key not in self.results:  # given up: compile it here
+                run(job)
+
+
+def _in_pools(run: _Compiles, running: int) -> None:
+    """`run`'s jobs compiled in spawned workers (TargetPools), at most `running` at once."""
+    pools = TargetPools(running)
+    futures: dict = {}
+
+    def drain(limit: int) -> None:
+        """Wait until at most `limit` compiles are running, recording those that finished."""
+        while len(futures) > limit:
+            finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in finished:
+                run.done(futures.pop(future), future.result())
+
+    def in_pool(job: Job) -> None:  # claimed one at a time, as a worker frees up (in order)
+        drain(running - 1)
+        futures[pools.submit(compile_job, job)] = job
+
+    try:
+        elsewhere = run.claimed(in_pool)
+        drain(0)
+        run.collect(elsewhere, in_pool)
+        drain(0)
+    except BaseException:  # Ctrl-C, SIGTERM or an error: nothing keeps compiling behind it
+        pools.stop(futures)
+        raise
+    pools.shutdown()
 
 
 def compile_pairs(jobs: list[Job], workers: int, quiet: bool = False, label: str = "") -> tuple[dict, dict]:
