@@ -1,24 +1,26 @@
 """asv benchmarks: every variant and vendor library x the nightly suite, GPU medians in ms.
 
-`track_latency_ms` (eager launch) and `track_graph_ms` (CUDA/HIP-graph replay) return the
-median, over the repeats, of perf.measure.timing's per-repeat medians; asv treats larger as worse,
-which holds for times. Parameters are (variant or library, scenario) from the selection
-that `python -m perf nightly` exports (perf/nightly/selection.py says why through the
-environment); `setup` raises NotImplementedError, asv's way of skipping, for a variant
-that lacks a feature of the scenario or a library that is absent or refuses the shape.
+`track_latency_ms` (eager launch) and `track_graph_ms` (CUDA/HIP-graph replay) are the median,
+over the repeats, of perf.measure.timing's per-repeat medians; asv treats larger as worse, which
+holds for times. Parameters are (variant or library, scenario).
 
-The GPU work happens once per commit, in one process: `setup_cache` reads the results
-file the nightly driver has just measured for this commit (perf/nightly/collect.py) or,
-when asv runs on its own, measures it there. asv's spawn launcher (CUDA and forked children
-do not mix) then starts one process per parameter combination and benchmark, each of
-which only looks its number up: they never import torch.
+A night runs none of them: the nightly measures in one process of its own (perf/nightly/
+collect.py), keeps the night in its store (perf/nightly/store.py), and `perf nightly publish`
+writes asv's results from the store under these classes' names, parameters, unit and version
+(perf/nightly/asvrun.py, which names them; a test keeps the two equal) before `asv publish` draws
+them. The classes stay for the code asv's site shows and for a developer's own `asv run`: there
+`setup_cache` reads the night's results file once (the selection's PERF_NIGHTLY_RESULTS, else this
+commit's newest night in the local store), and each process asv starts looks its number up in what
+that one read returned; `setup` raises NotImplementedError, asv's way of skipping, for a variant
+that lacks a feature of the scenario or a library that is absent or refuses the shape. Nothing here
+measures or imports torch.
 
 `version` is pinned so that editing these bodies keeps the history; change it only when a
 number starts to mean something else. Scenario parameters are perf/scenarios.py's names
 (`llama3-8b/decode/batch32-kv1024/block16`); asv keeps parameter values inside its result
-files, never in file names, so their `/` is safe. asv has no way to rename a parameter value:
-its series under the names used before the rename (`llama3-8b_bs16_b32_s1024_d100`) end
-there and the new ones start fresh (our own history, perf/nightly/history.py, continues).
+files, never in file names, so their `/` is safe. asv's series under the names used before the
+rename (`llama3-8b_bs16_b32_s1024_d100`) are written under the new names from the store, whose
+reader renames them (perf.results).
 """
 
 import math
@@ -29,13 +31,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:  # asv imports this file as a top-level package from perf/
     sys.path.insert(0, ROOT)
 
+from perf.nightly import asvrun as _asvrun  # noqa: E402
 from perf.nightly import selection as _selection  # noqa: E402
 
 SELECTION = _selection.Selection.from_env()
 PEER = _selection.PEER_PREFIX
-# Setting up measures the whole suite when asv runs without the driver: hours, not asv's
-# default 60 s. The nightly job's own limit (240 min, perf/ci/workflows.py) is the real bound.
-SETUP_CACHE_TIMEOUT = 4 * 3600
 
 
 def _lookup(cache: dict, name: str, scenario: str) -> dict:
@@ -58,17 +58,12 @@ def _value(cache: dict, name: str, scenario: str, metric: str) -> float:
 
 
 class _Measured:
-    unit = "ms"
-    version = "1"
-    timeout = 120  # a lookup; starting the process is most of it
+    unit = _asvrun.UNIT
+    version = _asvrun.VERSION
+    timeout = _asvrun.TIMEOUT  # a lookup; starting the process is most of it
 
     def setup_cache(self):
-        from perf.nightly import collect
-
-        out = SELECTION.results or _selection.default_results(ROOT)
-        return collect.load_or_measure(SELECTION, out)
-
-    setup_cache.timeout = SETUP_CACHE_TIMEOUT
+        return _asvrun.summarize(SELECTION.results or _asvrun.night_of_head(ROOT))
 
     def setup(self, cache, name, scenario):
         _lookup(cache, self.prefix + name, scenario)

@@ -1,4 +1,4 @@
-"""Nightly performance history: asv records it and publishes its site, our report goes beside it.
+"""Nightly performance history: one store of nights, our report and asv's site drawn from it.
 
     python -m perf nightly [all|run|publish|report] [options]   # nox -s nightly
     python -m perf nightly save|checkout|heartbeat [options]    # the data branch (below)
@@ -6,11 +6,13 @@
     python -m perf alert --confirm [--dry-run] [options]        # re-measure the alerts, render issues
 
 `run` measures every variant and vendor library over the `nightly` suite on this GPU
-(perf/nightly/collect.py) into `<results_dir>/<machine>/perf-nightly/<sha>.jsonl` and
-records the medians with `asv run --set-commit-hash HEAD` (perf/asv/benchmarks.py);
-`publish` is `asv publish`; `report` writes our pages and plots into
-`<html_dir>/nightly/` (perf/nightly/site.py) and the change-point findings into
-`--out` (perf/nightly/alert.py); `all` (the default) does the three. `alert` finds steps
+(perf/nightly/collect.py) into `--out` (`<machine>-<sha8>.jsonl`) and puts the night into the
+store (perf/nightly/store.py: the checkout `--data DIR` of the data branch, else the local
+`.asv/perf-data`); `publish` writes asv's results from the store's nights (perf/nightly/asvrun.py,
+one step in this process: asv measures nothing and runs no benchmark) and runs `asv publish`;
+`report` writes our pages and plots into `<html_dir>/nightly/` (perf/nightly/site.py) and the
+change-point findings into `--out` (perf/nightly/alert.py: computed once per night and stored with
+it, read from there afterwards); `all` (the default) does the three. `alert` finds steps
 at the newest commit, writes alert.json and alert.md, and exits 1 when there is one; with
 `--confirm` it re-measures each alert with the latency gate first (perf/nightly/confirm.py)
 and renders the issues of the confirmed ones (perf/nightly/issues.py posts them).
@@ -18,8 +20,7 @@ and renders the issues of the confirmed ones (perf/nightly/issues.py posts them)
 (`--shard I/M`) that `--merge-shards DIR` merges and records (perf/nightly/shard.py).
 The history lives on the data branch (perf/nightly/store.py): `save` commits this runner's
 night (results, fingerprint, alert state) and pushes it, `checkout --data DIR` makes DIR a
-checkout of it, and `report` and `alert` read the history from `--data DIR` (without it, from
-asv's results folder, which the workflow's cache keeps: a speed-up only). `heartbeat` opens an
+checkout of it, and `report` and `alert` read the history from `--data DIR`. `heartbeat` opens an
 issue for each runner whose newest night is too old (perf/nightly/heartbeat.py).
 `simulate --seed S --nights N --out DIR` replays a history with known events through the
 attribution (perf/nightly/simulate.py).
@@ -65,8 +66,9 @@ def _detector_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vendor", default=None,
                    help="thresholds section to apply (default: each machine's own vendor)")
     p.add_argument("--data", default=None, metavar="DIR",
-                   help="a checkout of the data branch (perf/nightly/store.py): read the history from it, "
-                        "not from asv's results folder; save and checkout keep it up to date")
+                   help="a checkout of the data branch (perf/nightly/store.py): the store the night goes "
+                        "into and the history is read from (default: the local .asv/perf-data); save and "
+                        "checkout keep it up to date")
 
 
 def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,7 +91,7 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
                    help="a case whose one call takes longer is recorded as a skip, not timed (default: 5000)")
     p.add_argument("--machine", default=None, help="asv machine name (default: <runner or host>_<gpu>)")
     p.add_argument("--bench", action="append", default=None, metavar="REGEX",
-                   help="passed to `asv run --bench` (records only matching benchmarks)")
+                   help="publish: asv's results of matching benchmarks only (as `asv run --bench` matches)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted measurement of this commit instead of starting over")
     p.add_argument("--allow-dirty", action="store_true",
@@ -100,8 +102,8 @@ def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
                    help="record no compile times (each variant cold-compiled for every target: "
                         "perf/nightly/compiletime.py; CPU only, docs/nightly.md says its cost)")
     p.add_argument("--no-asv", action="store_true",
-                   help="run: measure and keep the night (results, --data) without recording it in asv "
-                        "(the data branch is the history; asv's site is the dashboard)")
+                   help="measure and keep the night (results, --data) without recording it in asv: `all` "
+                        "then skips publish (the data branch is the history; asv's site is the dashboard)")
     p.add_argument("--force", action="store_true",
                    help="record into a machine's history measured on another GPU, vendor or the interpreter "
                         "(its older nights are then left out of it, and said so)")
@@ -137,21 +139,24 @@ def add_alert_arguments(p: argparse.ArgumentParser) -> None:
 def nightly_main(args: argparse.Namespace) -> int:
     from perf.nightly import asvrun, shard
 
-    shard.check_action(args)
+    shard.check_action(args)  # --shard with run only
     files.check_output(args.out, "--out", directory=True)
     conf = asvrun.read_config(args.config)
     if args.action in DATA_ACTIONS:
         module, function = DATA_ACTIONS[args.action].split(":")
         return getattr(importlib.import_module(module), function)(args, conf)
-    rc = 0
-    if args.action in ("all", "run"):
-        rc = _run(args, conf)
-    if args.action in ("all", "publish"):
+    publish = args.action == "publish" or (args.action == "all" and not args.no_asv)
+    if publish:  # before hours of measuring, not after
         asvrun.require_asv()
-        asvrun.publish(conf)
-    if args.action in ("all", "report"):
-        _report(args, conf, publish_summary=True)
-    return 0 if rc in (0, 2) else rc
+    if args.action in ("all", "run"):
+        _run(args, conf)
+    if publish or args.action in ("all", "report"):
+        histories, unreadable = _histories(args, conf)
+        if publish:
+            asvrun.publish(conf, histories, args.bench)
+        if args.action in ("all", "report"):
+            _report(args, conf, histories, unreadable, publish_summary=True)
+    return 0
 
 
 def alert_main(args: argparse.Namespace) -> int:
@@ -163,7 +168,8 @@ def alert_main(args: argparse.Namespace) -> int:
     confirm.check_options(args)
     files.check_output(args.out, "--out", directory=True)
     conf = asvrun.read_config(args.config)
-    machines, histories = _report(args, conf, publish_summary=True, site=False)
+    histories, unreadable = _histories(args, conf)
+    machines = _report(args, conf, histories, unreadable, publish_summary=True, site=False)
     if not any(m["findings"] for m in machines):  # no series was compared on any machine
         why = "; ".join(f"{m['machine']}: {'; '.join(m['notes']) or 'no series at the newest commit'}"
                         for m in machines)
@@ -174,14 +180,13 @@ def alert_main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, conf: dict) -> int:
-    from perf.nightly import asvrun, selection, shard
+    from perf.nightly import selection, shard
 
     part = shard.parse_part(args.shard)
-    if part is None and not args.no_asv:
-        asvrun.require_asv()
     if args.merge_shards:  # the merge job: the runners' parts; no GPU, no torch needed
-        name, sha, sel, out = shard.merge_parts(args.merge_shards, conf, args.machine, args.force)
-        return _record(args, conf, name, sha, sel, out)
+        name, sha, _, out = shard.merge_parts(args.merge_shards, conf, args.machine, args.force,
+                                              out_dir=args.out, data=_data(args, conf))
+        return _record(args, conf, name, sha, out)
     from perf import peers as peers_mod
     from perf.errors import ConfigError
 
@@ -199,11 +204,10 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
                           f"stash them, or pass --allow-dirty")
     vendor = vendor_mod.detect() or "cpu"
     name = shard.machine_name(args.machine, part)
-    _guard_history(conf, name, args.force, args.data)
+    _guard_history(_data(args, conf), name, args.force)
     peers, absent = peers_mod.resolve(args.peers, vendor)
     suite = args.suite or selection.DEFAULT_SUITE
-    out = shard.part_path(args.out, name, sha, part) if part else \
-        os.path.join(selection.history_dir(conf["_results_dir"], name), f"{sha}.jsonl")
+    out = shard.part_path(args.out, name, sha, part) if part else shard.night_path(args.out, name, sha)
     from perf import validate
     from perf.thresholds import load_thresholds
 
@@ -232,65 +236,76 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
                 print(f"nightly: runner 1 wrote the compile times {side} for the merge job", flush=True)
         print(f"nightly: wrote runner {part}'s part {out}; the merge job records it", flush=True)
         return 0
-    return _record(args, conf, name, sha, sel, out)
+    return _record(args, conf, name, sha, out)
 
 
-def _guard_history(conf: dict, name: str, force: bool, data: str | None = None) -> None:
+def _data(args: argparse.Namespace, conf: dict) -> str:
+    """The store this command reads and writes: `--data`, else the local one (store.local)."""
+    from perf.nightly import store
+
+    return args.data or store.local(conf["_results_dir"])
+
+
+def _guard_history(data: str, name: str, force: bool) -> None:
     """A night measured here may join machine `name`'s history only if the history is this GPU's,
-    vendor's and interpreter's (perf.files.guard_measured): the data branch's newest night of it
-    with `data`, else asv's results folder's; with `force` it starts the history over on this
-    machine (the older nights stay, left out and said so)."""
+    vendor's and interpreter's (perf.files.guard_measured): the store `data`'s newest night of it;
+    with `force` it starts the history over on this machine (the older nights stay, left out and
+    said so)."""
     from perf import names, results
-    from perf.nightly import history, selection, store
+    from perf.nightly import store
 
-    newest = store.newest(data, name) if data and names.RUNNER.fullmatch(name) else None
+    newest = store.newest(data, name) if names.RUNNER.fullmatch(name) else None
     if newest is not None:
-        folder, old = newest.path, newest.results().environment
-    else:
-        folder = selection.history_dir(conf["_results_dir"], name)
-        old = history.newest_environment(folder) if os.path.isdir(folder) else None
-    files.guard_measured(folder, old, results.environment(), force)
+        files.guard_measured(newest.path, newest.results().environment, results.environment(), force)
 
 
-def _copy(src: str, dst: str) -> None:
-    files.write_text(dst, files.read_text(src, "the night's results file", "run the nightly again"))
+def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, out: str) -> int:
+    """The night measured into `out` (its measuring processes' end fingerprint beside it): the
+    compile times appended to it (perf/nightly/compiletime.py, unless --no-compile-time), then
+    put into the store, where the report, the alert, asv's publish and `nightly save` read it."""
+    from perf.nightly import store
 
-
-def _record(args: argparse.Namespace, conf: dict, name: str, sha: str, sel, out: str) -> int:
-    """`asv run` for this commit's results file `out`, the compile times appended to it
-    (perf/nightly/compiletime.py, unless --no-compile-time); its copy (and its measuring processes'
-    end fingerprint) for the job's artifact and `nightly save`; with `--data`, the night put
-    into that checkout of the data branch too, so that the report and the alert read it."""
-    from perf import fingerprint
-    from perf.nightly import asvrun, store
-
-    rc = 0
-    if not args.no_asv:
-        asvrun.machine(conf, name)
-        rc = asvrun.run(conf, name, sha, sel.to_env(), args.bench)
-    if not args.no_compile_time:  # after asv, which records latency only
+    if not args.no_compile_time:
         from perf.nightly import compiletime
 
         merged = getattr(args, "merge_shards", None)  # a sharded night: runner 1 compiled (`_run`)
         compiletime.record(out, conf["_root"], args.thresholds,
                            compiletime.find_side(merged, sha) if merged else None)
-    copy = os.path.join(args.out, f"{name}-{sha[:8]}.jsonl")  # the job's artifact
-    _copy(out, copy)
-    end = fingerprint.read_end(out)
-    if end is not None:
-        files.write_json(fingerprint.sidecar(copy), end)
-    if args.data:
-        night = store.tonight(copy, machine=name)
-        store.write_night(args.data, night.runner, night.date, copy, night.fingerprint, None)
-        print(f"nightly: {name}'s night {night.date} put into {args.data} (`nightly save` commits it)",
-              flush=True)
-    return rc
+    data = _data(args, conf)
+    night = store.tonight(out, machine=name)
+    store.write_night(data, night.runner, night.date, out, night.fingerprint, None)
+    print(f"nightly: {name}'s night {night.date} put into {data} (`nightly save` commits it)", flush=True)
+    return 0
 
 
-def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: bool = True,
-            ) -> tuple[list[dict], list]:
+def _histories(args: argparse.Namespace, conf: dict) -> tuple[list, list[str]]:
+    """Every machine's history in the store (perf/nightly/history.py) and the nights of no readable
+    history, each said on stderr; ConfigError when the store holds no readable night."""
     from perf.errors import ConfigError
-    from perf.nightly import alert, history
+    from perf.nightly import history
+
+    data = _data(args, conf)
+    unreadable: list[str] = []
+    histories = history.load_data(data, unreadable)
+    if not histories:
+        more = f" and {len(unreadable) - 1} more" if unreadable[1:] else ""
+        found = f" (the only files there: {unreadable[0]}{more})" if unreadable else ""
+        raise ConfigError(f"{data}: no nightly history (no readable nights/*/*/results.jsonl{found}); run "
+                          f"`python -m perf nightly run` on a GPU first")
+    history.say_skipped(histories, unreadable)
+    return histories, unreadable
+
+
+def _copy(src: str, dst: str) -> None:
+    files.write_text(dst, files.read_text(src, "the night's alert", "run the alert again"))
+
+
+def _report(args: argparse.Namespace, conf: dict, histories: list, unreadable: list[str],
+            publish_summary: bool, site: bool = True) -> list[dict]:
+    """Each machine's alert about its newest night (alert.tonight: stored with the night, computed
+    once), alert.json and alert.md into --out, and (`site`) the dashboard; the machines' alerts."""
+    from perf.errors import ConfigError
+    from perf.nightly import alert
     from perf.report import publish
     from perf.thresholds import load_thresholds
 
@@ -298,31 +313,11 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
     settings = alert.Settings(window=args.window, min_history=args.min_history)
     if settings.window < 1 or settings.min_history < 1:
         raise ConfigError("--window and --min-history must be >= 1")
-    unreadable: list[str] = []
-    if args.data:
-        histories = history.load_data(args.data, unreadable)
-        where, pattern = args.data, "nights/*/*/results.jsonl"
-    else:
-        histories = history.load_all(conf["_results_dir"], unreadable)
-        where, pattern = conf["_results_dir"], "*/perf-nightly/*.jsonl"
-    if not histories:
-        more = f" and {len(unreadable) - 1} more" if unreadable[1:] else ""
-        found = f" (the only files there: {unreadable[0]}{more})" if unreadable else ""
-        raise ConfigError(f"{where}: no nightly history (no readable {pattern}{found}); run `python -m perf "
-                          f"nightly run` on a GPU first")
-    history.say_skipped(histories, unreadable)
-    machines = []
-    for h in histories:
-        vendor = args.vendor or h.vendor
-        if vendor not in th.vendors:
-            findings, notes = [], [f"{th.path} has no thresholds for vendor {vendor!r} of {h.machine}: no "
-                                   f"verdicts (pass --vendor nvidia|amd to apply one)"]
-        else:
-            findings, notes = alert.detect(h, th, settings, vendor=vendor)
-        notes += [f"left out of this history: {line}" for line in h.skipped]
-        machines.append(alert.machine_result(h, findings, notes, settings))
+    machines = [alert.tonight(h, th, settings, vendor=args.vendor) for h in histories]
     if unreadable:  # said in the first machine's notes as well: alert.md and the dashboard show them
-        machines[0]["notes"] += [f"left out of the nightly history: {line}" for line in unreadable]
+        first = machines[0] = {**machines[0], "notes": list(machines[0]["notes"])}
+        first["notes"] += [line for line in (f"left out of the nightly history: {u}" for u in unreadable)
+                           if line not in first["notes"]]
     json_path, md_path = alert.write(args.out, machines)
     if site:
         from perf.nightly import site as site_mod
@@ -337,7 +332,7 @@ def _report(args: argparse.Namespace, conf: dict, publish_summary: bool, site: b
     if publish_summary:
         publish(files.read_text(md_path, "alert.md", "run the alert again"))
     print(f"wrote {json_path} and {md_path}", flush=True)
-    return machines, histories
+    return machines
 
 
 def cli_main(argv: list[str] | None = None) -> int:

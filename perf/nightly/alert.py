@@ -35,6 +35,7 @@ import os
 import statistics
 from dataclasses import dataclass
 
+from perf.errors import ConfigError
 from perf.nightly.history import History
 from perf.nightly.selection import PEER_PREFIX
 from perf.results import COMPILE_TIME
@@ -221,6 +222,85 @@ def write(out_dir: str, machine_results: list[dict]) -> tuple[str, str]:
     return json_path, md_path
 
 
+def rules(thresholds, vendor: str) -> dict:
+    """What an alert was judged with besides its history: the vendor whose thresholds applied, and
+    a digest of thresholds.yaml and the calibration beside it (a changed file judges again)."""
+    import glob
+    import hashlib
+    import json
+
+    from perf.thresholds import CALIBRATION_DIR
+
+    digest = hashlib.sha256(json.dumps(thresholds.raw, sort_keys=True, default=str).encode())
+    folder = os.path.join(os.path.dirname(os.path.abspath(thresholds.path)), CALIBRATION_DIR)
+    for path in sorted(glob.glob(os.path.join(folder, "*.yaml"))):
+        with open(path, "rb") as f:
+            digest.update(os.path.basename(path).encode() + b"\0" + f.read())
+    return {"vendor": vendor, "thresholds": digest.hexdigest()[:16]}
+
+
+def machine_alert(history: History, thresholds, settings: Settings = Settings(), vendor: str | None = None,
+                  ) -> dict:
+    """The alert about `history`'s newest commit as alert.json holds it (machine_result, with its
+    `rules`): the one function that computes a night's alert (module docstring)."""
+    vendor = vendor or history.vendor
+    if vendor not in thresholds.vendors:
+        findings, notes = [], [f"{thresholds.path} has no thresholds for vendor {vendor!r} of "
+                               f"{history.machine}: no verdicts (pass --vendor nvidia|amd to apply one)"]
+    else:
+        findings, notes = detect(history, thresholds, settings, vendor=vendor)
+    notes += [f"left out of this history: {line}" for line in history.skipped]
+    return {**machine_result(history, findings, notes, settings), "rules": rules(thresholds, vendor)}
+
+
+def stored(history: History, sha: str, settings: Settings, judged: dict) -> dict | None:
+    """The alert stored with the night of commit `sha` (History.stored) when it was judged on this
+    history as it stood at `sha`, with these settings and `judged` (rules); else None."""
+    night = history.stored.get(sha)
+    if night is None:
+        return None
+    try:
+        doc = night.alert() or {}
+    except ConfigError:  # unreadable: judged again, and written anew by `tonight`
+        return None
+    shas = [c.sha for c in history.commits]
+    shas = shas[:shas.index(sha) + 1]
+    for m in doc.get("machines", []):
+        if isinstance(m, dict) and m.get("machine") == history.machine and m.get("commit") == sha and \
+                m.get("commits") == shas and m.get("window") == settings.window and \
+                m.get("min_history") == settings.min_history and m.get("rules") == judged and \
+                all(isinstance(m.get(k), list) for k in ("alerts", "findings", "notes")):
+            return m
+    return None
+
+
+def tonight(history: History, thresholds, settings: Settings = Settings(), vendor: str | None = None) -> dict:
+    """The alert about `history`'s newest commit: the one stored with its night when it was judged
+    as this one would be (`stored`), else judged now (`machine_alert`) and stored with the night
+    (replacing the machine's part of its alert.json; the attribution state there stays)."""
+    from perf.nightly import store
+
+    judged = rules(thresholds, vendor or history.vendor)
+    found = stored(history, history.latest.sha, settings, judged)
+    if found is not None:
+        return found
+    result = machine_alert(history, thresholds, settings, vendor)
+    night = history.stored.get(history.latest.sha)
+    if night is not None:
+        try:
+            doc = night.alert() or {}
+        except ConfigError:
+            doc = {}
+        machines = [m for m in doc.get("machines", []) if isinstance(m, dict)]
+        old = next((m for m in machines if m.get("machine") == history.machine), {})
+        if old.get("attribution") and old.get("commit") == result["commit"]:
+            result["attribution"] = old["attribution"]
+        machines = [*(m for m in machines if m is not old), result]
+        store.write_alert(night, {**doc, "alert": any(m.get("alerts") for m in machines),
+                                  "machines": machines})
+    return result
+
+
 def machine_result(history: History, findings: list[Finding], notes: list[str], settings: Settings) -> dict:
     alerts = [f for f in findings if f.verdict is Verdict.FAIL]
     return {
@@ -239,17 +319,26 @@ def last_good(history: History, thresholds, key: tuple[str, str, str], settings:
     history as it stood that night, did not FAIL for it (no verdict, with too short a history,
     counts as not failed); None when every earlier commit that measured it failed too.
 
-    The replay uses the same settings and thresholds as the alert and keeps the vendor libraries
-    of the scenario, so the control applies as it did then; earlier commits that did not measure
-    the series are passed over (no verdict about it was possible there).
+    Each earlier night's verdict is the alert stored with it (`stored`) where it was judged with
+    the same settings and rules; else the alert is replayed, with the same settings and thresholds,
+    keeping the vendor libraries of the scenario, so the control applies as it did then. Earlier
+    commits that did not measure the series are passed over (no verdict about it was possible there).
     """
     name, scenario, metric = key
+    vendor = vendor or history.vendor
+    judged = rules(thresholds, vendor)
     measured = history.series.get(key, {})
     for commit in reversed(history.commits[:-1]):
         if commit.sha not in measured:
             continue
-        then = history.upto(commit.sha, scenario, metric)
-        findings, _ = detect(then, thresholds, settings, vendor=vendor or history.vendor)
-        if not any(f.verdict is Verdict.FAIL and (f.variant, f.scenario, f.metric) == key for f in findings):
+        then = stored(history, commit.sha, settings, judged)
+        if then is not None:
+            failed = any((a.get("variant"), a.get("scenario"), a.get("metric")) == key
+                         for a in then["alerts"])
+        else:
+            findings, _ = detect(history.upto(commit.sha, scenario, metric), thresholds, settings, vendor)
+            failed = any(f.verdict is Verdict.FAIL and (f.variant, f.scenario, f.metric) == key
+                         for f in findings)
+        if not failed:
             return commit.sha
     return None

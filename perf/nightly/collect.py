@@ -3,9 +3,9 @@
 One process does all the GPU work (CUDA context, Triton compilation, batches built once per
 scenario), with the measuring stage the latency gate uses (perf.measure: cases planned outside the
 timed region, rounds in shuffled order; perf.measure.timing: device events, L2 flush, graphs), and
-writes the perf results format (perf.results) with every sample. asv then only records
-the medians (perf/asv/benchmarks.py), so its one-process-per-benchmark launcher never
-touches the GPU. A vendor library is a case named "peer:<name>" (perf.measure.peer_cases.attach).
+writes the perf results format (perf.results) with every sample: the night the store keeps
+(perf/nightly/store.py), from which asv's site is drawn (perf/nightly/asvrun.py) without asv
+measuring anything. A vendor library is a case named "peer:<name>" (perf.measure.peer_cases.attach).
 
 A slow case gets fewer samples per repeat (at least MIN_SAMPLES), so that a repeat takes
 about the budget: the estimate is the wall-clock time of one synchronized call. A case
@@ -15,7 +15,6 @@ whose call takes longer than `max_call_ms` is recorded as a skip with that time 
 
 from __future__ import annotations
 
-import os
 import time
 import zlib
 from collections.abc import Callable
@@ -127,7 +126,7 @@ def measure(sel: Selection, out: str, *, header_extra: dict | None = None, resum
 
 
 class _Bar:
-    """rich progress over (case, metric, repeat) steps; quiet when asked (asv's processes)."""
+    """rich progress over (case, metric, repeat) steps; quiet when asked (a GPU's worker)."""
 
     def __init__(self, enabled: bool, total: int, title: str):
         self.enabled, self.total, self.title = enabled, total, title
@@ -160,37 +159,3 @@ class _Bar:
 
 def _progress(enabled: bool, total: int, title: str) -> _Bar:
     return _Bar(enabled, total, title)
-
-
-# --- what asv records ------------------------------------------------------------------------
-
-
-def summarize(path: str) -> dict:
-    """Per (name, scenario): the median of the repeat medians of each metric, the reason it
-    was skipped (a feature it lacks, a library that is absent) or why it failed."""
-    import numpy as np
-
-    from perf import results
-
-    res = results.load(path)
-    out: dict[tuple[str, str], dict] = {}
-    for (name, scenario, metric), medians in res.medians().items():
-        out.setdefault((name, scenario), {})[metric] = float(np.median(medians))
-    for r in res.skips():
-        entry = out.setdefault((r["variant"], r["scenario"]), {})
-        reason = r["reason"]
-        metric = reason.split(":", 1)[0] if reason.split(":", 1)[0] in METRICS else None
-        if metric is not None:
-            entry.setdefault("errors", {})[metric] = reason
-        elif r["kind"] == "error":
-            entry["error"] = reason
-        else:
-            entry["skip"] = reason
-    return {"path": os.path.abspath(path), "cases": out, "environment": res.environment}
-
-
-def load_or_measure(sel: Selection, out: str) -> dict:
-    """asv's setup_cache: the driver's results file for this commit, else measure now."""
-    if not (os.path.exists(out) and os.path.getsize(out)):
-        measure(sel, out, progress=False)
-    return summarize(out)

@@ -1,17 +1,17 @@
-"""The nightly history of one machine: its per-commit results files, in commit order.
+"""The nightly history of one machine: the store's nights (perf/nightly/store.py), in commit order.
 
-Each nightly writes one perf results file per commit measured (perf/nightly/collect.py)
-into `<asv results_dir>/<machine>/perf-nightly/<sha>.jsonl`; re-measuring a commit
-replaces its file, like asv replaces its result. The same files are kept on the data branch
-(perf/nightly/store.py), one per runner and night: `load_data` reads a checkout of it, where
-the newest night of a commit measured on several nights stands for it, and every night's
-fingerprint is kept (`History.nights`, what the dashboard compares night to night).
-Commits are ordered by committer date (then measurement time), which is the order of main's
-first-parent history for a nightly that follows one branch.
+The one store of the nightly is the data branch's layout, `nights/<runner>/<date>/` (a checkout
+of the branch with `--data DIR`, else the local folder of the same layout, store.local). This
+module only reads it: `load_data` gives every runner's history, where the newest night of a
+commit measured on several nights stands for it (`History.stored` names that night, whose
+alert.json holds the alert about it), and every night's fingerprint is kept (`History.nights`,
+what the dashboard compares night to night). Commits are ordered by committer date (then
+measurement time), which is the order of main's first-parent history for a nightly that follows
+one branch.
 
 A history is one machine's: every file read by perf.results.load (the one results reader)
 and of the GPU, vendor and interpreter of its newest readable file (perf.files.IDENTITY).
-A file that cannot be read (cut, corrupt, another schema) or was measured elsewhere is left
+A night that cannot be read (cut, corrupt, another schema) or was measured elsewhere is left
 out of the series, never silently: it is listed in `History.skipped`, said on stderr and
 shown in alert.md and on the dashboard, and the rest of the history stays usable (one bad
 night does not stop the nightly's report and alerts).
@@ -19,7 +19,6 @@ night does not stop the nightly's report and alerts).
 
 from __future__ import annotations
 
-import glob
 import math
 import os
 import sys
@@ -62,6 +61,7 @@ class History:
     notes: dict[tuple[str, str], str]  # (name, scenario) -> skip/error reason at the newest commit
     skipped: list[str] = field(default_factory=list)  # "path: why" of each file left out (module doc)
     nights: list[NightPrint] = field(default_factory=list)  # the data branch's nights, oldest first
+    stored: dict = field(default_factory=dict)  # sha -> the store.Night whose results stand for it
 
     @property
     def vendor(self) -> str:
@@ -124,18 +124,16 @@ class History:
         return best
 
 
-def _load_commit(path: str):
-    from perf import results
+def _commit(res) -> Commit:
+    """The commit a results file (perf.results.Results) measured, with its environment."""
+    from perf.nightly import store
 
-    res = results.load(path, warn=False)
-    head = res.header
-    env = res.environment
+    head, env = res.header, res.environment
     nightly = head.get("nightly") or {}
-    sha = nightly.get("commit") or env.get("commit") or os.path.basename(path).split(".")[0]
-    commit = Commit(sha=sha, date=nightly.get("commit_date") or env.get("time") or "",
-                    measured=env.get("time") or "", environment=env,
-                    absent_peers=dict(head.get("peers_absent") or {}), suite=str(head.get("suite") or ""))
-    return commit, res
+    sha = store.commit_of(res) or os.path.basename(res.path).split(".")[0]
+    return Commit(sha=sha, date=nightly.get("commit_date") or env.get("time") or "",
+                  measured=env.get("time") or "", environment=env,
+                  absent_peers=dict(head.get("peers_absent") or {}), suite=str(head.get("suite") or ""))
 
 
 def identity(env: dict) -> dict:
@@ -145,96 +143,63 @@ def identity(env: dict) -> dict:
     return {k: bool(env.get(k)) if k == "interpreter" else env.get(k) for k in files.IDENTITY}
 
 
-def load_machine(folder: str, machine: str, unreadable: list[str] | None = None) -> History | None:
-    """The history in `folder` (one machine's perf-nightly folder); None if it holds no readable
-    file (those it holds are then added to `unreadable`). Files left out are listed in
-    `skipped` (module docstring)."""
-    return load_files(sorted(glob.glob(os.path.join(folder, "*.jsonl"))), machine, unreadable)
-
-
-def load_files(paths: list[str], machine: str, unreadable: list[str] | None = None) -> History | None:
-    """The history of one machine's results files `paths` (load_machine)."""
-    loaded, skipped = [], []
-    for path in paths:
-        try:
-            loaded.append(_load_commit(path))
-        except ConfigError as e:
-            message = str(e)
-            skipped.append(message if message.startswith(path) else f"{path}: {message}")
-    loaded.sort(key=lambda cr: (cr[0].date, cr[0].measured))
-    if loaded:
-        newest = identity(loaded[-1][0].environment)
-        kept = []
-        for commit, res in loaded:
-            other = identity(commit.environment)
-            if other != newest:
-                skipped.append(f"{res.path}: measured on {other['gpu']} ({other['vendor']}"
-                               f"{', interpreter' if other['interpreter'] else ''}), this history is "
-                               f"{newest['gpu']}'s ({newest['vendor']}); move it to its machine's folder")
-            else:
-                kept.append((commit, res))
-        loaded = kept
+def _history(machine: str, loaded: list, skipped: list[str]) -> History | None:
+    """The history of one machine's read results `loaded` ((Commit, Results) pairs); files of
+    another GPU, vendor or interpreter than the newest's join `skipped` (module docstring)."""
+    loaded = sorted(loaded, key=lambda cr: (cr[0].date, cr[0].measured))
     if not loaded:
-        if unreadable is not None:
-            unreadable.extend(skipped)
         return None
-    series: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    newest = identity(loaded[-1][0].environment)
+    kept = []
     for commit, res in loaded:
+        other = identity(commit.environment)
+        if other != newest:
+            skipped.append(f"{res.path}: measured on {other['gpu']} ({other['vendor']}"
+                           f"{', interpreter' if other['interpreter'] else ''}), this history is "
+                           f"{newest['gpu']}'s ({newest['vendor']}); move it to its machine's folder")
+        else:
+            kept.append((commit, res))
+    series: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for commit, res in kept:
         for key, medians in res.medians().items():
             series.setdefault(key, {})[commit.sha] = medians
-    notes = {(r["variant"], r["scenario"]): r["reason"] for r in loaded[-1][1].skips()}
-    return History(machine, [c for c, _ in loaded], series, notes, skipped)
-
-
-def newest_environment(folder: str) -> dict | None:
-    """The environment of the newest readable file of a machine's history folder (what a new
-    night must match unless forced); None when the folder holds none."""
-    h = load_machine(folder, os.path.basename(os.path.dirname(folder)))
-    return h.latest.environment if h is not None else None
-
-
-def load_all(results_dir: str, unreadable: list[str] | None = None) -> list[History]:
-    """Every machine's history under asv's results folder, by machine name; the files of machines
-    left without a readable one go to `unreadable`."""
-    out = []
-    for folder in sorted(glob.glob(os.path.join(results_dir, "*", "perf-nightly"))):
-        machine = os.path.basename(os.path.dirname(folder))
-        h = load_machine(folder, machine, unreadable)
-        if h is not None:
-            out.append(h)
-    return out
+    notes = {(r["variant"], r["scenario"]): r["reason"] for r in kept[-1][1].skips()}
+    return History(machine, [c for c, _ in kept], series, notes, skipped)
 
 
 def load_data(data: str, unreadable: list[str] | None = None) -> list[History]:
-    """Every runner's history on a checkout `data` of the data branch (perf/nightly/store.py),
-    by runner: a commit measured on several nights is its newest night's; every night's
-    fingerprint is in `History.nights`."""
+    """Every runner's history in the store `data` (perf/nightly/store.py), by runner, each
+    night's results read once: a commit measured on several nights is its newest night's; every
+    night's fingerprint is in `History.nights`. A night that cannot be read is in its runner's
+    `skipped`, or in `unreadable` where no night of the runner can be read."""
     from perf.nightly import store
 
     store.check_data(data)
     out = []
     for runner in store.runners(data):
-        nights = store.nights(data, runner)
-        newest: dict[str, str] = {}  # sha -> results path of its newest night
-        prints = []
-        for night in nights:
+        newest: dict[str, tuple] = {}  # sha -> (Commit, Results, store.Night) of its newest night
+        prints, skipped = [], []
+        for night in store.nights(data, runner):
             try:
                 res = night.results()
             except ConfigError as e:
-                (unreadable if unreadable is not None else []).append(str(e))
+                skipped.append(str(e))
                 continue
             try:
                 fp = night.fingerprint()
             except ConfigError as e:  # the measurements stand; the night's environment is unknown
-                (unreadable if unreadable is not None else []).append(str(e))
+                skipped.append(str(e))
                 fp = None
-            sha = (res.header.get("nightly") or {}).get("commit") or res.environment.get("commit") or ""
-            newest[sha] = night.results_path
-            prints.append(NightPrint(night.date, sha, fp))
-        h = load_files(list(newest.values()), runner, unreadable)
-        if h is not None:
-            h.nights = prints
-            out.append(h)
+            commit = _commit(res)
+            newest[commit.sha] = (commit, res, night)
+            prints.append(NightPrint(night.date, commit.sha, fp))
+        h = _history(runner, [(c, r) for c, r, _ in newest.values()], skipped)
+        if h is None:
+            (unreadable if unreadable is not None else []).extend(skipped)
+            continue
+        h.nights = prints
+        h.stored = {sha: night for sha, (_, _, night) in newest.items()}
+        out.append(h)
     return out
 
 

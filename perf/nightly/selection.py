@@ -1,12 +1,12 @@
-"""What one nightly measures and where it goes, passed to asv's processes through the environment.
+"""What one nightly measures and where it goes, passed to its worker processes through the environment.
 
-asv starts a fresh process for every parameter combination of every benchmark
-(`launch_method: spawn`), and each one imports the benchmark module, which builds its
-`params` at import. Reading the selection from environment variables that the driver
-sets once keeps those processes from importing torch or the kernels (about 1.8 s each on
-a 2-core CPU, measured 2026-11-21, against about 0.05 s for this module and PyYAML):
-with the whole nightly suite that is thousands of processes. Without the variables (a
-developer running `asv run` by hand) the same defaults are computed, only slower.
+A sharded night's workers (perf/nightly/shard.py) and a developer's own `asv run`
+(perf/asv/benchmarks.py, where asv starts a fresh process for every parameter combination of
+every benchmark and each imports the benchmark module, which builds its `params` at import) read
+the selection from environment variables that the driver sets once. That keeps them from
+importing torch or the kernels to compute it (about 1.8 s each on a 2-core CPU, measured
+2026-11-21, against about 0.05 s for this module and PyYAML). Without the variables the same
+defaults are computed, only slower.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import re
 import socket
 from dataclasses import dataclass
 
-from perf.checkout import ROOT
+from perf.checkout import ROOT  # noqa: F401  (collect and scaling measure this checkout)
 from perf.errors import ConfigError
-from perf.git import head_commit
 from perf.peers import PREFIX as PEER_PREFIX  # noqa: F401  (results name a library's series "peer:<name>")
 from perf.vendor import detect
 
@@ -158,15 +157,3 @@ def machine_name(runner: str | None = None, gpu: str | None = None) -> str:
 
         gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu-interpreter"
     return f"{slug(runner)}_{slug(gpu)}"
-
-
-def history_dir(results_dir: str, machine: str) -> str:
-    """Our per-commit results files, inside asv's results folder so that one cache keeps both
-    (asv reads only `*.json` there; ours are `*.jsonl`)."""
-    return os.path.join(results_dir, machine, "perf-nightly")
-
-
-def default_results(root: str = ROOT) -> str:
-    """Where a measurement goes when the driver did not say (a hand-run `asv run`)."""
-    sha, _ = head_commit(root)
-    return os.path.join(root, "results", "nightly", f"{sha}.jsonl")

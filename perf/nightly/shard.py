@@ -437,13 +437,21 @@ def _first_missing(header: dict, scenarios, records: list[dict]) -> str | None:
     return None
 
 
-def merge_parts(folder: str, conf: dict, machine: str | None = None,
-                force: bool = False) -> tuple[str, str, Selection, str]:
-    """The merge job: the M runners' parts under `folder` -> this commit's file in the history.
+def night_path(out_dir: str, machine: str, sha: str) -> str:
+    """Where `perf nightly run` measures (or the merge job merges) a night: `<machine>-<sha8>.jsonl`
+    in --out, the job's artifact and what `nightly save` commits (perf/nightly/store.py)."""
+    return os.path.join(out_dir, f"{machine}-{sha[:8]}.jsonl")
 
-    Returns (machine, commit, selection, path) for `asv run`. The commit must be the one
-    checked out here, and the machine the parts' (`--machine` may only repeat it); the parts'
-    GPU, vendor and interpreter those of the machine's history (`force`: perf.files.guard_measured).
+
+def merge_parts(folder: str, conf: dict, machine: str | None = None, force: bool = False,
+                out_dir: str = os.path.join("results", "nightly"), data: str | None = None,
+                ) -> tuple[str, str, Selection, str]:
+    """The merge job: the M runners' parts under `folder` -> this commit's night in `out_dir`.
+
+    Returns (machine, commit, selection, path). The commit must be the one checked out here, and
+    the machine the parts' (`--machine` may only repeat it); the parts' GPU, vendor and interpreter
+    those of the machine's history in the store `data` (default: the local one, store.local;
+    `force`: perf.files.guard_measured).
     """
     from perf import git
     from perf.nightly import selection
@@ -464,12 +472,13 @@ def merge_parts(folder: str, conf: dict, machine: str | None = None,
                           f"the commit the shard jobs measured")
     if machine and machine != name:
         raise ConfigError(f"--machine {machine}: the parts were measured as machine {name}; drop --machine")
-    from perf.nightly import history
+    from perf.nightly import store
 
-    folder = selection.history_dir(conf["_results_dir"], name)
-    old = history.newest_environment(folder) if os.path.isdir(folder) else None
-    files.guard_measured(folder, old, first.get("environment") or {}, force)
-    out = os.path.join(folder, f"{sha}.jsonl")
+    store.check_name(name, "the parts' machine")
+    newest = store.newest(data or store.local(conf["_results_dir"]), name)
+    if newest is not None:
+        files.guard_measured(newest.path, newest.results().environment, first.get("environment") or {}, force)
+    out = night_path(out_dir, name, sha)
     header = merge(paths, out, RUNNER_KEY)
     sel = Selection(suite=header["suite"], scenarios=tuple(header["scenarios"]),
                     variants=tuple(header["variants"]), peers=tuple(header["peers"]),
@@ -494,7 +503,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the merge job records it (--merge-shards)")
     p.add_argument("--merge-shards", default=None, metavar="DIR",
                    help="instead of measuring: merge the M runners' parts found under DIR into this commit's "
-                        "results, then asv run (needs no GPU)")
+                        "night, put into the store (needs no GPU)")
 
 
 def check_action(args: argparse.Namespace) -> Part | None:

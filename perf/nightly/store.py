@@ -12,14 +12,18 @@ runners, so two runners saving the same night touch different paths and both lan
                                  alert.json        the alert (and attribution) state after it
 
 `<runner>` is the nightly's machine (`<runner>_<gpu>`, one history: perf.nightly.selection),
-the date the UTC day the measurement started. `save` commits this runner's night (the results
-the nightly wrote into `--out`, their fingerprint, the machine's part of alert.json) and pushes
-it; a push refused because another runner pushed first is fetched, rebased and pushed again
-(perf.git.push_retrying). The night's folder is written beside its place and renamed into it,
-and the commit and the push are git's own atomic steps, so an interrupted save leaves the
-branch as it was and no half-written folder. `--data DIR` keeps DIR a checkout of the branch
-(the history, the dashboard and the alert read it: `--data DIR`); `checkout` makes one without
-saving. The Actions cache only saves time: everything the nightly reads is here.
+the date the UTC day the measurement started. This is the nightly's one store: `nightly run`
+puts its night here, the history (perf/nightly/history.py), the alert, the dashboard, asv's
+published site (perf/nightly/asvrun.py), the attribution and the heartbeat read it. `--data DIR`
+names a checkout of the branch (the history, the dashboard and the alert read it); without it a
+machine keeps its nights in a local folder of the same layout (`local`: `.asv/perf-data`), which
+nothing pushes. `save` commits this runner's night (the results the nightly wrote into `--out`,
+their fingerprint, the machine's part of alert.json) and pushes it; a push refused because another
+runner pushed first is fetched, rebased and pushed again (perf.git.push_retrying). The night's
+folder is written beside its place and renamed into it, and the commit and the push are git's own
+atomic steps, so an interrupted save leaves the branch as it was and no half-written folder.
+`checkout` makes a checkout without saving. The Actions cache only saves time: everything the
+nightly reads is here.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ BRANCH = "perf-data"
 REMOTE = "origin"
 RETRIES = 5  # pushes retried after a refusal (git.RETRY_S: about a minute in all; default by reasoning)
 NIGHTS = "nights"
+LOCAL = "perf-data"  # the local store beside asv's results folder, where no --data is given
 RESULTS, FINGERPRINT, ALERT = "results.jsonl", "fingerprint.json", "alert.json"
 _FIX = "the data branch is written by `python -m perf nightly save` only; restore the file from its history"
 
@@ -78,6 +83,20 @@ class Night:
         if not isinstance(doc.get("machines", []), list):
             raise ConfigError(f"{path}: `machines` is not a list; {_FIX}")
         return doc
+
+
+def commit_of(res) -> str:
+    """The commit a night's results (perf.results.Results) measured: the nightly's header, else the
+    environment's; "" where neither says."""
+    return (res.header.get("nightly") or {}).get("commit") or res.environment.get("commit") or ""
+
+
+def local(results_dir: str) -> str:
+    """The store of a machine without a checkout of the data branch (no `--data`): the same
+    layout in `.asv/perf-data`, beside asv's results folder (`results_dir`), made when missing."""
+    path = os.path.join(os.path.dirname(os.path.abspath(results_dir)), LOCAL)
+    os.makedirs(os.path.join(path, NIGHTS), exist_ok=True)
+    return path
 
 
 def check_name(runner: str, what: str = "runner") -> str:
@@ -173,6 +192,13 @@ def write_night(data: str, runner: str, date: str, results_path: str | None, fp:
     return Night(runner, date, target)
 
 
+def write_alert(night: Night, doc: dict) -> Night:
+    """Replace the alert.json of a night already in a store (the alert computed once, stored
+    with the night it is about: perf/nightly/alert.py `stored`)."""
+    data = os.path.dirname(os.path.dirname(os.path.dirname(night.path)))
+    return write_night(data, night.runner, night.date, None, None, doc)
+
+
 def clean(data: str) -> None:
     """Remove what an interrupted `write_night` left behind (hidden folders under nights/)."""
     for path in glob.glob(os.path.join(data, NIGHTS, "*", ".*")):
@@ -211,7 +237,7 @@ def tonight(results_path: str, alert_path: str | None = None, machine: str | Non
     alert = None
     if alert_path and os.path.exists(alert_path):
         doc = files.load_json(alert_path, "alert.json", "run `python -m perf alert` again")
-        sha = nightly.get("commit") or env.get("commit")
+        sha = commit_of(res)
         mine = [m for m in doc.get("machines", []) if isinstance(m, dict) and m.get("machine") == runner
                 and m.get("commit") == sha]
         if mine:
