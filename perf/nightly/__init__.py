@@ -204,7 +204,7 @@ def _run(args: argparse.Namespace, conf: dict) -> int:
                           f"stash them, or pass --allow-dirty")
     vendor = vendor_mod.detect() or "cpu"
     name = shard.machine_name(args.machine, part)
-    _guard_history(_data(args, conf), name, args.force)
+    _guard_history(conf, name, args.force, args.data)
     peers, absent = peers_mod.resolve(args.peers, vendor)
     suite = args.suite or selection.DEFAULT_SUITE
     out = shard.part_path(args.out, name, sha, part) if part else shard.night_path(args.out, name, sha)
@@ -246,14 +246,15 @@ def _data(args: argparse.Namespace, conf: dict) -> str:
     return args.data or store.local(conf["_results_dir"])
 
 
-def _guard_history(data: str, name: str, force: bool) -> None:
+def _guard_history(conf: dict, name: str, force: bool, data: str | None = None) -> None:
     """A night measured here may join machine `name`'s history only if the history is this GPU's,
-    vendor's and interpreter's (perf.files.guard_measured): the store `data`'s newest night of it;
-    with `force` it starts the history over on this machine (the older nights stay, left out and
-    said so)."""
+    vendor's and interpreter's (perf.files.guard_measured): the newest night of it in the store
+    (`data`, else the local one); with `force` it starts the history over on this machine (the
+    older nights stay, left out and said so)."""
     from perf import names, results
     from perf.nightly import store
 
+    data = data or store.local(conf["_results_dir"])
     newest = store.newest(data, name) if names.RUNNER.fullmatch(name) else None
     if newest is not None:
         files.guard_measured(newest.path, newest.results().environment, results.environment(), force)
@@ -282,11 +283,12 @@ def _histories(args: argparse.Namespace, conf: dict) -> tuple[list, list[str]]:
     """Every machine's history in the store (perf/nightly/history.py) and the nights of no readable
     history, each said on stderr; ConfigError when the store holds no readable night."""
     from perf.errors import ConfigError
-    from perf.nightly import history
+    from perf.nightly import history, store
 
     data = _data(args, conf)
     unreadable: list[str] = []
-    histories = history.load_data(data, unreadable)
+    fresh = not args.data and not os.path.isdir(os.path.join(data, store.NIGHTS))  # no night stored here yet
+    histories = [] if fresh else history.load_data(data, unreadable)
     if not histories:
         more = f" and {len(unreadable) - 1} more" if unreadable[1:] else ""
         found = f" (the only files there: {unreadable[0]}{more})" if unreadable else ""

@@ -93,10 +93,8 @@ def commit_of(res) -> str:
 
 def local(results_dir: str) -> str:
     """The store of a machine without a checkout of the data branch (no `--data`): the same
-    layout in `.asv/perf-data`, beside asv's results folder (`results_dir`), made when missing."""
-    path = os.path.join(os.path.dirname(os.path.abspath(results_dir)), LOCAL)
-    os.makedirs(os.path.join(path, NIGHTS), exist_ok=True)
-    return path
+    layout in `.asv/perf-data`, beside asv's results folder (`results_dir`); `write_night` makes it."""
+    return os.path.join(os.path.dirname(os.path.abspath(results_dir)), LOCAL)
 
 
 def check_name(runner: str, what: str = "runner") -> str:

@@ -1,8 +1,9 @@
-"""The nightly history: asv configuration and benchmarks, the change-point alert, peers' grouping.
+"""The nightly history: asv configuration, benchmarks and results, the change-point alert, peers' grouping.
 
 Everything here runs without a GPU and without asv: the benchmark module enumerates its
-parameters from the environment as asv's processes do, and the alert runs on synthetic
-histories written in the real results format.
+parameters from the environment as asv's processes do, asv's results are written from the
+store as asv reads them, and the alert runs on synthetic histories written in the real results
+format into a store (perf/nightly/store.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 from perf import results
 from perf.errors import ConfigError
 from perf.measure.timing import Samples
-from perf.nightly import alert, asvrun, collect, history, selection
+from perf.nightly import alert, asvrun, collect, history, selection, store
 from perf.scenarios import suite
 from perf.thresholds import load_thresholds
 
@@ -73,7 +75,12 @@ def test_benchmarks_enumerate_the_exported_selection(monkeypatch):
     for cls in (bench.PagedAttention, bench.VendorLibrary):
         assert cls.unit == "ms" and cls.version == "1"  # pinned: editing a body keeps the history
         assert callable(cls.track_latency_ms) and callable(cls.track_graph_ms)
-        assert cls.setup_cache.timeout >= 3600  # asv's default 60 s would kill a standalone measurement
+    # what asv's results are written under (perf/nightly/asvrun.py) is what the module defines
+    for name, prefix, param_names in asvrun.CLASSES:
+        cls = getattr(bench, name)
+        assert (cls.prefix, cls.param_names) == (prefix, list(param_names))
+        assert (cls.unit, cls.version) == (asvrun.UNIT, asvrun.VERSION)
+        assert all(callable(getattr(cls, method)) for method in asvrun.METHODS)
 
 
 def test_benchmarks_default_to_every_variant_and_the_nightly_suite(monkeypatch):
@@ -140,13 +147,17 @@ def test_samples_per_repeat_follow_the_budget():
 # --- results files ----------------------------------------------------------------------------
 
 
-def write_commit(folder: Path, sha: str, day: int, series: dict, skips: dict | None = None,
-                 vendor: str = "nvidia") -> Path:
-    """One commit's results file: series maps (name, scenario, metric) -> repeat medians."""
+def write_night(data: Path, runner: str, sha: str, day: int, series: dict, skips: dict | None = None,
+                vendor: str = "nvidia") -> Path:
+    """One night of `runner` in the store `data` (perf/nightly/store.py), of commit `sha` on day
+    `day`: series maps (name, scenario, metric) -> repeat medians; the results file's path."""
     header = {"environment": {**ENV, "vendor": vendor, "time": f"2026-11-{day:02d}T03:00:00+00:00"},
-              "nightly": {"commit": sha, "commit_date": f"2026-11-{day:02d}T01:00:00+00:00", "machine": "m"},
+              "nightly": {"commit": sha, "commit_date": f"2026-11-{day:02d}T01:00:00+00:00",
+                          "machine": runner},
               "peers_absent": {"flashinfer_paged": "flashinfer is not installed"}}
-    path = folder / f"{sha}.jsonl"
+    path = store.night_dir(str(data), runner, f"2026-11-{day:02d}")
+    os.makedirs(path, exist_ok=True)
+    path = Path(path) / store.RESULTS
     with results.ResultsWriter(str(path), header, resume=False) as w:
         for (name, scenario, metric), medians in series.items():
             for r, m in enumerate(medians):
@@ -157,13 +168,22 @@ def write_commit(folder: Path, sha: str, day: int, series: dict, skips: dict | N
     return path
 
 
+def write_commit(folder: Path, sha: str, day: int, series: dict, skips: dict | None = None,
+                 vendor: str = "nvidia") -> Path:
+    """`write_night` for tests that name a machine's place as `<results>/<machine>/perf-nightly`
+    (asv's results folder, `_conf`'s): the night goes into the local store beside `<results>`
+    (store.local), where `perf nightly run` without --data puts it."""
+    data = Path(store.local(str(folder.parent.parent)))
+    return write_night(data, folder.parent.name, sha, day, series, skips, vendor)
+
+
 def test_summarize_gives_asv_the_median_of_repeat_medians_and_the_reasons(tmp_path):
-    path = write_commit(tmp_path, "a" * 40, 1, {("naive", "s", "eager"): [1.0, 3.0, 2.0]},
+    path = write_night(tmp_path, "m", "a" * 40, 1, {("naive", "s", "eager"): [1.0, 3.0, 2.0]},
                         skips={("naive", "t"): "variant 'naive' does not support softcap"})
     with results.ResultsWriter(str(path), {"environment": ENV}, resume=True) as w:
         w.skip(variant="qblock", scenario="s", reason="graph: RuntimeError: no capture", kind="error")
         w.skip(variant="peer:sdpa_cudnn", scenario="s", reason="RuntimeError: boom", kind="error")
-    cases = collect.summarize(str(path))["cases"]
+    cases = asvrun.summarize(str(path))["cases"]
     assert cases[("naive", "s")] == {"eager": 2.0}
     assert cases[("naive", "t")] == {"skip": "variant 'naive' does not support softcap"}
     assert cases[("qblock", "s")] == {"errors": {"graph": "graph: RuntimeError: no capture"}}
@@ -173,13 +193,13 @@ def test_summarize_gives_asv_the_median_of_repeat_medians_and_the_reasons(tmp_pa
 def test_results_written_under_the_earlier_names_continue_the_history(tmp_path):
     # A commit measured before the scenarios were renamed, one after: one series, two commits.
     old, new = "llama3-8b_bs16_b16_s1024_d50_var", "llama3-8b/mixed50/batch16-kv1024-var/block16"
-    first = write_commit(tmp_path, "a" * 40, 1, {("qblock", old, "graph"): [1.0] * 5},
-                         skips={("naive", old + "_w8"): "variant 'naive' lacks sliding_window"})
-    write_commit(tmp_path, "b" * 40, 2, {("qblock", new, "graph"): [1.1] * 5})
+    first = write_night(tmp_path, "m", "a" * 40, 1, {("qblock", old, "graph"): [1.0] * 5},
+                        skips={("naive", old + "_w8"): "variant 'naive' lacks sliding_window"})
+    write_night(tmp_path, "m", "b" * 40, 2, {("qblock", new, "graph"): [1.1] * 5})
     res = results.load(str(first))
     assert {r["scenario"] for r in res.measurements()} == {new}
     assert [r["scenario"] for r in res.skips()] == [new + "/window8"]
-    h = history.load_machine(str(tmp_path), "m")
+    (h,) = history.load_data(str(tmp_path))
     assert h.scenarios() == [new]
     assert set(h.series[("qblock", new, "graph")]) == {"a" * 40, "b" * 40}
     assert h.value("qblock", new, "graph", "a" * 40) == 1.0
@@ -202,14 +222,16 @@ VARIANTS = ("naive", "qblock", "static_grid")
 PEERS = ("peer:sdpa_cudnn", "peer:sdpa_flash")
 
 
+MACHINE = "runner-1_nvidia-h100"
+
+
 def synthetic(tmp_path: Path, commits: int, cv: float, steps: dict | None = None, seed: int = 0,
               drift: float = 1.0) -> Path:
-    """A machine's history: 5 repeat medians per series and commit, relative noise `cv`;
-    `steps` multiplies (name, scenario, metric) at the newest commit; `drift` multiplies
-    every series (variants and libraries) at the newest commit."""
+    """A machine's history in the store `<tmp_path>/data`, which it returns: 5 repeat medians per
+    series and commit (one night each), relative noise `cv`; `steps` multiplies (name, scenario,
+    metric) at the newest commit; `drift` multiplies every series (variants and libraries) there."""
     rng = np.random.default_rng(seed)
-    folder = tmp_path / "results" / "runner-1_nvidia-h100" / "perf-nightly"
-    folder.mkdir(parents=True)
+    data = tmp_path / "data"
     for i in range(commits):
         newest = i == commits - 1
         series = {}
@@ -222,12 +244,12 @@ def synthetic(tmp_path: Path, commits: int, cv: float, steps: dict | None = None
                     series[(name, scenario, metric)] = list(level * factor * noise)
         skips = {("naive", "llama3-8b/prefill/batch8-kv1024/block16/window8"):
                  "variant 'naive' lacks sliding_window"}
-        write_commit(folder, f"{i:040x}", i + 1, series, skips=skips)
-    return tmp_path / "results"
+        write_night(data, MACHINE, f"{i:040x}", i + 1, series, skips=skips)
+    return data
 
 
-def _detect(results_dir: Path, **kw):
-    (h,) = history.load_all(str(results_dir))
+def _detect(data: Path, **kw):
+    (h,) = history.load_data(str(data))
     return h, *alert.detect(h, THRESHOLDS, alert.Settings(**kw))
 
 
@@ -299,13 +321,11 @@ H200_B16_DECODE_GRAPH_US = {
 @pytest.mark.parametrize("with_libraries", [True, False])
 def test_h200_history_alerts_the_slowed_variant_only_with_the_libraries_as_control(tmp_path, with_libraries):
     scenario = "llama3-8b/decode/batch16-kv1024/block16"
-    folder = tmp_path / "results" / "vm_nvidia-h200" / "perf-nightly"
-    folder.mkdir(parents=True)
     names = [n for n in H200_B16_DECODE_GRAPH_US if with_libraries or not n.startswith("peer:")]
     for i in range(3):
         series = {(n, scenario, "graph"): [x / 1000 for x in H200_B16_DECODE_GRAPH_US[n][i]] for n in names}
-        write_commit(folder, f"{i:040x}", i + 1, series)
-    _, findings, _ = _detect(tmp_path / "results")
+        write_night(tmp_path / "data", "vm_nvidia-h200", f"{i:040x}", i + 1, series)
+    _, findings, _ = _detect(tmp_path / "data")
     if with_libraries:
         assert fails(findings) == {("qblock", scenario, "graph")}
     else:  # without the control, the machine's 4-6 % move is taken for regressions
@@ -324,7 +344,7 @@ def test_thresholds_overrides_apply_to_the_alert(tmp_path):
     b1 = SCENARIOS[0]
     steps = {("naive", b1, "eager"): 1.08, ("qblock", b1, "eager"): 1.08}
     res = synthetic(tmp_path, 6, cv=0.005, steps=steps)
-    (h,) = history.load_all(str(res))
+    (h,) = history.load_data(str(res))
     findings, _ = alert.detect(h, th)
     assert fails(findings) == {("qblock", b1, "eager")}
     (f,) = [f for f in findings if (f.variant, f.scenario, f.metric) == ("naive", b1, "eager")]
@@ -338,8 +358,10 @@ def test_too_little_history_gives_no_verdict(tmp_path):
 
 
 def _conf(tmp_path: Path, results_dir: Path) -> str:
+    """asv.conf.json with its results folder `results_dir` (the local store beside it: store.local)."""
     conf = json.loads((ROOT / "asv.conf.json").read_text())
-    conf.update(results_dir=str(results_dir), html_dir=str(tmp_path / "html"))
+    conf.update(results_dir=str(results_dir), html_dir=str(tmp_path / "html"),
+                benchmark_dir=str(ROOT / "perf" / "asv"))
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
     return str(tmp_path / "asv.conf.json")
 
@@ -349,7 +371,7 @@ def test_alert_command_writes_the_files_and_exits_1_on_a_step(tmp_path, capsys):
 
     res = synthetic(tmp_path, 4, cv=0.01, steps={("naive", SCENARIOS[2], "graph"): 1.5})
     out = tmp_path / "out"
-    rc = main(["alert", "--config", _conf(tmp_path, res), "--out", str(out),
+    rc = main(["alert", "--config", _conf(tmp_path, tmp_path / "asv"), "--data", str(res), "--out", str(out),
                "--thresholds", str(ROOT / "thresholds.yaml")])
     assert rc == 1
     doc = json.loads((out / "alert.json").read_text())
@@ -367,13 +389,14 @@ def test_alert_command_exits_0_without_a_step_and_2_without_history(tmp_path, ca
     from perf.cli import main
 
     res = synthetic(tmp_path, 4, cv=0.01)
-    args = ["--config", _conf(tmp_path, res), "--out", str(tmp_path / "out"),
+    args = ["--config", _conf(tmp_path, tmp_path / "asv"), "--data", str(res), "--out", str(tmp_path / "out"),
             "--thresholds", str(ROOT / "thresholds.yaml")]
     assert main(["alert", *args]) == 0
     assert json.loads((tmp_path / "out" / "alert.json").read_text())["alert"] is False
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert main(["alert", "--config", _conf(tmp_path, empty), "--out", str(tmp_path / "o2")]) == 2
+    # without --data: the local store beside asv's results folder, empty here
+    assert main(["alert", "--config", _conf(tmp_path, empty / "results"), "--out", str(tmp_path / "o2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no nightly history" in err[0]
 
@@ -418,3 +441,58 @@ def test_absent_libraries_are_notes_not_errors():
         assert all("not installed" in r for r in absent.values())
     with pytest.raises(peers.PeerUnavailable):
         peers.setup_for_batch("no_such_library", None, "cpu")
+
+
+# --- asv's results, written from the store ----------------------------------------------------
+
+
+def test_asv_results_are_written_from_the_store_as_asv_run_writes_them(tmp_path):
+    data = tmp_path / "data"
+    for i in range(3):  # asv names a commit's file by its first 8 hex digits: three distinct ones
+        series = {(n, s, m): [0.1 * (k + 1)] * 5 for k, n in enumerate(VARIANTS + PEERS) for s in SCENARIOS
+                  for m in ("eager", "graph")}
+        write_night(data, MACHINE, f"{i + 1}" * 40, i + 1, series)
+    conf = asvrun.read_config(_conf(tmp_path, tmp_path / "asv" / "results"))
+    (h,) = history.load_data(str(data))
+    assert asvrun.record(conf, [h]) == 3  # one results file per commit, no asv process
+    root = Path(conf["_results_dir"])
+    benchmarks = json.loads((root / "benchmarks.json").read_text())
+    assert benchmarks.pop("version") == 2
+    graph = benchmarks["benchmarks.PagedAttention.track_graph_ms"]
+    assert set(benchmarks) == {f"benchmarks.{c}.{m}" for c in ("PagedAttention", "VendorLibrary")
+                               for m in ("track_latency_ms", "track_graph_ms")}
+    assert graph["params"] == [[repr(v) for v in VARIANTS], [repr(s) for s in SCENARIOS]]
+    assert (graph["param_names"], graph["type"], graph["unit"], graph["version"]) == (
+        ["variant", "scenario"], "track", "ms", "1")
+    assert "def track_graph_ms" in graph["code"]  # what asv's site shows, read from perf/asv/benchmarks.py
+    libraries = benchmarks["benchmarks.VendorLibrary.track_graph_ms"]
+    assert libraries["params"][0] == ["'sdpa_cudnn'", "'sdpa_flash'"]
+    assert libraries["param_names"] == ["library", "scenario"]
+    assert json.loads((root / MACHINE / "machine.json").read_text())["machine"] == MACHINE
+    files = sorted((root / MACHINE).glob("*-existing-py*.json"))
+    assert [f.name[:8] for f in files] == ["11111111", "22222222", "33333333"]
+    doc = json.loads(files[-1].read_text())
+    assert doc["version"] == 2 and doc["commit_hash"] == "3" * 40 and doc["params"]["machine"] == MACHINE
+    assert doc["result_columns"][:4] == ["result", "params", "version", "started_at"]
+    values, params, version, _ = doc["results"]["benchmarks.PagedAttention.track_graph_ms"]
+    assert params == graph["params"] and version == "1"
+    # the product of the parameters, in order: each the median of the commit's repeat medians
+    import itertools
+
+    expected = [h.value(v, s, "graph") for v, s in itertools.product(VARIANTS, SCENARIOS)]
+    assert values == pytest.approx(expected)
+    assert doc["date"] == 1793667600000  # the commit's date in ms: 2026-11-03T01:00Z
+
+
+def test_asv_results_leave_out_what_was_not_measured_and_what_bench_does_not_match(tmp_path):
+    data = tmp_path / "data"
+    write_night(data, "m", "a" * 40, 1, {("naive", SCENARIOS[0], "eager"): [1.0] * 5},
+                skips={("qblock", SCENARIOS[0]): "variant 'qblock' lacks sliding_window"})
+    conf = asvrun.read_config(_conf(tmp_path, tmp_path / "asv" / "results"))
+    (h,) = history.load_data(str(data))
+    assert asvrun.record(conf, [h], bench=["track_latency_ms"]) == 1
+    (path,) = (Path(conf["_results_dir"]) / "m").glob("aaaaaaaa-*.json")
+    results_ = json.loads(path.read_text())["results"]
+    assert results_["benchmarks.PagedAttention.track_latency_ms"][0] == [1.0, None]  # qblock: skipped
+    assert results_["benchmarks.PagedAttention.track_graph_ms"][0] is None  # --bench left it out
+    assert "benchmarks.VendorLibrary.track_graph_ms" not in results_  # no library in the store

@@ -99,9 +99,10 @@ def test_a_sharded_night_gets_the_compile_times_runner_1_left_beside_its_part(tm
 
     monkeypatch.setattr(compiletime, "compile_side", compiled)
     out = results_file(tmp_path / "merged" / f"{sha}.jsonl", RUNNER, sha, day="2026-11-26")
-    args = argparse.Namespace(out=str(tmp_path / "artifact"), data=None, bench=None, no_compile_time=False,
-                              no_asv=True, merge_shards=str(tmp_path / "parts"), thresholds="thresholds.yaml")
-    assert nightly_cli._record(args, {"_root": str(tmp_path)}, RUNNER, sha, argparse.Namespace(), out) == 0
+    args = argparse.Namespace(out=str(tmp_path / "artifact"), data=str(tmp_path / "data"), bench=None,
+                              no_compile_time=False, no_asv=True, merge_shards=str(tmp_path / "parts"),
+                              thresholds="thresholds.yaml")
+    assert nightly_cli._record(args, {"_root": str(tmp_path)}, RUNNER, sha, out) == 0
     from perf import results
 
     metrics = {r["metric"] for r in results.load(out, warn=False).measurements()}

@@ -19,7 +19,7 @@ from perf import verdicts
 from perf.cli import main
 from perf.nightly import alert, confirm, history, issues
 from perf.verdicts import Finding, Verdict
-from tests.nightly.test_nightly import ROOT, SCENARIOS, THRESHOLDS, _conf, synthetic, write_commit
+from tests.nightly.test_nightly import ROOT, SCENARIOS, THRESHOLDS, _conf, synthetic, write_night
 
 MACHINE = "runner-1_nvidia-h100"  # tests.nightly.test_nightly.synthetic's machine
 DECODE, PREFILL = SCENARIOS[0], SCENARIOS[1]
@@ -65,8 +65,8 @@ def on_gpu(monkeypatch):
 def _alert(tmp_path: Path, res: Path, *extra: str, gate: FakeGate | None = None, monkeypatch=None) -> int:
     if gate is not None:
         monkeypatch.setattr(confirm, "run_gate", gate)
-    return main(["alert", "--config", _conf(tmp_path, res), "--out", str(tmp_path / "out"),
-                 "--thresholds", str(ROOT / "thresholds.yaml"), *extra])
+    return main(["alert", "--config", _conf(tmp_path, tmp_path / "asv"), "--data", str(res),
+                 "--out", str(tmp_path / "out"), "--thresholds", str(ROOT / "thresholds.yaml"), *extra])
 
 
 def _doc(tmp_path: Path) -> dict:
@@ -78,16 +78,14 @@ def _stepped(tmp_path: Path, factors: list[float], key=("qblock", PREFILL, "grap
     import numpy as np
 
     rng = np.random.default_rng(0)
-    folder = tmp_path / "results" / MACHINE / "perf-nightly"
-    folder.mkdir(parents=True)
     for i, factor in enumerate(factors):
         series = {}
         for name in ("qblock", "static_grid", "peer:sdpa_cudnn"):
             for s in (DECODE, PREFILL):
                 f = factor if (name, s, "graph") == key else 1.0
                 series[(name, s, "graph")] = list(0.2 * f * (1 + 0.005 * rng.standard_normal(5)))
-        write_commit(folder, sha(i), i + 1, series)
-    return tmp_path / "results"
+        write_night(tmp_path / "data", MACHINE, sha(i), i + 1, series)
+    return tmp_path / "data"
 
 
 # --- the last good commit ---------------------------------------------------------------------
@@ -95,24 +93,24 @@ def _stepped(tmp_path: Path, factors: list[float], key=("qblock", PREFILL, "grap
 
 def test_last_good_is_the_newest_earlier_commit_that_did_not_alert(tmp_path):
     # slower at commit 4 (an alert that night) and slower again at 5: commit 4 is not good
-    (h,) = history.load_all(str(_stepped(tmp_path, [1, 1, 1, 1, 1.3, 1.7])))
+    (h,) = history.load_data(str(_stepped(tmp_path, [1, 1, 1, 1, 1.3, 1.7])))
     key = ("qblock", PREFILL, "graph")
     findings, _ = alert.detect(h, THRESHOLDS)
     assert {(f.variant, f.scenario, f.metric) for f in findings if f.verdict is Verdict.FAIL} == {key}
     assert alert.last_good(h, THRESHOLDS, key) == sha(3)
     # a case flagged only at the newest commit: the commit before it
-    (h2,) = history.load_all(str(_stepped(tmp_path / "b", [1, 1, 1, 1, 1, 1.3])))
+    (h2,) = history.load_data(str(_stepped(tmp_path / "b", [1, 1, 1, 1, 1, 1.3])))
     assert alert.last_good(h2, THRESHOLDS, key) == sha(4)
 
 
 def test_too_short_a_history_counts_as_good_and_unmeasured_commits_are_passed_over(tmp_path):
     res = _stepped(tmp_path, [1, 1, 1, 1.5])
-    folder = res / MACHINE / "perf-nightly"
+    night = res / "nights" / MACHINE / "2026-11-03" / "results.jsonl"  # commit 2's
     # commit 2 did not measure the case: its last good is commit 1 (no verdict there: 1 earlier commit)
-    doc = [json.loads(x) for x in (folder / f"{sha(2)}.jsonl").read_text().splitlines()]
+    doc = [json.loads(x) for x in night.read_text().splitlines()]
     kept = [r for r in doc if not (r.get("variant") == "qblock" and r.get("scenario") == PREFILL)]
-    (folder / f"{sha(2)}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
-    (h,) = history.load_all(str(res))
+    night.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    (h,) = history.load_data(str(res))
     assert alert.last_good(h, THRESHOLDS, ("qblock", PREFILL, "graph")) == sha(1)
 
 
@@ -163,7 +161,8 @@ def test_the_cap_leaves_the_smallest_ratios_pending(tmp_path, on_gpu, monkeypatc
 def test_not_reproduced_is_noise_on_the_dashboard_and_exits_0(tmp_path, on_gpu, monkeypatch):
     pytest.importorskip("matplotlib")
     res = synthetic(tmp_path, 4, cv=0.01, steps={("static_grid", DECODE, "eager"): 1.4})
-    assert main(["nightly", "report", "--config", _conf(tmp_path, res), "--out", str(tmp_path / "out")]) == 0
+    assert main(["nightly", "report", "--config", _conf(tmp_path, tmp_path / "asv"), "--data", str(res),
+                 "--out", str(tmp_path / "out")]) == 0
     page = tmp_path / "html" / "nightly" / "runner-1-nvidia-h100" / "index.html"
     png = page.parent / "alert_static-grid_llama3-8b-decode-batch1-kv1024-block16_eager.png"
     assert png.read_bytes()[:4] == b"\x89PNG" and png.name in page.read_text()
@@ -245,7 +244,8 @@ def _confirmed_once(tmp_path_factory) -> Path:
         mp.delenv("PERF_DASHBOARD_URL", raising=False)
         steps = {("qblock", PREFILL, "graph"): 1.5, ("qblock", DECODE, "graph"): 1.4}
         res = synthetic(root, 5, cv=0.01, steps=steps)
-        assert main(["nightly", "report", "--config", _conf(root, res), "--out", str(root / "out")]) == 0
+        assert main(["nightly", "report", "--config", _conf(root, root / "asv"), "--data", str(res),
+                     "--out", str(root / "out")]) == 0
         gate = FakeGate(ratios={("qblock", PREFILL, "graph"): 1.45})
         assert _alert(root, res, "--confirm", "--machine", MACHINE, gate=gate, monkeypatch=mp) == 1
     return root

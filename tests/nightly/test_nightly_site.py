@@ -19,7 +19,7 @@ PAPER = [f"llama3-8b/{k}/batch{b}-kv{s}/block16" for b in (1, 8, 32) for s in (5
 
 
 def test_sota_percent_is_the_fastest_library_over_the_variant(tmp_path):
-    (h,) = history.load_all(str(synthetic(tmp_path, 3, cv=0.0)))
+    (h,) = history.load_data(str(synthetic(tmp_path, 3, cv=0.0)))
     s = SCENARIOS[1]
     peer, best = h.best_peer(s, "graph")
     assert peer == "peer:sdpa_cudnn"  # the synthetic libraries: sdpa_cudnn is the faster
@@ -44,7 +44,7 @@ def test_report_pages_work_offline_and_show_every_part(tmp_path):
     from perf.thresholds import load_thresholds
 
     res = synthetic(tmp_path, 4, cv=0.01, steps={("qblock", SCENARIOS[1], "graph"): 1.5})
-    histories = history.load_all(str(res))
+    histories = history.load_data(str(res))
     th = load_thresholds(Path(__file__).resolve().parents[2] / "thresholds.yaml")
     findings, notes = alert.detect(histories[0], th)
     result = alert.machine_result(histories[0], findings, notes, alert.Settings())
@@ -67,16 +67,14 @@ def test_report_pages_work_offline_and_show_every_part(tmp_path):
 
 
 def test_paper_figure_draws_variants_and_libraries(tmp_path):
-    from tests.nightly.test_nightly import write_commit
-
-    folder = tmp_path / "r" / "m_gpu" / "perf-nightly"
-    folder.mkdir(parents=True)
     from perf.scenarios import Scenario
+    from tests.nightly.test_nightly import write_night
+
 
     series = {(n, s, "graph"): [0.1 * (k + 1) * (1 + Scenario.parse(s).batch / 8)] * 5
               for k, n in enumerate(("naive", "static_grid", "peer:sdpa_cudnn")) for s in PAPER}
-    write_commit(folder, "f" * 40, 1, series)
-    (h,) = history.load_all(str(tmp_path / "r"))
+    write_night(tmp_path / "r", "m_gpu", "f" * 40, 1, series)
+    (h,) = history.load_data(str(tmp_path / "r"))
     (fam, members), = site.families(h.scenarios()).items()
     path = site.plot_paper(h, fam, members, "graph", str(tmp_path / "paper.png"))
     import matplotlib.image
@@ -102,7 +100,7 @@ def test_history_marks_only_the_alerting_variant(tmp_path):
 
     # qblock 2x slower on every scenario and metric at the newest commit, as in the H200 demo.
     steps = {("qblock", s, m): 2.0 for s in SCENARIOS for m in ("eager", "graph")}
-    (h,) = history.load_all(str(synthetic(tmp_path, 3, cv=0.01, steps=steps)))
+    (h,) = history.load_data(str(synthetic(tmp_path, 3, cv=0.01, steps=steps)))
     th = load_thresholds(Path(__file__).resolve().parents[2] / "thresholds.yaml")
     findings, notes = alert.detect(h, th)
     result = alert.machine_result(h, findings, notes, alert.Settings())
@@ -136,6 +134,6 @@ def test_the_page_shows_the_environment_and_what_changed_between_nights(tmp_path
 
 
 def test_a_history_without_the_data_branch_compares_its_commits_environments(tmp_path):
-    (h,) = history.load_all(str(synthetic(tmp_path, 3, cv=0.0)))
+    (h,) = history.load_data(str(synthetic(tmp_path, 3, cv=0.0)))
     text = "\n".join(site.environment_section(h))
     assert "Nothing changed in the environment over the 3 nights" in text

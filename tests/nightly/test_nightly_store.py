@@ -277,34 +277,33 @@ def test_data_is_kept_a_checkout_of_the_branch(tmp_path, remote):
         pass
 
 
-# --- the history is the branch's: losing the cache loses nothing ----------------------------------
+# --- the history is the branch's: losing a machine's own copy loses nothing ---------------------------
 
 
-def test_the_history_rebuilt_from_the_branch_is_the_cache_s(tmp_path, remote):
+def test_the_history_rebuilt_from_the_branch_is_the_local_store_s(tmp_path, remote):
     from perf.cli import main
     from perf.nightly import history
-    from tests.nightly.test_nightly import ROOT, SCENARIOS, _conf, synthetic
+    from tests.nightly.test_nightly import MACHINE, ROOT, SCENARIOS, _conf, synthetic
 
     a = remote("a")
     res = synthetic(tmp_path, 5, cv=0.01, steps={("naive", SCENARIOS[2], "graph"): 1.5})
-    machine = "runner-1_nvidia-h100"
-    for path in sorted((res / machine / "perf-nightly").glob("*.jsonl")):
-        store.save(str(a), store.tonight(str(path), machine=machine))
-    (cached,) = history.load_all(str(res))
-    args = ["--thresholds", str(ROOT / "thresholds.yaml"), "--config", _conf(tmp_path, res)]
-    assert main(["alert", *args, "--out", str(tmp_path / "from-cache")]) == 1
-    shutil.rmtree(res)  # the Actions cache is gone
+    for n in store.nights(str(res), MACHINE):
+        store.save(str(a), store.tonight(n.results_path, machine=MACHINE))
+    (kept,) = history.load_data(str(res))
+    args = ["--thresholds", str(ROOT / "thresholds.yaml"), "--config", _conf(tmp_path, tmp_path / "asv")]
+    assert main(["alert", *args, "--data", str(res), "--out", str(tmp_path / "from-local")]) == 1
+    shutil.rmtree(res)  # the machine's own copy is gone
     data = tmp_path / "data"
     with store.checkout(str(a), data=str(data)):
         pass
     (rebuilt,) = history.load_data(str(data))
-    assert rebuilt.machine == machine
-    assert [c.sha for c in rebuilt.commits] == [c.sha for c in cached.commits]
-    assert rebuilt.series == cached.series and rebuilt.notes == cached.notes
+    assert rebuilt.machine == MACHINE
+    assert [c.sha for c in rebuilt.commits] == [c.sha for c in kept.commits]
+    assert rebuilt.series == kept.series and rebuilt.notes == kept.notes
     assert [n.date for n in rebuilt.nights] == [f"2026-11-{d:02d}" for d in range(1, 6)]
     assert main(["alert", *args, "--data", str(data), "--out", str(tmp_path / "from-branch")]) == 1
     alerts = [json.loads((tmp_path / d / "alert.json").read_text())["machines"][0]["alerts"]
-              for d in ("from-cache", "from-branch")]
+              for d in ("from-local", "from-branch")]
     assert alerts[0] == alerts[1] and len(alerts[0]) == 1
 
 
@@ -356,32 +355,31 @@ def test_merged_gpu_shards_keep_every_process_s_end_fingerprint(tmp_path):
     assert [p["gpu_uuid"] for p in fingerprint.read_end(out)["processes"]] == ["GPU-0", "GPU-1"]
 
 
-def test_a_recorded_night_is_put_into_the_data_checkout_for_the_report_and_alert(tmp_path, monkeypatch):
+def test_a_recorded_night_is_put_into_the_store_and_asv_is_not_run(tmp_path, monkeypatch):
     import argparse
 
     from perf import fingerprint
     from perf import nightly as nightly_cli
     from perf.nightly import asvrun, history
 
-    monkeypatch.setattr(asvrun, "machine", lambda conf, name: None)
-    monkeypatch.setattr(asvrun, "run", lambda *a, **k: 0)
+    monkeypatch.setattr(asvrun, "asv", lambda *a, **k: pytest.fail("recording a night ran asv"))
     sha = "b" * 40
-    out = results_file(tmp_path / "asv" / f"{sha}.jsonl", "runner-a_h100", sha, "2026-11-25")
+    artifacts = tmp_path / "out"
+    out = results_file(artifacts / f"runner-a_h100-{sha[:8]}.jsonl", "runner-a_h100", sha, "2026-11-25")
     fingerprint.write_end(out, {**ENV, "driver": "580.200"})
-    data, artifacts = tmp_path / "data", tmp_path / "out"
-    args = argparse.Namespace(out=str(artifacts), data=str(data), bench=None, no_compile_time=True,
-                              no_asv=True)
-    sel = argparse.Namespace(to_env=lambda: {})
-    monkeypatch.setattr(asvrun, "run", lambda *a, **k: pytest.fail("--no-asv ran asv"))
-    assert nightly_cli._record(args, {}, "runner-a_h100", sha, sel, out) == 0  # the night kept all the same
-    monkeypatch.setattr(asvrun, "run", lambda *a, **k: 0)
-    args.no_asv = False
-    assert nightly_cli._record(args, {}, "runner-a_h100", sha, sel, out) == 0
-    assert (artifacts / "runner-a_h100-bbbbbbbb.jsonl.fingerprint").is_file()
+    data = tmp_path / "data"
+    args = argparse.Namespace(out=str(artifacts), data=str(data), no_compile_time=True)
+    assert nightly_cli._record(args, {}, "runner-a_h100", sha, out) == 0
     (n,) = store.nights(str(data))
     assert (n.runner, n.date, n.fingerprint()["driver"]) == ("runner-a_h100", "2026-11-25", "580.200")
     (h,) = history.load_data(str(data))
-    assert h.latest.sha == sha
+    assert h.latest.sha == sha and h.stored[sha].path == n.path
+    # without --data: the local store beside asv's results folder (store.local)
+    args.data = None
+    conf = {"_results_dir": str(tmp_path / "asv" / "results")}
+    assert nightly_cli._record(args, conf, "runner-a_h100", sha, out) == 0
+    assert [m.runner for m in store.nights(store.local(conf["_results_dir"]))] == ["runner-a_h100"]
+    assert store.local(conf["_results_dir"]) == str(tmp_path / "asv" / store.LOCAL)
 
 
 @settings(max_examples=200, deadline=None)

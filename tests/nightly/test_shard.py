@@ -296,8 +296,9 @@ def test_merge_job_refuses_parts_of_another_commit(tmp_path):
 
 
 def test_the_merge_job_needs_no_gpu_and_no_torch(tmp_path):
-    """The merge job runs on a hosted runner: merging, and asv's benchmark processes reading the
-    merged file, must import neither torch nor triton nor the kernels."""
+    """The merge job runs on a hosted runner: merging, the night put into the store, asv's results
+    written from it, and a developer's own asv benchmark processes reading the merged file, must
+    import neither torch nor triton nor the kernels."""
     import subprocess
     import sys
 
@@ -307,13 +308,17 @@ def test_the_merge_job_needs_no_gpu_and_no_torch(tmp_path):
     folder.mkdir()
     for i, mine in ((1, smoke[:1]), (2, smoke[1:])):
         _shard_file(folder / f"p{i}.jsonl", i, 2, smoke, mine, key=shard.RUNNER_KEY,
-                    nightly={"machine": "m", "commit": sha})
+                    env={"time": f"2026-11-2{i}T03:00:00+00:00"}, nightly={"machine": "m", "commit": sha})
     code = (
         "import os, sys\n"
         "for m in ('torch', 'triton', 'kernels'): sys.modules[m] = None  # any import of them fails\n"
-        "from perf.nightly import shard\n"
-        f"conf = {{'_root': {str(ROOT)!r}, '_results_dir': {str(tmp_path / 'asv')!r}}}\n"
-        f"name, sha, sel, out = shard.merge_parts({str(folder)!r}, conf)\n"
+        "from perf.nightly import asvrun, history, shard, store\n"
+        f"conf = {{'_root': {str(ROOT)!r}, '_results_dir': {str(tmp_path / 'asv')!r}, "
+        f"'_benchmark_dir': {str(ROOT / 'perf' / 'asv')!r}}}\n"
+        f"name, sha, sel, out = shard.merge_parts({str(folder)!r}, conf, out_dir={str(tmp_path / 'out')!r})\n"
+        "night, data = store.tonight(out), store.local(conf['_results_dir'])\n"
+        "store.write_night(data, name, night.date, out, night.fingerprint, None)\n"
+        "print('asv', asvrun.record(conf, history.load_data(data)))\n"
         "os.environ.update(sel.to_env())\n"
         "import perf.asv.benchmarks as b\n"
         "bench = b.PagedAttention()\n"
@@ -324,6 +329,7 @@ def test_the_merge_job_needs_no_gpu_and_no_torch(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1].split() == ["m", str(2 * len(smoke)), "1.1"]  # qblock + naive skips
+    assert done.stdout.splitlines()[-2] == "asv 1"  # one commit's asv results, from the store
 
 
 def test_a_runner_part_is_run_only():
@@ -369,7 +375,7 @@ def test_sharded_smoke_run_merges_to_the_cases_of_an_unsharded_run(tmp_path, mon
         shard.measure(sel, out, gpus=gpus, part=part, header_extra=extra)
         assert not os.path.exists(f"{out}.gpus")  # the workers' files are gone once merged
     conf = {"_root": str(ROOT), "_results_dir": str(tmp_path / "asv")}
-    name, merged_sha, merged_sel, out = shard.merge_parts(str(parts_dir), conf)
+    name, merged_sha, merged_sel, out = shard.merge_parts(str(parts_dir), conf, out_dir=str(tmp_path / "out"))
 
     assert (name, merged_sha) == ("m", sha)
     assert merged_sel == selection.Selection("smoke", sel.scenarios, ("qblock",), (), repeats=1, samples=5,
