@@ -83,7 +83,9 @@ class History:
         keep = {c.sha for c in commits}
         series = {k: {s: v for s, v in by_sha.items() if s in keep} for k, by_sha in self.series.items()
                   if (scenario is None or k[1] == scenario) and (metric is None or k[2] == metric)}
-        return History(self.machine, commits, series, {})
+        whole = scenario is None and metric is None  # only then is its alert the night's (alert.stored)
+        return History(self.machine, commits, series, {},
+                       stored={s: n for s, n in self.stored.items() if s in keep} if whole else {})
 
     def names(self, peers: bool | None = None) -> list[str]:
         """Variants (peers=False), vendor libraries (True) or both (None), in first-seen order."""

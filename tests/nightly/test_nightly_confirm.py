@@ -381,3 +381,31 @@ def test_the_gates_verdict_decides_what_became_of_an_alert(verdict, ratio, statu
                 "warn > 1.03, fail > 1.05", verdict)
     assert verdicts.remeasure_status(f) == status
     assert verdicts.remeasure_status(None) == "inconclusive"
+
+
+# --- the alert, computed once per night ---------------------------------------------------------------
+
+
+def test_the_alert_is_computed_once_per_night_and_stored_with_it(tmp_path, monkeypatch):
+    from perf.nightly import store
+
+    res = synthetic(tmp_path, 4, cv=0.01, steps={("qblock", PREFILL, "graph"): 1.5})
+    assert _alert(tmp_path, res) == 1
+    night = store.newest(str(res), MACHINE)
+    (m,) = night.alert()["machines"]  # stored with the night it is about
+    assert m["commit"] == sha(3) and [a["scenario"] for a in m["alerts"]] == [PREFILL]
+    assert m["rules"]["vendor"] == "nvidia" and m["window"] == alert.WINDOW
+    assert _doc(tmp_path)["machines"] == [m]
+    computed, detect = [], alert.detect
+    monkeypatch.setattr(alert, "detect", lambda *a, **k: computed.append(a) or detect(*a, **k))
+    assert _alert(tmp_path, res) == 1 and computed == []  # read from the night, not judged again
+    assert _alert(tmp_path, res, "--window", "2") == 1 and len(computed) == 1  # other settings: judged again
+    assert store.newest(str(res), MACHINE).alert()["machines"][0]["window"] == 2
+
+
+def test_the_last_good_commit_reads_each_earlier_night_s_stored_alert(tmp_path, monkeypatch):
+    (h,) = history.load_data(str(_stepped(tmp_path, [1, 1, 1, 1, 1.3, 1.7])))
+    for c in h.commits[:-1]:  # each night's alert, as the nightly stored it that night
+        alert.tonight(h.upto(c.sha), THRESHOLDS)
+    monkeypatch.setattr(alert, "detect", lambda *a, **k: pytest.fail("an earlier night was judged again"))
+    assert alert.last_good(h, THRESHOLDS, ("qblock", PREFILL, "graph")) == sha(3)
