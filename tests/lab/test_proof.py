@@ -1,4 +1,4 @@
-"""The GPU proof's orchestration (perf/nightly/proof.py) on a CPU: a real clone with its empty and
+"""The GPU proof's orchestration (perf/lab/proof.py) on a CPU: a real clone with its empty and
 planted commits, the real attribution and judging of the events, with the nights and the gate's
 experiments answered by a model (the GPU run itself is the lead's command in docs/nightly.md)."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from perf import git, verdicts
 from perf.errors import ConfigError
-from perf.nightly import proof
+from perf.lab import proof
 
 GPU = "NVIDIA H100 80GB HBM3"
 PREVIOUS = "3.9.0"

@@ -1,4 +1,4 @@
-"""The nightly's scaling lab (perf/nightly/scaling.py) without a GPU: its subset, its case
+"""The nightly's scaling lab (perf/lab/scaling.py) without a GPU: its subset, its case
 comparison, its resume, and a run over one and two interpreter workers (stand-in GPUs)."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 from interpreter_support import needs_interpreter
 
 from perf.errors import ConfigError
-from perf.nightly import scaling, selection, shard
+from perf.lab import scaling
+from perf.nightly import selection, shard
 from perf.scenarios import suite
 
 NIGHTLY = tuple(s.name for s in suite("nightly"))

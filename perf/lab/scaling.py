@@ -1,6 +1,6 @@
 """The nightly over 1, 2, 4 GPUs of one host: wall times, and the same cases in every run.
 
-    python -m perf.nightly.scaling --out DIR [--gpus 1,2,4] [--minutes 12] [--suite nightly]
+    python -m perf.lab.scaling --out DIR [--gpus 1,2,4] [--minutes 12] [--suite nightly]
                                    [--scenarios GLOBS] [--variants ...] [--peers auto] [--allow-cpu]
 
 A lab tool, not a step of the nightly. It measures one fixed nightly subset with the nightly's
@@ -19,7 +19,7 @@ each (by the deal's own estimate, `shard.cost`), in suite order, until their est
 reaches --minutes; so four GPUs get shares of even size, and no share is one long scenario.
 One run of the subset on one GPU takes at least that long; a call limit shorter than the whole
 (three runs: about 1.75 x --minutes) needs it detached: `setsid nohup python -m
-perf.nightly.scaling ... > DIR.log 2>&1 &`, then read DIR/scaling.json.
+perf.lab.scaling ... > DIR.log 2>&1 &`, then read DIR/scaling.json.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def measure_one(gpus: int, sel: Selection, out: str, cache: str, allow_cpu: bool
                     **{HEADER_ENV: os.environ.get(HEADER_ENV, "{}")})
     if allow_cpu:
         env["TRITON_INTERPRET"] = "1"
-    cmd = [sys.executable, "-m", "perf.nightly.scaling", "--one", str(gpus), "--out", out]
+    cmd = [sys.executable, "-m", "perf.lab.scaling", "--one", str(gpus), "--out", out]
     start = time.monotonic()
     done = subprocess.run(cmd, env=env, cwd=ROOT, check=False)
     wall = time.monotonic() - start
@@ -270,7 +270,7 @@ def one_main(gpus: int, out: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m perf.nightly.scaling", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m perf.lab.scaling", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="a folder: scaling.json, scaling.md, scaling.png, gpus-K/")
     p.add_argument("--gpus", default="1,2,4",
                    help="the GPU counts to run, the first the baseline (default: 1,2,4)")

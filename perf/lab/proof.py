@@ -1,8 +1,8 @@
 """The nightly's proof on one GPU: real nights, the production attribution, three known events.
 
-    python -m perf.nightly.proof --out DIR --previous-triton-wheels WHEELS [--previous-triton 3.9.0]
+    python -m perf.lab.proof --out DIR --previous-triton-wheels WHEELS [--previous-triton 3.9.0]
                                  [--work DIR] [--budget-s 520]
-    python -m perf.nightly.proof --judge DIR [--work DIR]
+    python -m perf.lab.proof --judge DIR [--work DIR]
 
 A lab tool, not a step of the nightly. In a temporary clone of this checkout's HEAD and a data
 folder of its own (under --work, default a new folder in the system's temporary folder), it
@@ -579,7 +579,7 @@ def table(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m perf.nightly.proof", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m perf.lab.proof", description=__doc__.splitlines()[0])
     p.add_argument("--out", help="a new or empty folder: proof.json, logs/, issues/")
     p.add_argument("--work", default=None, metavar="DIR",
                    help="the clone, the data folder and the installed Triton, about 1 GB (default: a new "
