@@ -376,6 +376,102 @@ def judge_event(name: str, dates: dict[str, str], states: dict[str, dict], shas:
     return {**row, "reported": reported, "evidence": evidence}
 
 
+@dataclass
+class _Nights:
+    """What the proof's nights share: the clone, the data folder, the steps' environments, and what
+    the nights left (their dates and attribution states)."""
+
+    proof: Proof
+    runner: Runner
+    work: str
+    repo: str
+    data: str
+    thresholds: str
+    env: dict  # the image's Triton
+    previous_env: dict  # the previous Triton first on PYTHONPATH
+    shas: dict
+    dates: dict = field(default_factory=dict)  # night label -> its date
+    states: dict = field(default_factory=dict)  # night label -> the attribution state it left
+
+    def measure(self, k: int, night: NightPlan) -> str | None:
+        """Night k's `perf nightly run`, its folder given the night's own date; the date, or None
+        when the proof ends here (the run failed, stored nothing, or measured none of VARIANT)."""
+        from perf.nightly import store
+
+        date = (START + _dt.timedelta(days=k)).isoformat()
+        git.git(self.repo, "checkout", "-q", self.shas[night.commit], check=True)
+        name, proof = f"night-{k + 1}-{night.label}", self.proof
+        rc = proof.step(name, [
+            "-m", "perf", "nightly", "run", "--no-asv", "--no-compile-time", "--suite", SUITE,
+            "--scenarios", ",".join(SCENARIOS), "--variants", VARIANT, "--peers", PEER,
+            "--repeats", str(REPEATS), "--samples", str(SAMPLES), "--gpus", "1", "--machine", MACHINE,
+            "--data", self.data, "--out", os.path.join(self.work, "results", night.label),
+            "--thresholds", self.thresholds,
+        ], self.previous_env if night.triton == PREVIOUS else self.env, self.repo, TIMEOUT_S["night"],
+            self.runner)
+        fresh = night_folder(self.data, MACHINE, set(self.dates.values()))
+        if rc == 0 and fresh is None:
+            proof.doc["phases"][-1]["note"] = f"it put no night into {self.data}"
+        if rc != 0 or fresh is None:
+            return None
+        path = os.path.join(os.path.dirname(fresh), date)
+        os.rename(fresh, path)
+        self.dates[night.label] = date
+        stored = store.Night(MACHINE, date, path)
+        fp = stored.fingerprint() or {}
+        proof.doc.setdefault("fingerprints", {})[night.label] = {f: fp.get(f) for f in FINGERPRINT}
+        expected = expected_series()
+        missing = missing_series(stored, expected)
+        proof.doc["phases"][-1]["missing"] = missing
+        if missing:  # a broken compile under one Triton leaves its nights without our series
+            more = " ..." if len(missing) > 4 else ""
+            print(f"proof: {name}: {len(missing)} of {len(expected)} series not measured: "
+                  f"{', '.join(missing[:4])}{more} (its log says why)", flush=True)
+        if all(k in missing for k in expected if k.startswith(VARIANT + "|")):
+            proof.doc["phases"][-1]["note"] = f"no {VARIANT} series measured: nothing to attribute"
+            proof.save()
+            return None
+        return date
+
+    def attribute(self, k: int, night: NightPlan, date: str) -> int | None:
+        """Night k's `perf nightly attribute`, what it decided said, its state and the events
+        judged so far into proof.json; the step's exit code."""
+        proof = self.proof
+        rc = proof.step(f"attribute-{k + 1}-{night.label}", [
+            "-m", "perf", "nightly", "attribute", "--data", self.data, "--machine", MACHINE, "--date", date,
+            "--suite", SUITE, "--dry-run", os.path.join(proof.out, "issues"),
+            "--out", os.path.join(self.work, "attribution"),
+            "--bisect-budget", str(BISECT_BUDGET), "--thresholds", self.thresholds,
+        ], self.env, self.repo, TIMEOUT_S["experiments" if night.label in EXPERIMENTS else "attribute"],
+            self.runner)
+        if rc == 0:  # what the attribution decided tonight, as it said it
+            text = log_lines(os.path.join(proof.out, "logs", f"attribute-{k + 1}-{night.label}.log"))
+            said = [x for x in text if x.startswith(f"{MACHINE} ")]
+            print("\n".join(f"    {x}" for x in said) or f"    {MACHINE} {date}: no step", flush=True)
+        state = state_of(self.data, MACHINE, date)
+        if state is not None:
+            self.states[night.label] = state
+        proof.doc["nights"] = self.dates
+        proof.doc["events"] = {name: judge_event(name, self.dates, self.states, self.shas) for name in EVENTS}
+        proof.save()
+        return rc
+
+
+def _step_env(source: str, wheels: str, cache: str) -> tuple[dict, list[str]]:
+    """The steps' environment (the previous Triton's wheel folder, its install cache) and the
+    caller's PYTHONPATH without this checkout: the steps must import the clone's perf and kernels
+    (the rest may hold the dependencies)."""
+    from perf import toolchain
+
+    env = {**os.environ, toolchain.CACHE_ENV: cache, "PIP_NO_INDEX": "1",
+           "PIP_FIND_LINKS": os.path.abspath(wheels)}
+    rest = [p for p in env.pop("PYTHONPATH", "").split(os.pathsep)
+            if p and os.path.realpath(p) != os.path.realpath(source)]
+    if rest:
+        env["PYTHONPATH"] = os.pathsep.join(rest)
+    return env, rest
+
+
 def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runner: Runner | None = None,
           source: str | None = None, work: str | None = None) -> dict:
     """Run the proof into `out` (module docstring); proof.json's document. `runner`: run_python."""
@@ -383,27 +479,19 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
 
     from perf import toolchain
     from perf.checkout import ROOT
-    from perf.nightly import store
 
     source, runner = source or str(ROOT), runner or run_python
-    work, logs = work or tempfile.mkdtemp(prefix="perf-proof-"), os.path.join(out, "logs")
+    work = work or tempfile.mkdtemp(prefix="perf-proof-")
     repo, data = os.path.join(work, "repo"), os.path.join(work, "data")
-    cache, issues = os.path.join(work, "toolchains"), os.path.join(out, "issues")
-    for d in (logs, os.path.join(data, "nights")):
+    cache = os.path.join(work, "toolchains")
+    for d in (os.path.join(out, "logs"), os.path.join(data, "nights")):
         os.makedirs(d, exist_ok=True)
     proof = Proof(out, budget_s)
     proof.doc.update(previous_triton=previous, wheels=os.path.abspath(wheels), scenarios=list(SCENARIOS),
                      variant=VARIANT, peer=PEER, repeats=REPEATS, samples=SAMPLES, machine=MACHINE, work=work,
                      started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     print(f"proof: the clone, the nights and the installed Triton {previous} in {work}", flush=True)
-    env = {**os.environ, toolchain.CACHE_ENV: cache, "PIP_NO_INDEX": "1",
-           "PIP_FIND_LINKS": os.path.abspath(wheels)}
-    # the caller's PYTHONPATH stays (it may hold the dependencies), but not this checkout: the
-    # steps must import the clone's perf and kernels
-    rest = [p for p in env.pop("PYTHONPATH", "").split(os.pathsep)
-            if p and os.path.realpath(p) != os.path.realpath(source)]
-    if rest:
-        env["PYTHONPATH"] = os.pathsep.join(rest)
+    env, rest = _step_env(source, wheels, cache)
 
     def setup():
         proof.doc["clone"] = clone(source, repo)
@@ -421,59 +509,13 @@ def prove(out: str, wheels: str, previous: str, budget_s: float = BUDGET_S, runn
     print(f"proof: ptxas-blackwell for Triton {previous}: {proof.doc['ptxas']}", flush=True)
     if ptxas:  # every step's env: the toolchain A/B runs the previous Triton too (Triton 3.6 on sm_90
         env[PTXAS_ENV] = ptxas  # does not read it: it runs its ptxas-blackwell from sm_100 on)
-    previous_env = {**env, "PYTHONPATH": os.pathsep.join([installed, *rest])}
-    dates: dict[str, str] = {}
-    states: dict[str, dict] = {}
+    nights = _Nights(proof, runner, work, repo, data, thresholds, env,
+                     {**env, "PYTHONPATH": os.pathsep.join([installed, *rest])}, shas)
     for k, night in enumerate(PLAN):
-        date = (START + _dt.timedelta(days=k)).isoformat()
-        git.git(repo, "checkout", "-q", shas[night.commit], check=True)
-        name = f"night-{k + 1}-{night.label}"
-        rc = proof.step(name, [
-            "-m", "perf", "nightly", "run", "--no-asv", "--no-compile-time", "--suite", SUITE,
-            "--scenarios", ",".join(SCENARIOS), "--variants", VARIANT, "--peers", PEER,
-            "--repeats", str(REPEATS), "--samples", str(SAMPLES), "--gpus", "1", "--machine", MACHINE,
-            "--data", data, "--out", os.path.join(work, "results", night.label), "--thresholds", thresholds,
-        ], previous_env if night.triton == PREVIOUS else env, repo, TIMEOUT_S["night"], runner)
-        fresh = night_folder(data, MACHINE, set(dates.values()))
-        if rc == 0 and fresh is None:
-            proof.doc["phases"][-1]["note"] = f"it put no night into {data}"
-        if rc != 0 or fresh is None:
+        date = nights.measure(k, night)
+        if date is None or nights.attribute(k, night, date) != 0:
             break
-        path = os.path.join(os.path.dirname(fresh), date)
-        os.rename(fresh, path)
-        dates[night.label] = date
-        stored = store.Night(MACHINE, date, path)
-        fp = stored.fingerprint() or {}
-        proof.doc.setdefault("fingerprints", {})[night.label] = {f: fp.get(f) for f in FINGERPRINT}
-        expected = expected_series()
-        missing = missing_series(stored, expected)
-        proof.doc["phases"][-1]["missing"] = missing
-        if missing:  # a broken compile under one Triton leaves its nights without our series
-            more = " ..." if len(missing) > 4 else ""
-            print(f"proof: {name}: {len(missing)} of {len(expected)} series not measured: "
-                  f"{', '.join(missing[:4])}{more} (its log says why)", flush=True)
-        if all(k in missing for k in expected if k.startswith(VARIANT + "|")):
-            proof.doc["phases"][-1]["note"] = f"no {VARIANT} series measured: nothing to attribute"
-            proof.save()
-            break
-        rc = proof.step(f"attribute-{k + 1}-{night.label}", [
-            "-m", "perf", "nightly", "attribute", "--data", data, "--machine", MACHINE, "--date", date,
-            "--suite", SUITE, "--dry-run", issues, "--out", os.path.join(work, "attribution"),
-            "--bisect-budget", str(BISECT_BUDGET), "--thresholds", thresholds,
-        ], env, repo, TIMEOUT_S["experiments" if night.label in EXPERIMENTS else "attribute"], runner)
-        if rc == 0:  # what the attribution decided tonight, as it said it
-            text = log_lines(os.path.join(logs, f"attribute-{k + 1}-{night.label}.log"))
-            said = [x for x in text if x.startswith(f"{MACHINE} ")]
-            print("\n".join(f"    {x}" for x in said) or f"    {MACHINE} {date}: no step", flush=True)
-        state = state_of(data, MACHINE, date)
-        if state is not None:
-            states[night.label] = state
-        proof.doc["nights"] = dates
-        proof.doc["events"] = {name: judge_event(name, dates, states, shas) for name in EVENTS}
-        proof.save()
-        if rc != 0:
-            break
-    return finish(proof, dates, states, shas)
+    return finish(proof, nights.dates, nights.states, shas)
 
 
 def expected_series() -> list[str]:
