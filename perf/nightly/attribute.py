@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -211,12 +212,6 @@ def adjusted(nights: list[Night], anchors: dict[str, list], outliers: list | Non
     return out
 
 
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
 def _compare(series, key: Key, before: list[str], after: list[str], vt) -> object | None:
     """perf.stats.compare of the key's repeats on the nights `after` against those `before`."""
     from perf import stats
@@ -239,146 +234,199 @@ def _status(records: dict[Key, dict]) -> str:
     return verdicts.NOISE if statuses else verdicts.INCONCLUSIVE
 
 
+@dataclass
+class _Judging:
+    """Judging tonight (the last of `nights`): the night before's state (`prev`) and tonight's."""
+
+    nights: list[Night]
+    ctx: Context
+    cal: object  # the calibration of tonight's vendor and GPU (perf.thresholds), or None
+    prev: dict
+    state: dict
+
+    def __post_init__(self):
+        self.tonight, self.dates = self.nights[-1], [n.date for n in self.nights]
+        self.by_date = {n.date: n for n in self.nights}
+        self.vt = self.ctx.thresholds.vendor(self.tonight.vendor)
+
+    def thresholds_of(self, key: Key):
+        reps = len(self.tonight.series.get(key) or [0] * 5)
+        return alert.case_thresholds(self.ctx.thresholds, self.cal, self.tonight.vendor, key, reps)
+
+
 def judge_night(nights: list[Night], ctx: Context) -> dict:
     """Tonight's (the last night's) attribution state; posts tonight's causes as issues."""
-    from perf import fingerprint
     from perf.thresholds import calibration_for
 
-    th, s = ctx.thresholds, ctx.settings
-    tonight = nights[-1]
+    th, tonight = ctx.thresholds, nights[-1]
     vendor = tonight.vendor
     if (vendor, tonight.gpu) not in ctx.calibrations:
         ctx.calibrations[(vendor, tonight.gpu)] = calibration_for(th, vendor, tonight.gpu)[0]
-    cal = ctx.calibrations[(vendor, tonight.gpu)]
-    vt = th.vendor(vendor)
     prev = next((n.state for n in reversed(nights[:-1]) if n.state is not None), None) or \
         previous_state(nights, ctx.runner) or empty_state()
     state = {**empty_state(), "anchors": {k: list(v) for k, v in prev["anchors"].items()},
              "open": list(prev.get("open", [])), "outliers": list(prev.get("outliers", []))}
-    by_date = {n.date: n for n in nights}
-    dates = [n.date for n in nights]
-    _unjudged_outliers(nights, state, s.min_history, vt.latency.warn)
-
-    def thresholds_of(key: Key):
-        reps = len(tonight.series.get(key) or [0] * 5)
-        return alert.case_thresholds(th, cal, vendor, key, reps)
-
-    # 1. yesterday's steps, judged with tonight
-    for step in prev.get("pending", []):
-        keys = [key_of(k) for k in step["keys"]]
-        series = adjusted(nights, state["anchors"], state["outliers"])
-        i = dates.index(step["night"]) if step["night"] in by_date else None
-        if i is None or i == 0:
-            continue
-        before = [d for d in dates[:i] if any(d in series.get(k, {}) for k in keys)][-s.window:]
-        after = dates[i:]
-        slower = step["direction"] == "slower"
-        # the libraries' own move is kept by the libraries: our series beside them that stay moved
-        # are a step or a creep of their own, which the alert and the creep pass find by themselves
-        judged = [k for k in keys if k[0].startswith(PEER_PREFIX)] if step.get("libraries") else keys
-        held, ratios = 0, {}
-        for key in keys:
-            c = _compare(series, key, before, [tonight.date], vt)
-            if c is None:
-                continue
-            t = thresholds_of(key)
-            ratios[key_text(key)] = c.ratio
-            held += key in judged and verdicts.step_held(c.ratio, c.p_slower, c.p_faster, t.warn,
-                                                         vt.statistics.alpha, slower)
-        kept = held * 2 >= len(judged) > 0 and tonight.date != step["night"]
-        if kept:  # every series the step moved belongs to it, also one the alert saw only warn or ok
-            waiting = {k for p in prev.get("pending", []) if p is not step for k in p["keys"]}
-            for key in series:
-                if key in keys or key[0].startswith(PEER_PREFIX) or key_text(key) in waiting:
-                    continue
-                c = _compare(series, key, before, after, vt)
-                t = thresholds_of(key)
-                if c is not None and verdicts.step_held(c.ratio, c.p_slower, c.p_faster, t.warn,
-                                                        vt.statistics.alpha, slower):
-                    keys.append(key)
-                    ratios[key_text(key)] = c.ratio
-            step = {**step, "keys": [key_text(k) for k in keys]}
-        good, bad = by_date[before[-1]] if before else nights[i - 1], by_date[step["night"]]
-        # what changed between the last night before the step and the step's night (a change whose
-        # next night hid the step gets a second look below, with the same two nights)
-        diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
-        if kept and not diff:  # found a night early: the step's own night moved for everyone (one
-            # scenario's night-long move) just before a driver or Triton change that the nights which
-            # kept it carry: the level they kept is that change's (seeds 5009, 5025), judged on its night
-            changed = fingerprint.ENVIRONMENT_FIELDS + fingerprint.TOOLCHAIN_FIELDS
-            bad = next((n for n in nights[i + 1:]
-                        if any(f in changed for f in fingerprint.diff(bad.fingerprint, n.fingerprint))), bad)
-            diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
-        if not kept and not diff and any(k[0].startswith(PEER_PREFIX) for k in keys):
-            # the libraries and we moved together for a night (or two: the step's night and the one that
-            # kept it) and came back: those nights of the scenario are outliers of the machine, left
-            # out of every later window
-            state["outliers"] += [[d, s_, m_] for d in dates[i:-1] for s_, m_ in
-                                  dict.fromkeys((k[1], k[2]) for k in keys if k[0].startswith(PEER_PREFIX))]
-        if not slower:  # a gain: the baseline re-anchors there once it is confirmed (improvement lock)
-            if kept:
-                _gain(state, ctx, series, keys, before, after, step, good, bad, diff)
-            continue
-        toolchain_changed = any(f in diff for f in fingerprint.TOOLCHAIN_FIELDS)
-        old_fp, late = good.fingerprint, False
-        if kept and before:  # a kept step found a night late (one scenario's move hid it on the night of
-            # a driver or Triton change) still has that change in its window: it came with the step
-            first = by_date[before[0]].fingerprint
-            since = fingerprint.diff(first, bad.fingerprint)
-            # a toolchain change only where nothing changed on the step's own night (a driver step
-            # after a Triton bump already attributed on other series is the driver's: seed 2013)
-            late = not diff and any(f in since for f in fingerprint.TOOLCHAIN_FIELDS)
-            wanted = fingerprint.ENVIRONMENT_FIELDS + (fingerprint.TOOLCHAIN_FIELDS if late else ())
-            diff = {**{f: v for f, v in since.items() if f in wanted}, **diff}
-            old_fp = first if late else old_fp
-        environment_changed = any(f in diff for f in fingerprint.ENVIRONMENT_FIELDS)
-        code_changed = good.sha != bad.sha
-        nights_held = step.get("held", 0) + kept
-        evidence = {"fingerprint": {k: list(v) for k, v in diff.items()}, "good_night": good.date,
-                    "good": good.sha, "bad": bad.sha, "tonight": ratios}
-        code_ab = toolchain_ab = None
-        if late and code_changed:  # the commits of the step's own night come before a Triton change
-            code_ab = _remeasure(ctx, good, bad, keys, evidence)  # earlier in its window (seed 11: an
-            # attributed bump was named for a later code step)
-        if (toolchain_changed or late) and kept and code_ab != verdicts.CONFIRMED:
-            rec = ctx.lab.toolchain_ab(ctx.runner, bad.sha, old_fp, bad.fingerprint, keys)
-            toolchain_ab = _status(rec)
-            evidence["toolchain_ab"] = {key_text(k): v for k, v in rec.items()}
-        toolchain_changed = toolchain_changed or late
-        if code_changed and code_ab is None and (kept or not (toolchain_changed or environment_changed)) and \
-                toolchain_ab != verdicts.CONFIRMED:
-            code_ab = _remeasure(ctx, good, bad, keys, evidence)
-        libs = _libraries(series, keys, before, after, vt.latency.warn)
-        evidence["libraries"] = libs
-        cause, why = verdicts.step_cause(
-            kept=kept, code_changed=code_changed, code_ab=code_ab, toolchain_changed=toolchain_changed,
-            toolchain_ab=toolchain_ab, environment_changed=environment_changed,
-            libraries_moved=libs["moved"], nights_held=nights_held)
-        record = {**step, "cause": cause, "why": why, "kept": kept, "evidence": evidence,
-                  "decided": tonight.date}
-        # undecided: judged again tomorrow, for PENDING_NIGHTS nights (a step the A/B confirms but
-        # tonight's night did not keep, e.g. one scenario's night-long move hid it, gets a second look)
-        second_look = kept or code_ab == verdicts.CONFIRMED or toolchain_changed or environment_changed
-        if cause is None and second_look and step.get("tries", 0) + 1 < PENDING_NIGHTS:
-            state["pending"].append({**step, "tries": step.get("tries", 0) + 1, "held": nights_held})
-            continue
-        if cause is not None and kept:  # the experiment that named the cause measured its size best
-            by_cause = {verdicts.CODE: "remeasure", verdicts.TOOLCHAIN: "toolchain_ab"}
-            measured = evidence.get(by_cause.get(cause, ""))
-            _anchor(state, series, keys, before, after, step["night"], measured)
-        if cause == verdicts.CODE:
-            worst = max(keys, key=lambda k: ratios.get(key_text(k), 0.0))
-            record["bisect"] = bisect(ctx.lab, ctx.runner, good.sha, bad.sha, worst, s.bisect_budget)
-        state["decided"].append(record)
-
-    # 3. tonight against the week before it, by the alert's rule with its library control: our
-    # steps net of the libraries' move, and the libraries' own move as a step of the environment
-    _unjudged_outliers(nights, state, s.min_history, vt.latency.warn)  # windows step 1 re-anchored
+    j = _Judging(nights, ctx, ctx.calibrations[(vendor, tonight.gpu)], prev, state)
+    _unjudged_outliers(nights, state, ctx.settings.min_history, j.vt.latency.warn)
+    for step in prev.get("pending", []):  # 1. yesterday's steps, judged with tonight
+        _judge_step(j, step)
+    # 3. tonight against the week before it (2., the re-anchoring, happened in step 1)
+    _unjudged_outliers(nights, state, ctx.settings.min_history, j.vt.latency.warn)  # step 1 re-anchored
     series = adjusted(nights, state["anchors"], state["outliers"])
+    _tonight_steps(j, series)
+    _creep(j, series)  # 4.
+    _post_causes(j)
+    return state
+
+
+def _judge_step(j: _Judging, step: dict) -> None:
+    """One step found the night before, judged with tonight (module docstring, 1.), into j.state."""
+    s, state, dates, by_date = j.ctx.settings, j.state, j.dates, j.by_date
+    keys = [key_of(k) for k in step["keys"]]
+    series = adjusted(j.nights, state["anchors"], state["outliers"])
+    i = dates.index(step["night"]) if step["night"] in by_date else None
+    if i is None or i == 0:
+        return
+    before = [d for d in dates[:i] if any(d in series.get(k, {}) for k in keys)][-s.window:]
+    after = dates[i:]
+    slower = step["direction"] == "slower"
+    kept, ratios, keys = _held(j, step, keys, series, before, after)
+    if kept:
+        step = {**step, "keys": [key_text(k) for k in keys]}
+    good, bad, diff = _step_nights(j, step, kept, before, i)
+    if not kept and not diff and any(k[0].startswith(PEER_PREFIX) for k in keys):
+        # the libraries and we moved together for a night (or two: the step's night and the one that
+        # kept it) and came back: those nights of the scenario are outliers of the machine, left
+        # out of every later window
+        state["outliers"] += [[d, s_, m_] for d in dates[i:-1] for s_, m_ in
+                              dict.fromkeys((k[1], k[2]) for k in keys if k[0].startswith(PEER_PREFIX))]
+    if not slower:  # a gain: the baseline re-anchors there once it is confirmed (improvement lock)
+        if kept:
+            _gain(state, j.ctx, series, keys, before, after, step, good, bad, diff)
+        return
+    _slower(j, step, keys, series, before, after, kept, ratios, good, bad, diff)
+
+
+def _held(j: _Judging, step: dict, keys: list[Key], series, before: list[str], after: list[str],
+          ) -> tuple[bool, dict, list[Key]]:
+    """Whether tonight kept the step (most of its judged series still moved: `verdicts.step_held`),
+    tonight's ratio of each series, and its series (a kept one gains every series it moved)."""
+    vt, tonight = j.vt, j.tonight
+    slower = step["direction"] == "slower"
+    # the libraries' own move is kept by the libraries: our series beside them that stay moved
+    # are a step or a creep of their own, which the alert and the creep pass find by themselves
+    judged = [k for k in keys if k[0].startswith(PEER_PREFIX)] if step.get("libraries") else keys
+    held, ratios = 0, {}
+    for key in keys:
+        c = _compare(series, key, before, [tonight.date], vt)
+        if c is None:
+            continue
+        t = j.thresholds_of(key)
+        ratios[key_text(key)] = c.ratio
+        held += key in judged and verdicts.step_held(c.ratio, c.p_slower, c.p_faster, t.warn,
+                                                     vt.statistics.alpha, slower)
+    kept = held * 2 >= len(judged) > 0 and tonight.date != step["night"]
+    if kept:  # every series the step moved belongs to it, also one the alert saw only warn or ok
+        waiting = {k for p in j.prev.get("pending", []) if p is not step for k in p["keys"]}
+        for key in series:
+            if key in keys or key[0].startswith(PEER_PREFIX) or key_text(key) in waiting:
+                continue
+            c = _compare(series, key, before, after, vt)
+            t = j.thresholds_of(key)
+            if c is not None and verdicts.step_held(c.ratio, c.p_slower, c.p_faster, t.warn,
+                                                    vt.statistics.alpha, slower):
+                keys.append(key)
+                ratios[key_text(key)] = c.ratio
+    return kept, ratios, keys
+
+
+def _step_nights(j: _Judging, step: dict, kept: bool, before: list[str], i: int) -> tuple[Night, Night, dict]:
+    """The last night before the step, the step's night and what changed between their fingerprints."""
+    from perf import fingerprint
+
+    nights, by_date = j.nights, j.by_date
+    good, bad = by_date[before[-1]] if before else nights[i - 1], by_date[step["night"]]
+    diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
+    if kept and not diff:  # found a night early: the step's own night moved for everyone (one
+        # scenario's night-long move) just before a driver or Triton change that the nights which
+        # kept it carry: the level they kept is that change's (seeds 5009, 5025), judged on its night
+        changed = fingerprint.ENVIRONMENT_FIELDS + fingerprint.TOOLCHAIN_FIELDS
+        bad = next((n for n in nights[i + 1:]
+                    if any(f in changed for f in fingerprint.diff(bad.fingerprint, n.fingerprint))), bad)
+        diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
+    return good, bad, diff
+
+
+def _slower(j: _Judging, step: dict, keys: list[Key], series, before: list[str], after: list[str], kept: bool,
+            ratios: dict, good: Night, bad: Night, diff: dict) -> None:
+    """A slower step judged with tonight: the experiments, its cause (verdicts.step_cause), its anchor
+    and a code step's bisect; or, undecided, pending another night."""
+    from perf import fingerprint
+
+    ctx, state = j.ctx, j.state
+    toolchain_changed = any(f in diff for f in fingerprint.TOOLCHAIN_FIELDS)
+    old_fp, late = good.fingerprint, False
+    if kept and before:  # a kept step found a night late (one scenario's move hid it on the night of
+        # a driver or Triton change) still has that change in its window: it came with the step
+        first = j.by_date[before[0]].fingerprint
+        since = fingerprint.diff(first, bad.fingerprint)
+        # a toolchain change only where nothing changed on the step's own night (a driver step
+        # after a Triton bump already attributed on other series is the driver's: seed 2013)
+        late = not diff and any(f in since for f in fingerprint.TOOLCHAIN_FIELDS)
+        wanted = fingerprint.ENVIRONMENT_FIELDS + (fingerprint.TOOLCHAIN_FIELDS if late else ())
+        diff = {**{f: v for f, v in since.items() if f in wanted}, **diff}
+        old_fp = first if late else old_fp
+    environment_changed = any(f in diff for f in fingerprint.ENVIRONMENT_FIELDS)
+    code_changed = good.sha != bad.sha
+    nights_held = step.get("held", 0) + kept
+    evidence = {"fingerprint": {k: list(v) for k, v in diff.items()}, "good_night": good.date,
+                "good": good.sha, "bad": bad.sha, "tonight": ratios}
+    code_ab = toolchain_ab = None
+    if late and code_changed:  # the commits of the step's own night come before a Triton change
+        code_ab = _remeasure(ctx, good, bad, keys, evidence)  # earlier in its window (seed 11: an
+        # attributed bump was named for a later code step)
+    if (toolchain_changed or late) and kept and code_ab != verdicts.CONFIRMED:
+        rec = ctx.lab.toolchain_ab(ctx.runner, bad.sha, old_fp, bad.fingerprint, keys)
+        toolchain_ab = _status(rec)
+        evidence["toolchain_ab"] = {key_text(k): v for k, v in rec.items()}
+    toolchain_changed = toolchain_changed or late
+    if code_changed and code_ab is None and (kept or not (toolchain_changed or environment_changed)) and \
+            toolchain_ab != verdicts.CONFIRMED:
+        code_ab = _remeasure(ctx, good, bad, keys, evidence)
+    libs = _libraries(series, keys, before, after, j.vt.latency.warn)
+    evidence["libraries"] = libs
+    cause, why = verdicts.step_cause(
+        kept=kept, code_changed=code_changed, code_ab=code_ab, toolchain_changed=toolchain_changed,
+        toolchain_ab=toolchain_ab, environment_changed=environment_changed,
+        libraries_moved=libs["moved"], nights_held=nights_held)
+    record = {**step, "cause": cause, "why": why, "kept": kept, "evidence": evidence,
+              "decided": j.tonight.date}
+    # undecided: judged again tomorrow, for PENDING_NIGHTS nights (a step the A/B confirms but
+    # tonight's night did not keep, e.g. one scenario's night-long move hid it, gets a second look)
+    second_look = kept or code_ab == verdicts.CONFIRMED or toolchain_changed or environment_changed
+    if cause is None and second_look and step.get("tries", 0) + 1 < PENDING_NIGHTS:
+        state["pending"].append({**step, "tries": step.get("tries", 0) + 1, "held": nights_held})
+        return
+    if cause is not None and kept:  # the experiment that named the cause measured its size best
+        by_cause = {verdicts.CODE: "remeasure", verdicts.TOOLCHAIN: "toolchain_ab"}
+        measured = evidence.get(by_cause.get(cause, ""))
+        _anchor(state, series, keys, before, after, step["night"], measured)
+    if cause == verdicts.CODE:
+        worst = max(keys, key=lambda k: ratios.get(key_text(k), 0.0))
+        record["bisect"] = bisect(ctx.lab, ctx.runner, good.sha, bad.sha, worst, ctx.settings.bisect_budget)
+    state["decided"].append(record)
+
+
+def _tonight_steps(j: _Judging, series) -> None:
+    """Tonight against the week before it by the alert's rule, on each series since its anchor (not
+    the night's stored alert, which compares commits over the whole window): our steps net of the
+    libraries' move, and the libraries' own move as a step of its own, both pending tomorrow."""
+    ctx, state, tonight, vt, s = j.ctx, j.state, j.tonight, j.vt, j.ctx.settings
     pending_keys = {k for p in state["pending"] for k in p["keys"]}
     moves: dict = {}
-    findings, _ = alert.judge(series, dates, th, vendor, tonight.gpu, alert.Settings(s.window, s.min_history),
-                              name=ctx.runner, label=tonight.date, cal=cal, moves_out=moves)
+    findings, _ = alert.judge(series, j.dates, ctx.thresholds, tonight.vendor, tonight.gpu,
+                              alert.Settings(s.window, s.min_history), name=ctx.runner, label=tonight.date,
+                              cal=j.cal, moves_out=moves)
     fails = [f for f in findings if f.verdict is verdicts.Verdict.FAIL]
     slower = [f for f in findings if f.ratio is not None and f.ratio > 1 and f.verdict in
               (verdicts.Verdict.FAIL, verdicts.Verdict.WARN)] if fails else []
@@ -398,49 +446,55 @@ def judge_night(nights: list[Night], ctx: Context) -> dict:
                                                                   f.ratio for f in found},
                                          **({"libraries": True} if libraries else {})})
 
-    # 4. creep, over each series since its last anchor
-    pending_keys = {k for p in state["pending"] for k in p["keys"]}
-    crept = []
+
+def _creep(j: _Judging, series) -> None:
+    """The creep pass (perf/nightly/creep.py) over each series since its last anchor."""
     from perf.nightly import creep as creep_mod
 
+    ctx, state, tonight, dates = j.ctx, j.state, j.tonight, j.dates
+    pending_keys = {k for p in state["pending"] for k in p["keys"]}
+    crept = []
     for key, by in series.items():
         if key[0].startswith(PEER_PREFIX) or key_text(key) in pending_keys:
             continue
         since = max((d for d, _ in state["anchors"].get(key_text(key), [])), default="")
         span = [d for d in dates if d in by and d >= since]
-        t = thresholds_of(key)
-        found = creep_mod.find([_median(by[d]) for d in span], vt.latency.warn, t.fail)
+        t = j.thresholds_of(key)
+        found = creep_mod.find([statistics.median(by[d]) for d in span], j.vt.latency.warn, t.fail)
         if found is not None:
             crept.append((key, span, found))
-    if crept:
-        start = min(span[c.start] for _, span, c in crept)
-        span_nights = [d for d in dates if d >= start]
-        first = by_date[dates[dates.index(start) - 1]] if dates.index(start) > 0 else by_date[start]
-        record = {"night": tonight.date, "direction": "slower", "keys": [key_text(k) for k, _, _ in crept],
-                  "cause": verdicts.CREEP, "kept": True, "decided": tonight.date,
-                  "why": "a persistent level change made of steps each below the alert's floor",
-                  "ratios": {key_text(k): c.ratio for k, _, c in crept},
-                  "evidence": {"start": start, "nights": span_nights, "good": first.sha, "bad": tonight.sha,
-                               "commits": ctx.lab.commits(first.sha, tonight.sha) if first.sha != tonight.sha
-                               else [], "steps": {key_text(k): [[span[i], r] for i, r in c.steps]
-                                                  for k, span, c in crept}}}
-        for key, _, c in crept:
-            state["anchors"].setdefault(key_text(key), []).append([tonight.date, c.ratio])
-        state["decided"].append(record)
+    if not crept:
+        return
+    start = min(span[c.start] for _, span, c in crept)
+    span_nights = [d for d in dates if d >= start]
+    first = j.by_date[dates[dates.index(start) - 1]] if dates.index(start) > 0 else j.by_date[start]
+    record = {"night": tonight.date, "direction": "slower", "keys": [key_text(k) for k, _, _ in crept],
+              "cause": verdicts.CREEP, "kept": True, "decided": tonight.date,
+              "why": "a persistent level change made of steps each below the alert's floor",
+              "ratios": {key_text(k): c.ratio for k, _, c in crept},
+              "evidence": {"start": start, "nights": span_nights, "good": first.sha, "bad": tonight.sha,
+                           "commits": ctx.lab.commits(first.sha, tonight.sha) if first.sha != tonight.sha
+                           else [], "steps": {key_text(k): [[span[i], r] for i, r in c.steps]
+                                              for k, span, c in crept}}}
+    for key, _, c in crept:
+        state["anchors"].setdefault(key_text(key), []).append([tonight.date, c.ratio])
+    state["decided"].append(record)
 
-    # issues: one per cause
+
+def _post_causes(j: _Judging) -> None:
+    """One issue per cause decided tonight (perf/nightly/issues.py), its key and number recorded."""
     from perf.nightly import issues
 
+    ctx, state, tonight = j.ctx, j.state, j.tonight
     for record in state["decided"]:
         if record.get("cause") not in verdicts.ISSUE_CAUSES:
             continue
-        record["issue"] = issues.cause_key(record, ctx.runner, vendor)
+        record["issue"] = issues.cause_key(record, ctx.runner, tonight.vendor)
         title, body = issues.render_cause(record, ctx.runner, tonight.gpu)
         number = ctx.tracker.upsert(record["issue"], title, body, labels=issues.LABELS + (record["cause"],))
         record["issue_number"] = number
         state["open"].append({"issue": record["issue"], "cause": record["cause"], "keys": record["keys"],
                               "night": record["night"], "ratios": record.get("ratios", {})})
-    return state
 
 
 def _remeasure(ctx: Context, good: Night, bad: Night, keys: list[Key], evidence: dict) -> str:
@@ -462,7 +516,7 @@ def _anchor(state: dict, series, keys: list[Key], before: list[str], after: list
             by = series.get(key, {})
             b = [x for d in before if d in by for x in by[d]]
             a = [x for d in after if d in by for x in by[d]]
-            r = _median(a) / _median(b) if b and a else None
+            r = statistics.median(a) / statistics.median(b) if b and a else None
         if r is not None:
             state["anchors"].setdefault(key_text(key), []).append([night, r])
 
@@ -516,11 +570,11 @@ def _unjudged_outliers(nights: list[Night], state: dict, min_history: int, warn:
         early.setdefault(sm, set()).update(sorted(by)[1:min_history])
         if key[0].startswith(PEER_PREFIX):
             for d, reps in by.items():
-                lib.setdefault(sm, {}).setdefault(d, []).append(_median(reps))
+                lib.setdefault(sm, {}).setdefault(d, []).append(statistics.median(reps))
     bound = math.log(warn)
     for sm, by in lib.items():
         days = sorted(by)
-        level = {d: math.log(_median(by[d])) for d in days}
+        level = {d: math.log(statistics.median(by[d])) for d in days}
         for a, d, b in zip(days, days[1:], days[2:]):
             up, down = level[d] - level[a], level[d] - level[b]
             if (d in early[sm] and (d, *sm) not in known and abs(up) > bound and abs(down) > bound
@@ -540,16 +594,16 @@ def _libraries(series, keys: list[Key], before: list[str], after: list[str], war
         b = [x for d in before if d in by for x in by[d]]
         a = [x for d in after if d in by for x in by[d]]
         if b and a:
-            ours.append(_median(a) / _median(b))
+            ours.append(statistics.median(a) / statistics.median(b))
     wanted = {(k[1], k[2]) for k in keys}
     for key, by in series.items():
         if key[0].startswith(PEER_PREFIX) and (key[1], key[2]) in wanted:
             b = [x for d in before if d in by for x in by[d]]
             a = [x for d in after if d in by for x in by[d]]
             if b and a:
-                theirs.append(_median(a) / _median(b))
-    ours_r = _median(ours) if ours else math.nan
-    theirs_r = _median(theirs) if theirs else math.nan
+                theirs.append(statistics.median(a) / statistics.median(b))
+    ours_r = statistics.median(ours) if ours else math.nan
+    theirs_r = statistics.median(theirs) if theirs else math.nan
     moved = bool(theirs) and math.isfinite(ours_r) and (
         (ours_r > 1 and theirs_r > warn) or (ours_r < 1 and theirs_r < 1 / warn))
     return {"ours": ours_r, "libraries": theirs_r, "moved": moved}
