@@ -496,3 +496,18 @@ def test_asv_results_leave_out_what_was_not_measured_and_what_bench_does_not_mat
     assert results_["benchmarks.PagedAttention.track_latency_ms"][0] == [1.0, None]  # qblock: skipped
     assert results_["benchmarks.PagedAttention.track_graph_ms"][0] is None  # --bench left it out
     assert "benchmarks.VendorLibrary.track_graph_ms" not in results_  # no library in the store
+
+
+def test_publish_runs_asv_once_over_results_written_from_the_store(tmp_path, monkeypatch):
+    from perf.cli import main
+
+    data = synthetic(tmp_path, 3, cv=0.0)
+    calls = []
+    monkeypatch.setattr(asvrun, "require_asv", lambda: None)
+    monkeypatch.setattr(asvrun, "asv", lambda conf, *args, **kw: calls.append(args) or 0)
+    conf = _conf(tmp_path, tmp_path / "asv" / "results")
+    out = ["--config", conf, "--data", str(data), "--out", str(tmp_path / "out")]
+    assert main(["nightly", "publish", *out]) == 0
+    assert calls == [("publish",)]  # asv's one process of a night: no `asv machine`, no `asv run`
+    assert (tmp_path / "asv" / "results" / "benchmarks.json").is_file()
+    assert list((tmp_path / "asv" / "results" / MACHINE).glob("*-existing-py*.json"))
