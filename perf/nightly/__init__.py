@@ -67,8 +67,8 @@ def _detector_options(p: argparse.ArgumentParser) -> None:
                    help="thresholds section to apply (default: each machine's own vendor)")
     p.add_argument("--data", default=None, metavar="DIR",
                    help="a checkout of the data branch (perf/nightly/store.py): the store the night goes "
-                        "into and the history is read from (default: the local .asv/perf-data); save and "
-                        "checkout keep it up to date")
+                        "into and the history is read from (without it: the local .asv/perf-data; heartbeat "
+                        "checks the branch out); save and checkout keep it up to date")
 
 
 def add_nightly_arguments(p: argparse.ArgumentParser) -> None:
