@@ -206,9 +206,9 @@ CASES = [
          lambda t: ["gate", "--no-gpu-ok", "--variants", "nave"], "nave"),
     Case("commands", "`gate --plan-only --all-cases`",
          lambda t: ["gate", "--plan-only", "--all-cases", "--out", str(t / "ab")], "pass one of them"),
-    Case("commands", "`gate --plan FILE` where FILE is a plan of schema 2",
+    Case("commands", "`gate --plan FILE` where FILE is a plan of schema 99",
          lambda t: ["gate", "--no-gpu-ok", "--plan", str(t / "plan.json"), "--out", str(t / "ab")],
-         "schema 2", setup=_write("plan.json", json.dumps({"schema": 2}))),
+         "schema 99", setup=_write("plan.json", json.dumps({"schema": 99}))),
     Case("commands", "`gate --plan FILE` where FILE does not exist",
          lambda t: ["gate", "--no-gpu-ok", "--plan", str(t / "plan.json"), "--out", str(t / "ab")], "--plan"),
     Case("commands", "`grid --cases` without --vendor",
@@ -337,7 +337,7 @@ every file kind and the command line are `tests/cli/test_config_fuzz.py`,
 def kernel_rows() -> list[tuple[str, str, str]]:
     """(mistake, exception, message) of every kernel-API mistake of tests/kernels/test_inputs.py, made
     on the production entry (`kernels.paged_attention`), which must raise before any launch."""
-    from test_inputs import KERNEL_API_MISTAKES, _changed
+    from tests.kernels.test_inputs import KERNEL_API_MISTAKES, _changed
 
     import kernels
     from kernels.batch import BatchSpec, build_batch
