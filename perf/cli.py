@@ -55,13 +55,14 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "run": Command("perf.measure.run", "measure a suite with this checkout's kernels into a results file",
                    main="run_command", add=None, outputs=(("out", "file"),), check="perf.validate:run_args"),
-    "compare": Command("perf.latency.ab", "compare two results files (base, head) and apply the latency "
+    "compare": Command("perf.latency.compare", "compare two results files (base, head) and apply the latency "
                        "thresholds", main="compare_command", add=None, outputs=(("out", "dir"),),
                        inputs=(("base", "file"), ("head", "file"))),
     "gate": Command("perf.latency.ab", "A/B latency gate: head vs base (git worktree), interleaved on this "
                     "GPU, timing only the cases whose launches differ", main="gate_command", add=None,
                     outputs=(("out", "dir"),), inputs=(("plan", "file"),), check="perf.validate:gate_args"),
-    "report": Command("perf.latency.ab", "render a findings file (from compare/gate) as Markdown and a plot",
+    "report": Command("perf.latency.compare",
+                      "render a findings file (from compare/gate) as Markdown and a plot",
                       main="report_command", add=None, outputs=(("plot", "file"),),
                       inputs=(("findings", "file"),)),
     "table": Command("perf.report", "render results files as a benchmark table: variants and peers side by "
@@ -286,7 +287,7 @@ def _choices() -> str:
 
 def build_parser(with_choices: bool = False) -> argparse.ArgumentParser:
     """The top-level parser: every command listed; the five of `_add_own` parsed in full
-    (what `perf bisect` parses its gate steps with), the others by `command_parser`."""
+    (`command_parser` takes theirs from it), the others by `command_parser`."""
     parser = Parser(prog="python -m perf", description="The harness's commands: measure, gate, compare and "
                     "report (README.md; docs/architecture.md maps the code).",
                     epilog=_choices() if with_choices else None,

@@ -25,15 +25,22 @@ with the vendor's uncalibrated thresholds (the calibration measures in-process p
 Processes per side: `toolchain_processes`.
 
 Everything measured is appended to --out (base.jsonl, head.jsonl: perf/results.py) and the
-completed processes are listed in gate.json: an interrupted gate keeps them, and the same
-command resumes (same base, head and settings; otherwise it starts over). `compare` applies
-the statistics to two results files of separate processes (unpaired); `report` renders a
-findings file again. Findings, results, the Markdown report and the plot land in --out.
+completed processes are listed in gate.json (perf/latency/ledger.py): an interrupted gate keeps
+them, and the same command resumes (same base, head and settings; otherwise it starts over).
+`compare` applies the statistics to two results files of separate processes (unpaired);
+`report` renders a findings file again (perf/latency/compare.py). Findings, results, the
+Markdown report and the plot land in --out.
+
+What a gate is asked is a `GateRequest` (perf/latency/request.py), from the command line or
+from a caller (`perf bisect`, the nightly); `run_gate` checks it (`Gate`), resolves it against
+the thresholds and this machine (`Settings`), and measures. Its parts: which cases to time
+(perf/latency/selection.py), the ledger (perf/latency/ledger.py), the findings and their files
+(perf/latency/compare.py), the progress lines (perf/latency/progress.py); the measuring
+processes are below.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -43,10 +50,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, replace
 
 from perf import checkout, files, toolchain, validate, why
 from perf import results as results_mod
@@ -55,22 +61,30 @@ from perf.change import latency as changes
 from perf.checkout import ROOT
 from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, ConfigError, NothingMeasured
 from perf.git import check_clean, git, repo_root, resolve_base, resolve_commit, worktree
-from perf.latency import analysis
-from perf.latency.plot import plot_ratios
-from perf.latency.worker import load_keys, side_order
+from perf.latency import worker
+from perf.latency.compare import (
+    compare_results,
+    compare_toolchain_results,
+    threshold_lines,
+    write_outputs,
+    written,
+)
+from perf.latency.ledger import LEDGER, OUTPUTS, SIDE_FILES, Ledger, load_ledger
+from perf.latency.progress import Reporter
+from perf.latency.request import GateRequest
+from perf.latency.selection import Selection, check_plan_options, plan_only, select_cases
 from perf.process import child_env
-from perf.report import publish, render_markdown
+from perf.report import publish
 from perf.thresholds import Thresholds, calibration_for, load_thresholds
-from perf.verdicts import FINDINGS_VERSION, Finding, Verdict, detectable_summary, exit_code, load_findings
+from perf.verdicts import Finding, Verdict, detectable_summary, exit_code
 
-HEARTBEAT_S = 15.0  # a plain progress line at least this often when not on a terminal
 BATCH_CACHE_ENV = "PERF_BATCH_CACHE"  # a directory of saved batches kept across gates (else one per gate)
 # In Triton's interpreter the gate is a self-test of the harness, not a measurement: the fewest
 # rounds, samples and processes that exercise every step (pairs, processes, statistics).
 INTERPRETER_SAMPLES, INTERPRETER_ROUNDS, INTERPRETER_PROCESSES = 3, 2, 2
 
 
-# --- GPU lock ------------------------------------------------------------------------------
+# --- the GPU lock and the batches the processes share --------------------------------------
 @contextlib.contextmanager
 def batch_cache(enabled: bool):
     """Where the processes of one gate share built batches: $PERF_BATCH_CACHE (kept), else a
@@ -108,170 +122,56 @@ def gpu_key() -> str:
 
 # --- measuring processes --------------------------------------------------------------------
 
+PLAN_KEYS = "plan-keys.json"  # the cases the change plan times (the workers' --keys), when not all
+
+
 class GateCrash(RuntimeError):
     """A measuring process ended without finishing (it crashed, or the GPU failed it)."""
 
 
-LEDGER = "gate.json"
-SIDE_FILES = ("base.jsonl", "head.jsonl")
-# what a finished gate leaves beside its results: removed when another gate starts over there,
-# so that no earlier gate's findings are read as this one's
-OUTPUTS = ("findings.json", "report.md", "ratios.png", changes.PLAN_FILE, why.WHY_FILE, "why.md")
-PLAN_KEYS = "plan-keys.json"  # the cases the change plan times (the workers' --keys), when not all
-_LEDGER_FIX = "remove the gate's --out folder (or that file) or pass another --out"
+@dataclass(frozen=True)
+class Settings:
+    """A gate resolved against the thresholds and this machine: what each of its measuring
+    processes is given (`job`) and what its ledger's identity holds (`_identity`)."""
+
+    suite: str
+    variants: str | None
+    scenarios: str | None
+    metrics: str  # checked, comma-separated
+    processes: int  # per side in a toolchain A/B
+    repeats: int  # rounds per process
+    samples: int  # per side and round
+    seed: int = 0
+    budget_ms: float | None = None  # statistics.sample_budget_ms
+    batch_cache: str | None = None  # `batch_cache` while the gate measures
+    allow_dirty: bool = False  # the head is the working tree
+    toolchain: str | None = None  # a toolchain A/B's "triton==X"
+
+    def job(self, roots: dict[str, str], out_dir: str, **more) -> worker.Job:
+        """A measuring process of these settings on the checkouts `roots` (`more`: its own options)."""
+        job = worker.Job(base_from=roots["base"], head_from=roots["head"], out_dir=out_dir, suite=self.suite,
+                         repeats=self.repeats, samples=self.samples, scenarios=self.scenarios,
+                         variants=self.variants, metrics=self.metrics, budget_ms=self.budget_ms,
+                         seed=self.seed, batch_cache=self.batch_cache)
+        return replace(job, **more)
 
 
-def load_ledger(path: str) -> dict:
-    """gate.json, read whole: {"identity": {...}, "processes": [{attempt, index, process, ...}]};
-    ConfigError naming the file and field when it is not one."""
-    doc = files.load_json(path, "the gate's ledger", _LEDGER_FIX, expect=dict)
-    if not isinstance(doc.get("identity"), dict):
-        raise ConfigError(f"{path}: no `identity` object; not a gate's ledger; {_LEDGER_FIX}")
-    processes = doc.get("processes")
-    if not isinstance(processes, list):
-        raise ConfigError(f"{path}: no `processes` list; not a gate's ledger; {_LEDGER_FIX}")
-    for i, p in enumerate(processes):
-        ok = (isinstance(p, dict) and isinstance(p.get("process"), str)
-              and all(isinstance(p.get(k), int) and not isinstance(p.get(k), bool) and p[k] >= 0
-                      for k in ("attempt", "index")))
-        if not ok:
-            raise ConfigError(f"{path}: processes[{i}] needs a `process` id and `attempt`, `index` >= 0; "
-                              f"{_LEDGER_FIX}")
-    return doc
-
-
-class Ledger:
-    """gate.json in --out: what this gate is (base, head, settings, machine) and which processes
-    finished. The same gate resumes; another gate's measurements there are replaced, said on
-    stderr (another machine's only with `force`); results without a ledger are refused."""
-
-    def __init__(self, out_dir: str, identity: dict, force: bool = False):
-        self.path = os.path.join(out_dir, LEDGER)
-        self.identity = identity
-        self.processes: list[dict] = []
-        self.resumed = 0
-        self.complete = False  # every process of the first measurement finished (`finish`)
-        old = load_ledger(self.path) if os.path.exists(self.path) else None
-        if old is not None and old["identity"] == identity:
-            self.processes = old["processes"]
-            self.resumed = len(self.processes)
-            self.complete = old.get("complete") is True
-            return
-        held = [n for n in SIDE_FILES if os.path.exists(os.path.join(out_dir, n))]
-        if held and old is None:
-            raise ConfigError(f"{out_dir}: holds {' and '.join(held)} but no {LEDGER}: not a gate's output, "
-                              f"and the gate would replace them; pass another --out (or move them away)")
-        if held:
-            files.guard_measured(out_dir, old["identity"].get("machine"), identity.get("machine") or {},
-                                 force)
-            was = old["identity"]
-            print(f"{out_dir}: holds another gate's measurements (base {str(was.get('base'))[:10]}, head "
-                  f"{str(was.get('head'))[:10]}, suite {was.get('suite')}); starting over there",
-                  file=sys.stderr, flush=True)
-        for name in (*SIDE_FILES, *OUTPUTS, LEDGER):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(out_dir, name))
-        self.save()
-
-    def done(self, attempt: int, index: int) -> dict | None:
-        for p in self.processes:
-            if p["attempt"] == attempt and p["index"] == index:
-                return p
-        return None
-
-    def ids(self, attempt: int) -> set[str]:
-        return {p["process"] for p in self.processes if p["attempt"] == attempt}
-
-    def add(self, entry: dict) -> None:
-        self.processes.append(entry)
-        self.save()
-
-    def finish(self) -> None:
-        """Every process of the first measurement is done: a re-run reuses a complete gate."""
-        self.complete = True
-        self.save()
-
-    def reused(self) -> str:
-        """What a resumed gate took over, for its report ("" for a fresh one)."""
-        if not self.resumed:
-            return ""
-        return (f"{self.resumed} processes reused from an earlier, complete run in this --out (remove it to "
-                f"measure again)" if self.complete else
-                f"{self.resumed} processes of an earlier, interrupted run")
-
-    def save(self) -> None:
-        doc = {"identity": self.identity, "processes": self.processes}
-        files.write_json(self.path, {**doc, "complete": True} if self.complete else doc)
-
-
-class Reporter:
-    """Progress: rich on a terminal, else a plain line per event and at least every HEARTBEAT_S."""
-
-    def __init__(self, console, total: int):
-        self.tty = sys.stderr.isatty()
-        self.console = console
-        self.total = total
-        self.last = time.monotonic()
-        self.t0 = self.last
-        self.what = "starting"
-        self._stop = threading.Event()
-        self.progress = None
-        if self.tty:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                     TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                                     console=console)
-            self.task = self.progress.add_task("processes", total=total)
-        else:
-            threading.Thread(target=self._heartbeat, daemon=True).start()
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(1.0):
-            if time.monotonic() - self.last >= HEARTBEAT_S:
-                self.line(f"still measuring: {self.what}")
-
-    def line(self, text: str) -> None:
-        self.last = time.monotonic()
-        print(f"[{(self.last - self.t0) / 60:5.1f} min] {text}", file=sys.stderr, flush=True)
-
-    def update(self, what: str, advance: int = 0) -> None:
-        self.what = what
-        if self.progress is not None:
-            self.progress.update(self.task, description=what, advance=advance)
-        else:
-            self.line(what)
-
-    def __enter__(self):
-        if self.progress is not None:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self.progress is not None:
-            self.progress.stop()
-
-
-def _worker_cmd(args: argparse.Namespace, roots: dict[str, str], out_dir: str, first_repeat: int,
-                seed: int, keys_file: str | None, header: dict, side: str | None = None,
-                kernel_times: bool = False) -> list[str]:
-    cmd = [sys.executable, "-m", "perf.latency.worker", "--base-from", roots["base"], "--head-from",
-           roots["head"], "--out-dir", out_dir, "--first-repeat", str(first_repeat), "--suite", args.suite,
-           "--metrics", args.metrics, "--repeats", str(args.repeats), "--samples", str(args.samples),
-           "--budget-ms", str(args.sample_budget_ms), "--seed", str(seed), "--header", json.dumps(header)]
-    for opt in ("variants", "scenarios"):
-        if getattr(args, opt):
-            cmd += [f"--{opt}", getattr(args, opt)]
-    if keys_file:
-        cmd += ["--keys", keys_file]
-    if getattr(args, "batch_cache", None):
-        cmd += ["--batch-cache", args.batch_cache]
-    if side is not None:
-        cmd += ["--side", side]
-    if kernel_times:
-        cmd.append("--kernel-times")
-    return cmd
+def settings(request: GateRequest, statistics, interpreter: bool, metrics: str) -> Settings:
+    """The rounds, samples and processes of `request`'s gate: what it names, else the
+    interpreter's self-test sizes there, else the vendor's `statistics` (thresholds.yaml); a
+    toolchain A/B's processes per side raised to what its process-level test needs
+    (`toolchain_processes`)."""
+    processes = INTERPRETER_PROCESSES if interpreter else statistics.processes
+    if request.toolchain and not interpreter:
+        processes = toolchain_processes(processes, statistics.alpha)
+    return Settings(
+        request.suite, request.variants, request.scenarios, metrics, processes,
+        request.repeats if request.repeats is not None else (
+            INTERPRETER_ROUNDS if interpreter else statistics.repeats),
+        # the interpreter's wall clock measures nothing: a smoke run needs few samples (--samples overrides)
+        request.samples if request.samples is not None else (
+            INTERPRETER_SAMPLES if interpreter else statistics.samples),
+        request.seed, statistics.sample_budget_ms, None, request.allow_dirty, request.toolchain)
 
 
 def toolchain_processes(configured: int, alpha: float) -> int:
@@ -298,8 +198,6 @@ def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | 
                 pythonpath: str = ROOT) -> dict:
     """Run one measuring process to its end; its `done` event (GateCrash if it never came).
     `pythonpath`: this checkout, behind a toolchain's Triton in a toolchain A/B."""
-    from perf.latency.worker import PROTOCOL
-
     # the public entry as production calls it: no per-call metadata value checks (the worker
     # validates each batch once itself); a test session's switch must not leak in
     env = child_env(*pythonpath.split(os.pathsep), PYTHONUNBUFFERED="1", PAGED_ATTENTION_CHECK_VALUES="0")
@@ -309,10 +207,10 @@ def run_process(cmd: list[str], log_path: str, label: str, reporter: Reporter | 
                                 bufsize=1)
         try:
             for line in proc.stdout:
-                if not line.startswith(PROTOCOL):
+                if not line.startswith(worker.PROTOCOL):
                     log.write(line)
                     continue
-                ev = json.loads(line[len(PROTOCOL):])
+                ev = json.loads(line[len(worker.PROTOCOL):])
                 if ev["event"] == "done":
                     done = ev
                 elif reporter is not None and ev["event"] in ("scenario", "step", "ready"):
@@ -345,7 +243,7 @@ COMPILE_AHEAD_MAX = 16
 COMPILE_AHEAD_MEMORY = 0.7
 
 
-def compile_ahead(args: argparse.Namespace, roots: dict[str, str], out_dir: str, cases: list[tuple[str, str]],
+def compile_ahead(settings: Settings, roots: dict[str, str], out_dir: str, cases: list[tuple[str, str]],
                   keys: set | None, footprints: dict[str, int], reporter: Reporter | None) -> str:
     """Prepare every case to time in parallel processes (`worker --compile-only`), scenarios dealt
     round-robin, before the first timed process, which then finds each kernel in Triton's disk
@@ -355,7 +253,7 @@ def compile_ahead(args: argparse.Namespace, roots: dict[str, str], out_dir: str,
     import torch
 
     if keys is None:
-        keys = {(v, s, m) for v, s in cases for m in args.metrics.split(",")}
+        keys = {(v, s, m) for v, s in cases for m in settings.metrics.split(",")}
     names = list(dict.fromkeys(k[1] for k in sorted(keys, key=lambda k: -footprints.get(k[1], 0))))
     free, _ = torch.cuda.mem_get_info()
     per = 3 * max((footprints.get(n, 0) for n in names), default=0) + 2**30
@@ -368,7 +266,7 @@ def compile_ahead(args: argparse.Namespace, roots: dict[str, str], out_dir: str,
         mine = set(names[i::n])
         keys_file = files.write_json(os.path.join(out_dir, f"compile-ahead-{i}.json"),
                                      [list(k) for k in sorted(keys) if k[1] in mine])
-        cmd = _worker_cmd(args, roots, out_dir, 0, args.seed, keys_file, {}) + ["--compile-only"]
+        cmd = settings.job(roots, out_dir, keys=keys_file, compile_only=True).argv()
         jobs.append((cmd, os.path.join(out_dir, f"compile-ahead-{i}.log"), f"compile-ahead {i + 1}/{n}"))
     if reporter is not None:
         reporter.update(f"compiling ahead: {len(names)} scenarios in {n} processes at once")
@@ -389,7 +287,7 @@ def compile_ahead(args: argparse.Namespace, roots: dict[str, str], out_dir: str,
     return line
 
 
-def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledger: Ledger, attempt: int,
+def measure(settings: Settings, roots: dict[str, str], out_dir: str, ledger: Ledger, attempt: int,
             keys: list | None, reporter: Reporter | None,
             toolchains: dict[str, toolchain.Toolchain] | None = None) -> None:
     """Run the processes of one attempt (0: every case; then re-measures of `keys`) not yet done;
@@ -398,8 +296,10 @@ def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledge
     if keys is not None:
         name = PLAN_KEYS if attempt == 0 else f"retry{attempt}-keys.json"
         keys_file = files.write_json(os.path.join(out_dir, name), [list(k) for k in sorted(keys)])
-    schedule = toolchain_schedule(args.processes) if toolchains else [None] * args.processes
-    per_attempt = len(schedule) * args.repeats
+    schedule = toolchain_schedule(settings.processes) if toolchains else [None] * settings.processes
+    per_attempt = len(schedule) * settings.repeats
+    job = settings.job(roots, out_dir, keys=keys_file, header={"gate": ledger.identity},
+                       seed=settings.seed + attempt)
     for index, side in enumerate(schedule):
         if ledger.done(attempt, index):
             continue
@@ -407,11 +307,9 @@ def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledge
                  else f"re-measure {attempt}, process {index + 1}/{len(schedule)}")
         if side is not None:
             label += f" ({side}: {toolchains[side].describe()})"
-        first = attempt * per_attempt + index * args.repeats
-        header = {"gate": ledger.identity}
+        first = attempt * per_attempt + index * settings.repeats
         # a re-measure's processes also profile each case per kernel for the why section (perf/why.py)
-        cmd = _worker_cmd(args, roots, out_dir, first, args.seed + attempt, keys_file, header, side,
-                          kernel_times=attempt >= 1 and side is None)
+        cmd = replace(job, first_repeat=first, side=side, kernel_times=attempt >= 1 and side is None).argv()
         log = os.path.join(out_dir, f"worker-{attempt}-{index}.log")
         done = run_process(cmd, log, label, reporter,
                            toolchains[side].pythonpath() if side is not None else ROOT)
@@ -421,168 +319,357 @@ def measure(args: argparse.Namespace, roots: dict[str, str], out_dir: str, ledge
             reporter.update(f"{label}: done", advance=1)
 
 
-# --- comparison ----------------------------------------------------------------------------
-
-def compare_results(base: results_mod.Results, head: results_mod.Results, th: Thresholds, vendor: str,
-                    calibration=None, processes: set[str] | None = None, keys=None) -> list[Finding]:
-    """Findings of a gate's results (paired rounds of the given processes)."""
-    return analysis.paired_findings(base, head, th, vendor, calibration, processes, keys)
+# --- the gate ----------------------------------------------------------------------------------
 
 
-def compare_toolchain_results(base: results_mod.Results, head: results_mod.Results, th: Thresholds,
-                              vendor: str, calibration=None, processes: set[str] | None = None,
-                              keys=None) -> list[Finding]:
-    """Findings of a toolchain A/B (module docstring): unpaired, process means, no calibration."""
-    return analysis.unpaired_findings(base, head, th, vendor, processes, keys, by_process=True)
+@dataclass(frozen=True)
+class Gate:
+    """A request checked, everything it names found: thresholds, vendor, scenarios, variants,
+    metrics, the two commits (or the two Tritons of a toolchain A/B)."""
+
+    request: GateRequest  # its thresholds path absolute (the workers run in other folders)
+    th: Thresholds
+    vendor: str
+    scenarios: list  # perf.scenarios.Scenario
+    variants: list[str]
+    metrics: str
+    repo: str
+    toolchains: dict[str, toolchain.Toolchain] | None
+    base_sha: str
+    base_desc: str
+    head_sha: str
+    interpreter: bool
+
+    @property
+    def cases(self) -> list[tuple[str, str]]:
+        return [(v, s.name) for s in self.scenarios for v in self.variants]
+
+    @property
+    def head_desc(self) -> str:
+        return self.request.head_ref or "HEAD"
 
 
-def _dedupe_skips(findings: list[Finding]) -> tuple[list[Finding], list[str]]:
-    """Fold 'skipped on both sides' rows into one note per (variant, reason)."""
-    kept, folded = [], Counter()
-    for f in findings:
-        if f.verdict is Verdict.OK and f.note.startswith("skipped on both sides"):
-            folded[(f.variant, f.note.removeprefix("skipped on both sides: "))] += 1
-        else:
-            kept.append(f)
-    notes = [f"{v}: {n} scenario/metric pairs skipped on both sides ({why})"
-             for (v, why), n in sorted(folded.items())]
-    return kept, notes
-
-
-def write_outputs(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict,
-                  thresholds: dict | None = None, appendix: str = "") -> str:
-    """findings.json, report.md and ratios.png (each case against its own thresholds; an
-    earlier ratios.png is removed when nothing has a ratio to draw); `appendix`: Markdown after
-    the findings (the red cases' why section, perf/why.py)."""
-    shown, skip_notes = _dedupe_skips(findings)
-    notes = notes + skip_notes
-    plot = os.path.join(out_dir, "ratios.png")
+def _toolchains(request: GateRequest) -> dict[str, toolchain.Toolchain] | None:
+    """A toolchain A/B's two Tritons (the installed one is base), None for a commit A/B."""
+    if request.toolchain is None:
+        return None
+    toolchain.parse(request.toolchain)
+    if request.base_ref:  # one commit: this checkout, or the one --head-ref names
+        raise ConfigError("--toolchain measures one commit under two Tritons; drop --base-ref (or drop "
+                          "--toolchain to compare commits)")
     try:
-        drawn = plot_ratios(shown, plot, title, thresholds or {})
-    except ImportError:
-        drawn = None
-        notes.append("matplotlib missing: no plot")
-    if drawn is None:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(plot)
-    md = render_markdown(shown, title, notes) + (f"\n{appendix}" if appendix else "")
-    files.write_json(os.path.join(out_dir, "findings.json"), {
-        "schema_version": FINDINGS_VERSION, "kind": "findings", "title": title, "notes": notes,
-        **meta, "findings": [f.to_dict() for f in findings]})
-    files.write_text(os.path.join(out_dir, "report.md"), md)
-    return md
+        return {"base": toolchain.installed(), "head": toolchain.ensure(request.toolchain)}
+    except toolchain.ToolchainBroken as e:
+        raise GateCrash(str(e)) from None
 
 
-def written(out_dir: str, names: tuple[str, ...]) -> str:
-    """The names of `names` that exist in `out_dir`, for the line that points at them."""
-    return ", ".join(n for n in names if os.path.exists(os.path.join(out_dir, n)))
+def check(request: GateRequest) -> Gate:
+    """Everything the request names, checked first, with or without a GPU: a gate that skips
+    must never hide a typo that would make it measure nothing."""
+    th = load_thresholds(request.thresholds)
+    vendor = vendor_mod.resolve(request.vendor)
+    chosen = validate.scenarios(request.suite, request.scenarios)
+    variants = validate.variants(request.variants, checkout.import_kernels().VARIANTS)
+    metrics = ",".join(validate.metrics(request.metrics))
+    files.check_output(request.out, "--out", directory=True)
+    repo = repo_root(os.getcwd())
+    toolchains = _toolchains(request)
+    if request.head_ref and request.allow_dirty:
+        raise ConfigError("--head-ref names a commit; --allow-dirty measures this working tree: "
+                          "pass one of them")
+    check_plan_options(request)
+    if request.plan:  # read whole now: a gate that skips (no GPU) must not hide a bad plan
+        changes.read_plan(request.plan)
+    head_sha = resolve_commit(repo, request.head_ref, "--head-ref") if request.head_ref else \
+        git(repo, "rev-parse", "HEAD", check=True)
+    base_sha, base_desc = (head_sha, "HEAD") if toolchains else resolve_base(repo, request.base_ref)
+    request = replace(request, thresholds=os.path.abspath(request.thresholds))
+    return Gate(request, th, vendor, chosen, variants, metrics, repo, toolchains, base_sha, base_desc,
+                head_sha, not vendor_mod.on_gpu())
 
 
-# --- commands ------------------------------------------------------------------------------
-
-def _vendor_for(res: results_mod.Results, given: str | None) -> str:
-    vendor = given or res.environment.get("vendor")
-    if given is not None:
-        vendor_mod.check_name(given)
-    elif vendor not in vendor_mod.VENDORS:
-        raise ConfigError(f"{res.path}: measured on {vendor!r} (Triton's interpreter); pass --vendor "
-                          f"nvidia|amd to choose which thresholds apply")
-    return vendor
+def gate_command(args) -> int:
+    """`python -m perf gate`: `run_gate`'s exit code; 1 too when a measuring process crashed."""
+    try:
+        return run_gate(GateRequest.from_args(args))[0]
+    except GateCrash as e:
+        print(f"latency gate: FAIL — {e}", file=sys.stderr)
+        return EXIT_FAIL
 
 
-def compare_command(args: argparse.Namespace) -> int:
-    if args.out:
-        files.check_output(args.out, "--out", directory=True)
-    th = load_thresholds(args.thresholds)
-    base, head = results_mod.load(args.base), results_mod.load(args.head)
-    results_mod.check_comparable(base, head)
-    vendor = _vendor_for(head, args.vendor)
-    findings = analysis.unpaired_findings(base, head, th, vendor)
-    title = f"Latency: {args.head} vs {args.base} on {head.environment.get('gpu')} ({vendor})"
-    notes = ["unpaired comparison of two processes: an offset between the processes is indistinguishable "
-             "from a change; `python -m perf gate` measures both sides in the same processes"]
-    meta = {"vendor": vendor, "gpu": head.environment.get("gpu"),
-            "base": {"results": args.base, "commit": base.environment.get("commit")},
-            "head": {"results": args.head, "commit": head.environment.get("commit")}}
-    shown, skip_notes = _dedupe_skips(findings)
-    md = write_outputs(args.out, findings, title, notes, meta, _threshold_lines(th, vendor, findings)) \
-        if args.out else render_markdown(shown, title, notes + skip_notes)
-    publish(md)
-    code = exit_code(findings, f"{args.head} against {args.base}"
-                     + (f" (report: {os.path.join(args.out, 'report.md')})" if args.out else ""))
-    if args.out:
-        print(f"wrote {written(args.out, OUTPUTS)} in {args.out}", file=sys.stderr)
+def run_gate(request: GateRequest, publish_report: bool = True) -> tuple[int, list[Finding] | None]:
+    """The gate `request` asks for: its exit code and findings, None when it reached no verdict
+    (skipped without a GPU, interrupted). Raises GateCrash when a measuring process crashed, so
+    that `perf bisect` (perf/latency/bisect.py, one call per step) tells a commit it cannot
+    measure from a slower one."""
+    gate = check(request)
+    request = gate.request
+    if request.plan_only:
+        return plan_only(request, gate.th, gate.vendor, gate.repo, gate.base_sha, gate.head_sha,
+                         gate.cases), None
+    if gate.interpreter and request.no_gpu_ok:
+        import torch
+
+        tc = gate.toolchains
+        what = (f"Triton {tc['base'].version} vs {tc['head'].version} of {gate.head_sha[:10]}" if tc
+                else f"base {gate.base_sha[:10]} ({gate.base_desc})")
+        print(f"latency gate: skipped — latency needs a GPU (none found; torch.cuda.is_available() is "
+              f"{torch.cuda.is_available()}); checked: suite {request.suite} ({len(gate.scenarios)} "
+              f"scenarios), {len(gate.variants)} variants, {what}; run `nox -s perf` on an H100 or MI300 "
+              f"machine")
+        return 0, None
+    if gate.interpreter and request.suite != "smoke":
+        raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
+                          "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
+    if gate.interpreter and "eager" not in gate.metrics.split(","):
+        raise NothingMeasured(f"--metrics {gate.metrics}: graph replay needs a GPU (found none); pass "
+                              f"--metrics eager to self-test the harness in the interpreter")
+    s = settings(request, gate.th.vendor(gate.vendor).statistics, gate.interpreter, gate.metrics)
+    if s.repeats < 2 or s.samples < 1:
+        raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
+    if not request.allow_dirty and not request.head_ref:
+        check_clean(gate.repo)
+    if gate.base_sha == gate.head_sha and not request.allow_dirty and not gate.toolchains:
+        print(f"nothing to compare: {gate.head_desc} is its own base ({gate.head_sha[:10]}); measuring an "
+              f"A/A run, which shows the gate's noise", file=sys.stderr)
+    return _measure(gate, s, publish_report)
+
+
+@dataclass
+class Measured:
+    """What a gate's processes measured and what it concluded, for its report."""
+
+    findings: list[Finding]
+    head: results_mod.Results
+    ledger: Ledger
+    selection: Selection
+    retried: list
+    ahead: str | None  # the compile-ahead's line for the report
+    why_md: str  # the red cases explained (perf/why.py)
+    seconds: float = 0.0
+
+
+def _measure(gate: Gate, s: Settings, publish_report: bool) -> tuple[int, list[Finding] | None]:
+    """Both checkouts (worktrees), the cases to time, the ledger, the GPU lock; then the
+    measurement (`_rounds`) and the report (`_report` or `_toolchain_report`)."""
+    import torch
+    from rich.console import Console
+
+    request, interpreter = gate.request, gate.interpreter
+    out_dir = os.path.abspath(request.out)  # the workers run in the harness's root, not in cwd
+    os.makedirs(out_dir, exist_ok=True)
+    gpu_name = torch.cuda.get_device_name() if not interpreter else None
+    cal, cal_note = calibration_for(gate.th, gate.vendor, gpu_name) if not interpreter else \
+        (None, "Triton interpreter: no calibration applies")
+    machine = {"vendor": gate.vendor, "gpu": gpu_name or "Triton interpreter", "interpreter": interpreter}
+    t0 = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        head_root = stack.enter_context(worktree(gate.repo, gate.head_sha, "head")) if request.head_ref \
+            else gate.repo
+        base_root = head_root if gate.toolchains else stack.enter_context(worktree(gate.repo, gate.base_sha))
+        roots = {"base": base_root, "head": head_root}
+        selection = select_cases(request, gate.th, gate.vendor, gate.base_sha, gate.head_sha, roots,
+                                 gate.cases, gate.toolchains)
+        ledger = Ledger(out_dir, _identity(gate.repo, s, gate.base_sha, gate.head_sha, machine, selection),
+                        request.force)
+        if selection.doc is not None:
+            changes.write_plan(out_dir, selection.doc)
+        else:  # an earlier gate's plan there is not this one's
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(out_dir, changes.PLAN_FILE))
+        if not selection.measure and selection.doc is not None:
+            return _nothing_to_time(gate, out_dir, selection, gpu_name, publish_report)
+        stack.enter_context(gpu_lock("interpreter" if interpreter else gpu_key(), request.lock_timeout))
+        s = replace(s, batch_cache=stack.enter_context(batch_cache(not interpreter)))
+        try:
+            measured = _rounds(gate, s, roots, out_dir, ledger, selection, cal, Console(stderr=True))
+        except KeyboardInterrupt:
+            print(f"interrupted: {len(ledger.processes)} finished measuring processes are kept in "
+                  f"{out_dir} (gate.json, base.jsonl, head.jsonl); run the same command again to resume",
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED, None
+    measured.seconds = time.monotonic() - t0
+    if gate.toolchains:
+        return _toolchain_report(gate, s, out_dir, measured, publish_report), measured.findings
+    return _report(gate, s, out_dir, measured, cal, cal_note, publish_report), measured.findings
+
+
+def _rounds(gate: Gate, s: Settings, roots: dict[str, str], out_dir: str, ledger: Ledger,
+            selection: Selection, cal, console) -> Measured:
+    """The gate's processes (compiled ahead on a GPU), their findings, the failing cases measured
+    again, and the red cases explained while both checkouts are here."""
+    tc, interpreter = gate.toolchains, gate.interpreter
+    keys = selection.keys(s.metrics) if selection.partial else None
+    what = (f"Triton {tc['base'].version} (base) vs {tc['head'].version} (head) of {gate.head_sha[:10]}; "
+            f"{s.processes} processes per side, one side each (A B B A ...) x {s.repeats} rounds" if tc else
+            f"base {gate.base_sha[:10]} ({gate.base_desc}) vs head {gate.head_sha[:10]}; {s.processes} "
+            f"processes x {s.repeats} paired rounds")
+    console.print(f"A/B {s.suite}: {what}{' + uncommitted changes' if s.allow_dirty else ''} x "
+                  f"{s.samples} samples per side; results in {out_dir}"
+                  + (f" ({ledger.reused()})" if ledger.resumed else ""))
+    ahead = None
+    with Reporter(console, s.processes * (2 if tc else 1)) as reporter:
+        if not interpreter and not tc and ledger.done(0, 0) is None:
+            footprints = {sc.name: sc.footprint_bytes() for sc in gate.scenarios}
+            ahead = compile_ahead(s, roots, out_dir, gate.cases, keys, footprints, reporter)
+        measure(s, roots, out_dir, ledger, 0, keys, reporter, tc)
+        ledger.finish()
+        base, head = (results_mod.load(os.path.join(out_dir, name)) for name in SIDE_FILES)
+        if tc:
+            _check_toolchains(base, head, tc)
+        compare = compare_toolchain_results if tc else compare_results
+        findings = compare(base, head, gate.th, gate.vendor, cal, ledger.ids(0), keys)
+        retried = _remeasure(s, roots, out_dir, ledger, gate.th, gate.vendor, cal, findings, reporter, tc)
+    # a toolchain A/B's sides share their kernels; the interpreter's self-test has nothing to explain
+    why_md = "" if tc or interpreter else why.explain_red(findings, roots, gate.th, gate.vendor, out_dir)
+    return Measured(findings, head, ledger, selection, retried, ahead, why_md)
+
+
+def _report(gate: Gate, s: Settings, out_dir: str, m: Measured, cal, cal_note: str,
+            publish_report: bool) -> int:
+    """The commit A/B's report: findings (the untimed cases `unchanged`), notes and settings."""
+    findings, gpu, interpreter = m.findings, m.head.environment.get("gpu"), gate.interpreter
+    findings += m.selection.unchanged_findings(gate.vendor, gpu, s.metrics)
+    title = f"Latency A/B on {gpu} ({gate.vendor}): {s.suite} suite"
+    notes = [f"base {gate.base_sha[:10]} ({gate.base_desc}) vs head {gate.head_sha[:10]}"
+             f"{' + uncommitted changes' if s.allow_dirty else ''}; {s.processes} fresh processes x "
+             f"{s.repeats} paired rounds x {s.samples} samples per side, both sides in each process on "
+             f"the same tensors; {m.seconds / 60:.1f} minutes on this {'CPU' if interpreter else 'GPU'} "
+             f"(preparation and re-measurements included"
+             + (f"; {m.ledger.reused()}" if m.ledger.resumed else "")
+             + ")",
+             f"thresholds: {cal_note}",
+             detectable_summary(findings),
+             f"re-measured in fresh processes before failing: {len(m.retried)}" if m.retried
+             else "no failing case needed a re-measure",
+             "ratio: exp(mean over processes of the mean paired log ratio); CI: hierarchical bootstrap "
+             "(processes, then rounds); p: one-sided t-test of the process means (perf/stats.py)"]
+    notes.insert(1, m.selection.note)
+    if m.ahead:
+        notes.insert(2, m.ahead)
+    if interpreter:
+        notes.insert(0, "Triton interpreter (no GPU): wall-clock self-test of the harness, not a measurement")
+    lines = threshold_lines(gate.th, gate.vendor, findings, cal, s.processes, s.repeats)
+    meta = {"vendor": gate.vendor, "gpu": gpu, "suite": s.suite, "processes": s.processes,
+            "repeats": s.repeats, "samples": s.samples, "seed": s.seed, "seconds": m.seconds,
+            "order": [list(o) for o in worker.side_order(s.repeats, s.seed)],
+            "calibration": cal.path if cal else None,
+            "base": {"commit": gate.base_sha, "ref": gate.base_desc, "results": "base.jsonl"},
+            "head": {"commit": gate.head_sha, "ref": gate.head_desc, "dirty": bool(s.allow_dirty),
+                     "results": "head.jsonl"},
+            "retried": [list(k) for k in m.retried], "plan": m.selection.meta(),
+            "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
+    return _finish(out_dir, findings, title, notes, meta, lines, publish_report, m.why_md)
+
+
+def _check_toolchains(base: results_mod.Results, head: results_mod.Results,
+                      toolchains: dict[str, toolchain.Toolchain]) -> None:
+    """Each side's processes ran under the Triton asked for (their results headers say which)."""
+    for side, res in (("base", base), ("head", head)):
+        seen = res.environment.get("triton")
+        if seen != toolchains[side].version:
+            raise GateCrash(f"the {side} processes imported Triton {seen}, not {toolchains[side].version} "
+                            f"(see {res.path}); PYTHONPATH or a .pth file shadows the toolchain")
+
+
+def _toolchain_report(gate: Gate, s: Settings, out_dir: str, m: Measured, publish_report: bool) -> int:
+    """The toolchain A/B's report: the gate's outputs, titled by the two Tritons."""
+    toolchains, vendor, sha, findings, retried = (gate.toolchains, gate.vendor, gate.head_sha, m.findings,
+                                                  m.retried)
+    gpu, interpreter = m.head.environment.get("gpu"), gate.interpreter
+    alpha = gate.th.vendor(vendor).statistics.alpha
+    n = s.processes
+    versions = f"Triton {toolchains['base'].version} → {toolchains['head'].version}"
+    title = f"Latency toolchain A/B on {gpu} ({vendor}): {versions}, {s.suite} suite"
+    order = " ".join("A" if side == "base" else "B" for side in toolchain_schedule(n))
+    notes = [f"one checkout ({sha[:10]}{' + uncommitted changes' if s.allow_dirty else ''}) under two "
+             f"Tritons, base: {toolchains['base'].describe()}, head: {toolchains['head'].describe()}; "
+             f"{n} fresh processes per side, each measuring one side, in the order {order} (A = base), "
+             f"x {s.repeats} rounds x {s.samples} samples; {m.seconds / 60:.1f} minutes on "
+             f"this {'CPU' if interpreter else 'GPU'}"
+             + (f"; {m.ledger.reused()}" if m.ledger.resumed else ""),
+             "pairing across processes: two Tritons cannot share a process, so no round pairs base with head "
+             "on the same tensors as the commit gate does; what a process contributes (buffer placement, "
+             "clocks of its minute) lands in the comparison, and the noise is that of separate processes, "
+             "larger than the commit gate's",
+             f"thresholds: the vendor's uncalibrated warn/fail and overrides (thresholds.yaml); "
+             f"calibration/{vendor}.yaml measures in-process pairs and would understate this noise. "
+             f"Significance: one-sided Mann-Whitney U (exact) over the {n} vs {n} process means, smallest "
+             f"possible p {1 / math.comb(2 * n, n):.4f}, alpha {alpha:g}"
+             + ("" if 1 / math.comb(2 * n, n) < alpha else ": no case can be significant, so nothing "
+                "fails (a self-test of the mechanics)"),
+             f"re-measured in fresh processes before failing: {len(retried)}" if retried
+             else "no failing case needed a re-measure",
+             "ratio: median of the head's process means / the base's (a process mean: the geometric mean of "
+             "its round medians); CI: bootstrap over process means (perf/stats.py `compare`)"]
+    if interpreter:
+        notes.insert(0, "Triton interpreter (no GPU): wall-clock self-test of the harness, not a measurement")
+    lines = threshold_lines(gate.th, vendor, findings)
+    meta = {"vendor": vendor, "gpu": gpu, "suite": s.suite, "processes": n, "repeats": s.repeats,
+            "samples": s.samples, "seed": s.seed, "seconds": m.seconds,
+            "toolchain": {"base": toolchains["base"].version, "head": toolchains["head"].version,
+                          "spec": toolchains["head"].spec, "schedule": toolchain_schedule(n)},
+            "base": {"commit": sha, "triton": toolchains["base"].version, "results": "base.jsonl"},
+            "head": {"commit": sha, "triton": toolchains["head"].version, "dirty": bool(s.allow_dirty),
+                     "results": "head.jsonl"},
+            "retried": [list(k) for k in retried],
+            "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
+    return _finish(out_dir, findings, title, notes, meta, lines, publish_report)
+
+
+def _nothing_to_time(gate: Gate, out_dir: str, selection: Selection, gpu: str | None,
+                     publish_report: bool) -> tuple[int, list[Finding]]:
+    """A gate whose every case has identical launches: a verdict with evidence (the plan), exit 0,
+    no GPU time; not NothingMeasured, which is a gate that compared nothing."""
+    dirty = gate.request.allow_dirty
+    findings = selection.unchanged_findings(gate.vendor, gpu, gate.metrics)
+    line = f"nothing to time: every case has {changes.IDENTICAL}"
+    print(line, file=sys.stderr, flush=True)
+    aa = gate.base_sha == gate.head_sha and not dirty
+    notes = [line + (" (pass --all-cases to measure an A/A run, the gate's noise)" if aa else ""),
+             f"base {gate.base_sha[:10]} ({gate.base_desc}) vs head {gate.head_sha[:10]}"
+             f"{' + uncommitted changes' if dirty else ''}; nothing was measured on the GPU",
+             selection.note]
+    title = f"Latency A/B on {gpu or 'Triton interpreter'} ({gate.vendor}): {gate.request.suite} suite"
+    meta = {"vendor": gate.vendor, "gpu": gpu, "suite": gate.request.suite, "seconds": 0.0,
+            "plan": selection.meta(), "base": {"commit": gate.base_sha, "ref": gate.base_desc},
+            "head": {"commit": gate.head_sha, "ref": gate.head_desc, "dirty": bool(dirty)}}
+    return _finish(out_dir, findings, title, notes, meta, {}, publish_report), findings
+
+
+def _finish(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict, lines: dict,
+            publish_report: bool, appendix: str = "") -> int:
+    """A finished gate's outputs in `out_dir` (and the step summary): its exit code
+    (NothingMeasured when no case was compared: the report says per case why)."""
+    md = write_outputs(out_dir, findings, title, notes, meta, lines, appendix)
+    if publish_report:
+        publish(md)
+    code = exit_code(findings, f"the report says per case why: {os.path.join(out_dir, 'report.md')}")
+    print(f"artifacts in {out_dir}: {written(out_dir, (*OUTPUTS, *SIDE_FILES, LEDGER))}", file=sys.stderr)
     return code
 
 
-def _threshold_lines(th: Thresholds, vendor: str, findings: list[Finding], calibration=None,
-                     processes: int = 1, rounds: int = 1) -> dict:
-    """(variant, scenario, metric) -> (warn, fail) of every finding with a ratio, overrides
-    and calibration included: what the plot draws per case."""
-    out = {}
-    for f in findings:
-        if f.ratio is not None:
-            key = (f.variant, f.scenario, f.metric)
-            t, _, _ = analysis.threshold_for(th, vendor, calibration, key, processes, rounds)
-            out[key] = (t.warn, t.fail)
-    return out
-
-
-def report_command(args: argparse.Namespace) -> int:
-    if args.plot:
-        files.check_output(args.plot, "--plot")
-    data, findings = load_findings(args.findings)
-    lines = plot_thresholds(data, args.findings)
-    shown, _ = _dedupe_skips(findings)
-    publish(render_markdown(shown, str(data.get("title", "findings")), data.get("notes") or []))
-    code = exit_code(findings, args.findings)
-    if args.plot:
-        if plot_ratios(shown, args.plot, str(data.get("title", "")), lines):
-            print(f"plot: {args.plot}")
-        else:
-            print(f"no plot: no finding of {args.findings} has a ratio to draw", file=sys.stderr)
-    return code
-
-
-def plot_thresholds(doc: dict, path: str) -> dict:
-    """A findings file's `thresholds` ("variant scenario metric" -> [warn, fail]) as the plot takes
-    them; ConfigError naming the entry that is not one."""
-    table = doc.get("thresholds") or {}
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: `thresholds` is a JSON {type(table).__name__}, expected an object")
-    out = {}
-    for k, v in table.items():
-        key = tuple(k.split(" ", 2))
-        numbers = isinstance(v, list) and len(v) == 2 and all(
-            x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0) for x in v)
-        if len(key) != 3 or not numbers:
-            raise ConfigError(f"{path}: thresholds[{k[:60]!r}] is {str(v)[:40]}, expected \"variant scenario "
-                              f"metric\": [warn, fail]; pass the findings.json a gate wrote")
-        out[key] = tuple(v)
-    return out
-
-
-def _identity(repo: str, args: argparse.Namespace, base_sha: str, head_sha: str, machine: dict,
+def _identity(repo: str, settings: Settings, base_sha: str, head_sha: str, machine: dict,
               selection: Selection | None = None) -> dict:
     """What a resumed gate must share with the interrupted one: the commits (and the head's
     uncommitted kernels), the settings, the cases it times and the machine (perf.files.IDENTITY)."""
-    diff = (git(repo, "diff", "HEAD") or "") if args.allow_dirty else ""
+    diff = (git(repo, "diff", "HEAD") or "") if settings.allow_dirty else ""
     identity = {"base": base_sha, "head": head_sha,
                 "head_diff": hashlib.sha256(diff.encode()).hexdigest()[:16],
-                "head_kernels": results_mod.kernels_tree(repo) if args.allow_dirty else None,
-                "machine": machine, "suite": args.suite,
-                "variants": args.variants, "scenarios": args.scenarios,
-                "metrics": args.metrics, "processes": args.processes, "repeats": args.repeats,
-                "samples": args.samples, "seed": args.seed}
-    if getattr(args, "toolchain", None):
-        identity["toolchain"] = args.toolchain
+                "head_kernels": results_mod.kernels_tree(repo) if settings.allow_dirty else None,
+                "machine": machine, "suite": settings.suite,
+                "variants": settings.variants, "scenarios": settings.scenarios,
+                "metrics": settings.metrics, "processes": settings.processes, "repeats": settings.repeats,
+                "samples": settings.samples, "seed": settings.seed}
+    if settings.toolchain:
+        identity["toolchain"] = settings.toolchain
     if selection is not None and selection.partial:  # the cases to time, when not all of them
         timed = json.dumps(sorted(selection.measure)).encode()
         identity["cases"] = hashlib.sha256(timed).hexdigest()[:16]
     return identity
 
 
-def _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter,
+def _remeasure(settings: Settings, roots, out_dir, ledger, th, vendor, cal, findings, reporter,
                toolchains=None) -> list[tuple]:
     """Measure failing cases again in fresh processes; their verdicts come from that data alone."""
     compare = compare_toolchain_results if toolchains else compare_results
@@ -592,7 +679,7 @@ def _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter
                    if f.verdict is Verdict.FAIL and f.ratio is not None]
         if not failing:
             break
-        measure(args, roots, out_dir, ledger, attempt, failing, reporter, toolchains)
+        measure(settings, roots, out_dir, ledger, attempt, failing, reporter, toolchains)
         base, head = results_mod.load(os.path.join(out_dir, "base.jsonl")), \
             results_mod.load(os.path.join(out_dir, "head.jsonl"))
         _merge_remeasured(findings, compare(base, head, th, vendor, cal, ledger.ids(attempt), set(failing)))
@@ -621,7 +708,7 @@ def recompute(out_dir: str, th: Thresholds, vendor: str, calibration) -> list[Fi
     ids = lambda a: {p["process"] for p in processes if p["attempt"] == a}  # noqa: E731
     findings = compare_results(base, head, th, vendor, calibration, ids(0))
     for attempt in sorted({p["attempt"] for p in processes} - {0}):
-        measured = load_keys(os.path.join(out_dir, f"retry{attempt}-keys.json"))
+        measured = worker.load_keys(os.path.join(out_dir, f"retry{attempt}-keys.json"))
         failing = {(f.variant, f.scenario, f.metric) for f in findings
                    if f.verdict is Verdict.FAIL and f.ratio is not None}
         _merge_remeasured(findings, compare_results(base, head, th, vendor, calibration, ids(attempt),
@@ -636,394 +723,3 @@ def recompute(out_dir: str, th: Thresholds, vendor: str, calibration) -> list[Fi
         metrics = ",".join(head.header.get("metrics") or ["eager"])
         findings += Selection(cases, doc, "").unchanged_findings(vendor, head.environment.get("gpu"), metrics)
     return findings
-
-
-# --- which cases to time: the change plan (perf/static/changes.py) -------------------------
-
-class Selection:
-    """The cases a gate times and those it reports unchanged (identical launches), with the
-    plan they come from (None: every case is timed, as with --all-cases or a toolchain A/B)."""
-
-    def __init__(self, cases: list[tuple[str, str]], doc: dict | None, note: str):
-        self.doc, self.note = doc, note
-        chosen = set(cases)
-        if doc is None:
-            self.measure, self.unchanged = list(cases), []
-        else:
-            self.measure = [c for c in ((r["variant"], r["scenario"]) for r in doc["measure"]) if c in chosen]
-            self.unchanged = [c for c in ((r["variant"], r["scenario"]) for r in doc["unchanged"])
-                              if c in chosen]
-        self.why = {(r["variant"], r["scenario"]): r["why"] for r in (doc or {}).get("measure", [])}
-
-    @property
-    def partial(self) -> bool:
-        """Whether some case is not timed (the workers then get the cases to time as --keys)."""
-        return bool(self.unchanged)
-
-    def keys(self, metrics: str) -> set[tuple[str, str, str]]:
-        """(variant, scenario, metric) of every case to time."""
-        return {(v, s, m) for v, s in self.measure for m in metrics.split(",")}
-
-    def unchanged_findings(self, vendor: str, gpu: str | None, metrics: str) -> list[Finding]:
-        """One `unchanged` finding per case and metric not timed (never an "ok" of a measurement)."""
-        from perf.measure.cases import usable_metrics
-
-        target = gpu or "Triton interpreter"
-        where = f" on {self.doc['target']}" if self.doc else ""
-        return [Finding("latency", vendor, target, v, s, m, None, None, None, None, None, None, "not timed",
-                        Verdict.UNCHANGED, f"{changes.IDENTICAL}{where}: same compiled kernels, grids, "
-                        f"options, arguments and tensors as the base; its device time cannot differ")
-                for v, s in self.unchanged for m in usable_metrics(metrics.split(","))]
-
-    def meta(self) -> dict | None:
-        """What findings.json records of the plan."""
-        if self.doc is None:
-            return None
-        return {"file": changes.PLAN_FILE, "target": self.doc["target"], "measure": len(self.measure),
-                "unchanged": len(self.unchanged)}
-
-
-def _check_plan_options(args: argparse.Namespace, toolchain_spec: str | None) -> None:
-    """--plan-only, --plan and --all-cases: one at a time, and none with --toolchain (two Tritons
-    compile different binaries of every kernel: every case differs)."""
-    given = [flag for flag, on in (("--plan-only", getattr(args, "plan_only", False)),
-                                   ("--plan", getattr(args, "plan", None)),
-                                   ("--all-cases", getattr(args, "all_cases", False))) if on]
-    if len(given) > 1:
-        raise ConfigError(f"{' and '.join(given)}: pass one of them (--plan-only writes a plan, --plan times "
-                          f"one, --all-cases times every case without one)")
-    if given and toolchain_spec is not None:
-        raise ConfigError(f"{given[0]} with --toolchain: a toolchain A/B times every case (another Triton "
-                          f"compiles every kernel anew); drop {given[0]}")
-
-
-def _plan(args: argparse.Namespace, th: Thresholds, vendor: str, base_sha: str, head_sha: str,
-          roots: dict[str, str], cases: list[tuple[str, str]]) -> tuple[dict, str]:
-    """The change plan of this gate and a note for its report: `--plan FILE` when it is this
-    gate's and was made for this GPU's SM count, else planned now on this CPU."""
-    runner = changes.runner_target(th, vendor, vendor_mod.on_gpu())
-    target = runner.target
-    if target is None:
-        return changes.measure_all(vendor, runner.arch, base_sha, head_sha, cases, runner.note), runner.note
-    given = getattr(args, "plan", None)
-    if given and args.allow_dirty and git(repo_root(roots["head"]), "status", "--porcelain",
-                                          "--untracked-files=no"):
-        raise ConfigError(f"--plan {given}: made for commit {head_sha[:10]}, and the working tree has "
-                          f"uncommitted changes it cannot know; drop --plan (the gate plans them) or commit")
-    if given:
-        doc = changes.check_plan(changes.read_plan(given), given, vendor=vendor, target=target.name,
-                                 base=base_sha, head=head_sha, cases=cases)
-        if runner.num_sms == target.facts.num_sms:
-            return doc, f"change plan: {given} ({target.name})"
-        print(f"--plan {given}: planned for {target.facts.num_sms} SMs/CUs of {target.facts.device_name}; "
-              f"this GPU has {runner.num_sms}: planning again here", file=sys.stderr, flush=True)
-    print(f"change plan: planning base and head on this CPU as if on {runner.note}", file=sys.stderr,
-          flush=True)
-    with tempfile.TemporaryDirectory(prefix="perf-plan-") as tmp:
-        doc = changes.make_plan(vendor=vendor, target=target, num_sms=runner.num_sms, base=base_sha,
-                                head=head_sha,
-                                base_root=roots["base"], head_root=roots["head"], suite=args.suite,
-                                variants=args.variants, scenarios=args.scenarios,
-                                thresholds_path=args.thresholds, work_dir=tmp)
-    return doc, f"change plan: planned on this CPU as if on {runner.note}"
-
-
-def select_cases(args: argparse.Namespace, th: Thresholds, vendor: str, base_sha: str, head_sha: str,
-                 roots: dict[str, str], cases: list[tuple[str, str]], toolchains) -> Selection:
-    """Which cases this gate times: all with --all-cases or a toolchain A/B, else those whose
-    launches differ between base and head (the change plan)."""
-    if toolchains:
-        return Selection(cases, None, "every case timed: a toolchain A/B compiles every kernel anew")
-    if getattr(args, "all_cases", False):
-        return Selection(cases, None, "every case timed (--all-cases), also those with identical launches")
-    doc, note = _plan(args, th, vendor, base_sha, head_sha, roots, cases)
-    selection = Selection(cases, doc, note)
-    selection.note = (f"{note}: {len(selection.measure)} of {len(cases)} cases timed, "
-                      f"{len(selection.unchanged)} unchanged ({changes.IDENTICAL}: compiled kernels, grids, "
-                      f"options, scalar arguments, tensor shapes/strides/dtypes and launch order equal; "
-                      f"{changes.PLAN_FILE})")
-    print(selection.note, file=sys.stderr, flush=True)
-    return selection
-
-
-def plan_only(args: argparse.Namespace, th: Thresholds, vendor: str, repo: str, base_sha: str, head_sha: str,
-              cases: list[tuple[str, str]]) -> int:
-    """`perf gate --plan-only`: plan.json in --out and one line; no GPU, nothing measured."""
-    if not args.allow_dirty and not getattr(args, "head_ref", None):
-        check_clean(repo)
-    args.thresholds = os.path.abspath(args.thresholds)
-    with contextlib.ExitStack() as stack:
-        base_root = stack.enter_context(worktree(repo, base_sha))
-        head_root = stack.enter_context(worktree(repo, head_sha, "head")) if args.head_ref else repo
-        doc, _ = _plan(args, th, vendor, base_sha, head_sha, {"base": base_root, "head": head_root}, cases)
-    path = changes.write_plan(os.path.abspath(args.out), doc)
-    print(changes.summary(doc), flush=True)
-    print(f"plan: {path}", file=sys.stderr, flush=True)
-    return 0
-
-
-def _nothing_to_time(args: argparse.Namespace, out_dir: str, selection: Selection, vendor: str,
-                     gpu: str | None, base_sha: str, base_desc: str, head_sha: str, head_ref: str | None,
-                     publish_report: bool) -> tuple[int, list[Finding]]:
-    """A gate whose every case has identical launches: a verdict with evidence (the plan), exit 0,
-    no GPU time; not NothingMeasured, which is a gate that compared nothing."""
-    findings = selection.unchanged_findings(vendor, gpu, args.metrics)
-    line = f"nothing to time: every case has {changes.IDENTICAL}"
-    print(line, file=sys.stderr, flush=True)
-    aa = base_sha == head_sha and not args.allow_dirty
-    notes = [line + (" (pass --all-cases to measure an A/A run, the gate's noise)" if aa else ""),
-             f"base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
-             f"{' + uncommitted changes' if args.allow_dirty else ''}; nothing was measured on the GPU",
-             selection.note]
-    title = f"Latency A/B on {gpu or 'Triton interpreter'} ({vendor}): {args.suite} suite"
-    meta = {"vendor": vendor, "gpu": gpu, "suite": args.suite, "seconds": 0.0, "plan": selection.meta(),
-            "base": {"commit": base_sha, "ref": base_desc},
-            "head": {"commit": head_sha, "ref": head_ref or "HEAD", "dirty": bool(args.allow_dirty)}}
-    return _finish(out_dir, findings, title, notes, meta, {}, publish_report), findings
-
-
-def gate_command(args: argparse.Namespace) -> int:
-    """`python -m perf gate`: `run_gate`'s exit code; 1 too when a measuring process crashed."""
-    try:
-        return run_gate(args)[0]
-    except GateCrash as e:
-        print(f"latency gate: FAIL — {e}", file=sys.stderr)
-        return EXIT_FAIL
-
-
-def run_gate(args: argparse.Namespace, publish_report: bool = True) -> tuple[int, list[Finding] | None]:
-    """The gate `args` (the `gate` command's options) asks for: its exit code and findings,
-    None when it reached no verdict (skipped without a GPU, interrupted). Raises GateCrash
-    when a measuring process crashed, so that `perf bisect` (perf/latency/bisect.py, one
-    call per step) tells a commit it cannot measure from a slower one."""
-    import torch
-    from rich.console import Console
-
-    th = load_thresholds(args.thresholds)
-    # Everything the user named is checked first, with or without a GPU: a gate that skips
-    # must never hide a typo that would make it measure nothing.
-    vendor = vendor_mod.resolve(args.vendor)
-    vt = th.vendor(vendor)
-    chosen = validate.scenarios(args.suite, args.scenarios)
-    variants = validate.variants(args.variants, checkout.import_kernels().VARIANTS)
-    args.metrics = ",".join(validate.metrics(args.metrics))
-    files.check_output(args.out, "--out", directory=True)
-    repo = repo_root(os.getcwd())
-    head_ref = getattr(args, "head_ref", None)
-    spec = getattr(args, "toolchain", None)
-    toolchains = None
-    if spec is not None:
-        toolchain.parse(spec)
-        if args.base_ref:  # one commit: this checkout, or the one --head-ref names
-            raise ConfigError("--toolchain measures one commit under two Tritons; drop --base-ref (or drop "
-                              "--toolchain to compare commits)")
-        try:
-            toolchains = {"base": toolchain.installed(), "head": toolchain.ensure(spec)}
-        except toolchain.ToolchainBroken as e:
-            raise GateCrash(str(e)) from None
-    if head_ref and args.allow_dirty:
-        raise ConfigError("--head-ref names a commit; --allow-dirty measures this working tree: "
-                          "pass one of them")
-    _check_plan_options(args, spec)
-    if getattr(args, "plan", None):  # read whole now: a gate that skips (no GPU) must not hide a bad plan
-        changes.read_plan(args.plan)
-    head_sha = resolve_commit(repo, head_ref, "--head-ref") if head_ref else git(repo, "rev-parse", "HEAD",
-                                                                                 check=True)
-    head_desc = head_ref or "HEAD"
-    base_sha, base_desc = (head_sha, "HEAD") if toolchains else resolve_base(repo, args.base_ref)
-    interpreter = not vendor_mod.on_gpu()
-    cases = [(v, s.name) for s in chosen for v in variants]
-    if getattr(args, "plan_only", False):
-        return plan_only(args, th, vendor, repo, base_sha, head_sha, cases), None
-    if interpreter and args.no_gpu_ok:
-        what = (f"Triton {toolchains['base'].version} vs {toolchains['head'].version} of {head_sha[:10]}"
-                if toolchains else f"base {base_sha[:10]} ({base_desc})")
-        print(f"latency gate: skipped — latency needs a GPU (none found; torch.cuda.is_available() is "
-              f"{torch.cuda.is_available()}); checked: suite {args.suite} ({len(chosen)} scenarios), "
-              f"{len(variants)} variants, {what}; run `nox -s perf` on an H100 or MI300 machine")
-        return 0, None
-    if interpreter and args.suite != "smoke":
-        raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
-                          "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
-    if interpreter and "eager" not in args.metrics.split(","):
-        raise NothingMeasured(f"--metrics {args.metrics}: graph replay needs a GPU (found none); pass "
-                              f"--metrics eager to self-test the harness in the interpreter")
-    args.repeats = args.repeats if args.repeats is not None else (
-        INTERPRETER_ROUNDS if interpreter else vt.statistics.repeats)
-    # the interpreter's wall clock measures nothing: a smoke run needs few samples (--samples overrides)
-    args.samples = args.samples if args.samples is not None else (
-        INTERPRETER_SAMPLES if interpreter else vt.statistics.samples)
-    args.processes = INTERPRETER_PROCESSES if interpreter else vt.statistics.processes
-    if toolchains and not interpreter:  # per side: enough for the process-level test (toolchain_processes)
-        args.processes = toolchain_processes(args.processes, vt.statistics.alpha)
-    args.sample_budget_ms = vt.statistics.sample_budget_ms
-    if args.repeats < 2 or args.samples < 1:
-        raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
-    if not args.allow_dirty and not head_ref:
-        check_clean(repo)
-    if base_sha == head_sha and not args.allow_dirty and not toolchains:
-        print(f"nothing to compare: {head_desc} is its own base ({head_sha[:10]}); measuring an A/A run, "
-              f"which shows the gate's noise", file=sys.stderr)
-    out_dir = os.path.abspath(args.out)  # the workers run in the harness's root, not in cwd
-    args.thresholds = os.path.abspath(args.thresholds)
-    os.makedirs(out_dir, exist_ok=True)
-    gpu_name = torch.cuda.get_device_name() if not interpreter else None
-    cal, cal_note = calibration_for(th, vendor, gpu_name) if not interpreter else \
-        (None, "Triton interpreter: no calibration applies")
-    console = Console(stderr=True)
-    machine = {"vendor": vendor, "gpu": gpu_name or "Triton interpreter", "interpreter": interpreter}
-    t0 = time.monotonic()
-    retried: list = []
-    ahead = None
-    with contextlib.ExitStack() as stack:
-        head_root = stack.enter_context(worktree(repo, head_sha, "head")) if head_ref else repo
-        base_root = head_root if toolchains else stack.enter_context(worktree(repo, base_sha))
-        roots = {"base": base_root, "head": head_root}
-        selection = select_cases(args, th, vendor, base_sha, head_sha, roots, cases, toolchains)
-        ledger = Ledger(out_dir, _identity(repo, args, base_sha, head_sha, machine, selection),
-                        getattr(args, "force", False))
-        if selection.doc is not None:
-            changes.write_plan(out_dir, selection.doc)
-        else:  # an earlier gate's plan there is not this one's
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(out_dir, changes.PLAN_FILE))
-        if not selection.measure and selection.doc is not None:
-            return _nothing_to_time(args, out_dir, selection, vendor, gpu_name, base_sha, base_desc, head_sha,
-                                    head_ref, publish_report)
-        stack.enter_context(gpu_lock("interpreter" if interpreter else gpu_key(), args.lock_timeout))
-        args.batch_cache = stack.enter_context(batch_cache(not interpreter))
-        compare = compare_toolchain_results if toolchains else compare_results
-        keys = selection.keys(args.metrics) if selection.partial else None
-        what = (f"Triton {toolchains['base'].version} (base) vs {toolchains['head'].version} (head) of "
-                f"{head_sha[:10]}; {args.processes} processes per side, one side each (A B B A ...) x "
-                f"{args.repeats} rounds" if toolchains else
-                f"base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}; {args.processes} processes x "
-                f"{args.repeats} paired rounds")
-        console.print(f"A/B {args.suite}: {what}{' + uncommitted changes' if args.allow_dirty else ''} x "
-                      f"{args.samples} samples per side; results in {out_dir}"
-                      + (f" ({ledger.reused()})" if ledger.resumed else ""))
-        try:
-            with Reporter(console, args.processes * (2 if toolchains else 1)) as reporter:
-                if not interpreter and not toolchains and ledger.done(0, 0) is None:
-                    footprints = {s.name: s.footprint_bytes() for s in chosen}
-                    ahead = compile_ahead(args, roots, out_dir, cases, keys, footprints, reporter)
-                measure(args, roots, out_dir, ledger, 0, keys, reporter, toolchains)
-                ledger.finish()
-                base = results_mod.load(os.path.join(out_dir, "base.jsonl"))
-                head = results_mod.load(os.path.join(out_dir, "head.jsonl"))
-                if toolchains:
-                    _check_toolchains(base, head, toolchains)
-                findings = compare(base, head, th, vendor, cal, ledger.ids(0), keys)
-                retried = _remeasure(args, roots, out_dir, ledger, th, vendor, cal, findings, reporter,
-                                     toolchains)
-            # the red cases explained while both checkouts are here (a toolchain A/B's sides share
-            # their kernels; the interpreter's self-test has nothing to explain)
-            why_md = "" if toolchains or interpreter else why.explain_red(findings, roots, th, vendor,
-                                                                          out_dir)
-        except KeyboardInterrupt:
-            done = sum(1 for p in ledger.processes)
-            print(f"interrupted: {done} finished measuring processes are kept in {out_dir} (gate.json, "
-                  f"base.jsonl, head.jsonl); run the same command again to resume", file=sys.stderr)
-            return EXIT_INTERRUPTED, None
-    seconds = time.monotonic() - t0
-    gpu = head.environment.get("gpu")
-    if toolchains:
-        return _toolchain_outputs(args, out_dir, findings, toolchains, vendor, gpu, head_sha, seconds,
-                                  interpreter, th, ledger, retried, publish_report), findings
-    findings += selection.unchanged_findings(vendor, gpu, args.metrics)
-    title = f"Latency A/B on {gpu} ({vendor}): {args.suite} suite"
-    notes = [f"base {base_sha[:10]} ({base_desc}) vs head {head_sha[:10]}"
-             f"{' + uncommitted changes' if args.allow_dirty else ''}; {args.processes} fresh processes x "
-             f"{args.repeats} paired rounds x {args.samples} samples per side, both sides in each process on "
-             f"the same tensors; {seconds / 60:.1f} minutes on this {'CPU' if interpreter else 'GPU'} "
-             f"(preparation and re-measurements included"
-             + (f"; {ledger.reused()}" if ledger.resumed else "")
-             + ")",
-             f"thresholds: {cal_note}",
-             detectable_summary(findings),
-             f"re-measured in fresh processes before failing: {len(retried)}" if retried
-             else "no failing case needed a re-measure",
-             "ratio: exp(mean over processes of the mean paired log ratio); CI: hierarchical bootstrap "
-             "(processes, then rounds); p: one-sided t-test of the process means (perf/stats.py)"]
-    notes.insert(1, selection.note)
-    if ahead:
-        notes.insert(2, ahead)
-    if interpreter:
-        notes.insert(0, "Triton interpreter (no GPU): wall-clock self-test of the harness, not a measurement")
-    lines = _threshold_lines(th, vendor, findings, cal, args.processes, args.repeats)
-    meta = {"vendor": vendor, "gpu": gpu, "suite": args.suite, "processes": args.processes,
-            "repeats": args.repeats, "samples": args.samples, "seed": args.seed, "seconds": seconds,
-            "order": [list(o) for o in side_order(args.repeats, args.seed)],
-            "calibration": cal.path if cal else None,
-            "base": {"commit": base_sha, "ref": base_desc, "results": "base.jsonl"},
-            "head": {"commit": head_sha, "ref": head_desc, "dirty": bool(args.allow_dirty),
-                     "results": "head.jsonl"},
-            "retried": [list(k) for k in retried], "plan": selection.meta(),
-            "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
-    return _finish(out_dir, findings, title, notes, meta, lines, publish_report, why_md), findings
-
-
-def _check_toolchains(base: results_mod.Results, head: results_mod.Results,
-                      toolchains: dict[str, toolchain.Toolchain]) -> None:
-    """Each side's processes ran under the Triton asked for (their results headers say which)."""
-    for side, res in (("base", base), ("head", head)):
-        seen = res.environment.get("triton")
-        if seen != toolchains[side].version:
-            raise GateCrash(f"the {side} processes imported Triton {seen}, not {toolchains[side].version} "
-                            f"(see {res.path}); PYTHONPATH or a .pth file shadows the toolchain")
-
-
-def _toolchain_outputs(args, out_dir: str, findings: list[Finding], toolchains: dict, vendor: str, gpu,
-                       sha: str, seconds: float, interpreter: bool, th: Thresholds, ledger: Ledger,
-                       retried: list, publish_report: bool = True) -> int:
-    """The toolchain A/B's report: the gate's outputs, titled by the two Tritons."""
-    alpha = th.vendor(vendor).statistics.alpha
-    n = args.processes
-    versions = f"Triton {toolchains['base'].version} → {toolchains['head'].version}"
-    title = f"Latency toolchain A/B on {gpu} ({vendor}): {versions}, {args.suite} suite"
-    order = " ".join("A" if s == "base" else "B" for s in toolchain_schedule(n))
-    notes = [f"one checkout ({sha[:10]}{' + uncommitted changes' if args.allow_dirty else ''}) under two "
-             f"Tritons, base: {toolchains['base'].describe()}, head: {toolchains['head'].describe()}; "
-             f"{n} fresh processes per side, each measuring one side, in the order {order} (A = base), "
-             f"x {args.repeats} rounds x {args.samples} samples; {seconds / 60:.1f} minutes on "
-             f"this {'CPU' if interpreter else 'GPU'}"
-             + (f"; {ledger.reused()}" if ledger.resumed else ""),
-             "pairing across processes: two Tritons cannot share a process, so no round pairs base with head "
-             "on the same tensors as the commit gate does; what a process contributes (buffer placement, "
-             "clocks of its minute) lands in the comparison, and the noise is that of separate processes, "
-             "larger than the commit gate's",
-             f"thresholds: the vendor's uncalibrated warn/fail and overrides (thresholds.yaml); "
-             f"calibration/{vendor}.yaml measures in-process pairs and would understate this noise. "
-             f"Significance: one-sided Mann-Whitney U (exact) over the {n} vs {n} process means, smallest "
-             f"possible p {1 / math.comb(2 * n, n):.4f}, alpha {alpha:g}"
-             + ("" if 1 / math.comb(2 * n, n) < alpha else ": no case can be significant, so nothing "
-                "fails (a self-test of the mechanics)"),
-             f"re-measured in fresh processes before failing: {len(retried)}" if retried
-             else "no failing case needed a re-measure",
-             "ratio: median of the head's process means / the base's (a process mean: the geometric mean of "
-             "its round medians); CI: bootstrap over process means (perf/stats.py `compare`)"]
-    if interpreter:
-        notes.insert(0, "Triton interpreter (no GPU): wall-clock self-test of the harness, not a measurement")
-    lines = _threshold_lines(th, vendor, findings)
-    meta = {"vendor": vendor, "gpu": gpu, "suite": args.suite, "processes": n, "repeats": args.repeats,
-            "samples": args.samples, "seed": args.seed, "seconds": seconds,
-            "toolchain": {"base": toolchains["base"].version, "head": toolchains["head"].version,
-                          "spec": toolchains["head"].spec, "schedule": toolchain_schedule(n)},
-            "base": {"commit": sha, "triton": toolchains["base"].version, "results": "base.jsonl"},
-            "head": {"commit": sha, "triton": toolchains["head"].version, "dirty": bool(args.allow_dirty),
-                     "results": "head.jsonl"},
-            "retried": [list(k) for k in retried],
-            "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
-    return _finish(out_dir, findings, title, notes, meta, lines, publish_report)
-
-
-def _finish(out_dir: str, findings: list[Finding], title: str, notes: list[str], meta: dict, lines: dict,
-            publish_report: bool, appendix: str = "") -> int:
-    """A finished gate's outputs in `out_dir` (and the step summary): its exit code
-    (NothingMeasured when no case was compared: the report says per case why)."""
-    md = write_outputs(out_dir, findings, title, notes, meta, lines, appendix)
-    if publish_report:
-        publish(md)
-    code = exit_code(findings, f"the report says per case why: {os.path.join(out_dir, 'report.md')}")
-    print(f"artifacts in {out_dir}: {written(out_dir, (*OUTPUTS, *SIDE_FILES, LEDGER))}", file=sys.stderr)
-    return code

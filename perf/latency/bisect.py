@@ -1,17 +1,17 @@
 """`python -m perf bisect GOOD BAD --scenario S`: the first commit that made one case slower.
 
-A *step* is one latency gate (perf/latency/ab.py `run_gate`) of one case, GOOD its base and
-the commit under test its head, exactly `python -m perf gate --base-ref GOOD --head-ref C
---scenarios S --variants V --metrics M`: both commits' kernels side by side in the gate's
-fresh processes on the same tensors, the case's calibrated threshold, a failing case
-measured again before it fails. A commit is *bad* when that gate FAILs the case (slower
-than GOOD beyond its threshold, significant, confirmed by the re-measure), *good* for any
-other verdict (ok, warn, improved), also `unchanged`: the gate plans first
-(perf/change/) and a commit whose launches of the case are identical to GOOD's
-cannot be slower, so it is good without GPU time (most commits of a range touch other
-code); and *skipped*, as `git bisect skip`, when the gate
-cannot measure it: a measuring process crashed (its kernels do not import) or the case has
-no ratio (a compile error, the variant missing at that commit).
+A *step* is one latency gate of one case, run in this process (perf/latency/ab.py `run_gate` of
+`Plan.gate_request`), GOOD its base and the commit under test its head, exactly `python -m perf
+gate --base-ref GOOD --head-ref C --scenarios S --variants V --metrics M`: both commits'
+kernels side by side in the gate's fresh processes on the same tensors, the case's calibrated
+threshold, a failing case measured again before it fails. A commit is *bad* when that gate
+FAILs the case (slower than GOOD beyond its threshold, significant, confirmed by the
+re-measure), *good* for any other verdict (ok, warn, improved), also `unchanged`: the gate
+plans first (perf/change/) and a commit whose launches of the case are identical to
+GOOD's cannot be slower, so it is good without GPU time (most commits of a range touch other
+code); and *skipped*, as `git bisect skip`, when the gate cannot measure it: a measuring
+process crashed (its kernels do not import) or the case has no ratio (a compile error, the
+variant missing at that commit).
 
 The range is the commits after GOOD up to BAD along BAD's first parents, as `git bisect
 --first-parent` walks it (perf/git.py `first_parent_range`): a merge is tested as one
@@ -48,12 +48,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from perf import files, validate, why
 from perf import vendor as vendor_mod
 from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, ConfigError, NothingMeasured
 from perf.git import commit_all, first_parent_range, git, is_ancestor, repo_root, resolve_commit
+from perf.latency.request import GateRequest
 from perf.process import child_env
 from perf.verdicts import Finding, Verdict
 
@@ -205,7 +206,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 @dataclass
 class Plan:
-    """Everything a bisect was asked for, checked (`prepare`)."""
+    """Everything a bisect was asked for, checked (`make_plan`)."""
 
     repo: str
     good: str  # full shas
@@ -217,15 +218,9 @@ class Plan:
     scenario: str
     variant: str
     metric: str
-    thresholds: str
-    vendor_arg: str | None
-    repeats: int | None
-    samples: int | None
-    seed: int
-    lock_timeout: float
     out: str
     settings: dict  # processes, repeats, samples per step (for people; the gate decides)
-    all_cases: bool = False  # each step times the case even where its launches are GOOD's (--all-cases)
+    gate: GateRequest  # every step's gate but its head and --out (`gate_request`)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -237,71 +232,74 @@ class Plan:
     def command(self) -> str:
         argv = ["python", "-m", "perf", "bisect", self.good_ref, self.bad_ref, "--scenario", self.scenario,
                 "--variant", self.variant, "--metric", self.metric, "--out", self.out]
-        return shlex.join(argv + (["--all-cases"] if self.all_cases else []))
+        return shlex.join(argv + (["--all-cases"] if self.gate.all_cases else []))
 
-    def gate_argv(self, commit: str) -> list[str]:
-        """The gate of one step, as `python -m perf` parses it."""
-        argv = ["gate", "--base-ref", self.good, "--head-ref", commit, "--suite", self.suite, "--scenarios",
-                self.scenario, "--variants", self.variant, "--metrics", self.metric, "--out",
-                os.path.join(self.out, commit), "--thresholds", self.thresholds, "--seed", str(self.seed)]
-        if self.lock_timeout:
-            argv += ["--lock-timeout", f"{self.lock_timeout:g}"]
-        if self.all_cases:
-            argv.append("--all-cases")
-        for opt in ("vendor_arg", "repeats", "samples"):
-            if getattr(self, opt) is not None:
-                argv += [f"--{opt.removesuffix('_arg')}", str(getattr(self, opt))]
-        return argv
+    def gate_request(self, commit: str) -> GateRequest:
+        """The gate of one step: `commit` against GOOD, into DIR/<commit>/."""
+        return replace(self.gate, head_ref=commit, out=os.path.join(self.out, commit))
 
 
 def prepare(args: argparse.Namespace) -> Plan:
-    """Check everything named (GPU or not), then refuse a CPU like the gate does."""
+    """`perf bisect`'s arguments, checked (`make_plan`)."""
+    gate = GateRequest(thresholds=args.thresholds, vendor=args.vendor, repeats=args.repeats,
+                       samples=args.samples, seed=args.seed, lock_timeout=args.lock_timeout,
+                       all_cases=args.all_cases)
+    return make_plan(args.good, args.bad, args.scenario, args.variant, args.metric, args.suite, args.out,
+                     gate)
+
+
+def make_plan(good_ref: str, bad_ref: str, scenario: str | None, variant: str = DEFAULT_VARIANT,
+              metric: str = DEFAULT_METRIC, suite: str | None = None, out: str = "results/bisect",
+              gate: GateRequest | None = None) -> Plan:
+    """The bisect of one case (`suite` None: the first suite listing `scenario`) from GOOD to BAD,
+    each step a gate of `gate`'s settings (thresholds, vendor, rounds, samples, seed, lock timeout,
+    --all-cases): everything named checked (GPU or not), then a CPU refused like the gate does."""
     from perf import checkout
     from perf.latency import ab
     from perf.thresholds import load_thresholds
 
+    gate = gate or GateRequest()
     repo = repo_root(os.getcwd())
-    good, bad = resolve_commit(repo, args.good, "GOOD"), resolve_commit(repo, args.bad, "BAD")
+    good, bad = resolve_commit(repo, good_ref, "GOOD"), resolve_commit(repo, bad_ref, "BAD")
     if good == bad:
-        raise ConfigError(f"GOOD {args.good} and BAD {args.bad} are the same commit ({good[:10]}); name a "
+        raise ConfigError(f"GOOD {good_ref} and BAD {bad_ref} are the same commit ({good[:10]}); name a "
                           f"later BAD")
     if not is_ancestor(repo, good, bad):
-        raise ConfigError(f"GOOD {args.good} ({good[:10]}) is not in the history of BAD {args.bad} "
+        raise ConfigError(f"GOOD {good_ref} ({good[:10]}) is not in the history of BAD {bad_ref} "
                           f"({bad[:10]}); bisect needs GOOD before BAD (swapped?)")
-    th = load_thresholds(args.thresholds)
-    vendor = vendor_mod.resolve(args.vendor)
-    if not args.scenario:
+    th = load_thresholds(gate.thresholds)
+    vendor = vendor_mod.resolve(gate.vendor)
+    if not scenario:
         raise ConfigError("--scenario: required; name the scenario to bisect exactly as a suite of "
                           "perf/suites.yaml lists it")
-    suite, scenario = validate.scenario_named(args.scenario, args.suite)
-    if len(validate.scenarios(suite, scenario.name)) != 1:  # the gate selects by glob: it must be this one
-        raise ConfigError(f"--scenario {args.scenario}: matches several scenarios of suite {suite} as a glob")
-    variants = validate.variants(args.variant, checkout.import_kernels().VARIANTS, "--variant")
-    metrics = validate.metrics(args.metric, "--metric")
+    suite, named = validate.scenario_named(scenario, suite)
+    if len(validate.scenarios(suite, named.name)) != 1:  # the gate selects by glob: it must be this one
+        raise ConfigError(f"--scenario {scenario}: matches several scenarios of suite {suite} as a glob")
+    variants = validate.variants(variant, checkout.import_kernels().VARIANTS, "--variant")
+    metrics = validate.metrics(metric, "--metric")
     if len(variants) != 1 or len(metrics) != 1:
-        raise ConfigError(f"--variant {args.variant} --metric {args.metric}: one case per bisect; name one "
+        raise ConfigError(f"--variant {variant} --metric {metric}: one case per bisect; name one "
                           f"variant and one metric")
-    if (args.repeats is not None and args.repeats < 2) or (args.samples is not None and args.samples < 1):
+    if (gate.repeats is not None and gate.repeats < 2) or (gate.samples is not None and gate.samples < 1):
         raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
     commits = first_parent_range(repo, good, bad)
     interpreter = not vendor_mod.on_gpu()  # a GPU-sized suite was refused already (perf.vendor.require_gpu)
     if interpreter and metrics[0] == "graph":
         raise ConfigError("--metric graph: graph replay needs a GPU (found none); pass --metric eager to "
                           "self-test the harness in the interpreter")
+    gate = replace(gate, base_ref=good, suite=suite, scenarios=named.name, variants=variants[0],
+                   metrics=metrics[0], thresholds=os.path.abspath(gate.thresholds))
     stats = th.vendor(vendor).statistics
-    settings = {
-        "processes": ab.INTERPRETER_PROCESSES if interpreter else stats.processes,
-        "repeats": args.repeats or (ab.INTERPRETER_ROUNDS if interpreter else stats.repeats),
-        "samples": args.samples or (ab.INTERPRETER_SAMPLES if interpreter else stats.samples),
-        "retries": stats.retries, "interpreter": interpreter}
-    return Plan(repo, good, bad, args.good, args.bad, commits, suite, scenario.name, variants[0], metrics[0],
-                os.path.abspath(args.thresholds), args.vendor, args.repeats, args.samples, args.seed,
-                args.lock_timeout, os.path.abspath(args.out), settings, args.all_cases)
+    s = ab.settings(gate, stats, interpreter, metrics[0])  # what each step's gate will take
+    settings = {"processes": s.processes, "repeats": s.repeats, "samples": s.samples,
+                "retries": stats.retries, "interpreter": interpreter}
+    return Plan(repo, good, bad, good_ref, bad_ref, commits, suite, named.name, variants[0], metrics[0],
+                os.path.abspath(out), settings, gate)
 
 
 def _finished(out_dir: str) -> list:
     """The finished processes of a step's gate (its ledger), [] before it ran."""
-    from perf.latency.ab import LEDGER, load_ledger
+    from perf.latency.ledger import LEDGER, load_ledger
 
     path = os.path.join(out_dir, LEDGER)
     return load_ledger(path)["processes"] if os.path.exists(path) else []
@@ -309,16 +307,14 @@ def _finished(out_dir: str) -> list:
 
 def gate_step(plan: Plan) -> Callable[[str], Step]:
     """The real step: the gate of the case at `commit` against GOOD, in DIR/<sha>/."""
-    from perf.cli import build_parser
     from perf.latency import ab
 
     def step(commit: str) -> Step:
         out_dir = os.path.join(plan.out, commit)
         before = _finished(out_dir)
         t0 = time.monotonic()
-        args = build_parser().parse_args(plan.gate_argv(commit))
         try:
-            _, findings = ab.run_gate(args, publish_report=False)
+            _, findings = ab.run_gate(plan.gate_request(commit), publish_report=False)
         except ab.GateCrash as e:
             return Step(commit, SKIP, note=f"the gate could not measure it: {e}",
                         seconds=time.monotonic() - t0)
@@ -426,7 +422,7 @@ def finish(plan: Plan, record: Record, outcome: Outcome) -> int:
         print(f"first bad commit: {record.label(sha)}: {_describe(last)} {tail}")
         print(f"  last good: {(outcome.last_good or plan.good)[:10]}; its gate: "
               f"{os.path.join(plan.out, sha, 'report.md')}; again: "
-              f"python -m perf {shlex.join(plan.gate_argv(sha))}")
+              f"{plan.gate_request(sha).command_line()}")
         explained = why.case_section(os.path.join(plan.out, sha), plan.variant, plan.scenario)
         if explained:  # that step's gate explained the case (perf/why.py)
             print("\n" + explained)

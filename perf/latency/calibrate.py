@@ -35,6 +35,7 @@ from perf.checkout import ROOT
 from perf.errors import EXIT_INTERRUPTED, ConfigError, NothingMeasured
 from perf.git import commit_info, repo_root
 from perf.latency import noise
+from perf.latency.progress import Reporter
 from perf.process import child_env
 from perf.thresholds import Thresholds, calibration_path, load_thresholds
 
@@ -151,7 +152,6 @@ def main(args: argparse.Namespace) -> int:
     s = th.vendor(vendor).statistics
     args.repeats = args.repeats or s.repeats
     args.samples = args.samples or s.samples
-    args.sample_budget_ms = s.sample_budget_ms
     write = noise.check_write_path(args.write or calibration_path(th.path, vendor), vendor,
                                    "--write" if args.write else "calibration")
     noise.refuse_replacing(write, this_environment(vendor), args.force)  # before hours of measuring
@@ -169,10 +169,12 @@ def main(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     console.print(f"A/A calibration of {args.suite} ({args.variants}): {args.processes} processes x "
                   f"{args.repeats} paired rounds x {args.samples} samples; results in {out_dir}")
-    with ab.gpu_lock(ab.gpu_key(), args.lock_timeout), ab.batch_cache(True) as args.batch_cache:
+    with ab.gpu_lock(ab.gpu_key(), args.lock_timeout), ab.batch_cache(True) as batches:
+        settings = ab.Settings(args.suite, args.variants, args.scenarios, args.metrics, args.processes,
+                               args.repeats, args.samples, args.seed, s.sample_budget_ms, batches)
         try:
-            with ab.Reporter(console, args.processes) as reporter:
-                ab.measure(args, {"base": repo, "head": repo}, out_dir, ledger, 0, None, reporter)
+            with Reporter(console, args.processes) as reporter:
+                ab.measure(settings, {"base": repo, "head": repo}, out_dir, ledger, 0, None, reporter)
         except KeyboardInterrupt:
             print(f"interrupted: {len(ledger.processes)} finished processes are kept in {out_dir}; run the "
                   f"same command again to resume", file=sys.stderr)

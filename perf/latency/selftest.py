@@ -1,6 +1,7 @@
 """`nox -s gate-selftest` (`python -m perf.latency.selftest`): proof that the gate works.
 
-On the GPU it gates, over and over, with the gate's own command (`python -m perf gate`):
+On the GPU it gates, over and over, with the gate's own command (`python -m perf gate` of a
+`gate_request`, in the checkout gated):
 
 - A/A: HEAD against itself, `--aa-runs` times (seeds 0, 1, ...). Every FAIL is a false fail,
   every WARN a false warning; the gate promises none of the first and at most 1 % of the
@@ -29,10 +30,10 @@ import argparse
 import datetime as _dt
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from perf import vendor as vendor_mod
 from perf.errors import ConfigError, NothingMeasured
 from perf.git import commit_all, git, repo_root
 from perf.latency.plant import plant
+from perf.latency.request import GateRequest, run_in_process
 from perf.process import child_env
 from perf.thresholds import CALIBRATION_DIR, DEFAULT_PATH
 
@@ -73,22 +75,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def gate_command(repo: str, out: str, base: str, seed: int, args: argparse.Namespace,
-                 percent: int | None = None) -> list[str]:
-    """The gate's command line for an A/A run (`percent` None) or a planted one. Both time every
-    case (`--all-cases`): an A/A's change plan would find every launch identical and time
+def gate_request(repo: str, out: str, base: str, seed: int, args: argparse.Namespace,
+                 percent: int | None = None) -> GateRequest:
+    """The gate of an A/A run (`percent` None) or a planted one, run in the checkout `repo`. Both
+    time every case (`all_cases`): an A/A's change plan would find every launch identical and time
     nothing, and what the self-test measures is the statistics of timed cases, whose rate of
     false fails and power must not depend on which cases a plan picks (the plan has its own
     proof: tests/change/test_change_plan.py, and `python -m perf.latency.plant --compare` on a GPU)."""
-    cmd = [sys.executable, "-m", "perf", "gate", "--suite", args.suite, "--base-ref", base, "--out", out,
-           "--seed", str(seed), "--allow-dirty", "--thresholds", os.path.join(repo, "thresholds.yaml"),
-           "--all-cases"]
-    for opt in ("variants", "scenarios"):
-        if getattr(args, opt):
-            cmd += [f"--{opt}", getattr(args, opt)]
+    gate = GateRequest(suite=args.suite, variants=args.variants, scenarios=args.scenarios, base_ref=base,
+                       out=out, seed=seed, allow_dirty=True, thresholds=os.path.join(repo, "thresholds.yaml"),
+                       all_cases=True)
     if percent is not None and percent < LARGEST:
-        cmd += ["--metrics", "graph"]  # what their promise is about (and what 2 % can show)
-    return cmd
+        return replace(gate, metrics="graph")  # what their promise is about (and what 2 % can show)
+    return gate
 
 
 def typical_minutes(runs: list[dict], kind: str, percent: int | None) -> float:
@@ -102,16 +101,13 @@ def typical_minutes(runs: list[dict], kind: str, percent: int | None) -> float:
     return float(np.median(pool)) / 60 if pool else 0.0
 
 
-def _gate(repo: str, out: str, base: str, seed: int, args: argparse.Namespace,
-          percent: int | None = None) -> dict:
-    """One gate run, as a user runs it; its exit code and wall time."""
-    cmd = gate_command(repo, out, base, seed, args, percent)
+def _gate(repo: str, out: str, base: str, seed: int, args: argparse.Namespace, percent: int | None,
+          batches: str) -> dict:
+    """One gate run, as a user runs it (in `repo`, sharing the built `batches`); its exit code
+    and wall time."""
     t0 = time.monotonic()
-    env = child_env(repo)
-    if getattr(args, "batch_cache", None):
-        env["PERF_BATCH_CACHE"] = args.batch_cache
-    with open(out + ".log", "w", encoding="utf-8") as log:
-        rc = subprocess.call(cmd, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
+    env = child_env(repo, PERF_BATCH_CACHE=batches)
+    rc = run_in_process(gate_request(repo, out, base, seed, args, percent), repo, env, log=out + ".log")
     return {"rc": rc, "seconds": time.monotonic() - t0}
 
 
@@ -301,62 +297,80 @@ def _main(args: argparse.Namespace) -> int:
     repo = repo_root(os.getcwd())
     plants = [int(x) for x in args.plants.split(",") if x.strip()]
     if not args.summarize:
-        if not vendor_mod.on_gpu():
-            raise ConfigError("no GPU: the gate self-test measures on the GPU it proves the gate for; run "
-                              "`nox -s gate-selftest` on the GPU machine")
-        vendor = vendor_mod.resolve(None)
-        dirty = changed_outside_calibration(repo)
-        if dirty:
-            raise ConfigError(f"{repo}: uncommitted changes ({dirty[0]}); the A/A runs gate HEAD against "
-                              f"itself: commit or stash them (calibration/ may be modified)")
-        head = git(repo, "rev-parse", "HEAD", check=True)
-        t0 = time.monotonic()
-        parent = tempfile.mkdtemp(prefix="perf-selftest-")
-        # every gate run builds the same batches: share them (a cache given by the caller too)
-        args.batch_cache = os.environ.get("PERF_BATCH_CACHE") or os.path.join(parent, "batches")
-        planted = {}
-        try:
-            plan = []
-            for i in range(max(args.aa_runs, args.plant_runs)):
-                if i < args.aa_runs:
-                    plan.append(("aa", None, i))
-                if i < args.plant_runs:
-                    plan += [("plant", pct, i) for pct in plants]
-            for kind, pct, i in plan:
-                # plant runs against the 0 % plant: `plantP-vs0-I` (plainly `plantP-I`: against HEAD)
-                name = f"aa-{i}" if kind == "aa" else f"plant{pct}-vs0-{i}"
-                if any(r["name"] == name for r in runs):
-                    continue
-                elapsed = (time.monotonic() - t0) / 60
-                typical = typical_minutes(runs, kind, pct)
-                if args.max_minutes is not None and elapsed + typical > args.max_minutes:
-                    print(f"selftest: --max-minutes {args.max_minutes:g} reached after {elapsed:.1f} "
-                          f"minutes; {len(runs)} gate runs in {out_dir}", file=sys.stderr)
-                    break
-                where, base, extra = repo, head, {}
-                if kind == "plant":
-                    for p in (0, pct):
-                        if p not in planted:
-                            planted[p] = _planted_repo(repo, p, vendor, parent)
-                    where = planted[pct]
-                    base = git(planted[0], "rev-parse", "HEAD", check=True)
-                    extra = {"baseline": ZERO_PLANT}
-                out = os.path.join(out_dir, name)
-                print(f"selftest: {name} ({elapsed:.1f} min so far)", file=sys.stderr, flush=True)
-                r = _gate(where, out, base, i, args, pct)
-                runs.append({"name": name, "kind": kind, "percent": pct, "seed": i, "commit": head, **extra,
-                             **r, "findings": _findings(out)})
-                files.write_json(os.path.join(out_dir, "runs.json"), runs)
-        finally:
-            for path in planted.values():
-                git(repo, "worktree", "remove", "--force", path)
-            shutil.rmtree(parent, ignore_errors=True)
-            git(repo, "worktree", "prune")
+        _gate_runs(args, out_dir, runs, repo, plants)
     if not runs:
         raise NothingMeasured(f"{out_dir} holds no gate run of the self-test (runs.json); run it without "
                               f"--summarize on the GPU (or with a larger --max-minutes)")
     if args.summarize and args.reanalyze:
         runs = _reanalyze(runs, out_dir, args)
+    return _summary(args, out_dir, runs)
+
+
+def schedule(args: argparse.Namespace, plants: list[int]) -> list[tuple[str, int | None, int]]:
+    """(kind, percent, run) of every gate run asked for, interleaved: A/A 0, each plant's run 0,
+    A/A 1, ... (so that a run cut short by --max-minutes holds some of each)."""
+    plan = []
+    for i in range(max(args.aa_runs, args.plant_runs)):
+        if i < args.aa_runs:
+            plan.append(("aa", None, i))
+        if i < args.plant_runs:
+            plan += [("plant", pct, i) for pct in plants]
+    return plan
+
+
+def _gate_runs(args: argparse.Namespace, out_dir: str, runs: list[dict], repo: str,
+               plants: list[int]) -> None:
+    """The gate runs not yet in runs.json, each appended to it once done (planted commits on
+    temporary worktrees, removed afterwards)."""
+    if not vendor_mod.on_gpu():
+        raise ConfigError("no GPU: the gate self-test measures on the GPU it proves the gate for; run "
+                          "`nox -s gate-selftest` on the GPU machine")
+    vendor = vendor_mod.resolve(None)
+    dirty = changed_outside_calibration(repo)
+    if dirty:
+        raise ConfigError(f"{repo}: uncommitted changes ({dirty[0]}); the A/A runs gate HEAD against "
+                          f"itself: commit or stash them (calibration/ may be modified)")
+    head = git(repo, "rev-parse", "HEAD", check=True)
+    t0 = time.monotonic()
+    parent = tempfile.mkdtemp(prefix="perf-selftest-")
+    # every gate run builds the same batches: share them (a cache given by the caller too)
+    batches = os.environ.get("PERF_BATCH_CACHE") or os.path.join(parent, "batches")
+    planted = {}
+    try:
+        for kind, pct, i in schedule(args, plants):
+            # plant runs against the 0 % plant: `plantP-vs0-I` (plainly `plantP-I`: against HEAD)
+            name = f"aa-{i}" if kind == "aa" else f"plant{pct}-vs0-{i}"
+            if any(r["name"] == name for r in runs):
+                continue
+            elapsed = (time.monotonic() - t0) / 60
+            typical = typical_minutes(runs, kind, pct)
+            if args.max_minutes is not None and elapsed + typical > args.max_minutes:
+                print(f"selftest: --max-minutes {args.max_minutes:g} reached after {elapsed:.1f} "
+                      f"minutes; {len(runs)} gate runs in {out_dir}", file=sys.stderr)
+                break
+            where, base, extra = repo, head, {}
+            if kind == "plant":
+                for p in (0, pct):
+                    if p not in planted:
+                        planted[p] = _planted_repo(repo, p, vendor, parent)
+                where = planted[pct]
+                base = git(planted[0], "rev-parse", "HEAD", check=True)
+                extra = {"baseline": ZERO_PLANT}
+            out = os.path.join(out_dir, name)
+            print(f"selftest: {name} ({elapsed:.1f} min so far)", file=sys.stderr, flush=True)
+            r = _gate(where, out, base, i, args, pct, batches)
+            runs.append({"name": name, "kind": kind, "percent": pct, "seed": i, "commit": head, **extra,
+                         **r, "findings": _findings(out)})
+            files.write_json(os.path.join(out_dir, "runs.json"), runs)
+    finally:
+        for path in planted.values():
+            git(repo, "worktree", "remove", "--force", path)
+        shutil.rmtree(parent, ignore_errors=True)
+        git(repo, "worktree", "prune")
+
+
+def _summary(args: argparse.Namespace, out_dir: str, runs: list[dict]) -> int:
+    """selftest.json and selftest.md from the runs; exit 1 if a promise is broken."""
     summary, ok = summarize(runs, out_dir, args)
     env = {}
     for r in runs:

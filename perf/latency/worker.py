@@ -6,15 +6,18 @@ then scenario by scenario:
 
 1. builds the batch once, with the head's `kernels.batch`: both sides get the very same
    input tensors (each its own output buffer);
-2. prepares every variant on each side (`measure.make_case`: validated once, compiled
-   once, graph captured once) with that side's modules active;
+2. prepares every variant on each side with that side's modules active: each side is the
+   measuring stage's `Side` (perf/measure/rounds.py; `make_case` of perf/measure/cases.py:
+   validated once, compiled once, checked against the reference, a case it cannot run
+   recorded) given the pair's batch and reference instead of building its own;
 3. fixes, per (variant, metric), one timing plan for both sides (calls per sample, spin:
    perf/measure/timing.py), so both are timed identically;
 4. runs `repeats` rounds; a round times every (variant, metric) pair once per side, the
    pairs in a shuffled order and the two sides in alternating order (base first in half of
    the rounds, head first in the other half: ABBA across rounds), so drift and order
    effects cancel in the paired ratio. Each side's modules are swapped in around its half,
-   outside the timed region.
+   outside the timed region. The rounds are the measuring stage's one loop
+   (perf/measure/rounds.py `interleave`), each half one repeat of `time_case`.
 5. checks every output (perf/measure/check.py): each side's before timing (a wrong side is
    not timed) and after its rounds, against the fp32 reference on the same tensors, and
    head's against base's; a wrong one is recorded in that side's file as an error whose
@@ -35,6 +38,7 @@ With `--side base|head` (the toolchain A/B, perf/latency/ab.py) the process load
 measures that one side only: two Tritons cannot share a process, so each process runs one
 side under its own Triton and the rounds are that side's alone (position 0).
 
+The worker's command line is `Job` (its flags written by `Job.argv`, read by `_parser`).
 Records are appended to the gate's two results files (`base.jsonl`, `head.jsonl` in the
 gate's --out; perf/results.py), each measurement tagged with its round (`repeat`, numbered
 from `--first-repeat` so rounds of all processes are distinct), its position in the pair and
@@ -56,6 +60,7 @@ import sys
 import time
 import uuid
 import zlib
+from dataclasses import dataclass, field, fields
 
 from perf import checkout
 from perf import files as files_mod
@@ -70,17 +75,42 @@ ALIASES = {"base": "kernels_base", "head": "kernels_head"}
 PROGRESS_EVERY_S = 10.0  # a protocol line at least this often (the parent prints progress)
 
 
-class Discard:
-    """The results writer of a compile-only process: what it prepares is not a measurement."""
+@dataclass(frozen=True)
+class Job:
+    """What one measuring process is asked to do: the worker's options (`_parser`), which
+    `argv` writes as its command line (the gate builds one per process, perf/latency/ab.py)."""
 
-    def skip(self, **_):
-        pass
+    base_from: str  # checkout whose kernels/ is the base side
+    head_from: str  # checkout whose kernels/ is the head side
+    out_dir: str  # the gate's --out: appends to base.jsonl, head.jsonl
+    suite: str
+    repeats: int  # paired rounds
+    samples: int
+    first_repeat: int = 0  # number of this process's first round
+    scenarios: str | None = None
+    variants: str | None = None
+    metrics: str = "eager,graph"
+    budget_ms: float | None = None
+    warmup: int = 3
+    seed: int = 0
+    batch_cache: str | None = None  # directory of saved batches shared by the processes
+    keys: str | None = None  # JSON file: [[variant, scenario, metric], ...] to measure
+    header: dict = field(default_factory=dict)  # added to both results headers
+    kernel_times: bool = False
+    compile_only: bool = False
+    side: str | None = None  # base | head: this side only (a toolchain A/B)
 
-    def record(self, **_):
-        pass
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Job:
+        values = {f.name: getattr(args, f.name) for f in fields(cls)}
+        return cls(**{**values, "header": json.loads(values["header"])})
 
-    def close(self):
-        pass
+    def argv(self) -> list[str]:
+        """`python -m perf.latency.worker` with every option of this job spelled."""
+        from perf.latency.request import options_argv
+
+        every = tuple(f.name for f in fields(self))
+        return [sys.executable, "-m", "perf.latency.worker", *options_argv(self, every)]
 
 
 def emit(event: dict) -> None:
@@ -113,24 +143,40 @@ def side_order(repeats: int, seed: int) -> list[tuple[str, str]]:
     return orders
 
 
+class PairedSide(rounds.Side):
+    """One side of a paired process: the measuring stage's Side, on the pair's batch and
+    reference output (both sides read the very same tensors) instead of its own."""
+
+    def __init__(self, kernels, variants: list[str], scenario, job: Job, writer, shared: tuple):
+        super().__init__(kernels, variants, [scenario], job.metrics.split(","), job.samples, writer,
+                         job.warmup, job.budget_ms)
+        self.shared = shared  # (batch, expected): the scenario's, built once for both sides
+
+    def _build(self, scenario):
+        return self.shared[0]
+
+    def _reference(self, batch):
+        return self.shared[1]
+
+
 class Pairs:
     """Both sides of one process, scenario by scenario (module docstring)."""
 
-    def __init__(self, args: argparse.Namespace, process: str, keys: set | None):
-        self.args = args
-        self.writers: dict = {}
+    def __init__(self, job: Job, process: str, keys: set | None):
+        self.job = job
+        self.writers: dict = {}  # side -> its results writer (none in a compile-only process)
         self.process = process
         self.keys = keys  # (variant, scenario, metric) to measure; None: all
-        self.measured = (args.side,) if args.side else SIDES  # one side: a toolchain A/B's process
-        self.sides = {s: checkout.load_side(getattr(args, f"{s}_from"), ALIASES[s]) for s in self.measured}
+        self.measured = (job.side,) if job.side else SIDES  # one side: a toolchain A/B's process
+        self.sides = {s: checkout.load_side(getattr(job, f"{s}_from"), ALIASES[s]) for s in self.measured}
         self.batch_side = "head" if "head" in self.sides else self.measured[0]
         self.device = "cuda" if vendor_mod.on_gpu() else "cpu"
-        self.metrics = measure.usable_metrics(args.metrics.split(","))
+        self.metrics = measure.usable_metrics(job.metrics.split(","))
         self.last_emit = 0.0
 
     def variants(self) -> list[str]:
-        if self.args.variants:
-            return [v.strip() for v in self.args.variants.split(",") if v.strip()]
+        if self.job.variants:
+            return [v.strip() for v in self.job.variants.split(",") if v.strip()]
         seen: list[str] = []
         for s in ("head", "base"):
             for v in getattr(self.sides[s].kernels, "VARIANTS", {}) if s in self.sides else ():
@@ -148,9 +194,9 @@ class Pairs:
             try:
                 spec = scenario.spec()
                 path = None
-                if self.args.batch_cache:
+                if self.job.batch_cache:
                     source = hashlib.sha256(inspect.getsource(kb).encode()).hexdigest()[:12]
-                    path = os.path.join(self.args.batch_cache, f"{spec.digest()}-{source}.pt")
+                    path = os.path.join(self.job.batch_cache, f"{spec.digest()}-{source}.pt")
                     if os.path.exists(path):
                         import torch
 
@@ -182,12 +228,10 @@ class Pairs:
                     expected = None
         cases: dict[str, dict] = {}
         for s in self.measured:
-            with self.sides[s].active() as kernels:
-                cases[s] = {v: measure.make_case(kernels, v, scenario, self.device, batch, expected)
-                            for v in variants}
-            for v, case in cases[s].items():
-                if case.skip is not None:
-                    self.writers[s].skip(variant=v, scenario=scenario.name, reason=case.skip, kind=case.kind)
+            side = PairedSide(self.sides[s].kernels, variants, scenario, self.job, self.writers.get(s),
+                              (batch, expected))
+            with self.sides[s].active():
+                cases[s] = {case.variant: case for case in side.prepare(scenario)}
         self._head_against_base(cases, scenario.name, "before timing")
         return cases
 
@@ -195,7 +239,7 @@ class Pairs:
                            timed: set | None = None) -> None:
         """Head's output against base's (both on the same tensors, their last calls; after timing
         those of `metric` in `timed` only): beyond the tolerances, an error on head's side."""
-        if len(self.measured) != 2:
+        if len(self.measured) != 2 or "head" not in self.writers:
             return
         for v, head in cases["head"].items():
             if timed is not None and (v, metric) not in timed:
@@ -209,7 +253,8 @@ class Pairs:
                                           reason=check.wrong_reason(found, when, metric, "base's output"))
 
     def recheck(self, cases: dict, scenario: str, timed: set) -> None:
-        """After the rounds: every timed (variant, metric) output checked again; then head against base."""
+        """After the rounds: every timed (variant, metric) output checked again, metric by metric
+        (a case's output buffer holds its last call's), each metric's then head against base."""
         for metric in self.metrics:
             for s in self.measured:
                 with self.sides[s].active():
@@ -227,7 +272,7 @@ class Pairs:
         for s in self.measured:
             try:
                 with self.sides[s].active():
-                    plans.append(measure.plan_case(cases[s][variant], metric, self.args.warmup))
+                    plans.append(measure.plan_case(cases[s][variant], metric, self.job.warmup))
             except Exception as e:  # e.g. graph capture unsupported on one side
                 self._fail(cases, s, variant, scenario, metric, e)
                 return None
@@ -268,44 +313,60 @@ class Pairs:
             extra = {"kernel_times": why.side_field(result, s)} if result is not None else {}
             self.writers[s].record(**record, **extra)
 
-    def compile_only(self, scenario, variants: list[str]) -> None:
-        """Prepare the scenario's cases on both sides (each kernel compiled, each output checked)
-        and drop them: the compile-ahead phase of the gate."""
-        self.prepare(scenario, variants).clear()
+    def _release(self, cases: dict) -> None:
+        """This scenario's batch and outputs, before the next one's."""
+        cases.clear()
         if self.device == "cuda":
             import torch
 
             torch.cuda.empty_cache()
 
+    def compile_only(self, scenario, variants: list[str]) -> None:
+        """Prepare the scenario's cases on both sides (each kernel compiled, each output checked)
+        and drop them: the compile-ahead phase of the gate."""
+        self._release(self.prepare(scenario, variants))
+
     def scenario(self, scenario, variants: list[str]) -> int:
+        """The scenario's rounds: every timed (variant, metric) once per side and round; then its
+        profiles (re-measures) and the check of every timed output. Returns the items timed."""
         cases = self.prepare(scenario, variants)
         items = [(v, m) for v in variants for m in self.metrics
                  if (self.keys is None or (v, scenario.name, m) in self.keys)
                  and all(cases[s][v].fn is not None for s in self.measured)]
         plans = {(v, m): self._plan(cases, v, scenario.name, m) for v, m in items}
-        rng = random.Random(zlib.crc32(f"{self.args.seed} {self.process} {scenario.name}".encode()))
-        orders = side_order(self.args.repeats, self.args.seed) if len(self.measured) == 2 else \
-            [self.measured] * self.args.repeats
+        # item -> its last round's records, written once its kernels are profiled after the scenario's
+        # rounds (never between two timed items: a profiler's session is not left inside the rounds)
+        held: dict = {}
+        measured = self._rounds(cases, scenario.name, items, plans, held)
+        for item, records in held.items():
+            self._write_profiled(cases, item, records)
+        self.recheck(cases, scenario.name, set(items))
+        self._release(cases)
+        return measured
+
+    def _rounds(self, cases: dict, scenario: str, items: list, plans: dict, held: dict) -> int:
+        """`repeats` rounds of the items (perf/measure/rounds.py `interleave`): shuffled from one
+        stream per process and scenario, both sides in each round in the balanced order."""
+        job = self.job
+        rng = random.Random(zlib.crc32(f"{job.seed} {self.process} {scenario}".encode()))
+        orders = side_order(job.repeats, job.seed) if len(self.measured) == 2 else \
+            [self.measured] * job.repeats
+        profiling = job.kernel_times and len(self.measured) == 2
 
         def order(r: int, pairs: list) -> list:  # one stream of shuffles, round after round
             rng.shuffle(pairs)
             return pairs
 
-        profiling = self.args.kernel_times and len(self.measured) == 2
-        # item -> its last round's records, written once its kernels are profiled after the scenario's
-        # rounds (never between two timed items: a profiler's session is not left inside the rounds)
-        held: dict = {}
-
         def time_one(item, s: str, position: int, r: int) -> None:
             v, m = item
             case = cases[s][v]
             with self.sides[s].active():
-                samples = measure.time_case(case, m, self.args.samples, self.args.budget_ms, self.args.warmup,
+                samples = measure.time_case(case, m, job.samples, job.budget_ms, job.warmup,
                                             plans.get((v, m)))
-            record = dict(variant=v, scenario=scenario.name, metric=m, repeat=self.args.first_repeat + r,
+            record = dict(variant=v, scenario=scenario, metric=m, repeat=job.first_repeat + r,
                           samples=samples, config=case.config, digest=case.digest, position=position,
                           process=self.process)
-            if profiling and r == self.args.repeats - 1:
+            if profiling and r == job.repeats - 1:
                 held.setdefault(item, {})[s] = record
             else:
                 self.writers[s].record(**record)
@@ -313,23 +374,14 @@ class Pairs:
         def progress(item, r: int) -> None:
             now = time.monotonic()
             if now - self.last_emit > PROGRESS_EVERY_S:
-                emit({"event": "step", "what": f"{scenario.name} round {r + 1}/{self.args.repeats}"})
+                emit({"event": "step", "what": f"{scenario} round {r + 1}/{job.repeats}"})
                 self.last_emit = now
 
         broken = {(v, m) for v, m in items if m in cases[self.measured[-1]][v].broken}  # planning failed
-        measured = rounds.interleave(
-            items, self.args.repeats, time_one, order=order, sides=lambda r: orders[r], broken=broken,
-            failed=lambda item, s, e: self._fail(cases, s, item[0], scenario.name, item[1], e),
+        return rounds.interleave(
+            items, job.repeats, time_one, order=order, sides=lambda r: orders[r], broken=broken,
+            failed=lambda item, s, e: self._fail(cases, s, item[0], scenario, item[1], e),
             after_item=progress)
-        for item, records in held.items():
-            self._write_profiled(cases, item, records)
-        self.recheck(cases, scenario.name, set(items))
-        cases.clear()  # this scenario's batch and outputs, before the next one's
-        if self.device == "cuda":
-            import torch
-
-            torch.cuda.empty_cache()
-        return measured
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -361,40 +413,49 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    vendor_mod.interpreter_without_gpu()
-    from perf import results, scenarios
+def _scenarios(job: Job, keys: set | None) -> list:
+    """The job's scenarios (those the keys name, when there are keys), each within the batch budget."""
+    from perf import scenarios
 
-    keys = load_keys(args.keys) if args.keys else None
-    chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
+    chosen = scenarios.select(scenarios.suite(job.suite), job.scenarios)
     if keys is not None:
         chosen = [s for s in chosen if any(k[1] == s.name for k in keys)]
     footprint = max((s.footprint_bytes() for s in chosen), default=0)
     if footprint > measure.BATCH_BUDGET_BYTES:
-        raise ConfigError(f"a batch of suite {args.suite!r} needs {footprint / 2**30:.1f} GiB, more than "
+        raise ConfigError(f"a batch of suite {job.suite!r} needs {footprint / 2**30:.1f} GiB, more than "
                           f"PERF_BATCH_BUDGET_GB; narrow it with --scenarios or raise the budget")
+    return chosen
+
+
+def _open_writers(pairs: Pairs, job: Job, chosen: list) -> None:
+    """Each measured side's results file, its header naming the side, suite and settings."""
+    from perf import results
+
+    for s in pairs.measured:
+        with pairs.sides[s].active():
+            header = {"environment": results.environment(pairs.sides[s].root), "suite": job.suite,
+                      "side": s, "scenarios": {sc.name: sc.spec().digest() for sc in chosen},
+                      "metrics": job.metrics.split(","), "repeats": job.repeats,
+                      "samples": job.samples, **job.header}
+        pairs.writers[s] = results.ResultsWriter(files(job.out_dir)[s], header, resume=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    job = Job.from_args(_parser().parse_args(argv))
+    vendor_mod.interpreter_without_gpu()
+    keys = load_keys(job.keys) if job.keys else None
+    chosen = _scenarios(job, keys)
     process = uuid.uuid4().hex[:12]
-    paths = files(args.out_dir)
-    extra = json.loads(args.header)
-    pairs = Pairs(args, process, keys)
+    pairs = Pairs(job, process, keys)
     try:
-        for s in pairs.measured:
-            if args.compile_only:
-                pairs.writers[s] = Discard()
-                continue
-            with pairs.sides[s].active():
-                header = {"environment": results.environment(pairs.sides[s].root), "suite": args.suite,
-                          "side": s, "scenarios": {sc.name: sc.spec().digest() for sc in chosen},
-                          "metrics": args.metrics.split(","), "repeats": args.repeats,
-                          "samples": args.samples, **extra}
-            pairs.writers[s] = results.ResultsWriter(paths[s], header, resume=True)
+        if not job.compile_only:  # a compile-only process records nothing
+            _open_writers(pairs, job, chosen)
         variants = pairs.variants()
         emit({"event": "ready", "process": process, "variants": variants,
               "scenarios": [s.name for s in chosen]})
         total = 0
         for i, scenario in enumerate(chosen):
-            if args.compile_only:
+            if job.compile_only:
                 pairs.compile_only(scenario, variants)
             else:
                 total += pairs.scenario(scenario, variants)

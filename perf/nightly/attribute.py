@@ -668,20 +668,21 @@ class GateLab:
         self.repo, self.thresholds_path, self.suite = repo, thresholds_path, suite
         self.out = os.path.abspath(out)
 
-    def _argv(self, cases: list[Key], folder: str) -> list[str]:
-        return ["--suite", self.suite, "--scenarios", ",".join(dict.fromkeys(s for _, s, _ in cases)),
-                "--variants", ",".join(dict.fromkeys(v for v, _, _ in cases)),
-                "--metrics", ",".join(dict.fromkeys(m for _, _, m in cases)),
-                "--thresholds", self.thresholds_path, "--out", folder]
+    def _gate(self, cases: list[Key], folder: str, **options):
+        """The latency gate of `cases` (perf/latency/request.py), its output in `folder`."""
+        from perf.latency.request import GateRequest
+
+        return GateRequest.of_cases(cases, suite=self.suite, thresholds=self.thresholds_path, out=folder,
+                                    **options)
 
     def remeasure(self, runner, good, bad, cases):
         from perf.nightly import confirm
 
         folder = os.path.join(self.out, "remeasure", runner, f"{bad[:8]}-vs-{good[:8]}")
-        run = confirm.Run(runner, "", bad, good, list(cases), folder,
-                          ["gate", "--base-ref", good, "--head-ref", bad, *self._argv(cases, folder),
-                           "--all-cases"])  # a re-measure needs a ratio as evidence (confirm.py)
-        return confirm.execute([run], self.repo, confirm.run_gate)
+        gate = self._gate(cases, folder, base_ref=good, head_ref=bad,
+                          all_cases=True)  # a re-measure needs a ratio as evidence (confirm.py)
+        run = confirm.Run(runner, "", bad, good, list(cases), folder, gate)
+        return confirm.execute([run], self.repo, confirm.run_in_process)
 
     def toolchain_ab(self, runner, sha, old, new, cases):
         from perf.nightly import confirm
@@ -691,13 +692,12 @@ class GateLab:
             return {k: {"status": verdicts.INCONCLUSIVE, "note": why} for k in cases}
         folder = os.path.join(self.out, "toolchain-ab", runner, f"{sha[:8]}-triton-{old['triton']}")
         # the step's commit, not this checkout's: commits may have landed since the step's night
-        argv = ["gate", "--toolchain", f"triton=={old['triton']}", "--head-ref", sha,
-                *self._argv(cases, folder)]
-        rc = confirm.run_gate(argv, self.repo)
+        gate = self._gate(cases, folder, toolchain=f"triton=={old['triton']}", head_ref=sha)
+        rc = confirm.run_in_process(gate, self.repo)
         found = _findings(folder)
         return {k: {"status": verdicts.toolchain_status(found.get(k)), "exit": rc,
                     "ratio": 1 / found[k].ratio if found.get(k) and found[k].ratio else None,
-                    "command": "python -m perf " + " ".join(argv)} for k in cases}
+                    "command": gate.command_line()} for k in cases}
 
     def commits(self, good, bad):
         from perf.git import first_parent_range
@@ -705,18 +705,18 @@ class GateLab:
         return [sha for sha, _ in first_parent_range(self.repo, good, bad)]  # Lab.commits: shas
 
     def bisect_step(self, runner, good, case):
-        from perf.cli import command_parser
         from perf.latency import bisect as bisect_mod
+        from perf.latency.request import GateRequest
 
         variant, scenario, metric = case
         cwd = os.getcwd()
 
         def step(commit: str):  # perf bisect GOOD COMMIT's own plan, so its steps land where it puts them
-            argv = ["bisect", good, commit, "--scenario", scenario, "--variant", variant, "--metric", metric,
-                    "--thresholds", self.thresholds_path, "--out", os.path.join(self.out, "bisect", runner)]
             os.chdir(self.repo)
             try:
-                plan = bisect_mod.prepare(command_parser("bisect").parse_args(argv[1:]))  # bisect's options
+                plan = bisect_mod.make_plan(good, commit, scenario, variant, metric,
+                                            out=os.path.join(self.out, "bisect", runner),
+                                            gate=GateRequest(thresholds=self.thresholds_path))
                 return bisect_mod.gate_step(plan)(commit)
             finally:
                 os.chdir(cwd)

@@ -33,8 +33,6 @@ dashboard's alert tables are rewritten (site.relink).
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +41,7 @@ from perf import files, verdicts
 from perf.ci import jobs
 from perf.ci.github import REPO
 from perf.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
+from perf.latency.request import GateRequest, run_in_process
 from perf.nightly import alert, issues
 from perf.nightly.history import History
 from perf.nightly.selection import slug
@@ -56,13 +55,10 @@ from perf.verdicts import Finding, Verdict
 MAX_CASES = 8
 REMEASURE_DIR = "remeasure"
 
-# The gate runner: `python -m perf ARGV` in the repository; returns the exit code. Tests inject one.
-GateRunner = Callable[[list[str], str], int]
-
-
-def run_gate(argv: list[str], cwd: str) -> int:
-    """The gate in a process of its own (it starts its own measuring processes), output shown."""
-    return subprocess.call([sys.executable, "-m", "perf", *argv], cwd=cwd)
+# The gate runner: the gate of a request in a process of its own in the repository (it starts its
+# own measuring processes; output shown), perf.latency.request.run_in_process; returns the exit code.
+# Tests inject one.
+GateRunner = Callable[[GateRequest, str], int]
 
 
 @dataclass
@@ -75,12 +71,12 @@ class Run:
     base: str  # the last good commit
     cases: list[tuple[str, str, str]]  # (variant, scenario, metric), largest nightly ratio first
     out: str  # the gate's --out
-    argv: list[str] = field(default_factory=list)  # after `python -m perf`
+    gate: GateRequest  # its --out relative to the repository, where it runs
     changed: dict = field(default_factory=dict)  # fingerprint fields that differ between the two nights
 
     @property
     def command(self) -> str:
-        return shlex.join(["python", "-m", "perf", *self.argv])
+        return self.gate.command_line()
 
 
 def _key(a: dict) -> tuple[str, str, str]:
@@ -129,17 +125,15 @@ def plan(h: History, result: dict, thresholds, settings: alert.Settings, out: st
     for good, cases in groups.items():
         name = f"{h.latest.short}-vs-{good[:8]}"
         folder = _path(os.path.join(out, REMEASURE_DIR, slug(h.machine), name), root)
-        argv = ["gate", "--base-ref", good, "--head-ref", h.latest.sha, "--suite", suite,
-                "--scenarios", ",".join(dict.fromkeys(s for _, s, _ in cases)),
-                "--variants", ",".join(dict.fromkeys(v for v, _, _ in cases)),
-                "--metrics", ",".join(dict.fromkeys(m for _, _, m in cases)),
-                "--thresholds", _path(thresholds_path, root), "--out", folder,
-                # every case timed: the status and the issue quote the gate's ratio and interval; an
-                # alert between identical launches (not caused by the code) would get neither and stay
-                # inconclusive, where a measurement clears it as noise with evidence
-                "--all-cases"]
+        gate = GateRequest.of_cases(cases, base_ref=good, head_ref=h.latest.sha, suite=suite,
+                                    thresholds=_path(thresholds_path, root), out=folder,
+                                    # every case timed: the status and the issue quote the gate's ratio
+                                    # and interval; an alert between identical launches (not caused by
+                                    # the code) would get neither and stay inconclusive, where a
+                                    # measurement clears it as noise with evidence
+                                    all_cases=True)
         runs.append(Run(h.machine, result["vendor"], h.latest.sha, good, cases, os.path.join(root, folder),
-                        argv, changed=changed_between(h, good, h.latest.sha)))
+                        gate, changed=changed_between(h, good, h.latest.sha)))
     return runs, skipped
 
 
@@ -201,7 +195,7 @@ def execute(runs: list[Run], repo: str, runner: GateRunner | None, why_not: str 
             continue
         if found is None:
             print(f"re-measuring {what}:\n  {run.command}", flush=True)
-            rc = runner(run.argv, repo)
+            rc = runner(run.gate, repo)
             if rc == EXIT_INTERRUPTED:
                 raise KeyboardInterrupt
             found = finished(run)
@@ -267,7 +261,7 @@ def confirm(args, conf: dict, machines: list[dict], histories: list[History],
         other = not why_not and this is not None and not _here(m["machine"], this, bool(args.machine))
         reason = why_not or (f"alerts of machine {m['machine']}; this runner is {this} (--machine "
                              f"{m['machine']} re-measures them here)" if other else "")
-        records.update(execute(runs, conf["_root"], runner or run_gate, reason))
+        records.update(execute(runs, conf["_root"], runner or run_in_process, reason))
         for a in m["alerts"]:
             a["remeasure"] = records[_key(a)]
             statuses.append(a["remeasure"]["status"])

@@ -337,11 +337,10 @@ every file kind and the command line are `tests/cli/test_config_fuzz.py`,
 def kernel_rows() -> list[tuple[str, str, str]]:
     """(mistake, exception, message) of every kernel-API mistake of tests/kernels/test_inputs.py, made
     on the production entry (`kernels.paged_attention`), which must raise before any launch."""
-    from tests.kernels.test_inputs import KERNEL_API_MISTAKES, _changed
-
     import kernels
     from kernels.batch import BatchSpec, build_batch
     from kernels.launch import KernelLaunch
+    from tests.kernels.test_inputs import KERNEL_API_MISTAKES, _changed
 
     batch = build_batch(BatchSpec((3, 1), (20, 40), num_q_heads=4, num_kv_heads=2, head_size=64))
     rows = []

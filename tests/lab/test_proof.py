@@ -253,19 +253,20 @@ def test_the_steps_import_the_clone_under_the_triton_of_their_night(tmp_path, wh
 
 
 def test_the_gate_labs_bisect_step_hands_bisect_its_own_options(tmp_path, monkeypatch):
-    """attribute.GateLab's bisect step builds `perf bisect GOOD COMMIT --scenario ...` and gives it to
-    bisect's own `prepare`: those options must parse as bisect's (the top-level parser knows only
-    the gate's, run, table, compare and report: every code step ended the attribution with exit 2)."""
+    """attribute.GateLab's bisect step is `perf bisect GOOD COMMIT --scenario ...`'s own plan
+    (bisect.make_plan, in the repository), each step's gate with the lab's thresholds."""
     from perf.latency import bisect as bisect_mod
+    from perf.latency.request import GateRequest
     from perf.nightly import attribute
 
     seen = {}
 
-    def prepare(args):
-        seen.update(vars(args), cwd=os.getcwd())
+    def make_plan(good, bad, scenario, variant, metric, out, gate):
+        seen.update(good=good, bad=bad, scenario=scenario, variant=variant, metric=metric, out=out,
+                    gate=gate, cwd=os.getcwd())
         return "plan"
 
-    monkeypatch.setattr(bisect_mod, "prepare", prepare)
+    monkeypatch.setattr(bisect_mod, "make_plan", make_plan)
     monkeypatch.setattr(bisect_mod, "gate_step",
                         lambda plan: lambda commit: bisect_mod.Step(commit, bisect_mod.BAD))
     (tmp_path / "repo").mkdir()
@@ -276,7 +277,7 @@ def test_the_gate_labs_bisect_step_hands_bisect_its_own_options(tmp_path, monkey
     assert step.outcome == bisect_mod.BAD
     assert (seen["good"], seen["bad"], seen["scenario"], seen["variant"], seen["metric"]) == (
         "a" * 40, "b" * 40, proof.SCENARIOS[0], proof.VARIANT, "graph")
-    assert seen["thresholds"] == th and seen["cwd"] == str(tmp_path / "repo")
+    assert seen["gate"] == GateRequest(thresholds=th) and seen["cwd"] == str(tmp_path / "repo")
     assert seen["out"] == os.path.join(str(tmp_path / "out"), "bisect", proof.MACHINE)
 
 

@@ -120,13 +120,20 @@ def test_runs_against_the_zero_plant_are_judged_apart_from_earlier_ones(tmp_path
 
 def test_small_plants_gate_the_graph_metric_their_promise_is_about():
     args = argparse.Namespace(suite="pr", variants="static_grid", scenarios=None)
-    aa = selftest.gate_command("/repo", "/out", "abc", 0, args)
-    assert "--metrics" not in aa and aa[aa.index("--variants") + 1] == "static_grid"
-    assert "--metrics" not in selftest.gate_command("/repo", "/out", "abc", 0, args, selftest.LARGEST)
-    small = selftest.gate_command("/repo", "/out", "abc", 3, args, selftest.SMALLEST)
-    assert small[small.index("--metrics") + 1] == "graph" and small[small.index("--seed") + 1] == "3"
+    aa = selftest.gate_request("/repo", "/out", "abc", 0, args)
+    assert aa.metrics == "eager,graph" and aa.variants == "static_grid" and aa.base_ref == "abc"
+    assert aa.thresholds == "/repo/thresholds.yaml" and aa.out == "/out" and aa.allow_dirty
+    assert selftest.gate_request("/repo", "/out", "abc", 0, args, selftest.LARGEST).metrics == "eager,graph"
+    small = selftest.gate_request("/repo", "/out", "abc", 3, args, selftest.SMALLEST)
+    assert small.metrics == "graph" and small.seed == 3
     # every case timed: an A/A's change plan would time nothing (every launch is identical)
-    assert all("--all-cases" in cmd for cmd in (aa, small))
+    assert aa.all_cases and small.all_cases
+
+
+def test_runs_are_interleaved_so_a_cut_short_self_test_holds_some_of_each():
+    args = argparse.Namespace(aa_runs=2, plant_runs=1)
+    assert selftest.schedule(args, [2, 10]) == [("aa", None, 0), ("plant", 2, 0), ("plant", 10, 0),
+                                                 ("aa", None, 1)]
 
 
 def test_only_a_rewritten_calibration_counts_as_clean(tmp_path):
@@ -165,7 +172,7 @@ def test_a_new_out_folder_is_made_before_the_first_gate_writes_its_log(tmp_path,
     monkeypatch.setattr(selftest.vendor_mod, "resolve", lambda given: "nvidia")
     logged = []
 
-    def gate(where, out, base, seed, args, percent=None):
+    def gate(where, out, base, seed, args, percent, batches):
         with open(out + ".log", "w", encoding="utf-8") as f:  # what the real run does first
             f.write("ok\n")
         logged.append(out)

@@ -101,16 +101,16 @@ def test_compile_only_prepares_the_keyed_cases_on_both_sides_and_records_nothing
                                                                                  capsys):
     """The gate's compile-ahead process: every keyed case made (compiled, checked) on each side,
     the variants outside the keys not even prepared, no results file written, `done` at the end."""
-    from perf.measure import cases as measure
+    from perf.measure import rounds
 
     made = []
-    real = measure.make_case
+    real = rounds.make_case
 
     def make_case(kernels, name, scenario, *a, **k):
         made.append((name, scenario.name))
         return real(kernels, name, scenario, *a, **k)
 
-    monkeypatch.setattr(measure, "make_case", make_case)
+    monkeypatch.setattr(rounds, "make_case", make_case)  # each side is a perf.measure.rounds.Side
     monkeypatch.setenv("PAGED_ATTENTION_CHECK_VALUES", "0")
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps([["flex_tile", "tiny/decode/batch1-kv16/block16", "eager"]]))
@@ -128,8 +128,6 @@ def test_compile_ahead_deals_every_key_once_within_cpus_and_memory(tmp_path, mon
     """The gate's compile-ahead: each case to time goes to exactly one process, the heaviest
     scenarios first, no more processes than CPUs, the cap and free memory allow; a process that
     crashes costs only its head start (the line says so)."""
-    import argparse
-
     import torch
 
     from perf.latency import ab
@@ -146,13 +144,12 @@ def test_compile_ahead_deals_every_key_once_within_cpus_and_memory(tmp_path, mon
 
     monkeypatch.setattr(ab, "run_process", fake_run)
     monkeypatch.setattr(os, "cpu_count", lambda: 3)
-    args = argparse.Namespace(suite="pr", metrics="eager,graph", repeats=2, samples=1, sample_budget_ms=1.0,
-                              seed=0, variants=None, scenarios=None, batch_cache=None)
+    settings = ab.Settings("pr", None, None, "eager,graph", processes=3, repeats=2, samples=1, budget_ms=1.0)
     cases = [(v, s) for s in ("a", "b", "c", "d", "e") for v in ("x", "y")]
     footprints = {"a": 1, "b": 5 * 2**30, "c": 2, "d": 3, "e": 4}
     roots = {"base": ROOT, "head": ROOT}
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (80 * 2**30, 80 * 2**30), raising=False)
-    line = ab.compile_ahead(args, roots, str(tmp_path), cases, None, footprints, None)
+    line = ab.compile_ahead(settings, roots, str(tmp_path), cases, None, footprints, None)
     assert len(ran) == 3 and "5 scenarios in 3 parallel processes" in line and "1 failed" in line
     dealt = sorted(tuple(k) for keys in ran for k in keys)
     assert dealt == sorted((v, s, m) for v, s in cases for m in ("eager", "graph"))  # each once
@@ -162,5 +159,21 @@ def test_compile_ahead_deals_every_key_once_within_cpus_and_memory(tmp_path, mon
     ran.clear()
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda: (20 * 2**30, 80 * 2**30), raising=False)
     keys = {("x", "a", "eager"), ("y", "b", "graph")}
-    line = ab.compile_ahead(args, roots, str(tmp_path), cases, keys, footprints, None)
+    line = ab.compile_ahead(settings, roots, str(tmp_path), cases, keys, footprints, None)
     assert ran == [] and line.startswith("no compile-ahead")
+
+
+def test_a_job_round_trips_through_the_workers_parser():
+    """`Job.argv` is the worker's command line, `_parser` reads it back: one place writes the flags."""
+    import dataclasses
+
+    job = worker.Job(base_from="/b", head_from="/h", out_dir="/o", suite="smoke", repeats=3, samples=2,
+                     first_repeat=6, scenarios="tiny/*", variants="naive", metrics="eager", budget_ms=2.5,
+                     warmup=1, seed=4, batch_cache="/c", keys="/k.json", header={"gate": {"base": "a"}},
+                     kernel_times=True, compile_only=True, side="head")
+    argv = job.argv()
+    assert argv[:3] == [sys.executable, "-m", "perf.latency.worker"]
+    assert worker.Job.from_args(worker._parser().parse_args(argv[3:])) == job
+    least = dataclasses.replace(job, budget_ms=None, batch_cache=None, keys=None, header={},
+                                kernel_times=False, compile_only=False, side=None)
+    assert worker.Job.from_args(worker._parser().parse_args(least.argv()[3:])) == least

@@ -10,6 +10,7 @@ planted in the second commit, through the real gate, then resumes it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from throwaway_repo import harness_repo
 from perf import cli
 from perf.latency import bisect
 from perf.latency.bisect import BAD, GOOD, SKIP, Step, planned_steps, search, step_from_findings
+from perf.latency.request import GateRequest
 from perf.verdicts import Finding, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -143,27 +145,30 @@ def test_a_step_is_bad_only_on_fail_and_skipped_without_a_ratio(verdict, ratio, 
     assert step_from_findings("c1", [other], key).outcome == SKIP
 
 
+GATE = GateRequest(base_ref="a" * 40, suite="smoke", scenarios=TINY, variants="static_grid", metrics="eager",
+                   thresholds="/x/thresholds.yaml", repeats=2)
+
+
 def _plan(tmp_path) -> bisect.Plan:
     return bisect.Plan(repo=str(tmp_path), good="a" * 40, bad="c" * 40, good_ref="v1", bad_ref="main",
                        commits=[("b" * 40, "one"), ("c" * 40, "two")], suite="smoke", scenario=TINY,
-                       variant="static_grid", metric="eager", thresholds="/x/thresholds.yaml",
-                       vendor_arg=None, repeats=2, samples=None, seed=0, lock_timeout=0.0, out=str(tmp_path),
-                       settings={"processes": 2, "repeats": 2, "samples": 3, "retries": 1})
+                       variant="static_grid", metric="eager", out=str(tmp_path),
+                       settings={"processes": 2, "repeats": 2, "samples": 3, "retries": 1}, gate=GATE)
 
 
 def test_a_step_is_the_gate_of_one_case_and_a_crash_is_a_skip(tmp_path, monkeypatch):
     from perf.latency import ab
 
     plan = _plan(tmp_path)
-    args = cli.build_parser().parse_args(plan.gate_argv("b" * 40))  # what the gate's own parser makes of it
-    assert (args.command, args.base_ref, args.head_ref) == ("gate", "a" * 40, "b" * 40)
-    assert (args.scenarios, args.variants, args.metrics, args.repeats) == (TINY, "static_grid", "eager", 2)
-    assert args.out == os.path.join(str(tmp_path), "b" * 40) and args.samples is None
+    assert plan.gate_request("b" * 40) == dataclasses.replace(GATE, head_ref="b" * 40,
+                                                              out=os.path.join(str(tmp_path), "b" * 40))
     answers = iter([ab.GateCrash("process 1/2 exited with code 1 (ImportError: boom)"),
                     (1, [_finding(Verdict.FAIL, 1.3)]), (ab.EXIT_INTERRUPTED, None)])
+    asked = []
 
-    def fake_gate(args, publish_report=True):
+    def fake_gate(request, publish_report=True):
         assert publish_report is False
+        asked.append(request.head_ref)
         answer = next(answers)
         if isinstance(answer, Exception):
             raise answer
@@ -176,6 +181,7 @@ def test_a_step_is_the_gate_of_one_case_and_a_crash_is_a_skip(tmp_path, monkeypa
     assert step("c" * 40).outcome == BAD
     with pytest.raises(KeyboardInterrupt):  # the gate was interrupted: so is the bisect
         step("c" * 40)
+    assert asked == ["b" * 40, "c" * 40, "c" * 40]
 
 
 # --- bad input --------------------------------------------------------------------------------------
@@ -214,6 +220,20 @@ def test_bad_input_is_one_line_exit_2(repo, monkeypatch, capsys, args, needles):
     monkeypatch.chdir(repo)
     code = cli.main(["bisect", *args])
     _one_line_exit_2(code, capsys.readouterr().err, *needles)
+
+
+def test_every_step_gates_the_case_with_the_bisects_settings(repo, monkeypatch):
+    """The plan's gate: GOOD as base, the one case, the bisect's thresholds (absolute: the gate
+    runs in worktrees), vendor, rounds, samples, seed, lock timeout and --all-cases."""
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # no GPU, whatever this machine has
+    asked = GateRequest(thresholds="thresholds.yaml", repeats=3, seed=7, lock_timeout=5.0, all_cases=True)
+    plan = bisect.make_plan("HEAD~2", "HEAD", TINY, metric="eager", out="bisect", gate=asked)
+    good = bisect.git(str(repo), "rev-parse", "HEAD~2", check=True)
+    assert plan.gate == dataclasses.replace(asked, base_ref=good, suite="smoke", scenarios=TINY,
+                                            variants=bisect.DEFAULT_VARIANT, metrics="eager",
+                                            thresholds=os.path.join(str(repo), "thresholds.yaml"))
+    assert plan.out == os.path.join(str(repo), "bisect") and plan.settings["repeats"] == 3
 
 
 def test_without_a_gpu_only_the_smoke_suite_and_eager_are_allowed(repo, monkeypatch, capsys):

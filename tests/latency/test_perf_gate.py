@@ -223,8 +223,6 @@ def test_results_of_another_gpu_or_schema_are_refused(tmp_path):
 def test_only_re_measure_processes_profile_per_kernel(tmp_path, monkeypatch):
     """The first measurement's processes time only; a re-measure's also profile each case per
     kernel (`--kernel-times`: the why section reads it from their records, perf/why.py)."""
-    import argparse
-
     cmds = []
 
     def run_process(cmd, log_path, label, reporter, pythonpath=None):
@@ -232,10 +230,9 @@ def test_only_re_measure_processes_profile_per_kernel(tmp_path, monkeypatch):
         return {"event": "done", "process": f"p{len(cmds)}", "pairs": 1}
 
     monkeypatch.setattr(ab, "run_process", run_process)
-    args = argparse.Namespace(processes=2, repeats=3, samples=5, sample_budget_ms=10.0, seed=0, suite="smoke",
-                              metrics="graph", variants=None, scenarios=None, batch_cache=None)
+    settings = ab.Settings("smoke", None, None, "graph", processes=2, repeats=3, samples=5, budget_ms=10.0)
     ledger = ab.Ledger(str(tmp_path), {"x": 1})
     keys = [("static_grid", "s", "graph")]
     for attempt in (0, 1):
-        ab.measure(args, {"base": "B", "head": "H"}, str(tmp_path), ledger, attempt, keys, None)
+        ab.measure(settings, {"base": "B", "head": "H"}, str(tmp_path), ledger, attempt, keys, None)
     assert ["--kernel-times" in c for c in cmds] == [False, False, True, True]

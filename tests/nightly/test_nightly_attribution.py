@@ -218,12 +218,14 @@ def test_production_lab_remeasures_with_the_latency_gate(tmp_path, monkeypatch):
 
     key = ("static_grid", "llama3-8b/decode/batch32-kv1024/block16", "graph")
     gate = FakeGate(ratios={key: 1.2})
-    monkeypatch.setattr(confirm, "run_gate", gate)
+    monkeypatch.setattr(confirm, "run_in_process", gate)
     lab = attribute.GateLab(str(tmp_path), str(tmp_path / "out"), "thresholds.yaml")
     got = lab.remeasure("gpu-a", "a" * 40, "b" * 40, [key])
     assert got[key]["status"] == verdicts.CONFIRMED and got[key]["ratio"] == pytest.approx(1.2)
-    (argv,) = gate.calls
-    assert argv[:5] == ["gate", "--base-ref", "a" * 40, "--head-ref", "b" * 40] and argv[-1] == "--all-cases"
+    (request,) = gate.calls
+    assert (request.base_ref, request.head_ref, request.all_cases) == ("a" * 40, "b" * 40, True)
+    assert (request.variants, request.scenarios, request.metrics, request.suite) == (*key, "nightly")
+    assert request.thresholds == "thresholds.yaml" and got[key]["command"] == request.command_line()
 
 
 def test_production_lab_runs_the_toolchain_ab_on_the_steps_commit(tmp_path, monkeypatch):
@@ -233,11 +235,12 @@ def test_production_lab_runs_the_toolchain_ab_on_the_steps_commit(tmp_path, monk
 
     key = ("static_grid", "llama3-8b/decode/batch32-kv1024/block16", "graph")
     calls: list = []
-    monkeypatch.setattr(confirm, "run_gate", lambda argv, repo: calls.append(argv) or 0)
+    monkeypatch.setattr(confirm, "run_in_process", lambda request, repo: calls.append(request) or 0)
     lab = attribute.GateLab(str(tmp_path), str(tmp_path / "out"), "thresholds.yaml")
-    lab.toolchain_ab("gpu-a", "b" * 40, {"triton": "3.6.0"}, {"triton": "3.7.0"}, [key])
-    (argv,) = calls
-    assert argv[:5] == ["gate", "--toolchain", "triton==3.6.0", "--head-ref", "b" * 40]
+    got = lab.toolchain_ab("gpu-a", "b" * 40, {"triton": "3.6.0"}, {"triton": "3.7.0"}, [key])
+    (request,) = calls
+    assert (request.toolchain, request.head_ref, request.base_ref) == ("triton==3.6.0", "b" * 40, None)
+    assert got[key]["command"].startswith("python -m perf gate --toolchain triton==3.6.0 --head-ref")
 
 
 def test_interpreter_nights_are_refused_in_one_line_that_names_no_impossible_fix(tmp_path):

@@ -32,24 +32,23 @@ class FakeGate:
     def __init__(self, ratios: dict | None = None, rc: int = 1, write: bool = True):
         self.ratios, self.rc, self.write, self.calls = ratios or {}, rc, write, []
 
-    def __call__(self, argv: list[str], cwd: str) -> int:
+    def __call__(self, request, cwd: str) -> int:
         from perf.latency.ab import write_outputs
 
-        self.calls.append(argv)
-        opt = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1) if argv[i].startswith("--")}
+        self.calls.append(request)
         if self.write:
             findings = []
-            for v in opt["--variants"].split(","):
-                for s in opt["--scenarios"].split(","):
-                    for m in opt["--metrics"].split(","):
+            for v in request.variants.split(","):
+                for s in request.scenarios.split(","):
+                    for m in request.metrics.split(","):
                         r = self.ratios.get((v, s, m), 1.0)
                         p = 1e-4 if r > 1 else 0.5
                         verdict, why = verdicts.latency_verdict(r, p, 0.5, 1.03, 1.05, 0.01)
                         findings.append(Finding("latency", "nvidia", "NVIDIA H100 80GB HBM3", v, s, m, 0.1,
                                                 0.1 * r, r, r - 0.01, r + 0.01, p, "warn > 1.03, fail > 1.05",
                                                 verdict, why, min_detectable=1.02))
-            write_outputs(os.path.join(cwd, opt["--out"]), findings, "A/B", [],
-                          {"base": {"commit": opt["--base-ref"]}, "head": {"commit": opt["--head-ref"]}})
+            write_outputs(os.path.join(cwd, request.out), findings, "A/B", [],
+                          {"base": {"commit": request.base_ref}, "head": {"commit": request.head_ref}})
         return self.rc
 
 
@@ -64,7 +63,7 @@ def on_gpu(monkeypatch):
 
 def _alert(tmp_path: Path, res: Path, *extra: str, gate: FakeGate | None = None, monkeypatch=None) -> int:
     if gate is not None:
-        monkeypatch.setattr(confirm, "run_gate", gate)
+        monkeypatch.setattr(confirm, "run_in_process", gate)
     return main(["alert", "--config", _conf(tmp_path, tmp_path / "asv"), "--data", str(res),
                  "--out", str(tmp_path / "out"), "--thresholds", str(ROOT / "thresholds.yaml"), *extra])
 
@@ -124,13 +123,12 @@ def test_flagged_cases_are_remeasured_in_one_gate_run_with_the_right_refs(tmp_pa
     gate = FakeGate(ratios={("qblock", PREFILL, "graph"): 1.45})
     rc = _alert(tmp_path, res, "--confirm", "--machine", MACHINE, gate=gate, monkeypatch=monkeypatch)
     assert rc == 1  # one confirmed
-    (argv,) = gate.calls  # one run for the flagged commit: both cases share their last good commit
-    opt = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1) if argv[i].startswith("--")}
-    assert argv[0] == "gate" and opt["--base-ref"] == sha(3) and opt["--head-ref"] == sha(4)
-    assert opt["--scenarios"].split(",") == [PREFILL, DECODE]  # the larger ratio first
-    assert opt["--variants"] == "qblock" and opt["--metrics"] == "graph" and opt["--suite"] == "nightly"
-    assert argv[-1] == "--all-cases"  # measured even between identical launches: a ratio as evidence
-    assert opt["--out"] == f"out/remeasure/runner-1-nvidia-h100/{sha(4)[:8]}-vs-{sha(3)[:8]}"
+    (request,) = gate.calls  # one run for the flagged commit: both cases share their last good commit
+    assert request.base_ref == sha(3) and request.head_ref == sha(4)
+    assert request.scenarios.split(",") == [PREFILL, DECODE]  # the larger ratio first
+    assert request.variants == "qblock" and request.metrics == "graph" and request.suite == "nightly"
+    assert request.all_cases  # measured even between identical launches: a ratio as evidence
+    assert request.out == f"out/remeasure/runner-1-nvidia-h100/{sha(4)[:8]}-vs-{sha(3)[:8]}"
     by_case = {(a["variant"], a["scenario"]): a["remeasure"] for a in _doc(tmp_path)["machines"][0]["alerts"]}
     assert by_case[("qblock", PREFILL)]["status"] == "confirmed"
     assert by_case[("qblock", PREFILL)]["ratio"] == pytest.approx(1.45)
@@ -151,8 +149,8 @@ def test_the_cap_leaves_the_smallest_ratios_pending(tmp_path, on_gpu, monkeypatc
     gate = FakeGate()
     assert _alert(tmp_path, res, "--confirm", "--machine", MACHINE, "--max-cases", "2", gate=gate,
                   monkeypatch=monkeypatch) == 1  # a pending alert is not cleared
-    (argv,) = gate.calls
-    assert DECODE not in argv[argv.index("--scenarios") + 1]
+    (request,) = gate.calls
+    assert DECODE not in request.scenarios
     by_case = {a["scenario"]: a["remeasure"] for a in _doc(tmp_path)["machines"][0]["alerts"]}
     assert by_case[DECODE]["status"] == "pending" and "--max-cases" in by_case[DECODE]["note"]
     assert by_case[PREFILL]["status"] == by_case[SCENARIOS[2]]["status"] == "noise"
