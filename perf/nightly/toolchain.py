@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 from perf import files, toolchain
 from perf.checkout import ROOT
@@ -56,14 +57,14 @@ def choose(wanted: str) -> list[tuple[str, str]]:
     return [(v, kind) for v, kind in ((release, "release"), (pre, "pre-release")) if v]
 
 
-def _gate(cmd: list[str], out: str) -> dict:
-    """Run one gate to its end; its exit code, wall time and findings."""
+def _gate(gate: str, spec: str, run, out: str) -> dict:
+    """Run one gate (`gate`: compile or gate, under Triton `spec`; `run(out)` runs it and returns its
+    exit code) to its end; its exit code, wall time and findings."""
     stale = os.path.join(out, "findings.json")  # an earlier night's, in the same folder
     if os.path.exists(stale):
         os.remove(stale)
     start = time.monotonic()
-    code = subprocess.call([sys.executable, "-m", "perf", *cmd, "--out", out], cwd=ROOT,
-                           env=child_env(ROOT))
+    code = run(out)
     result = {"exit": code, "seconds": round(time.monotonic() - start, 1), "out": out}
     path = os.path.join(out, "findings.json")
     if not os.path.exists(path):  # the latency gate without a GPU, or a gate that stopped early
@@ -96,6 +97,17 @@ def run(args: argparse.Namespace) -> dict:
     common = ["--thresholds", os.path.abspath(args.thresholds), "--suite", args.suite]
     if args.scenarios:
         common += ["--scenarios", args.scenarios]
+
+    def static(spec: str):  # the static gate's command line (it has no typed request)
+        return lambda out: subprocess.call([sys.executable, "-m", "perf", "compile", "--toolchain", spec,
+                                            *common, "--out", out], cwd=ROOT, env=child_env(ROOT))
+
+    def latency(spec: str):
+        from perf.latency.request import GateRequest, run_in_process
+
+        request = GateRequest(toolchain=spec, no_gpu_ok=True, variants=args.variants, suite=args.suite,
+                              scenarios=args.scenarios, thresholds=os.path.abspath(args.thresholds))
+        return lambda out: run_in_process(replace(request, out=out), ROOT, child_env(ROOT))
     for version, kind in chosen:
         entry = {"version": version, "kind": kind}
         if version == installed:
@@ -104,9 +116,8 @@ def run(args: argparse.Namespace) -> dict:
             spec = f"{toolchain.PACKAGE}=={version}"
             where = os.path.join(os.path.abspath(args.out), version)
             print(f"toolchain A/B: Triton {installed} -> {version} ({kind})", file=sys.stderr, flush=True)
-            entry["static"] = _gate(["compile", "--toolchain", spec, *common], os.path.join(where, "static"))
-            entry["latency"] = _gate(["gate", "--toolchain", spec, "--no-gpu-ok", "--variants", args.variants,
-                                      *common], os.path.join(where, "latency"))
+            entry["static"] = _gate("compile", spec, static(spec), os.path.join(where, "static"))
+            entry["latency"] = _gate("gate", spec, latency(spec), os.path.join(where, "latency"))
         summary["versions"].append(entry)
         write_summary(args.out, summary)
     return summary

@@ -473,9 +473,9 @@ def test_nightly_summary_and_dashboard(tmp_path, monkeypatch):
     monkeypatch.setattr(toolchain, "index_versions", lambda: [toolchain.installed_version(), "9.10.0rc1"])
     ran = []
 
-    def gate(cmd, out):
-        ran.append(cmd[:3])
-        if cmd[0] == "gate":
+    def gate(kind, spec, run, out):
+        ran.append([kind, spec])
+        if kind == "gate":
             return {"exit": 0, "seconds": 1.0, "out": out, "findings": None}  # no GPU: skipped
         return {"exit": 1, "seconds": 90.0, "out": out, "top": ["fail sm_90 naive s spill_stores: 0 -> 8"],
                 "findings": {"fail": 1, "warn": 0, "ok": 10, "improved": 2}}
@@ -485,7 +485,7 @@ def test_nightly_summary_and_dashboard(tmp_path, monkeypatch):
 
     assert main(["toolchain", "--out", str(tmp_path)]) == 1
     spec = "triton==9.10.0rc1"
-    assert ran == [["compile", "--toolchain", spec], ["gate", "--toolchain", spec]]
+    assert ran == [["compile", spec], ["gate", spec]]
     summary = nightly_toolchain.load_summary(str(tmp_path))
     first, second = summary["versions"]
     assert "installed one" in first["skipped"] and second["kind"] == "pre-release"
