@@ -28,6 +28,7 @@ from perf.ci import jobs as ci_jobs
 from perf.ci import workflows as wf
 from perf.errors import ConfigError
 from perf.thresholds import load_thresholds
+from perf.vendor import VENDORS
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = ROOT / "thresholds.yaml"
@@ -95,8 +96,8 @@ def ctx(event: dict) -> SimpleNamespace:
                           "event": event},
                "needs": {"cpu": {"result": "success"}, "changes": {"result": "success", "outputs": {
                    "gpu": "true",
-                   **{f"{k}_{v}": "" for k in ("correctness", "latency") for v in ("nvidia", "amd")}}},
-                         **{f"grid_compile_{v}": {"result": "success"} for v in ("nvidia", "amd")}},
+                   **{f"{k}_{v}": "" for k in ("correctness", "latency") for v in VENDORS}}},
+                         **{f"grid_compile_{v}": {"result": "success"} for v in VENDORS}},
                "cancelled": lambda: False})
 
 
@@ -154,7 +155,7 @@ def test_on_key_reads_as_true_and_holds_the_triggers():
     assert pr[True]["pull_request"]["types"] == ["opened", "synchronize", "reopened", "labeled"]
     cron = nightly[True]["schedule"][0]["cron"]
     assert len(cron.split()) == 5
-    assert set(nightly[True]["workflow_dispatch"]["inputs"]["vendor"]["options"]) == {"all", "nvidia", "amd"}
+    assert set(nightly[True]["workflow_dispatch"]["inputs"]["vendor"]["options"]) == {"all", *VENDORS}
 
 
 # --- labels, sessions, pins ----------------------------------------------------------------
@@ -1013,7 +1014,8 @@ def test_annotations_command_prints_and_passes(tmp_path, capsys):
 
 
 def test_images_are_pinned_by_digest(tmp_path):
-    from perf.thresholds import PINNED_IMAGE, parse_thresholds
+    from perf.thresholds import parse_thresholds
+    from perf.vendor_thresholds import PINNED_IMAGE
 
     th = load_thresholds(THRESHOLDS)
     for vendor, v in th.vendors.items():
@@ -1080,7 +1082,7 @@ def test_gpu_jobs_install_the_vendor_s_management_library():
     import tomllib
 
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
-    assert list(ci_jobs.VENDOR_PACKAGES["nvidia"]) == extra
+    assert list(VENDORS["nvidia"].smi_packages) == extra
     for doc in (load(PR), load(NIGHTLY), load(BISECT), load(TOOLCHAIN)):
         for name, job in doc["jobs"].items():
             starts = [s for s in job["steps"] if s["name"].startswith("Start the ")]

@@ -102,7 +102,7 @@ def test_persistent_grid_is_sized_by_the_targets_own_sm_count(targets, name, num
     from kernels.paged_attention import heuristics
 
     t = targets[name]
-    assert t.facts.num_sms == num_sms  # the product's count (perf/static/metrics.py cites it)
+    assert t.facts.num_sms == num_sms  # the product's count (perf/vendor.py TARGETS cites it)
     # 1k keys: a short context (<= heuristics.SHORT_CONTEXT keys) would take one program per item
     batch = build_batch(Scenario.parse("llama3-8b/decode/batch128-kv1024/block16").spec(), fill=False)
     [main, *_] = plan.plan_as_if_on(t, VARIANTS["static_grid"], batch)
@@ -115,8 +115,9 @@ def test_persistent_grid_is_sized_by_the_targets_own_sm_count(targets, name, num
 
 
 def test_new_targets_carry_their_documented_limits(targets):
-    """thresholds.yaml: 227 KiB of shared memory per block on sm_100 as on sm_90, 160 KiB of
-    LDS on gfx950 against gfx942's 64 KiB; the occupancy facts agree with them."""
+    """perf/vendor.py TARGETS, through thresholds.yaml: 227 KiB of shared memory per block on
+    sm_100 as on sm_90, 160 KiB of LDS on gfx950 against gfx942's 64 KiB; the occupancy facts
+    agree with them."""
     limits = {n: (t.backend, t.arch, t.warp_size, t.max_shared_memory_bytes, t.max_registers_per_thread)
               for n, t in targets.items()}
     assert limits["sm_100"] == ("cuda", 100, 32, 227 * 1024, 255)
@@ -164,12 +165,18 @@ def test_a_base_without_fp8_formats_plans_its_only_one(targets, monkeypatch):
 
 
 def test_unknown_target_and_filter_are_config_errors(thresholds):
-    with pytest.raises(ConfigError, match=r"--targets 'sm_90,sm_1': sm_1 not in .*some of: sm_90, sm_100, "
-                                          r"gfx942, gfx950"):
+    names = ", ".join(t.name for vt in thresholds.vendors.values() for t in vt.targets)
+    with pytest.raises(ConfigError, match=rf"--targets 'sm_90,sm_1': sm_1 not in .*some of: {names}$"):
         plan.load_targets(thresholds, "sm_90,sm_1")
     broken = copy.deepcopy(thresholds.raw)
     broken["nvidia"]["compile"]["targets"][0]["name"] = "sm_77"
     with pytest.raises(ConfigError, match=r"nvidia\.compile\.targets\[0\]\.name: no hardware facts"):
+        plan.load_targets(parse_thresholds(broken, "thresholds.yaml"))  # refused with the file
+    # given every key thresholds.yaml may hold, it loads; planning needs the rest of a record
+    broken["nvidia"]["compile"]["targets"][0].update(
+        backend="cuda", arch=77, warp_size=32, max_shared_memory_bytes=1024, max_registers_per_thread=255)
+    with pytest.raises(ConfigError, match=r"nvidia\.compile\.targets\[0\]\.name: no hardware facts for "
+                                          r"'sm_77' .*; add it to perf/vendor\.py TARGETS"):
         plan.load_targets(parse_thresholds(broken, "thresholds.yaml"))
 
 
@@ -220,7 +227,7 @@ def test_misspelled_static_key_is_refused_naming_the_valid_ones(thresholds, key)
 
 
 def test_static_keys_left_out_take_the_documented_defaults(thresholds):
-    from perf.thresholds import STATIC_DEFAULTS
+    from perf.vendor_thresholds import STATIC_DEFAULTS
 
     raw = copy.deepcopy(thresholds.raw)
     raw["amd"]["compile"]["static"] = {"occupancy_drop": "fail"}
@@ -368,7 +375,7 @@ def test_shared_memory_limit_is_the_targets_own(thresholds, targets):
 def test_a_target_triton_cannot_compile_for_is_a_finding(thresholds, targets, rule, verdict):
     """One finding per such target, whatever the base, with the compiler's reason and the
     vendor's `target_not_compilable` verdict (warn by default)."""
-    from perf.thresholds import STATIC_DEFAULTS
+    from perf.vendor_thresholds import STATIC_DEFAULTS
 
     assert STATIC_DEFAULTS["target_not_compilable"] == "warn"
     raw = copy.deepcopy(thresholds.raw)
