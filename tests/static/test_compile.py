@@ -18,6 +18,7 @@ from perf.scenarios import Scenario
 from perf.static import gate, plan
 from perf.static import metrics as sm
 from perf.thresholds import load_thresholds, parse_thresholds
+from perf.vendor import TARGETS
 from perf.verdicts import Verdict
 
 
@@ -146,10 +147,11 @@ def test_fp8_scenarios_are_planned_in_each_targets_native_format(targets, monkey
     monkeypatch.setattr(plan, "bind", recording_bind)
     scenario = Scenario.parse("llama3-8b/prefill/batch8-kv1024/block16/fp8")
     plan.plan_side(["qblock", "static_grid"], [scenario], list(targets.values()))
-    every = {(t, kernel, dtype, dtype) for t, dtype in (("gfx942", FNUZ_E4M3), ("sm_90", OCP_E4M3))
-             for kernel in ("_qblock_kernel", "q_block_kernel")}
-    newer = {(t, "q_block_kernel", OCP_E4M3, OCP_E4M3) for t in ("sm_100", "gfx950")}  # static_grid only
-    assert handed == every | newer
+    kernel = {"qblock": "_qblock_kernel", "static_grid": "q_block_kernel"}
+    dtype = {fmt.name: d for d, fmt in FP8_FORMATS.items()}  # a target record's fp8 format by name
+    assert handed == {(t.name, kernel[v], dtype[TARGETS[t.name].fp8], dtype[TARGETS[t.name].fp8])
+                      for t in targets.values() for v in (t.default_variants or kernel)}
+    assert {(t, d) for t, _, d, _ in handed} >= {("gfx942", FNUZ_E4M3), ("sm_90", OCP_E4M3)}
     for dtype, fmt in FP8_FORMATS.items():  # the table's Triton names are Triton's own
         assert triton_names[str(dtype).removeprefix("torch.")] == fmt.triton
 
@@ -192,9 +194,11 @@ def test_new_targets_compile_their_default_variants_unless_named(targets):
     """sm_100 and gfx950 compile static_grid only (thresholds.yaml default_variants, CI time),
     unless `--variants` names others; sm_90 and gfx942 compile every variant."""
     scenario = Scenario.parse("llama3-8b/decode/batch1-kv128/block16")
-    for named, want in ((False, {"sm_90": {"qblock", "static_grid"}, "gfx942": {"qblock", "static_grid"},
-                                 "sm_100": {"static_grid"}, "gfx950": {"static_grid"}}),
-                        (True, {t: {"qblock", "static_grid"} for t in targets})):
+    both = {"qblock", "static_grid"}
+    default = {n: set(t.default_variants or both) for n, t in targets.items()}
+    assert (default["sm_90"], default["gfx942"], default["sm_100"], default["gfx950"]) == (
+        both, both, {"static_grid"}, {"static_grid"})
+    for named, want in ((False, default), (True, {t: both for t in targets})):
         entries, _ = plan.plan_side(["qblock", "static_grid"], [scenario], list(targets.values()),
                                     named=named)
         planned: dict[str, set] = {}
