@@ -234,7 +234,10 @@ def stop_container(v: VendorCI) -> list[dict]:
 
 
 _SUDO = 'SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"\n'
-_LOCK = {
+# Each vendor's clock lock and reset on the runner host, by its management tool and over the GPUs
+# its isolation variables name (a vendor without an entry gets no clock lock, whatever
+# runners.lock_clocks says)
+CLOCK_LOCK = {
     "nvidia": ('gpus="${CUDA_VISIBLE_DEVICES:-}"\n'
                'if $SUDO nvidia-smi ${gpus:+-i "$gpus"} --lock-gpu-clocks={mhz},{mhz}; then\n',
                'gpus="${CUDA_VISIBLE_DEVICES:-}"\n'
@@ -250,9 +253,9 @@ _LOCK = {
 
 def lock_clocks(v: VendorCI) -> list[dict]:
     """Opt-in clock lock on the runner host; never fails the job (many runners forbid it)."""
-    if not v.lock_clocks or v.vendor not in _LOCK:
+    if not v.lock_clocks or v.vendor not in CLOCK_LOCK:
         return []
-    lock = _LOCK[v.vendor][0].replace("{mhz}", str(v.lock_clocks))
+    lock = CLOCK_LOCK[v.vendor][0].replace("{mhz}", str(v.lock_clocks))
     script = (
         _SUDO + lock
         + '  echo "locked=true" >> "$GITHUB_OUTPUT"\n'
@@ -267,9 +270,9 @@ def lock_clocks(v: VendorCI) -> list[dict]:
 
 
 def restore_clocks(v: VendorCI) -> list[dict]:
-    if not v.lock_clocks or v.vendor not in _LOCK:
+    if not v.lock_clocks or v.vendor not in CLOCK_LOCK:
         return []
-    script = (_SUDO + _LOCK[v.vendor][1]
+    script = (_SUDO + CLOCK_LOCK[v.vendor][1]
               + '  || echo "::warning::could not restore the GPU clocks; reset them on this runner"\n')
     return [{"name": "Restore GPU clocks", "if": "always() && steps.lock-clocks.outputs.locked == 'true'",
              "run": script}]

@@ -54,7 +54,7 @@ def test_records_are_consistent():
         assert all(need in v.container_options for need in v.container_needs)
     for t in vendor.TARGETS.values():
         assert 0 < t.max_shared_memory_bytes <= t.shared_per_unit
-        assert t.warp_size in (32, 64) and t.num_sms > 0 and t.max_registers_per_thread > 0
+        assert t.warp_size > 0 and t.num_sms > 0 and t.max_registers_per_thread > 0
 
 
 def test_every_target_of_thresholds_yaml_has_a_record():
@@ -76,5 +76,6 @@ def test_the_torch_build_names_its_vendor(monkeypatch):
 
 def test_an_unknown_vendor_is_refused_naming_every_known_one():
     assert vendor.check_name("amd") == "amd"
-    with pytest.raises(ConfigError, match=r"^--vendor intel: unknown vendor; use one of nvidia, amd$"):
-        vendor.check_name("intel")
+    known = ", ".join(vendor.VENDORS)
+    with pytest.raises(ConfigError, match=rf"^--vendor acme: unknown vendor; use one of {known}$"):
+        vendor.check_name("acme")
