@@ -41,10 +41,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kernels import platform
 from kernels.platform import interpreter_active
 
 CHECK_VALUES_ENV = "PAGED_ATTENTION_CHECK_VALUES"  # "1": check metadata values on every call
-VENDORS = ("nvidia", "amd")  # vendors the planners can plan for (the `vendor` hint)
+# Vendors the planners can plan for (the `vendor` hint): the GPU vendors kernels/platform.py
+# detects, each with its decision tree in paged_attention/heuristics.py. perf/vendor.py's records
+# name these (tests/stages/test_vendor.py keeps them in agreement).
+VENDORS = tuple(v for v in platform.VENDORS if v != "cpu")
 
 FEATURES = (
     "sliding_window",  # keys more than window-1 positions back are masked

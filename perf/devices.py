@@ -6,7 +6,7 @@ the GPU. The nightly sets it in each worker's environment (perf/nightly/shard.py
 pytest-xdist worker sets it in tests/conftest.py, before torch initialises CUDA, from its
 worker id (gw0, gw1, ...) and the pool its controller exported in PERF_GPU_POOL before it
 started the workers. A runner that confines a job to some GPUs with its own variable
-(perf/ci/workflows.py ISOLATION_ENV) is respected: the pool is that list, never the host's
+(perf/vendor.py Vendor.visible_devices) is respected: the pool is that list, never the host's
 other GPUs. Nothing here imports torch at import time.
 """
 
@@ -16,8 +16,9 @@ import os
 import re
 from dataclasses import dataclass
 
+from perf import vendor as vendor_mod
+
 POOL_ENV = "PERF_GPU_POOL"  # "<VARIABLE>=<device>,<device>,...", exported by the controller
-VARIABLE = {"nvidia": "CUDA_VISIBLE_DEVICES", "amd": "HIP_VISIBLE_DEVICES"}
 # xdist workers per CPU under `-n auto`, dealt round-robin over the GPUs. The grid is bound by
 # Triton's compiler, not the GPU: NVIDIA H100 80GB HBM3, 16 cores, 2026-11-26: 16 workers ran
 # 6,606 tests in ~9.4 min, 85% of worker time inside Triton's compilation, CPU 98% busy, GPU <1%
@@ -29,7 +30,7 @@ WORKERS_PER_CPU = 1
 class Pool:
     """The devices workers are dealt, and the variable that confines a process to one."""
 
-    variable: str  # CUDA_VISIBLE_DEVICES | HIP_VISIBLE_DEVICES
+    variable: str  # its vendor's visible_devices: CUDA_VISIBLE_DEVICES | HIP_VISIBLE_DEVICES
     devices: tuple[str, ...]  # the values a worker's variable takes (indices or UUIDs)
     interpreter: bool = False  # no GPU: stand-in devices, each worker sees none (the interpreter)
 
@@ -47,7 +48,7 @@ class Pool:
     def decode(cls, text: str) -> Pool | None:
         variable, _, devices = text.partition("=")
         found = tuple(d for d in devices.split(",") if d.strip())
-        if variable not in VARIABLE.values() or not found:
+        if variable not in {v.visible_devices for v in vendor_mod.VENDORS.values()} or not found:
             return None
         return cls(variable, found)
 
@@ -56,15 +57,13 @@ def host_pool() -> Pool | None:
     """This process's GPUs as a pool (None without a GPU): the runner's list when its
     variable is set, else 0..N-1. Asks torch, which must not matter for this process's own
     device (a controller or a driver that runs no kernels itself)."""
-    from perf import vendor
-
-    found = vendor.detect()
+    found = vendor_mod.detect()
     if found is None:
         return None
     import torch
 
     count = torch.cuda.device_count()
-    variable = VARIABLE[found]
+    variable = vendor_mod.VENDORS[found].visible_devices
     listed = [d.strip() for d in os.environ.get(variable, "").split(",") if d.strip()]
     devices = tuple(listed[:count]) if listed else tuple(str(i) for i in range(count))
     return Pool(variable, devices) if devices else None
@@ -72,7 +71,8 @@ def host_pool() -> Pool | None:
 
 def interpreter_pool(count: int) -> Pool:
     """`count` stand-in devices for trying the sharding without a GPU (Triton's interpreter)."""
-    return Pool(VARIABLE["nvidia"], tuple(f"cpu{i}" for i in range(count)), interpreter=True)
+    variable = vendor_mod.VENDORS[vendor_mod.INTERPRETER_VENDOR].visible_devices
+    return Pool(variable, tuple(f"cpu{i}" for i in range(count)), interpreter=True)
 
 
 def worker_index(worker_id: str | None) -> int | None:

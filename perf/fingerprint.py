@@ -34,6 +34,8 @@ import re
 import socket
 import sys
 
+from perf import vendor as vendor_mod
+
 SCHEMA = 1
 TOOLCHAIN_FIELDS = ("triton", "triton_commit", "torch")
 ENVIRONMENT_FIELDS = ("driver", "vbios", "runtime", "image_digest", "gpu_model", "gpu_uuid", "runner")
@@ -234,6 +236,23 @@ def _amd_ids(props) -> tuple[str | None, str | None]:
     return text, pci
 
 
+def _nvml_device(torch, props) -> dict:
+    uuid = _uuid_of(props)
+    if uuid is None:
+        raise _Unavailable(f"torch {torch.__version__} gives no device UUID (torch >= 2.3 does)")
+    return _nvml(uuid)
+
+
+def _amdsmi_device(torch, props) -> dict:
+    return _amdsmi(*_amd_ids(props))
+
+
+# Each vendor's management library (perf/vendor.py Vendor.smi): its answers for torch's device
+# (torch, properties), and for a UUID a fingerprint recorded.
+_BY_DEVICE = {"nvml": _nvml_device, "amdsmi": _amdsmi_device}
+_BY_UUID = {"nvml": _nvml, "amdsmi": lambda uuid: _amdsmi(uuid, None)}
+
+
 # --- the fingerprint --------------------------------------------------------------------------
 
 
@@ -288,7 +307,6 @@ def collect(device_index: int | None = None) -> dict:
     except ImportError as e:
         fp["torch"], fp["runtime"] = None, None
         why["torch"] = why["runtime"] = f"torch is not importable ({e})"
-        hip = None
     fp["triton"], fp["triton_commit"], commit_why = _triton()
     if commit_why:
         why["triton_commit"] = commit_why
@@ -298,7 +316,7 @@ def collect(device_index: int | None = None) -> dict:
     if fp["image_digest"] is None:
         why["image_digest"] = f"{IMAGE_DIGEST_ENV} is not set (the GPU workflows set it: docs/nightly.md)"
     fp["runner"] = os.environ.get("RUNNER_NAME") or socket.gethostname()
-    device = _device(device_index, hip)
+    device = _device(device_index)
     fp["vendor"] = device.pop("vendor")
     interpreter = device.pop("interpreter", None)
     if interpreter:
@@ -317,7 +335,7 @@ def collect(device_index: int | None = None) -> dict:
     return {k: fp.get(k) for k in FIELDS} | {k: v for k, v in fp.items() if k not in FIELDS}
 
 
-def _device(device_index: int | None, hip) -> dict:
+def _device(device_index: int | None) -> dict:
     """The device part of a fingerprint: vendor, model, UUID, VBIOS, driver, a clocks reading."""
     try:
         torch, index, props = _torch_device(device_index)
@@ -326,20 +344,14 @@ def _device(device_index: int | None, hip) -> dict:
         return {"vendor": "cpu", "interpreter": interpreter, **_empty(str(e))}
     except Exception as e:  # a driver that fails under torch: say so, measure nothing wrong
         return {"vendor": None, **_empty(f"torch could not describe device {device_index}: {e}")}
-    vendor = "amd" if hip else "nvidia"
+    vendor = vendor_mod.built_for(torch) or vendor_mod.INTERPRETER_VENDOR
+    smi = vendor_mod.VENDORS[vendor].smi
     name = getattr(props, "name", None)
     try:
-        if vendor == "nvidia":
-            uuid = _uuid_of(props)
-            if uuid is None:
-                raise _Unavailable(f"torch {torch.__version__} gives no device UUID (torch >= 2.3 does)")
-            found = _nvml(uuid)
-        else:
-            uuid, pci = _amd_ids(props)
-            found = _amdsmi(uuid, pci)
+        found = _BY_DEVICE[smi](torch, props)
     except _Unavailable as e:
         uuid = _uuid_of(props)
-        if vendor == "nvidia" and uuid and not uuid.startswith(("GPU-", "MIG-")):
+        if smi == "nvml" and uuid and not uuid.startswith(("GPU-", "MIG-")):
             uuid = f"GPU-{uuid}"  # NVML's form, as when NVML answers
         return {"vendor": vendor, **_empty(str(e)), "gpu_model": name, "gpu_uuid": uuid}
     found["vendor"] = vendor
@@ -351,10 +363,10 @@ def _device(device_index: int | None, hip) -> dict:
 def read_clocks(fp: dict) -> dict | None:
     """A clocks reading now, of the device of fingerprint `fp` (by its UUID); None without one."""
     uuid = fp.get("gpu_uuid")
-    if not uuid or fp.get("vendor") not in ("nvidia", "amd"):
+    if not uuid or fp.get("vendor") not in vendor_mod.VENDORS:
         return None
     try:
-        found = _nvml(uuid) if fp["vendor"] == "nvidia" else _amdsmi(uuid, None)
+        found = _BY_UUID[vendor_mod.VENDORS[fp["vendor"]].smi](uuid)
         return found.get("clocks")
     except _Unavailable as e:
         return {"time": _now(), "sm_mhz": None, "mem_mhz": None, "throttle": None, "why": {"clocks": str(e)}}

@@ -41,7 +41,8 @@ SHORT_PREFILL_KEYS = 2048
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
 # the NVIDIA tree swept on an H200 and an MI355X (gfx950, 256 CUs) the AMD tree written for
 # MI300, each sized by its own SM/CU count (the device's, or the static gate's `num_sms`
-# hint). Unmeasured defaults there: nobody has swept a B200 or an MI350 yet.
+# hint). Unmeasured defaults there: nobody has swept a B200 or an MI350 yet. One per vendor of
+# kernels.inputs.VENDORS; perf/vendor.py's records name the product (Vendor.default_target).
 DEFAULT_NUM_SMS = {"nvidia": 132, "amd": 304}
 
 

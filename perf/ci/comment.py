@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from perf import files
 from perf.ci.jobs import CPU_JOB, DASHBOARD_VARIABLE, TRUST_LABEL, dashboard_link, dashboard_url, is_gpu_job
 from perf.errors import EXIT_OK, ConfigError
+from perf.vendor import VENDORS
 from perf.verdicts import Verdict, counts, load_findings
 
 MARKER = "<!-- perf-gate:{vendor} -->"  # the comment's first line: how the workflow finds it again
@@ -293,7 +294,7 @@ def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("findings", nargs="*", help="findings.json files of the latency and static gates")
-    parser.add_argument("--vendor", required=True, choices=("nvidia", "amd"), help="whose comment")
+    parser.add_argument("--vendor", required=True, choices=VENDORS, help="whose comment")
     parser.add_argument("--run-url", default="", help="the PR run's page (links to artifacts, summaries)")
     parser.add_argument("--jobs", default=None, metavar="JOBS.json",
                         help="GitHub's jobs of the run (`gh api repos/R/actions/runs/ID/jobs`)")

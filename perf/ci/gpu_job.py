@@ -25,7 +25,8 @@ from pathlib import Path
 
 from perf.ci.jobs import GRID_STEP, NOX, PR_GPU_COMMANDS, Command
 from perf.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError
-from perf.thresholds import DEFAULT_PATH, VENDORS, load_thresholds
+from perf.thresholds import DEFAULT_PATH, load_thresholds
+from perf.vendor import VENDORS, built_for
 
 
 def verify_torch(vendor: str) -> int:
@@ -35,13 +36,12 @@ def verify_torch(vendor: str) -> int:
     from kernels import platform
 
     gpu_steps = ", ".join(f"'{c.title(vendor)}'" for c in PR_GPU_COMMANDS if c.gpu and c.id != "verify")
-    build = (f"ROCm {torch.version.hip}" if torch.version.hip else
-             f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU-only")
+    built = built_for(torch)
+    build = (f"{VENDORS[built].runtime} {getattr(torch.version, VENDORS[built].backend)}" if built else
+             "CPU-only")
     problem = None
-    if vendor == "nvidia" and (torch.version.cuda is None or torch.version.hip is not None):
-        problem = f"torch {torch.__version__} is the {build} build, not a CUDA build"
-    elif vendor == "amd" and torch.version.hip is None:
-        problem = f"torch {torch.__version__} is the {build} build, not a ROCm build"
+    if built != vendor:
+        problem = f"torch {torch.__version__} is the {build} build, not a {VENDORS[vendor].runtime} build"
     elif not torch.cuda.is_available():
         problem = f"torch {torch.__version__} ({build}) sees no GPU"
     elif platform.interpreter_active():

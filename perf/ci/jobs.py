@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from perf.change.plan import GRID, KINDS, LATENCY
 from perf.ci.grid import TESTS as GRID_TESTS
+from perf.vendor import VENDORS
 
 NOX = "nox==2026.10.20"  # the version .ci/run installs
 RESULTS_DIR = "results"  # where gates write results JSON, reports and plots (gitignored /results/)
@@ -25,9 +26,7 @@ GPU_JOB_PACKAGES = (NOX, "pytest>=8", "pytest-xdist>=3", "pytest-benchmark>=4", 
                     "scipy>=1.11", "rich>=13", "matplotlib>=3.8")
 NIGHTLY_PACKAGES = ("asv>=0.6",)
 # Beside those, per vendor: the GPU management library the environment fingerprint reads
-# (perf/fingerprint.py; pyproject.toml's extra `gpu`). nvidia-ml-py (`import pynvml`) declares no
-# dependencies, so it moves nothing of the image; 12.535 has NVML's current clock-event names.
-VENDOR_PACKAGES = {"nvidia": ("nvidia-ml-py>=12.535",), "amd": ()}
+# (perf/fingerprint.py), as its record names it (perf/vendor.py Vendor.smi_packages).
 # amdsmi is no package of an index: ROCm ships its Python module in share/amd_smi, and PyTorch's
 # ROCm CI images install it from there (.ci/docker/common/install_amdsmi.sh); where the image's
 # Python cannot import it, the job does the same (copied first: the build writes into its folder;
@@ -43,7 +42,7 @@ AMDSMI_FROM_ROCM = (
 
 def gpu_job_packages(vendor: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     """What a GPU job of `vendor` installs next to the image's torch and triton."""
-    return (*GPU_JOB_PACKAGES, *extra, *VENDOR_PACKAGES.get(vendor, ()))
+    return (*GPU_JOB_PACKAGES, *extra, *VENDORS[vendor].smi_packages)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ lines (`; NumVgprs:`, `; NumAgprs:`, `; Occupancy:`). Shared memory (LDS on AMD)
 `metadata.shared`: triton allocates it dynamically at launch, so the binaries' static
 sizes read 0.
 
-Occupancy is computed here from the hardware facts below, because neither compiler
-knows the dynamic shared memory: resident warps per SM on NVIDIA (the rules of the CUDA
-occupancy calculator), waves per SIMD on AMD (the compiler's register-limited
+Occupancy is computed here from the hardware facts of perf/vendor.py TARGETS, because
+neither compiler knows the dynamic shared memory: resident warps per SM on NVIDIA (the rules
+of the CUDA occupancy calculator), waves per SIMD on AMD (the compiler's register-limited
 `; Occupancy:` capped by what the LDS allows).
 """
 
@@ -21,58 +21,17 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from dataclasses import dataclass
+
+from perf.vendor import TARGETS, Target
 
 # Bump when a parser or formula changes: cached metrics of older versions are recomputed.
 METRICS_VERSION = 6  # 4: compile_cpu_s; 5: instruction counts; 6: one target per process (build.TargetPools)
 
 
-@dataclass(frozen=True)
-class TargetFacts:
-    """Hardware facts of one compile target, for planning "as if on it" and for occupancy."""
-
-    vendor: str  # nvidia | amd
-    device_name: str  # the product the target stands for (planning only)
-    num_sms: int  # SMs / CUs of that product (heuristics size grids with it)
-    warp_size: int
-    max_warps_per_unit: int  # resident warps per SM (NVIDIA) / waves per SIMD (AMD)
-    registers_per_unit: int  # 32-bit registers per SM (NVIDIA) / VGPRs per lane per SIMD (AMD)
-    register_granule: int  # allocation unit: registers per warp (NVIDIA) / VGPRs per lane (AMD)
-    shared_per_unit: int  # shared memory per SM (NVIDIA) / LDS per CU (AMD), bytes
-    shared_reserved_per_block: int  # bytes the driver reserves per block (NVIDIA: 1 KiB)
-    max_blocks_per_unit: int  # resident blocks per SM (NVIDIA); 0 = no separate limit
-    simds_per_unit: int  # SIMDs per CU (AMD); 1 on NVIDIA
-    source: str
-
-
-# Sources: NVIDIA CUDA C++ Programming Guide, "Technical Specifications per Compute
-# Capability" (compute capabilities 8.0, 9.0, 10.0) and the CUDA Occupancy Calculator's
-# allocation rules (registers in units of 256 per warp, 1 KiB reserved shared memory per
-# block); SM counts from the A100/H100 SXM5 datasheets. sm_100: NVIDIA Blackwell Tuning
-# Guide ("Unified Shared Memory/L1/Texture Cache": 228 KB of shared memory per SM, 1 KB
-# reserved per block) and NVIDIA CCCL libcudacxx cuda/__device/arch_traits.h traits<sm_100>
-# (the same, 32 blocks and 2048 threads per SM, 64 K registers per SM); B200's 148 SMs
-# (2 dies x 74) from Chips and Cheese's "Nvidia's B200" (2025), NVIDIA's B200 pages giving no
-# SM count. AMD: "AMD Instinct MI300 CDNA3 ISA" and ROCm's "GPU hardware specifications"
-# table (8 waves per SIMD, 512 VGPRs per lane in wave64 with the unified AGPR file, granule
-# 8, LDS 64 KiB per CU on CDNA2/3 and 160 KiB on CDNA4, MI355X/MI350X: 256 CUs, wavefront
-# 64, VGPR file 512 KiB per CU); CU counts of MI250X (per GCD), MI300X and MI355X. gfx950's
-# 8 waves per SIMD and 4 SIMDs per CU are CDNA3's, not confirmed from a CDNA4 ISA guide
-# here (the AMD occupancy reads the compiler's own `; Occupancy:`, which knows gfx950).
-TARGET_FACTS: dict[str, TargetFacts] = {
-    "sm_80": TargetFacts("nvidia", "NVIDIA A100-SXM4-80GB", 108, 32, 64, 65536, 256, 167936, 1024, 32, 1,
-                         "CUDA C++ Programming Guide, compute capability 8.0"),
-    "sm_90": TargetFacts("nvidia", "NVIDIA H100 80GB HBM3", 132, 32, 64, 65536, 256, 233472, 1024, 32, 1,
-                         "CUDA C++ Programming Guide, compute capability 9.0"),
-    "sm_100": TargetFacts("nvidia", "NVIDIA B200", 148, 32, 64, 65536, 256, 233472, 1024, 32, 1,
-                          "Blackwell Tuning Guide; CCCL arch_traits.h sm_100; B200: 148 SMs"),
-    "gfx90a": TargetFacts("amd", "AMD Instinct MI250X", 110, 64, 8, 512, 8, 65536, 0, 0, 4,
-                          "AMD CDNA2 ISA; ROCm GPU hardware specifications"),
-    "gfx942": TargetFacts("amd", "AMD Instinct MI300X", 304, 64, 8, 512, 8, 65536, 0, 0, 4,
-                          "AMD CDNA3 ISA; ROCm GPU hardware specifications"),
-    "gfx950": TargetFacts("amd", "AMD Instinct MI355X", 256, 64, 8, 512, 8, 163840, 0, 0, 4,
-                          "ROCm GPU hardware specifications (MI355X: 256 CUs, LDS 160 KiB)"),
-}
+# The hardware facts of each compile target, for planning "as if on" it and for occupancy: the
+# records of perf/vendor.py TARGETS (each cites its sources there).
+TargetFacts = Target
+TARGET_FACTS: dict[str, Target] = TARGETS
 
 # Instruction counts by kind (`count_instructions`, below)
 INSTRUCTION_COUNTS = ("global_loads", "global_stores", "shared_loads", "shared_stores", "tensor_ops")

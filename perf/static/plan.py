@@ -57,7 +57,7 @@ def load_targets(thresholds, only: str | None = None, registered=None) -> list[T
                 raise ConfigError(
                     f"{where}.name: no hardware facts for "
                     f"{t.name!r} (known: {', '.join(sm.TARGET_FACTS)}); add it to "
-                    f"perf/static/metrics.py TARGET_FACTS or use a known name")
+                    f"perf/vendor.py TARGETS or use a known name")
             if registered is not None and t.default_variants:
                 validate.variants(",".join(t.default_variants), registered, flag=f"{where}.default_variants:")
             out.append(Target(t.name, vendor, t.backend, t.arch, t.warp_size, t.max_shared_memory_bytes,

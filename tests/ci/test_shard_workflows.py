@@ -12,6 +12,7 @@ import yaml
 
 from perf.ci import jobs
 from perf.ci import workflows as wf
+from perf.ci.steps import HOSTED_RUNNER
 from perf.errors import ConfigError
 from perf.nightly import DEFAULT_OUT, shard
 from perf.thresholds import load_thresholds
@@ -62,7 +63,7 @@ def test_a_vendor_over_three_runners_gets_a_matrix_and_a_merge_job(tmp_path):
     assert os.path.join(DEFAULT_OUT, shard.PARTS_DIR) == jobs.NIGHTLY_PARTS_DIR
     part_names = [upload[0]["with"]["name"].replace("${{ matrix.shard }}", str(i)) for i in (1, 2, 3)]
 
-    assert merge["needs"] == "nightly-nvidia" and merge["runs-on"] == wf.HOSTED_RUNNER
+    assert merge["needs"] == "nightly-nvidia" and merge["runs-on"] == HOSTED_RUNNER
     download = [s for s in merge["steps"] if "download-artifact" in s.get("uses", "")][0]["with"]
     assert all(fnmatch.fnmatchcase(n, download["pattern"]) for n in part_names)
     assert not fnmatch.fnmatchcase("nightly-nvidia-results", download["pattern"])

@@ -23,11 +23,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from perf.ci import comment, gpu_job
+from perf.ci import comment, gpu_job, nightly_yml, pr_yml
 from perf.ci import jobs as ci_jobs
+from perf.ci import steps as ci_steps
 from perf.ci import workflows as wf
 from perf.errors import ConfigError
 from perf.thresholds import load_thresholds
+from perf.vendor import VENDORS
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = ROOT / "thresholds.yaml"
@@ -95,8 +97,8 @@ def ctx(event: dict) -> SimpleNamespace:
                           "event": event},
                "needs": {"cpu": {"result": "success"}, "changes": {"result": "success", "outputs": {
                    "gpu": "true",
-                   **{f"{k}_{v}": "" for k in ("correctness", "latency") for v in ("nvidia", "amd")}}},
-                         **{f"grid_compile_{v}": {"result": "success"} for v in ("nvidia", "amd")}},
+                   **{f"{k}_{v}": "" for k in ("correctness", "latency") for v in VENDORS}}},
+                         **{f"grid_compile_{v}": {"result": "success"} for v in VENDORS}},
                "cancelled": lambda: False})
 
 
@@ -154,7 +156,7 @@ def test_on_key_reads_as_true_and_holds_the_triggers():
     assert pr[True]["pull_request"]["types"] == ["opened", "synchronize", "reopened", "labeled"]
     cron = nightly[True]["schedule"][0]["cron"]
     assert len(cron.split()) == 5
-    assert set(nightly[True]["workflow_dispatch"]["inputs"]["vendor"]["options"]) == {"all", "nvidia", "amd"}
+    assert set(nightly[True]["workflow_dispatch"]["inputs"]["vendor"]["options"]) == {"all", *VENDORS}
 
 
 # --- labels, sessions, pins ----------------------------------------------------------------
@@ -168,10 +170,10 @@ def test_runner_labels_come_from_thresholds(tmp_path):
         assert pr["jobs"][f"gpu-{vendor}"]["runs-on"] == list(v.runners.labels)
         assert nightly["jobs"][f"nightly-{vendor}"]["runs-on"] == list(v.runners.labels)
         assert pr["jobs"][f"gpu-{vendor}"]["env"]["CI_IMAGE"] == v.runners.container
-        custom |= set(v.runners.labels) - wf.BUILTIN_LABELS
+        custom |= set(v.runners.labels) - ci_steps.BUILTIN_LABELS
     assert set(load(ROOT / ".github/actionlint.yaml")["self-hosted-runner"]["labels"]) == custom
     # Only self-hosted GPU jobs use self-hosted labels; the CPU and Pages jobs stay on hosted runners.
-    assert pr["jobs"]["cpu"]["runs-on"] == wf.HOSTED_RUNNER == nightly["jobs"]["pages"]["runs-on"]
+    assert pr["jobs"]["cpu"]["runs-on"] == ci_steps.HOSTED_RUNNER == nightly["jobs"]["pages"]["runs-on"]
 
     # A new label in thresholds.yaml reaches the jobs and actionlint's configuration.
     text = THRESHOLDS.read_text().replace("nvidia-h100]", "nvidia-h200]")
@@ -208,7 +210,7 @@ def test_every_action_is_pinned_to_a_commit():
             pinned = re.fullmatch(r"[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}", u)
             assert pinned, f"{path.name}: {u} is not pinned to a commit"
             assert re.search(rf"uses: {re.escape(u)} # v\d+\.\d+\.\d+$", text, re.M), f"{u}: no version"
-    assert len({p.sha for p in wf.ACTIONS.values() if p.action.startswith("actions/cache")}) == 1
+    assert len({p.sha for p in ci_steps.ACTIONS.values() if p.action.startswith("actions/cache")}) == 1
 
 
 # --- what the jobs do ----------------------------------------------------------------------
@@ -286,14 +288,17 @@ def test_amd_container_options_are_validated(tmp_path):
 
 
 def test_clock_locking_is_opt_in_and_always_restored():
-    vendors = wf.vendors_from(load_thresholds(THRESHOLDS))
+    vendors = ci_steps.vendors_from(load_thresholds(THRESHOLDS))
     assert all(v.lock_clocks is None for v in vendors)  # thresholds.yaml does not opt in
-    steps = [s["name"] for j in wf.build_pr(vendors)["jobs"].values() for s in j["steps"]]
+    steps = [s["name"] for j in pr_yml.build_pr(vendors)["jobs"].values() for s in j["steps"]]
     assert not [n for n in steps if "clocks" in n]
     locked = [dataclasses.replace(v, lock_clocks=1755) for v in vendors]
-    jobs = wf.build_pr(locked)["jobs"]
+    jobs = pr_yml.build_pr(locked)["jobs"]
     for v in locked:
         names = [s["name"] for s in jobs[f"gpu-{v.vendor}"]["steps"]]
+        if v.vendor not in ci_steps.CLOCK_LOCK:  # no lock command known for it: nothing to lock
+            assert not [n for n in names if "clocks" in n]
+            continue
         lock = names.index("Lock GPU clocks at 1755 MHz (where permitted)")
         restore = names.index("Restore GPU clocks")
         assert lock < names.index(ci_jobs.VERIFY.title(v.vendor)) < restore
@@ -341,7 +346,7 @@ def test_comment_workflow_runs_after_the_pr_run_with_the_least_permissions():
     # The PR's own workflow keeps a read-only token in every job: only pr-comment.yml can write.
     assert pr["permissions"] == {"contents": "read"}
     assert all("permissions" not in j for j in pr["jobs"].values())
-    assert job["runs-on"] == wf.HOSTED_RUNNER
+    assert job["runs-on"] == ci_steps.HOSTED_RUNNER
 
     def run(event, conclusion):
         return SimpleNamespace(github=SimpleNamespace(event=SimpleNamespace(
@@ -562,7 +567,7 @@ def test_only_the_issues_job_may_write_issues_and_it_runs_nothing_measured():
     for v in vendors:
         job = doc["jobs"][f"nightly-{v}-issues"]
         assert job["permissions"] == {"contents": "read", "issues": "write"}
-        assert job["runs-on"] == wf.HOSTED_RUNNER and job["needs"] == f"nightly-{v}"
+        assert job["runs-on"] == ci_steps.HOSTED_RUNNER and job["needs"] == f"nightly-{v}"
         for issues_out, runs in (("true", True), ("", False)):  # no plan: the job is skipped
             context = SimpleNamespace(needs=SimpleNamespace(gpu=SimpleNamespace(
                 outputs=SimpleNamespace(issues=issues_out))))
@@ -692,7 +697,7 @@ def test_no_workflow_skips_by_paths_and_gpu_jobs_skip_by_job_level_if():
         for trigger in load(path)[True].values():
             assert not (isinstance(trigger, dict) and {"paths", "paths-ignore"} & set(trigger)), path.name
     jobs = load(PR)["jobs"]
-    assert jobs["changes"]["runs-on"] == wf.HOSTED_RUNNER and "permissions" not in jobs["changes"]
+    assert jobs["changes"]["runs-on"] == ci_steps.HOSTED_RUNNER and "permissions" not in jobs["changes"]
     for name, job in jobs.items():
         if not name.startswith("gpu-"):
             continue
@@ -1013,7 +1018,8 @@ def test_annotations_command_prints_and_passes(tmp_path, capsys):
 
 
 def test_images_are_pinned_by_digest(tmp_path):
-    from perf.thresholds import PINNED_IMAGE, parse_thresholds
+    from perf.thresholds import parse_thresholds
+    from perf.vendor_thresholds import PINNED_IMAGE
 
     th = load_thresholds(THRESHOLDS)
     for vendor, v in th.vendors.items():
@@ -1050,7 +1056,7 @@ def test_gpu_jobs_pass_the_image_digest_to_the_fingerprint():
     for doc in (load(PR), load(NIGHTLY), load(BISECT), load(TOOLCHAIN)):
         for name, job in doc["jobs"].items():
             env = job.get("env", {})
-            if job["runs-on"] == wf.HOSTED_RUNNER:  # the grid compile job: the image, no GPU, no fingerprint
+            if job["runs-on"] == ci_steps.HOSTED_RUNNER:  # the grid compile job: image, no GPU or fingerprint
                 continue
             if "CI_IMAGE" not in env:
                 assert fingerprint.IMAGE_DIGEST_ENV not in env, name
@@ -1080,7 +1086,7 @@ def test_gpu_jobs_install_the_vendor_s_management_library():
     import tomllib
 
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
-    assert list(ci_jobs.VENDOR_PACKAGES["nvidia"]) == extra
+    assert list(VENDORS["nvidia"].smi_packages) == extra
     for doc in (load(PR), load(NIGHTLY), load(BISECT), load(TOOLCHAIN)):
         for name, job in doc["jobs"].items():
             starts = [s for s in job["steps"] if s["name"].startswith("Start the ")]
@@ -1090,11 +1096,14 @@ def test_gpu_jobs_install_the_vendor_s_management_library():
             (install,) = [x for x in run.splitlines() if "pip install" in x and "amd_smi" not in x]
             words = shlex.split(install)
             assert not any(w.split(">")[0].split("=")[0] in ("torch", "triton") for w in words), name
-            if name.endswith("nvidia"):
-                assert "nvidia-ml-py>=12.535" in words and "amdsmi" not in run, name
-            else:
-                assert "nvidia-ml-py" not in run and ci_jobs.AMDSMI_FROM_ROCM in shlex.split(
+            record = VENDORS[next(v for v in VENDORS if name.endswith(v))]
+            others = {p for v in VENDORS.values() if v is not record for p in v.smi_packages}
+            assert set(record.smi_packages) <= set(words) and not others & set(words), name
+            if record.smi == "amdsmi":
+                assert ci_jobs.AMDSMI_FROM_ROCM in shlex.split(
                     [x for x in run.splitlines() if "amd_smi" in x][0]), name
+            else:
+                assert "amdsmi" not in run, name
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -1133,7 +1142,8 @@ def test_bisect_dispatch_checks_its_inputs_before_a_gpu_runner(tmp_path):
     inputs = doc[True]["workflow_dispatch"]["inputs"]
     assert set(inputs) == {"good", "bad", "scenario", "variant", "vendor", "budget"}
     assert inputs["vendor"]["options"] == list(load_thresholds(THRESHOLDS).vendors)
-    assert doc["jobs"]["inputs"]["runs-on"] == wf.HOSTED_RUNNER and doc["permissions"] == {"contents": "read"}
+    assert doc["jobs"]["inputs"]["runs-on"] == ci_steps.HOSTED_RUNNER
+    assert doc["permissions"] == {"contents": "read"}
     for vendor in inputs["vendor"]["options"]:
         job = doc["jobs"][f"bisect-{vendor}"]
         assert job["needs"] == "inputs"
@@ -1239,7 +1249,7 @@ def test_git_sees_the_token_in_its_environment_for_one_command(tmp_path):
         assert files["seen"].read_text().splitlines() == ["1", "http.https://github.com/.extraheader", header]
         assert f"::add-mask::{header.split()[-1]}" in done.stdout
         words = files["args"].read_text().splitlines()
-        assert [words[i + 1] for i, w in enumerate(words) if w == "--env"] == list(wf._GIT_AUTH_ENV)
+        assert [words[i + 1] for i, w in enumerate(words) if w == "--env"] == list(nightly_yml._GIT_AUTH_ENV)
         assert words[-2:] == ["--data", "/rt/perf-data"] and "nightly" in words and step_id in words
         if step_id == "checkout":
             assert files["env"].read_text() == "PERF_DATA=/rt/perf-data\n"  # for the later steps
@@ -1248,9 +1258,9 @@ def test_git_sees_the_token_in_its_environment_for_one_command(tmp_path):
 def test_heartbeat_runs_on_its_own_schedule_on_a_hosted_runner():
     doc = load(NIGHTLY)
     crons = [c["cron"] for c in doc[True]["schedule"]]
-    assert crons == [wf.NIGHTLY_CRON, wf.HEARTBEAT_CRON]
+    assert crons == [ci_steps.NIGHTLY_CRON, ci_steps.HEARTBEAT_CRON]
     job = doc["jobs"]["heartbeat"]
-    assert job["runs-on"] == wf.HOSTED_RUNNER and "needs" not in job
+    assert job["runs-on"] == ci_steps.HOSTED_RUNNER and "needs" not in job
     assert job["permissions"] == {"contents": "read", "issues": "write"}
     run = next(s["run"] for s in job["steps"] if s.get("id") == "heartbeat")
     command = "python -m perf nightly heartbeat --branch perf-data --max-age-hours 36"  # the contract's
@@ -1258,8 +1268,8 @@ def test_heartbeat_runs_on_its_own_schedule_on_a_hosted_runner():
     from perf.nightly import heartbeat, store
 
     assert ci_jobs.HEARTBEAT_MAX_AGE_HOURS == heartbeat.MAX_AGE_HOURS and ci_jobs.DATA_BRANCH == store.BRANCH
-    schedule = SimpleNamespace(event_name="schedule", event=SimpleNamespace(schedule=wf.HEARTBEAT_CRON))
-    nightly = SimpleNamespace(event_name="schedule", event=SimpleNamespace(schedule=wf.NIGHTLY_CRON))
+    schedule = SimpleNamespace(event_name="schedule", event=SimpleNamespace(schedule=ci_steps.HEARTBEAT_CRON))
+    nightly = SimpleNamespace(event_name="schedule", event=SimpleNamespace(schedule=ci_steps.NIGHTLY_CRON))
     for github, beat in ((schedule, True), (nightly, False)):
         context = SimpleNamespace(github=github, inputs=SimpleNamespace(vendor=""), cancelled=lambda: False)
         assert evaluate(job["if"], context) is beat
@@ -1325,7 +1335,7 @@ def test_a_grid_compile_matrix_per_vendor_in_the_gpu_job_s_pinned_image_without_
     n = ci_jobs.GRID_COMPILE_SHARDS
     for vendor, job in compile_jobs.items():
         gpu = pr["jobs"][f"gpu-{vendor}"]
-        assert job["needs"] == "changes" and job["runs-on"] == wf.HOSTED_RUNNER
+        assert job["needs"] == "changes" and job["runs-on"] == ci_steps.HOSTED_RUNNER
         assert job["strategy"] == {"fail-fast": False, "matrix": {"shard": list(range(1, n + 1))}}
         assert job["env"]["GRID_SHARD"] == f"${{{{ matrix.shard }}}}/{n}"
         # The GPU job's very image, pinned by its digest.
@@ -1347,7 +1357,7 @@ def test_a_grid_compile_matrix_per_vendor_in_the_gpu_job_s_pinned_image_without_
         names = [s["name"] for s in job["steps"]]
         (free,) = [s for s in job["steps"] if s["name"].startswith("Free disk space")]
         assert names.index(free["name"]) < names.index(step["name"])
-        for folder in wf.HOSTED_TOOLCHAINS:
+        for folder in pr_yml.HOSTED_TOOLCHAINS:
             assert folder in free["run"]
         (plan,) = [s for s in job["steps"]
                    if s.get("with", {}).get("name") == ci_jobs.grid_plan_artifact(vendor)]

@@ -40,8 +40,8 @@ def test_asv_conf_has_what_the_nightly_and_the_workflow_need():
     assert conf["branches"] == ["HEAD"] and conf["version"] == 1
     assert Path(conf["_benchmark_dir"]) == ROOT / "perf" / "asv"
     assert (Path(conf["_benchmark_dir"]) / "benchmarks.py").is_file()
-    # .github/workflows/nightly.yml caches and uploads these two folders (perf/ci/workflows.py reads them).
-    from perf.ci.workflows import _asv_dirs
+    # .github/workflows/nightly.yml caches and uploads these two folders (perf/ci/nightly_yml.py reads them).
+    from perf.ci.nightly_yml import _asv_dirs
 
     assert _asv_dirs(ROOT) == (".asv/results", ".asv/html")
     assert (conf["results_dir"], conf["html_dir"]) == (".asv/results", ".asv/html")

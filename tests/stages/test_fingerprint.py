@@ -268,6 +268,20 @@ def test_amd_devices_are_found_by_uuid_or_pci_address_in_any_order(monkeypatch, 
     assert fp["clocks"]["start"] == {**fp["clocks"]["start"], "sm_mhz": 2100, "mem_mhz": 1300, "throttle": []}
 
 
+def test_every_vendors_library_is_read_by_device_and_by_uuid(monkeypatch):
+    """The fingerprint asks the management library of the vendor's record (perf/vendor.py
+    Vendor.smi) for torch's device and, as a process ends, for the UUID it recorded."""
+    from perf.vendor import VENDORS
+
+    assert {v.smi for v in VENDORS.values()} <= fingerprint._BY_DEVICE.keys() & fingerprint._BY_UUID.keys()
+    monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi())
+    fake_cuda(monkeypatch, None, hip="7.0.1", props=_hip_props([1]))
+    fp = fingerprint.collect(0)
+    assert fp["vendor"] == "amd" and fp["gpu_uuid"] == AMD[1][0]
+    assert fingerprint.finish(fp)["clocks"]["end"]["sm_mhz"] == 2100  # amdsmi again, by that UUID
+    assert fingerprint.read_clocks({**fp, "vendor": "cpu"}) is None
+
+
 def test_amd_without_a_match_or_the_library_is_said(monkeypatch):
     monkeypatch.setitem(sys.modules, "amdsmi", fake_amdsmi(uuids=False))
     fake_cuda(monkeypatch, None, hip="7.0.1", props=_hip_props([0], bdf_ok=False))

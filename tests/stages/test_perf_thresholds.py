@@ -18,6 +18,7 @@ import yaml
 
 from perf.errors import ConfigError
 from perf.thresholds import calibration_for, load_thresholds, parse_thresholds
+from perf.vendor import VENDORS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = os.path.join(ROOT, "thresholds.yaml")
@@ -35,7 +36,7 @@ def raw() -> dict:
 
 def test_shipped_file_is_valid():
     th = load_thresholds(SHIPPED)
-    assert set(th.vendors) == {"nvidia", "amd"}
+    assert set(th.vendors) == set(VENDORS)
     for v in th.vendors.values():
         assert 1.0 < v.latency.warn <= v.latency.fail
         assert v.statistics.processes >= 3 and v.statistics.repeats >= 4
@@ -144,6 +145,8 @@ INVALID = [  # (path to change, new value, field the message must name)
     ("nvidia.compile.targets.1.name", "sm_90", "nvidia.compile.targets[1].name"),
     ("amd.compile.targets.1.name", "sm_90", "amd.compile.targets[1].name"),
     ("nvidia.compile.targets.0.backend", "hip", "nvidia.compile.targets[0].backend"),
+    ("nvidia.compile.targets.0.name", "sm_77", "nvidia.compile.targets[0].name"),  # no record, no facts
+    ("amd.compile.targets.1.name", "sm_80", "amd.compile.targets[1].name"),  # a record of nvidia's
     ("nvidia.statistics.bootstrap", 100, "nvidia.statistics.bootstrap"),  # with confidence 0.99 below
     ("nvidia.statistics.confidence", 1.0, "nvidia.statistics.bootstrap"),
     # overrides that could never apply, or would move the ratio they leave to the vendor
@@ -169,6 +172,23 @@ def test_every_invalid_field_is_named(raw, path, value, field):
     msg = str(err.value)
     assert msg.startswith(f"t.yaml: {field}"), msg
     assert "\n" not in msg
+
+
+def test_a_target_named_takes_its_records_facts_and_a_key_given_replaces_one(raw):
+    """thresholds.yaml names the targets the gate compiles; their hardware facts are perf/vendor.py's."""
+    from perf.vendor import TARGETS
+
+    keys = ("backend", "arch", "warp_size", "max_shared_memory_bytes", "max_registers_per_thread")
+    th = parse_thresholds(raw, "t.yaml")
+    for vt in th.vendors.values():
+        for t in vt.targets:
+            assert [getattr(t, k) for k in keys] == [getattr(TARGETS[t.name], k) for k in keys]
+    own = _set(raw, "nvidia.compile.targets.0.max_shared_memory_bytes", 100 * 1024)
+    assert parse_thresholds(own, "t.yaml").vendors["nvidia"].targets[0].max_shared_memory_bytes == 100 * 1024
+    with pytest.raises(ConfigError, match=r"^t\.yaml: nvidia\.compile\.targets\[0\]\.name: no hardware "
+                                          r"facts for 'sm_77' \(known: sm_80, sm_90, .*\); add it to "
+                                          r"perf/vendor\.py TARGETS or use a known name$"):
+        parse_thresholds(_set(raw, "nvidia.compile.targets.0.name", "sm_77"), "t.yaml")
 
 
 def test_expected_nightly_runners_are_optional_and_gathered_over_vendors(raw):

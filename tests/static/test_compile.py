@@ -18,6 +18,7 @@ from perf.scenarios import Scenario
 from perf.static import gate, plan
 from perf.static import metrics as sm
 from perf.thresholds import load_thresholds, parse_thresholds
+from perf.vendor import TARGETS
 from perf.verdicts import Verdict
 
 
@@ -102,7 +103,7 @@ def test_persistent_grid_is_sized_by_the_targets_own_sm_count(targets, name, num
     from kernels.paged_attention import heuristics
 
     t = targets[name]
-    assert t.facts.num_sms == num_sms  # the product's count (perf/static/metrics.py cites it)
+    assert t.facts.num_sms == num_sms  # the product's count (perf/vendor.py TARGETS cites it)
     # 1k keys: a short context (<= heuristics.SHORT_CONTEXT keys) would take one program per item
     batch = build_batch(Scenario.parse("llama3-8b/decode/batch128-kv1024/block16").spec(), fill=False)
     [main, *_] = plan.plan_as_if_on(t, VARIANTS["static_grid"], batch)
@@ -115,8 +116,9 @@ def test_persistent_grid_is_sized_by_the_targets_own_sm_count(targets, name, num
 
 
 def test_new_targets_carry_their_documented_limits(targets):
-    """thresholds.yaml: 227 KiB of shared memory per block on sm_100 as on sm_90, 160 KiB of
-    LDS on gfx950 against gfx942's 64 KiB; the occupancy facts agree with them."""
+    """perf/vendor.py TARGETS, through thresholds.yaml: 227 KiB of shared memory per block on
+    sm_100 as on sm_90, 160 KiB of LDS on gfx950 against gfx942's 64 KiB; the occupancy facts
+    agree with them."""
     limits = {n: (t.backend, t.arch, t.warp_size, t.max_shared_memory_bytes, t.max_registers_per_thread)
               for n, t in targets.items()}
     assert limits["sm_100"] == ("cuda", 100, 32, 227 * 1024, 255)
@@ -133,7 +135,7 @@ def test_fp8_scenarios_are_planned_in_each_targets_native_format(targets, monkey
     itself needs a real backend, not the interpreter: test_compile_gate.py compiles them.)"""
     from triton._utils import type_canonicalisation_dict as triton_names
 
-    from kernels.inputs import FNUZ_E4M3, FP8_FORMATS, OCP_E4M3
+    from kernels.inputs import FNUZ_E4M3, FP8_FORMATS, OCP_E4M3, fp8_decoded_in_kernel
 
     handed = set()
 
@@ -145,10 +147,16 @@ def test_fp8_scenarios_are_planned_in_each_targets_native_format(targets, monkey
     monkeypatch.setattr(plan, "bind", recording_bind)
     scenario = Scenario.parse("llama3-8b/prefill/batch8-kv1024/block16/fp8")
     plan.plan_side(["qblock", "static_grid"], [scenario], list(targets.values()))
-    every = {(t, kernel, dtype, dtype) for t, dtype in (("gfx942", FNUZ_E4M3), ("sm_90", OCP_E4M3))
-             for kernel in ("_qblock_kernel", "q_block_kernel")}
-    newer = {(t, "q_block_kernel", OCP_E4M3, OCP_E4M3) for t in ("sm_100", "gfx950")}  # static_grid only
-    assert handed == every | newer
+    kernel = {"qblock": "_qblock_kernel", "static_grid": "q_block_kernel"}
+    by_name = {fmt.name: d for d, fmt in FP8_FORMATS.items()}  # a target record's fp8 format by name
+
+    def cache(t):  # its native format, or the bytes the kernels decode where its Triton cannot convert it
+        dtype = by_name[TARGETS[t.name].fp8]
+        return torch.uint8 if fp8_decoded_in_kernel(dtype, t.vendor) else dtype
+
+    assert handed == {(t.name, kernel[v], cache(t), cache(t))
+                      for t in targets.values() for v in (t.default_variants or kernel)}
+    assert {(t, d) for t, _, d, _ in handed} >= {("gfx942", FNUZ_E4M3), ("sm_90", OCP_E4M3)}
     for dtype, fmt in FP8_FORMATS.items():  # the table's Triton names are Triton's own
         assert triton_names[str(dtype).removeprefix("torch.")] == fmt.triton
 
@@ -164,12 +172,18 @@ def test_a_base_without_fp8_formats_plans_its_only_one(targets, monkeypatch):
 
 
 def test_unknown_target_and_filter_are_config_errors(thresholds):
-    with pytest.raises(ConfigError, match=r"--targets 'sm_90,sm_1': sm_1 not in .*some of: sm_90, sm_100, "
-                                          r"gfx942, gfx950"):
+    names = ", ".join(t.name for vt in thresholds.vendors.values() for t in vt.targets)
+    with pytest.raises(ConfigError, match=rf"--targets 'sm_90,sm_1': sm_1 not in .*some of: {names}$"):
         plan.load_targets(thresholds, "sm_90,sm_1")
     broken = copy.deepcopy(thresholds.raw)
     broken["nvidia"]["compile"]["targets"][0]["name"] = "sm_77"
     with pytest.raises(ConfigError, match=r"nvidia\.compile\.targets\[0\]\.name: no hardware facts"):
+        plan.load_targets(parse_thresholds(broken, "thresholds.yaml"))  # refused with the file
+    # given every key thresholds.yaml may hold, it loads; planning needs the rest of a record
+    broken["nvidia"]["compile"]["targets"][0].update(
+        backend="cuda", arch=77, warp_size=32, max_shared_memory_bytes=1024, max_registers_per_thread=255)
+    with pytest.raises(ConfigError, match=r"nvidia\.compile\.targets\[0\]\.name: no hardware facts for "
+                                          r"'sm_77' .*; add it to perf/vendor\.py TARGETS"):
         plan.load_targets(parse_thresholds(broken, "thresholds.yaml"))
 
 
@@ -185,9 +199,11 @@ def test_new_targets_compile_their_default_variants_unless_named(targets):
     """sm_100 and gfx950 compile static_grid only (thresholds.yaml default_variants, CI time),
     unless `--variants` names others; sm_90 and gfx942 compile every variant."""
     scenario = Scenario.parse("llama3-8b/decode/batch1-kv128/block16")
-    for named, want in ((False, {"sm_90": {"qblock", "static_grid"}, "gfx942": {"qblock", "static_grid"},
-                                 "sm_100": {"static_grid"}, "gfx950": {"static_grid"}}),
-                        (True, {t: {"qblock", "static_grid"} for t in targets})):
+    both = {"qblock", "static_grid"}
+    default = {n: set(t.default_variants or both) for n, t in targets.items()}
+    assert (default["sm_90"], default["gfx942"], default["sm_100"], default["gfx950"]) == (
+        both, both, {"static_grid"}, {"static_grid"})
+    for named, want in ((False, default), (True, {t: both for t in targets})):
         entries, _ = plan.plan_side(["qblock", "static_grid"], [scenario], list(targets.values()),
                                     named=named)
         planned: dict[str, set] = {}
@@ -220,7 +236,7 @@ def test_misspelled_static_key_is_refused_naming_the_valid_ones(thresholds, key)
 
 
 def test_static_keys_left_out_take_the_documented_defaults(thresholds):
-    from perf.thresholds import STATIC_DEFAULTS
+    from perf.vendor_thresholds import STATIC_DEFAULTS
 
     raw = copy.deepcopy(thresholds.raw)
     raw["amd"]["compile"]["static"] = {"occupancy_drop": "fail"}
@@ -368,7 +384,7 @@ def test_shared_memory_limit_is_the_targets_own(thresholds, targets):
 def test_a_target_triton_cannot_compile_for_is_a_finding(thresholds, targets, rule, verdict):
     """One finding per such target, whatever the base, with the compiler's reason and the
     vendor's `target_not_compilable` verdict (warn by default)."""
-    from perf.thresholds import STATIC_DEFAULTS
+    from perf.vendor_thresholds import STATIC_DEFAULTS
 
     assert STATIC_DEFAULTS["target_not_compilable"] == "warn"
     raw = copy.deepcopy(thresholds.raw)

@@ -26,6 +26,9 @@ from perf.thresholds import load_thresholds
 from perf.verdicts import Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# every target of thresholds.yaml (sm_90, sm_100, gfx942, gfx950 today)
+TARGETS = {t.name for v in load_thresholds(os.path.join(ROOT, "thresholds.yaml")).vendors.values()
+           for t in v.targets}
 SCENARIO = "llama3-8b/mixed50/batch32-kv1024/block64"  # a pr-suite scenario: BLOCK_SIZE 64, GQA 4:1
 PLANT = [("block_m = decode_block_m(queries_per_kv)", "block_m = 64"),  # qblock's Q-block: 16 -> 64 rows
          ("num_stages=2,", "num_stages=4,")]  # and software pipelining 2 -> 4 stages
@@ -105,7 +108,7 @@ def test_aa_run_passes(tmp_path):
     # left out here; an A/A run shares every specialization, so its compile-time ratios are 1)
     base, head = (json.load(open(tmp_path / f"{side}.json")) for side in ("base", "head"))
     times = [f for f in findings if f["metric"] == "compile_time"]
-    assert {f["target"] for f in times} == {"sm_90", "sm_100", "gfx942", "gfx950"}
+    assert {f["target"] for f in times} == TARGETS
     assert all(f["ratio"] == 1.0 and f["verdict"] == "ok" for f in times), times
 
     def metrics(doc):
@@ -113,10 +116,10 @@ def test_aa_run_passes(tmp_path):
                                             if k not in ("compile_time_s", "compile_cpu_s")})
                 for e in doc["entries"]]
 
-    assert metrics(base) == metrics(head) and len(metrics(head)) == 4
-    # every target of thresholds.yaml compiled, its metrics read: sm_90, sm_100 (B200), gfx942, gfx950
+    assert metrics(base) == metrics(head) and len(metrics(head)) == len(TARGETS)
+    # every target of thresholds.yaml compiled, its metrics read
     read = {target: m for target, _, m in metrics(head)}
-    assert set(read) == {"sm_90", "sm_100", "gfx942", "gfx950"} and not head["cannot_compile"]
+    assert set(read) == TARGETS and not head["cannot_compile"]
     for target, m in read.items():
         assert m["registers"] > 0 and m["occupancy"] > 0 and m["shared_memory"] > 0, (target, m)
         assert {"spill_stores", "spill_loads"} <= m.keys() if target.startswith("sm_") else "vgpr_spills" in m
@@ -204,9 +207,9 @@ def test_a_targets_metrics_do_not_depend_on_what_was_compiled_before(tmp_path):
 
 
 # A target the installed Triton refuses: gfx9999 (no such processor in its LLVM). The gate's
-# side process is run with hardware facts for it (copied from gfx942), as a new entry of
-# perf/static/metrics.py TARGET_FACTS would give; its probe fails, nothing else is compiled
-# for it, and every output says so.
+# side process is run with hardware facts for it (copied from gfx942), as a new record of
+# perf/vendor.py TARGETS would give; its probe fails, nothing else is compiled for it, and every
+# output says so.
 FAKE = {"name": "gfx9999", "backend": "hip", "arch": "gfx9999", "warp_size": 64,
         "max_shared_memory_bytes": 65536, "max_registers_per_thread": 512}
 WITH_FAKE_FACTS = ("import runpy, sys; from perf.static import metrics as sm; "

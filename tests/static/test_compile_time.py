@@ -23,12 +23,8 @@ from hypothesis import strategies as st
 from perf import results
 from perf.errors import ConfigError
 from perf.static import build, calibrate, report
-from perf.thresholds import (
-    NoiseRule,
-    load_thresholds,
-    parse_compile_calibration,
-    parse_thresholds,
-)
+from perf.thresholds import load_thresholds, parse_compile_calibration, parse_thresholds
+from perf.vendor_thresholds import NoiseRule
 from perf.verdicts import Verdict, compile_time_finding
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -89,7 +85,7 @@ def test_a_slower_head_never_gets_a_better_verdict(r1, r2, noise):
 # ------------------------------------------------------------------------- thresholds.yaml
 
 def test_thresholds_carry_the_compile_time_rule(thresholds):
-    for vendor in ("nvidia", "amd"):
+    for vendor in thresholds.vendors:
         assert thresholds.vendor(vendor).compile_time == RULE
 
 

@@ -15,9 +15,12 @@ import yaml
 
 from kernels import VARIANTS
 from perf.static import build, report
+from perf.thresholds import load_thresholds
 from perf.verdicts import Finding, Verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGETS = [t.name for v in load_thresholds(os.path.join(ROOT, "thresholds.yaml")).vendors.values()
+           for t in v.targets]  # thresholds.yaml's, in order
 
 
 def _compile(*args: str, out: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
@@ -39,7 +42,7 @@ def misspelled_thresholds(tmp_path_factory):
 
 BAD_INPUT = [  # (options, what the one line must say)
     (["--variants", "qblock,bogus"], ["--variants qblock,bogus: unknown variant bogus", *VARIANTS]),
-    (["--targets", "sm_90,sm_1"], ["--targets 'sm_90,sm_1': sm_1 not in", "sm_90, sm_100, gfx942, gfx950"]),
+    (["--targets", "sm_90,sm_1"], ["--targets 'sm_90,sm_1': sm_1 not in", ", ".join(TARGETS)]),
     (["--suite", "bogus"], ["no suite 'bogus'", "--suite"]),
     (["--scenarios", "nothing*"], ["--scenarios 'nothing*' matches no scenario"]),
     (["--thresholds", "MISSPELLED"], ["amd.compile.static.new_spill: unknown key", "new_spills"]),
