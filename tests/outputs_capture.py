@@ -81,7 +81,8 @@ def commits_of(repo: Path) -> dict[str, str]:
 
 # --- fixture files: written here as raw JSON, so they pin the formats the commands read ---------
 
-SMOKE = ("tiny/mixed50/batch2-kv16/block16", "tiny/decode/batch1-kv16/block16")
+SMOKE = ("tiny/mixed50/batch2-kv16/block16", "tiny/decode/batch1-kv16/block16")  # perf/suites.yaml's smoke
+# the environment of a synthetic H100 measurement (the fields perf/results.py and the reports read)
 GPU_ENV = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "num_sms": 132,
            "interpreter": False, "driver": "580.65.06", "torch": "2.9.0+cu128", "triton": "3.5.1",
            "python": "3.12.3", "host": "gpu-runner-1", "time": "2026-11-01T03:00:00+00:00"}
@@ -188,6 +189,7 @@ def write_fixtures(fx: Path) -> None:
 
 # --- the files a case wrote: their structure, not their measured values ------------------------
 
+# keys whose values the structure of a file shows (counted in lists): kinds, verdicts, names; others: types
 KEEP = frozenset({"kind", "verdict", "gate", "status", "schema_version", "schema", "side", "suite",
                   "metric", "variant", "scenario", "target", "vendor", "complete", "alert"})
 
@@ -437,6 +439,7 @@ DROP_LINES = (  # progress said every few seconds: how many lines depends on the
     re.compile(r"^(?:[\w. ()~-]+: )?compiling \d+/\d+"),  # the static gate's, every 15 s
     re.compile(r"^(?:base|head)(?: [^:]*)?: compil(?:ing \d+ specializations|ed \d+/\d+)"),  # racing sides
 )
+# rich's table borders: a line holding one is a table row, its padding follows the masked numbers
 BOX = re.compile(r"[│┃┏┓┗┛┡┩└┘┌┐╇╈┳┻┼╋┠┨┯┷┿╂├┤┬┴]")
 RULE = re.compile(r"([━─═])\1+")
 
