@@ -136,13 +136,17 @@ def _aa(side: str) -> list[dict]:
     return rows
 
 
-def _nightly(results: Path) -> None:
-    """A nightly history of four commits on one machine; the newest is 1.5x slower in one series."""
-    folder = results / "runner-1_nvidia-h100" / "perf-nightly"
+NIGHTLY_RUNNER = "runner-1_nvidia-h100"  # a data-branch folder name (perf/names.py RUNNER): <runner>_<gpu>
+
+
+def _nightly(data: Path) -> None:
+    """A nightly history of four commits on one runner, one night each, in the store's layout
+    (perf/nightly/store.py: nights/<runner>/<date>/results.jsonl and fingerprint.json); the newest
+    is 1.5x slower in one series."""
     for i in range(4):
-        sha = f"{i + 1:040x}"
-        env = {**GPU_ENV, "commit": sha, "time": f"2026-11-0{i + 1}T03:00:00+00:00"}
-        night = {"commit": sha, "commit_date": f"2026-11-0{i + 1}T01:00:00+00:00", "machine": "m"}
+        sha, day = f"{i + 1:040x}", f"2026-11-0{i + 1}"
+        env = {**GPU_ENV, "commit": sha, "time": f"{day}T03:00:00+00:00"}
+        night = {"commit": sha, "commit_date": f"{day}T01:00:00+00:00", "machine": NIGHTLY_RUNNER}
         rows = [{"kind": "header", "schema_version": 1, "suite": "smoke", "metrics": ["eager", "graph"],
                  "environment": env, "peers_absent": {"flashinfer_paged": "flashinfer is not installed"},
                  "nightly": night}]
@@ -153,13 +157,23 @@ def _nightly(results: Path) -> None:
                     for r in range(5):
                         m = 0.05 * (k + 1) * (j + 1) * step * WIGGLE[(r + i + k) % len(WIGGLE)]
                         rows.append(_record(variant, scenario, metric, r, m, commit=sha))
-        _jsonl(folder / f"{sha}.jsonl", rows)
+        folder = data / "nights" / NIGHTLY_RUNNER / day
+        _jsonl(folder / "results.jsonl", rows)
+        # perf/fingerprint.py FIELDS: what NVML would have read, the same every night
+        fp = {"gpu_model": GPU_ENV["gpu"], "gpu_uuid": "GPU-1", "vbios": None, "driver": GPU_ENV["driver"],
+              "runtime": None, "torch": GPU_ENV["torch"], "triton": GPU_ENV["triton"], "triton_commit": None,
+              "image_digest": None, "runner": "runner-1", "vendor": "nvidia", "clocks": None}
+        (folder / "fingerprint.json").write_text(json.dumps(fp, indent=1, sort_keys=True) + "\n",
+                                                 encoding="utf-8")
 
 
 def _lax_thresholds(text: str) -> str:
-    """thresholds.yaml with NVIDIA's latency and compile-time ratios at 99/100: noise (the
-    interpreter's wall clock, two cold compiles side by side) can never decide a verdict."""
+    """thresholds.yaml with NVIDIA's latency and compile-time ratios at 99/100, its noise rule's
+    floor too: noise (the interpreter's wall clock, two cold compiles side by side) can never
+    decide a verdict, nor what `perf noise` derives from a measured noise (its thresholds,
+    max(floor, exp(k x noise)), are then >= 99/100 and no slowdown under 100x is detectable)."""
     for old, new in (("    warn: 1.03\n    fail: 1.05\n", "    warn: 99\n    fail: 100\n"),
+                     ("    floor: {warn: 1.005, fail: 1.01}\n", "    floor: {warn: 99, fail: 100}\n"),
                      ("      warn: 1.25", "      warn: 99  "), ("      fail: 1.75", "      fail: 100 ")):
         if old not in text:
             raise RuntimeError(f"thresholds.yaml no longer holds {old!r}: update tests/outputs_capture.py")
@@ -178,7 +192,8 @@ def write_fixtures(fx: Path) -> None:
     _jsonl(fx / "header-only.jsonl", _results("base", "a" * 40)[:1])
     _jsonl(fx / "aa" / "base.jsonl", _aa("base"))
     _jsonl(fx / "aa" / "head.jsonl", _aa("head"))
-    _nightly(fx / "nightly" / "results")
+    # the store without --data (perf/nightly/store.py local): perf-data beside asv.conf.json's results_dir
+    _nightly(fx / "nightly" / "perf-data")
     conf = json.loads((ROOT / "asv.conf.json").read_text(encoding="utf-8"))
     conf.update(results_dir=str(fx / "nightly" / "results"), html_dir=str(fx / "nightly" / "html"))
     (fx / "nightly" / "asv.conf.json").write_text(json.dumps(conf, indent=1), encoding="utf-8")

@@ -19,9 +19,11 @@ a shell without a GPU, CI variables or colours (COLUMNS=80 for --help, 200 elsew
 wraps no line whose length a temporary path decides). Fixture files (tests/outputs_capture.py,
 written as raw JSON, so they also pin the formats the commands read): synthetic results of an
 H100 (base and head: one case 1.5x slower, one 1.04x, one 0.6x), an A/A gate's results of 3
-processes, a nightly history of four commits with a step, a copy of thresholds.yaml whose
-NVIDIA latency and compile-time ratios are 99/100 (so that the interpreter's noise never decides
-an A/A verdict), a broken thresholds file, a header-only results file, a file that is not JSON.
+processes, a nightly history of four commits with a step (in the nightly store's layout,
+nights/<runner>/<date>/, where `alert --config` finds it without --data), a copy of
+thresholds.yaml whose NVIDIA latency and compile-time ratios and noise rule's floor are 99/100
+(so that the interpreter's noise never decides an A/A verdict, nor what `perf noise` derives
+from it), a broken thresholds file, a header-only results file, a file that is not JSON.
 
 Normalisation, in this order (tests/outputs_capture.py `normalise`); everything else is kept
 verbatim (wording, column headers, verdict words, exit codes, file names, counts of cases):
@@ -88,7 +90,7 @@ COMMANDS = (  # perf/cli.py's COMMANDS, in its order (test_every_command_and_gol
 # one process each; --help at 80 columns, argparse's width where the output is not a terminal
 GROUPS = [Group("help", columns=80), Group("cli"), Group("run"), Group("gate"),
           Group("compile", interpreter=False)]
-LAX = "{fx}/thresholds-lax.yaml"  # NVIDIA's latency and compile-time ratios at 99/100 (outputs_capture)
+LAX = "{fx}/thresholds-lax.yaml"  # NVIDIA's latency, noise floor and compile-time ratios at 99/100
 LATENCY = "latency"  # a case's numbers are timings: masked (tests/outputs_capture.py normalise)
 AA_GATE = ["gate", "--thresholds", LAX, "--suite", "smoke", "--variants", "naive", "--scenarios",
            "tiny/decode/*", "--metrics", "eager", "--samples", "1", "--repeats", "2", "--base-ref", "HEAD",
