@@ -112,6 +112,8 @@ class Vendor:
     # A runner's GPU-isolation variables, forwarded into the job's container when
     # thresholds.yaml's runners.isolation_env does not list them (docs/workflows.md, "Containers")
     isolation_env: tuple[str, ...]
+    occupancy_unit: str  # what its compiler's occupancy counts (perf/static/metrics.py reads it so)
+    spill_metrics: tuple[str, ...]  # its compile metrics that count spills (the static gate's "new spills")
     # What `docker run` options must name for the runtime to work in a container, and the
     # options that do (the fix a refused runners.container_options names)
     container_needs: tuple[str, ...] = ()
@@ -129,13 +131,17 @@ class Vendor:
 VENDORS: dict[str, Vendor] = {v.name: v for v in (
     Vendor("nvidia", "cuda", "CUDA", default_target="sm_90",
            smi="nvml", smi_packages=("nvidia-ml-py>=12.535",),
-           visible_devices="CUDA_VISIBLE_DEVICES", isolation_env=("CUDA_VISIBLE_DEVICES",)),
+           visible_devices="CUDA_VISIBLE_DEVICES", isolation_env=("CUDA_VISIBLE_DEVICES",),
+           occupancy_unit="warps/SM", spill_metrics=("spill_stores", "spill_loads")),
     Vendor("amd", "hip", "ROCm", default_target="gfx942", smi="amdsmi", smi_packages=(),
            visible_devices="HIP_VISIBLE_DEVICES",
            isolation_env=("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"),
+           occupancy_unit="waves/SIMD", spill_metrics=("vgpr_spills", "sgpr_spills"),
            container_needs=("/dev/kfd", "/dev/dri", "video"),
            container_options="--device=/dev/kfd --device=/dev/dri --group-add video"),
 )}
+# Every vendor's spill metrics, in VENDORS order (the static report's "spilling" column)
+SPILL_METRICS = tuple(m for v in VENDORS.values() for m in v.spill_metrics)
 INTERPRETER_VENDOR = "nvidia"  # the interpreter runs NVIDIA's decision trees (kernels' current_vendor)
 CPU_SUITES = ("smoke",)  # the only suites sized for Triton's interpreter (seconds, not hours)
 

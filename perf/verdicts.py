@@ -196,7 +196,7 @@ def _not_compiled(rows: _StaticRows, head: dict, base: dict | None, base_ok: boo
 def _spill_findings(rows: _StaticRows, hm: dict, bm: dict, policy: dict, note_new: str) -> None:
     """Spills, and wgmma serialized by ptxas (NVIDIA Hopper: each matrix instruction waits for the
     last): any increase, or any in a kernel the base did not have."""
-    from perf.static.metrics import SPILL_METRICS
+    from perf.vendor import SPILL_METRICS
 
     for metric in (*SPILL_METRICS, "wgmma_serialized"):
         if metric not in hm:
@@ -263,9 +263,9 @@ def _shared_memory_finding(rows: _StaticRows, head: dict, bm: dict, policy: dict
 
 def _occupancy_finding(rows: _StaticRows, head: dict, bm: dict, policy: dict, note_new: str) -> None:
     """Occupancy: a drop is the policy's verdict, a rise improved."""
-    from perf.static.metrics import occupancy_unit
+    from perf.vendor import VENDORS
 
-    sev, unit = policy["occupancy_drop"], occupancy_unit(head["vendor"])
+    sev, unit = policy["occupancy_drop"], VENDORS[head["vendor"]].occupancy_unit
     rule = f"occupancy_drop: {sev}"
     hv, bv = head["metrics"]["occupancy"], bm.get("occupancy")
     if bv is not None and hv < bv:

@@ -83,7 +83,7 @@ def recording_choices(out: list):
 
 
 def _spills(m: dict) -> int:
-    from perf.static.metrics import SPILL_METRICS
+    from perf.vendor import SPILL_METRICS
 
     return sum(int(m.get(k, 0)) for k in SPILL_METRICS)
 

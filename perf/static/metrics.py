@@ -22,7 +22,7 @@ import re
 import subprocess
 import tempfile
 
-from perf.vendor import TARGETS, Target
+from perf.vendor import TARGETS, VENDORS, Target
 
 # Bump when a parser or formula changes: cached metrics of older versions are recomputed.
 METRICS_VERSION = 6  # 4: compile_cpu_s; 5: instruction counts; 6: one target per process (build.TargetPools)
@@ -40,7 +40,6 @@ NVIDIA_METRICS = ("registers", "spill_stores", "spill_loads", "stack_frame", "wg
                   "shared_memory", "occupancy", "compile_time_s", "compile_cpu_s")
 AMD_METRICS = ("registers", "arch_vgprs", "agprs", "sgprs", "vgpr_spills", "sgpr_spills", "scratch",
                "shared_memory", "occupancy", "compile_time_s", "compile_cpu_s")
-SPILL_METRICS = ("spill_stores", "spill_loads", "vgpr_spills", "sgpr_spills")
 UNITS = {
     "registers": "regs/thread", "arch_vgprs": "VGPRs", "agprs": "AGPRs", "sgprs": "SGPRs",
     "spill_stores": "B", "spill_loads": "B", "stack_frame": "B", "vgpr_spills": "VGPRs",
@@ -89,7 +88,7 @@ def count_instructions(text: str, vendor: str) -> dict[str, int]:
 
 
 def occupancy_unit(vendor: str) -> str:
-    return "warps/SM" if vendor == "nvidia" else "waves/SIMD"
+    return VENDORS[vendor].occupancy_unit
 
 
 # ---------------------------------------------------------------------------- NVIDIA

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from perf.static import metrics as sm
+from perf.vendor import SPILL_METRICS
 from perf.verdicts import Finding, Verdict, counts, worst_first
 
 TERMINAL_FINDINGS = 20  # rows of findings the terminal shows; the rest are in report.md (fits a screen)
@@ -71,7 +72,7 @@ def summary_rows(doc: dict) -> list[dict]:
             continue
         m = r["metrics"]
         s["registers"] = max(s["registers"], m["registers"])
-        s["spilling"] += any(m.get(k) for k in sm.SPILL_METRICS)
+        s["spilling"] += any(m.get(k) for k in SPILL_METRICS)
         if "wgmma_serialized" in m:  # NVIDIA only
             s["serialized"] = (s["serialized"] or 0) + m["wgmma_serialized"]
         s["shared"] = max(s["shared"], m["shared_memory"])
