@@ -398,7 +398,7 @@ def test_a_gate_whose_every_case_is_unchanged_passes_without_timing(history, tmp
     out = tmp_path / "gate"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-m", "perf", "gate", "--suite", "smoke", "--metrics", "eager",
-                           "--base-ref", c0, "--head-ref", c1, "--out", str(out)],
+                           "--base-ref", c0, "--head-ref", c1, "--out", str(out), "--lock-timeout", "600"],
                           cwd=repo, env=dict(env, PYTHONPATH=str(repo)), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -283,7 +283,8 @@ def test_both_planted_changes_with_device_time_on_a_gpu(planted, tmp_path, capsy
     env["PYTHONPATH"] = str(planted)
     out = tmp_path / "gate"
     cmd = [sys.executable, "-m", "perf", "gate", "--base-ref", "HEAD~2", "--head-ref", "HEAD~1",
-           "--variants", "static_grid", "--scenarios", SHORT, "--metrics", "graph", "--out", str(out)]
+           "--variants", "static_grid", "--scenarios", SHORT, "--metrics", "graph", "--out", str(out),
+           "--lock-timeout", "600"]
     done = subprocess.run(cmd, cwd=planted, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     report = (out / "report.md").read_text()

@@ -232,7 +232,7 @@ def test_the_interpreter_gate_fails_a_planted_wrong_kernel(tmp_path):
     out = tmp_path / "gate"
     cmd = [sys.executable, "-m", "perf", "gate", "--suite", "smoke", "--scenarios", "tiny/decode/*",
            "--variants", "naive,flex_tile", "--metrics", "eager", "--base-ref", "HEAD", "--allow-dirty",
-           "--out", str(out)]
+           "--out", str(out), "--lock-timeout", "600"]  # other interpreter gates of this machine
     run = subprocess.run(cmd, cwd=str(repo), capture_output=True, text=True, timeout=900,
                          env=dict(os.environ, **CPU_ONLY, PYTHONPATH=str(repo)))
     assert run.returncode == 1, (run.stdout[-2000:], run.stderr[-2000:])
