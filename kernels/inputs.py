@@ -18,10 +18,13 @@ hint `check_values=True`, or `PAGED_ATTENTION_CHECK_VALUES=1` in the environment
 session sets it). They never run while a CUDA/HIP graph is being captured. Without them,
 nothing on the host can see a block id outside the cache, a `seq_lens` entry longer than
 the block table holds or shorter than its queries, or `cu_seqlens_q` that does not start
-at 0, end at num_tokens or rise: the kernels then read (and may write) out of bounds, or
-compute garbage. Neither can anything see NaN in a scale or sink tensor, nor a `max_seqlen_*`
-hint below the batch's true lengths (the hints only steer the heuristics: a wrong one costs
-speed, never correctness).
+at 0, end at num_tokens or rise: the kernels then bound every read and write by the shapes,
+write NaN into such a sequence's rows and read a block id outside the cache clamped into it
+(`kernels.paged_attention.metadata`). The value
+checks also refuse a NaN or +inf sink and a scale that is not finite and > 0; nothing sees a
+`max_seqlen_*` hint below the batch's true lengths (the hints only steer the heuristics: a
+wrong one costs speed, never correctness). `out` must be apart from every input's memory
+(`check_out_apart`: pointers and byte ranges, every call, no device read).
 
 Conventions (vLLM's): `sliding_window=None` is no window; a window is a positive int W
 (keys less than W positions back are seen), 0 and negatives are refused (vLLM's attention
@@ -139,9 +142,25 @@ def fp8_decoded_in_kernel(dtype: torch.dtype, vendor: str) -> bool:
     return is_fp8(dtype) and vendor not in FP8_FORMATS[dtype].triton_vendors
 
 
+# What the switch may say (case and surrounding blanks aside); anything else is refused, not off.
+_SWITCH_ON, _SWITCH_OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+_SWITCH_READ: dict[str, bool] = {}  # the switch's raw values seen, read (every call reads it)
+
+
 def check_values_enabled() -> bool:
-    """Whether the environment asks for value checks on calls that do not say."""
-    return os.environ.get(CHECK_VALUES_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether the environment asks for value checks on calls that do not say; a value that is
+    neither on nor off is refused (a typo must not silently mean off)."""
+    raw = os.environ.get(CHECK_VALUES_ENV, "")
+    known = _SWITCH_READ.get(raw)
+    if known is not None:
+        return known
+    value = raw.strip().lower()
+    if value not in _SWITCH_ON and value not in _SWITCH_OFF:
+        raise ValueError(f"{CHECK_VALUES_ENV}: unknown value {raw!r}; expected one of 1, true, yes, on "
+                         "(check metadata values) or empty, 0, false, no, off (do not)")
+    return keep(_SWITCH_READ, raw, value in _SWITCH_ON)
 
 
 def is_empty(q, block_table) -> bool:
@@ -373,6 +392,9 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
                  lambda: f"expected {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
         _require(out.stride(-1) == 1, "out", "head dimension must be contiguous (stride 1)")
         _require(out.device == q.device, "out", lambda: f"on {out.device}, q on {q.device}")
+        _require(not _self_overlapping(out), "out",
+                 lambda: f"its elements overlap each other (strides {out.stride()}, e.g. an expanded view): "
+                 "the rows of one query would overwrite another's")
     if scale is not None:
         s = _host_number(scale, "scale")
         _require(_F32_MIN <= s <= _F32_MAX, "scale",
@@ -388,6 +410,59 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
                  lambda: f"must be in [1, 2**31 - 1] (None: no window), got {sliding_window}")
 
 
+def _self_overlapping(t: torch.Tensor) -> bool:
+    """Whether two indices of `t` name one element (a stride of 0, or strides that interleave):
+    its dimensions of more than one element, by stride, each past the reach of those before."""
+    reach = 0  # the largest offset the dimensions so far address
+    for stride, n in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if stride <= reach:
+            return True
+        reach += stride * (n - 1)
+    return False
+
+
+def _extent(t: torch.Tensor | None) -> int:
+    """Bytes from `t`'s first element to the end of its last (strides are >= 0 in torch)."""
+    if t is None or t.numel() == 0:
+        return 0
+    return (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+# Per layout key (`check_out_apart`; `keep` fills it): out's byte extent and, for each input of
+# some extent, (its position among the call's tensors or its option name, its name, its extent).
+_EXTENTS: dict[int, tuple] = {}
+_POSITIONAL = ("q", "k_cache", "v_cache", "block_table", "cu_seqlens_q", "seq_lens")
+_OPTIONAL_TENSORS = ("sinks", "k_scale", "v_scale")
+
+
+def check_out_apart(out, args: tuple, options: dict, layout: int | None = None) -> None:
+    """out: refused when its memory overlaps an input's (q, the caches, the metadata: `args` in
+    the call's order; sinks and scales among `options`): the kernels write rows of out while
+    other programs still read the inputs, so an aliased out corrupts them mid-call. Compares
+    data pointers and byte ranges, no device read; the extents are shapes and strides, kept per
+    `layout` (`layout_key`), so a call pays for its pointers only (about 1 us, CPU, 2026-11-29).
+    A range test: views that interleave without sharing an element are refused too."""
+    extents = _EXTENTS.get(layout) if layout is not None else None
+    if extents is None:
+        inputs = [(i, name, _extent(t)) for i, (name, t) in enumerate(zip(_POSITIONAL, args))]
+        inputs += [(name, name, _extent(options.get(name))) for name in _OPTIONAL_TENSORS]
+        # no memory to overlap on the meta device (planning meta tensors)
+        size = 0 if out.device.type == "meta" else _extent(out)
+        extents = (size, tuple(entry for entry in inputs if entry[2]))
+        if layout is not None:
+            keep(_EXTENTS, layout, extents)
+    size, inputs = extents
+    if not size:
+        return
+    lo = out.data_ptr()
+    hi = lo + size
+    for key, name, extent in inputs:
+        start = (args[key] if key.__class__ is int else options[key]).data_ptr()
+        if start < hi and lo < start + extent:
+            raise ValueError(f"out: overlaps {name}'s memory (bytes {start:#x}..{start + extent:#x} "
+                             f"against out's {lo:#x}..{hi:#x}); pass an output tensor of its own")
+
+
 def check_launchable(out) -> None:
     """The call's tensors (all on q's device, which `out` shares) are where a Triton launch can
     read them: a GPU, or the CPU under Triton's interpreter. Planning alone takes any device
@@ -398,18 +473,23 @@ def check_launchable(out) -> None:
                          "under Triton's interpreter (TRITON_INTERPRET=1)")
 
 
-def check_values_if_asked(check_values: bool | None, q, k_cache, block_table, cu_seqlens_q,
-                          seq_lens) -> None:
+def check_values_if_asked(check_values: bool | None, q, k_cache, v_cache, block_table, cu_seqlens_q,
+                          seq_lens, options: dict | None = None) -> None:
     """`validate_values` when asked: `check_values`, or (None) the environment switch
-    CHECK_VALUES_ENV; never during graph capture, where reading device memory is illegal."""
+    CHECK_VALUES_ENV; never during graph capture, where reading device memory is illegal.
+    `options`: the call's, whose sinks and scales are checked too."""
     if check_values is None:
         check_values = check_values_enabled()
     if check_values and not (q.is_cuda and torch.cuda.is_current_stream_capturing()):
-        validate_values(q, k_cache, block_table, cu_seqlens_q, seq_lens)
+        optional = {name: (options or {}).get(name) for name in _OPTIONAL_TENSORS}
+        validate_values(q, k_cache, block_table, cu_seqlens_q, seq_lens, **optional)
 
 
-def validate_values(q, k_cache, block_table, cu_seqlens_q, seq_lens) -> None:
-    """The checks that read metadata values: computed on the device, one host sync."""
+def validate_values(q, k_cache, block_table, cu_seqlens_q, seq_lens, *, sinks=None, k_scale=None,
+                    v_scale=None, **_) -> None:
+    """The checks that read metadata values (and the values of sinks and scales): computed on
+    the device, one host sync. Sinks must not be NaN or +inf (every output NaN); -inf is no
+    sink. Scales must be finite and > 0."""
     num_tokens = q.shape[0]
     num_blocks, block_size = k_cache.shape[0], k_cache.shape[1]
     width = block_table.shape[1]
@@ -419,14 +499,18 @@ def validate_values(q, k_cache, block_table, cu_seqlens_q, seq_lens) -> None:
     used = (lens.clamp(0, capacity) + block_size - 1) // block_size  # blocks each sequence reads
     in_use = torch.arange(width, device=block_table.device)[None, :] < used[:, None]
     bad_ids = in_use & ((block_table < 0) | (block_table >= num_blocks))
+    no = torch.zeros((), dtype=torch.bool, device=q.device)
     flags = torch.stack([
         (cu[0] != 0) | (cu[-1] != num_tokens), (q_lens < 0).any(), (lens < q_lens).any(),
         (lens > capacity).any(), bad_ids.any(),
+        no if sinks is None else (sinks.float().isnan() | (sinks.float() == float("inf"))).any(),
+        no if k_scale is None else ~(torch.isfinite(k_scale.float()) & (k_scale.float() > 0)).all(),
+        no if v_scale is None else ~(torch.isfinite(v_scale.float()) & (v_scale.float() > 0)).all(),
     ]).tolist()
     if not any(flags):
         return
     # Failing: reading more to name the culprit costs nothing that matters now.
-    bounds, decreasing, too_short, too_long, bad_block = flags
+    bounds, decreasing, too_short, too_long, bad_block, bad_sink, bad_k_scale, bad_v_scale = flags
     if bounds:
         raise ValueError(f"cu_seqlens_q: must start at 0 and end at num_tokens={num_tokens}, "
                          f"got {int(cu[0])}..{int(cu[-1])}")
@@ -444,6 +528,12 @@ def validate_values(q, k_cache, block_table, cu_seqlens_q, seq_lens) -> None:
         i, j = (int(x) for x in bad_ids.nonzero()[0])
         raise ValueError(f"block_table: sequence {i}, logical block {j} holds block id "
                          f"{int(block_table[i, j])} outside [0, {num_blocks}) (the cache's blocks)")
+    if bad_sink:
+        i = _first(sinks.float().isnan() | (sinks.float() == float("inf")))
+        raise ValueError(f"sinks: head {i} holds {float(sinks[i])}; a sink must be finite (or -inf: none)")
+    for name, t, bad in (("k_scale", k_scale, bad_k_scale), ("v_scale", v_scale, bad_v_scale)):
+        if bad:
+            raise ValueError(f"{name}: must be finite and > 0, got {float(t.reshape(-1)[0])}")
 
 
 def _first(mask: torch.Tensor) -> int:

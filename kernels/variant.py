@@ -90,7 +90,9 @@ class Variant:
             self.check_supported(q, k_cache, **options)
             if layout is not None:
                 inputs.keep(_PASSED, checked, True)
-        inputs.check_values_if_asked(check_values, q, k_cache, block_table, cu_seqlens_q, seq_lens)
+        if out is not None:  # pointers change from call to call: checked on every call
+            inputs.check_out_apart(out, args, options, layout)
+        inputs.check_values_if_asked(check_values, *args, options)
         out = torch.empty_like(q) if out is None else out
         if inputs.is_empty(q, block_table):
             return out, []
@@ -107,7 +109,8 @@ class Variant:
         without the value checks (`check_values=True` or PAGED_ATTENTION_CHECK_VALUES=1, a
         host sync each call): block ids outside the cache, `seq_lens` past the block table
         or below the query lengths, `cu_seqlens_q` not rising from 0 to num_tokens. Then the
-        kernels read (or write) out of bounds or compute garbage, as vLLM's do.
+        kernels stay inside the tensors given: the rows of such a sequence are NaN, a block
+        id outside the cache is read clamped into it (`kernels.paged_attention.metadata`).
         """
         out, launches = self.plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens,
                                   out=out, **options)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from kernels.inputs import is_fp8
+from kernels.inputs import ArgumentTypeError, is_fp8
 from kernels.paged_attention.common import decode_block_m, next_pow2
 
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
@@ -87,6 +87,37 @@ class Features:
         return self.num_seqs * self.num_kv_heads
 
 
+# Bounds of `Config`'s integers, (field, lowest, highest, power of two), and where each comes from.
+# BLOCK_M and TILE_SIZE are tl.arange extents (powers of two) and tl.dot operands (>= MIN_TILE), at
+# most MAX_TILE: a [1024, 1024] tile is Triton's largest tensor (triton.language's
+# TRITON_MAX_TENSOR_NUMEL, 2**20 elements, triton 3.6.0).
+MAX_TILE = 1024
+# The reduction holds [SEGMENTS_PADDED, padded head] float32 partials per program, and the
+# partials buffer grows with it: 256 is the most the trees choose (`multi_token_segments`: 2
+# programs per SM on 132 SMs for one (sequence, KV head) item; every other rule <= 64), and
+# `perf tune` sweeps <= 128; a user's probe of Config(num_segments=4096) never finished.
+MAX_SEGMENTS = 256
+MAX_WARPS = 32  # 1024 threads per block: CUDA's limit (sm_90) and 16 wavefronts of 64 on AMD
+MAX_STAGES = 8  # unmeasured bound against typos: the trees use 2-3, `perf tune` sweeps 1-4
+# CUDA C++ Programming Guide, "Technical Specifications per Compute Capability" (9.0): 32 resident
+# blocks per SM; a grid's x dimension up to 2**31 - 1
+MAX_PROGRAMS_PER_SM = 32
+MAX_PROGRAMS = 2**31 - 1
+MAX_WAVES_PER_EU = 8  # the wavefronts one SIMD of CDNA3 (gfx942) holds: AMD's CDNA3 ISA guide
+CONFIG_INTS = (
+    ("block_m", MIN_TILE, MAX_TILE, True), ("tile_size", MIN_TILE, MAX_TILE, True),
+    ("num_segments", 1, MAX_SEGMENTS, False), ("num_warps", 1, MAX_WARPS, True),
+    ("num_stages", 1, MAX_STAGES, False), ("programs_per_sm", 0, MAX_PROGRAMS_PER_SM, False),
+    ("max_programs", 0, MAX_PROGRAMS, False), ("edge_tile", 0, MAX_TILE, False),
+    ("waves_per_eu", 0, MAX_WAVES_PER_EU, False), ("matrix_instr_nonkdim", 0, 32, False),
+)
+# AMD's MFMA instruction sizes Triton can be asked for (0: its own choice); triton 3.6.0's AMD
+# accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
+MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
+CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
+                "pv_fp16", "qk_fp16")
+
+
 @dataclass(frozen=True)
 class Config:
     """One launch configuration; `source` names the branch (and its sweep) that chose it."""
@@ -100,7 +131,7 @@ class Config:
     # item of the shapes' bound (the hardware scheduler balances them; still batch-independent)
     programs_per_sm: int = 2
     max_programs: int = 0  # static grid: a cap on its size (0: none); tests, shared GPUs
-    # read the block table a tile ahead (common.tile_blocks): the K/V copies pipeline freely,
+    # read the block table a tile ahead (metadata.tile_blocks): the K/V copies pipeline freely,
     # at the cost of carrying the next tile's block ids in registers
     read_ahead: bool = False
     # keys per tile of the masked causal edge (a divisor of tile_size; 0: tile_size): a
@@ -117,7 +148,7 @@ class Config:
     seq_items: bool = False
     # Q-block items find their sequence by guessing a decode batch's layout (one Q-block per
     # sequence) before any binary search, and the persistent loop skips the bound's trailing
-    # gaps (DECODE_LAYOUT, common.locate_q_block): for decodes whose items are Q-blocks
+    # gaps (DECODE_LAYOUT, metadata.locate_q_block): for decodes whose items are Q-blocks
     decode_layout: bool = False
     # the last segment of a split sequence merges the segments in the attention kernel
     # (FUSED_REDUCE, common.merge_if_last): one launch instead of two. No branch sets it:
@@ -137,18 +168,25 @@ class Config:
     source: str = ""
 
     def __post_init__(self):
-        # What the kernels can be compiled with: BLOCK_M and TILE_SIZE are tl.arange extents
-        # (powers of two) and tl.dot operands (>= 16); Triton takes power-of-two warps.
-        for name, low, pow2 in (("block_m", MIN_TILE, True), ("tile_size", MIN_TILE, True),
-                                ("num_segments", 1, False), ("num_warps", 1, True), ("num_stages", 1, False),
-                                ("programs_per_sm", 0, False), ("max_programs", 0, False),
-                                ("edge_tile", 0, False), ("waves_per_eu", 0, False),
-                                ("matrix_instr_nonkdim", 0, False)):
+        # What the kernels can be compiled with and run (CONFIG_INTS): every int an int (not a bool)
+        # within its bounds, every flag a bool, `source` a str. Wrong types raise ArgumentTypeError
+        # (a TypeError and a ValueError), wrong values ValueError, each message starting with the field.
+        for name, low, high, pow2 in CONFIG_INTS:
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low or (
-                    pow2 and value & (value - 1)):
-                raise ValueError(f"{name}: must be {'a power of two' if pow2 else 'an int'} >= {low}, "
-                                 f"got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ArgumentTypeError(f"{name}: must be an int, got {type(value).__name__} {value!r}")
+            if not low <= value <= high or (pow2 and value & (value - 1)):
+                raise ValueError(f"{name}: must be {'a power of two' if pow2 else 'an int'} in "
+                                 f"[{low}, {high}], got {value!r}")
+        for name in CONFIG_FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise ArgumentTypeError(f"{name}: must be a bool, got {type(getattr(self, name)).__name__} "
+                                        f"{getattr(self, name)!r}")
+        if self.matrix_instr_nonkdim not in MATRIX_INSTR_NONKDIMS:
+            raise ValueError(f"matrix_instr_nonkdim: must be one of {MATRIX_INSTR_NONKDIMS}, got "
+                             f"{self.matrix_instr_nonkdim}")
+        if not isinstance(self.source, str):
+            raise ArgumentTypeError(f"source: must be a str, got {type(self.source).__name__}")
         # The kernel maps edge tiles onto whole tiles (TILE_SIZE // EDGE_TILE of them each):
         # any other value would skip or repeat keys, so it is refused here.
         edge = self.edge_tile
@@ -275,7 +313,7 @@ def multi_token_segments(f: Features, tile_size: int) -> int:
     keeping work items x segments within MULTI_TOKEN_PROGRAMS_PER_SM programs per SM, at most
     one segment per tile (16 x 4 KV heads on 132 SMs: 4; 64 x 4: 1)."""
     by_items = _pow2_floor(MULTI_TOKEN_PROGRAMS_PER_SM * f.num_sms // f.kv_items)
-    return max(1, min(by_items, _pow2_floor(visible_tiles(f, tile_size))))
+    return max(1, min(by_items, _pow2_floor(visible_tiles(f, tile_size)), MAX_SEGMENTS))
 
 
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,

@@ -641,6 +641,10 @@ def _candidates(batch):
     for name, values in _HINT_VALUES.items():
         out += [(name, repr(v), v) for v in values]
     out.append(("window", "unknown keyword", 8))
+    q = batch.q  # outputs that alias an input's memory or their own rows (test_inputs_refused.py)
+    cache_bytes = batch.k_cache.reshape(-1).view(torch.uint8)[:q.numel() * q.element_size()]
+    out += [("out", "q itself", q), ("out", "a view of k_cache", cache_bytes.view(q.dtype).view(q.shape)),
+            ("out", "rows aliased", torch.empty(1, *q.shape[1:], dtype=q.dtype, device=dev).expand(q.shape))]
     return out
 
 
