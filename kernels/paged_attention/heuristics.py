@@ -131,7 +131,7 @@ class Config:
     # item of the shapes' bound (the hardware scheduler balances them; still batch-independent)
     programs_per_sm: int = 2
     max_programs: int = 0  # static grid: a cap on its size (0: none); tests, shared GPUs
-    # read the block table a tile ahead (metadata.tile_blocks): the K/V copies pipeline freely,
+    # read the block table a tile ahead (common.tile_blocks): the K/V copies pipeline freely,
     # at the cost of carrying the next tile's block ids in registers
     read_ahead: bool = False
     # keys per tile of the masked causal edge (a divisor of tile_size; 0: tile_size): a
@@ -148,7 +148,7 @@ class Config:
     seq_items: bool = False
     # Q-block items find their sequence by guessing a decode batch's layout (one Q-block per
     # sequence) before any binary search, and the persistent loop skips the bound's trailing
-    # gaps (DECODE_LAYOUT, metadata.locate_q_block): for decodes whose items are Q-blocks
+    # gaps (DECODE_LAYOUT, common.locate_q_block): for decodes whose items are Q-blocks
     decode_layout: bool = False
     # the last segment of a split sequence merges the segments in the attention kernel
     # (FUSED_REDUCE, common.merge_if_last): one launch instead of two. No branch sets it:
