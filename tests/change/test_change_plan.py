@@ -25,6 +25,8 @@ from perf.latency import plant
 from perf.verdicts import Finding, Verdict, exit_code
 from tests.throwaway_repo import git, harness_repo
 
+pytestmark = pytest.mark.slow  # starts processes
+
 # --- the decision, over generated plans ----------------------------------------------------
 
 _small = st.sampled_from([0, 1, 2])

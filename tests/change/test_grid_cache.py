@@ -17,6 +17,8 @@ from perf.change import grid_cache
 from perf.checkout import ROOT
 from perf.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ONLY = "*test_matches_reference?mqa-64-16-decode_1328-bfloat16-none-*"
 
 

@@ -21,6 +21,8 @@ from perf.errors import ConfigError
 from perf.latency import plant
 from tests.throwaway_repo import git, harness_repo
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = Path(__file__).resolve().parents[2]
 # A few dozen keyed cases (2-core CI): every variant on short prefills, decodes and mixed batches of one
 # shape (the heuristic branch moves some of them), and forced configurations.

@@ -19,6 +19,8 @@ from perf.ci import comment
 from perf.ci.jobs import CPU_JOB, TRUST_LABEL, gpu_job_name
 from perf.verdicts import Finding, Verdict
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "https://github.com/org/kernels/actions/runs/42"
 HOSTILE = "<img src=x onerror=alert(1)> @org/maintainers [click](https://evil.example) | `x`"

@@ -21,6 +21,8 @@ from perf.ci import jobs as ci_jobs
 from perf.errors import ConfigError
 from perf.git import git
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ("tests/conftest.py", "tests/interpreter_support.py")  # pytest loads these for every grid module
 

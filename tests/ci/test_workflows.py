@@ -31,6 +31,8 @@ from perf.errors import ConfigError
 from perf.thresholds import load_thresholds
 from perf.vendor import VENDORS
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = ROOT / "thresholds.yaml"
 PR = ROOT / ".github/workflows/pr.yml"

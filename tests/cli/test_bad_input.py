@@ -23,6 +23,8 @@ import pytest
 
 from perf import cli, files
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "bad-input.md"
 THRESHOLDS = (ROOT / "thresholds.yaml").read_text(encoding="utf-8")

@@ -22,6 +22,8 @@ import pytest
 from perf import cli, process
 from perf.errors import ConfigError, ContextLost, NothingMeasured
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

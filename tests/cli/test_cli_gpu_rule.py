@@ -16,6 +16,8 @@ import pytest
 from perf import cli, vendor
 from perf.errors import ConfigError
 
+pytestmark = pytest.mark.slow  # starts processes
+
 PR_SCENARIO = "llama3-8b/decode/batch1-kv128/block16"
 SMOKE_SCENARIO = "tiny/decode/batch1-kv16/block16"
 

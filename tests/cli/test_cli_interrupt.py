@@ -20,7 +20,8 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes from /proc")
+pytestmark = [pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes from /proc"),
+              pytest.mark.slow]  # starts processes
 
 
 def _stat(pid: int) -> list[str] | None:

@@ -32,6 +32,8 @@ from perf.scenarios import Scenario
 from perf.thresholds import load_calibration, load_thresholds
 from perf.vendor import TARGETS, VENDORS
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SOURCES = {
     "thresholds": os.path.join(ROOT, "thresholds.yaml"),

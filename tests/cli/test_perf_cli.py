@@ -21,6 +21,8 @@ from throwaway_repo import harness_repo
 from perf import results, scenarios
 from perf.errors import ConfigError, context_lost
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -63,6 +63,8 @@ from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
 from perf.measure.check import TOLERANCES  # dtype -> (atol, rtol), the gate's too
 
+pytestmark = pytest.mark.slow  # starts processes
+
 # pytest-xdist registers the xdist_group mark; without it (CPU CI) the mark is not added.
 HAS_XDIST = importlib.util.find_spec("xdist") is not None
 

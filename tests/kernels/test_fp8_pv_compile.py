@@ -17,10 +17,12 @@ import os
 import subprocess
 import sys
 
+import pytest
 from interpreter_support import needs_interpreter
 
 from perf.static import metrics  # the static gate's reading of ptxas, here as in the probe
 
+pytestmark = pytest.mark.slow  # starts processes
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIO = "llama3-8b/prefill/batch1-kv8192/block16/fp8/bf16"
 PROBE = r"""

@@ -34,7 +34,8 @@ import triton.language as tl
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 pytestmark = [pytest.mark.skipif("warp_specialize" not in inspect.signature(tl.range).parameters,
-                                 reason="this Triton's tl.range has no warp_specialize (added in 3.5)")]
+                                 reason="this Triton's tl.range has no warp_specialize (added in 3.5)"),
+              pytest.mark.slow]  # starts processes
 if importlib.util.find_spec("xdist") is not None:  # one worker runs the probe once for all tests
     pytestmark.append(pytest.mark.xdist_group("warp_specialize"))
 

@@ -16,6 +16,8 @@ from perf import git, verdicts
 from perf.errors import ConfigError
 from perf.lab import proof
 
+pytestmark = pytest.mark.slow  # starts processes
+
 GPU = "NVIDIA H100 80GB HBM3"
 PREVIOUS = "3.9.0"
 

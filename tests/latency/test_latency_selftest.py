@@ -11,6 +11,8 @@ from throwaway_repo import harness_repo
 from perf.checkout import ROOT
 from perf.latency import plant, selftest
 
+pytestmark = pytest.mark.slow  # starts processes
+
 
 def test_plant_wraps_the_whole_kernel_body():
     with open(os.path.join(ROOT, plant.TARGET), encoding="utf-8") as f:

@@ -13,12 +13,15 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
 from interpreter_support import needs_interpreter
 
 from perf import results
 from perf.checkout import ROOT
 from perf.latency import analysis, worker
 from perf.latency.worker import PROTOCOL
+
+pytestmark = pytest.mark.slow  # starts processes
 
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
 

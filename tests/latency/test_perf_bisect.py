@@ -28,6 +28,8 @@ from perf.latency.bisect import BAD, GOOD, SKIP, Step, planned_steps, search, st
 from perf.latency.request import GateRequest
 from perf.verdicts import Finding, Verdict
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
 TINY = "tiny/decode/batch1-kv16/block16"  # a smoke-suite scenario: the interpreter may bisect it

@@ -15,6 +15,8 @@ import pytest
 from perf import why
 from tests.throwaway_repo import git, harness_repo
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHORT = "llama3-8b/decode/batch128-kv64/block16"  # 64 keys: the NVIDIA tree's short-context branch
 DECODE = "llama3-8b/decode/batch32-kv1024/block16"

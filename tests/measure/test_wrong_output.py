@@ -32,6 +32,8 @@ from perf.measure import check
 from perf.thresholds import load_thresholds
 from perf.verdicts import Finding, Verdict, exit_code, wrong_output
 
+pytestmark = pytest.mark.slow  # starts processes
+
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
 values = st.floats(-4, 4, allow_nan=False, width=32) | st.just(float("nan"))
 

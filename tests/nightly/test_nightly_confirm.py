@@ -21,6 +21,8 @@ from perf.nightly import alert, confirm, history, issues
 from perf.verdicts import Finding, Verdict
 from tests.nightly.test_nightly import ROOT, SCENARIOS, THRESHOLDS, _conf, synthetic, write_night
 
+pytestmark = pytest.mark.slow  # starts processes
+
 MACHINE = "runner-1_nvidia-h100"  # tests.nightly.test_nightly.synthetic's machine
 DECODE, PREFILL = SCENARIOS[0], SCENARIOS[1]
 

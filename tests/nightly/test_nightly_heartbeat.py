@@ -12,6 +12,8 @@ from perf.ci import github
 from perf.nightly import heartbeat, store
 from tests.nightly.test_nightly_store import results_file
 
+pytestmark = pytest.mark.slow  # starts processes
+
 
 def at(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc)

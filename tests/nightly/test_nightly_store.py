@@ -19,6 +19,8 @@ from perf.errors import ConfigError
 from perf.measure.timing import Samples
 from perf.nightly import store
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ENV = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "driver": "580.159.04",
        "gpu_uuid": "GPU-1", "vbios": "96.00", "runtime": "CUDA 13.0", "torch": "2.11.0", "triton": "3.6.0",
        "clocks": {"start": {"sm_mhz": 1980, "mem_mhz": 2619, "throttle": []}, "end": None}}

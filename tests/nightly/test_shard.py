@@ -22,6 +22,8 @@ from perf.measure.timing import Samples
 from perf.nightly import collect, selection, shard
 from perf.scenarios import suite
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = Path(__file__).resolve().parents[2]
 NIGHTLY = [s.name for s in suite("nightly")]
 

@@ -16,9 +16,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from interpreter_support import needs_interpreter
 
 from perf import results
+
+pytestmark = pytest.mark.slow  # starts processes
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS, REPEATS = ("flex_tile", "qblock"), 4

@@ -25,6 +25,8 @@ from perf.latency import ab
 from perf.measure.timing import Samples
 from perf.verdicts import Finding, Verdict
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = "tiny/decode/batch1-kv16/block16"
 WINDOW = "tiny/prefill/batch2-kv24-var-chunk4/block16/window8"  # naive lacks the sliding window

@@ -7,8 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from perf.report import headline, publish, render_markdown
 from perf.verdicts import Finding, Verdict
+
+pytestmark = pytest.mark.slow  # starts processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -21,6 +21,8 @@ from perf import peers, report, results, roofline
 from perf.measure.timing import Samples
 from perf.scenarios import Scenario
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DECODE = "llama3-8b/decode/batch8-kv8192/block16/bf16"
 PREFILL = "llama3-8b/prefill/batch1-kv2048/block16/bf16"

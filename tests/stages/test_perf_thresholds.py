@@ -20,6 +20,8 @@ from perf.errors import ConfigError
 from perf.thresholds import calibration_for, load_thresholds, parse_thresholds
 from perf.vendor import VENDORS
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = os.path.join(ROOT, "thresholds.yaml")
 

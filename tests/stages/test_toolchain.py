@@ -43,6 +43,7 @@ REAL_TRITON = os.path.dirname(importlib.util.find_spec("triton").origin)
 TH = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
 ENV = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", "triton": "3.6.0"}
 CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
+pytestmark = pytest.mark.slow  # starts processes
 
 # The stand-in's triton/__init__.py: the installed Triton's code (its folder appended to the
 # package path), reporting another version.

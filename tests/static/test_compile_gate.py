@@ -25,6 +25,8 @@ from perf.static import gate
 from perf.thresholds import load_thresholds
 from perf.verdicts import Verdict
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # every target of thresholds.yaml (sm_90, sm_100, gfx942, gfx950 today)
 TARGETS = {t.name for v in load_thresholds(os.path.join(ROOT, "thresholds.yaml")).vendors.values()

@@ -27,6 +27,8 @@ from perf.thresholds import load_thresholds, parse_compile_calibration, parse_th
 from perf.vendor_thresholds import NoiseRule
 from perf.verdicts import Verdict, compile_time_finding
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULE = NoiseRule(1.25, 1.75, 3.0, 4.0)
 

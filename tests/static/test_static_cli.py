@@ -18,6 +18,8 @@ from perf.static import build, report
 from perf.thresholds import load_thresholds
 from perf.verdicts import Finding, Verdict
 
+pytestmark = pytest.mark.slow  # starts processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TARGETS = [t.name for v in load_thresholds(os.path.join(ROOT, "thresholds.yaml")).vendors.values()
            for t in v.targets]  # thresholds.yaml's, in order
