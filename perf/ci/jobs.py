@@ -195,29 +195,21 @@ CHANGES_JOB = "Changes: which GPU jobs and latency cases this change needs"
 # the latency gate's (`perf gate --plan-only`: which latency cases can differ; identical launches
 # cannot) and, where the grid runs and every changed input is selectable (perf/change/grid_plan.py),
 # the correctness grid's (`perf grid --cases`: which keyed cases can compute something else). Each
-# is uploaded as the artifact named after its file; the GPU jobs download it, and time only those
-# cases or deselect the others (`pytest --grid-plan`).
+# go into one folder, uploaded as one artifact per vendor (`plans-<vendor>`); the GPU jobs download
+# it, and time only those cases or deselect the others (`pytest --grid-plan`).
 PLAN_FILE = KINDS[LATENCY].file
 GRID_PLAN_FILE = KINDS[GRID].file
 
 
-def plan_artifact(vendor: str, file: str = PLAN_FILE) -> str:
-    """The artifact of `vendor`'s plan `file` (plan-nvidia, grid-plan-nvidia); not `pr-*`: the
-    comment workflow downloads those."""
-    return f"{file.removesuffix('.json')}-{vendor}"
+def plan_artifact(vendor: str) -> str:
+    """The one artifact of `vendor`'s plans (plans-nvidia: plan.json, and grid-plan.json where the
+    grid's plan was made); not `pr-*`: the comment workflow downloads those."""
+    return f"plans-{vendor}"
 
 
-def plan_dir(vendor: str, file: str = PLAN_FILE) -> str:
-    """The folder the `changes` job writes that plan into and the GPU jobs download it to."""
-    return f"{RESULTS_DIR}/{plan_artifact(vendor, file)}"
-
-
-def grid_plan_artifact(vendor: str) -> str:
-    return plan_artifact(vendor, GRID_PLAN_FILE)
-
-
-def grid_plan_dir(vendor: str) -> str:
-    return plan_dir(vendor, GRID_PLAN_FILE)
+def plan_dir(vendor: str) -> str:
+    """The folder the `changes` job writes both plans into and the GPU jobs download them to."""
+    return f"{RESULTS_DIR}/{plan_artifact(vendor)}"
 
 
 PLAN = Command("plan", "Plan the {vendor} latency gate: cases to time (perf gate --plan-only)",
@@ -225,7 +217,7 @@ PLAN = Command("plan", "Plan the {vendor} latency gate: cases to time (perf gate
                 "--out", plan_dir("{vendor}")), base_flag="--base-ref")
 GRID_PLAN = Command("grid-plan", "Plan the {vendor} correctness grid: keyed cases to run (perf grid --cases)",
                     ("nox", "-s", "cli", "--", "grid", "--cases", "--vendor", "{vendor}",
-                     "--out", grid_plan_dir("{vendor}"), "--github-output"), base_flag="--base-ref")
+                     "--out", plan_dir("{vendor}"), "--github-output"), base_flag="--base-ref")
 # `perf grid --compile-cache` on hosted CPU runners, per vendor, where the grid runs: the grid's
 # kernels compiled in the GPU job's own image (a Triton cache hits only under the very Triton build,
 # ptxas and environment that compiled it: perf/change/grid_cache.py), split over a matrix of shards by

@@ -36,8 +36,6 @@ from perf.ci.jobs import (
     gpu_job_name,
     grid_cache_artifact,
     grid_cache_dir,
-    grid_plan_artifact,
-    grid_plan_dir,
     plan_artifact,
     plan_dir,
 )
@@ -151,16 +149,15 @@ def _changes_job(vendors: list[VendorCI]) -> dict:
     for v in vendors:
         outputs[f"correctness_{v.vendor}"] = "${{ steps.grid.outputs.correctness }}"
         steps.append(_plan_step(v))
-        step = f"{PLAN.id}-{v.vendor}"
-        outputs[f"latency_{v.vendor}"] = f"${{{{ steps.{step}.outputs.latency }}}}"
-        steps.append(upload(plan_artifact(v.vendor), f"{plan_dir(v.vendor)}/",
-                            f"steps.{step}.outcome == 'success'"))
+        outputs[f"latency_{v.vendor}"] = f"${{{{ steps.{PLAN.id}-{v.vendor}.outputs.latency }}}}"
     for v in vendors:  # after the latency plans (the gate's cost first), in the same nox cli venv
-        step = f"{GRID_PLAN.id}-{v.vendor}"
+        grid = f"{GRID_PLAN.id}-{v.vendor}"
         steps.append(_grid_plan_step(v))
-        outputs[f"grid_plan_{v.vendor}"] = f"${{{{ steps.{step}.outputs.grid_plan }}}}"
-        steps.append(upload(grid_plan_artifact(v.vendor), f"{grid_plan_dir(v.vendor)}/",
-                            f"steps.{step}.outputs.grid_plan == 'true'"))
+        outputs[f"grid_plan_{v.vendor}"] = f"${{{{ steps.{grid}.outputs.grid_plan }}}}"
+        # One artifact for both plans of the vendor (each consumer reads its file when it is there)
+        steps.append(upload(plan_artifact(v.vendor), f"{plan_dir(v.vendor)}/",
+                            f"steps.{PLAN.id}-{v.vendor}.outcome == 'success' || "
+                            f"steps.{grid}.outputs.grid_plan == 'true'"))
     return {
         "name": CHANGES_JOB,
         "if": _RELEVANT,
@@ -171,6 +168,15 @@ def _changes_job(vendors: list[VendorCI]) -> dict:
         "outputs": outputs,
         "steps": steps,
     }
+
+
+def _download_plans(v: VendorCI) -> dict:
+    """The vendor's plans (one artifact: the latency gate's and, where made, the grid's), where
+    either came; a lost download runs the latency gate and the grid in full."""
+    wanted = f"{_CHANGES}.latency_{v.vendor} == 'true' || {_CHANGES}.grid_plan_{v.vendor} == 'true'"
+    return {"if": wanted, "continue-on-error": True,
+            **uses("download-artifact", f"Download the {v.vendor} plans", name=plan_artifact(v.vendor),
+                   path=f"{plan_dir(v.vendor)}/")}
 
 
 def _latency_steps(v: VendorCI) -> list[dict]:
@@ -184,9 +190,6 @@ def _latency_steps(v: VendorCI) -> list[dict]:
               + exec_prefix(v) + perf.shell(v.vendor, '"$BASE_SHA"') + ' "${plan[@]}"\n')
     findings = f"{RESULTS_DIR}/{LATENCY_FINDINGS}"
     return [
-        {"if": f"{out} == 'true'", "continue-on-error": True,
-         **uses("download-artifact", f"Download the {v.vendor} latency plan", name=plan_artifact(v.vendor),
-                path=f"{plan_dir(v.vendor)}/")},
         {"id": perf.id, "name": perf.title(v.vendor), "if": f"{out} != 'false'", "run": script},
         {"name": "No latency case to time", "if": f"{out} == 'false'",
          "run": ('msg="latency gate skipped: every case of the plan has identical launches on both sides"\n'
@@ -203,7 +206,7 @@ def _gpu_command_steps(c: Command, v: VendorCI) -> list[dict]:
     if c.id != GRID_STEP:
         return [step]
     out = f"{_CHANGES}.correctness_{v.vendor}"
-    plan = f"{grid_plan_dir(v.vendor)}/{GRID_PLAN_FILE}"
+    plan = f"{plan_dir(v.vendor)}/{GRID_PLAN_FILE}"
     script = ("plan=()\n"
               f'if [ -f {plan} ]; then plan=({c.plan_flag} {plan}); fi\n')
     cache_steps = []
@@ -224,10 +227,7 @@ def _gpu_command_steps(c: Command, v: VendorCI) -> list[dict]:
     else:
         script += step["run"]
     script += ' "${plan[@]}"\n'
-    return [{"if": f"{_CHANGES}.grid_plan_{v.vendor} == 'true'", "continue-on-error": True,
-             **uses("download-artifact", f"Download the {v.vendor} grid plan",
-                    name=grid_plan_artifact(v.vendor), path=f"{grid_plan_dir(v.vendor)}/")},
-            *cache_steps,
+    return [*cache_steps,
             {**step, "if": f"{out} != 'false'", "run": script},
             {"name": "Correctness grid: no input changed", "if": f"{out} == 'false'",
              "run": ('msg="correctness grid skipped: no file it reads changed (perf grid, the changes job)"\n'
@@ -259,7 +259,7 @@ def _grid_compile_job(v: VendorCI) -> dict:
     only the compiles (the GPU job's `if:` begins with `!cancelled()`)."""
     n = GRID_COMPILE_SHARDS
     shard = "${{ matrix.shard }}"
-    plan = f"{grid_plan_dir(v.vendor)}/{GRID_PLAN_FILE}"
+    plan = f"{plan_dir(v.vendor)}/{GRID_PLAN_FILE}"
     cache = grid_cache_dir(v.vendor)
     # Inside the container, from the step's environment (no shell of the runner reads it).
     inside = ('git config --global --add safe.directory "$PWD"\n'
@@ -292,7 +292,7 @@ def _grid_compile_job(v: VendorCI) -> dict:
             {"name": "Free disk space for the image (remove the runner's unused toolchains)", "run": free},
             {"if": f"{_CHANGES}.grid_plan_{v.vendor} == 'true'", "continue-on-error": True,
              **uses("download-artifact", f"Download the {v.vendor} grid plan",
-                    name=grid_plan_artifact(v.vendor), path=f"{grid_plan_dir(v.vendor)}/")},
+                    name=plan_artifact(v.vendor), path=f"{plan_dir(v.vendor)}/")},
             {"id": GRID_COMPILE.id, "name": GRID_COMPILE.title(v.vendor), "env": {"IN_CONTAINER": inside},
              "run": run},
             # What compiled before a failure is whole (Triton writes each file by rename): uploaded too.
@@ -339,6 +339,7 @@ def build_pr(vendors: list[VendorCI]) -> dict:
             checkout(),
             *start_container(v),
             *lock_clocks(v),
+            _download_plans(v),
             *[s for c in commands for s in _gpu_command_steps(c, v)],
             *_latency_steps(v),
             upload(gpu_artifact(v.vendor), f"{RESULTS_DIR}/"),

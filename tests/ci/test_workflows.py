@@ -393,7 +393,7 @@ def test_comment_workflow_reads_the_artifacts_the_pr_run_uploads():
     uploads = {s["with"]["name"]: s["with"]["path"] for j in pr["jobs"].values() for s in j["steps"]
                if s.get("uses", "").startswith("actions/upload-artifact@")}
     vendors = list(load_thresholds(THRESHOLDS).vendors)
-    plans = {*map(ci_jobs.plan_artifact, vendors), *map(ci_jobs.grid_plan_artifact, vendors),  # the GPU jobs'
+    plans = {*map(ci_jobs.plan_artifact, vendors),  # the GPU jobs' (both plans in one per vendor)
              *(ci_jobs.grid_cache_artifact(v, "${{ matrix.shard }}") for v in vendors)}
     assert set(uploads) == {ci_jobs.PR_NUMBER_ARTIFACT, ci_jobs.CPU_ARTIFACT,
                             *map(ci_jobs.gpu_artifact, vendors), *plans}
@@ -820,12 +820,13 @@ def test_the_changes_job_plans_the_grid_where_it_runs(tmp_path, written, grid_pl
     assert step["continue-on-error"] is True and "steps.grid.outputs.correctness == 'true'" in step["if"]
     assert job["outputs"]["grid_plan_nvidia"] == "${{ steps.grid-plan-nvidia.outputs.grid_plan }}"
     upload = job["steps"][names.index("grid-plan-nvidia") + 1]
-    assert upload["with"]["name"] == ci_jobs.grid_plan_artifact("nvidia")
-    assert upload["if"] == "steps.grid-plan-nvidia.outputs.grid_plan == 'true'"
+    assert upload["with"]["name"] == ci_jobs.plan_artifact("nvidia")  # one artifact: both plans
+    assert upload["if"] == ("steps.plan-nvidia.outcome == 'success' || "
+                            "steps.grid-plan-nvidia.outputs.grid_plan == 'true'")
     words = shlex.split(step["run"])
     assert words[:6] == ["nox", "-s", "cli", "--", "grid", "--cases"] and "--github-output" in words
     assert words[words.index("--base-ref") + 1] == "$MERGE_BASE"
-    assert words[words.index("--out") + 1] == ci_jobs.grid_plan_dir("nvidia")
+    assert words[words.index("--out") + 1] == ci_jobs.plan_dir("nvidia")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     write = ("exit 2" if written is None else
@@ -843,8 +844,9 @@ def test_the_changes_job_plans_the_grid_where_it_runs(tmp_path, written, grid_pl
 def test_the_gpu_job_passes_the_grid_plan_when_one_came(tmp_path):
     steps = load(PR)["jobs"]["gpu-nvidia"]["steps"]
     names = [s["name"] for s in steps]
-    (download,) = [s for s in steps if s.get("with", {}).get("name") == ci_jobs.grid_plan_artifact("nvidia")]
-    assert download["if"] == "needs.changes.outputs.grid_plan_nvidia == 'true'"
+    (download,) = [s for s in steps if s.get("with", {}).get("name") == ci_jobs.plan_artifact("nvidia")]
+    assert download["if"] == ("needs.changes.outputs.latency_nvidia == 'true' || "
+                              "needs.changes.outputs.grid_plan_nvidia == 'true'")
     assert download["continue-on-error"] is True  # a lost plan: the whole grid runs
     grid_step = next(s for s in steps if s.get("id") == ci_jobs.GRID_STEP)
     assert names.index(download["name"]) < names.index(grid_step["name"])
@@ -853,10 +855,10 @@ def test_the_gpu_job_passes_the_grid_plan_when_one_came(tmp_path):
     (bin_dir / "docker").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$ARGS"\n')
     (bin_dir / "docker").chmod(0o755)
     args = tmp_path / "args"
-    plan = f"{ci_jobs.grid_plan_dir('nvidia')}/{ci_jobs.GRID_PLAN_FILE}"
+    plan = f"{ci_jobs.plan_dir('nvidia')}/{ci_jobs.GRID_PLAN_FILE}"
     for with_plan in (False, True):
         if with_plan:
-            (tmp_path / ci_jobs.grid_plan_dir("nvidia")).mkdir(parents=True)
+            (tmp_path / ci_jobs.plan_dir("nvidia")).mkdir(parents=True)
             (tmp_path / plan).write_text("{}")
         done = _run(grid_step["run"], tmp_path, {"ARGS": str(args), "CI_CONTAINER": "c",
                                                  "GITHUB_WORKSPACE": str(tmp_path)}, bin_dir)
@@ -1362,7 +1364,7 @@ def test_a_grid_compile_matrix_per_vendor_in_the_gpu_job_s_pinned_image_without_
         for folder in pr_yml.HOSTED_TOOLCHAINS:
             assert folder in free["run"]
         (plan,) = [s for s in job["steps"]
-                   if s.get("with", {}).get("name") == ci_jobs.grid_plan_artifact(vendor)]
+                   if s.get("with", {}).get("name") == ci_jobs.plan_artifact(vendor)]
         assert plan["continue-on-error"] is True
         assert plan["if"] == f"needs.changes.outputs.grid_plan_{vendor} == 'true'"
         assert names.index(plan["name"]) < names.index(step["name"])
@@ -1456,9 +1458,9 @@ def test_the_compile_step_runs_perf_grid_in_the_container_with_its_shard_and_the
     (bin_dir / "git").write_text('#!/bin/sh\nprintf "git %s\\n" "$*" >> "$CALLS"\n')
     for tool in ("docker", "python", "git"):
         (bin_dir / tool).chmod(0o755)
-    plan = f"{ci_jobs.grid_plan_dir('nvidia')}/{ci_jobs.GRID_PLAN_FILE}"
+    plan = f"{ci_jobs.plan_dir('nvidia')}/{ci_jobs.GRID_PLAN_FILE}"
     if with_plan:
-        (tmp_path / ci_jobs.grid_plan_dir("nvidia")).mkdir(parents=True)
+        (tmp_path / ci_jobs.plan_dir("nvidia")).mkdir(parents=True)
         (tmp_path / plan).write_text("{}")
     calls, args = tmp_path / "calls", tmp_path / "docker-args"
     env = {"CALLS": str(calls), "DOCKER_ARGS": str(args), "CI_IMAGE": job["env"]["CI_IMAGE"],
