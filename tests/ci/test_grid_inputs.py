@@ -41,7 +41,8 @@ def _module_file(name: str) -> str | None:
     return None
 
 
-def _imports(path: str) -> set[str]:
+@cache  # every test module's walk reads the same shared helpers: parse each file once
+def _imports(path: str) -> frozenset[str]:
     """Repository files `path` imports anywhere in its body (inside functions too: an import at
     call time is an input as much as one at import time), packages' __init__ included."""
     tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
@@ -64,7 +65,7 @@ def _imports(path: str) -> set[str]:
             file = _module_file(".".join(parts[:i]))
             if file:
                 found.add(file)
-    return found
+    return frozenset(found)
 
 
 @cache

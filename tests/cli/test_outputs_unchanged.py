@@ -78,7 +78,9 @@ from outputs_capture import Case, Group
 CAPTURED_HERE = not (torch.version.cuda or torch.version.hip or NUMPY_BREAKS_INTERPRETER)
 NOT_HERE = ("the golden outputs were captured with torch's CPU build, in Triton's interpreter (a GPU build "
             "or NumPy >= 2.4 prints other refusals)")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CAPTURED_HERE, reason=NOT_HERE)]
+# one xdist worker takes every case: the capture runs once, and no other worker idles on its lock
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("outputs"),
+              pytest.mark.skipif(not CAPTURED_HERE, reason=NOT_HERE)]
 
 GOLDEN = capture.ROOT / "tests" / "data" / "outputs"
 REGEN = os.environ.get("PERF_REGEN_OUTPUTS") == "1"
