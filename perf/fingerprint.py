@@ -422,8 +422,9 @@ def limits(fp: dict, device_index: int | None = None, measure=None) -> tuple[dic
                 return _limits_record(roofline.limits_from({"limits": entry}), entry["measured"], True), None
             found, when = measure(device), _now()
             try:
-                files.write_json(path, {"schema": LIMITS_SCHEMA, "gpu_uuid": uuid, "gpu_model": fp.get("gpu_model"),
-                                        "driver": fp.get("driver"), "measured": when,
+                files.write_json(path, {"schema": LIMITS_SCHEMA, "gpu_uuid": uuid,
+                                        "gpu_model": fp.get("gpu_model"), "driver": fp.get("driver"),
+                                        "measured": when,
                                         "copy_tb_s": found.copy_tb_s, "matmul_tflop_s": found.matmul_tflop_s})
             except Exception as e:  # a cache that cannot be written: measured again next time
                 print(f"note: the GPU's limits are not cached ({e})", file=sys.stderr, flush=True)

@@ -77,33 +77,40 @@ def limit_ms(spec, limits: Limits) -> float:
 
 
 def measure_limits(device: str = "cuda") -> Limits:
-    """Copy bandwidth and bf16 matmul peak of this GPU, timed with device events (about 6 GiB
+    """Copy bandwidth and bf16 matmul peak of this GPU, timed with device events (about 4.4 GiB
     for a moment, handed back to the device before it returns)."""
     import torch
 
-    def median_ms(fn) -> float:
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(REPEATS):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times)
+    try:
+        return Limits(copy_tb_s=_copy_tb_s(torch, device), matmul_tflop_s=_matmul_tflop_s(torch, device))
+    finally:
+        torch.cuda.empty_cache()  # the caller measures next: its batches get the memory back
 
+
+def _median_ms(torch, fn) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(REPEATS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def _copy_tb_s(torch, device: str) -> float:
     src = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device).random_()
     dst = torch.empty_like(src)
-    copy_ms = median_ms(lambda: dst.copy_(src))
+    return 2 * COPY_BYTES / (_median_ms(torch, lambda: dst.copy_(src)) * 1e-3) / 1e12
+
+
+def _matmul_tflop_s(torch, device: str) -> float:
     a = torch.randn(MATMUL_N, MATMUL_N, dtype=torch.bfloat16, device=device)
     b = torch.randn(MATMUL_N, MATMUL_N, dtype=torch.bfloat16, device=device)
-    mm_ms = median_ms(lambda: a @ b)
-    del src, dst, a, b
-    torch.cuda.empty_cache()  # the caller measures next: its batches get the memory back
-    return Limits(copy_tb_s=2 * COPY_BYTES / (copy_ms * 1e-3) / 1e12,
-                  matmul_tflop_s=2 * MATMUL_N ** 3 / (mm_ms * 1e-3) / 1e12)
+    return 2 * MATMUL_N ** 3 / (_median_ms(torch, lambda: a @ b) * 1e-3) / 1e12
 
 
 # --- a measured time against the limits: what the reports show ----------------------------------
@@ -152,7 +159,8 @@ def limits_from(env: dict | None) -> Limits | None:
     """The limits a results environment holds (`limits`, perf/fingerprint.py), None where it holds
     none (the interpreter, files written before they were measured) or not two positive numbers."""
     doc = (env or {}).get("limits")
-    if not isinstance(doc, dict) or not (_positive(doc.get("copy_tb_s")) and _positive(doc.get("matmul_tflop_s"))):
+    if not isinstance(doc, dict) or not (_positive(doc.get("copy_tb_s"))
+                                         and _positive(doc.get("matmul_tflop_s"))):
         return None
     return Limits(copy_tb_s=float(doc["copy_tb_s"]), matmul_tflop_s=float(doc["matmul_tflop_s"]))
 
