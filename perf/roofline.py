@@ -69,18 +69,6 @@ def work(spec) -> dict:
     return {"bytes": hbm_bytes(spec), "flops": attention_flops(spec)}
 
 
-def scenario_work(name: str) -> dict | None:
-    """`work` of a scenario's batch by its name (perf/scenarios.py): the same bytes and flops its
-    records carry, for readers that keep no records (the nightly's history); None for a name that
-    is not a scenario's."""
-    from perf.scenarios import Scenario
-
-    try:
-        return work(Scenario.parse(name).spec())
-    except ValueError:
-        return None
-
-
 def limit_ms(spec, limits: Limits) -> float:
     """The case's floor in ms: the larger of its memory time and its compute time."""
     memory = hbm_bytes(spec) / (limits.copy_tb_s * 1e12)

@@ -94,15 +94,26 @@ def hw_share(h: History, name: str, scenario: str, metric: str, sha: str | None 
     None without limits (Triton's interpreter, nights before they were recorded) or a latency."""
     commit = next((c for c in h.commits if c.sha == (sha or h.latest.sha)), None)
     limits = roofline.limits_from(commit.environment if commit else None)
-    w = work.get(scenario) if work is not None else roofline.scenario_work(scenario)
+    w = work.get(scenario) if work is not None else scenario_work(scenario)
     if limits is None or w is None:
         return None
     return roofline.share(w["bytes"], w["flops"], h.value(name, scenario, metric, sha), limits)
 
 
+def scenario_work(name: str) -> dict | None:
+    """perf/roofline.py `work` of a scenario's batch by its name (perf/scenarios.py): the bytes
+    and flops its records carry, which the history does not keep; None for another name."""
+    from perf.scenarios import Scenario
+
+    try:
+        return roofline.work(Scenario.parse(name).spec())
+    except ValueError:
+        return None
+
+
 def _works(h: History) -> dict:
-    """scenario -> its work (perf/roofline.py scenario_work), each scenario's once."""
-    return {s: w for s in h.scenarios() if (w := roofline.scenario_work(s)) is not None}
+    """scenario -> its work (`scenario_work`), each scenario's once."""
+    return {s: w for s in h.scenarios() if (w := scenario_work(s)) is not None}
 
 
 # --- figures -----------------------------------------------------------------------------------

@@ -43,6 +43,8 @@ def test_share_per_scenario_is_the_latency_against_that_nights_limits():
     assert prefill.bound == "compute" and prefill.fraction == pytest.approx(1.0)
     assert site.hw_share(h, "static_grid", DECODE, "graph") is None  # the newest night has no limits
     assert site.hw_share(h, "static_grid", "not-a-scenario", "graph", first) is None
+    assert site.scenario_work(DECODE) == roofline.work(Scenario.parse(DECODE).spec())
+    assert site.scenario_work("not-a-scenario") is None
 
 
 def test_the_section_shows_the_table_and_one_plot_per_suite(tmp_path):

@@ -43,12 +43,10 @@ def test_a_case_timed_at_its_floor_is_at_100_percent_of_its_bound():
         spec = Scenario.parse(name).spec()
         w = roofline.work(spec)
         assert w == {"bytes": roofline.hbm_bytes(spec), "flops": roofline.attention_flops(spec)}
-        assert roofline.scenario_work(name) == w
         at = roofline.share(w["bytes"], w["flops"], roofline.limit_ms(spec, LIMITS), LIMITS)
         assert at.bound == bound and at.fraction == pytest.approx(1.0)
         assert roofline.cell(roofline.share(w["bytes"], w["flops"], 2 * roofline.limit_ms(spec, LIMITS),
                                             LIMITS)) == f"50 % {bound}"
-    assert roofline.scenario_work("not a scenario") is None
 
 
 @pytest.mark.parametrize("doc", [None, {}, {"copy_tb_s": 4.0}, {"copy_tb_s": 0, "matmul_tflop_s": 1},
