@@ -194,20 +194,27 @@ def plot_paper(h: History, family: str, members: list, metric: str, path: str) -
     return _save(fig, path, rect=(0, 0, 1, 1 - 0.75 / height))
 
 
-def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
-    """Geometric mean over scenarios of % of vendor SOTA, per variant, across commits."""
-    variants = h.names(peers=False)
-    xs = list(range(len(h.commits)))
+def _geomeans(names: list[str], commits: list, percents) -> dict[str, tuple[list[float], list[int]]]:
+    """name -> (the geometric mean of `percents(name, sha)`'s finite values per commit, how many
+    values each had), for the names with a value at some commit: the lines of a plot over time."""
     lines = {}
-    for n in variants:
+    for n in names:
         ys, counts = [], []
-        for c in h.commits:
-            vals = [sota_percent(h, n, s, metric, c.sha) for s in h.scenarios()]
-            vals = [v for v in vals if math.isfinite(v)]
+        for c in commits:
+            vals = [v for v in percents(n, c.sha) if math.isfinite(v)]
             ys.append(geomean(vals))
             counts.append(len(vals))
         if any(math.isfinite(y) for y in ys):
             lines[n] = (ys, counts)
+    return lines
+
+
+def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
+    """Geometric mean over scenarios of % of vendor SOTA, per variant, across commits."""
+    variants = h.names(peers=False)
+    xs = list(range(len(h.commits)))
+    lines = _geomeans(variants, h.commits,
+                      lambda n, sha: [sota_percent(h, n, s, metric, sha) for s in h.scenarios()])
     if not lines:
         return None
     plt = _plt()
@@ -230,16 +237,9 @@ def plot_hw_limit(h: History, suite: str, metric: str, path: str) -> str | None:
     commits = [c for c in h.commits if c.suite == suite]
     works = _works(h)
     names = [*h.names(peers=False), *h.names(peers=True)]
-    lines = {}
-    for n in names:
-        ys, counts = [], []
-        for c in commits:
-            shares = [hw_share(h, n, s, metric, c.sha, works) for s in works]
-            vals = [100 * x.fraction for x in shares if x is not None]
-            ys.append(geomean(vals))
-            counts.append(len(vals))
-        if any(math.isfinite(y) for y in ys):
-            lines[n] = (ys, counts)
+    lines = _geomeans(names, commits, lambda n, sha: [
+        100 * x.fraction if x is not None else math.nan for x in (hw_share(h, n, s, metric, sha, works)
+                                                                   for s in works)])
     if not lines:
         return None
     plt = _plt()
