@@ -88,6 +88,7 @@ def measure_limits(device: str = "cuda") -> Limits:
 
 
 def _median_ms(torch, fn) -> float:
+    """Median device time of `fn` over REPEATS calls after 3 warm-ups (one call per event pair)."""
     for _ in range(3):
         fn()
     times = []
