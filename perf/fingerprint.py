@@ -22,6 +22,9 @@ always written and never wrong. `diff(old, new)` lists what changed between two 
 (the dashboard shows it; the nightly's attribution sorts it into TOOLCHAIN_FIELDS and
 ENVIRONMENT_FIELDS). The image digest comes from the variable PERF_IMAGE_DIGEST, which the
 GPU workflows set to the digest of the container image they run in (docs/nightly.md).
+
+`limits(fp)` gives the GPU's copy bandwidth and matmul peak (perf/roofline.py), measured once
+per GPU and driver and cached by device UUID (`limits_cache`), never on a CPU.
 """
 
 from __future__ import annotations
@@ -358,6 +361,82 @@ def _device(device_index: int | None) -> dict:
     if found.get("gpu_model") is None or isinstance(found.get("gpu_model"), _Failed):
         found["gpu_model"] = name or found.get("gpu_model")
     return found
+
+
+# --- the GPU's measured limits, cached by device UUID -------------------------------------------
+
+LIMITS_CACHE_ENV = "PERF_LIMITS_CACHE"  # the folder of the limits cache (default: ~/.cache/perf/limits)
+LIMITS_SCHEMA = 1
+LIMITS_WAIT_S = 300.0  # another process measuring the same GPU: seconds to wait for its entry (a few s)
+
+
+def limits_cache() -> str:
+    """The folder of the limits cache: one `<UUID>.json` per GPU, `$PERF_LIMITS_CACHE` if set."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get(LIMITS_CACHE_ENV) or os.path.join(base, "perf", "limits")
+
+
+def _cached_limits(path: str, fp: dict) -> dict | None:
+    """The cache entry at `path` when it is one for this GPU under this driver; None otherwise (a
+    cache: an entry that is missing, unreadable or another driver's is measured again)."""
+    from perf import files
+    from perf.errors import ConfigError
+
+    if not os.path.exists(path):
+        return None
+    try:
+        doc = files.load_json(path, "a cached limits entry", "it is measured again")
+    except ConfigError as e:
+        print(f"note: {e}", file=sys.stderr, flush=True)
+        return None
+    from perf import roofline
+
+    same = doc.get("schema") == LIMITS_SCHEMA and doc.get("gpu_uuid") == fp.get("gpu_uuid") \
+        and doc.get("driver") == fp.get("driver")
+    return doc if same and roofline.limits_from({"limits": doc}) is not None else None
+
+
+def limits(fp: dict, device_index: int | None = None, measure=None) -> tuple[dict | None, str | None]:
+    """(limits, None) of fingerprint `fp`'s GPU: its copy bandwidth and bf16 matmul peak
+    (perf/roofline.py), read from the cache by device UUID where an entry of the same driver is
+    there, else measured now (`measure`, default roofline.measure_limits) and cached; the record
+    is {copy_tb_s, matmul_tflop_s, measured (time), cached (bool)}. (None, why) without a GPU
+    (Triton's interpreter) or when measuring fails: never a number it did not measure. Never raises."""
+    from perf import files, roofline
+
+    if fp.get("vendor") not in vendor_mod.VENDORS or fp.get("interpreter"):
+        return None, (fp.get("why") or {}).get("gpu_uuid") or "no GPU measured"
+    uuid = fp.get("gpu_uuid")
+    device = "cuda" if device_index is None else f"cuda:{device_index}"
+    measure = measure or roofline.measure_limits
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", uuid or "")
+    try:
+        if not uuid:  # nothing to cache by: measured for this run alone
+            return _limits_record(measure(device), _now(), False), None
+        path = os.path.join(limits_cache(), name + ".json")
+        # One process measures a GPU at a time (two copies at once would halve each one's bandwidth).
+        with files.lock(os.path.join(files.LOCK_DIR, f"limits-{name}.lock"), timeout=LIMITS_WAIT_S,
+                        what="measuring this GPU's limits"):
+            entry = _cached_limits(path, fp)  # under the lock: another process may have just measured
+            if entry is not None:
+                return _limits_record(roofline.limits_from({"limits": entry}), entry["measured"], True), None
+            found, when = measure(device), _now()
+            try:
+                files.write_json(path, {"schema": LIMITS_SCHEMA, "gpu_uuid": uuid,
+                                        "gpu_model": fp.get("gpu_model"), "driver": fp.get("driver"),
+                                        "measured": when,
+                                        "copy_tb_s": found.copy_tb_s, "matmul_tflop_s": found.matmul_tflop_s})
+            except Exception as e:  # a cache that cannot be written: measured again next time
+                print(f"note: the GPU's limits are not cached ({e})", file=sys.stderr, flush=True)
+            return _limits_record(found, when, False), None
+    except Exception as e:  # out of memory, a driver that fails, another process measuring for long
+        return None, f"the limits were not measured: {type(e).__name__}: {e}".splitlines()[0][:300]
+
+
+def _limits_record(found, when: str, cached: bool) -> dict:
+    """What a results environment holds of the limits (perf.roofline.Limits and when)."""
+    return {"copy_tb_s": found.copy_tb_s, "matmul_tflop_s": found.matmul_tflop_s, "measured": str(when),
+            "cached": cached}
 
 
 def read_clocks(fp: dict) -> dict | None:

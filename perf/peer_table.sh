@@ -16,8 +16,9 @@
 #   DIR/run-<i>.jsonl: a fresh process per file, so what a process adds lands in the variance.
 #   A file that exists is continued, so the command picks up where an interrupted one stopped;
 #   remove DIR to measure afresh.
-# Then `perf table` over all of them, with the ratios to each peer, into DIR/table.md and, with
-#   --docs (docs/peers.md), between that page's markers for the suite.
+# Then `perf table` over all of them, with the ratios to each peer and each latency's % of the
+#   GPU's limit (copy bandwidth and matmul peak, measured once per GPU: perf/roofline.py), into
+#   DIR/table.md and, with --docs (docs/peers.md), between that page's markers for the suite.
 set -euo pipefail
 
 flashinfer="" vllm="" vllm_version="" processes=3 repeats=5 suite=anchor metrics=graph out=results/peers docs=""

@@ -7,7 +7,8 @@ the passing rows into a <details> block, so the answer takes ten seconds to find
 Actions renders the file on the run's page); each gate draws its own plot (the latency
 gate's: perf/latency/plot.py). `render_table`
 (`python -m perf table`) shows what `perf run` measured: every variant and peer side by
-side per scenario, the throughput derived from latency, ours over the best peer.
+side per scenario, the throughput derived from latency and its % of the GPU's limit
+(perf/roofline.py), ours over the best peer.
 """
 
 from __future__ import annotations
@@ -43,16 +44,23 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _row(f: Finding) -> str:
+HW_COLUMN = "head, % of HW limit"  # after "head": perf/roofline.py's cell of the head's median
+
+
+def _row(f: Finding, hardware: roofline.Sheet | None = None) -> str:
     ci = "–" if f.ci_low is None or f.ci_high is None else f"[{f.ci_low:.3f}, {f.ci_high:.3f}]"
     ratio = "–" if f.ratio is None else f"{f.ratio:.3f}"
+    limit = () if hardware is None else (hardware.cell(f.scenario, f.head),)
     cells = (_MARK[f.verdict], f.vendor, f.target, f.variant, f.scenario, f.metric,
-             _num(f.base), _num(f.head), ratio, ci, _p(f.p_value), f.threshold, f.note)
+             _num(f.base), _num(f.head), *limit, ratio, ci, _p(f.p_value), f.threshold, f.note)
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
 
-def _table(rows: list[Finding]) -> list[str]:
-    return ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS), *map(_row, rows)]
+def _table(rows: list[Finding], hardware: roofline.Sheet | None = None) -> list[str]:
+    at = _COLUMNS.index("head") + 1
+    columns = _COLUMNS if hardware is None else (*_COLUMNS[:at], HW_COLUMN, *_COLUMNS[at:])
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
+            *(_row(f, hardware) for f in rows)]
 
 
 def headline(findings: list[Finding]) -> str:
@@ -69,8 +77,10 @@ def headline(findings: list[Finding]) -> str:
     return f"**{status}**: " + ", ".join(parts)
 
 
-def render_markdown(findings: list[Finding], title: str, notes: list[str] | None = None) -> str:
-    """Markdown: title, headline, the failing/warning rows, then passing rows folded away."""
+def render_markdown(findings: list[Finding], title: str, notes: list[str] | None = None,
+                    hardware: roofline.Sheet | None = None) -> str:
+    """Markdown: title, headline, the failing/warning rows, then passing rows folded away;
+    `hardware` (a latency gate's, perf/roofline.py): each head time's % of the HW limit too."""
     rows = worst_first(findings)
     bad = [f for f in rows if f.verdict in (Verdict.WRONG, Verdict.FAIL, Verdict.WARN)]
     same = [f for f in rows if f.verdict is Verdict.UNCHANGED]
@@ -79,17 +89,18 @@ def render_markdown(findings: list[Finding], title: str, notes: list[str] | None
     if not findings:
         lines += ["No measurements to compare.", ""]
     if bad:
-        lines += _table(bad) + [""]
+        lines += _table(bad, hardware) + [""]
     if good:
         if bad:
             lines += [f"<details><summary>{len(good)} passing</summary>", ""]
-        lines += _table(good) + [""]
+        lines += _table(good, hardware) + [""]
         if bad:
             lines += ["</details>", ""]
     if same:
         lines += [f"<details><summary>{len(same)} unchanged: identical launches on both sides, not timed"
                   f"</summary>", "", *_table(same), "", "</details>", ""]
-    for note in notes or []:
+    notes = [*(notes or []), *([hardware.note] if hardware is not None else [])]
+    for note in notes:
         lines.append(f"- {note}")
     if notes:
         lines.append("")
@@ -197,7 +208,9 @@ def render_table(res, ours: str = "static_grid", against: tuple[str, ...] = ()) 
         legend = [f"`{p.removeprefix(PREFIX)}` = {labels.get(p, p)}"
                   + (f" ({layouts[p]})" if layouts.get(p) else "") for p in peers]
         lines += ["", "Peers: " + "; ".join(legend) + "."]
-    lines += _versus_peers(medians, scenarios, peers, metrics, ours)
+    hardware = roofline.Sheet(roofline.limits_from(env), roofline.record_work(res.measurements()),
+                              roofline.describe_env(env))
+    lines += _versus_peers(medians, scenarios, peers, metrics, ours, hardware=hardware)
     for name in against:
         peer = name if name.startswith(PREFIX) else PREFIX + name
         if peer not in peers:
@@ -206,7 +219,8 @@ def render_table(res, ours: str = "static_grid", against: tuple[str, ...] = ()) 
             continue
         versus = f"`{peer.removeprefix(PREFIX)}`"
         paired = {m: paired_against(res, ours, peer, m) for m in metrics}
-        lines += _versus_peers(medians, scenarios, [peer], metrics, ours, versus=versus, paired=paired)
+        lines += _versus_peers(medians, scenarios, [peer], metrics, ours, versus=versus, paired=paired,
+                               hardware=hardware)
     skipped: dict[tuple[str, str], list[str]] = {}
     for r in res.skips():
         skipped.setdefault((r["variant"].removeprefix(PREFIX), r["reason"]), []).append(r["scenario"])
@@ -275,10 +289,13 @@ def _paired_cells(p) -> str:
 
 
 def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics: list[str],
-                  ours: str, versus: str = "the fastest peer", paired: dict | None = None) -> list[str]:
+                  ours: str, versus: str = "the fastest peer", paired: dict | None = None,
+                  hardware: roofline.Sheet | None = None) -> list[str]:
     """`ours` over the fastest of `peers` per scenario (one peer: that peer), per metric, with
     the geometric means over all, decode and prefill-or-mixed scenarios and the largest ratio.
-    `paired` (metric -> `paired_against`, a named peer): each ratio's interval and verdict too."""
+    `paired` (metric -> `paired_against`, a named peer): each ratio's interval and verdict too.
+    `hardware`: each latency's % of the GPU's limit beside its throughput (– without limits)."""
+    hardware = hardware or roofline.Sheet(None, {}, roofline.describe(None))
     from perf.peers import PREFIX
 
     if not peers:
@@ -291,8 +308,9 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
         extra = " paired 95 % | verdict |" if pairs is not None else ""
         out += ["", f"`{ours}` against {versus}, {metric} (ratio = latency of `{ours}` / the peer's; "
                     f"< 1 is faster):", "",
-                f"| scenario | {ours} ms | throughput | best peer | its ms | its throughput | ratio |{extra}",
-                "|---|---|---|---|---|---|---|" + ("---|---|" if pairs is not None else "")]
+                f"| scenario | {ours} ms | throughput | % of HW limit | best peer | its ms | its throughput "
+                f"| its % of HW limit | ratio |{extra}",
+                "|---|---|---|---|---|---|---|---|---|" + ("---|---|" if pairs is not None else "")]
         ratios: dict[str, float] = {}
         for s in scenarios:
             mine = medians.get((ours, s, metric))
@@ -303,8 +321,9 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
                 continue
             ratios[s] = mine / best[0]
             cells = f" {_paired_cells(pairs.get(s))} |" if pairs is not None else ""
-            out.append(f"| {s} | {_ms(mine)} | {_figure(spec, mine)} | {best[1].removeprefix(PREFIX)} | "
-                       f"{_ms(best[0])} | {_figure(spec, best[0])} | {ratios[s]:.2f} |{cells}")
+            out.append(f"| {s} | {_ms(mine)} | {_figure(spec, mine)} | {hardware.cell(s, mine)} | "
+                       f"{best[1].removeprefix(PREFIX)} | {_ms(best[0])} | {_figure(spec, best[0])} | "
+                       f"{hardware.cell(s, best[0])} | {ratios[s]:.2f} |{cells}")
         kinds = {}
         for s, r in ratios.items():
             spec = _spec(s)
@@ -319,6 +338,7 @@ def _versus_peers(medians: dict, scenarios: list[str], peers: list[str], metrics
                     + f"; largest {ratios[worst]:.2f} ({worst})."]
             if pairs is not None:
                 out.append(_paired_summary(pairs, ratios))
+            out += ["", hardware.note + "."]
         else:
             out += ["", f"No scenario has both `{ours}` and a peer ({metric})."]
     return out

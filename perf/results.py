@@ -67,7 +67,8 @@ def environment(root: str | None = None, device_index: int | None = None) -> dic
     env.update(vendor=p.vendor, gpu=p.device_name, arch=p.arch, num_sms=p.num_sms)
     fp = fingerprint.collect(device_index)
     env.update({k: fp[k] for k in fingerprint.FIELDS if k not in ("vendor", "torch", "triton")})
-    env["fingerprint_why"] = fp["why"]
+    env["limits"], why = fingerprint.limits(fp, device_index)  # perf/roofline.py: None without a GPU
+    env["fingerprint_why"] = {**fp["why"], "limits": why} if why else fp["why"]
     if root is not None:
         env.update(git.commit_info(root))
         env["kernels_tree"] = kernels_tree(root)
@@ -321,6 +322,9 @@ _RECORD_OPTIONAL = {
     "p20": (_is_number, "a finite number"), "p80": (_is_number, "a finite number"),
     # device time per kernel of a gate's re-measure (perf/why.py side_field); older records lack it
     "kernel_times": (lambda x: isinstance(x, dict), "an object"),
+    # the case's work (perf/roofline.py work): bytes through device memory, flops; older records lack it
+    "bytes": (lambda x: _is_int(x) and x >= 0, "an integer >= 0"),
+    "flops": (lambda x: _is_int(x) and x >= 0, "an integer >= 0"),
 }
 _REASON = {
     "variant": (lambda x: isinstance(x, str) and x != "", "a variant name"),

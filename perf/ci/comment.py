@@ -22,7 +22,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from perf import files
+from perf import files, roofline
 from perf.ci.jobs import CPU_JOB, DASHBOARD_VARIABLE, TRUST_LABEL, dashboard_link, dashboard_url, is_gpu_job
 from perf.errors import EXIT_OK, ConfigError
 from perf.vendor import VENDORS
@@ -61,6 +61,7 @@ class Row:
     ci_high: float | None = None
     min_detectable: float | None = None  # smallest head/base ratio the case can tell from noise
     note: str = ""
+    hw: str = "–"  # the head's % of the GPU's limit, the bound named (perf/roofline.py cell); – without one
 
     def sort_key(self) -> tuple:
         r = self.ratio if _finite(self.ratio) else 0.0
@@ -77,12 +78,15 @@ def _number(x) -> float | None:
 
 def load(path: str) -> list[Row]:
     """The findings of one findings.json (latency gate or static gate), read by the one
-    findings reader (perf.verdicts.load_findings: every field checked, ConfigError naming it)."""
-    _, findings = load_findings(path)
+    findings reader (perf.verdicts.load_findings: every field checked, ConfigError naming it), with
+    each head time's % of the HW limit from the file's `roofline` section (perf/roofline.py)."""
+    doc, findings = load_findings(path)
+    hardware = roofline.read_section(doc.get("roofline"), path)
     return [Row(gate=f.gate, vendor=f.vendor, target=f.target, variant=f.variant, scenario=f.scenario,
                 metric=f.metric, verdict=f.verdict, base=_number(f.base), head=_number(f.head),
                 ratio=_number(f.ratio), ci_low=_number(f.ci_low), ci_high=_number(f.ci_high),
-                min_detectable=_number(f.min_detectable), note=f.note) for f in findings]
+                min_detectable=_number(f.min_detectable), note=f.note,
+                hw=hardware.cell(f.scenario, f.head) if hardware is not None else "–") for f in findings]
 
 
 # --- Escaping: the text comes from the PR's code --------------------------------------------
@@ -180,7 +184,7 @@ def _latency_line(r: Row) -> str:
     interval = "–" if r.ci_low is None or r.ci_high is None else f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"
     mde = "–" if r.min_detectable is None else f"{r.min_detectable:.3f}"
     cells = (_MARK[r.verdict], code(r.variant), code(r.scenario), code(r.metric), ratio, interval, mde,
-             plain(r.note))
+             plain(r.hw, 20), plain(r.note))
     return "| " + " | ".join(cells) + " |"
 
 
@@ -250,7 +254,7 @@ def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, 
     lines += ["### Latency: failing and warned cases", ""]
     if bad:
         lines += _table(("verdict", "variant", "scenario", "metric", "ratio", "interval",
-                         "smallest detectable", "note"),
+                         "smallest detectable", "head, % of HW limit", "note"),
                         [_latency_line(r) for r in bad[:max_rows]], len(bad), artifacts)
         explained = list(dict.fromkeys((r.variant, r.scenario) for r in bad[:max_rows]
                                        if (r.variant, r.scenario) in (whys or {})))
@@ -285,7 +289,9 @@ def _render(rows: list[Row], vendor: str, run_url: str, jobs: list[Job] | None, 
     lines += [" · ".join(links), "",
               "<sub>ratio = head / base (> 1: slower); interval: the bootstrap confidence interval of the "
               "ratio; smallest detectable: the smallest ratio the gate can tell from this case's noise "
-              "(– where the findings do not say). Edited in place on every run.</sub>"]
+              "(– where the findings do not say); head, % of HW limit: the head's median against the GPU's "
+              "measured copy bandwidth and matmul peak, the nearer limit named (– without them: "
+              "perf/roofline.py). Edited in place on every run.</sub>"]
     return "\n".join(lines) + "\n"
 
 

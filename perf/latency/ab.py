@@ -54,7 +54,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
-from perf import checkout, files, toolchain, validate, why
+from perf import checkout, files, roofline, toolchain, validate, why
 from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.change import latency as changes
@@ -558,7 +558,8 @@ def _report(gate: Gate, s: Settings, out_dir: str, m: Measured, cal, cal_note: s
             "head": {"commit": gate.head_sha, "ref": gate.head_desc, "dirty": bool(s.allow_dirty),
                      "results": "head.jsonl"},
             "retried": [list(k) for k in m.retried], "plan": m.selection.meta(),
-            "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
+            "thresholds": {" ".join(k): list(v) for k, v in lines.items()},
+            "roofline": roofline.section(m.head)}
     return _finish(out_dir, findings, title, notes, meta, lines, publish_report, m.why_md)
 
 
@@ -613,7 +614,8 @@ def _toolchain_report(gate: Gate, s: Settings, out_dir: str, m: Measured, publis
             "head": {"commit": sha, "triton": toolchains["head"].version, "dirty": bool(s.allow_dirty),
                      "results": "head.jsonl"},
             "retried": [list(k) for k in retried],
-            "thresholds": {" ".join(k): list(v) for k, v in lines.items()}}
+            "thresholds": {" ".join(k): list(v) for k, v in lines.items()},
+            "roofline": roofline.section(m.head)}
     return _finish(out_dir, findings, title, notes, meta, lines, publish_report)
 
 

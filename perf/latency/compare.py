@@ -3,7 +3,9 @@
 `compare_results` (the gate's paired rounds) and `compare_toolchain_results` (a toolchain A/B's
 process means) turn base.jsonl and head.jsonl into findings (perf/latency/analysis.py);
 `write_outputs` writes findings.json, report.md and ratios.png, each case against its own
-thresholds (`threshold_lines`). `perf compare` applies the statistics to two results files of
+thresholds (`threshold_lines`), each head time against the GPU's limits (the meta's `roofline`
+section, perf/roofline.py: kept in findings.json, so `perf report` and the PR comment show it).
+`perf compare` applies the statistics to two results files of
 separate processes (unpaired); `perf report` renders a findings file again.
 """
 
@@ -15,7 +17,7 @@ import os
 import sys
 from collections import Counter
 
-from perf import files
+from perf import files, roofline
 from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
@@ -69,7 +71,8 @@ def write_outputs(out_dir: str, findings: list[Finding], title: str, notes: list
     if drawn is None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(plot)
-    md = render_markdown(shown, title, notes) + (f"\n{appendix}" if appendix else "")
+    hardware = roofline.read_section(meta.get("roofline"), os.path.join(out_dir, "findings.json"))
+    md = render_markdown(shown, title, notes, hardware) + (f"\n{appendix}" if appendix else "")
     files.write_json(os.path.join(out_dir, "findings.json"), {
         "schema_version": FINDINGS_VERSION, "kind": "findings", "title": title, "notes": notes,
         **meta, "findings": [f.to_dict() for f in findings]})
@@ -107,10 +110,12 @@ def compare_command(args: argparse.Namespace) -> int:
              "from a change; `python -m perf gate` measures both sides in the same processes"]
     meta = {"vendor": vendor, "gpu": head.environment.get("gpu"),
             "base": {"results": args.base, "commit": base.environment.get("commit")},
-            "head": {"results": args.head, "commit": head.environment.get("commit")}}
+            "head": {"results": args.head, "commit": head.environment.get("commit")},
+            "roofline": roofline.section(head)}
     shown, skip_notes = dedupe_skips(findings)
     md = write_outputs(args.out, findings, title, notes, meta, threshold_lines(th, vendor, findings)) \
-        if args.out else render_markdown(shown, title, notes + skip_notes)
+        if args.out else render_markdown(shown, title, notes + skip_notes,
+                                         roofline.read_section(meta["roofline"], args.head))
     publish(md)
     code = exit_code(findings, f"{args.head} against {args.base}"
                      + (f" (report: {os.path.join(args.out, 'report.md')})" if args.out else ""))
@@ -138,7 +143,8 @@ def report_command(args: argparse.Namespace) -> int:
     data, findings = load_findings(args.findings)
     lines = plot_thresholds(data, args.findings)
     shown, _ = dedupe_skips(findings)
-    publish(render_markdown(shown, str(data.get("title", "findings")), data.get("notes") or []))
+    hardware = roofline.read_section(data.get("roofline"), args.findings)
+    publish(render_markdown(shown, str(data.get("title", "findings")), data.get("notes") or [], hardware))
     code = exit_code(findings, args.findings)
     if args.plot:
         if plot_ratios(shown, args.plot, str(data.get("title", "")), lines):

@@ -365,7 +365,7 @@ class Pairs:
                                             plans.get((v, m)))
             record = dict(variant=v, scenario=scenario, metric=m, repeat=job.first_repeat + r,
                           samples=samples, config=case.config, digest=case.digest, position=position,
-                          process=self.process)
+                          process=self.process, **case.work)
             if profiling and r == job.repeats - 1:
                 held.setdefault(item, {})[s] = record
             else:

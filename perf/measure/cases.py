@@ -6,6 +6,7 @@ static_grid) called once with value checks where the variant takes `check_values
 (validation is not part of what is timed, and an older base without that hint validates
 the way it always did), compiled by that call, its output checked for unwritten (NaN)
 values, the launch configuration it plans recorded (`Variant.plan`, `KernelLaunch.config()`),
+its work (bytes and flops of its batch, perf/roofline.py) recorded with every measurement,
 and its output checked against the fp32 reference on the same tensors (perf/measure/check.py:
 a wrong case is never timed; `recheck` checks what was timed again after timing).
 What is timed is exactly what a user calls: the public entry with a preallocated `out=` and
@@ -24,6 +25,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perf import roofline
 from perf import vendor as vendor_mod
 from perf.errors import NothingMeasured
 from perf.measure import check
@@ -46,6 +48,7 @@ class Case:
     keep: tuple = ()  # the batch and output the call points into
     plans: dict = field(default_factory=dict)  # metric -> timing.Plan
     expected: object = None  # the fp32 reference's output for the batch (perf/measure/check.py)
+    work: dict = field(default_factory=dict)  # {"bytes", "flops"} of the batch (perf/roofline.py), in records
 
     @property
     def out(self):
@@ -123,7 +126,8 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None, exp
     except Exception as e:  # a broken kernel is a finding, not a crash of the harness
         msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         return Case(variant_name, scenario.name, digest, None, skip=msg, kind="error")
-    return Case(variant_name, scenario.name, digest, fn, config, keep=(batch, out), expected=expected)
+    return Case(variant_name, scenario.name, digest, fn, config, keep=(batch, out), expected=expected,
+                work=roofline.work(getattr(batch, "spec", spec)))
 
 
 def recheck(case: Case, metrics) -> list[tuple[str, check.Check]]:

@@ -14,6 +14,7 @@ an error with the max error and never timed, so it drops out of every table. Den
 
 from __future__ import annotations
 
+from perf import roofline
 from perf.measure import check
 from perf.measure.cases import Case, reference_for
 from perf.peers import PEERS, PREFIX, PeerUnavailable, setup_for_batch
@@ -52,7 +53,8 @@ def make_case(name: str, scenario, device: str, batch=None, expected=None) -> Ca
         return Case(case_name, scenario.name, spec.digest(), None,
                     skip=f"{type(e).__name__}: {e}".splitlines()[0][:300], kind="error")
     return Case(case_name, scenario.name, spec.digest(), fn,
-                config=[{"peer": name, "label": label, "layout": note}])
+                config=[{"peer": name, "label": label, "layout": note}],
+                work=roofline.work(getattr(batch, "spec", spec)))
 
 
 def attach(side, scenario, names, cases: list) -> list:

@@ -139,7 +139,7 @@ class Side:
     def measure(self, case: Case, metric: str, repeat: int) -> float:
         samples = time_case(case, metric, self.samples, self.budget_ms, self.warmup)
         self.writer.record(variant=case.variant, scenario=case.scenario, metric=metric, repeat=repeat,
-                           samples=samples, config=case.config, digest=case.digest)
+                           samples=samples, config=case.config, digest=case.digest, **case.work)
         return samples.median
 
     def rounds(self, repeats: Sequence[int], seed: Callable[[int], int], only: set | None = None,

@@ -41,7 +41,7 @@ GPU_KEY = "gpu_shard"  # header of one GPU's file: {index, count, of, device}
 RUNNER_KEY = "runner_shard"  # header of one runner's part: {index, count, of}
 # Environment fields that may differ between the shards of one commit: where and when each ran
 # (the device's fingerprint: perf/fingerprint.py).
-DEVICE_FIELDS = ("time", "host", "runner", "gpu_uuid", "vbios", "clocks", "fingerprint_why")
+DEVICE_FIELDS = ("time", "host", "runner", "gpu_uuid", "vbios", "clocks", "fingerprint_why", "limits")
 PARTS_DIR = "shards"  # a runner's part goes to <--out>/shards/ (the matrix job's artifact)
 PROGRESS_EVERY_S = 15  # a plain progress line at least this often when not on a terminal
 

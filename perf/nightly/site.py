@@ -7,6 +7,9 @@ each machine's page shows, from its history (perf/nightly/history.py):
   and a plot of its history;
 - "% of vendor SOTA": the fastest vendor library's latency over each variant's, per
   scenario at the newest commit (table) and its geometric mean over commits (plot);
+- "% of the hardware limit": each latency against the copy bandwidth and matmul peak the
+  night's GPU measured (perf/roofline.py; the larger share, its bound named), per scenario at
+  the newest commit (table) and its geometric mean over commits, one plot per suite;
 - paper-style figures (the paper's latency plots): latency against batch size, one panel
   per KV length, one row per decode share, every variant, the vendor
   libraries dashed as the baseline;
@@ -32,7 +35,7 @@ import math
 import os
 from collections import defaultdict
 
-from perf import files, fingerprint
+from perf import files, fingerprint, roofline
 from perf.nightly.alert import WINDOW
 from perf.nightly.history import History, NightPrint
 from perf.nightly.selection import PEER_PREFIX, slug
@@ -82,6 +85,35 @@ def sota_percent(h: History, name: str, scenario: str, metric: str, sha: str | N
     if not (math.isfinite(best) and math.isfinite(mine) and mine > 0):
         return math.nan
     return 100.0 * best / mine
+
+
+def hw_share(h: History, name: str, scenario: str, metric: str, sha: str | None = None,
+             work: dict | None = None) -> roofline.Share | None:
+    """The latency at `sha` (default: the newest commit) against the limits that night's GPU
+    measured (its results environment, perf/roofline.py), by the scenario's bytes and flops;
+    None without limits (Triton's interpreter, nights before they were recorded) or a latency."""
+    commit = next((c for c in h.commits if c.sha == (sha or h.latest.sha)), None)
+    limits = roofline.limits_from(commit.environment if commit else None)
+    w = work.get(scenario) if work is not None else scenario_work(scenario)
+    if limits is None or w is None:
+        return None
+    return roofline.share(w["bytes"], w["flops"], h.value(name, scenario, metric, sha), limits)
+
+
+def scenario_work(name: str) -> dict | None:
+    """perf/roofline.py `work` of a scenario's batch by its name (perf/scenarios.py): the bytes
+    and flops its records carry, which the history does not keep; None for another name."""
+    from perf.scenarios import Scenario
+
+    try:
+        return roofline.work(Scenario.parse(name).spec())
+    except ValueError:
+        return None
+
+
+def _works(h: History) -> dict:
+    """scenario -> its work (`scenario_work`), each scenario's once."""
+    return {s: w for s in h.scenarios() if (w := scenario_work(s)) is not None}
 
 
 # --- figures -----------------------------------------------------------------------------------
@@ -162,20 +194,27 @@ def plot_paper(h: History, family: str, members: list, metric: str, path: str) -
     return _save(fig, path, rect=(0, 0, 1, 1 - 0.75 / height))
 
 
-def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
-    """Geometric mean over scenarios of % of vendor SOTA, per variant, across commits."""
-    variants = h.names(peers=False)
-    xs = list(range(len(h.commits)))
+def _geomeans(names: list[str], commits: list, percents) -> dict[str, tuple[list[float], list[int]]]:
+    """name -> (the geometric mean of `percents(name, sha)`'s finite values per commit, how many
+    values each had), for the names with a value at some commit: the lines of a plot over time."""
     lines = {}
-    for n in variants:
+    for n in names:
         ys, counts = [], []
-        for c in h.commits:
-            vals = [sota_percent(h, n, s, metric, c.sha) for s in h.scenarios()]
-            vals = [v for v in vals if math.isfinite(v)]
+        for c in commits:
+            vals = [v for v in percents(n, c.sha) if math.isfinite(v)]
             ys.append(geomean(vals))
             counts.append(len(vals))
         if any(math.isfinite(y) for y in ys):
             lines[n] = (ys, counts)
+    return lines
+
+
+def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
+    """Geometric mean over scenarios of % of vendor SOTA, per variant, across commits."""
+    variants = h.names(peers=False)
+    xs = list(range(len(h.commits)))
+    lines = _geomeans(variants, h.commits,
+                      lambda n, sha: [sota_percent(h, n, s, metric, sha) for s in h.scenarios()])
     if not lines:
         return None
     plt = _plt()
@@ -187,6 +226,35 @@ def plot_sota_over_time(h: History, metric: str, path: str) -> str | None:
     ax.set_xticks(xs, [f"{c.short}\n{c.date[:10]}" for c in h.commits], fontsize=7)
     ax.set_ylabel("% of vendor SOTA (geomean; 100 = on par)")
     ax.set_title(f"{h.gpu} ({h.machine}), {metric}: fastest vendor library / variant", fontsize=9)
+    ax.grid(True, lw=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_hw_limit(h: History, suite: str, metric: str, path: str) -> str | None:
+    """Geometric mean over scenarios of % of the HW limit, per variant and vendor library, across
+    the commits the nightly measured with `suite`; None when no night of it has limits."""
+    commits = [c for c in h.commits if c.suite == suite]
+    works = _works(h)
+    names = [*h.names(peers=False), *h.names(peers=True)]
+    lines = _geomeans(names, commits, lambda n, sha: [
+        100 * x.fraction if x is not None else math.nan for x in (hw_share(h, n, s, metric, sha, works)
+                                                                   for s in works)])
+    if not lines:
+        return None
+    plt = _plt()
+    color = _colors(h.names(peers=False))
+    xs = list(range(len(commits)))
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for n, (ys, counts) in lines.items():
+        peer = n.startswith(PEER_PREFIX)
+        ax.plot(xs, ys, "x--" if peer else "o-", color="black" if peer else color[n],
+                label=f"{n.removeprefix(PEER_PREFIX)}{' (vendor)' if peer else ''} ({counts[-1]} scenarios)")
+    ax.axhline(100, color="black", ls=":", lw=0.8)
+    ax.set_xticks(xs, [f"{c.short}\n{c.date[:10]}" for c in commits], fontsize=7)
+    ax.set_ylabel("% of HW limit (geomean; 100 = at it)")
+    ax.set_title(f"{h.gpu} ({h.machine}), suite {suite}, {metric}: the larger of % of copy bandwidth and "
+                 f"% of matmul peak", fontsize=9)
     ax.grid(True, lw=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
@@ -412,6 +480,52 @@ def _sota_table(h: History, metric: str) -> list[str]:
             + head + "</tr>", *rows, "</table>"]
 
 
+# The table's colours: near the limit from HW_NEAR %, far below HW_FAR %; a reading aid, no verdict.
+# The best peer's prefill 1 x 8k runs at about 70 % of the matmul peak on an H200 (551 TFLOP/s in
+# docs/peers.md's table against the 742-779 TFLOP/s measured in docs/lab/2026-11-28.md).
+HW_NEAR, HW_FAR = 70.0, 30.0
+
+
+def _hw_table(h: History, metric: str) -> list[str]:
+    """The newest commit's % of the HW limit per scenario, every variant and vendor library, the
+    bound named ("62 % memory"); "–" where the night has no limits or the case no latency."""
+    names = [*h.names(peers=False), *h.names(peers=True)]
+    works = _works(h)
+    rows = []
+    for s in h.scenarios():
+        cells = []
+        for n in names:
+            found = hw_share(h, n, s, metric, work=works)
+            if found is None:
+                cells.append("<td class=na>–</td>")
+                continue
+            pct = 100 * found.fraction
+            cls = "good" if pct >= HW_NEAR else ("mid" if pct >= HW_FAR else "bad")
+            cells.append(f"<td class={cls} title='{h.value(n, s, metric):.4g} ms'>"
+                         f"{_e(roofline.cell(found))}</td>")
+        rows.append(f"<tr><td class=l>{_e(s)}</td>{''.join(cells)}</tr>")
+    head = "".join(f"<th>{_e(n.removeprefix(PEER_PREFIX))}</th>" for n in names)
+    return ["<table><tr><th class=l>scenario</th>" + head + "</tr>", *rows, "</table>"]
+
+
+def hw_section(h: History, folder: str) -> list[str]:
+    """"% of the hardware limit": one plot per suite and metric over the commits, the newest
+    commit's table, and the limits it was measured against (or why there are none)."""
+    env = h.latest.environment
+    out = ["<h2>% of the hardware limit</h2>",
+           f"<p class=note>{_e(roofline.describe_env(env))}. Bytes and flops per scenario from its batch "
+           f"(perf/roofline.py); a night without a GPU has no limit and shows –.</p>"]
+    for suite in dict.fromkeys(c.suite for c in h.commits):
+        for metric in h.metrics():
+            png = os.path.join(folder, f"hwlimit_{slug(suite or 'none')}_{metric}.png")
+            p = plot_hw_limit(h, suite, metric, png)
+            if p:
+                out.append(f"<img src='{os.path.basename(p)}' alt='% of HW limit, {_e(suite)}, {metric}'>")
+    for metric in h.metrics():
+        out += [f"<h3>Newest commit, {metric}</h3>", *_hw_table(h, metric)]
+    return out
+
+
 def _skips(h: History) -> list[str]:
     by_reason: dict[tuple[str, str], int] = defaultdict(int)
     for (name, _), reason in h.notes.items():
@@ -521,6 +635,7 @@ def machine_page(h: History, folder: str, result: dict | None) -> str:
             body.append(f"<img src='{os.path.basename(p)}' alt='% of SOTA over time, {metric}'>")
     for metric in metrics:
         body += [f"<h3>Newest commit, {metric}</h3>", *_sota_table(h, metric)]
+    body += hw_section(h, folder)
     body.append("<h2>Latency against batch size (the paper's figures)</h2>")
     fams = families(h.scenarios())
     if not fams:

@@ -85,7 +85,7 @@ def test_comment_has_marker_verdict_capped_rows_and_links(findings_files):
     lat = table_rows(body, "Latency: failing and warned cases")
     assert len(lat) == comment.MAX_ROWS
     assert lat[0].startswith("| **fail** | `paged_v2` | `decode_fail` | `graph` | 1.310 | [1.300, 1.320] "
-                             "| 1.021 | slower, significant |")
+                             "| 1.021 | – | slower, significant |")  # –: no limits in these findings
     assert all(" | – | " in row for row in lat[1:])  # no min_detectable in those findings
     assert f"…and {31 - comment.MAX_ROWS} more: see the [artifacts]({RUN}#artifacts)." in body
 
@@ -109,7 +109,7 @@ def test_text_from_the_pull_request_cannot_inject_markup(findings_files):
     assert re.search(r"(?<!\\)[<>]", hostile) is None and "\\<img" in hostile  # escaped: text, not HTML
     assert "@org" not in hostile and "&#64;org" in hostile
     assert "[click](" not in hostile and "\\[click\\]\\(" in hostile
-    assert hostile.count(" | ") == 7  # the `|` in the note did not add a column
+    assert hostile.count(" | ") == 8  # the `|` in the note did not add a column
     assert comment.code("a`b|c") == "`a'b\\|c`"
     assert comment.code("x" * 500).endswith("…`") and len(comment.code("x" * 500)) == comment.CELL_CHARS + 2
 
@@ -195,3 +195,25 @@ def test_renderer_needs_only_the_standard_library():
     code = (f"import sys; sys.modules.update(dict.fromkeys({blocked!r})); "
             "import perf.ci.comment, perf.ci.jobs")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_red_rows_show_the_heads_percent_of_the_hw_limit(tmp_path):
+    """A gate's findings.json keeps the limits and each scenario's work (perf/roofline.py section):
+    the red rows show the head's median against them, the bound named; a case without work, "–"."""
+    from perf.latency.ab import write_outputs
+
+    rows = [latency("nvidia", "paged_v2", "decode_fail", Verdict.FAIL, 1.31),  # head 0.131 ms
+            latency("nvidia", "paged_v2", "unknown_work", Verdict.WARN, 1.04)]
+    # 2.62e8 bytes / (4 TB/s x 0.131 ms) = 50 %; 1e9 flops / (800 TFLOP/s x 0.131 ms) under 1 %
+    section = {"limits": {"copy_tb_s": 4.0, "matmul_tflop_s": 800.0}, "measured": "2026-11-28", "why": None,
+               "work": {"decode_fail": [262_000_000, 1_000_000_000]}}
+    write_outputs(str(tmp_path), rows, "Latency A/B", [], {"vendor": "nvidia", "roofline": section})
+    body = comment.render(comment.load(str(tmp_path / "findings.json")), "nvidia", RUN)
+    assert "| smallest detectable | head, % of HW limit | note |" in body
+    fail = next(line for line in body.splitlines() if "`decode_fail`" in line)
+    assert fail.endswith("| – | 50 % memory | – |")
+    warn = next(line for line in body.splitlines() if "`unknown_work`" in line)
+    assert warn.endswith("| – | – | – |")
+    report = (tmp_path / "report.md").read_text()
+    assert "| head, % of HW limit |" in report and "| 0.131 | 50 % memory | 1.310 |" in report
+    assert "this GPU's copy 4 TB/s and bf16 matmul 800 TFLOP/s, measured 2026-11-28" in report

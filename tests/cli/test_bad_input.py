@@ -229,6 +229,15 @@ CASES = [
     Case("commands", "an unknown command (`python -m perf rum`)", lambda t: ["rum"], "rum"),
     Case("commands", "`bisect` with an unknown GOOD commit",
          lambda t: ["bisect", "nope", "HEAD", "--scenario", "llama3-8b/decode/batch2-kv64/block16"], "nope"),
+
+    # % of the hardware limit (perf/roofline.py): a record's work, a findings file's roofline section
+    Case("data files", "`table` of a results file whose record has `bytes: -1`",
+         lambda t: ["table", str(t / "r.jsonl")], "bytes is -1",
+         setup=_jsonl("r.jsonl", _header(), {**_record(), "bytes": -1, "flops": 0})),
+    Case("data files", "`report` of a findings file whose `roofline.limits` has `copy_tb_s: 0`",
+         lambda t: ["report", str(t / "findings.json")], "roofline.limits",
+         setup=_write("findings.json", json.dumps({"kind": "findings", "findings": [], "roofline": {
+             "limits": {"copy_tb_s": 0, "matmul_tflop_s": 800}, "work": {}}}))),
 ]
 
 
