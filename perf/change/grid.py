@@ -217,14 +217,6 @@ def _plan_chunk(indices: list[int]) -> list[dict]:
     return out
 
 
-def _worker_start() -> None:
-    """A pool worker ends quietly when its parent stops it (not with the parent's SIGTERM handler)."""
-    import signal
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool
-
-
 def plan_cases(args: argparse.Namespace) -> list[dict]:
     """{node, why} of every keyed case (`--only`), planned in `--processes` forked workers."""
     import torch
@@ -262,25 +254,7 @@ def _in_workers(count: int, processes: int) -> list[dict]:
     processes = max(1, min(processes or os.cpu_count() or 1, count or 1))
     size = max(1, min(64, count // (processes * 4) or 1))
     chunks = [list(range(i, min(i + size, count))) for i in range(0, count, size)]
-    if processes == 1:
-        return [row for chunk in chunks for row in _plan_chunk(chunk)]
-    # not multiprocessing.Pool: a worker that dies (killed, a crash in a native library) would leave it
-    # waiting forever; this pool raises BrokenProcessPool
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from perf.static.build import stop_pool
-
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_start)
-    futures = [pool.submit(_plan_chunk, chunk) for chunk in chunks]
-    try:
-        rows = [row for future in futures for row in future.result()]
-    except BaseException:  # an error or interrupt: stop the workers
-        stop_pool(pool, futures)
-        raise
-    pool.shutdown(wait=True)
-    return rows
+    return [row for rows in side.forked(_plan_chunk, chunks, processes) for row in rows]
 
 
 # --------------------------------------------------------------------------- `perf grid --cases`
