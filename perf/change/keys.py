@@ -450,9 +450,11 @@ def difference(base: dict, head: dict, code: Code | None = None) -> str | None:
     bl, hl = base.get("launches", []), head.get("launches", [])
     if len(bl) != len(hl):
         return f"{len(bl)} launches on the base, {len(hl)} on the head"
-    for i, (b, h) in enumerate(zip(bl, hl)):
-        if b != h:
-            return f"launch {i} ({h.get('kernel')}): {_launch_change(b, h)}"
+    differ = [i for i, (b, h) in enumerate(zip(bl, hl)) if b != h]
+    # a launch that differs in more than its kernel's source first: that one decides whatever the code is
+    beyond = [i for i in differ if {**bl[i], "binary": None} != {**hl[i], "binary": None}]
+    for i in (beyond or differ)[:1]:
+        return f"launch {i} ({hl[i].get('kernel')}): {_launch_change(bl[i], hl[i])}"
     if base.get("call") != head.get("call"):
         return "the call path after planning changed (Variant.__call__ or kernels/launch.py)"
     if base.get("ops") != head.get("ops"):
@@ -479,13 +481,6 @@ def _launch_change(b: dict, h: dict) -> str:
         k = changed[0]
         more = f" (+{len(changed) - 1} more)" if len(changed) > 1 else ""
         return f"{k} {bc.get(k)} -> {hc.get(k)}{more}"
-    if b.get("binary") != h.get("binary"):
-        bb, hb = b.get("binary"), h.get("binary")
-        if isinstance(bb, dict) and isinstance(hb, dict):  # compared by code (`Code.same`)
-            failed = [side["code"] for side in (hb, bb) if len(side["code"]) != 64]
-            return ("compiled kernel differs (its machine code, line info stripped)" if not failed
-                    else f"compiled kernel differs: {failed[0]}")
-        return "compiled kernel differs (Triton compile key: its source or a function it calls)"
     if b.get("grid") != h.get("grid"):
         return f"grid {b.get('grid')} -> {h.get('grid')}"
     for part in ("scalars", "tensors"):
@@ -494,6 +489,13 @@ def _launch_change(b: dict, h: dict) -> str:
         if diff:
             k = diff[0]
             return f"argument {k} {bp.get(k)} -> {hp.get(k)}"
+    if b.get("binary") != h.get("binary"):
+        bb, hb = b.get("binary"), h.get("binary")
+        if isinstance(bb, dict) and isinstance(hb, dict):  # compared by code (`Code.same`)
+            failed = [side["code"] for side in (hb, bb) if len(side["code"]) != 64]
+            return ("compiled kernel differs (its machine code, line info stripped)" if not failed
+                    else f"compiled kernel differs: {failed[0]}")
+        return "compiled kernel differs (Triton compile key: its source or a function it calls)"
     return "launch differs"
 
 
