@@ -140,7 +140,8 @@ def _insert(root: str, text: str, before: str) -> None:
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     """c0; c1 a comment in common.py above every kernel; c2 an unused @triton.jit helper there (every
-    kernel's lines move); c3 LOG2E, a literal every attention kernel reads, one ulp lower."""
+    kernel's lines move); c3 LOG2E, a literal every attention kernel reads, one float32 ulp lower (the
+    plant's kernel-wide change: a float64 ulp was the same float32, the same code)."""
     repo = harness_repo(tmp_path_factory.mktemp("identity") / "repo")
     shas = [subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                            check=True).stdout.strip()]

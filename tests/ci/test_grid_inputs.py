@@ -350,7 +350,7 @@ def kernel(x_ptr):
     (lambda s: s + "\n\n@triton.jit\ndef unused(x):\n    return x\n", False),  # a new function
     (lambda s: s.replace("SCALE = 2\n", "").replace("class Base", "SCALE = 2\n\n\nclass Base"), False),
     (lambda s: s.replace("class Base:\n    pass\n\n\n", "") + "\n\nclass Base:\n    pass\n", False),
-    (lambda s: s.replace("def kernel(", "def kernel(", 1).replace("tl.store(x_ptr,", "tl.store(x_ptr ,"), True),
+    (lambda s: s.replace("tl.store(x_ptr,", "tl.store(x_ptr ,"), True),  # spacing
     (lambda s: s + "\ndef broken(:\n", False),
 ])
 def test_a_kernel_file_is_the_same_program_only_when_python_would_run_the_same(edit, same):
@@ -377,7 +377,8 @@ def test_a_kernel_file_changed_only_in_comments_skips_the_grid_and_says_so(repo)
     _change(repo, "perf/latency/ab.py")
     _, d = grid.decision(str(repo), base)
     assert not d.run and d.changed == ()
-    assert d.reason.startswith("unchanged inputs: kernels/k.py changed only in comments, blank lines, docstrings")
+    assert d.reason.startswith("unchanged inputs: kernels/k.py changed only in comments, blank lines, "
+                               "docstrings")
     (repo / "kernels/k.py").write_text("x = 2  # one\n")  # uncommitted: what the program computes
     _, d = grid.decision(str(repo), base)
     assert d.run and d.changed == ("kernels/k.py",)
