@@ -11,7 +11,10 @@ first call's too, since a test calls once, planned from a fresh worker's state, 
 the batch its test builds (`build_batch(poison=True)` with the test's seed and fp8 format,
 unfilled: values decide no launch) and with the `config` hint its test passes, read from the
 head's test lists loaded against each side's kernels. A case is `unchanged` exactly when
-`keys.difference(base, head)` is None. Only made when every changed grid input is one of
+`keys.difference(base, head)` is None: by Triton's compile key alone, not by machine code as the
+latency gate's plan (`keys.Code`), whose compiles over every keyed case would cost CPU-hours on a
+kernel-wide change; a change that leaves the kernels the same program skips the grid before
+(perf/ci/grid.py `same_program`). Only made when every changed grid input is one of
 perf/change/grid_plan.py `SELECTABLE`; docs/latency.md argues it.
 
 Planning runs in the planning process (`python -m perf.change --kind grid`, perf/change/side.py),
