@@ -11,7 +11,10 @@ first call's too, since a test calls once, planned from a fresh worker's state, 
 the batch its test builds (`build_batch(poison=True)` with the test's seed and fp8 format,
 unfilled: values decide no launch) and with the `config` hint its test passes, read from the
 head's test lists loaded against each side's kernels. A case is `unchanged` exactly when
-`keys.difference(base, head)` is None. Only made when every changed grid input is one of
+`keys.difference(base, head)` is None: by Triton's compile key alone, not by machine code as the
+latency gate's plan (`keys.Code`), whose compiles over every keyed case would cost CPU-hours on a
+kernel-wide change; a change that leaves the kernels the same program skips the grid before
+(perf/ci/grid.py `same_program`). Only made when every changed grid input is one of
 perf/change/grid_plan.py `SELECTABLE`; docs/latency.md argues it.
 
 Planning runs in the planning process (`python -m perf.change --kind grid`, perf/change/side.py),
@@ -217,14 +220,6 @@ def _plan_chunk(indices: list[int]) -> list[dict]:
     return out
 
 
-def _worker_start() -> None:
-    """A pool worker ends quietly when its parent stops it (not with the parent's SIGTERM handler)."""
-    import signal
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool
-
-
 def plan_cases(args: argparse.Namespace) -> list[dict]:
     """{node, why} of every keyed case (`--only`), planned in `--processes` forked workers."""
     import torch
@@ -262,25 +257,7 @@ def _in_workers(count: int, processes: int) -> list[dict]:
     processes = max(1, min(processes or os.cpu_count() or 1, count or 1))
     size = max(1, min(64, count // (processes * 4) or 1))
     chunks = [list(range(i, min(i + size, count))) for i in range(0, count, size)]
-    if processes == 1:
-        return [row for chunk in chunks for row in _plan_chunk(chunk)]
-    # not multiprocessing.Pool: a worker that dies (killed, a crash in a native library) would leave it
-    # waiting forever; this pool raises BrokenProcessPool
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from perf.static.build import stop_pool
-
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_start)
-    futures = [pool.submit(_plan_chunk, chunk) for chunk in chunks]
-    try:
-        rows = [row for future in futures for row in future.result()]
-    except BaseException:  # an error or interrupt: stop the workers
-        stop_pool(pool, futures)
-        raise
-    pool.shutdown(wait=True)
-    return rows
+    return [row for rows in side.forked(_plan_chunk, chunks, processes) for row in rows]
 
 
 # --------------------------------------------------------------------------- `perf grid --cases`

@@ -13,8 +13,11 @@ modules' attributes, which that key leaves out: `attribute_constants`). The call
 and the second call keyed (the steady state the latency gate times: planners keep plans per
 layout), with every torch operation it runs recorded (a `TorchDispatchMode`): a host-side change
 that adds device work outside the Triton launches is a difference too. `difference` says whether
-two sides' keys are identical and, if not, what differs first. docs/latency.md argues it and names
-what the rule cannot see.
+two sides' keys are identical and, if not, what differs first. With a `Code` (the latency gate's
+plan), two launches whose source keys differ but everything else is equal are compared by the
+machine code they compile to for the runner's target, line and debug info stripped (`code_text`):
+a comment or a moved function then costs no GPU time. docs/latency.md argues it and names what
+the rule cannot see.
 
 Run in a planning process without TRITON_INTERPRET (perf/change/side.py): binding needs Triton's
 real `JITFunction`s.
@@ -23,7 +26,10 @@ real `JITFunction`s.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
+import json
+import re
 from typing import Any
 
 STATUSES = ("ok", "skip", "missing", "error")  # a side's planning of one case (`case_key`)
@@ -155,10 +161,11 @@ def attribute_constants(kernel) -> list:
     return constants
 
 
-def launch_key(launch, target, roles: Roles, contents: bool = False) -> dict:
+def launch_key(launch, target, roles: Roles, contents: bool = False, code: Code | None = None) -> dict:
     """Everything of one planned launch that decides its device time (module docstring).
     `contents`: also the bytes of every tensor that is not one of the call's own (`Roles.named`):
-    the planner's tables and buffers, whose values decide what a kernel computes (`case_key`)."""
+    the planner's tables and buffers, whose values decide what a kernel computes (`case_key`).
+    `code`: where the launch's compile is noted, should its machine code decide (`Code`)."""
     import torch
 
     from perf.static import plan
@@ -176,6 +183,8 @@ def launch_key(launch, target, roles: Roles, contents: bool = False) -> dict:
     constants = attribute_constants(launch.kernel)
     if constants:  # read as modules' attributes: not in Triton's key
         binary = [binary, constants]
+    if code is not None:
+        code.note(binary, launch.kernel, signature, constexprs, attrs, options)
     return {"kernel": launch.name, "binary": binary, "grid": _plain(launch.grid),
             "config": _plain(launch.config()), "scalars": scalars, "tensors": tensors}
 
@@ -235,7 +244,7 @@ def check_launches(kernels, launches: list) -> None:
 
 
 def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first_call: bool = False,
-             target_hints: bool = True, contents: bool = False) -> dict:
+             target_hints: bool = True, contents: bool = False, code: Code | None = None) -> dict:
     """One side's launches for one case: {"status": "ok", "launches", "ops", "call"}, or "skip"
     (a feature the variant lacks), "missing" (not registered) or "error", with the reason.
     `first_call`: the first call's launches and torch operations too (`"first"`), for a caller
@@ -276,11 +285,11 @@ def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first
         check_launches(kernels, [*first, *launches] if first_call else launches)
         step = "bind"
         roles = Roles(named)
-        keys = [launch_key(launch, target, roles, contents) for launch in launches]
+        keys = [launch_key(launch, target, roles, contents, code) for launch in launches]
         extra = {}
         if first_call:
             first_roles = Roles(named)
-            extra["first"] = {"launches": [launch_key(launch, target, first_roles, contents)
+            extra["first"] = {"launches": [launch_key(launch, target, first_roles, contents, code)
                                            for launch in first], "ops": first_ops}
         step = "read the call path of"
         call = call_path(kernels, variant)
@@ -291,14 +300,143 @@ def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first
     return {"status": "ok", "launches": keys, "ops": ops, "call": call, **extra}
 
 
+# --------------------------------------------------------------------------- the compiled code
+
+CODE_RULE = 1  # of `code_text` and `code_digest`: raise it when what they keep changes
+# A line that switches the assembler's section (PTX's `.section .debug_info {`, AMDGCN's
+# `.section .debug_line,"",@progbits`, `.text`); the DWARF ones, whose lines are dropped.
+_SECTION = re.compile(r"^\s*(\.section\b|\.pushsection\b|\.popsection\b|\.previous\b|\.text\b|\.data\b)")
+_DEBUG_SECTION = re.compile(r"^\s*\.section\s+\"?\.(debug|nv_debug)")
+_LINE_INFO = re.compile(r"^\s*\.(loc|file)\s")  # `.loc 1 759 0`, `.file 1 "/checkout/kernels/..."`
+
+
+def code_text(asm: str) -> str:
+    """PTX or AMDGCN text without what only says where the source was: `.loc` and `.file`
+    directives and the DWARF sections (`.debug_*`), which hold line and column numbers and the
+    checkout's path. The rest is what ptxas (NVIDIA) or the assembler (AMD) turns into the binary."""
+    kept, debug = [], False
+    for line in asm.splitlines():
+        if _SECTION.match(line):
+            debug = bool(_DEBUG_SECTION.match(line))
+        if not debug and not _LINE_INFO.match(line):
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def code_digest(compiled) -> str:
+    """A digest of a compiled kernel's code for its target (`code_text` of its PTX or AMDGCN) and
+    of its metadata (options, shared memory, scratch, warps: what its launch is given), without
+    Triton's source-level hash."""
+    asm = compiled.asm.get("ptx") or compiled.asm.get("amdgcn")
+    if asm is None:
+        raise ValueError(f"no PTX or AMDGCN among {sorted(compiled.asm)}")
+    metadata = {k: v for k, v in compiled.metadata._asdict().items() if k != "hash"}
+    text = json.dumps([CODE_RULE, code_text(asm), metadata], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Code:
+    """Planned launches' machine code for one target, compiled only where it decides a case: when
+    two sides' keys differ in nothing but some launches' source keys (`wanted`). Each source key
+    (Triton's compile key with `attribute_constants`) compiles once per process, in forked workers
+    (`compile`); Triton's own cache keeps the result under that key across processes. The same
+    source key is the same code, so an unchanged tree compiles nothing."""
+
+    def __init__(self, target):
+        self.target = target
+        self.sources: dict[str, tuple] = {}  # source key -> (kernel, signature, constexprs, attrs, options)
+        self.digests: dict[str, str] = {}  # source key -> `code_digest`, or why it did not compile
+
+    @staticmethod
+    def name(binary) -> str:
+        return binary if isinstance(binary, str) else json.dumps(binary)
+
+    def note(self, binary, kernel, signature, constexprs, attrs, options) -> None:
+        self.sources.setdefault(self.name(binary), (kernel, signature, constexprs, attrs, options))
+
+    def wanted(self, base: dict, head: dict) -> set[str]:
+        """The source keys not compiled yet whose code decides this case (`_binary_pairs`)."""
+        return {n for pair in _binary_pairs(base, head) for n in pair if n not in self.digests}
+
+    def compile(self, names, processes: int = 0) -> None:
+        """Compile each of `names` not compiled yet, in `processes` forked workers (0: one per CPU)."""
+        from perf.change.side import forked
+
+        todo = [n for n in dict.fromkeys(names) if n not in self.digests and n in self.sources]
+        if todo:
+            _COMPILING.update(code=self, todo=todo)
+            self.digests.update(zip(todo, forked(_compile_one, range(len(todo)), processes)))
+
+    def same(self, base: dict, head: dict) -> tuple[dict, dict]:
+        """`base` and `head` with each launch whose source keys differ keyed by its code instead."""
+        pairs = _binary_pairs(base, head)
+        if not pairs:
+            return base, head
+        base, head = json.loads(json.dumps(base)), json.loads(json.dumps(head))
+        for b, h in zip(_launch_lists(base), _launch_lists(head)):
+            if self.name(b["binary"]) != self.name(h["binary"]):
+                for launch in (b, h):
+                    name = self.name(launch["binary"])
+                    launch["binary"] = {"code": self.digests.get(name, f"not compiled ({name[:16]})")}
+        return base, head
+
+
+_COMPILING: dict = {}  # what the forked compile workers read: the `Code` and its names to compile
+
+
+def _compile_one(index: int) -> str:
+    """`code_digest` of one source key of `_COMPILING` (in a worker), or why it did not compile: a
+    text that equals no other, so such a launch is never identical."""
+    import triton
+    from triton.compiler import ASTSource
+
+    code, name = _COMPILING["code"], _COMPILING["todo"][index]
+    kernel, signature, constexprs, attrs, options = code.sources[name]
+    try:
+        compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
+                                  target=code.target.gpu_target(), options=dict(options.__dict__))
+        return code_digest(compiled)
+    except Exception as e:  # the GPU compiles it too and the gate reports what it meets
+        reason = f"{type(e).__name__}: {e}".strip().splitlines()[0][:200]
+        which = hashlib.sha256(name.encode()).hexdigest()[:12]
+        return f"did not compile for {code.target.name} ({which}): {reason}"
+
+
+def _launch_lists(side: dict) -> list[dict]:
+    """A planned side's launches, the first call's after the kept plan's."""
+    return [*side.get("launches", []), *(side.get("first") or {}).get("launches", [])]
+
+
+def _binary_pairs(base: dict, head: dict) -> list[tuple[str, str]]:
+    """The (base, head) source keys of the launches that differ in them, when nothing else of the
+    two planned sides differs; none otherwise (the case differs whatever the code is)."""
+    if base.get("status") != "ok" or head.get("status") != "ok" or base == head:
+        return []
+
+    def masked(side: dict) -> str:
+        copy = json.loads(json.dumps(side))
+        for launch in _launch_lists(copy):
+            launch["binary"] = None
+        return json.dumps(copy, sort_keys=True)
+
+    if masked(base) != masked(head):
+        return []
+    return [(Code.name(b["binary"]), Code.name(h["binary"]))
+            for b, h in zip(_launch_lists(base), _launch_lists(head)) if b["binary"] != h["binary"]]
+
+
 # --------------------------------------------------------------------------- the decision
 
 
-def difference(base: dict, head: dict) -> str | None:
+def difference(base: dict, head: dict, code: Code | None = None) -> str | None:
     """None when the two sides' plans of a case are identical launches (it cannot differ in
     device time); else why it must be timed, in a few words. Unchanged exactly when the two
     are equal and neither failed to plan: the same launches, or none on either side (skipped
-    for the same reason). A planning error is always timed, so the gate reports it."""
+    for the same reason). A planning error is always timed, so the gate reports it. With
+    `code` (compiled first: `Code.wanted`, `Code.compile`), launches whose source keys differ are
+    the same binary when their machine code is (`Code.same`)."""
+    if code is not None:
+        base, head = code.same(base, head)
     failed = [s for s, side in (("base", base), ("head", head)) if side.get("status") == "error"]
     if failed:
         where = "both sides" if len(failed) == 2 else f"the {failed[0]}"
@@ -312,9 +450,11 @@ def difference(base: dict, head: dict) -> str | None:
     bl, hl = base.get("launches", []), head.get("launches", [])
     if len(bl) != len(hl):
         return f"{len(bl)} launches on the base, {len(hl)} on the head"
-    for i, (b, h) in enumerate(zip(bl, hl)):
-        if b != h:
-            return f"launch {i} ({h.get('kernel')}): {_launch_change(b, h)}"
+    differ = [i for i, (b, h) in enumerate(zip(bl, hl)) if b != h]
+    # a launch that differs in more than its kernel's source first: that one decides whatever the code is
+    beyond = [i for i in differ if {**bl[i], "binary": None} != {**hl[i], "binary": None}]
+    for i in (beyond or differ)[:1]:
+        return f"launch {i} ({hl[i].get('kernel')}): {_launch_change(bl[i], hl[i])}"
     if base.get("call") != head.get("call"):
         return "the call path after planning changed (Variant.__call__ or kernels/launch.py)"
     if base.get("ops") != head.get("ops"):
@@ -341,8 +481,6 @@ def _launch_change(b: dict, h: dict) -> str:
         k = changed[0]
         more = f" (+{len(changed) - 1} more)" if len(changed) > 1 else ""
         return f"{k} {bc.get(k)} -> {hc.get(k)}{more}"
-    if b.get("binary") != h.get("binary"):
-        return "compiled kernel differs (Triton compile key: its source or a function it calls)"
     if b.get("grid") != h.get("grid"):
         return f"grid {b.get('grid')} -> {h.get('grid')}"
     for part in ("scalars", "tensors"):
@@ -351,6 +489,13 @@ def _launch_change(b: dict, h: dict) -> str:
         if diff:
             k = diff[0]
             return f"argument {k} {bp.get(k)} -> {hp.get(k)}"
+    if b.get("binary") != h.get("binary"):
+        bb, hb = b.get("binary"), h.get("binary")
+        if isinstance(bb, dict) and isinstance(hb, dict):  # compared by code (`Code.same`)
+            failed = [side["code"] for side in (hb, bb) if len(side["code"]) != 64]
+            return ("compiled kernel differs (its machine code, line info stripped)" if not failed
+                    else f"compiled kernel differs: {failed[0]}")
+        return "compiled kernel differs (Triton compile key: its source or a function it calls)"
     return "launch differs"
 
 

@@ -74,12 +74,17 @@ def make_plan(*, vendor: str, target, num_sms: int, base: str, head: str, base_r
 
 def plan_cases(args) -> list[dict]:
     """{variant, scenario, why} of every case of the gate (`--suite`, `--variants`, `--scenarios`),
-    both sides keyed on the head's batch (`why` None: identical launches)."""
+    both sides keyed on the head's batch (`why` None: identical launches); a case whose sides differ
+    only in kernels' source keys is decided by their machine code (`keys.Code`), compiled here."""
+    import torch
+
     from perf import checkout, scenarios
     from perf.measure.cases import host_hints
     from perf.static.plan import fp8_format
 
+    torch.set_num_threads(1)  # the compile workers are the parallelism; no thread pools before the fork
     target = side.target_of(args)
+    code = keys.Code(target)
     chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
     sides = {s: checkout.load_side(getattr(args, s), f"kernels_plan_{s}") for s in ("base", "head")}
     if args.variants:
@@ -87,7 +92,7 @@ def plan_cases(args) -> list[dict]:
     else:  # as the gate's workers: the head's, then any only the base has
         variants = list(dict.fromkeys([*getattr(sides["head"].kernels, "VARIANTS", {}),
                                        *getattr(sides["base"].kernels, "VARIANTS", {})]))
-    rows = []
+    planned = []
     for scenario in chosen:
         with sides["head"].active():
             from kernels.batch import build_batch
@@ -106,7 +111,7 @@ def plan_cases(args) -> list[dict]:
                 with checkout_side.active() as kernels:
                     variant = getattr(kernels, "VARIANTS", {}).get(name)
                     hints = host_hints(variant, batch.spec) if variant is not None else {}
-                    key[s] = keys.case_key(kernels, name, batch, target, args.num_sms, hints)
-            rows.append({"variant": name, "scenario": scenario.name,
-                         "why": keys.difference(key["base"], key["head"])})
-    return rows
+                    key[s] = keys.case_key(kernels, name, batch, target, args.num_sms, hints, code=code)
+            planned.append((name, scenario.name, key["base"], key["head"]))
+    code.compile({n for _, _, b, h in planned for n in code.wanted(b, h)})
+    return [{"variant": v, "scenario": s, "why": keys.difference(b, h, code)} for v, s, b, h in planned]

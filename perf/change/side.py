@@ -174,6 +174,41 @@ def target_of(args: argparse.Namespace):
     return target
 
 
+def _worker_start() -> None:
+    """A pool worker ends quietly when its parent stops it (not with the parent's SIGTERM handler)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool
+
+
+def forked(fn, items, processes: int = 0) -> list:
+    """[fn(item) for item in items], in `processes` workers forked from this process (0: one per
+    CPU), so they share what it has loaded (both checkouts' kernels, the planned cases); here when
+    one process would do."""
+    items = list(items)
+    processes = max(1, min(processes or os.cpu_count() or 1, len(items) or 1))
+    if processes == 1:
+        return [fn(item) for item in items]
+    # not multiprocessing.Pool: a worker that dies (killed, a crash in a native library) would leave it
+    # waiting forever; this pool raises BrokenProcessPool
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from perf.static.build import stop_pool
+
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_start)
+    futures = [pool.submit(fn, item) for item in items]
+    try:
+        results = [future.result() for future in futures]
+    except BaseException:  # an error or interrupt: stop the workers
+        stop_pool(pool, futures)
+        raise
+    pool.shutdown(wait=True)
+    return results
+
+
 def write(args: argparse.Namespace, **answer) -> None:
     """The document for the parent (module docstring)."""
     files.write_text(args.out, json.dumps({"schema": SCHEMA, "kind": args.kind, "target": args.target,

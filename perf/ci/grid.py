@@ -5,8 +5,11 @@ reference, its test modules and what they import and read, pytest's and the tool
 configuration, the image (thresholds.yaml pins it) and the GPU job's own commands. When no
 file changed between the merge base and the head is one of those, the grid would run the very
 same code on the very same inputs, so its step is skipped with the reason "unchanged
-inputs: ...". tests/ci/test_grid_inputs.py keeps `INPUTS` equal to an import trace of the grid
-(every repository file its modules load, at any depth), so the list cannot drift; what the
+inputs: ...". A changed kernels/*.py that parses to the same program (`same_program`:
+only comments, blank lines, docstrings or the order of definitions moved) is no change of
+what runs, so it alone skips the grid too, and the reason names it. tests/ci/test_grid_inputs.py
+keeps `INPUTS` equal to an import trace of the grid (every repository file its modules load, at
+any depth), so the list cannot drift; what the
 rule cannot see (a driver or image change outside the repository) is the nightly's
 (docs/latency.md, "What it costs"). Stdlib only: pr.yml's `changes` job runs it with the
 hosted runner's python3.
@@ -26,6 +29,7 @@ cache the GPU job's grid loads instead of compiling (perf/change/grid_cache.py).
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
 import os
 from collections.abc import Iterable
@@ -50,6 +54,10 @@ CONFIGURATION = ("tests/data/*", "pyproject.toml", "pytest.ini", "setup.cfg", "t
                  "perf/ci/gpu_job.py", ".github/workflows/pr.yml")
 # fnmatch globs over `git diff --name-only` paths; `*` also matches `/` (as in bash `case`).
 INPUTS = (*IMPORTED, *TESTS, *CONFIGURATION)
+# Inputs whose change is no change when the file parses to the same program (`same_program`): the
+# kernels' Python, which the grid runs only by importing it.
+SAME_PROGRAM = ("kernels/*.py",)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 @dataclass(frozen=True)
@@ -65,21 +73,86 @@ def is_input(path: str) -> bool:
     return any(fnmatch.fnmatchcase(path, pattern) for pattern in INPUTS)
 
 
-def decide(changed: Iterable[str]) -> Decision:
-    """Run the grid iff some changed path is an input; nothing changed proves nothing (run)."""
-    paths = sorted(set(changed))
+def decide(changed: Iterable[str], same: Iterable[str] = ()) -> Decision:
+    """Run the grid iff some changed path is an input, other than those of `same` (changed files
+    that parse to the same program, `same_program`); nothing changed proves nothing (run)."""
+    paths, same = sorted(set(changed)), sorted(set(same))
     if not paths:
         return Decision(True, "no changed file found: the whole grid runs", ())
-    hits = tuple(p for p in paths if is_input(p))
+    hits = tuple(p for p in paths if is_input(p) and p not in same)
     if hits:
         more = f" and {len(hits) - 3} more" if len(hits) > 3 else ""
         return Decision(True, f"changed inputs: {', '.join(hits[:3])}{more}", hits)
+    moved = [p for p in same if p in paths]
+    if moved:
+        more = f" and {len(moved) - 3} more" if len(moved) > 3 else ""
+        return Decision(False, f"unchanged inputs: {', '.join(moved[:3])}{more} changed only in comments, "
+                               f"blank lines, docstrings or the order of definitions (the same program); "
+                               f"none of the other {len(paths) - len(moved)} changed files is an input", ())
     return Decision(False, f"unchanged inputs: {', '.join(INPUTS)} ({len(paths)} changed files, none of "
                            f"them an input)", ())
 
 
-def changed_files(root: str, base_ref: str | None) -> tuple[str, list[str]]:
-    """(description of the base, paths changed from the merge base to the working tree): the
+def same_program(old: str | None, new: str | None) -> bool:
+    """Whether two texts of a Python module run as the same program: equal syntax trees once
+    docstrings are dropped (comments and blank lines are not in them), each run of consecutive
+    top-level definitions compared as a name -> definition mapping where their order cannot matter
+    (`_program`). A file added, removed or that does not parse is not the same."""
+    if old is None or new is None:
+        return False
+    before, after = _program(old), _program(new)
+    return before is not None and before == after
+
+
+def _program(text: str) -> list | None:
+    """The statements of a module as `same_program` compares them; None when it does not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, *_DEFINITIONS)) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:]  # a docstring: the program never reads it
+    program, run = [], []
+    for statement in [*tree.body, None]:
+        if isinstance(statement, _DEFINITIONS):
+            run.append(statement)
+            continue
+        if run:
+            program.append(_definitions(run))
+            run = []
+        if statement is not None:
+            program.append(ast.dump(statement))
+    return program
+
+
+def _definitions(run: list) -> tuple:
+    """A run of consecutive top-level definitions, by name in any order: each with what it reads,
+    while it is defined (decorators, defaults, annotations, base classes, a class's body), of the
+    names the run binds, split into those bound before it and those after (so a move that changes
+    what a definition finds is a change); in their order when a name is defined twice."""
+    names = [d.name for d in run]
+    if len(set(names)) < len(names):
+        return ("in order", [ast.dump(d) for d in run])
+    entries = []
+    for i, d in enumerate(run):
+        now = [*d.decorator_list]
+        if isinstance(d, ast.ClassDef):
+            now += [*d.bases, *d.keywords, *d.body]
+        else:
+            a = d.args
+            params = (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+            now += [*a.defaults, *a.kw_defaults, d.returns, *[p.annotation for p in params if p is not None]]
+        read = {n.id for x in now if x is not None for n in ast.walk(x) if isinstance(n, ast.Name)}
+        before, after = set(names[:i]), set(names[i + 1:])
+        entries.append((d.name, ast.dump(d), sorted(read & before), sorted(read & after)))
+    return ("by name", sorted(entries))
+
+
+def changed_files(root: str, base_ref: str | None) -> tuple[str, str, list[str]]:
+    """(description of the base, the merge base, paths changed from it to the working tree): the
     committed change, as CI sees it, plus uncommitted and untracked files on a developer's
     machine. Renames count as a deletion and an addition (both paths)."""
     from perf import git
@@ -89,12 +162,31 @@ def changed_files(root: str, base_ref: str | None) -> tuple[str, list[str]]:
     diff = git.git(root, "diff", "-z", "--no-renames", "--name-only", merge_base, check=True) or ""
     untracked = git.git(root, "ls-files", "-z", "--others", "--exclude-standard", check=True) or ""
     paths = [p for p in (diff + "\0" + untracked).split("\0") if p]
-    return f"{what} ({merge_base[:12]})", paths
+    return f"{what} ({merge_base[:12]})", merge_base, paths
+
+
+def _same_programs(root: str, merge_base: str, paths: list[str]) -> list[str]:
+    """The changed `SAME_PROGRAM` inputs whose working-tree text parses to the merge base's program."""
+    from perf import git
+
+    same = []
+    for path in paths:
+        if not any(fnmatch.fnmatchcase(path, g) for g in SAME_PROGRAM):
+            continue
+        old = git.run(root, "show", f"{merge_base}:{path}")
+        try:
+            with open(os.path.join(root, path), encoding="utf-8") as f:
+                new = f.read()
+        except (OSError, UnicodeDecodeError):
+            new = None
+        if old is not None and old.returncode == 0 and same_program(old.stdout, new):
+            same.append(path)
+    return same
 
 
 def decision(root: str, base_ref: str | None) -> tuple[str, Decision]:
-    base, paths = changed_files(root, base_ref)
-    return base, decide(paths)
+    base, merge_base, paths = changed_files(root, base_ref)
+    return base, decide(paths, _same_programs(root, merge_base, paths))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -299,3 +299,91 @@ def test_the_gpu_job_runs_the_grid_on_every_gpu():
     words = step.words("nvidia")
     assert words[words.index("-n") + 1] == "auto" and words[words.index("--dist") + 1] == "loadgroup"
     assert [w for w in words if w.startswith("tests/")] == list(grid.TESTS)
+
+
+# --- a kernels file that parses to the same program is no change ---------------------------------
+
+_MODULE = '''"""The module's docstring."""
+import triton
+import triton.language as tl
+
+SCALE = 2
+
+
+@triton.jit
+def _helper(x):
+    """A docstring."""
+    return x * SCALE  # a comment
+
+
+@triton.jit
+def kernel(x_ptr):
+    tl.store(x_ptr, _helper(tl.load(x_ptr)))
+
+
+class Base:
+    pass
+
+
+class Child(Base):
+    LIMIT = 4
+'''
+_HELPER = '''@triton.jit
+def _helper(x):
+    """A docstring."""
+    return x * SCALE  # a comment
+'''
+_KERNEL = '''@triton.jit
+def kernel(x_ptr):
+    tl.store(x_ptr, _helper(tl.load(x_ptr)))
+'''
+
+
+@pytest.mark.parametrize("edit, same", [
+    (lambda s: s.replace("# a comment", "# another comment\n    # and one more line"), True),
+    (lambda s: s.replace("\n\n\n", "\n\n\n\n\n"), True),
+    (lambda s: s.replace('"""A docstring."""', '"""Another docstring,\n    on two lines."""'), True),
+    (lambda s: s.replace('"""The module\'s docstring."""\n', ""), True),
+    (lambda s: s.replace(_HELPER, "").replace(_KERNEL, _KERNEL + "\n\n" + _HELPER), True),  # moved below
+    (lambda s: s.replace("x * SCALE", "x * SCALE + 0"), False),  # a literal
+    (lambda s: s.replace("SCALE = 2", "SCALE = 3"), False),  # a constant
+    (lambda s: s.replace("LIMIT = 4", "LIMIT = 5"), False),  # a class attribute
+    (lambda s: s + "\n\n@triton.jit\ndef unused(x):\n    return x\n", False),  # a new function
+    (lambda s: s.replace("SCALE = 2\n", "").replace("class Base", "SCALE = 2\n\n\nclass Base"), False),
+    (lambda s: s.replace("class Base:\n    pass\n\n\n", "") + "\n\nclass Base:\n    pass\n", False),
+    (lambda s: s.replace("tl.store(x_ptr,", "tl.store(x_ptr ,"), True),  # spacing
+    (lambda s: s + "\ndef broken(:\n", False),
+])
+def test_a_kernel_file_is_the_same_program_only_when_python_would_run_the_same(edit, same):
+    assert grid.same_program(_MODULE, edit(_MODULE)) is same
+    assert grid.same_program(edit(_MODULE), _MODULE) is same  # symmetric
+
+
+def test_a_file_added_or_removed_is_not_the_same_program():
+    assert not grid.same_program(None, _MODULE) and not grid.same_program(_MODULE, None)
+    assert grid.same_program(_MODULE, _MODULE)
+
+
+def test_a_definition_reordered_where_another_reads_it_while_defined_is_a_change():
+    text = "def a():\n    pass\n\n\n@a\ndef b():\n    pass\n"
+    swapped = "@a\ndef b():\n    pass\n\n\ndef a():\n    pass\n"
+    assert not grid.same_program(text, swapped)  # b's decorator would find no a (or another one)
+    calls = "def a():\n    return b()\n\n\ndef b():\n    return 1\n"
+    assert grid.same_program(calls, "def b():\n    return 1\n\n\ndef a():\n    return b()\n")  # at call time
+
+
+def test_a_kernel_file_changed_only_in_comments_skips_the_grid_and_says_so(repo):
+    base = _git(repo, "rev-parse", "HEAD")
+    (repo / "kernels/k.py").write_text('"""A docstring."""\n# a comment\n\nx = 1  # one\n')
+    _change(repo, "perf/latency/ab.py")
+    _, d = grid.decision(str(repo), base)
+    assert not d.run and d.changed == ()
+    assert d.reason.startswith("unchanged inputs: kernels/k.py changed only in comments, blank lines, "
+                               "docstrings")
+    (repo / "kernels/k.py").write_text("x = 2  # one\n")  # uncommitted: what the program computes
+    _, d = grid.decision(str(repo), base)
+    assert d.run and d.changed == ("kernels/k.py",)
+    (repo / "kernels/k.py").write_text("x = 1\n")
+    (repo / "tests/kernels").mkdir(parents=True)
+    (repo / "tests/kernels/test_correctness.py").write_text("# a comment\n")  # the rule is the kernels'
+    assert grid.decision(str(repo), base)[1].changed == ("tests/kernels/test_correctness.py",)
