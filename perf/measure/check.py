@@ -221,12 +221,15 @@ def other_q(batch):
 
 
 def current_stream():
-    """The stream a call is made on (its CUDA/HIP handle), None in Triton's interpreter."""
-    import torch
-
+    """The stream a launch is made on now, as Triton's launch hook names it (the driver's raw
+    handle on a GPU), None in Triton's interpreter (one stream)."""
     from perf.vendor import on_gpu
 
-    return torch.cuda.current_stream().cuda_stream if on_gpu() else None
+    if not on_gpu():
+        return None
+    from triton.runtime import driver
+
+    return driver.active.get_current_stream(driver.active.get_current_device())
 
 
 @dataclass
@@ -242,9 +245,15 @@ class LaunchLog:
     bad: int = 0  # of them, calls that launched other kernels or on another stream
     first: str | None = None  # what the first bad call did
 
+    stream: Callable[[], object] = current_stream  # set by `recording` to this device's reader
+
     def wrap(self, fn: Callable[[], object]) -> Callable[[], object]:
+        """`fn`, each call of it recorded with the stream it is made on (a raw-handle read and an
+        append of host time per call: nothing the device times)."""
+        calls = self.calls
+
         def call():
-            self.calls.append((current_stream(), []))
+            calls.append((self.stream(), []))
             return fn()
         return call
 
@@ -264,6 +273,10 @@ class LaunchLog:
         from perf.vendor import on_gpu
 
         if on_gpu():
+            from triton.runtime import driver
+
+            device, read = driver.active.get_current_device(), driver.active.get_current_stream
+            self.stream = lambda: read(device)
             chain = knobs.runtime.launch_enter_hook
             chain.add(self.hook)
             try:
@@ -274,11 +287,12 @@ class LaunchLog:
             return
         from triton.runtime.interpreter import InterpretedFunction
 
+        self.stream = current_stream  # looked up now: a test may stand in for the streams
         run = InterpretedFunction.run
 
         def counted(kernel, *args, **kwargs):
             if not kwargs.get("warmup"):
-                self.launched(kernel.fn.__name__, current_stream())
+                self.launched(kernel.fn.__name__, self.stream())
             return run(kernel, *args, **kwargs)
         InterpretedFunction.run = counted
         try:
