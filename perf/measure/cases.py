@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -174,14 +175,27 @@ def _with_other_values(case: Case, call, sync) -> check.Check | None:
     their reference computed the first time); a failed check, or None when it is right."""
     batch = case.keep[0]
     if case.other is None:
-        q_other = check.other_q(batch)
-        with check.other_values(batch, q_other):
-            case.other = (q_other, reference_for(batch))
+        case.other = _other_for(batch)
     with check.other_values(batch, case.other[0]):
         found = check.check_call(call, case.out, case.other[1], sync)
     if found.ok:
         return None
     return check.failed(f"with other values in the same input buffers: {found.describe()}")
+
+
+_OTHER: dict[int, tuple] = {}  # id(batch) -> (a weak reference to it, its other q values and their reference)
+
+
+def _other_for(batch) -> tuple:
+    """(other q values, their reference) for `batch`: made once per batch, shared by the cases on
+    it (both sides of the gate, every variant), as the reference of its own values is."""
+    kept = _OTHER.get(id(batch))
+    if kept is None or kept[0]() is not batch:
+        q_other = check.other_q(batch)
+        with check.other_values(batch, q_other):
+            kept = _OTHER[id(batch)] = (weakref.ref(batch), (q_other, reference_for(batch)))
+        weakref.finalize(batch, _OTHER.pop, id(batch), None)  # freed with the batch
+    return kept[1]
 
 
 @contextlib.contextmanager

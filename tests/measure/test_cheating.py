@@ -112,6 +112,18 @@ def test_an_honest_wrapper_passes_every_check():
     assert case.logs["eager"].seen > 2 and case.logs["eager"].bad == 0  # its timed calls were seen
 
 
+@needs_interpreter
+def test_other_values_and_their_reference_are_made_once_per_batch():
+    scenario = Scenario.parse(SCENARIO)
+    kernels_ = types.SimpleNamespace(VARIANTS={"a": Honest(), "b": Honest("qblock")})
+    side = Side(kernels_, ["a", "b"], [scenario], ["eager"], 1, _Writer(), warmup=1)
+    side.device = "cpu"
+    a, b = side.prepare(scenario)
+    side.rounds(range(1), seed=lambda r: r)
+    assert not side.recheck(scenario) and not side.writer.skips
+    assert a.other is not None and a.other is b.other  # the second case reused the first's
+
+
 class PointerCache(Honest):
     """The result kept by input pointer: a repeat copies it instead of computing."""
 
