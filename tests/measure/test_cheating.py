@@ -131,13 +131,19 @@ class PointerCache(Honest):
         super().__init__()
         self.kept = {}
 
+    def key(self, args, out) -> tuple:
+        return tuple(t.data_ptr() for t in args[:3])
+
     def call(self, args, out, options):
-        key = tuple(t.data_ptr() for t in args[:3])
+        key = self.key(args, out)
         if key in self.kept:
-            return out.copy_(self.kept[key])
-        self.real_call(args, out, options)
+            return self.hit(args, out, options, self.kept[key])
+        self.real_call(args, out, options)  # a kernel's write does not bump out's version
         self.kept[key] = out.clone()
         return out
+
+    def hit(self, args, out, options, kept):
+        return out.copy_(kept)
 
 
 @needs_interpreter
@@ -150,13 +156,8 @@ class VersionedCache(PointerCache):
     """A cache that knows when the harness touched the tensors (torch's version counters, bumped
     by every in-place write from Python): it computes for the checks and copies while timed."""
 
-    def call(self, args, out, options):
-        key = (*(t.data_ptr() for t in (*args[:3], out)), *(t._version for t in (*args[:3], out)))
-        if key in self.kept:
-            return out.copy_(self.kept[key])
-        self.real_call(args, out, options)  # a kernel's write does not bump out's version
-        self.kept[key] = out.clone()
-        return out
+    def key(self, args, out) -> tuple:
+        return (*(t.data_ptr() for t in (*args[:3], out)), *(t._version for t in (*args[:3], out)))
 
 
 @needs_interpreter
@@ -168,14 +169,9 @@ class CacheStillLaunching(PointerCache):
     """What a graph captured on a cache hit replays: the planned launches (here into a scratch
     buffer) and a copy of the kept output: every launch is there, the answer is stale."""
 
-    def call(self, args, out, options):
-        key = tuple(t.data_ptr() for t in args[:3])
-        if key in self.kept:
-            self.real_call(args, torch.empty_like(out), options)
-            return out.copy_(self.kept[key])
-        self.real_call(args, out, options)
-        self.kept[key] = out.clone()
-        return out
+    def hit(self, args, out, options, kept):
+        self.real_call(args, torch.empty_like(out), options)
+        return out.copy_(kept)
 
 
 @needs_interpreter
