@@ -244,6 +244,7 @@ class LaunchLog:
     seen: int = 0  # calls judged
     bad: int = 0  # of them, calls that launched other kernels or on another stream
     first: str | None = None  # what the first bad call did
+    blind: bool = False  # this Triton has no launch hook: nothing is judged
 
     stream: Callable[[], object] = current_stream  # set by `recording` to this device's reader
 
@@ -268,8 +269,6 @@ class LaunchLog:
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[LaunchLog]:
-        from triton import knobs
-
         from perf.vendor import on_gpu
 
         if on_gpu():
@@ -277,33 +276,33 @@ class LaunchLog:
 
             device, read = driver.active.get_current_device(), driver.active.get_current_stream
             self.stream = lambda: read(device)
-            chain = knobs.runtime.launch_enter_hook
-            chain.add(self.hook)
-            try:
-                yield self
-            finally:
-                chain.remove(self.hook)
-                self.judge()
-            return
-        from triton.runtime.interpreter import InterpretedFunction
+            remove = _hook_launches(self.hook)
+        else:
+            from triton.runtime.interpreter import InterpretedFunction
 
-        self.stream = current_stream  # looked up now: a test may stand in for the streams
-        run = InterpretedFunction.run
+            self.stream = current_stream  # looked up now: a test may stand in for the streams
+            run = InterpretedFunction.run
 
-        def counted(kernel, *args, **kwargs):
-            if not kwargs.get("warmup"):
-                self.launched(kernel.fn.__name__, self.stream())
-            return run(kernel, *args, **kwargs)
-        InterpretedFunction.run = counted
+            def counted(kernel, *args, **kwargs):
+                if not kwargs.get("warmup"):
+                    self.launched(kernel.fn.__name__, self.stream())
+                return run(kernel, *args, **kwargs)
+            InterpretedFunction.run = counted
+
+            def remove():
+                InterpretedFunction.run = run
+        self.blind = remove is None
         try:
             yield self
         finally:
-            InterpretedFunction.run = run
+            if remove is not None:
+                remove()
             self.judge()
 
     def judge(self) -> None:
-        """Judge the calls recorded since the last judgement (then forget them)."""
-        for stream, launches in self.calls:
+        """Judge the calls recorded since the last judgement (then forget them); none where the
+        launches could not be seen (`blind`)."""
+        for stream, launches in [] if self.blind else self.calls:
             names = tuple(sorted(name for name, _ in launches))
             if self.expected is None:
                 self.expected = names
@@ -324,3 +323,30 @@ class LaunchLog:
         if not self.bad:
             return None
         return failed(f"{self.bad} of {self.seen} calls {when}: the first {self.first}")
+
+
+def _hook_launches(hook: Callable[[object], None]) -> Callable[[], None] | None:
+    """Install `hook` as Triton's launch-enter hook beside any other; its remover, None where this
+    Triton has none. triton >= 3.4 keeps a chain in `knobs.runtime`; older ones one callable on
+    `CompiledKernel` (a toolchain A/B may run one), which is wrapped."""
+    try:
+        from triton import knobs
+
+        chain = knobs.runtime.launch_enter_hook
+    except (ImportError, AttributeError):
+        chain = None
+    if hasattr(chain, "add"):
+        chain.add(hook)
+        return lambda: chain.remove(hook)
+    from triton.compiler import CompiledKernel
+
+    if chain is not None or not hasattr(CompiledKernel, "launch_enter_hook"):
+        return None
+    before = CompiledKernel.launch_enter_hook
+
+    def both(metadata):
+        hook(metadata)
+        if before is not None:
+            before(metadata)
+    CompiledKernel.launch_enter_hook = both
+    return lambda: setattr(CompiledKernel, "launch_enter_hook", before)

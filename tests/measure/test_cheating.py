@@ -342,3 +342,35 @@ def test_a_fingerprint_sees_one_changed_byte():
     assert check.changed_inputs(before, t).why == "the call wrote into its inputs (k_cache)"
     t["k_cache"][2, 4] = 0
     assert check.changed_inputs(before, t) is None
+
+
+def test_launches_are_hooked_beside_other_hooks_on_either_triton_api(monkeypatch):
+    """triton 3.6's hook chain, and the single `CompiledKernel.launch_enter_hook` of a Triton before
+    `knobs` (a toolchain A/B's old one), whose own hook keeps being called; a Triton without either
+    records no launch, and then nothing is judged (never a cheat found in what could not be seen)."""
+    import triton
+    from triton import knobs
+    from triton.compiler import CompiledKernel
+
+    launch = types.SimpleNamespace(data={"name": "k", "stream": 7})
+    seen, theirs = [], []
+    remove = check._hook_launches(seen.append)
+    knobs.runtime.launch_enter_hook(launch)
+    remove()
+    knobs.runtime.launch_enter_hook(launch)
+    assert seen == [launch]
+
+    monkeypatch.delattr(triton, "knobs")
+    monkeypatch.setitem(__import__("sys").modules, "triton.knobs", None)  # a Triton before knobs
+    monkeypatch.setattr(CompiledKernel, "launch_enter_hook", theirs.append, raising=False)
+    remove = check._hook_launches(seen.append)
+    CompiledKernel.launch_enter_hook(launch)
+    remove()
+    assert seen == [launch, launch] and theirs == [launch]
+    assert CompiledKernel.launch_enter_hook == theirs.append  # theirs put back
+    monkeypatch.delattr(CompiledKernel, "launch_enter_hook")
+    assert check._hook_launches(seen.append) is None
+
+    blind = check.LaunchLog(("k",), blind=True)
+    blind.wrap(lambda: None)()
+    assert blind.verdict("while timed") is None and blind.seen == 0
