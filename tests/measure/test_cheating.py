@@ -374,3 +374,53 @@ def test_launches_are_hooked_beside_other_hooks_on_either_triton_api(monkeypatch
     blind = check.LaunchLog(("k",), blind=True)
     blind.wrap(lambda: None)()
     assert blind.verdict("while timed") is None and blind.seen == 0
+
+
+@needs_interpreter
+def test_the_gates_worker_finds_a_planted_skip_wrong_and_never_faster(tmp_path):
+    """The gate's own worker process, base = this checkout, head = a copy whose every variant's call
+    returns at once on every third call (`out` holds the last answer): head's naive is recorded
+    wrong after timing, and the gate's finding says `wrong` (exit 1), never improved; base is right."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from perf import results
+    from perf.checkout import ROOT
+    from perf.errors import EXIT_FAIL
+    from perf.latency import analysis
+    from perf.latency.worker import PROTOCOL
+    from perf.thresholds import load_thresholds
+    from perf.verdicts import exit_code
+
+    head = tmp_path / "head"
+    shutil.copytree(os.path.join(ROOT, "kernels"), head / "kernels",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    variant_py = head / "kernels" / "variant.py"
+    call = "        out, launches = self.plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens,\n"
+    text = variant_py.read_text()
+    assert text.count(call) == 1
+    variant_py.write_text(text.replace(call, "        _SKIPS.append(1)\n        if out is not None and "
+                                             "len(_SKIPS) % 3 == 0:\n            return out\n" + call)
+                          + "\n_SKIPS: list = []  # planted: every third call skips its work\n")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "perf.latency.worker", "--base-from", ROOT, "--head-from", str(head),
+           "--out-dir", str(out), "--suite", "smoke", "--scenarios", "tiny/decode/batch1-kv16/block16",
+           "--variants", "naive", "--metrics", "eager", "--repeats", "2", "--samples", "2", "--warmup", "1"]
+    cpu_only = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, **cpu_only, PYTHONPATH=ROOT))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert any(line.startswith(PROTOCOL) and json.loads(line[len(PROTOCOL):])["event"] == "done"
+               for line in run.stdout.splitlines())
+    base, head_res = (results.load(str(out / f"{s}.jsonl")) for s in ("base", "head"))
+    assert not base.skips() and head_res.measurements()  # base right; head timed (and looked fast)
+    reasons = [r["reason"] for r in head_res.skips()]
+    assert any(r.startswith("eager: wrong output after timing: ") and "calls while timed" in r
+               for r in reasons), reasons
+    th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
+    (finding,) = analysis.paired_findings(base, head_res, th, "nvidia", None)  # the wrong-output rule applied
+    assert finding.verdict is Verdict.WRONG and "calls while timed" in finding.note
+    assert exit_code([finding]) == EXIT_FAIL
