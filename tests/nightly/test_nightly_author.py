@@ -17,7 +17,8 @@ import pytest
 from perf.ci import github
 from perf.nightly import attribute, issues
 
-SHA_LEN = 40
+pytestmark = pytest.mark.slow  # starts git and a fake gh
+SHA_LEN = 40  # a full commit sha
 
 # A stand-in for the GitHub CLI: logs its arguments; `api ... repos/o/r/commits/SHA` prints the
 # account in $FAKE_LOGIN (nothing for ""), exits 1 with $FAKE_FAIL; issues: an empty list, then
