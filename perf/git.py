@@ -70,6 +70,15 @@ def head(root: str) -> str | None:
     return git(root, "rev-parse", "HEAD")
 
 
+def commit_author(root: str, sha: str) -> tuple[str, str] | None:
+    """(name, email) of commit `sha`'s author in the checkout at `root`; None when git cannot say."""
+    out = git(root, "log", "-1", "--format=%an%x00%ae", sha, "--", timeout=30)
+    if not out or "\0" not in out:
+        return None
+    name, email = out.split("\0", 1)
+    return name, email
+
+
 def commit_info(root: str) -> dict:
     """Commit and dirtiness of the checkout at `root` (None outside git), for results headers."""
     status = git(root, "status", "--porcelain", "--untracked-files=no", timeout=10)

@@ -76,6 +76,15 @@ class GhApi:
         return json.loads(self._call("--method", "POST", f"repos/{self.repo}/issues/{int(number)}/comments",
                                      payload={"body": body}))
 
+    def commit_login(self, sha: str) -> str | None:
+        """The GitHub account of commit `sha`'s author (`.author.login`); None when GitHub knows
+        no account for its email, or gh is missing or refused (a mention is never worth a failure)."""
+        try:
+            login = self._call("--jq", ".author.login // empty", f"repos/{self.repo}/commits/{sha}").strip()
+        except (ApiError, OSError):
+            return None
+        return login if re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", login) else None
+
     def update_issue(self, number: int, **fields) -> dict:
         """PATCH an issue: any of title, body, state ("open"/"closed"), labels."""
         return json.loads(self._call("--method", "PATCH", f"repos/{self.repo}/issues/{int(number)}",

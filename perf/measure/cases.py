@@ -20,8 +20,10 @@ the A/B gate's worker (perf/latency/worker.py, both sides in one process) use th
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,6 +51,10 @@ class Case:
     plans: dict = field(default_factory=dict)  # metric -> timing.Plan
     expected: object = None  # the fp32 reference's output for the batch (perf/measure/check.py)
     work: dict = field(default_factory=dict)  # {"bytes", "flops"} of the batch (perf/roofline.py), in records
+    inputs: dict = field(default_factory=dict)  # check.fingerprint of the batch before the first call
+    launches: tuple | None = None  # the kernels one call plans (check.LaunchLog); None: a peer's case
+    logs: dict = field(default_factory=dict)  # metric -> check.LaunchLog of its timed calls
+    other: tuple | None = None  # (q values, their reference) for check.other_values, made at recheck
 
     @property
     def out(self):
@@ -102,11 +108,15 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None, exp
         out = batch.new_output()
         args, options = batch.args(), dict(batch.options, **host_hints(variant, batch.spec))
         value_checks = {"check_values": True} if takes(variant, "check_values") else {}
-        variant(*args, out=out, **options, **value_checks)  # validates the batch once, compiles
-        config = []
+        inputs = check.fingerprint(check.input_tensors(batch))
+        config, planned = [], None
         if hasattr(variant, "plan"):
             _, launches = variant.plan(*args, out=out, **options)
             config = [launch.config() for launch in launches]
+            planned = tuple(sorted(launch.name for launch in launches))
+        log = check.LaunchLog(planned)
+        with log.recording():  # validates the batch once, compiles
+            log.wrap(lambda: variant(*args, out=out, **options, **value_checks))()
 
         def fn(variant=variant, args=args, out=out, options=options):
             variant(*args, out=out, **options)
@@ -117,7 +127,10 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None, exp
             return Case(variant_name, scenario.name, digest, None,
                         skip="output has NaN/Inf (unwritten or wrong): not timed", kind="error")
         expected = reference_for(batch) if expected is None else expected
-        found = check.check_call(fn, out, expected)
+        with log.recording():
+            found = check.check_call(log.wrap(fn), out, expected)
+        found = (log.verdict("before timing") or check.changed_inputs(inputs, check.input_tensors(batch))
+                 or found)
         if not found.ok:
             return Case(variant_name, scenario.name, digest, None, kind="error",
                         skip=check.wrong_reason(found, "before timing") + ": not timed")
@@ -127,34 +140,87 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None, exp
         msg = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         return Case(variant_name, scenario.name, digest, None, skip=msg, kind="error")
     return Case(variant_name, scenario.name, digest, fn, config, keep=(batch, out), expected=expected,
-                work=roofline.work(getattr(batch, "spec", spec)))
+                work=roofline.work(getattr(batch, "spec", spec)), inputs=inputs, launches=log.expected)
 
 
 def recheck(case: Case, metrics) -> list[tuple[str, check.Check]]:
-    """After timing: each of `metrics` this case was timed with (the call, the captured graph's
-    replay) runs once more on the case's tensors, its output poisoned first and then checked
-    against the reference. Peers' cases (no output buffer) are checked before timing only."""
+    """After timing, per metric it was timed with, the first check that fails (else the last,
+    passed): the inputs as they were before the first call; every timed call's launches as
+    planned, on its own stream; the call (the captured graph's replay) right on the inputs it
+    was timed on, then with other values in the same input buffers (`check.other_values`),
+    then on its inputs again, its output poisoned first each time. Peers' cases (no output buffer) are checked
+    before timing only."""
     if case.fn is None or case.out is None or case.expected is None:
         return []
+    batch = case.keep[0]
     found = []
     for metric in metrics:
         if metric == "graph" and case.graph is not None:
             import torch
 
-            found.append((metric, check.check_call(case.graph.replay, case.out, case.expected,
-                                                   sync=torch.cuda.synchronize)))
+            call, sync = case.graph.replay, torch.cuda.synchronize
         elif metric == "eager":
-            found.append((metric, check.check_call(case.fn, case.out, case.expected)))
+            call, sync = case.fn, None
+        else:
+            continue
+        log = case.logs.get(metric)
+        bad = check.changed_inputs(case.inputs, check.input_tensors(batch)) if case.inputs else None
+        bad = bad or (log.verdict("while timed") if log is not None else None)
+        if bad is None and check.check_call(call, case.out, case.expected, sync).ok:
+            bad = _with_other_values(case, call, sync)
+        # last: the output of the inputs it was timed on (the gate compares head's with base's)
+        found.append((metric, bad or check.check_call(call, case.out, case.expected, sync)))
     return found
 
 
+def _with_other_values(case: Case, call, sync) -> check.Check | None:
+    """`call` checked while the case's input buffers hold other values (check.other_values,
+    their reference computed the first time); a failed check, or None when it is right."""
+    batch = case.keep[0]
+    if case.other is None:
+        case.other = _other_for(batch)
+    with check.other_values(batch, case.other[0]):
+        found = check.check_call(call, case.out, case.other[1], sync)
+    if found.ok:
+        return None
+    return check.failed(f"with other values in the same input buffers: {found.describe()}")
+
+
+_OTHER: dict[int, tuple] = {}  # id(batch) -> (a weak reference to it, its other q values and their reference)
+
+
+def _other_for(batch) -> tuple:
+    """(other q values, their reference) for `batch`: made once per batch, shared by the cases on
+    it (both sides of the gate, every variant), as the reference of its own values is."""
+    kept = _OTHER.get(id(batch))
+    if kept is None or kept[0]() is not batch:
+        q_other = check.other_q(batch)
+        with check.other_values(batch, q_other):
+            kept = _OTHER[id(batch)] = (weakref.ref(batch), (q_other, reference_for(batch)))
+        weakref.finalize(batch, _OTHER.pop, id(batch), None)  # freed with the batch
+    return kept[1]
+
+
+@contextlib.contextmanager
+def _watched(case: Case, metric: str):
+    """Wraps the calls made inside with the case's launch log for `metric` (a variant's case)."""
+    if case.launches is None or case.out is None:
+        yield lambda fn: fn
+        return
+    log = case.logs.setdefault(metric, check.LaunchLog(case.launches))
+    with log.recording():
+        yield log.wrap
+
+
 def timed_callable(case: Case, metric: str):
-    """What `metric` times of a ready case: the call, or its captured graph's replay."""
+    """What `metric` times of a ready case: the call, or its captured graph's replay (captured
+    with its launches recorded: a replay makes no launch of its own to see)."""
     from perf.measure import timing
 
     if metric == "graph":
         if case.graph is None:
-            case.graph = timing.capture_graph(case.fn)
+            with _watched(case, metric) as watch:
+                case.graph = timing.capture_graph(watch(case.fn))
         return case.graph.replay
     return case.fn
 
@@ -166,23 +232,30 @@ def plan_case(case: Case, metric: str, warmup: int = 3):
     if not vendor_mod.on_gpu():
         return None
     if metric not in case.plans:
-        case.plans[metric] = timing.plan(timed_callable(case, metric), warmup)
+        fn = timed_callable(case, metric)
+        if metric != "eager":  # a replay launches nothing the hook sees
+            case.plans[metric] = timing.plan(fn, warmup)
+        else:
+            with _watched(case, metric) as watch:
+                case.plans[metric] = timing.plan(watch(fn), warmup)
     return case.plans[metric]
 
 
 def time_case(case: Case, metric: str, samples: int, budget_ms: float | None, warmup: int = 3,
               plan=None):
-    """One repeat of `metric` on a ready case: its Samples."""
+    """One repeat of `metric` on a ready case: its Samples. An eager call's launches are
+    recorded (host work only, hidden from device time as the rest of the host's is)."""
     from perf.measure import timing
 
     fn = timed_callable(case, metric)
     if metric == "graph":
         return timing.time_graph(case.fn, samples=samples, warmup=warmup, budget_ms=budget_ms,
                                  graph=case.graph, plan_=plan or plan_case(case, metric, warmup))
-    if not vendor_mod.on_gpu():  # wall clock (interpreter): make_case warmed the call up already
-        return timing.time_eager(fn, samples=samples, warmup=1)
-    return timing.time_eager(fn, samples=samples, warmup=warmup, budget_ms=budget_ms,
-                             plan_=plan or plan_case(case, metric, warmup))
+    plan = None if not vendor_mod.on_gpu() else plan or plan_case(case, metric, warmup)
+    with _watched(case, metric) as watch:
+        if plan is None:  # wall clock (interpreter): make_case warmed the call up already
+            return timing.time_eager(watch(fn), samples=samples, warmup=1)
+        return timing.time_eager(watch(fn), samples=samples, warmup=warmup, budget_ms=budget_ms, plan_=plan)
 
 
 def usable_metrics(metrics: list[str]) -> list[str]:

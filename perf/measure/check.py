@@ -9,13 +9,22 @@ measuring stage checks before timing (a wrong case is never timed: it is recorde
 error whose reason starts with `WRONG`) and after timing (the output of the last call,
 recorded the same way); the latency gate also compares head's output with base's.
 perf/verdicts.py turns such a record into the verdict `wrong`.
+
+Right values on a repeat do not prove the timed calls did the work, so three checks more
+(docs/latency.md, "What the output check catches"): every call, checked or timed, must make
+the launches its variant plans and on the stream it was called on (`LaunchLog`: a call that
+returns early, answers from a cache or hands its work to another stream launches less or
+elsewhere); the inputs must be what they were (`fingerprint`: a call that writes into q or
+the caches); and after timing the call must still be right once its inputs hold other values
+in the very same buffers (`other_values`: an answer kept by pointer is stale then).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 # dtype of q/out -> (atol, rtol) of |out - expected| <= atol + rtol * |expected| (torch.testing's
 # rule). float16 and bfloat16: the correctness grid's since it was written (tests/kernels/test_correctness.py,
@@ -27,6 +36,11 @@ WRONG = "wrong output"  # the start of every reason recorded for a wrong output
 # 8192 tokens at once would need 8.6 GB per tensor for 32 heads). Unmeasured default: 2**28
 # values (1 GiB per tensor; the reference holds a few at a time).
 REFERENCE_CHUNK_VALUES = 2 ** 28
+# Elements of a tensor read at a time by `fingerprint` and `_negate_` (unmeasured default: 2**24
+# 16-bit words make a 128 MiB int64 temporary on the device, small beside a GPU-sized cache).
+CHUNK_ELEMENTS = 2 ** 24
+# Seed offset of the other q values `other_values` writes (any value but 0 differs from the batch's).
+OTHER_SEED = 1_000_003
 
 
 @dataclass(frozen=True)
@@ -37,10 +51,18 @@ class Check:
     max_error: float  # max |out - expected|; inf where either holds a NaN, or an Inf the other lacks
     atol: float
     rtol: float
+    why: str | None = None  # what was wrong when it was not the values (inputs written, launches)
 
     def describe(self, against: str = "the fp32 reference") -> str:
+        if self.why is not None:
+            return self.why
         return (f"max error {self.max_error:.3g} against {against} (atol {self.atol:g}, "
                 f"rtol {self.rtol:g})")
+
+
+def failed(why: str) -> Check:
+    """A check failed for `why` rather than by the output's values."""
+    return Check(False, math.inf, 0.0, 0.0, why)
 
 
 def tolerance(dtype) -> tuple[float, float]:
@@ -122,3 +144,209 @@ def reference_output(reference: Callable, batch):
             table = block_table[s:s + 1]
             out[start + a:start + b] = reference(rows_q, k_cache, v_cache, table, sub_cu, sub_len, **options)
     return out
+
+
+def input_tensors(batch) -> dict:
+    """Every tensor a call reads, by name: the contract's six and the tensor options."""
+    names = ("q", "k_cache", "v_cache", "block_table", "cu_seqlens_q", "seq_lens")
+    found = dict(zip(names, batch.args()))
+    found.update({k: v for k, v in batch.options.items() if hasattr(v, "data_ptr")})
+    return found
+
+
+def fingerprint(tensors: dict) -> dict[str, tuple[int, int]]:
+    """Per tensor, two sums of its bytes read as 16-bit words (the words, and each word times
+    its position mod 65521 plus one): any write changes one of them but by a contrived
+    cancellation. Computed on the tensor's device in chunks, with no copy of it kept."""
+    import torch
+
+    sums = {}
+    for name, t in tensors.items():
+        raw = t.detach().contiguous().view(-1).view(torch.uint8)
+        words = raw.view(torch.int16) if raw.numel() % 2 == 0 else raw
+        parts = []
+        for a in range(0, words.numel(), CHUNK_ELEMENTS):
+            w = words[a:a + CHUNK_ELEMENTS].to(torch.int64)
+            at = torch.arange(a, a + w.numel(), device=w.device, dtype=torch.int64) % 65521 + 1
+            parts.append(torch.stack([w.sum(), (w * at).sum()]))  # < 2**55 per chunk: no overflow
+        total = torch.stack(parts).tolist() if parts else []
+        sums[name] = (sum(p[0] for p in total), sum(p[1] for p in total))
+    return sums
+
+
+def changed_inputs(before: dict, tensors: dict) -> Check | None:
+    """A failed check naming the inputs whose fingerprint is not `before`'s; None if none."""
+    now = fingerprint(tensors)
+    written = [name for name in before if now.get(name) != before[name]]
+    return failed(f"the call wrote into its inputs ({', '.join(written)})") if written else None
+
+
+def _negate_(t) -> None:
+    """Negate `t` in place, exactly and reversibly: a float's sign, or an fp8 byte's sign bit
+    where its magnitude bits are not zero (an FNUZ 0x80 is NaN, its 0x00 the only zero)."""
+    import torch
+
+    if t.element_size() > 1:
+        t.neg_()
+        return
+    raw = t.view(torch.uint8).view(-1)
+    for a in range(0, raw.numel(), CHUNK_ELEMENTS):
+        part = raw[a:a + CHUNK_ELEMENTS]
+        part.bitwise_xor_(((part & 0x7F) != 0).to(torch.uint8) * 0x80)
+
+
+@contextlib.contextmanager
+def other_values(batch, q_other) -> Iterator[None]:
+    """Inside: the batch's very buffers hold other values (q holds `q_other`, the caches
+    negated: a serving engine's buffers change value, never address, from step to step);
+    on leaving, exactly the values they held (q copied back, the caches negated again)."""
+    saved = batch.q.clone()
+    batch.q.copy_(q_other)
+    _negate_(batch.k_cache)
+    _negate_(batch.v_cache)
+    try:
+        yield
+    finally:
+        _negate_(batch.v_cache)
+        _negate_(batch.k_cache)
+        batch.q.copy_(saved)
+
+
+def other_q(batch):
+    """Other q values for `other_values`: the batch's shape and dtype, another seed, built on the CPU."""
+    import torch
+
+    gen = torch.Generator().manual_seed(batch.spec.seed + OTHER_SEED)
+    return torch.randn(batch.q.shape, generator=gen).to(batch.q.dtype).to(batch.q.device)
+
+
+def current_stream():
+    """The stream a launch is made on now, as Triton's launch hook names it (the driver's raw
+    handle on a GPU), None in Triton's interpreter (one stream)."""
+    from perf.vendor import on_gpu
+
+    if not on_gpu():
+        return None
+    from triton.runtime import driver
+
+    return driver.active.get_current_stream(driver.active.get_current_device())
+
+
+@dataclass
+class LaunchLog:
+    """The Triton launches of the calls it wraps, judged against what one call must launch:
+    `expected`, the kernel names its variant plans, each on the stream the call was made on.
+    `recording` installs the hook (Triton's launch_enter_hook on a GPU, the interpreter's
+    launch in Triton's interpreter); calls made outside it are not seen."""
+
+    expected: tuple[str, ...] | None = None  # None: the first call's launches (a variant without `plan`)
+    calls: list = field(default_factory=list)  # [(the call's stream, [(kernel, stream), ...])] not judged yet
+    seen: int = 0  # calls judged
+    bad: int = 0  # of them, calls that launched other kernels or on another stream
+    first: str | None = None  # what the first bad call did
+    blind: bool = False  # this Triton has no launch hook: nothing is judged
+
+    stream: Callable[[], object] = current_stream  # set by `recording` to this device's reader
+
+    def wrap(self, fn: Callable[[], object]) -> Callable[[], object]:
+        """`fn`, each call of it recorded with the stream it is made on (a raw-handle read and an
+        append of host time per call: nothing the device times)."""
+        calls = self.calls
+
+        def call():
+            calls.append((self.stream(), []))
+            return fn()
+        return call
+
+    def launched(self, name, stream) -> None:
+        if self.calls:
+            self.calls[-1][1].append((name, stream))
+
+    def hook(self, metadata) -> None:
+        """Triton's launch_enter_hook: `metadata` is its LazyDict (name, function, stream)."""
+        data = getattr(metadata, "data", None) or {}
+        self.launched(data.get("name"), data.get("stream"))
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[LaunchLog]:
+        from perf.vendor import on_gpu
+
+        if on_gpu():
+            from triton.runtime import driver
+
+            device, read = driver.active.get_current_device(), driver.active.get_current_stream
+            self.stream = lambda: read(device)
+            remove = _hook_launches(self.hook)
+        else:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            self.stream = current_stream  # looked up now: a test may stand in for the streams
+            run = InterpretedFunction.run
+
+            def counted(kernel, *args, **kwargs):
+                if not kwargs.get("warmup"):
+                    self.launched(kernel.fn.__name__, self.stream())
+                return run(kernel, *args, **kwargs)
+            InterpretedFunction.run = counted
+
+            def remove():
+                InterpretedFunction.run = run
+        self.blind = remove is None
+        try:
+            yield self
+        finally:
+            if remove is not None:
+                remove()
+            self.judge()
+
+    def judge(self) -> None:
+        """Judge the calls recorded since the last judgement (then forget them); none where the
+        launches could not be seen (`blind`)."""
+        for stream, launches in [] if self.blind else self.calls:
+            names = tuple(sorted(name for name, _ in launches))
+            if self.expected is None:
+                self.expected = names
+            self.seen += 1
+            other = [name for name, s in launches if s != stream]
+            if names == self.expected and not other:
+                continue
+            self.bad += 1
+            if self.first is None:
+                self.first = (f"launched {', '.join(other)} on another stream than the call's" if other
+                              else f"launched [{', '.join(names)}] where its plan launches "
+                                   f"[{', '.join(self.expected)}]")
+        self.calls.clear()
+
+    def verdict(self, when: str) -> Check | None:
+        """A failed check if any judged call launched other than it must; None if none did."""
+        self.judge()
+        if not self.bad:
+            return None
+        return failed(f"{self.bad} of {self.seen} calls {when}: the first {self.first}")
+
+
+def _hook_launches(hook: Callable[[object], None]) -> Callable[[], None] | None:
+    """Install `hook` as Triton's launch-enter hook beside any other; its remover, None where this
+    Triton has none. triton >= 3.4 keeps a chain in `knobs.runtime`; older ones one callable on
+    `CompiledKernel` (a toolchain A/B may run one), which is wrapped."""
+    try:
+        from triton import knobs
+
+        chain = knobs.runtime.launch_enter_hook
+    except (ImportError, AttributeError):
+        chain = None
+    if hasattr(chain, "add"):
+        chain.add(hook)
+        return lambda: chain.remove(hook)
+    from triton.compiler import CompiledKernel
+
+    if chain is not None or not hasattr(CompiledKernel, "launch_enter_hook"):
+        return None
+    before = CompiledKernel.launch_enter_hook
+
+    def both(metadata):
+        hook(metadata)
+        if before is not None:
+            before(metadata)
+    CompiledKernel.launch_enter_hook = both
+    return lambda: setattr(CompiledKernel, "launch_enter_hook", before)

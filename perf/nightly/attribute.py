@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from perf import verdicts
+from perf import fingerprint, verdicts
 from perf.errors import ConfigError
 from perf.nightly import alert
 from perf.nightly.selection import PEER_PREFIX
@@ -91,7 +91,6 @@ _CACHE: dict[tuple, Night] = {}
 def load_nights(data: str, runner: str, upto: str | None = None) -> list[Night]:
     """The runner's nights of the data-branch checkout `data`, oldest first, up to `upto`. Each
     night's results are read once per process (keyed by the file's size and time)."""
-    from perf import fingerprint
     from perf.nightly import store
 
     out = []
@@ -165,8 +164,10 @@ def bisect(lab: Lab, runner: str, good: str, bad: str, case: Key, budget: int = 
     if not commits:
         return {"result": "not-slower", "candidates": [], "runs": 0, "first_bad": None}
     out = bisect_mod.search(commits, budgeted)
-    return {"result": out.result, "candidates": out.candidates, "runs": runs[0],
-            "first_bad": out.candidates[0] if out.result == "found" else None, "good": good, "bad": bad}
+    first = out.candidates[0] if out.result == "found" else None
+    author = getattr(lab, "author", None)  # who wrote a commit, where the lab can say (GateLab)
+    return {"result": out.result, "candidates": out.candidates, "runs": runs[0], "first_bad": first,
+            "good": good, "bad": bad, **({"author": author(first)} if first and author is not None else {})}
 
 
 # --- one night -----------------------------------------------------------------------------------
@@ -342,8 +343,6 @@ def _held(j: _Judging, step: dict, keys: list[Key], series, before: list[str], a
 
 def _step_nights(j: _Judging, step: dict, kept: bool, before: list[str], i: int) -> tuple[Night, Night, dict]:
     """The last night before the step, the step's night and what changed between their fingerprints."""
-    from perf import fingerprint
-
     nights, by_date = j.nights, j.by_date
     good, bad = by_date[before[-1]] if before else nights[i - 1], by_date[step["night"]]
     diff = fingerprint.diff(good.fingerprint, bad.fingerprint)
@@ -361,8 +360,6 @@ def _slower(j: _Judging, step: dict, keys: list[Key], series, before: list[str],
             ratios: dict, good: Night, bad: Night, diff: dict) -> None:
     """A slower step judged with tonight: the experiments, its cause (verdicts.step_cause), its anchor
     and a code step's bisect; or, undecided, pending another night."""
-    from perf import fingerprint
-
     ctx, state = j.ctx, j.state
     toolchain_changed = any(f in diff for f in fingerprint.TOOLCHAIN_FIELDS)
     old_fp, late = good.fingerprint, False
@@ -558,8 +555,6 @@ def _unjudged_outliers(nights: list[Night], state: dict, min_history: int, warn:
     libraries (their median) beyond the warn ratio from both the night before and the night after,
     the same way, those two within the warn ratio of each other, and the fingerprint the same on
     the three nights."""
-    from perf import fingerprint
-
     series = adjusted(nights, state["anchors"], state["outliers"])
     by_date = {n.date: n for n in nights}
     known = {tuple(o) for o in state["outliers"]}
@@ -664,8 +659,9 @@ def attribute(data: str, ctx: Context, date: str | None = None, alert_json: str 
 class GateLab:
     """The experiments run by the latency gate in this checkout (`repo`), outputs under `out`."""
 
-    def __init__(self, repo: str, out: str, thresholds_path: str, suite: str = "nightly"):
+    def __init__(self, repo: str, out: str, thresholds_path: str, suite: str = "nightly", github_repo=None):
         self.repo, self.thresholds_path, self.suite = repo, thresholds_path, suite
+        self.github_repo = github_repo  # OWNER/NAME, where commits' authors are asked for their account
         self.out = os.path.abspath(out)
 
     def _gate(self, cases: list[Key], folder: str, **options):
@@ -698,6 +694,10 @@ class GateLab:
         return {k: {"status": verdicts.toolchain_status(found.get(k)), "exit": rc,
                     "ratio": 1 / found[k].ratio if found.get(k) and found[k].ratio else None,
                     "command": gate.command_line()} for k in cases}
+
+    def author(self, sha: str) -> dict | None:  # the mention in a code cause's issue (GitHub: --repo)
+        from perf.nightly.issues import commit_author
+        return commit_author(sha, self.repo, self.github_repo)
 
     def commits(self, good, bad):
         from perf.git import first_parent_range
@@ -777,7 +777,7 @@ def action_main(args: argparse.Namespace, conf: dict) -> int:
     runners = runners_of(args, root)
     tracker = github.tracker(args.repo, args.dry_run, journal=True)  # a folder: earlier nights' closes too
     lab = GateLab(root, os.path.join(args.out, "attribution"), os.path.abspath(args.thresholds),
-                  args.suite or "nightly")
+                  args.suite or "nightly", args.repo or os.environ.get("GITHUB_REPOSITORY"))
     th = load_thresholds(args.thresholds)
     for runner in runners:
         ctx = Context(runner, th, lab, tracker, Settings(args.window, args.min_history, args.bisect_budget))

@@ -22,6 +22,11 @@ bisect command of each case. Posting goes through `gh api` (perf/ci/github.py), 
 mechanism of the PR comment, or with `--dry-run DIR` into a folder of JSON files. The causes
 perf/nightly/attribute.py kept in `<results>/issues/attributed/` (the GPU runner has no token)
 are posted too, by their keys. Stdlib only (the issues job runs on a bare hosted runner).
+
+A code cause whose bisect found the first bad commit mentions that commit's author
+(`commit_author`): the GitHub account through `gh api`, else git's name and email. Where the
+runner that attributed it had no token, the issues job, which has one, puts the account in
+when it posts (`with_login`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ ATTRIBUTED_DIR = "attributed"
 TITLE_CHARS = 200  # GitHub allows 256
 LABELS = ("performance", "nightly")
 MARKER = "<!-- perf-alert {vendor} {machine} {variant} {scenario} {metric} -->"
+# The author line of a code cause's issue; the hidden sha lets the issues job put the account in.
+AUTHOR_LINE = "Author of the first bad commit: {who} <!-- perf-author: {sha} -->"
+_AUTHOR = re.compile(r"^Author of the first bad commit: (.+) <!-- perf-author: ([0-9a-f]{7,40}) -->$", re.M)
 
 
 def _word(text: str) -> str:
@@ -284,14 +292,17 @@ def post(results: str, tracker, site_dir: str | None = None, log=print) -> list[
 
 def replay_attributed(folder: str, tracker, log=print) -> list[dict]:
     """The issues attribution kept in `folder` (perf.ci.github's folder tracker), posted to
-    `tracker`: each open one upserted by its key, each closed one closed with its last comment."""
+    `tracker`: each open one upserted by its key (its author's account put in where `tracker`
+    is GitHub's, `with_login`), each closed one closed with its last comment."""
     from perf.ci.github import FolderTracker
 
+    api = getattr(tracker, "api", None)
     actions = []
     for issue in FolderTracker(folder).issues():
         before = tracker.open_keys()
         if issue["state"] == "open":
-            number = tracker.upsert(issue["key"], issue["title"], issue["body"], tuple(issue["labels"]))
+            body = with_login(issue["body"], api) if api is not None else issue["body"]
+            number = tracker.upsert(issue["key"], issue["title"], body, tuple(issue["labels"]))
             action = "updated" if issue["key"] in before else "opened"
         else:
             tracker.close(issue["key"], (issue["comments"] or [""])[-1])
@@ -299,6 +310,45 @@ def replay_attributed(folder: str, tracker, log=print) -> list[dict]:
         log(f"{action}: {issue['key']} {issue['title']}")
         actions.append({"action": action, "number": number, "key": issue["key"], "cases": []})
     return actions
+
+
+def commit_author(sha: str, root: str, repo: str | None = None, gh: str = "gh") -> dict | None:
+    """Who wrote commit `sha`: {"sha", "login"} from `gh api` on `repo` (OWNER/NAME) and
+    {"name", "email"} from git in the checkout `root`, what each could say; None when neither
+    could. Never raises: a mention is not worth a failed nightly."""
+    from perf import git
+    from perf.ci.github import REPO, GhApi
+
+    who: dict = {}
+    try:
+        login = GhApi(repo, gh).commit_login(sha) if repo and REPO.fullmatch(repo) else None
+        if login:
+            who["login"] = login
+        named = git.commit_author(root, sha)
+        if named:
+            who["name"], who["email"] = named
+    except Exception:  # noqa: BLE001 - whatever broke, the issue goes out without the mention
+        pass
+    return {"sha": sha, **who} if who else None
+
+
+def mention(author: dict) -> str:
+    """@login where GitHub knows the account (it notifies them), else "name <email>"."""
+    if author.get("login"):
+        return f"@{author['login']}"
+    name, email = author.get("name") or "", author.get("email") or ""
+    return f"{name} <{email}>" if name and email else name or email or author.get("sha", "")[:10]
+
+
+def with_login(body: str, api) -> str:
+    """`body` with each author line that names no account yet naming the one `api` (perf.ci.github's
+    GhApi) finds for its commit; unchanged where it finds none."""
+    def upgrade(m: re.Match) -> str:
+        if m.group(1).startswith("@"):
+            return m.group(0)
+        login = api.commit_login(m.group(2))
+        return AUTHOR_LINE.format(who=f"@{login}", sha=m.group(2)) if login else m.group(0)
+    return _AUTHOR.sub(upgrade, body)
 
 
 def _record(results: str, actions: list[dict], site_dir: str | None) -> None:
@@ -443,6 +493,8 @@ def render_cause(record: dict, runner: str, gpu: str) -> tuple[str, str]:
         lines += ["", "### Bisect", ""]
         if b.get("first_bad"):
             lines.append(f"First bad commit: {code(b['first_bad'])} ({b.get('runs')} gate runs).")
+            if b.get("author"):
+                lines += ["", AUTHOR_LINE.format(who=mention(b["author"]), sha=b["first_bad"])]
         else:
             left = b.get("candidates") or []
             lines.append(f"Not narrowed to one commit within the budget ({b.get('runs')} gate runs): "

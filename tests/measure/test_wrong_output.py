@@ -131,22 +131,34 @@ def test_the_report_and_the_comment_render_wrong():
     assert "**FAIL**" in body and "**wrong**" in body and "1 wrong" in body
 
 
-@needs_interpreter
-def test_the_worker_catches_a_planted_wrong_kernel(tmp_path):
+def _head_copy(tmp_path):
+    """A copy of this checkout's kernels/ to plant a change in: the head of `_worker`."""
     head = tmp_path / "head"
     shutil.copytree(os.path.join(ROOT, "kernels"), head / "kernels",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    plant.plant_wrong(str(head))
+    return head
+
+
+def _worker(tmp_path, head, variants: str, *options: str):
+    """The gate's worker in the interpreter, base = this checkout, head = `head`, on one tiny
+    decode: (base's results, head's results)."""
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "perf.latency.worker", "--base-from", ROOT, "--head-from", str(head),
            "--out-dir", str(out), "--suite", "smoke", "--scenarios", "tiny/decode/batch1-kv16/block16",
-           "--variants", "naive,flex_tile", "--metrics", "eager", "--repeats", "2", "--samples", "1"]
+           "--variants", variants, "--metrics", "eager", "--repeats", "2", *options]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
                          env=dict(os.environ, **CPU_ONLY, PYTHONPATH=ROOT))
     assert run.returncode == 0, run.stderr[-2000:]
     assert any(line.startswith(PROTOCOL) and json.loads(line[len(PROTOCOL):])["event"] == "done"
                for line in run.stdout.splitlines())
-    base, head_res = (results.load(str(out / f"{s}.jsonl")) for s in ("base", "head"))
+    return tuple(results.load(str(out / f"{s}.jsonl")) for s in ("base", "head"))
+
+
+@needs_interpreter
+def test_the_worker_catches_a_planted_wrong_kernel(tmp_path):
+    head = _head_copy(tmp_path)
+    plant.plant_wrong(str(head))
+    base, head_res = _worker(tmp_path, head, "naive,flex_tile", "--samples", "1")
     (why,) = [r for r in head_res.skips() if r["variant"] == "naive"]
     assert why["kind"] == "error" and why["reason"].startswith("wrong output before timing: max error")
     assert not base.skips()  # base is right
@@ -156,6 +168,30 @@ def test_the_worker_catches_a_planted_wrong_kernel(tmp_path):
     assert findings["naive"].verdict is Verdict.WRONG and "head wrong output" in findings["naive"].note
     assert findings["flex_tile"].verdict is not Verdict.WRONG
     assert exit_code(list(findings.values())) == EXIT_FAIL
+
+
+@needs_interpreter
+def test_the_worker_finds_a_planted_skip_wrong_and_never_faster(tmp_path):
+    """Head = a copy whose every variant's call returns at once on every third call (`out` holds the
+    last answer): head's naive is timed, then recorded wrong after timing (tests/measure/
+    test_cheating.py plants the other exploits), and the gate's finding says `wrong`; base is right."""
+    head = _head_copy(tmp_path)
+    variant_py = head / "kernels" / "variant.py"
+    call = "        out, launches = self.plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens,\n"
+    text = variant_py.read_text()
+    assert text.count(call) == 1
+    variant_py.write_text(text.replace(call, "        _SKIPS.append(1)\n        if out is not None and "
+                                             "len(_SKIPS) % 3 == 0:\n            return out\n" + call)
+                          + "\n_SKIPS: list = []  # planted: every third call skips its work\n")
+    base, head_res = _worker(tmp_path, head, "naive", "--samples", "2", "--warmup", "1")
+    assert not base.skips() and head_res.measurements()  # base right; head timed (and looked fast)
+    reasons = [r["reason"] for r in head_res.skips()]
+    assert any(r.startswith("eager: wrong output after timing: ") and "calls while timed" in r
+               for r in reasons), reasons
+    th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
+    (finding,) = analysis.paired_findings(base, head_res, th, "nvidia", None)  # the wrong-output rule applied
+    assert finding.verdict is Verdict.WRONG and "calls while timed" in finding.note
+    assert exit_code([finding]) == EXIT_FAIL
 
 
 class _Writer:
