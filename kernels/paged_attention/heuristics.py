@@ -115,7 +115,7 @@ CONFIG_INTS = (
 # accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
-                "pv_fp16", "qk_fp16")
+                "pv_fp16", "qk_fp16", "fp8_products")
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,11 @@ class Config:
     # of two into fp16's range, folded back into the score scale), so every e4m3 pair of K and V
     # takes one conversion (cvt.rn.f16x2.e4m3x2) and none to bf16; implies P V in fp16
     qk_fp16: bool = False
+    # fp8 caches in a format the target's Triton converts: both products on e4m3 tensor cores
+    # (FP8_PRODUCTS, common.attend_rows: q quantized per work item by a power of two, P in
+    # [0, 2^top], as FlashAttention-3's fp8 forward; docs/lab/2026-11-28-fp8-products.md); the
+    # planner ignores it elsewhere (`planning.fp8_products_applies`). No branch sets it: unmeasured
+    fp8_products: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
