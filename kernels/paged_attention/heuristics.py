@@ -26,6 +26,9 @@ from kernels.inputs import ArgumentTypeError, is_fp8
 from kernels.paged_attention.common import decode_block_m, next_pow2
 
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
+# tl.dot on 8-bit operands needs K >= 32 on NVIDIA (triton 3.6.0 nvidia/compiler.py min_dot_size;
+# AMD takes any K, and its fp8 MFMA is 16x16x32): `Config.fp8_products` tiles, P V's K
+MIN_FP8_TILE = 32
 # Thresholds of the NVIDIA tree; each says its lab ([id]: docs/kernels.md, "Lab notes of the NVIDIA
 # tree") and where between measured points the boundary is unmeasured.
 NARROW_WINDOW = 256  # [narrow-window] H100 2026-11-23: window 128 1.4x, 1024 even; between, unmeasured
@@ -198,6 +201,9 @@ class Config:
         if edge and (edge < MIN_TILE or self.tile_size % edge or edge & (edge - 1)):
             raise ValueError(f"edge_tile: {edge} must be 0 or a power of two >= {MIN_TILE} dividing "
                              f"tile_size {self.tile_size}")
+        if self.fp8_products and min(self.tile_size, edge or self.tile_size) < MIN_FP8_TILE:
+            raise ValueError(f"fp8_products: needs tiles of >= {MIN_FP8_TILE} keys (an 8-bit tl.dot's K on "
+                             f"NVIDIA), got tile_size {self.tile_size}, edge_tile {edge}")
 
     def block_q(self, queries_per_kv: int) -> int:
         return self.block_m // queries_per_kv

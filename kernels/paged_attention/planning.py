@@ -254,7 +254,7 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
     """Compile-time constants of `q_block_kernel` for `vendor`'s kernels."""
     num_q_heads, head_size = q.shape[1], q.shape[2]
     queries_per_kv = num_q_heads // k_cache.shape[2]
-    fp8 = config.fp8_products and fp8_products_applies(k_cache, vendor)  # then no fp16 products
+    fp8 = config.fp8_products and fp8_products_applies(k_cache, vendor, head_size)  # then no fp16 products
     return dict(
         QUERIES_PER_KV=queries_per_kv,
         BLOCK_SIZE=k_cache.shape[1],
@@ -290,13 +290,15 @@ def pv_fp16_applies(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
     return q.dtype == torch.bfloat16 and k_cache.dtype == inputs.OCP_E4M3
 
 
-def fp8_products_applies(k_cache: torch.Tensor, vendor: str) -> bool:
+def fp8_products_applies(k_cache: torch.Tensor, vendor: str, head_size: int) -> bool:
     """Where `Config.fp8_products` changes the kernel: an fp8 cache in a format `vendor`'s Triton
     converts (OCP on NVIDIA; OCP or FNUZ on AMD), whose loaded tiles are `tl.dot` operands as
-    they are. FNUZ on NVIDIA reaches the kernel as bytes to decode (`kv_operands`): no e4m3 type
-    to multiply in, and reading them as OCP would misread 0x7F (FNUZ 240, the scale's largest
-    value; OCP NaN); other caches are q's dtype."""
-    return inputs.is_fp8(k_cache.dtype) and not inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor)
+    they are, and a padded head of at least `heuristics.MIN_FP8_TILE` (Q K^T's K). FNUZ on
+    NVIDIA reaches the kernel as bytes to decode (`kv_operands`): no e4m3 type to multiply in,
+    and reading them as OCP would misread 0x7F (FNUZ 240, the scale's largest value; OCP NaN);
+    other caches are q's dtype."""
+    return (inputs.is_fp8(k_cache.dtype) and not inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor)
+            and next_pow2(head_size) >= heuristics.MIN_FP8_TILE)
 
 
 def offsets_32(*tensors: torch.Tensor, head_size: int) -> bool:
