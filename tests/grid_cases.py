@@ -125,7 +125,22 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
                edge_tile=32), 32),
     "fused_reduce_seq_items_seg4_grid3": (Config(16, 16, 4, num_warps=4, num_stages=2, seq_items=True,
                                                  fused_reduce=True, max_programs=3), 16),
+    # both products on e4m3 operands (`Config.fp8_products`; an fp8 cache: feature `all`, else
+    # ignored): the NVIDIA fp8 prefill's shape with edges of 32, and a split decode's
+    "fp8_products_prefill_bm128_tile128_edge32": (
+        Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True, offsets_32=True,
+               edge_tile=32, fp8_products=True), 16),
+    "fp8_products_tile32_seg3": (Config(16, 32, 3, num_warps=4, num_stages=2, fp8_products=True), 16),
 }
+# The outputs of `Config.fp8_products` against the fp32 reference, (atol, rtol). Both products take
+# e4m3 operands: 3 mantissa bits rounded to nearest, a relative error up to 2^-4 per operand (K
+# and V are the cache's own values, exact; Q and P are rounded). An output is a P-weighted mean
+# of V: P's rounding moves it by up to 2^-4 of the |V| it averages, Q's moves every score by up
+# to 2^-4 of sum |q k| x scale and so the weights; with the grid's unit-variance data (|V| < 4.5
+# over its batches) that is an atol of 2^-3, a rtol of 2^-4 for the rest. Measured in the
+# interpreter (tests/kernels/test_fp8_products.py's cases, 2026-11-28): the largest error 0.10,
+# the largest past rtol 0.052 (|V| 4.5), so atol keeps a margin of 2.4.
+FP8_PRODUCTS_TOLERANCE = (2.0 ** -3, 2.0 ** -4)
 FORCED_VARIANTS = ("parallel", "flex_tile", "static_grid")  # the variants that take a `config` hint
 FORCED_FEATURES = ("none", "all")
 

@@ -120,3 +120,45 @@ def launch_patch_once() -> bool:
     patch_lang._once = True
     interpreter._patch_lang = patch_lang
     return True
+
+
+def round_e4m3_like_gpus() -> bool:
+    """Make the interpreter's conversions to OCP e4m3 (fp8e4nv) round as GPUs do (to nearest
+    even, saturating at +-448: sm_90's cvt.rn.satfinite.e4m3x2.f32), through torch's conversion.
+
+    triton 3.6.0's interpreter rounds them wrongly (`_convert_float`, seen here 2026-11-28,
+    numpy 2.3.5): the carry of a mantissa rounded up from 7 is ORed into the exponent, not
+    added, so 31.3 became 16.0; subnormals flushed to 0 (0.0018 -> 0, not 2^-9); 12 % of 65,536
+    random values of e4m3's range converted wrongly. The kernels convert to e4m3 only with
+    `Config.fp8_products` (queries and P). Installed once per process, and only where a probe
+    finds the conversion wrong (a Triton that fixes it runs as it is); returns whether it is."""
+    import numpy as np
+    import torch
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder.create_fp_to_fp, "_e4m3", False):
+        return True
+    probe = np.array([31.3, 0.0018, 1.0], dtype=np.float32)
+    handle = interpreter.TensorHandle(probe, tl.float32)
+    wrong = interpreter.interpreter_builder.create_fp_to_fp(handle, tl.float8e4nv, None).data
+    if np.array_equal(wrong.view(np.uint8), torch.from_numpy(probe).to(torch.float8_e4m3fn).view(torch.uint8)
+                      .numpy()):
+        return False
+    real = builder.create_fp_to_fp
+
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        source = src.dtype.scalar
+        if dst_type.scalar != tl.float8e4nv or source not in (tl.float32, tl.float16, tl.bfloat16):
+            return real(self, src, dst_type, rounding_mode)
+        data = src.data
+        if source == tl.bfloat16:  # stored as uint16: the high half of a float32
+            data = (data.astype(np.uint32) << 16).view(np.float32)
+        values = torch.from_numpy(np.array(data, dtype=np.float32)).clamp(-448.0, 448.0)
+        e4m3 = values.to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+        return interpreter.TensorHandle(e4m3, tl.float8e4nv)
+
+    create_fp_to_fp._e4m3 = True
+    builder.create_fp_to_fp = create_fp_to_fp
+    return True

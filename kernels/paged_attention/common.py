@@ -202,16 +202,42 @@ def kv_to(x, dtype: tl.constexpr, DECODE_FNUZ: tl.constexpr):
 
 
 @triton.jit
-def to_fp16_range(x):
-    """A Q-block as fp16 and the power of two it was divided by: (x / 2^shift as fp16, shift),
-    with its largest magnitude brought to [2^13, 2^14], so every element fits fp16 (max 65504)
-    and a bf16 value keeps all its mantissa bits unless it lies 2^27 or more below the largest
-    (fp16's subnormals). An all-zero, NaN or infinite block keeps shift 0 (NaN stays NaN).
-    The caller multiplies its score scale by 2^shift."""
+def to_range(x, dtype: tl.constexpr, TOP: tl.constexpr):
+    """A Q-block as `dtype` and the power of two it was divided by: (x / 2^shift, shift), its
+    largest magnitude brought to (2^(TOP - 1), 2^TOP], a power of two no larger than the
+    format's largest value, so every element fits. An all-zero, NaN or infinite block keeps
+    shift 0 (NaN stays NaN). The caller multiplies its score scale by 2^shift (exact)."""
     big = tl.max(tl.max(tl.abs(x.to(tl.float32)), axis=1), axis=0)
     usable = (big > 0.0) & (big < 3.0e38)
-    shift = tl.where(usable, tl.ceil(tl.log2(tl.where(usable, big, 1.0))) - 14.0, 0.0)
-    return (x.to(tl.float32) * tl.exp2(-shift)).to(tl.float16), shift
+    shift = tl.where(usable, tl.ceil(tl.log2(tl.where(usable, big, 1.0))) - TOP, 0.0)
+    return (x.to(tl.float32) * tl.exp2(-shift)).to(dtype), shift
+
+
+@triton.jit
+def to_fp16_range(x):
+    """`to_range` into fp16 (max 65504), the largest magnitude in [2^13, 2^14]: a bf16 value
+    keeps all its mantissa bits unless it lies 2^27 or more below the largest (fp16's
+    subnormals)."""
+    return to_range(x, tl.float16, 14.0)
+
+
+@triton.constexpr_function
+def e4m3_top(dtype):
+    """The largest power of two's exponent in an e4m3 format (`kernels.inputs.FP8_FORMATS`):
+    7 for FNUZ (largest 240, Triton's fp8e4b8), 8 for OCP (448, fp8e4nv). Queries are scaled
+    into it (`to_range`) and P spans [0, 2^top] (`attend_tiles`): FlashAttention-3 runs P in
+    [0, 256] for OCP e4m3 (hopper/softmax.h, Max_offset 8)."""
+    return 7.0 if dtype == tl.float8e4b8 else 8.0
+
+
+@triton.jit
+def p_offset(m_new, FP8_PRODUCTS: tl.constexpr, TOP: tl.constexpr):
+    """What exp2's argument subtracts per row: the running max, or with FP8_PRODUCTS the max
+    less TOP, so P spans [0, 2^TOP] of e4m3 (fewer of its values underflow than in [0, 1])."""
+    if FP8_PRODUCTS:
+        return m_new - TOP
+    else:
+        return m_new
 
 
 @triton.jit
@@ -286,6 +312,7 @@ def attend_tiles(
     BLOCK_VECTOR: tl.constexpr,
     OFFSETS_32: tl.constexpr,
     PV_FP16: tl.constexpr,
+    FP8_PRODUCTS: tl.constexpr,
 ):
     """Online softmax over KV tiles [tile_lo, tile_hi); returns the updated (acc, m_i, l_i).
 
@@ -329,6 +356,10 @@ def attend_tiles(
     # exact in fp16 as in bf16 but reaches fp16 in one conversion per pair (sm_90:
     # cvt.rn.f16x2.e4m3x2), bf16 in two; P in [0, 1] keeps 10 mantissa bits instead of 7.
     PV_DTYPE: tl.constexpr = tl.float16 if PV_FP16 else q.dtype
+    # FP8_PRODUCTS: q arrives in the cache's e4m3 format (`attend_rows`), so K and V enter both
+    # products as loaded (`kv_to` to their own dtype is no conversion) and P goes to e4m3 in
+    # [0, 2^P_TOP] (`p_offset`); l_i sums P in [0, 1], acc carries 2^P_TOP to the epilogue.
+    P_TOP: tl.constexpr = e4m3_top(q.dtype) if FP8_PRODUCTS else 0.0
     key_lo = first_pos - window + 1  # keys before it: read by WINDOW_LOADS tiles, never
     if EDGE_LOADS and VECTOR:
         row_lo = abs_pos - window
@@ -419,17 +450,20 @@ def attend_tiles(
                 m_new = tl.where(m_new > float("-inf"), m_new, 0.0)  # rows that see nothing yet
             else:
                 m_new = tl.maximum(m_i, tl.max(s, axis=1))
-            p = tl.exp2(s - m_new[:, None])
+            p = tl.exp2(s - p_offset(m_new, FP8_PRODUCTS, P_TOP)[:, None])
         else:
             m_new = tl.maximum(m_i, tl.max(s, axis=1) * (qk_scale * LOG2E))
-            p = tl.exp2(s * (qk_scale * LOG2E) - m_new[:, None])
+            p = tl.exp2(s * (qk_scale * LOG2E) - p_offset(m_new, FP8_PRODUCTS, P_TOP)[:, None])
         alpha = tl.exp2(m_i - m_new)
         if FOLD:
             acc = acc * alpha[:, None]
             acc = tl.dot(p.to(PV_DTYPE), kv_to(v, PV_DTYPE, DECODE_FNUZ), acc)
         else:
             acc = acc * alpha[:, None] + tl.dot(p.to(PV_DTYPE), kv_to(v, PV_DTYPE, DECODE_FNUZ))
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if FP8_PRODUCTS:
+            l_i = l_i * alpha + tl.sum(p, axis=1) * (2.0 ** -P_TOP)
+        else:
+            l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
     return acc, m_i, l_i
 
@@ -469,6 +503,7 @@ def attend_q_block(
     TOKEN_OFFSETS_32: tl.constexpr,
     PV_FP16: tl.constexpr,
     QK_FP16: tl.constexpr,
+    FP8_PRODUCTS: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -513,7 +548,7 @@ def attend_q_block(
                     QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                     DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
-                    QK_FP16,
+                    QK_FP16, FP8_PRODUCTS,
                 )
     else:
         if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
@@ -529,7 +564,7 @@ def attend_q_block(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                 DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
-                QK_FP16,
+                QK_FP16, FP8_PRODUCTS,
             )
     if FUSED_REDUCE:
         # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
@@ -575,6 +610,7 @@ def attend_rows(
     TOKEN_OFFSETS_32: tl.constexpr,
     PV_FP16: tl.constexpr,
     QK_FP16: tl.constexpr,
+    FP8_PRODUCTS: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
     its rows' online softmax over their tiles, then the output or the segment's partials."""
@@ -614,7 +650,12 @@ def attend_rows(
     qk_scale = scale
     if USE_FP8:
         qk_scale = scale * tl.load(k_scale_ptr)
-    if QK_FP16:  # both products in fp16: one conversion per e4m3 pair (`Config.qk_fp16`)
+    if FP8_PRODUCTS:  # both products on e4m3 operands (`Config.fp8_products`)
+        tl.static_assert(not DECODE_FNUZ, "fp8 products need a cache format the target's Triton converts")
+        Q_DTYPE: tl.constexpr = k_cache_ptr.dtype.element_ty
+        q, q_shift = to_range(q, Q_DTYPE, e4m3_top(Q_DTYPE))
+        qk_scale = qk_scale * tl.exp2(q_shift)
+    elif QK_FP16:  # both products in fp16: one conversion per e4m3 pair (`Config.qk_fp16`)
         q, q_shift = to_fp16_range(q)
         qk_scale = qk_scale * tl.exp2(q_shift)
     # Masked window edge (only with a window: otherwise lo = full_lo = 0), unmasked middle,
@@ -626,14 +667,16 @@ def attend_rows(
             qk_scale, softcap, window,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, 1,
-            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16)
+            USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
+            FP8_PRODUCTS)
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False, 0,
-        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16)
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
+            FP8_PRODUCTS)
     # The causal edge in tiles of EDGE_TILE keys (a divisor of TILE_SIZE): the tiles of
     # TILE_SIZE it covers, cut after the last key a query of this Q-block sees.
     if EDGE_TILE == TILE_SIZE:
@@ -653,8 +696,11 @@ def attend_rows(
         qk_scale, softcap, window,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, CAUSAL_EDGE_LOADS,
-        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16)
-    if USE_FP8:
+        USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
+            FP8_PRODUCTS)
+    if FP8_PRODUCTS:  # P was 2^top times larger (`attend_tiles`)
+        acc = acc * (tl.load(v_scale_ptr) * 2.0 ** -e4m3_top(k_cache_ptr.dtype.element_ty))
+    elif USE_FP8:
         acc = acc * tl.load(v_scale_ptr)
 
     if split:
@@ -790,6 +836,7 @@ def q_block_kernel(
     TOKEN_OFFSETS_32: tl.constexpr,  # q, out and partials offsets in int32: every one fits
     PV_FP16: tl.constexpr,  # P V in fp16 (bf16 queries, OCP fp8 caches; `Config.pv_fp16`)
     QK_FP16: tl.constexpr,  # Q K^T in fp16 too, q scaled into its range (`Config.qk_fp16`)
+    FP8_PRODUCTS: tl.constexpr,  # both products on e4m3 operands (`Config.fp8_products`)
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -831,7 +878,7 @@ def q_block_kernel(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
                 READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
-                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16,
+                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS,
             )
     else:
         attend_q_block(
@@ -847,7 +894,7 @@ def q_block_kernel(
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
             READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
-            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16,
+            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS,
         )
 
 

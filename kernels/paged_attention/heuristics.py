@@ -26,6 +26,9 @@ from kernels.inputs import ArgumentTypeError, is_fp8
 from kernels.paged_attention.common import decode_block_m, next_pow2
 
 MIN_TILE = 16  # tl.dot needs K >= 16 (Triton's minimum on every backend)
+# tl.dot on 8-bit operands needs K >= 32 on NVIDIA (triton 3.6.0 nvidia/compiler.py min_dot_size;
+# AMD takes any K, and its fp8 MFMA is 16x16x32): `Config.fp8_products` tiles, P V's K
+MIN_FP8_TILE = 32
 # Thresholds of the NVIDIA tree; each says its lab ([id]: docs/kernels.md, "Lab notes of the NVIDIA
 # tree") and where between measured points the boundary is unmeasured.
 NARROW_WINDOW = 256  # [narrow-window] H100 2026-11-23: window 128 1.4x, 1024 even; between, unmeasured
@@ -115,7 +118,7 @@ CONFIG_INTS = (
 # accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
-                "pv_fp16", "qk_fp16")
+                "pv_fp16", "qk_fp16", "fp8_products")
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,11 @@ class Config:
     # of two into fp16's range, folded back into the score scale), so every e4m3 pair of K and V
     # takes one conversion (cvt.rn.f16x2.e4m3x2) and none to bf16; implies P V in fp16
     qk_fp16: bool = False
+    # fp8 caches in a format the target's Triton converts: both products on e4m3 tensor cores
+    # (FP8_PRODUCTS, common.attend_rows: q quantized per work item by a power of two, P in
+    # [0, 2^top], as FlashAttention-3's fp8 forward; docs/lab/2026-11-28-fp8-products.md); the
+    # planner ignores it elsewhere (`planning.fp8_products_applies`). No branch sets it: unmeasured
+    fp8_products: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -193,6 +201,9 @@ class Config:
         if edge and (edge < MIN_TILE or self.tile_size % edge or edge & (edge - 1)):
             raise ValueError(f"edge_tile: {edge} must be 0 or a power of two >= {MIN_TILE} dividing "
                              f"tile_size {self.tile_size}")
+        if self.fp8_products and min(self.tile_size, edge or self.tile_size) < MIN_FP8_TILE:
+            raise ValueError(f"fp8_products: needs tiles of >= {MIN_FP8_TILE} keys (an 8-bit tl.dot's K on "
+                             f"NVIDIA), got tile_size {self.tile_size}, edge_tile {edge}")
 
     def block_q(self, queries_per_kv: int) -> int:
         return self.block_m // queries_per_kv

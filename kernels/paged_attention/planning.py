@@ -254,6 +254,7 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
     """Compile-time constants of `q_block_kernel` for `vendor`'s kernels."""
     num_q_heads, head_size = q.shape[1], q.shape[2]
     queries_per_kv = num_q_heads // k_cache.shape[2]
+    fp8 = config.fp8_products and fp8_products_applies(k_cache, vendor, head_size)  # then no fp16 products
     return dict(
         QUERIES_PER_KV=queries_per_kv,
         BLOCK_SIZE=k_cache.shape[1],
@@ -272,8 +273,9 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         BLOCK_VECTOR=config.block_vector,
         OFFSETS_32=config.offsets_32 and offsets_32(k_cache, v_cache, head_size=head_size),
         TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
-        PV_FP16=config.pv_fp16 and pv_fp16_applies(q, k_cache),
-        QK_FP16=config.qk_fp16 and pv_fp16_applies(q, k_cache),
+        PV_FP16=config.pv_fp16 and pv_fp16_applies(q, k_cache) and not fp8,
+        QK_FP16=config.qk_fp16 and pv_fp16_applies(q, k_cache) and not fp8,
+        FP8_PRODUCTS=fp8,
         SEQ_ITEMS=config.seq_items,
         DECODE_LAYOUT=config.decode_layout,
         FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
@@ -286,6 +288,17 @@ def pv_fp16_applies(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
     """Where `Config.pv_fp16` and `.qk_fp16` change the kernel: bf16 queries over an OCP e4m3 cache (FNUZ
     reaches fp16 through f32 one value at a time on gfx942, and other caches are q's dtype)."""
     return q.dtype == torch.bfloat16 and k_cache.dtype == inputs.OCP_E4M3
+
+
+def fp8_products_applies(k_cache: torch.Tensor, vendor: str, head_size: int) -> bool:
+    """Where `Config.fp8_products` changes the kernel: an fp8 cache in a format `vendor`'s Triton
+    converts (OCP on NVIDIA; OCP or FNUZ on AMD), whose loaded tiles are `tl.dot` operands as
+    they are, and a padded head of at least `heuristics.MIN_FP8_TILE` (Q K^T's K). FNUZ on
+    NVIDIA reaches the kernel as bytes to decode (`kv_operands`): no e4m3 type to multiply in,
+    and reading them as OCP would misread 0x7F (FNUZ 240, the scale's largest value; OCP NaN);
+    other caches are q's dtype."""
+    return (inputs.is_fp8(k_cache.dtype) and not inputs.fp8_decoded_in_kernel(k_cache.dtype, vendor)
+            and next_pow2(head_size) >= heuristics.MIN_FP8_TILE)
 
 
 def offsets_32(*tensors: torch.Tensor, head_size: int) -> bool:

@@ -1,4 +1,4 @@
-"""What `Config.pv_fp16` changes in the fp8-cache prefill, compiled for sm_90 on a CPU (no GPU).
+"""What `Config.pv_fp16` (and `.fp8_products`) change in the fp8-cache prefill, compiled on a CPU.
 
 The anchor's fp8 prefill (llama3-8b 1 x 8k, bf16 queries over an OCP e4m3 cache), planned
 as static_grid plans it for sm_90, compiled with the knob off and on (in a subprocess: a
@@ -36,10 +36,10 @@ from perf import scenarios
 from perf.static import metrics, plan
 from perf.thresholds import load_thresholds
 
-target = next(t for t in plan.load_targets(load_thresholds()) if t.name == "sm_90")
+target = next(t for t in plan.load_targets(load_thresholds()) if t.name == sys.argv[3])
 spec = scenarios.Scenario.parse(sys.argv[1]).spec()
 batch = build_batch(spec, "cpu", fill=False, **plan.fp8_format(target))
-chosen = heuristics.choose("nvidia", heuristics.features_from_spec(spec, target.facts.num_sms))
+chosen = heuristics.choose(target.vendor, heuristics.features_from_spec(spec, target.facts.num_sms))
 facts = {}
 for i, over in enumerate(json.loads(sys.argv[2])):
     config = dataclasses.replace(chosen, **over)
@@ -48,28 +48,35 @@ for i, over in enumerate(json.loads(sys.argv[2])):
     signature, constexprs, attrs, options = plan.bind(launch, target)
     compiled = triton.compile(ASTSource(launch.kernel, signature, constexprs, attrs),
                               target=target.gpu_target(), options=options.__dict__)
+    facts[str(i)] = {name: launch.constexprs[name] for name in ("PV_FP16", "QK_FP16", "FP8_PRODUCTS")}
+    facts[str(i)]["shared"] = compiled.metadata.shared
+    if target.vendor == "amd":
+        amdgcn = compiled.asm["amdgcn"]
+        facts[str(i)].update(mfma=sorted(set(re.findall(r"v_mfma_\w+", amdgcn))),
+                             **metrics.parse_amdgcn(amdgcn))
+        continue
     ptx = compiled.asm["ptx"]
     wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m\d+n\d+k\d+\.f32\.(\w+)\.(\w+)", ptx)
-    facts[str(i)] = {"PV_FP16": launch.constexprs["PV_FP16"], "QK_FP16": launch.constexprs["QK_FP16"],
-                        "e4m3x2_to_f16x2": ptx.count("cvt.rn.f16x2.e4m3x2"),
-                        "f16_to_bf16": len(re.findall(r"cvt(?:\.rn)?\.bf16\.f16\b", ptx)),
-                        "wgmma": sorted({f"{a}.{b}" for a, b in wgmma}),
-                        "ptxas": metrics.run_ptxas(ptx, 90)}
+    facts[str(i)].update({"e4m3x2_to_f16x2": ptx.count("cvt.rn.f16x2.e4m3x2"),
+                          "f16_to_bf16": len(re.findall(r"cvt(?:\.rn)?\.bf16\.f16\b", ptx)),
+                          "wgmma": sorted({f"{a}.{b}" for a, b in wgmma}),
+                          "ptxas": metrics.run_ptxas(ptx, 90)})
 print(json.dumps(facts))
 """
 
 
-def compiled_facts(scenario: str, *overrides: dict) -> list[dict]:
-    """For each Config change of the scenario's chosen configuration: the kernel's constexprs,
-    conversion and wgmma counts in its PTX, and ptxas's resource report."""
+def compiled_facts(scenario: str, *overrides: dict, target: str = "sm_90") -> list[dict]:
+    """For each Config change of the scenario's chosen configuration (the target vendor's tree):
+    the kernel's constexprs and shared memory; on sm_90 conversion and wgmma counts in its PTX
+    and ptxas's resource report, on AMD the MFMA instructions and the AMDGCN metadata's."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = ROOT
-    done = subprocess.run([sys.executable, "-c", PROBE, scenario, json.dumps(overrides)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", PROBE, scenario, json.dumps(overrides), target], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads(done.stdout.strip().splitlines()[-1])
     found = [facts[str(i)] for i in range(len(overrides))]
-    return [{**f, **metrics.parse_ptxas(f.pop("ptxas"))} for f in found]
+    return [{**f, **metrics.parse_ptxas(f.pop("ptxas"))} if "ptxas" in f else f for f in found]
 
 
 def test_the_knob_multiplies_p_v_in_fp16_and_converts_v_once():
@@ -140,3 +147,34 @@ inf = torch.randn(16, 32, generator=gen); inf[3, 4] = float("inf")
 print(json.dumps({"finite": finite, "zero_shift": run(torch.zeros(16, 32))[1],
                   "nan_count": int(torch.isnan(y).sum()), "inf_shift": run(inf)[1]}))
 """
+
+
+# The anchor's fp8 prefills (bf16 queries over an OCP e4m3 cache; on gfx942 FNUZ, its native format).
+FP8_PREFILLS = ["llama3-8b/prefill/batch1-kv8192/block16/fp8/bf16",
+                "llama3-8b/prefill/batch4-kv2048/block16/fp8/bf16"]
+
+
+@pytest.mark.parametrize("scenario", FP8_PREFILLS)
+def test_fp8_products_run_both_products_on_e4m3_wgmma(scenario):
+    """`Config.fp8_products` on the NVIDIA tree's fp8 prefill (128 rows, tile 128, 8 warps, 3 stages,
+    both products in fp16 without it): every wgmma takes e4m3 x e4m3 (Q K^T, the causal edge's
+    tiles of 32, and P V, although V is MN-major in the cache and an fp8 wgmma reads its B
+    operand K-major only), no e4m3 -> f16 conversion is left, and ptxas spills no more (sm_90, triton 3.6.0,
+    2026-11-28: 255 registers either way, 48 B spilled without it, 0 with it; shared memory 128
+    -> 112 KiB)."""
+    off, on = compiled_facts(scenario, {}, {"fp8_products": True})
+    assert not off["FP8_PRODUCTS"] and on["FP8_PRODUCTS"] and not on["QK_FP16"], (off, on)
+    assert off["wgmma"] == ["f16.f16"] and on["wgmma"] == ["e4m3.e4m3"], (off, on)
+    assert off["e4m3x2_to_f16x2"] > 0 and on["e4m3x2_to_f16x2"] == 0, (off, on)
+    assert on["spill_stores"] <= off["spill_stores"] and on["shared"] <= off["shared"], (off, on)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
+def test_fp8_products_take_fp8_mfma_on_amd_without_spills(target):
+    """The AMD tree's fp8 prefill (64 rows, tile 32, 8 warps) with the knob: fp8 MFMA (gfx942's
+    FNUZ cache, gfx950's OCP), no VGPR or SGPR spills, LDS within CDNA3's 64 KiB (triton 3.6.0,
+    2026-11-28: gfx942 219 -> 157 VGPRs, 16 -> 10 KiB; gfx950 170 -> 126, 16 -> 10 KiB)."""
+    off, on = compiled_facts(FP8_PREFILLS[0], {}, {"fp8_products": True}, target=target)
+    assert on["FP8_PRODUCTS"] and all("fp8" in m or "f8f6f4" in m for m in on["mfma"]), (off, on)
+    assert not any("fp8" in m for m in off["mfma"]), off
+    assert on["vgpr_spills"] == on["sgpr_spills"] == 0 and on["shared"] <= 64 * 1024, on

@@ -162,7 +162,8 @@ BASE = dict(block_m=16, tile_size=16, num_segments=1, num_warps=4, num_stages=2)
     ("read_ahead", 1, ArgumentTypeError), ("block_vector", None, ArgumentTypeError),
     ("offsets_32", np.bool_(True), ArgumentTypeError), ("seq_items", "False", ArgumentTypeError),
     ("decode_layout", 0, ArgumentTypeError), ("fused_reduce", 1.0, ArgumentTypeError),
-    ("qk_fp16", [True], ArgumentTypeError), ("source", 3, ArgumentTypeError),
+    ("qk_fp16", [True], ArgumentTypeError), ("fp8_products", "on", ArgumentTypeError),
+    ("source", 3, ArgumentTypeError),
 ])
 def test_a_config_field_of_the_wrong_type_or_past_its_bound_is_refused(field, value, exc):
     with pytest.raises(exc, match=f"^{field}: must be"):

@@ -1,0 +1,153 @@
+"""`Config.fp8_products`: both products on e4m3 operands (common.attend_rows, attend_tiles).
+
+Where the planner applies the knob, the fp8 kernels against the fp32 reference over awkward
+shapes in Triton's interpreter, and the quantization's own math. The interpreter multiplies
+fp8 operands exactly (it widens them to fp16, products in fp32) and, with
+`interpreter_support.round_e4m3_like_gpus`, rounds to e4m3 as GPUs do; fp16 queries only (it
+cannot compute in bf16; the kernel quantizes either to e4m3 the same way). What the knob
+compiles to on sm_90, gfx942 and gfx950: tests/kernels/test_fp8_pv_compile.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from grid_cases import FP8_PRODUCTS_TOLERANCE, make_spec, seed
+from interpreter_support import needs_interpreter, round_e4m3_like_gpus
+
+from kernels import VARIANTS, platform
+from kernels.batch import build_batch
+from kernels.inputs import FNUZ_E4M3, OCP_E4M3
+from kernels.paged_attention.common import e4m3_top, to_range
+from kernels.paged_attention.heuristics import Config
+from kernels.reference import paged_attention_reference
+
+
+@pytest.fixture(autouse=True)
+def _gpu_rounding():
+    if platform.interpreter_active():
+        round_e4m3_like_gpus()
+
+
+def _constexprs(dtype, fp8, vendor, config):
+    spec = make_spec("gqa4", 128, 16, "mixed_small", dtype, "fp8_kv" if fp8 else "none")
+    batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": fp8} if fp8 else {}))
+    _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=config,
+                                               vendor=vendor, num_sms=132, **batch.options)
+    return launches[0].constexprs
+
+
+@pytest.mark.parametrize("dtype,fp8,vendor,applies", [
+    ("bfloat16", OCP_E4M3, "nvidia", True), ("float16", OCP_E4M3, "nvidia", True),
+    ("bfloat16", OCP_E4M3, "amd", True), ("bfloat16", FNUZ_E4M3, "amd", True),
+    # FNUZ on NVIDIA arrives as bytes to decode: no e4m3 type to multiply in
+    ("bfloat16", FNUZ_E4M3, "nvidia", False),
+    ("bfloat16", None, "nvidia", False),  # a bf16 cache: nothing to multiply in fp8
+])
+def test_the_knob_reaches_the_kernel_only_for_a_format_the_target_converts(dtype, fp8, vendor, applies):
+    config = Config(128, 128, 1, num_warps=8, num_stages=3, pv_fp16=True, qk_fp16=True)
+    off = _constexprs(dtype, fp8, vendor, config)
+    on = _constexprs(dtype, fp8, vendor, dataclasses.replace(config, fp8_products=True))
+    assert not off["FP8_PRODUCTS"] and on["FP8_PRODUCTS"] is applies
+    if applies:  # it replaces the fp16 products where both are asked for
+        assert not on["PV_FP16"] and not on["QK_FP16"]
+    else:  # ignored: the kernel is what it was without it
+        assert on == off
+
+
+@pytest.mark.parametrize("tile_size,edge_tile", [(16, 0), (64, 16)])
+def test_tiles_shorter_than_an_fp8_dot_takes_are_refused(tile_size, edge_tile):
+    """P V's K is the tile (or the causal edge's): an 8-bit tl.dot needs K >= 32 on NVIDIA, so
+    the Config refuses the knob there, not the compiler; the head (Q K^T's K) is the planner's
+    question: a padded head under 32 leaves the knob unapplied."""
+    with pytest.raises(ValueError, match="^fp8_products: needs tiles of >= 32 keys"):
+        Config(16, tile_size, 1, num_warps=4, num_stages=2, edge_tile=edge_tile, fp8_products=True)
+    assert Config(16, 32, 1, num_warps=4, num_stages=2, fp8_products=True).fp8_products
+    spec = dataclasses.replace(make_spec("gqa4", 16, 16, "mixed_small", "float16", "fp8_kv"), head_size=16)
+    batch = build_batch(spec, "cpu", fill=False, fp8_dtype=OCP_E4M3)
+    _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(),
+                                               config=Config(16, 32, 1, num_warps=4, num_stages=2,
+                                                             fp8_products=True), **batch.options)
+    assert not launches[0].constexprs["FP8_PRODUCTS"]
+
+
+# Shapes of the Q-block kernel with the knob, each a path of attend_tiles: AMD's fp8 prefill
+# (64 rows, tile 32 over blocks of 16: ids per position); NVIDIA's fp8 prefill (128 rows, tile
+# 128, block ids per cache block, 3 stages, the causal edge in tiles of 32: the folded softmax);
+# a decode split into 3 segments and merged (partials carry P's scale); a tile not dividing 544.
+FP8_CONFIGS = {
+    "bm64_tile32": Config(64, 32, 1, num_warps=8, num_stages=2, fp8_products=True),
+    "bm128_tile128_vector_edge32": Config(128, 128, 1, num_warps=8, num_stages=3, programs_per_sm=0,
+                                          read_ahead=True, block_vector=True, offsets_32=True, edge_tile=32,
+                                          fp8_products=True),
+    "split_tile32_seg3": Config(16, 32, 3, num_warps=4, num_stages=2, fp8_products=True),
+    "tile64_over_block544_seg2": Config(16, 64, 2, num_warps=4, num_stages=2, fp8_products=True),
+}
+# (model, head size, block size, case, feature): GQA 4:1 and 5:1 and MQA, heads of 64, 80 (padded
+# to 128) and 128, prefill and mixed batches of lengths no power of two, every feature at once.
+FP8_SHAPES = [
+    ("gqa4", 64, 16, "mixed_small", "fp8_kv"),
+    ("gqa5", 80, 16, "prefill_5_18", "fp8_kv"),
+    ("mqa", 128, 16, "chunked_33_97", "fp8_kv"),
+    ("gqa4", 128, 16, "mixed_small", "all"),
+]
+
+
+@needs_interpreter
+@pytest.mark.parametrize("config_name", list(FP8_CONFIGS))
+@pytest.mark.parametrize("model,head_size,block_size,case,feature", FP8_SHAPES)
+def test_fp8_products_match_the_reference(config_name, model, head_size, block_size, case, feature,
+                                          device):
+    config = FP8_CONFIGS[config_name]
+    if config_name == "tile64_over_block544_seg2":
+        block_size = 544
+    spec = make_spec(model, head_size, block_size, case, "float16", feature,
+                     seed=seed("fp8_products", model, head_size, case, feature))
+    batch = build_batch(spec, device, poison=True, fp8_dtype=OCP_E4M3)
+    _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=config,
+                                               **batch.options)
+    assert launches[0].constexprs["FP8_PRODUCTS"]
+    out = batch.new_output()  # NaN: an unwritten element fails
+    VARIANTS["static_grid"](*batch.args(), out=out, config=config, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    atol, rtol = FP8_PRODUCTS_TOLERANCE
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+    exact = batch.new_output()  # the same kernel without the knob: P and Q rounding are the difference
+    VARIANTS["static_grid"](*batch.args(), out=exact, config=dataclasses.replace(config, fp8_products=False),
+                            **batch.options)
+    assert (out.float() - expected.float()).abs().max() > (exact.float() - expected.float()).abs().max()
+
+
+@triton.jit
+def _quantize(x_ptr, y_ptr, s_ptr, M: tl.constexpr, D: tl.constexpr):
+    r = tl.arange(0, M)[:, None] * D + tl.arange(0, D)[None, :]
+    y, s = to_range(tl.load(x_ptr + r), y_ptr.dtype.element_ty, e4m3_top(y_ptr.dtype.element_ty))
+    tl.store(y_ptr + r, y)
+    tl.store(s_ptr, s)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 1e4, 0.0])
+def test_queries_reach_e4m3_scaled_by_a_power_of_two(scale):
+    """A Q-block of any magnitude goes to OCP e4m3 divided by 2^shift, its largest magnitude in
+    (128, 256] (within 448, the format's largest); each element then rounds to e4m3's grid: within
+    2^-4 of itself (3 mantissa bits, to nearest) unless it lies below e4m3's normals (2^-6), where
+    the absolute error is at most half the smallest subnormal (2^-10). An all-zero block keeps
+    shift 0. FNUZ (largest 240) would take (64, 128]: `e4m3_top`."""
+    x = (torch.randn(16, 64, generator=torch.Generator().manual_seed(5)) * scale).half()
+    y, s = torch.empty(16, 64, dtype=OCP_E4M3), torch.empty(1)
+    _quantize[(1,)](x, y, s, 16, 64)
+    shift = s.item()
+    back = y.float() * 2.0 ** shift
+    if scale == 0.0:
+        assert shift == 0.0 and not back.any()
+        return
+    scaled = x.float() / 2.0 ** shift
+    assert shift == int(shift) and 128 < scaled.abs().max() <= 256
+    bound = torch.maximum(scaled.abs() * 2.0 ** -4, torch.full_like(scaled, 2.0 ** -10))
+    assert ((y.float() - scaled).abs() <= bound).all()
+    assert e4m3_top(tl.float8e4b8) == 7.0 and e4m3_top(tl.float8e4nv) == 8.0
