@@ -112,7 +112,9 @@ class _Scenario:
             def fn(config=config, out=out):
                 self.variant(*self.batch.args(), out=out, config=config, **self.batch.options, **self.hints)
             try:
-                found = check.check_call(fn, out, expected, torch.cuda.synchronize)
+                fp8 = getattr(config, "fp8_products", False)  # e4m3 products: their own tolerance
+                found = check.check_call(fn, out, expected, torch.cuda.synchronize,
+                                         check.FP8_PRODUCTS_TOLERANCE if fp8 else None)
             except Exception as exc:  # fails to compile or launch: reported, not timed
                 self.refused[label] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
                 continue
