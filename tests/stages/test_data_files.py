@@ -207,7 +207,7 @@ def test_report_of_no_finding_or_none_compared_is_nothing_measured(tmp_path, cap
     assert_one_line(*run_cli(["report", str(path)], capsys)[:2], "nothing was measured: no case at all")
     skipped = _finding(Verdict.OK, None)
     skipped.note = "skipped on both sides: no softcap"
-    other = Finding(**{**skipped.__dict__, "metric": "graph"})  # the same case twice is refused
+    other = Finding(**{**skipped.__dict__, "metric": "eager"})  # the same case twice is refused
     path.write_text(json.dumps({"kind": "findings", "findings": [skipped.to_dict(), other.to_dict()]}))
     code, err, out = run_cli(["report", str(path)], capsys)
     assert_one_line(code, err, "nothing was measured", "2 skipped on both sides")
