@@ -11,6 +11,7 @@ nightly store's folders, the heartbeat), so a name refused by one is refused by 
   100 characters), joined by '/' only where the kind has parts (scenarios, branches): never empty,
   absolute, hidden, '..', or holding a space, a control character or a non-ASCII letter;
 - a variant may be a vendor library's series, `peer:<segment>` (perf.peers.PREFIX);
+- a commit is lower-case hexadecimal;
 - a date is a real calendar day (datetime.date.fromisoformat of YYYY-MM-DD), not after today
   (UTC) by more than a day of slack for time zones; a time likewise.
 
@@ -30,6 +31,7 @@ from perf.errors import ConfigError
 SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # 100: well under a folder name's 255 bytes
 RUNNER = SEGMENT  # a runner or machine: one folder (the slug of perf/nightly/selection.py gives no other)
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")  # a night's folder
+COMMIT = re.compile(r"[0-9a-f]{1,64}")  # a git object name, abbreviated or whole (SHA-1: 40, SHA-256: 64)
 PEER = "peer:"  # a vendor library's series in results (perf.peers.PREFIX; a test keeps the two equal)
 SLACK = _dt.timedelta(days=1)  # a runner's local day may be UTC's tomorrow (time zones reach +14 h)
 _RULE = "letters, digits, '.', '_' and '-' only, led by a letter or digit, at most 100"
@@ -81,6 +83,13 @@ def branch(value, where: str) -> str:
     return value
 
 
+def commit(value, where: str) -> str:
+    """A commit as results name it (asv's result files are named by its first 8 characters)."""
+    if not isinstance(value, str) or not COMMIT.fullmatch(value):
+        raise _refuse(where, value, "a commit is lower-case hexadecimal, at most 64 digits")
+    return value
+
+
 def variant(value, where: str, known: Collection[str] | Callable[[str], bool] | None = None) -> str:
     """A variant (or `peer:<library>`); with `known` (names, or a test), one of them."""
     if isinstance(value, str) and value.startswith(PEER):
@@ -108,10 +117,9 @@ def date(value, where: str, today: _dt.date | None = None) -> str:
         day = _dt.date.fromisoformat(value)
     except ValueError:
         raise _refuse(where, value, "not a calendar day") from None
-    limit = (today or _today()) + SLACK
-    if day > limit:
-        raise _refuse(where, value, f"a date after {limit.isoformat()} (today, UTC, and a day of slack): "
-                                    f"a clock or a folder name is wrong")
+    if day > (today or _today()) + SLACK:
+        raise _refuse(where, value, "a day to come (after today, UTC, and a day of slack): a clock or a "
+                                    "folder name is wrong")
     return value
 
 
@@ -124,8 +132,6 @@ def time(value, where: str, now: _dt.datetime | None = None) -> _dt.datetime:
     if when is None:
         raise _refuse(where, value, "not an ISO 8601 time")
     when = when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
-    limit = (now or _dt.datetime.now(_dt.timezone.utc)) + SLACK
-    if when > limit:
-        raise _refuse(where, value, f"a time after {limit.isoformat(timespec='minutes')} (now and a day of "
-                                    f"slack): a clock is wrong")
+    if when > (now or _dt.datetime.now(_dt.timezone.utc)) + SLACK:
+        raise _refuse(where, value, "a time to come (after now and a day of slack): a clock is wrong")
     return when

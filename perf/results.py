@@ -308,9 +308,10 @@ _RECORD = {  # kind "record": field -> (check, what it must be); all required bu
     "repeat": (lambda x: _is_int(x) and x >= 0, "a repeat number >= 0"),
 }
 # the measured value, by the file's kind (bounds: perf/schema.py)
-_LATENCY = {"samples": _SAMPLES, "median": (schema.latency, f"a latency in ms within {schema.LATENCY_MS}")}
-_STATIC = {"samples": _SAMPLES,
-           "median": (lambda x: schema.within(x, schema.SECONDS), f"CPU seconds within {schema.SECONDS}")}
+_LATENCY = {"samples": _SAMPLES,
+            "median": (schema.latency, f"a latency in ms within {schema.span(schema.LATENCY_MS)}")}
+_STATIC = {"samples": _SAMPLES, "median": (lambda x: schema.within(x, schema.SECONDS),
+                                           f"CPU seconds within {schema.span(schema.SECONDS)}")}
 _RECORD_OPTIONAL = {
     "config": (lambda x: isinstance(x, list), "a list"),
     "process": (lambda x: isinstance(x, str), "a process id"),
@@ -348,6 +349,18 @@ def check_names(path: str, where: str, r: dict, header: dict | None = None) -> N
         names.scenario(r["scenario"], f"{path}: {where}: scenario", header.get("scenarios") or None)
 
 
+def _check_header_names(path: str, header: dict) -> None:
+    """The header's time, commits and machine by the names rule: they date nights and name files."""
+    env, nightly, where = header["environment"], header.get("nightly") or {}, f"{path}: line 1 (header)"
+    if env.get("time") is not None:
+        names.time(env["time"], f"{where}: environment.time")
+    for key, value in (("environment.commit", env.get("commit")), ("nightly.commit", nightly.get("commit"))):
+        if value is not None:
+            names.commit(value, f"{where}: {key}")
+    if nightly.get("machine") is not None:
+        names.runner(nightly["machine"], f"{where}: nightly.machine")
+
+
 def load(path: str, warn: bool = True) -> Results:
     """Read a results file whole, checking every line (perf.files.load_jsonl): the header's
     schema version and fields, each line's kind and the fields of its kind with their types and
@@ -369,8 +382,7 @@ def load(path: str, warn: bool = True) -> Results:
     if "environment" not in header:
         raise ConfigError(f"{path}: line 1 (header) has no 'environment'; {_FIX}")
     _check_fields(path, "line 1 (header): environment", header["environment"], _ENVIRONMENT, required=False)
-    if header["environment"].get("time") is not None:
-        names.time(header["environment"]["time"], f"{path}: line 1 (header): environment.time")
+    _check_header_names(path, header)
     parsed = [obj for _, obj in numbered]
     _rename_scenarios(parsed)
     static = header.get("gate") == "static" or header["environment"].get("gate") == "static"

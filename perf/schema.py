@@ -76,6 +76,10 @@ def shown(value) -> str:
     return text_ if len(text_) <= 40 else text_[:37] + "..."
 
 
+def span(bounds: tuple[float, float]) -> str:
+    return f"{bounds[0]:g}..{bounds[1]:g}"
+
+
 def check_fields(path: str, where: str, obj: dict, spec: dict, required: bool, fix: str) -> None:
     """Every field of `spec` in `obj` passes its check ({field: (check, what)}); with `required`
     every one is there. ConfigError naming `path`, `where` and the field otherwise."""

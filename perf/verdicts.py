@@ -408,7 +408,7 @@ def _numbers(gate: str) -> dict:
 
     value = ((schema.latency, "a latency in ms") if gate == "latency" else
              (schema.nonnegative, "a number >= 0"))
-    quotient = (schema.ratio, f"a ratio within {schema.RATIO[0]:g}..{schema.RATIO[1]:g}")
+    quotient = (schema.ratio, f"a ratio within {schema.span(schema.RATIO)}")
     spec = {"base": value, "head": value, "ratio": quotient, "ci_low": quotient, "ci_high": quotient,
             "p_value": (schema.probability, "a probability in 0..1"), "min_detectable": quotient}
     return {k: (schema.or_none(check), what + " or null") for k, (check, what) in spec.items()}

@@ -155,7 +155,7 @@ def read_launch_cost(path: str) -> list[tuple[str, float]]:
         median = b["stats"].get("median")
         if not (schema.within(median, schema.SECONDS) and median > 0):
             raise ConfigError(f"{path}: {where}: stats.median is {schema.shown(median)}, expected seconds "
-                              f"within {schema.SECONDS} above 0; {fix}")
+                              f"within {schema.span(schema.SECONDS)} above 0; {fix}")
         schema.once(path, (variant,), seen, where, "the benchmark", fix)
         found.append((variant, median))
     return found

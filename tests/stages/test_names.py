@@ -121,6 +121,20 @@ def test_a_branch_is_refused_alike_by_the_rule_and_the_command_line(name):
         assert ".." not in name and not name.startswith("/") and "" not in name.split("/")
 
 
+@SETTINGS
+@given(name=NAMES)
+def test_a_results_header_names_its_machine_and_commit_by_the_same_rule(tmp_path_factory, name):
+    """The machine a results header names becomes the night's folder (store.tonight), its commit
+    the name of asv's result files: refused by the reader exactly where the rule refuses them."""
+    tmp = tmp_path_factory.mktemp("header")
+    machine = _header(nightly={"machine": name, "commit": "0" * 40})
+    assert _refused(results.load, _results(tmp, machine, _record())) == _refused(names.runner, name, "m")
+    env = _header()
+    env["environment"] = {**env["environment"], "commit": name}
+    record = {**_record(), "commit": name}
+    assert _refused(results.load, _results(tmp, env, record)) == _refused(names.commit, name, "c")
+
+
 DATES = st.one_of(NAMES, st.dates(min_value=dt.date(1900, 1, 1)).map(dt.date.isoformat),
                   st.tuples(st.integers(0, 9999), st.integers(0, 99), st.integers(0, 99))
                   .map(lambda t: f"{t[0]:04d}-{t[1]:02d}-{t[2]:02d}"))
