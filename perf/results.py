@@ -325,7 +325,6 @@ _REASON = {
     "scenario": (lambda x: isinstance(x, str) and x != "", "a scenario name"),
     "reason": (lambda x: isinstance(x, str), "the reason as text"),
 }
-ALL = "*"  # the static gate's records and findings about every scenario (or variant) at once
 
 
 def _check_fields(path: str, where: str, obj: dict, spec: dict, required: bool) -> None:
@@ -333,20 +332,6 @@ def _check_fields(path: str, where: str, obj: dict, spec: dict, required: bool) 
 
 
 _short = schema.shown
-
-
-def check_names(path: str, where: str, r: dict, header: dict | None = None) -> None:
-    """A record's (or finding's, or plan's case's) variant and scenario by the names rule
-    (perf/names.py), or "*" (every one: the static gate's); with `header`, a measurement's must be
-    one the header lists where it lists them (its `variants` and `peers`, its `scenarios`: the
-    registry the measuring run had)."""
-    header = header or {}
-    listed = header.get("variants")
-    peers = [names.PEER + p for p in header.get("peers") or []]
-    if r["variant"] != ALL:
-        names.variant(r["variant"], f"{path}: {where}: variant", [*listed, *peers] if listed else None)
-    if r["scenario"] != ALL:
-        names.scenario(r["scenario"], f"{path}: {where}: scenario", header.get("scenarios") or None)
 
 
 def _check_header_names(path: str, header: dict) -> None:
@@ -395,13 +380,13 @@ def load(path: str, warn: bool = True) -> Results:
             _check_fields(path, where, r, _RECORD, required=True)
             _check_fields(path, where, r, _STATIC if static else _LATENCY, required=True)
             _check_fields(path, where, r, _RECORD_OPTIONAL, required=False)
-            check_names(path, where, r, header)
+            schema.check_names(path, where, r, header)
             key = (r["variant"], r["scenario"], r["metric"], r["repeat"], r.get("process"))
             key = key if key[4] is not None else key[:4]
             schema.once(path, key[:4], seen, where, "the measurement", "re-measure into a new --out")
         elif kind in REASON_KINDS:
             _check_fields(path, where, r, _REASON, required=True)
-            check_names(path, where, r)  # a skip may name a variant the run did not list
+            schema.check_names(path, where, r)  # a skip may name a variant the run did not list
         elif kind == "header":
             raise ConfigError(f"{path}: {where} is a second header (two files joined?); {_FIX}")
         else:

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import math
 
+from perf import names
 from perf.errors import ConfigError
 
 LATENCY_MS = (1e-6, 3.6e6)
 SECONDS = (0.0, 86_400.0)
 RATIO = (LATENCY_MS[0] / LATENCY_MS[1], LATENCY_MS[1] / LATENCY_MS[0])
 P_VALUE = (0.0, 1.0)
+ALL = "*"  # the static gate's records and findings about every scenario (or variant) at once
 
 
 def is_int(x) -> bool:
@@ -99,3 +101,17 @@ def once(path: str, key: tuple, seen: dict, where: str, what: str, fix: str) -> 
         raise ConfigError(f"{path}: {where} repeats {what} of {seen[key]} ({' '.join(map(str, key))}); "
                           f"a file holds each once: {fix}")
     seen[key] = where
+
+
+def check_names(path: str, where: str, r: dict, header: dict | None = None) -> None:
+    """A record's (or finding's, or plan case's) variant and scenario by the names rule
+    (perf/names.py), or ALL; with `header` (a results file's), a measurement's must be one the
+    header lists where it lists them (its `variants` and `peers`, its `scenarios`: the registry
+    the measuring run had)."""
+    header = header or {}
+    listed = header.get("variants")
+    peers = [names.PEER + p for p in header.get("peers") or []]
+    if r["variant"] != ALL:
+        names.variant(r["variant"], f"{path}: {where}: variant", [*listed, *peers] if listed else None)
+    if r["scenario"] != ALL:
+        names.scenario(r["scenario"], f"{path}: {where}: scenario", header.get("scenarios") or None)

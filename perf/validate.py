@@ -92,28 +92,6 @@ def _registered(names: str | None, flag: str = "--variants") -> None:
     variants(names, getattr(checkout.import_kernels(), "VARIANTS", {}), flag)
 
 
-def _planned(path: str | None) -> None:
-    """A --plan's cases name this checkout's variants and scenarios of perf/scenarios.py's grammar
-    (the file's reader, perf/change/plan.py, checks the rest): refused, never dropped."""
-    if not path:
-        return
-    from perf import checkout, vendor
-    from perf.change import latency
-    from perf.scenarios import Scenario
-
-    doc = latency.read_plan(path)
-    vendor.interpreter_without_gpu()
-    registered = list(getattr(checkout.import_kernels(), "VARIANTS", {}))
-    for key in ("measure", "unchanged"):
-        for i, row in enumerate(doc[key]):
-            where = f"--plan {path}: {key}[{i}]"
-            variants(row["variant"], registered, f"{where}.variant")
-            try:
-                Scenario.parse(row["scenario"])
-            except ValueError as e:
-                raise ConfigError(f"{where}.scenario: {e}; plan the gate again (--plan-only)") from None
-
-
 def _refs(*pairs: tuple[str | None, str]) -> None:
     named = [(ref, flag) for ref, flag in pairs if ref]
     if not named:
@@ -146,7 +124,6 @@ def run_args(a) -> None:
 def gate_args(a) -> None:
     scenarios(a.suite, a.scenarios)
     _registered(a.variants)
-    _planned(a.plan)
     metrics(a.metrics)
     _vendor(a.vendor)
     if a.toolchain is not None:

@@ -417,7 +417,7 @@ def _numbers(gate: str) -> dict:
 def finding_from(d, path: str, where: str) -> Finding:
     """One finding of a findings file, every field checked (ConfigError naming it): text fields,
     numbers within their bounds (perf/schema.py), names by the one rule (perf/names.py)."""
-    from perf import results, schema
+    from perf import schema
 
     if not isinstance(d, dict):
         raise ConfigError(f"{path}: {where} is a JSON {type(d).__name__}, not a finding object; "
@@ -436,7 +436,7 @@ def finding_from(d, path: str, where: str) -> Finding:
     if d.get("ci_low") is not None and d.get("ci_high") is not None and d["ci_low"] > d["ci_high"]:
         raise ConfigError(f"{path}: {where}: ci_low {d['ci_low']:g} is above ci_high {d['ci_high']:g}; "
                           f"{_FINDINGS_FIX}")
-    results.check_names(path, where, d)
+    schema.check_names(path, where, d)
     try:
         verdict = Verdict(d["verdict"])
     except (ValueError, TypeError):

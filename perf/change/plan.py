@@ -112,11 +112,11 @@ def read_plan(path: str, kind: str) -> dict:
     for key, fields in ((k.act, (*k.case, "why")), ("unchanged", k.case)):
         _check_rows(doc.get(key), key, fields, k, bad)
         if kind == LATENCY:  # a case naming no variant or scenario is refused, never dropped
-            from perf import results
+            from perf import schema
 
             for i, row in enumerate(doc[key]):
                 try:
-                    results.check_names(path, f"{key}[{i}]", row)
+                    schema.check_names(path, f"{key}[{i}]", row)
                 except ConfigError as e:
                     raise ConfigError(f"{e}; {k.fix}") from None
     if doc.get("counts") != {k.act: len(doc[k.act]), "unchanged": len(doc["unchanged"])}:

@@ -165,7 +165,7 @@ def test_a_date_is_a_real_day_not_to_come_for_every_reader(tmp_path_factory, dat
 def test_variants_and_scenarios_are_refused_alike_by_results_findings_and_plans(tmp_path_factory, variant,
                                                                                   scenario):
     tmp = tmp_path_factory.mktemp("keys")
-    assume(variant != results.ALL and scenario != results.ALL)
+    assume(variant != schema.ALL and scenario != schema.ALL)
     by_results = _refused(results.load, _results(tmp, _header(), _record(variant, scenario)))
     by_skip = _refused(results.load, _results(tmp, _header(), {"kind": "skip", "variant": variant,
                                                                 "scenario": scenario, "reason": "r"}))
@@ -196,16 +196,6 @@ def test_a_scenario_the_results_header_does_not_list_is_refused(tmp_path):
     path = _results(tmp_path, _header(scenarios={SCENARIO: "d"}), _record(scenario="x/y/z/w"))
     with pytest.raises(ConfigError, match="line 2: scenario 'x/y/z/w': no such scenario"):
         results.load(path)
-
-
-def test_a_plan_naming_no_registered_variant_or_no_scenario_is_refused_before_the_gate(tmp_path):
-    for variant, scenario, needle in (("nave", SCENARIO, "measure\\[0\\].variant nave: unknown variant"),
-                                      ("naive", "x/y/z/w", "measure\\[0\\].scenario: scenario 'x/y/z/w'")):
-        args = argparse.Namespace(plan=_plan(tmp_path, variant, scenario), suite="smoke", scenarios=None,
-                                  variants=None, metrics=None, vendor=None, toolchain=None, base_ref=None,
-                                  head_ref=None, plan_only=True)
-        with pytest.raises(ConfigError, match=needle):
-            validate.gate_args(args)
 
 
 # --- numbers: data only within their bounds -------------------------------------------------------
