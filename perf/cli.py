@@ -84,7 +84,8 @@ COMMANDS: dict[str, Command] = {
                        add="add_nightly_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),),
                        check="perf.validate:nightly_args"),
     "alert": Command("perf.nightly", "change-point alerts over the nightly history", main="alert_main",
-                     add="add_alert_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),)),
+                     add="add_alert_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),),
+                     check="perf.validate:alert_args"),
     "host-cost": Command("perf.measure.host_cost", "host time of a call beside the peers, alternated call by "
                          "call in fresh processes", outputs=(("out", "file"), ("md", "file")),
                          check="perf.validate:host_cost_args"),

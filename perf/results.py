@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import hashlib
-import math
 import os
 import platform as _pyplatform
 import socket
@@ -23,7 +22,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from perf import files, git
+from perf import files, git, names, schema
 from perf.errors import ConfigError, ContextLost, context_lost
 
 SCHEMA_VERSION = 1
@@ -82,9 +81,9 @@ def kernels_tree(root: str) -> str | None:
     if not os.path.isdir(top):
         return None
     h = hashlib.sha256()
-    for folder, dirs, names in os.walk(top):
+    for folder, dirs, entries in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(names):
+        for name in sorted(entries):
             if name.endswith((".pyc", ".pyo")):
                 continue
             path = os.path.join(folder, name)
@@ -266,12 +265,7 @@ def _check_same_settings(old: dict, new: dict, path: str, action: str) -> None:
 _FIX = "pass a results file written by `python -m perf run` (or a gate's base.jsonl/head.jsonl)"
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and math.isfinite(x)
+_is_int, _is_number = schema.is_int, schema.is_number
 
 
 def _str_or_none(x) -> bool:
@@ -306,15 +300,19 @@ _ENVIRONMENT = {
     "suite": (_str_or_none, "a suite name"),
 }
 REASON_KINDS = ("skip", "error", "missing")
+_SAMPLES = (lambda x: isinstance(x, list) and x != [] and all(_is_number(v) and v >= 0 for v in x),
+            "a non-empty list of finite numbers >= 0")
 _RECORD = {  # kind "record": field -> (check, what it must be); all required but the optional ones
     "variant": (lambda x: isinstance(x, str) and x != "", "a variant name"),
     "scenario": (lambda x: isinstance(x, str) and x != "", "a scenario name"),
     "metric": (lambda x: isinstance(x, str) and x != "", "a metric name"),
     "repeat": (lambda x: _is_int(x) and x >= 0, "a repeat number >= 0"),
-    "samples": (lambda x: isinstance(x, list) and x != [] and all(_is_number(v) and v >= 0 for v in x),
-                "a non-empty list of finite numbers >= 0"),
-    "median": (lambda x: _is_number(x) and x >= 0, "a finite number >= 0"),
 }
+# the measured value, by the file's kind (bounds: perf/schema.py)
+_LATENCY = {"samples": _SAMPLES,
+            "median": (schema.latency, f"a latency in ms within {schema.span(schema.LATENCY_MS)}")}
+_STATIC = {"samples": _SAMPLES, "median": (lambda x: schema.within(x, schema.SECONDS),
+                                           f"CPU seconds within {schema.span(schema.SECONDS)}")}
 _RECORD_OPTIONAL = {
     "config": (lambda x: isinstance(x, list), "a list"),
     "process": (lambda x: isinstance(x, str), "a process id"),
@@ -334,23 +332,28 @@ _REASON = {
 
 
 def _check_fields(path: str, where: str, obj: dict, spec: dict, required: bool) -> None:
-    for key, (ok, what) in spec.items():
-        if key not in obj:
-            if required:
-                raise ConfigError(f"{path}: {where} has no {key!r}; {_FIX}")
-            continue
-        if not ok(obj[key]):
-            raise ConfigError(f"{path}: {where}: {key} is {_short(obj[key])}, expected {what}; {_FIX}")
+    schema.check_fields(path, where, obj, spec, required, _FIX)
 
 
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+_short = schema.shown
+
+
+def _check_header_names(path: str, header: dict) -> None:
+    """The header's time, commits and machine by the names rule: they date nights and name files."""
+    env, nightly, where = header["environment"], header.get("nightly") or {}, f"{path}: line 1 (header)"
+    if env.get("time") is not None:
+        names.time(env["time"], f"{where}: environment.time")
+    for key, value in (("environment.commit", env.get("commit")), ("nightly.commit", nightly.get("commit"))):
+        if value is not None:
+            names.commit(value, f"{where}: {key}")
+    if nightly.get("machine") is not None:
+        names.runner(nightly["machine"], f"{where}: nightly.machine")
 
 
 def load(path: str, warn: bool = True) -> Results:
     """Read a results file whole, checking every line (perf.files.load_jsonl): the header's
-    schema version and fields, each line's kind and the fields of its kind with their types,
+    schema version and fields, each line's kind and the fields of its kind with their types and
+    bounds (perf/schema.py), its names (perf/names.py; a measurement's, those the header lists),
     each measurement once, every line of the header's commit. ConfigError naming the file and
     line otherwise; a last line cut short by an interrupted writer is kept aside (`truncated`)
     and, with `warn`, said on stderr (what is read is one line less than the file holds)."""
@@ -368,28 +371,26 @@ def load(path: str, warn: bool = True) -> Results:
     if "environment" not in header:
         raise ConfigError(f"{path}: line 1 (header) has no 'environment'; {_FIX}")
     _check_fields(path, "line 1 (header): environment", header["environment"], _ENVIRONMENT, required=False)
+    _check_header_names(path, header)
     parsed = [obj for _, obj in numbered]
     _rename_scenarios(parsed)
     static = header.get("gate") == "static" or header["environment"].get("gate") == "static"
     commit = header["environment"].get("commit")
-    seen: dict[tuple, int] = {}
+    seen: dict[tuple, str] = {}
     for line, r in numbered[1:]:
         kind = r.get("kind")
         where = f"line {line}"
         if kind == "record":
             _check_fields(path, where, r, _RECORD, required=True)
+            _check_fields(path, where, r, _STATIC if static else _LATENCY, required=True)
             _check_fields(path, where, r, _RECORD_OPTIONAL, required=False)
-            if not static and r["median"] <= 0:
-                raise ConfigError(f"{path}: {where}: median is {r['median']!r}; a latency must be > 0; "
-                                  f"{_FIX}")
+            schema.check_names(path, where, r, header)
             key = (r["variant"], r["scenario"], r["metric"], r["repeat"], r.get("process"))
-            if key in seen:
-                raise ConfigError(f"{path}: {where} repeats the measurement of line {seen[key]} ({key[0]} "
-                                  f"{key[1]} {key[2]} repeat {key[3]}); a results file holds each once: "
-                                  f"re-measure into a new --out")
-            seen[key] = line
+            key = key if key[4] is not None else key[:4]
+            schema.once(path, key[:4], seen, where, "the measurement", "re-measure into a new --out")
         elif kind in REASON_KINDS:
             _check_fields(path, where, r, _REASON, required=True)
+            schema.check_names(path, where, r)  # a skip may name a variant the run did not list
         elif kind == "header":
             raise ConfigError(f"{path}: {where} is a second header (two files joined?); {_FIX}")
         else:

@@ -171,7 +171,25 @@ def selftest_args(a) -> None:
     gpu("perf selftest")
 
 
+def named(a) -> None:
+    """The names a command's arguments give (perf/names.py: they become folders and keys), checked
+    before anything is measured or written: --machine, --branch, --date where the command has them."""
+    from perf import names
+
+    if getattr(a, "machine", None) is not None:
+        names.runner(a.machine, "--machine")
+    if getattr(a, "branch", None) is not None:
+        names.branch(a.branch, "--branch")
+    if getattr(a, "date", None) is not None:
+        names.date(a.date, "--date")
+
+
+def alert_args(a) -> None:
+    named(a)
+
+
 def nightly_args(a) -> None:
+    named(a)
     if a.action not in ("all", "run") or a.merge_shards:  # publish, report, merge: nothing measured
         return
     from perf.nightly import selection

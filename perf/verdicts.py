@@ -398,16 +398,27 @@ FINDINGS_VERSION = 2  # 2: findings carry min_detectable
 READS_FINDINGS = (1, 2)
 _FINDINGS_FIX = "pass the findings.json of `python -m perf gate`, `compare --out` or `compile`"
 _TEXT = ("gate", "vendor", "target", "variant", "scenario", "metric", "threshold")
-_NUMBERS = ("base", "head", "ratio", "ci_low", "ci_high", "p_value", "min_detectable")
 _OPTIONAL = {"note": "", "min_detectable": None}
 
 
-def _number_or_none(x) -> bool:
-    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+def _numbers(gate: str) -> dict:
+    """The numeric fields of a finding of `gate`, bounded (perf/schema.py): a latency finding's
+    base and head are latencies and its ratios are theirs; a static one's are metrics >= 0."""
+    from perf import schema
+
+    value = ((schema.latency, "a latency in ms") if gate == "latency" else
+             (schema.nonnegative, "a number >= 0"))
+    quotient = (schema.ratio, f"a ratio within {schema.span(schema.RATIO)}")
+    spec = {"base": value, "head": value, "ratio": quotient, "ci_low": quotient, "ci_high": quotient,
+            "p_value": (schema.probability, "a probability in 0..1"), "min_detectable": quotient}
+    return {k: (schema.or_none(check), what + " or null") for k, (check, what) in spec.items()}
 
 
 def finding_from(d, path: str, where: str) -> Finding:
-    """One finding of a findings file, every field checked (ConfigError naming it)."""
+    """One finding of a findings file, every field checked (ConfigError naming it): text fields,
+    numbers within their bounds (perf/schema.py), names by the one rule (perf/names.py)."""
+    from perf import schema
+
     if not isinstance(d, dict):
         raise ConfigError(f"{path}: {where} is a JSON {type(d).__name__}, not a finding object; "
                           f"{_FINDINGS_FIX}")
@@ -419,17 +430,13 @@ def finding_from(d, path: str, where: str) -> Finding:
     missing = sorted(fields - set(d) - set(_OPTIONAL))
     if missing:
         raise ConfigError(f"{path}: {where} has no {missing[0]!r}; {_FINDINGS_FIX}")
-    for key in _TEXT:
-        if not isinstance(d[key], str):
-            raise ConfigError(f"{path}: {where}.{key} is {type(d[key]).__name__}, expected text; "
-                              f"{_FINDINGS_FIX}")
-    for key in _NUMBERS:
-        if not _number_or_none(d.get(key)):
-            raise ConfigError(f"{path}: {where}.{key} is {type(d[key]).__name__}, expected a number or null; "
-                              f"{_FINDINGS_FIX}")
-    if not isinstance(d.get("note", ""), str):
-        raise ConfigError(f"{path}: {where}.note is {type(d['note']).__name__}, expected text; "
+    schema.check_fields(path, where, d, {k: (schema.text, "text") for k in (*_TEXT, "note")}, False,
+                        _FINDINGS_FIX)
+    schema.check_fields(path, where, d, _numbers(d["gate"]), False, _FINDINGS_FIX)
+    if d.get("ci_low") is not None and d.get("ci_high") is not None and d["ci_low"] > d["ci_high"]:
+        raise ConfigError(f"{path}: {where}: ci_low {d['ci_low']:g} is above ci_high {d['ci_high']:g}; "
                           f"{_FINDINGS_FIX}")
+    schema.check_names(path, where, d)
     try:
         verdict = Verdict(d["verdict"])
     except (ValueError, TypeError):
@@ -441,8 +448,9 @@ def finding_from(d, path: str, where: str) -> Finding:
 def load_findings(path: str) -> tuple[dict, list[Finding]]:
     """A findings file, read whole: (the document, its findings). ConfigError naming the file
     when it is not a JSON object, has no `findings` list, is of another kind or schema
-    version, or holds a malformed finding (naming its index and field)."""
-    from perf import files
+    version, or holds a malformed finding (naming its index and field) or one case twice (a
+    finding counted twice would weigh twice in the verdict and the counts)."""
+    from perf import files, schema
 
     doc = files.load_json(path, "findings file", _FINDINGS_FIX, expect=dict)
     kind = doc.get("kind", "findings")
@@ -457,7 +465,13 @@ def load_findings(path: str) -> tuple[dict, list[Finding]]:
     if not isinstance(items, list):
         what = "no `findings` list" if items is None else f"`findings` is a JSON {type(items).__name__}"
         raise ConfigError(f"{path}: {what}; {_FINDINGS_FIX}")
-    return doc, [finding_from(d, path, f"findings[{i}]") for i, d in enumerate(items)]
+    found, seen = [], {}
+    for i, d in enumerate(items):
+        f = finding_from(d, path, f"findings[{i}]")
+        key = (f.gate, f.vendor, f.target, f.variant, f.scenario, f.metric)
+        schema.once(path, key, seen, f"findings[{i}]", "the case", _FINDINGS_FIX)
+        found.append(f)
+    return doc, found
 
 
 # --- nightly alerts, re-measured (perf/nightly/confirm.py) --------------------------------------

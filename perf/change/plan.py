@@ -111,6 +111,14 @@ def read_plan(path: str, kind: str) -> dict:
         raise bad("`num_sms` is not a positive integer")
     for key, fields in ((k.act, (*k.case, "why")), ("unchanged", k.case)):
         _check_rows(doc.get(key), key, fields, k, bad)
+        if kind == LATENCY:  # a case naming no variant or scenario is refused, never dropped
+            from perf import schema
+
+            for i, row in enumerate(doc[key]):
+                try:
+                    schema.check_names(path, f"{key}[{i}]", row)
+                except ConfigError as e:
+                    raise ConfigError(f"{e}; {k.fix}") from None
     if doc.get("counts") != {k.act: len(doc[k.act]), "unchanged": len(doc["unchanged"])}:
         raise bad(f"`counts` {str(doc.get('counts'))[:60]} does not count its {k.act} and unchanged lists")
     both = set(cases(doc, k.act)) & set(cases(doc, "unchanged"))
@@ -131,3 +139,4 @@ def _check_rows(rows, key: str, fields: tuple[str, ...], k: Kind, bad) -> None:
     named = [tuple(r[f] for f in k.case) for r in rows]
     if len(set(named)) != len(named):
         raise bad(f"`{key}` names a case twice")
+

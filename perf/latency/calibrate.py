@@ -127,11 +127,38 @@ def run_launch_cost(runs: int, out_dir: str) -> dict[str, list[float]]:
         print(f"launch cost run {i + 1}/{runs}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
         if subprocess.call(cmd, cwd=ROOT, env=env) not in (0, 5) or not os.path.exists(path):
             raise ConfigError(f"--launch-cost-runs: run {i + 1} failed; run `nox -s launch-cost` to see why")
-        for b in files.load_json(path, "pytest-benchmark's output", "run `nox -s launch-cost` to see why"
-                                 ).get("benchmarks", []):
-            variant = (b.get("params") or {}).get("variant") or b["name"]
-            medians.setdefault(variant, []).append(b["stats"]["median"])
+        for variant, median in read_launch_cost(path):
+            medians.setdefault(variant, []).append(median)
     return medians
+
+
+def read_launch_cost(path: str) -> list[tuple[str, float]]:
+    """(variant or benchmark name, median host seconds) of each benchmark of a pytest-benchmark output,
+    each checked: a variant by the names rule, a median within perf.schema.SECONDS and above 0, each
+    benchmark once (a repeated one would count twice in the spread of the runs)."""
+    from perf import names, schema
+
+    fix = "run `nox -s launch-cost` to see why"
+    doc = files.load_json(path, "pytest-benchmark's output", fix)
+    found, seen = [], {}
+    for i, b in enumerate(doc.get("benchmarks") if isinstance(doc.get("benchmarks"), list) else [None]):
+        where = f"benchmarks[{i}]"
+        if not isinstance(b, dict) or not isinstance(b.get("stats"), dict):
+            raise ConfigError(f"{path}: {where} is no benchmark with stats; {fix}")
+        variant = (b.get("params") or {}).get("variant")
+        if variant is not None:
+            names.variant(variant, f"{path}: {where}: params.variant")
+        else:  # a benchmark of no variant (the anchors): its test's name
+            variant = b.get("name")
+            if not isinstance(variant, str) or not variant:
+                raise ConfigError(f"{path}: {where} has neither params.variant nor a name; {fix}")
+        median = b["stats"].get("median")
+        if not (schema.within(median, schema.SECONDS) and median > 0):
+            raise ConfigError(f"{path}: {where}: stats.median is {schema.shown(median)}, expected seconds "
+                              f"within {schema.span(schema.SECONDS)} above 0; {fix}")
+        schema.once(path, (variant,), seen, where, "the benchmark", fix)
+        found.append((variant, median))
+    return found
 
 
 def main(args: argparse.Namespace) -> int:

@@ -57,15 +57,14 @@ def _now() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
-def seen_at(night: store.Night) -> _dt.datetime:
-    """When a night was measured: its results' time; the start of its day where that is unreadable."""
-    from perf.errors import ConfigError
+def seen_at(night: store.Night, now: _dt.datetime | None = None) -> _dt.datetime:
+    """When a night was measured: its results' time (perf.results.load, the one reader, and the
+    names rule's time: not after `now` and a day). A night whose results cannot be read, or that
+    claims a time to come, is a ConfigError: dated by its folder it would look alive."""
+    from perf import names
 
-    try:
-        when = _dt.datetime.fromisoformat(str(night.results().environment.get("time")))
-    except (ConfigError, ValueError):
-        when = _dt.datetime.fromisoformat(night.date)
-    return when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)
+    return names.time(night.results().environment.get("time"), f"{night.results_path}: environment.time",
+                      now)
 
 
 def beats(data: str, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS,
@@ -82,7 +81,7 @@ def beats(data: str, now: _dt.datetime, max_age_hours: float = MAX_AGE_HOURS,
             out.append(Beat(runner, None, None, age, age is None or age > max_age_hours, runner in expected,
                             since))
             continue
-        seen = seen_at(night)
+        seen = seen_at(night, now)
         age = (now - seen).total_seconds() / 3600
         out.append(Beat(runner, night, seen, age, age > max_age_hours, runner in expected))
     return out

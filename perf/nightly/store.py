@@ -36,9 +36,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
-from perf import files, fingerprint, git
+from perf import files, fingerprint, git, names
 from perf.errors import ConfigError
-from perf.names import DATE, RUNNER
 
 BRANCH = "perf-data"
 REMOTE = "origin"
@@ -98,17 +97,14 @@ def local(results_dir: str) -> str:
 
 
 def check_name(runner: str, what: str = "runner") -> str:
-    if not RUNNER.fullmatch(runner or ""):
-        raise ConfigError(f"{what} {runner!r}: a data-branch folder name takes letters, digits, '.', '_' "
-                          f"and '-' only; pass --machine NAME")
-    return runner
+    """A runner's name by the one rule (perf/names.py)."""
+    return names.runner(runner, what)
 
 
 def night_dir(data: str, runner: str, date: str) -> str:
     """nights/<runner>/<date> of the checkout `data`."""
     check_name(runner)
-    if not DATE.fullmatch(date or ""):
-        raise ConfigError(f"night {date!r}: not a YYYY-MM-DD date")
+    names.date(date, f"{os.path.join(data, NIGHTS, runner)}: night")
     return os.path.join(data, NIGHTS, runner, date)
 
 
@@ -121,26 +117,44 @@ def check_data(data: str, flag: str = "--data") -> str:
     return data
 
 
+def _entries(folder: str, what: str, check) -> list[str]:
+    """The folders in `folder`, each name checked (`check(name, where)`: perf/names.py's rule);
+    hidden ones (a save interrupted) are no entries. A name the rule refuses is a ConfigError:
+    nothing but `save` writes the store, so it is another tool's folder or a wrong clock's."""
+    out = []
+    for n in sorted(os.listdir(folder)):
+        path = os.path.join(folder, n)
+        if n.startswith(".") or not os.path.isdir(path):
+            continue
+        try:
+            check(n, f"{folder}: {what}")
+        except ConfigError as e:
+            raise ConfigError(f"{e}; {_FIX} (or move the folder out of {NIGHTS}/)") from None
+        out.append(n)
+    return out
+
+
 def runners(data: str) -> list[str]:
-    """The runners with a folder under nights/, by name (a name that is no runner's is ignored)."""
+    """The runners with a folder under nights/, by name (a name the rule refuses: ConfigError)."""
     folder = os.path.join(data, NIGHTS)
     if not os.path.isdir(folder):
         return []
-    return sorted(n for n in os.listdir(folder)
-                  if RUNNER.fullmatch(n) and os.path.isdir(os.path.join(folder, n)))
+    return _entries(folder, "runner", names.runner)
 
 
 def nights(data: str, runner: str | None = None) -> list[Night]:
-    """Every night (of `runner`, or of every runner), oldest first per runner. Folders that are
-    no night (a hidden one a save was interrupted in, another name) are not nights."""
+    """Every night (of `runner`, or of every runner), oldest first per runner. A hidden folder
+    (a save was interrupted in it) and a day without results are no nights; a folder that is no
+    real day, or a day after today, is a ConfigError (a night dated 2099 would hide a silent
+    runner from the heartbeat for ever)."""
     out = []
-    for r in [runner] if runner else runners(data):
+    for r in [check_name(runner)] if runner else runners(data):
         folder = os.path.join(data, NIGHTS, r)
         if not os.path.isdir(folder):
             continue
-        for date in sorted(os.listdir(folder)):
+        for date in _entries(folder, "night", names.date):
             path = os.path.join(folder, date)
-            if DATE.fullmatch(date) and os.path.isfile(os.path.join(path, RESULTS)):
+            if os.path.isfile(os.path.join(path, RESULTS)):
                 out.append(Night(r, date, path))
     return out
 
@@ -227,10 +241,7 @@ def tonight(results_path: str, alert_path: str | None = None, machine: str | Non
     env = res.environment
     nightly = res.header.get("nightly") or {}
     runner = check_name(machine or nightly.get("machine") or "", "the results' machine")
-    when = str(env.get("time") or "")
-    if not DATE.fullmatch(when[:10]):
-        raise ConfigError(f"{results_path}: environment.time is {when!r}, not an ISO 8601 time; save the "
-                          f"results `python -m perf nightly run` wrote")
+    when = names.time(env.get("time"), f"{results_path}: environment.time").date().isoformat()
     fp = fingerprint.read_end(results_path) or fingerprint.from_environment(env)
     alert = None
     if alert_path and os.path.exists(alert_path):
@@ -241,7 +252,7 @@ def tonight(results_path: str, alert_path: str | None = None, machine: str | Non
         if mine:
             alert = {**{k: v for k, v in doc.items() if k != "machines"}, "machines": mine,
                      "alert": any(m.get("alerts") for m in mine)}
-    return Tonight(runner, when[:10], results_path, fp, alert)
+    return Tonight(runner, when, results_path, fp, alert)
 
 
 def find_tonight(out: str, sha: str) -> list[str]:

@@ -241,6 +241,81 @@ CASES = [
 ]
 
 
+# --- names that become paths or keys, and bounded data (perf/names.py, perf/schema.py) ------------
+
+def _finding(**change) -> dict:
+    f = {"gate": "latency", "vendor": "nvidia", "target": "NVIDIA H100", "variant": "static_grid",
+         "scenario": "llama3-8b/decode/batch2-kv64/block16", "metric": "eager", "base": 1.0, "head": 1.01,
+         "ratio": 1.01, "ci_low": 0.99, "ci_high": 1.03, "p_value": 0.3, "verdict": "ok", "note": "",
+         "threshold": "warn > 1.03, fail > 1.05", "min_detectable": 1.04}
+    return {**f, **change}
+
+
+def _findings(*found: dict) -> Callable[[Path], None]:
+    doc = {"kind": "findings", "schema_version": 2, "findings": list(found)}
+    return _write("findings.json", json.dumps(doc))
+
+
+def _latency_plan(variant: str, scenario: str) -> Callable[[Path], None]:
+    from perf.change import plan
+
+    doc = plan.document(plan.LATENCY, [{"variant": variant, "scenario": scenario, "why": "x"}],
+                        vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40)
+    return _write("plan.json", json.dumps(doc))
+
+
+def _night(date: str) -> Callable[[Path], None]:
+    header = _header(nightly={"machine": "m", "commit": "0" * 40})
+    header["environment"]["time"] = "2026-11-20T03:00:00+00:00"
+    return _jsonl(f"data/nights/m/{date}/results.jsonl", header, _record())
+
+
+def _heartbeat(t: Path) -> list[str]:
+    return ["nightly", "heartbeat", "--data", str(t / "data"), "--dry-run", str(t / "issues"),
+            "--out", str(t / "out")]
+
+
+_GATE_PLAN = ["gate", "--no-gpu-ok", "--plan"]
+
+CASES += [
+    Case("commands", "`nightly run --machine '../../x'` (a name that leaves its folder)",
+         lambda t: ["nightly", "run", "--allow-cpu", "--suite", "smoke", "--machine", "../../x",
+                    "--out", str(t / "n")], "--machine '../../x'"),
+    Case("commands", "`nightly save --machine 'ré☃'`",
+         lambda t: ["nightly", "save", "--machine", "ré☃", "--out", str(t / "n")], "--machine 'ré☃'"),
+    Case("commands", "`nightly save --branch '../x'`",
+         lambda t: ["nightly", "save", "--branch", "../x", "--out", str(t / "n")], "--branch '../x'"),
+    Case("commands", "`nightly attribute --date 2026-13-45`",
+         lambda t: ["nightly", "attribute", "--date", "2026-13-45", "--out", str(t / "n")],
+         "--date '2026-13-45': not a calendar day"),
+    Case("commands", "`alert --machine ../x`",
+         lambda t: ["alert", "--machine", "../x", "--out", str(t / "a")], "--machine '../x'"),
+    Case("commands", "`gate --plan FILE` where a case names scenario `../../x`",
+         lambda t: [*_GATE_PLAN, str(t / "plan.json"), "--out", str(t / "ab")], "scenario '../../x'",
+         setup=_latency_plan("naive", "../../x")),
+    Case("data files", "`table` of a results file whose scenario is `../../x`",
+         lambda t: ["table", str(t / "r.jsonl")], "scenario '../../x'",
+         setup=_jsonl("r.jsonl", _header(), _record(scenario="../../x"))),
+    Case("data files", "`table` of a results file whose variant is `stätic_grid☃`",
+         lambda t: ["table", str(t / "r.jsonl")], "variant 'stätic_grid☃'",
+         setup=_jsonl("r.jsonl", _header(), _record(variant="stätic_grid☃"))),
+    Case("data files", "`table` of a results file with a median of 1e308 ms",
+         lambda t: ["table", str(t / "r.jsonl")], "median is 1e+308",
+         setup=_jsonl("r.jsonl", _header(), _record(median=1e308))),
+    Case("data files", "`report` of a finding whose ratio is NaN",
+         lambda t: ["report", str(t / "findings.json")], "ratio is nan",
+         setup=_write("findings.json", json.dumps({"findings": [_finding(ratio=float("nan"))]}))),
+    Case("data files", "`report` of a finding whose ratio is -3",
+         lambda t: ["report", str(t / "findings.json")], "ratio is -3", setup=_findings(_finding(ratio=-3))),
+    Case("data files", "`report` of a finding given twice",
+         lambda t: ["report", str(t / "findings.json")], "findings[1] repeats the case of findings[0]",
+         setup=_findings(_finding(), _finding())),
+    Case("data files", "`nightly heartbeat` of a store with a night dated 2099-01-01",
+         _heartbeat, "night '2099-01-01': a day to come", setup=_night("2099-01-01")),
+    Case("data files", "`nightly heartbeat` of a store with a night folder `2026-13-45`",
+         _heartbeat, "night '2026-13-45': not a calendar day", setup=_night("2026-13-45")),
+]
+
 def _normalise(line: str, tmp: Path) -> str:
     line = line.replace(str(tmp), "<tmp>").replace(str(ROOT), ".")
     line = re.sub(r"pid \d+ since [\d:]+", "pid N since HH:MM:SS", line)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from perf.ci import github
+from perf.errors import ConfigError
 from perf.nightly import heartbeat, store
 from tests.nightly.test_nightly_store import results_file
 
@@ -65,12 +66,14 @@ def test_the_age_limit_is_the_newest_night_s_measurement_time(tmp_path, hours, s
     assert beat.night.date == "2026-11-21" and beat.silent is silent
 
 
-def test_an_unreadable_night_counts_from_the_start_of_its_day(tmp_path):
+def test_an_unreadable_night_is_refused_not_dated_by_its_folder(tmp_path):
+    """A night whose results cannot be read says nothing of when it was measured: dated by its
+    folder, a corrupt night would look alive (perf/names.py, perf/nightly/heartbeat.py seen_at)."""
     data = tmp_path / "data"
     add_night(tmp_path, data, "r", "2026-11-21")
     (data / "nights" / "r" / "2026-11-21" / "results.jsonl").write_text("not json\n")
-    (beat,) = heartbeat.beats(str(data), at("2026-11-22T00:00:00"), 36)
-    assert beat.age_hours == 24
+    with pytest.raises(ConfigError, match="2026-11-21/results.jsonl: line 1 is not JSON"):
+        heartbeat.beats(str(data), at("2026-11-22T00:00:00"), 36)
 
 
 def test_heartbeat_command_with_a_dry_run_folder(tmp_path, monkeypatch, capsys):

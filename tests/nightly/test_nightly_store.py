@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -101,10 +102,22 @@ def test_folders_that_are_no_night_are_not_read(tmp_path):
     store.write_night(str(data), "m", "2026-11-20", src, None, None)
     (data / "nights" / "m" / ".2026-11-21.xyz").mkdir()  # an interrupted write
     (data / "nights" / "m" / "2026-11-22").mkdir()  # no results
-    (data / "nights" / "m" / "notes").mkdir()
     assert [(n.runner, n.date) for n in store.nights(str(data))] == [("m", "2026-11-20")]
     store.clean(str(data))
     assert not (data / "nights" / "m" / ".2026-11-21.xyz").exists()
+
+
+@pytest.mark.parametrize("folder", ["notes", "2026-13-45", "2099-01-01", "2026-02-30", "ré☃"])
+def test_a_folder_that_is_no_night_is_refused_naming_it(tmp_path, folder):
+    """Only `save` writes the store: another folder is refused in one line, never read as a night
+    (a night dated 2099 would hide a silent runner from the heartbeat for ever)."""
+    data = tmp_path / "data"
+    src = results_file(tmp_path / "r.jsonl", "m", "a" * 40)
+    store.write_night(str(data), "m", "2026-11-20", src, None, None)
+    (data / "nights" / "m" / folder).mkdir()
+    (data / "nights" / "m" / folder / store.RESULTS).write_text(Path(src).read_text())
+    with pytest.raises(ConfigError, match=re.escape(f"{folder!r}")):
+        store.nights(str(data))
 
 
 @pytest.mark.parametrize("runner, date", [("../x", "2026-11-20"), ("m", "20261120"), ("", "2026-11-20"),

@@ -202,7 +202,8 @@ ENV = {"vendor": "nvidia", "gpu": "NVIDIA H200", "arch": "sm_90", "driver": "580
 
 def _shard_file(path: Path, index: int, count: int, of: list[str], mine: list[str], key=shard.GPU_KEY,
                 env: dict | None = None, **header) -> Path:
-    env = {**ENV, "host": f"h{index}", "gpu_uuid": f"GPU-{index}", "time": f"t{index}", **(env or {})}
+    env = {**ENV, "host": f"h{index}", "gpu_uuid": f"GPU-{index}", "time": f"2026-11-2{index}T03:00:00+00:00",
+           **(env or {})}
     head = {"environment": env, "suite": "smoke", "side": "nightly", "variants": ["qblock"], "peers": [],
             "scenarios": {n: f"d-{n}" for n in mine}, "metrics": ["eager", "graph"], "repeats": 1,
             "samples": 5, "budget_ms": 250.0, "nightly": {"machine": "m", "commit": "c" * 40},
