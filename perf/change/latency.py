@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import os
 
+from perf import checkout
 from perf.change import keys, plan, side
 from perf.change.plan import IDENTICAL, summary, write_plan
 from perf.change.side import runner_target
 from perf.errors import ConfigError
+from perf.scenarios import Scenario
 
 PLAN_FILE = plan.KINDS[plan.LATENCY].file
 # what perf/latency/ab.py reads of the gate's plan here, under the names it has always used
@@ -35,8 +37,9 @@ def read_plan(path: str) -> dict:
 
 def check_plan(doc: dict, path: str, *, vendor: str, target: str, base: str, head: str,
                cases: list[tuple[str, str]]) -> dict:
-    """`doc` if it is the plan of this gate (vendor, target, commits) and covers every case
-    it selects; ConfigError naming what differs otherwise."""
+    """`doc` if it is the plan of this gate (vendor, target, commits) and covers every case it
+    selects; its other cases (a plan of more variants or scenarios) name registered variants and
+    well-formed scenarios, never dropped without a word. ConfigError naming what differs otherwise."""
     fix = plan.KINDS[plan.LATENCY].fix
     for key, want in (("vendor", vendor), ("target", target), ("base", base), ("head", head)):
         if doc[key] != want:
@@ -48,6 +51,15 @@ def check_plan(doc: dict, path: str, *, vendor: str, target: str, base: str, hea
         v, s = lacking[0]
         raise ConfigError(f"--plan {path}: has no case {v} {s} ({len(lacking)} missing); plan the same "
                           f"--suite, --variants and --scenarios, or drop --plan")
+    registered = checkout.import_kernels().VARIANTS  # the gate's own registry, as for --variants
+    for v, s in sorted(known - set(cases)):  # another selection's case: registered and well formed
+        if v not in registered:
+            raise ConfigError(f"--plan {path}: case {v} {s} names no registered variant "
+                              f"({', '.join(registered)}); {fix}")
+        try:
+            Scenario.parse(s)
+        except (ConfigError, ValueError) as e:
+            raise ConfigError(f"--plan {path}: case {v} {s}: {e}; {fix}") from None
     return doc
 
 

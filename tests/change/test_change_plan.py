@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -153,7 +154,7 @@ def test_plan_file_round_trips_and_says_its_counts(tmp_path):
     path = latency.write_plan(str(tmp_path), doc)
     assert path == str(tmp_path / "plan.json") and latency.read_plan(path) == doc
     checked = latency.check_plan(doc, path, vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40,
-                                 cases=[("v", "s1")])
+                                 cases=[("v", "s1"), ("v", "s2")])
     assert checked is doc
 
 
@@ -232,13 +233,22 @@ def test_not_json_or_not_an_object_is_refused(tmp_path, kind):
 
 def test_a_plan_of_another_gate_is_refused():
     doc = _doc()
-    same = dict(vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40, cases=[("v", "s1")])
+    same = dict(vendor="nvidia", target="sm_90", base="a" * 40, head="b" * 40,
+                cases=[("v", "s1"), ("v", "s2")])
     with pytest.raises(ConfigError, match="planned for head bbbbbbbbbbbb, this gate's is cccccccccccc"):
         latency.check_plan(doc, "p.json", **{**same, "head": "c" * 40})
     with pytest.raises(ConfigError, match="planned for target sm_90, this gate's is gfx942"):
         latency.check_plan(doc, "p.json", **{**same, "target": "gfx942"})
     with pytest.raises(ConfigError, match="has no case w s3"):
-        latency.check_plan(doc, "p.json", **{**same, "cases": [("v", "s1"), ("w", "s3")]})
+        latency.check_plan(doc, "p.json", **{**same, "cases": [("v", "s1"), ("v", "s2"), ("w", "s3")]})
+    # a case the gate does not select must still name a registered variant and a real scenario
+    for extra, says in ((("nave", "llama3-8b/decode/batch1-kv16/block16"), "names no registered variant"),
+                        (("static_grid", "llama3-8b/decode/nope/block16"), "shape 'nope' does not match"),
+                        (("static_grid", "../../x"), "does not match")):
+        with pytest.raises(ConfigError, match=f"case {re.escape(' '.join(extra))}.*{says}"):
+            latency.check_plan(_doc(unchanged=(("v", "s2"), extra)), "p.json", **same)
+    wider = _doc(unchanged=(("v", "s2"), ("static_grid", "llama3-8b/decode/batch1-kv16/block16")))
+    assert latency.check_plan(wider, "p.json", **same) is wider  # a plan of more cases serves a narrower gate
 
 
 # --- the planning process's arguments ---------------------------------------------------------
