@@ -135,7 +135,7 @@ RANGES: dict[str, tuple[type, float, bool]] = {
     "aa_runs": (int, 0, False), "plant_runs": (int, 0, False), "launch_cost_runs": (int, 0, False),
     "first_repeat": (int, 0, False), "warmup": (int, 0, False),
     "lock_timeout": (float, 0, False), "budget_ms": (float, 0, True), "max_call_ms": (float, 0, True),
-    "max_minutes": (float, 0, True), "seed": (int, 0, False),
+    "max_minutes": (float, 0, True),
 }
 
 

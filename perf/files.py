@@ -29,6 +29,7 @@ import json
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -269,6 +270,16 @@ def _ours(holder: str) -> bool:
 # Outputs claimed by this process (check_output): lock file -> its open file, held until the
 # process ends or `release_claims`; None where a process that started this one holds it.
 _claims: dict[str, Any] = {}
+# Set by a process holding claims, inherited by every process it starts: those are parts of
+# its command (a compile side, a gate's worker), which write into what the command claimed and
+# claim nothing themselves, so two sides of one command never refuse each other.
+COMMAND_ENV = "PERF_COMMAND_PID"
+
+
+def _inside_command() -> bool:
+    """Whether a process that started this one holds the outputs of the command (COMMAND_ENV)."""
+    pid = os.environ.get(COMMAND_ENV, "")
+    return pid.isdigit() and int(pid) != os.getpid() and process.is_ancestor(int(pid))
 
 
 def claim(path: str, flag: str = "--out") -> str:
@@ -278,9 +289,13 @@ def claim(path: str, flag: str = "--out") -> str:
     lp = lock_path(path)
     if lp in _claims:
         return lp
+    if _inside_command():
+        _claims[lp] = None
+        return lp
     f = _open_lock(lp, path)
     if _take(f, None):
         _claims[lp] = f
+        os.environ[COMMAND_ENV] = str(os.getpid())  # its processes (inheriting it) are the command's
         return lp
     other = _holder_of(f)
     f.close()
@@ -304,6 +319,8 @@ def release_claims(keep: Iterable[str] = ()) -> None:
             with contextlib.suppress(OSError):
                 fcntl.flock(f, fcntl.LOCK_UN)
             f.close()
+    if not any(_claims.values()) and os.environ.get(COMMAND_ENV) == str(os.getpid()):
+        del os.environ[COMMAND_ENV]
 
 
 @contextlib.contextmanager
@@ -408,6 +425,10 @@ def rewrite(path: str, make: Callable[[], str], timeout: float = 0.0) -> str:
     return path
 
 
+_WRITERS: set[str] = set()  # the lock files of this process's open Appenders
+_WRITERS_LOCK = threading.Lock()
+
+
 class Appender:
     """A JSON Lines output held exclusively while it is open: `append(obj)` writes one line,
     fsynced, so an interrupted run keeps every finished line; a write that fails (a full disk)
@@ -421,15 +442,30 @@ class Appender:
         self._lock = lock(self.path, timeout)
         self._lock.__enter__()
         try:
+            self._mark = lock_path(self.path)
+            with _WRITERS_LOCK:  # the process holds the output's lock: one writer of its threads too
+                if self._mark in _WRITERS:
+                    raise ConfigError(f"{self.path}: being written by pid {os.getpid()} (another writer of "
+                                      f"this process); {BUSY_FIX}")
+                _WRITERS.add(self._mark)
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+        try:
             if fresh:
                 _replace(self.path, b"")
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
         except OSError as e:
-            self._lock.__exit__(None, None, None)
+            self._release()
             raise ConfigError(f"{self.path}: cannot write it ({_why(e)}); choose another path") from None
         except BaseException:
-            self._lock.__exit__(None, None, None)
+            self._release()
             raise
+
+    def _release(self) -> None:
+        with _WRITERS_LOCK:
+            _WRITERS.discard(self._mark)
+        self._lock.__exit__(None, None, None)
 
     def _write(self, data: bytes) -> None:
         _append_whole(self._fd, self.path, data)
@@ -463,7 +499,7 @@ class Appender:
             fd, self._fd = self._fd, None
             with contextlib.suppress(OSError):
                 os.close(fd)
-            self._lock.__exit__(None, None, None)
+            self._release()
 
     def __enter__(self) -> Appender:
         return self

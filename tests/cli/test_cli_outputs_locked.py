@@ -24,7 +24,9 @@ from perf import cli, files
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = (ROOT / "thresholds.yaml").read_text(encoding="utf-8")
 pytestmark = pytest.mark.slow  # starts processes
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
+# not a part of a command this test process runs (perf.files.COMMAND_ENV): a command of its own
+ENV = {**{k: v for k, v in os.environ.items() if k != files.COMMAND_ENV}, "PYTHONPATH": str(ROOT),
+       "TRITON_INTERPRET": "1"}
 
 
 def _perf(*argv: str, **kw) -> subprocess.Popen:
