@@ -21,9 +21,9 @@ from perf.errors import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERNAL
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
+pytestmark = pytest.mark.slow  # starts processes
 
 
-@pytest.mark.slow  # starts a process
 def test_a_reader_gone_ends_the_command_quietly(tmp_path):
     """`python -m perf table r.jsonl | head -0`: the pipe's reader is closed before the command
     writes its table."""
@@ -75,7 +75,6 @@ def test_another_os_error_is_still_a_bug():
     assert rc == EXIT_INTERNAL and said[0].startswith("internal error: OSError")
 
 
-@pytest.mark.slow  # starts a process
 def test_an_unwritable_github_output_is_one_line(tmp_path):
     env = {**ENV, "GITHUB_OUTPUT": str(tmp_path)}  # a directory: every append fails
     proc = subprocess.run([sys.executable, "-m", "perf", "grid", "--github-output"], env=env, cwd=ROOT,
