@@ -13,8 +13,12 @@ Writing: `write_text` / `write_json` (whole documents) and `Appender` (JSON Line
 record at a time) hold an exclusive lock on the output for as long as they write, so two
 runs into one file are refused in one line instead of interleaving; documents are written
 to a temporary file beside the target and renamed over it (atomic: a reader sees the old
-file or the new one, never a fragment). `check_output` refuses an output path that cannot
-be written (a directory, under a file, unwritable) before any work starts. `guard_measured`
+file or the new one, never a fragment); a write that fails (a full disk) is one line naming
+the path and leaves no part of itself (an append is cut back to the last whole line).
+`check_output` refuses an output path that cannot be written (a directory, under a file,
+unwritable) before any work starts, and claims it: the output's lock (a file or a whole
+--out folder) is held until the command ends, so a second command into it is refused in one
+line; the processes the command starts (COMMAND_ENV) write into what it claimed. `guard_measured`
 keeps measured data (calibration, history, baselines) from being replaced by data of
 another GPU, vendor or the interpreter without `--force`.
 """
