@@ -18,7 +18,7 @@ the path and leaves no part of itself (an append is cut back to the last whole l
 `check_output` refuses an output path that cannot be written (a directory, under a file,
 unwritable) before any work starts, and claims it: the output's lock (a file or a whole
 --out folder) is held until the command ends, so a second command into it is refused in one
-line; the processes the command starts (COMMAND_ENV) write into what it claimed. `guard_measured`
+line; the processes the command starts (perf.process.child_env) write into what it claimed. `guard_measured`
 keeps measured data (calibration, history, baselines) from being replaced by data of
 another GPU, vendor or the interpreter without `--force`.
 """
@@ -274,16 +274,7 @@ def _ours(holder: str) -> bool:
 # Outputs claimed by this process (check_output): lock file -> its open file, held until the
 # process ends or `release_claims`; None where a process that started this one holds it.
 _claims: dict[str, Any] = {}
-# Set by a process holding claims, inherited by every process it starts: those are parts of
-# its command (a compile side, a gate's worker), which write into what the command claimed and
-# claim nothing themselves, so two sides of one command never refuse each other.
-COMMAND_ENV = "PERF_COMMAND_PID"
 
-
-def _inside_command() -> bool:
-    """Whether a process that started this one holds the outputs of the command (COMMAND_ENV)."""
-    pid = os.environ.get(COMMAND_ENV, "")
-    return pid.isdigit() and int(pid) != os.getpid() and process.is_ancestor(int(pid))
 
 
 def claim(path: str, flag: str = "--out") -> str:
@@ -293,13 +284,13 @@ def claim(path: str, flag: str = "--out") -> str:
     lp = lock_path(path)
     if lp in _claims:
         return lp
-    if _inside_command():
+    if process.inside_command():  # a side or worker of the command that claimed its outputs
         _claims[lp] = None
         return lp
     f = _open_lock(lp, path)
     if _take(f, None):
         _claims[lp] = f
-        os.environ[COMMAND_ENV] = str(os.getpid())  # its processes (inheriting it) are the command's
+        process.holding_outputs(True)  # the processes it starts (process.child_env) are the command's
         return lp
     other = _holder_of(f)
     f.close()
@@ -323,8 +314,7 @@ def release_claims(keep: Iterable[str] = ()) -> None:
             with contextlib.suppress(OSError):
                 fcntl.flock(f, fcntl.LOCK_UN)
             f.close()
-    if not any(_claims.values()) and os.environ.get(COMMAND_ENV) == str(os.getpid()):
-        del os.environ[COMMAND_ENV]
+    process.holding_outputs(any(_claims.values()))
 
 
 @contextlib.contextmanager

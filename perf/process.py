@@ -419,15 +419,38 @@ def run_child(cmd: list[str], *, timeout: float | None = None, grace: float = 10
 
 # --- a child's environment ----------------------------------------------------------------------
 
+# Set in the environment of the processes a command holding outputs starts (child_env): those
+# are parts of the command (a compile side, a gate's worker) and write into what it claimed
+# (perf.files.check_output), claiming nothing themselves, so two sides of one command never
+# refuse each other. A process started otherwise (a test's, another command's) claims its own.
+COMMAND_ENV = "PERF_COMMAND_PID"
+_holding = False  # this process holds outputs it claimed (perf.files)
+
+
+def holding_outputs(on: bool) -> None:
+    """perf.files says whether this process holds claimed outputs now."""
+    global _holding
+    _holding = on
+
+
+def inside_command() -> bool:
+    """Whether a process that started this one, through child_env, holds the command's outputs."""
+    pid = os.environ.get(COMMAND_ENV, "")
+    return pid.isdigit() and int(pid) != os.getpid() and is_ancestor(int(pid))
+
+
 
 def child_env(*first: str | None, base: dict | None = None, drop: tuple[str, ...] = (),
               **overrides: str) -> dict:
     """The environment of a child process: `base` (default: this process's) without the
     variables `drop` (TRITON_INTERPRET for a child that compiles), the folders `first` (default:
-    this checkout) ahead of its PYTHONPATH, and `overrides` on top. The one place a child's
-    PYTHONPATH is made, so every child imports the checkout it was meant to."""
+    this checkout) ahead of its PYTHONPATH, COMMAND_ENV where this process holds its command's
+    outputs, and `overrides` on top. The one place a child's PYTHONPATH is made, so every child
+    imports the checkout it was meant to."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in drop}
     paths = [p for p in (first or (ROOT,)) if p]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, env.get("PYTHONPATH")]))
+    if _holding:
+        env[COMMAND_ENV] = str(os.getpid())
     env.update(overrides)
     return env

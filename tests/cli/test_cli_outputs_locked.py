@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from perf import cli, files
+from perf import cli, files, process
 
 ROOT = Path(__file__).resolve().parents[2]
 THRESHOLDS = (ROOT / "thresholds.yaml").read_text(encoding="utf-8")
 pytestmark = pytest.mark.slow  # starts processes
-# not a part of a command this test process runs (perf.files.COMMAND_ENV): a command of its own
-ENV = {**{k: v for k, v in os.environ.items() if k != files.COMMAND_ENV}, "PYTHONPATH": str(ROOT),
+# not a part of a command this test process runs (perf.process.COMMAND_ENV): a command of its own
+ENV = {**{k: v for k, v in os.environ.items() if k != process.COMMAND_ENV}, "PYTHONPATH": str(ROOT),
        "TRITON_INTERPRET": "1"}
 
 
@@ -124,14 +124,17 @@ def test_the_same_output_claimed_twice_in_one_process_is_one_claim(tmp_path):
 
 def test_a_child_of_the_claiming_process_writes_into_the_claimed_output(tmp_path):
     """The worker or side process a command starts writes into the folder its parent claimed:
-    the parent (an ancestor process) holds the lock, so the child's claim is a no-op."""
+    the parent holds the lock and started it through process.child_env, so the child's claim is
+    a no-op."""
     out = str(tmp_path / "out")
     held = files.held_claims()
     files.check_output(out, directory=True)
     try:
         code = (f"from perf import files; files.check_output({out!r}, directory=True); "
                 f"files.write_text({out + '/f.txt'!r}, 'x')")
-        child = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
+        env = process.child_env(str(ROOT), base=ENV)  # as a command starts its processes
+        assert env[process.COMMAND_ENV] == str(os.getpid())
+        child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                timeout=120)
     finally:
         files.release_claims(keep=held)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perf import files
+from perf import process
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # starts processes
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # starts processes
 
 @pytest.mark.skipif(shutil.which("nox") is None, reason="nox is not installed here")
 def test_a_bad_vendor_is_refused_before_the_static_gate_compiles():
-    env = {k: v for k, v in os.environ.items() if k != files.COMMAND_ENV}
+    env = {k: v for k, v in os.environ.items() if k != process.COMMAND_ENV}
     env.update(PYTHONPATH=str(ROOT), TRITON_INTERPRET="1")
     done = subprocess.run(["nox", "--no-venv", "-f", str(ROOT / "noxfile.py"), "-s", "perf", "--", "--vendor",
                            "intel"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
