@@ -188,9 +188,13 @@ def perf(session: nox.Session) -> None:
     common = ["--suite", opts.suite] + (["--variants", opts.variants] if opts.variants else []) + \
         (["--base-ref", opts.base_ref] if opts.base_ref else []) + \
         (["--toolchain", opts.toolchain] if opts.toolchain else [])
-    codes = [_call(session, python, "-m", "perf", "compile", *common)]
-    codes.append(_call(session, python, "-m", "perf", "gate", "--no-gpu-ok", *common,
-                       *(["--vendor", opts.vendor] if opts.vendor else []), *rest))
+    commands = [["compile", *common],
+                ["gate", "--no-gpu-ok", *common, *(["--vendor", opts.vendor] if opts.vendor else []), *rest]]
+    for argv in commands:  # every argument of both, checked before either compiles or measures anything
+        rc = _call(session, python, "-m", "perf", "--check-only", *argv)
+        if rc:
+            raise SystemExit(rc)
+    codes = [_call(session, python, "-m", "perf", *argv) for argv in commands]
     rc = 2 if 2 in codes else max(codes)
     if rc:
         raise SystemExit(rc)

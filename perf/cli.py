@@ -26,6 +26,7 @@ from typing import NoReturn
 from perf.errors import EXIT_BAD_INPUT, ConfigError
 from perf.process import boundary, entry, take_debug
 
+CHECK_ONLY = "--check-only"  # before the command: its checks, then nothing (noxfile.py's perf session)
 DEFAULT_PATH = "thresholds.yaml"  # perf.thresholds.DEFAULT_PATH; not imported here: that needs PyYAML
 
 
@@ -33,11 +34,12 @@ DEFAULT_PATH = "thresholds.yaml"  # perf.thresholds.DEFAULT_PATH; not imported h
 class Command:
     """One command: `module.<main>(args)` after `module.<add>(parser)` added its arguments
     (`add` None: the parser of `_add_own`; `parser`: a module function returning a parser
-    whose arguments the command takes). `outputs`: (option dest, "file" | "dir") checked
-    with perf.files.check_output before the command runs; `inputs`: (dest, "file" | "dir"),
-    each path (or list of paths) checked to exist as that and, for a file, to read as UTF-8
-    text (perf.files.read_text), so no ordinary OS mistake reaches a command's reader; `check`:
-    the command's own checks before any work."""
+    whose arguments the command takes). `outputs`: (option dest, "file" | "dir" | "cache")
+    checked and claimed with perf.files.check_output before the command runs (a second command
+    writing into the same file or folder is refused; a "cache" folder is shared, not claimed);
+    `inputs`: (dest, "file" | "dir"), each path (or list of paths) checked to exist as that
+    and, for a file, to read as UTF-8 text (perf.files.read_text), so no ordinary OS mistake
+    reaches a command's reader; `check`: the command's own checks before any work."""
 
     module: str
     help: str
@@ -70,14 +72,14 @@ COMMANDS: dict[str, Command] = {
                      inputs=(("results", "file"), ("docs", "file"))),
     "compile": Command("perf.static.gate", "static gate: cross-compile every variant per target, compare "
                        "resources and compile time", outputs=(("out", "dir"), ("emit_json", "file"),
-                                                       ("cache_dir", "dir"), ("results", "file")),
+                                                       ("cache_dir", "cache"), ("results", "file")),
                        inputs=(("source", "dir"),)),
     "compile-calibrate": Command("perf.static.calibrate", "the static gate's compile-time noise on this CPU "
                                  "(A/A pairs of cold compiles) into calibration/compile-time.yaml",
-                                 outputs=(("write", "file"),)),
+                                 outputs=(("write", "file"),), check="perf.validate:compile_calibrate_args"),
     "why": Command("perf.why", "why a case is slower: both sides' launch plans, static metrics on the "
                    "runner's target and device time per kernel, differences marked",
-                   outputs=(("out", "dir"),)),
+                   outputs=(("out", "dir"), ("cache_dir", "cache")), check="perf.validate:why_args"),
     "workflows": Command("perf.ci.workflows", "generate or check .github/workflows from thresholds.yaml",
                          thresholds=False, inputs=(("root", "dir"),)),
     "nightly": Command("perf.nightly", "nightly asv run, publish and plots", main="nightly_main",
@@ -294,6 +296,9 @@ def build_parser(with_choices: bool = False) -> argparse.ArgumentParser:
                     epilog=_choices() if with_choices else None,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the traceback of any error")
+    parser.add_argument(CHECK_ONLY, action="store_true",
+                        help="check the command's arguments and the files it names, then stop (exit 0, "
+                             "or the one line of what is wrong): a wrapper of several commands does it first")
     sub = parser.add_subparsers(dest="command", metavar="command", parser_class=Parser)
     _add_own(sub)
     for name, c in COMMANDS.items():
@@ -346,7 +351,7 @@ def check_paths(name: str, args: argparse.Namespace, parser: argparse.ArgumentPa
         path = getattr(args, dest, None)
         if path is None or (dest == "cache_dir" and getattr(args, "no_cache", False)):
             continue
-        files.check_output(path, _flag(parser, dest), directory=kind == "dir")
+        files.check_output(path, _flag(parser, dest), directory=kind != "file", shared=kind == "cache")
     for dest, kind in c.inputs:
         value = getattr(args, dest, None)
         for path in value if isinstance(value, list) else [value]:
@@ -361,24 +366,37 @@ def check_paths(name: str, args: argparse.Namespace, parser: argparse.ArgumentPa
                 files.read_text(path, f"{flag} file", f"name an existing text file as {flag}")
 
 
-def run_command(name: str, argv: list[str]) -> int:
-    """Parse `argv` for command `name`, check what it names, run its main: the exit code."""
+def run_command(name: str, argv: list[str], check_only: bool = False) -> int:
+    """Parse `argv` for command `name`, check what it names, run its main (not with
+    `check_only`): the exit code. The outputs it claims (perf.files.check_output) are held
+    until it returns, also when it runs in a process that goes on (a test, `perf bisect`)."""
+    from perf import files
+
     c = COMMANDS[name]
     parser = command_parser(name)
     args = parser.parse_args(argv)
     args.command = name
-    check_paths(name, args, parser)
-    if c.check:
-        if getattr(args, "thresholds", None):  # the whole file, read as the command will read it
-            from perf.thresholds import load_thresholds
+    held = list(files.held_claims())
+    try:
+        check_paths(name, args, parser)
+        if c.check:
+            if getattr(args, "thresholds", None):  # the whole file, read as the command will read it
+                from perf.thresholds import load_thresholds
 
-            load_thresholds(args.thresholds)
-        module, function = c.check.split(":")
-        getattr(importlib.import_module(module), function)(args)
-    return getattr(importlib.import_module(c.module), c.main)(args)
+                load_thresholds(args.thresholds)
+            module, function = c.check.split(":")
+            getattr(importlib.import_module(module), function)(args)
+        if check_only:
+            return 0
+        return getattr(importlib.import_module(c.module), c.main)(args)
+    finally:
+        files.release_claims(keep=held)
 
 
 def _dispatch(argv: list[str]) -> int:
+    check_only = bool(argv) and argv[0] == CHECK_ONLY
+    if check_only:
+        argv = argv[1:]
     if not argv or argv[0] in ("-h", "--help"):
         build_parser(with_choices=True).print_help()
         return 0 if argv else EXIT_BAD_INPUT
@@ -389,7 +407,7 @@ def _dispatch(argv: list[str]) -> int:
         where = "options go after the command; " if name.startswith("-") else ""
         raise ConfigError(f"unknown command {name!r}: {hint}{where}commands: {', '.join(COMMANDS)} "
                           f"(`python -m perf --help` says what each does)")
-    return run_command(name, argv[1:])
+    return run_command(name, argv[1:], check_only)
 
 
 def main(argv: list[str] | None = None) -> int:

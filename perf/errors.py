@@ -7,7 +7,8 @@ report, so it names the file, the field and the fix.
 Exit codes of every command (perf/cli.py's boundary turns what is raised into them): 0 pass,
 1 a regression or a wrong result (ContextLost too), 2 bad input (ConfigError, NothingMeasured,
 a missing package), 3 a bug in the harness (any other exception: one `internal error:` line,
-the traceback with --debug), 130 interrupted (Ctrl-C or SIGTERM).
+the traceback with --debug), 130 interrupted (Ctrl-C or SIGTERM), 141 stdout's reader went
+away (`| head`; nothing more is printed).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ EXIT_FAIL = 1  # a regression or a wrong result
 EXIT_BAD_INPUT = 2  # bad input or configuration
 EXIT_INTERNAL = 3  # a bug in the harness: an unexpected exception (traceback with --debug)
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C (128 + SIGINT, as shells report it); what ran is kept
+EXIT_BROKEN_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as coreutils' and git's
 
 
 class ConfigError(Exception):

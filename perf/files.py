@@ -13,8 +13,12 @@ Writing: `write_text` / `write_json` (whole documents) and `Appender` (JSON Line
 record at a time) hold an exclusive lock on the output for as long as they write, so two
 runs into one file are refused in one line instead of interleaving; documents are written
 to a temporary file beside the target and renamed over it (atomic: a reader sees the old
-file or the new one, never a fragment). `check_output` refuses an output path that cannot
-be written (a directory, under a file, unwritable) before any work starts. `guard_measured`
+file or the new one, never a fragment); a write that fails (a full disk) is one line naming
+the path and leaves no part of itself (an append is cut back to the last whole line).
+`check_output` refuses an output path that cannot be written (a directory, under a file,
+unwritable) before any work starts, and claims it: the output's lock (a file or a whole
+--out folder) is held until the command ends, so a second command into it is refused in one
+line; the processes the command starts (perf.process.child_env) write into what it claimed. `guard_measured`
 keeps measured data (calibration, history, baselines) from being replaced by data of
 another GPU, vendor or the interpreter without `--force`.
 """
@@ -22,17 +26,19 @@ another GPU, vendor or the interpreter without `--force`.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import functools
 import hashlib
 import json
 import os
+import re
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from perf import process
 from perf.errors import ConfigError
 
 
@@ -160,11 +166,21 @@ def load_jsonl_numbered(path: str, what: str, fix: str) -> tuple[list[tuple[int,
 
 # --- writing -------------------------------------------------------------------------------
 
-def check_output(path: str, flag: str = "--out", directory: bool = False) -> str:
-    """Refuse, before any work, an output that cannot be written: `path` (a file, or with
-    `directory` a folder to write into) under a file, a directory where a file is wanted,
-    or in a place this user cannot write. Returns the path."""
+def check_output(path: str, flag: str = "--out", directory: bool = False, shared: bool = False) -> str:
+    """Claim an output before any work: refuse `path` (a file, or with `directory` a folder to
+    write into) under a file, a directory where a file is wanted, or in a place this user
+    cannot write, then take its lock for as long as this process lives (`claim`), so a second
+    command writing into the same file or folder is refused in one line. `shared`: a folder
+    many commands write into at once by design (a compile cache, whose entries are each
+    written atomically), checked but not claimed. Returns the path."""
     path = os.fspath(path)
+    _check_writable(path, flag, directory)
+    if not shared:
+        claim(path, flag)
+    return path
+
+
+def _check_writable(path: str, flag: str, directory: bool) -> None:
     target = os.path.abspath(path)
     if directory:
         if os.path.exists(target) and not os.path.isdir(target):
@@ -185,7 +201,6 @@ def check_output(path: str, flag: str = "--out", directory: bool = False) -> str
         raise ConfigError(f"{flag} {path}: is not a regular file (a device, a pipe or a socket); name a file")
     if not directory and os.path.exists(target) and not os.access(target, os.W_OK):
         raise ConfigError(f"{flag} {path}: the file is not writable by this user; choose another path")
-    return path
 
 
 def _can_create_in(directory: str) -> bool:
@@ -212,6 +227,7 @@ def _makedirs(directory: str, path: str) -> None:
 
 
 LOCK_DIR = os.path.join(tempfile.gettempdir(), "perf-locks")  # one lock file per output path
+BUSY_FIX = "wait for it to end or write to another path"
 
 
 def lock_path(path: str) -> str:
@@ -223,36 +239,104 @@ def lock_path(path: str) -> str:
     return os.path.join(LOCK_DIR, f"{os.path.basename(real)[:40]}-{digest}.lock")
 
 
-@contextlib.contextmanager
-def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str | None = None,
-         fix: str = "wait for it to end or write to another path") -> Iterator[str]:
-    """Hold the exclusive lock of `path` (an output, or any lock name with `what`); a second
-    holder waits up to `timeout` seconds, then gets a ConfigError naming the first (and `fix`)."""
-    lp = path if what else lock_path(path)
+def _open_lock(lp: str, path: str):
     _makedirs(os.path.dirname(lp), path)
     if os.path.dirname(lp) == LOCK_DIR:  # shared by every user of this machine, like /tmp
         with contextlib.suppress(OSError):
             os.chmod(LOCK_DIR, 0o1777)
     try:
-        f = open(lp, "a+", encoding="utf-8")  # noqa: SIM115 (closed in finally)
+        return open(lp, "a+", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
     except OSError as e:
         raise ConfigError(f"{path}: cannot create its lock file {lp} ({_why(e)}); choose another "
                           f"path") from None
+
+
+def _take(f, holder: str | None) -> bool:
+    """Try once to take the lock of the open lock file `f`; on success write its holder."""
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    f.seek(0)
+    f.truncate()
+    f.write(holder or f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}")
+    f.flush()
+    return True
+
+
+def _ours(holder: str) -> bool:
+    """Whether a lock's holder is a process that started this one (`pid N ...`): the same
+    command, whose worker or side process writes into the output its parent claimed."""
+    found = re.match(r"pid (\d+) ", holder)
+    return bool(found) and process.is_ancestor(int(found.group(1)))
+
+
+# Outputs claimed by this process (check_output): lock file -> its open file, held until the
+# process ends or `release_claims`; None where a process that started this one holds it.
+_claims: dict[str, Any] = {}
+
+
+
+def claim(path: str, flag: str = "--out") -> str:
+    """Take the lock of output `path` (a file or a folder) for the rest of this process, or
+    refuse in one line naming `flag` and the holder. Claiming twice, or what a parent process
+    of this command claimed, is a no-op. Returns the lock file."""
+    lp = lock_path(path)
+    if lp in _claims:
+        return lp
+    if process.inside_command():  # a side or worker of the command that claimed its outputs
+        _claims[lp] = None
+        return lp
+    f = _open_lock(lp, path)
+    if _take(f, None):
+        _claims[lp] = f
+        process.holding_outputs(True)  # the processes it starts (process.child_env) are the command's
+        return lp
+    other = _holder_of(f)
+    f.close()
+    if not _ours(other):
+        raise ConfigError(f"{flag} {path}: being written by {other or 'another process'}; {BUSY_FIX}")
+    _claims[lp] = None
+    return lp
+
+
+def held_claims() -> tuple[str, ...]:
+    """The lock files of the outputs this process holds (for `release_claims`' `keep`)."""
+    return tuple(_claims)
+
+
+def release_claims(keep: Iterable[str] = ()) -> None:
+    """Release the outputs this process claimed, but those whose lock files are in `keep`
+    (what was claimed before a command that ran in this process: `perf.cli.run_command`)."""
+    for lp in [lp for lp in _claims if lp not in set(keep)]:
+        f = _claims.pop(lp)
+        if f is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(f, fcntl.LOCK_UN)
+            f.close()
+    process.holding_outputs(any(_claims.values()))
+
+
+@contextlib.contextmanager
+def lock(path: str, timeout: float = 0.0, holder: str | None = None, what: str | None = None,
+         fix: str = BUSY_FIX) -> Iterator[str]:
+    """Hold the exclusive lock of `path` (an output, or any lock name with `what`); a second
+    holder waits up to `timeout` seconds, then gets a ConfigError naming the first (and `fix`).
+    An output this process (or the command that started it) claimed is held already."""
+    lp = path if what else lock_path(path)
+    if not what and lp in _claims:
+        yield lp
+        return
+    f = _open_lock(lp, path)
     deadline = time.monotonic() + timeout
     try:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    other = _holder_of(f) or "another process"
-                    raise ConfigError(f"{path}: {what or 'being written'} by {other}; {fix}") from None
-                time.sleep(0.2)
-        f.seek(0)
-        f.truncate()
-        f.write(holder or f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}")
-        f.flush()
+        while not _take(f, holder):
+            if time.monotonic() >= deadline:
+                other = _holder_of(f) or "another process"
+                if not what and _ours(other):
+                    break  # the command's own output, claimed by the process that started this one
+                raise ConfigError(f"{path}: {what or 'being written'} by {other}; {fix}") from None
+            time.sleep(0.2)
         yield lp
     finally:
         with contextlib.suppress(OSError):
@@ -335,42 +419,62 @@ def rewrite(path: str, make: Callable[[], str], timeout: float = 0.0) -> str:
     return path
 
 
+_WRITERS: set[str] = set()  # the lock files of this process's open Appenders
+_WRITERS_LOCK = threading.Lock()
+
+
 class Appender:
     """A JSON Lines output held exclusively while it is open: `append(obj)` writes one line,
-    flushed and fsynced, so an interrupted run keeps every finished line. `fresh=True` starts
-    the file over (atomically: the old file stays whole until the first line is written)."""
+    fsynced, so an interrupted run keeps every finished line; a write that fails (a full disk)
+    is cut back to the last whole line. `fresh=True` starts the file over (atomically: the old
+    file stays whole until the first line is written)."""
 
     def __init__(self, path: str, fresh: bool, timeout: float = 0.0):
         self.path = os.fspath(path)
+        self._fd = None
         check_output(self.path)
         self._lock = lock(self.path, timeout)
         self._lock.__enter__()
         try:
-            if fresh:
-                _replace(self.path, b"")
-            self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
-        except OSError as e:
-            self._lock.__exit__(None, None, None)
-            raise ConfigError(f"{self.path}: cannot write it ({_why(e)}); choose another path") from None
+            self._mark = lock_path(self.path)
+            with _WRITERS_LOCK:  # the process holds the output's lock: one writer of its threads too
+                if self._mark in _WRITERS:
+                    raise ConfigError(f"{self.path}: being written by pid {os.getpid()} (another writer of "
+                                      f"this process); {BUSY_FIX}")
+                _WRITERS.add(self._mark)
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
+        try:
+            if fresh:
+                _replace(self.path, b"")
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as e:
+            self._release()
+            raise ConfigError(f"{self.path}: cannot write it ({_why(e)}); choose another path") from None
+        except BaseException:
+            self._release()
+            raise
+
+    def _release(self) -> None:
+        with _WRITERS_LOCK:
+            _WRITERS.discard(self._mark)
+        self._lock.__exit__(None, None, None)
+
+    def _write(self, data: bytes) -> None:
+        _append_whole(self._fd, self.path, data)
 
     def append(self, obj: dict) -> None:
-        try:
-            self._f.write(json.dumps(obj, sort_keys=True, default=str) + "\n")
-            self._f.flush()
-            os.fsync(self._f.fileno())
-        except OSError as e:
-            if e.errno == errno.ENOSPC:
-                raise ConfigError(f"{self.path}: the disk is full; what was written before is kept") from None
-            raise ConfigError(f"{self.path}: cannot write it ({_why(e)})") from None
+        self._write((json.dumps(obj, sort_keys=True, default=str) + "\n").encode("utf-8"))
 
     def truncate_partial_line(self) -> None:
         """Cut a last line an interrupted writer left without its newline."""
-        with open(self.path, "rb+") as f:
+        with open(self.path, "rb") as f:
             data = f.read()
-            f.truncate(data.rfind(b"\n") + 1)
+        try:
+            os.truncate(self.path, data.rfind(b"\n") + 1)
+        except OSError as e:
+            raise ConfigError(f"{self.path}: cannot cut its partial last line ({_why(e)})") from None
 
     def end_last_line(self) -> None:
         """End a complete last line that lacks its newline (a writer stopped right after it),
@@ -382,19 +486,51 @@ class Appender:
             f.seek(-1, os.SEEK_END)
             if f.read(1) == b"\n":
                 return
-        self._f.write("\n")
-        self._f.flush()
+        self._write(b"\n")
 
     def close(self) -> None:
-        if getattr(self, "_f", None) is not None and not self._f.closed:
-            self._f.close()
-            self._lock.__exit__(None, None, None)
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            self._release()
 
     def __enter__(self) -> Appender:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _append_whole(fd: int, path: str, data: bytes) -> None:
+    """Append `data` to the open file `fd` and fsync it, or cut the file back to where it
+    was and raise a ConfigError naming `path`: a failed write (ENOSPC, EIO) leaves no part."""
+    size = os.fstat(fd).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+        kept = "; what was written before is kept" if size else ""
+        raise ConfigError(f"{path}: cannot write it ({_why(e)}){kept}; free space or choose another "
+                          f"path") from None
+
+
+def append_line(path: str, line: str, flag: str) -> None:
+    """Append one line to a file another program reads as it grows ($GITHUB_OUTPUT, whose
+    contract is an append, not a rename), whole or not at all; one line naming `flag` and the
+    path when it cannot be written."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        raise ConfigError(f"{flag} {path}: cannot write it ({_why(e)})") from None
+    try:
+        _append_whole(fd, f"{flag} {path}", (line.rstrip("\n") + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 # --- measured data -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 
+from perf import process
 from perf.errors import ConfigError
 
 DEFAULT_BASES = ("origin/main", "main")  # a change is compared with its merge base with these
@@ -269,16 +270,96 @@ def _refusal(out: subprocess.CompletedProcess | None) -> str:
     return lines[-1] if lines else f"exit {out.returncode}"
 
 
+WORKTREE_PREFIX = "perf-"  # a temporary worktree's folder: <tmp>/perf-<name>-<random>/<name>
+OWNER_FILE = "owner.pid"  # beside it: the process that made it (a later run prunes it when that one is gone)
+
+
 @contextlib.contextmanager
 def worktree(root: str, sha: str, name: str = "base") -> Iterator[str]:
-    """`sha` checked out in a temporary detached worktree, removed afterwards (also when an
-    interrupt cuts the checkout itself short)."""
-    parent = tempfile.mkdtemp(prefix=f"perf-{name}-")
+    """`sha` checked out in a temporary detached worktree, removed and pruned afterwards: also
+    when Ctrl-C or SIGTERM comes, even while `git worktree add` runs (git then leaves the
+    worktree registered and locked), with both signals held back until it is gone. Worktrees
+    that killed runs left (their owner process gone) are pruned first."""
+    prune_stale_worktrees(root)
+    parent = tempfile.mkdtemp(prefix=f"{WORKTREE_PREFIX}{name}-")
     path = os.path.join(parent, name)
+    with open(os.path.join(parent, OWNER_FILE), "w", encoding="utf-8") as f:
+        f.write(str(os.getpid()))
     try:
         git(root, "worktree", "add", "--detach", path, sha, check=True)
         yield path
     finally:
-        git(root, "worktree", "remove", "--force", path)
+        with process.shielded():
+            _remove_worktree(root, parent, path)
+
+
+def _remove_worktree(root: str, parent: str, path: str) -> None:
+    """Remove the worktree `path` (in its folder `parent`) whatever state an interrupt left it
+    in: registered and locked ("initializing"), half checked out, or never made."""
+    if git(root, "worktree", "remove", "--force", "--force", path) is None:
+        git(root, "worktree", "unlock", path)
+    shutil.rmtree(parent, ignore_errors=True)
+    git(root, "worktree", "prune")
+
+
+def prune_stale_worktrees(root: str) -> list[str]:
+    """Remove the temporary worktrees (`worktree`'s) of runs that were killed before they could
+    remove their own: those whose owner process no longer runs, or (made before owners were
+    written) whose folder is gone or whose add was cut short (`_stuck`). A worktree being made
+    now has a live owner. The paths removed."""
+    listing = git(root, "worktree", "list", "--porcelain") or ""
+    tmp = os.path.realpath(tempfile.gettempdir())
+    removed = []
+    for block in listing.split("\n\n"):
+        lines = block.splitlines()
+        path = lines[0][len("worktree "):] if lines and lines[0].startswith("worktree ") else None
+        if path is None:
+            continue
+        parent = os.path.dirname(path)
+        if os.path.dirname(os.path.realpath(parent)) != tmp or \
+                not os.path.basename(parent).startswith(WORKTREE_PREFIX):
+            continue
+        alive = _owner_alive(parent)
+        if alive or (alive is None and os.path.isdir(path) and not _stuck(lines, parent)):
+            continue
+        git(root, "worktree", "unlock", path)
+        git(root, "worktree", "remove", "--force", "--force", path)
         shutil.rmtree(parent, ignore_errors=True)
+        removed.append(path)
+    if removed:
         git(root, "worktree", "prune")
+    return removed
+
+
+# A `git worktree add` holds its worktree locked ("initializing") for the seconds a checkout
+# takes; one still locked an hour later was killed (a bound chosen by reasoning, not measured).
+STUCK_S = 3600
+
+
+def _stuck(lines: list[str], parent: str) -> bool:
+    """Whether a worktree's `git worktree list --porcelain` lines say it is still locked, its
+    folder made more than STUCK_S ago: an add that a kill cut short."""
+    try:
+        age = time.time() - os.stat(parent).st_mtime
+    except OSError:
+        return True
+    return any(line.startswith("locked") for line in lines) and age > STUCK_S
+
+
+def _owner_alive(parent: str) -> bool | None:
+    """Whether the process that made the temporary worktree in `parent` still runs; None where
+    there is no owner file (a folder gone, or made by an older harness)."""
+    try:
+        with open(os.path.join(parent, OWNER_FILE), encoding="utf-8") as f:
+            pid = int(f.read().strip())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

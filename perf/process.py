@@ -4,7 +4,9 @@ child processes a command starts (started, stopped, and given their environment 
 The boundary (`boundary`): a ConfigError is its one line on stderr, exit 2 (ContextLost: exit 1);
 a missing third-party package is one line naming it and the interpreter to use, exit 2; Ctrl-C or
 SIGTERM is one line, exit 130, and the processes the command started are stopped (children run in
-process groups of their own: `run_child`); any other exception is a bug in the harness:
+process groups of their own: `run_child`); what the machine refused (a full disk, a read-only file
+system, a permission: ENVIRONMENT_ERRNOS) is one line naming the path, exit 2; stdout's reader gone
+(`| head`) ends quietly, exit 141; any other exception is a bug in the harness:
 `internal error: <Type>: <message>`, exit 3. `--debug` or PERF_DEBUG=1 shows the traceback.
 
 Interrupts: one handler, `on_signal`, installed from the package's first import when it runs as
@@ -24,6 +26,7 @@ Standard library only (with perf.errors): perf/__init__.py imports it before any
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -31,10 +34,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
-from perf.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError
+from perf.errors import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout
 DEBUG_ENV = "PERF_DEBUG"
@@ -147,6 +150,47 @@ def _exit_code(code) -> int:
     return 1
 
 
+# What the machine refused, not the harness's bug: a full disk or quota, a read-only file
+# system, a permission. Wherever it is raised (an output, a cache, a log), it is one line naming
+# the path, exit 2: the user frees space or chooses another path.
+ENVIRONMENT_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                      errno.EROFS: "a read-only file system", errno.EACCES: "permission denied",
+                      errno.EPERM: "operation not permitted"}
+
+
+def _environment_error(e: BaseException) -> str | None:
+    """The one line of an OSError the machine caused (ENVIRONMENT_ERRNOS), else None."""
+    if not isinstance(e, OSError) or e.errno not in ENVIRONMENT_ERRNOS:
+        return None
+    where = " -> ".join(os.fsdecode(p) if isinstance(p, (str, bytes)) else str(p)
+                        for p in (e.filename, e.filename2) if p is not None)
+    return (f"error: {where or 'a file the OS did not name'}: {ENVIRONMENT_ERRNOS[e.errno]}; free space "
+            f"or choose another path")
+
+
+def _stdout_gone() -> bool:
+    """Whether this process's stdout is a pipe whose reader went away (`| head`)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return True  # no stdout to ask: the pipe that broke was it
+
+
+def reader_gone() -> int:
+    """The reader of stdout went away (`perf ... | head`): say nothing more on stdout (what is
+    still buffered would fail again at exit), exit as a process killed by SIGPIPE would
+    (Python's documented handling of SIGPIPE, with the shells' code of coreutils and git)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
 def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interrupt: bool = False) -> int:
     """Run `fn` and turn whatever it raises into an exit code and at most one line on stderr
     (the module docstring says which); never raises."""
@@ -172,6 +216,12 @@ def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interru
         if isinstance(e, ConfigError):
             _say(f"error: {_one_line(e)}")
             return e.exit_code
+        if isinstance(e, BrokenPipeError) and _stdout_gone():
+            return reader_gone()
+        environment = _environment_error(e)
+        if environment:
+            _say(environment)
+            return EXIT_BAD_INPUT
         missing = _missing_package(e)
         if missing:
             _say(missing)
@@ -212,8 +262,12 @@ def entry(main_fn: Callable[[list[str]], int | None], argv: list[str] | None = N
         # at import) as unhandled and then dies by SIGINT at exit, whatever we return (measured:
         # exit -2 after this boundary had said "interrupted"); every such exec clears the mark.
         exec("pass", {})  # noqa: S102
-    with contextlib.suppress(OSError, ValueError):
+    try:
         sys.stdout.flush()
+    except BrokenPipeError:
+        code = reader_gone() if code == 0 else code
+    except (OSError, ValueError):
+        pass
     sys.exit(code)
 
 
@@ -238,6 +292,37 @@ def _proc_stat(pid: int) -> tuple[int, str] | None:
         return int(fields[1]), fields[0]
     except (OSError, ValueError, IndexError):
         return None
+
+
+def is_ancestor(pid: int) -> bool:
+    """Whether process `pid` started this one (directly or through others)."""
+    here = os.getppid()
+    for _ in range(4096):  # a chain longer than any real one: a loop in /proc's answers
+        if here == pid:
+            return True
+        if here <= 1:
+            return False
+        stat = _proc_stat(here)
+        if stat is None:
+            return False
+        here = stat[0]
+    return False
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back while the body runs (the clean-up of something an
+    interrupt must not leave half-done: a git worktree), delivered when it ends. The child
+    processes the body starts inherit the mask, so a second Ctrl-C does not stop them either."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def descendants(pid: int | None = None) -> list[int]:
@@ -334,15 +419,38 @@ def run_child(cmd: list[str], *, timeout: float | None = None, grace: float = 10
 
 # --- a child's environment ----------------------------------------------------------------------
 
+# Set in the environment of the processes a command holding outputs starts (child_env): those
+# are parts of the command (a compile side, a gate's worker) and write into what it claimed
+# (perf.files.check_output), claiming nothing themselves, so two sides of one command never
+# refuse each other. A process started otherwise (a test's, another command's) claims its own.
+COMMAND_ENV = "PERF_COMMAND_PID"
+_holding = False  # this process holds outputs it claimed (perf.files)
+
+
+def holding_outputs(on: bool) -> None:
+    """perf.files says whether this process holds claimed outputs now."""
+    global _holding
+    _holding = on
+
+
+def inside_command() -> bool:
+    """Whether a process that started this one, through child_env, holds the command's outputs."""
+    pid = os.environ.get(COMMAND_ENV, "")
+    return pid.isdigit() and int(pid) != os.getpid() and is_ancestor(int(pid))
+
+
 
 def child_env(*first: str | None, base: dict | None = None, drop: tuple[str, ...] = (),
               **overrides: str) -> dict:
     """The environment of a child process: `base` (default: this process's) without the
     variables `drop` (TRITON_INTERPRET for a child that compiles), the folders `first` (default:
-    this checkout) ahead of its PYTHONPATH, and `overrides` on top. The one place a child's
-    PYTHONPATH is made, so every child imports the checkout it was meant to."""
+    this checkout) ahead of its PYTHONPATH, COMMAND_ENV where this process holds its command's
+    outputs, and `overrides` on top. The one place a child's PYTHONPATH is made, so every child
+    imports the checkout it was meant to."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if k not in drop}
     paths = [p for p in (first or (ROOT,)) if p]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*paths, env.get("PYTHONPATH")]))
+    if _holding:
+        env[COMMAND_ENV] = str(os.getpid())
     env.update(overrides)
     return env

@@ -48,9 +48,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     """Before any work (the registry's check of `perf tune`): the stages, the scenarios, a GPU."""
     from perf import validate
 
-    unknown = sorted({s.strip() for s in args.stages.split(",") if s.strip()} - set(STAGES))
-    if unknown:
-        raise ConfigError(f"--stages: unknown {', '.join(unknown)}; expected some of {', '.join(STAGES)}")
+    validate.named(args.stages, list(STAGES), "--stages", "stage", f"expected some of {', '.join(STAGES)}")
     validate.scenarios(args.suite, args.scenarios)
     validate.gpu("perf tune")
 

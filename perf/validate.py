@@ -22,22 +22,25 @@ if TYPE_CHECKING:
     from perf.scenarios import Scenario
 
 
-def _named(wanted: str | None, known: list[str], flag: str, what: str, hint: str) -> list[str]:
-    """The names in `wanted` (comma-separated; all `known` when empty), each one known."""
-    if not wanted:
+def named(wanted: str | None, known: list[str], flag: str, what: str, hint: str) -> list[str]:
+    """The names in `wanted` (comma-separated; all `known` when not given), each one known;
+    given but naming none (`--stages ''`) is refused: it would run nothing, or everything."""
+    if wanted is None:
         return known
     names = [n.strip() for n in wanted.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
-    if unknown or not names:
+    if not names:
+        raise ConfigError(f"{flag} {wanted!r}: names no {what}; {hint} (or leave {flag} out: all of them)")
+    if unknown:
         raise ConfigError(f"{flag} {wanted}: unknown {what}{'s' if len(unknown) > 1 else ''} "
-                          f"{', '.join(unknown) or '(none named)'}; {hint}")
+                          f"{', '.join(unknown)}; {hint}")
     return names
 
 
 def variants(wanted: str | None, registered: Iterable[str], flag: str = "--variants") -> list[str]:
-    """The variants named in `wanted` (comma-separated; all registered when empty)."""
+    """The variants named in `wanted` (comma-separated; all registered when not given)."""
     registered = list(registered)
-    return _named(wanted, registered, flag, "variant", f"registered: {', '.join(registered)}")
+    return named(wanted, registered, flag, "variant", f"registered: {', '.join(registered)}")
 
 
 def scenarios(suite: str, globs: str | None) -> list:
@@ -49,10 +52,10 @@ def scenarios(suite: str, globs: str | None) -> list:
 
 def metrics(wanted: str | None, flag: str = "--metrics") -> list[str]:
     """The latency metrics named in `wanted` (comma-separated; all of perf.results.METRICS
-    when empty)."""
+    when not given)."""
     from perf.results import METRICS
 
-    return _named(wanted, list(METRICS), flag, "metric", f"use {' or '.join(METRICS)}")
+    return named(wanted, list(METRICS), flag, "metric", f"use {' or '.join(METRICS)}")
 
 
 def scenario_named(name: str, suite: str | None) -> tuple[str, Scenario]:
@@ -78,13 +81,13 @@ def peers(wanted: str | None, flag: str = "--peers") -> None:
         return
     from perf.peers import PEERS
 
-    _named(wanted, list(PEERS), flag, "peer", f"use auto, none or a comma list of: {', '.join(PEERS)}")
+    named(wanted, list(PEERS), flag, "peer", f"use auto, none or a comma list of: {', '.join(PEERS)}")
 
 
 def _registered(names: str | None, flag: str = "--variants") -> None:
     """Check `names` against this checkout's kernels (imported under the interpreter when
     there is no GPU, which must be chosen before Triton is first imported)."""
-    if not names:
+    if names is None:
         return
     from perf import checkout, vendor
 
@@ -93,15 +96,15 @@ def _registered(names: str | None, flag: str = "--variants") -> None:
 
 
 def _refs(*pairs: tuple[str | None, str]) -> None:
-    named = [(ref, flag) for ref, flag in pairs if ref]
-    if not named:
+    given = [(ref, flag) for ref, flag in pairs if ref]
+    if not given:
         return
     import os
 
     from perf import git
 
     root = git.repo_root(os.getcwd())
-    for ref, flag in named:
+    for ref, flag in given:
         git.resolve_commit(root, ref, flag)
 
 
@@ -121,11 +124,26 @@ def run_args(a) -> None:
     gpu("perf run", a.suite, cpu_ok=a.allow_cpu, allow="--allow-cpu")
 
 
+def gate_modes(plan_only: bool, plan: str | None, all_cases: bool, toolchain: str | None) -> None:
+    """--plan-only, --plan and --all-cases: one at a time, and none with --toolchain (two Tritons
+    compile different binaries of every kernel: every case differs). Decided from the command
+    line, so before a toolchain is installed or anything planned."""
+    given = [flag for flag, on in (("--plan-only", plan_only), ("--plan", plan), ("--all-cases", all_cases))
+             if on]
+    if len(given) > 1:
+        raise ConfigError(f"{' and '.join(given)}: pass one of them (--plan-only writes a plan, --plan times "
+                          f"one, --all-cases times every case without one)")
+    if given and toolchain is not None:
+        raise ConfigError(f"{given[0]} with --toolchain: a toolchain A/B times every case (another Triton "
+                          f"compiles every kernel anew); drop {given[0]}")
+
+
 def gate_args(a) -> None:
     scenarios(a.suite, a.scenarios)
     _registered(a.variants)
     metrics(a.metrics)
     _vendor(a.vendor)
+    gate_modes(a.plan_only, a.plan, a.all_cases, a.toolchain)
     if a.toolchain is not None:
         from perf import toolchain
 
@@ -144,6 +162,18 @@ def bisect_args(a) -> None:
     if a.scenario:  # without one, perf bisect says it is required
         suite, _ = scenario_named(a.scenario, a.suite)
         gpu("perf bisect", suite)
+
+
+def why_args(a) -> None:
+    scenarios(a.suite, a.scenarios)
+    _registered(a.variants)
+    _vendor(a.vendor)
+    _refs((a.base_ref, "--base-ref"), (a.head_ref, "--head-ref"))
+
+
+def compile_calibrate_args(a) -> None:  # before the checks of the CPU it compiles on
+    scenarios(a.suite, a.scenarios)
+    _registered(a.variants)
 
 
 def calibrate_args(a) -> None:

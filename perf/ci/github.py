@@ -5,8 +5,9 @@ in `GH_TOKEN` (docs/workflows.md). The PR comment's scripts call it from bash
 (perf/ci/workflows.py); the nightly's issues go through `tracker()`: one issue per key, the
 key hidden in the body (`<!-- perf-key: KEY -->`), so a cause seen again updates its issue and
 never opens a second one. `tracker(repo)` posts through `gh api`; `tracker(dry_run_dir=DIR)`
-keeps the same issues as JSON files in DIR (tests, the nightly's replay, dry runs). Stdlib
-only: it runs on a bare hosted runner.
+keeps the same issues as JSON files in DIR (tests, the nightly's replay, dry runs).
+`github_output` sets a step's outputs ($GITHUB_OUTPUT). Stdlib only (with perf's ground
+floor): it runs on a bare hosted runner.
 """
 
 from __future__ import annotations
@@ -17,6 +18,21 @@ import re
 import subprocess
 
 PER_PAGE = 100  # GitHub's largest page
+OUTPUT_ENV = "GITHUB_OUTPUT"  # the file a step's outputs are appended to (GitHub Actions' contract)
+
+
+def github_output(key: str, value: str) -> None:
+    """Append `key=value` to $GITHUB_OUTPUT: an append, not the atomic writer (GitHub reads
+    the file the step appended to), whole or not at all; a file that cannot be written (a full
+    disk, no permission) is one line naming it, exit 2."""
+    from perf import files
+    from perf.errors import ConfigError
+
+    out = os.environ.get(OUTPUT_ENV)
+    if not out:
+        raise ConfigError(f"--github-output: ${OUTPUT_ENV} is not set (only in a GitHub Actions step); "
+                          f"drop --github-output")
+    files.append_line(out, f"{key}={value}", f"--github-output: ${OUTPUT_ENV}")
 REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 

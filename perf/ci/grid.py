@@ -31,9 +31,10 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from perf.ci.github import github_output
 
 # The grid: the kernels' test modules, those that import nothing of the harness at any depth
 # beyond the few files listed in IMPORTED (the GPU pool conftest pins xdist workers with, the
@@ -217,18 +218,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="with --compile-cache: only the plan's cases to run")
     ahead.add_argument("--shard", metavar="I/N", default=None,
                        help="with --compile-cache: only shard I of N of the distinct kernels")
-
-
-def github_output(key: str, value: str) -> None:
-    """Append `key=value` to $GITHUB_OUTPUT (GitHub's contract: an append, not the atomic writer)."""
-    out = os.environ.get("GITHUB_OUTPUT")
-    if not out:
-        from perf.errors import ConfigError
-
-        raise ConfigError("--github-output: GITHUB_OUTPUT is not set (only in a GitHub Actions step); "
-                          "drop --github-output")
-    with open(out, "a", encoding="utf-8") as f:
-        f.write(f"{key}={value}\n")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -544,10 +544,46 @@ def finish(proof: Proof, dates: dict, states: dict, shas: dict) -> dict:
     return proof.doc
 
 
+# What a reader of proof.json relies on (`table`, `rejudge`): field -> type; OPTIONAL ones may be
+# absent (a proof stopped before its first night); every event holds EVENT_FIELDS.
+PROOF_FIELDS = {"phases": list, "events": dict, "passed": bool}
+OPTIONAL_FIELDS = {"nights": dict, "commits": dict, "fingerprints": dict, "work": str, "wall_s": (int, float)}
+EVENT_FIELDS = {"expected": str, "reported": str, "evidence": dict}
+JSON_NAMES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+              type(None): "null"}
+
+
+def read_proof(path: str, fix: str) -> dict:
+    """proof.json, its shape checked (PROOF_FIELDS): a file of another shape is one line naming
+    the file and the field, exit 2, never a KeyError deep in the table."""
+    doc = files.load_json(path, "proof.json", fix)
+
+    def need(obj: dict, where: str, fields: dict, optional: bool = False) -> None:
+        for key, kind in fields.items():
+            if key not in obj:
+                if optional:
+                    continue
+                raise ConfigError(f"{path}: {where}{key} is missing; not a proof's proof.json: {fix}")
+            if not isinstance(obj[key], kind) or isinstance(obj[key], bool) is not (kind is bool):
+                got = JSON_NAMES.get(type(obj[key]), "value")
+                raise ConfigError(f"{path}: {where}{key} is a JSON {got}, not what a proof writes; {fix}")
+
+    need(doc, "", PROOF_FIELDS)
+    need(doc, "", OPTIONAL_FIELDS, optional=True)
+    for i, phase in enumerate(doc["phases"]):
+        if not isinstance(phase, dict) or not isinstance(phase.get("phase"), str):
+            raise ConfigError(f"{path}: phases[{i}] has no phase name; not a proof's proof.json: {fix}")
+    for name, event in doc["events"].items():
+        if not isinstance(event, dict):
+            raise ConfigError(f"{path}: events.{name} is not an object; not a proof's proof.json: {fix}")
+        need(event, f"events.{name}.", EVENT_FIELDS)
+    return doc
+
+
 def rejudge(out: str, work: str | None = None) -> dict:
     """A finished proof's events judged again by this checkout's judge_event from the states its
     nights left in WORK/data; the measurements and phases stay as they were run."""
-    doc = files.load_json(os.path.join(out, "proof.json"), "proof.json", "run the proof first")
+    doc = read_proof(os.path.join(out, "proof.json"), "--judge names a finished proof's folder")
     work = work or doc.get("work")
     if not work:
         raise ConfigError(f"{out}/proof.json names no --work folder; name the proof's --work")
@@ -664,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = os.path.join(out, "proof.json")
         if os.path.exists(saved):
             print(f"proof: stopped early; {saved} holds what it did:", flush=True)
-            print(table(files.load_json(saved, "proof.json", "run the proof again")), flush=True)
+            print(table(read_proof(saved, "run the proof again")), flush=True)
         raise
     print(table(doc), flush=True)
     print(f"proof: {os.path.join(args.out, 'proof.json')}", flush=True)

@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 
+from perf import validate
 from perf import vendor as vendor_mod
 from perf.change import latency as changes
 from perf.errors import ConfigError
@@ -67,16 +68,8 @@ class Selection:
 
 
 def check_plan_options(request: GateRequest) -> None:
-    """--plan-only, --plan and --all-cases: one at a time, and none with --toolchain (two Tritons
-    compile different binaries of every kernel: every case differs)."""
-    given = [flag for flag, on in (("--plan-only", request.plan_only), ("--plan", request.plan),
-                                   ("--all-cases", request.all_cases)) if on]
-    if len(given) > 1:
-        raise ConfigError(f"{' and '.join(given)}: pass one of them (--plan-only writes a plan, --plan times "
-                          f"one, --all-cases times every case without one)")
-    if given and request.toolchain is not None:
-        raise ConfigError(f"{given[0]} with --toolchain: a toolchain A/B times every case (another Triton "
-                          f"compiles every kernel anew); drop {given[0]}")
+    """The gate's modes, one at a time and none with --toolchain (perf.validate.gate_modes)."""
+    validate.gate_modes(request.plan_only, request.plan, request.all_cases, request.toolchain)
 
 
 def _plan(request: GateRequest, th: Thresholds, vendor: str, base_sha: str, head_sha: str,

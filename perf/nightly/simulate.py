@@ -128,10 +128,17 @@ def _calibrated_noise(rng) -> dict:
     return out
 
 
-def build(seed: int, nights: int) -> tuple[Machine, list[Event]]:
-    """The machine and its events for `seed` (module docstring)."""
+def check_arguments(seed: int, nights: int) -> None:
+    """A replay's seed (numpy's generators take none below 0) and length, before any work."""
+    if seed < 0:
+        raise ConfigError(f"--seed {seed}: at least 0 (a seed of numpy's random generator)")
     if nights < MIN_NIGHTS:
         raise ConfigError(f"--nights {nights}: at least {MIN_NIGHTS} (every event with a week before it)")
+
+
+def build(seed: int, nights: int) -> tuple[Machine, list[Event]]:
+    """The machine and its events for `seed` (module docstring)."""
+    check_arguments(seed, nights)
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -429,6 +436,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, conf: dict | None = None) -> int:
     """`perf nightly simulate` (conf: the asv configuration, unused: the replay writes its own history)."""
+    check_arguments(args.seed, args.nights)
     files.check_output(args.out, "--out", directory=True)
     doc = replay(args.seed, args.nights, args.out)
     doc["passed"] = passed(doc)

@@ -240,6 +240,42 @@ CASES = [
              "limits": {"copy_tb_s": 0, "matmul_tflop_s": 800}, "work": {}}}))),
 ]
 
+# --- boundary: outputs claimed, arguments checked before any work, what the machine refuses ------
+_HELD = []  # outputs a case's "other run" holds (released when the test process ends)
+
+
+def _held(name: str) -> Callable[[Path], None]:
+    """Another run writing into `name`: its lock held (by this process, as a second run would)."""
+    def setup(tmp: Path) -> None:
+        holder = files.lock(str(tmp / name))
+        holder.__enter__()
+        _HELD.append(holder)
+    return setup
+
+
+CASES += [
+    Case("outputs", "a second `compile` into an --out folder another compile is writing",
+         lambda t: ["compile", "--out", str(t / "out")], "being written by", setup=_held("out")),
+    Case("outputs", "a second `nightly simulate` into an --out folder another replay is writing",
+         lambda t: ["nightly", "simulate", "--out", str(t / "out")], "being written by", setup=_held("out")),
+    Case("commands", "`gate --plan-only --toolchain triton==3.9.0` (refused before Triton is installed)",
+         lambda t: ["gate", "--plan-only", "--toolchain", "triton==3.9.0", "--out", str(t / "ab")],
+         "--plan-only with --toolchain"),
+    Case("commands", "`gate --variants ''`",
+         lambda t: ["gate", "--no-gpu-ok", "--variants", "", "--out", str(t / "ab")], "--variants ''"),
+    Case("commands", "`tune --stages ''`", lambda t: ["tune", "--stages", "", "--out", str(t / "tune")],
+         "--stages ''"),
+    Case("commands", "`compile-calibrate --suite bogus` (before the checks of the CPU it compiles on)",
+         lambda t: ["compile-calibrate", "--suite", "bogus", "--write", str(t / "c.yaml")], "bogus"),
+    Case("commands", "`why --head-ref nope`",
+         lambda t: ["why", "--scenarios", "llama3-8b/decode/*", "--head-ref", "nope",
+                    "--out", str(t / "why")], "--head-ref nope"),
+    Case("commands", "`nightly simulate --seed -1`",
+         lambda t: ["nightly", "simulate", "--seed", "-1", "--out", str(t / "sim")], "--seed"),
+    Case("commands", "`nightly simulate --nights 5`",
+         lambda t: ["nightly", "simulate", "--nights", "5", "--out", str(t / "sim")], "--nights 5"),
+]
+
 
 # --- names that become paths or keys, and bounded data (perf/names.py, perf/schema.py) ------------
 

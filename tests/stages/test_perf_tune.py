@@ -94,7 +94,7 @@ def test_an_unknown_stage_is_refused_before_anything_runs(capsys):
 
     assert main(["tune", "--stages", "tile_warps,warps"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--stages: unknown warps" in err[0]
+    assert len(err) == 1 and "--stages tile_warps,warps: unknown stage warps" in err[0]
 
 
 def test_the_markdown_names_default_and_best():
