@@ -201,7 +201,7 @@ def selftest_args(a) -> None:
     gpu("perf selftest")
 
 
-def named(a) -> None:
+def path_names(a) -> None:
     """The names a command's arguments give (perf/names.py: they become folders and keys), checked
     before anything is measured or written: --machine, --branch, --date where the command has them."""
     from perf import names
@@ -215,11 +215,11 @@ def named(a) -> None:
 
 
 def alert_args(a) -> None:
-    named(a)
+    path_names(a)
 
 
 def nightly_args(a) -> None:
-    named(a)
+    path_names(a)
     if a.action not in ("all", "run") or a.merge_shards:  # publish, report, merge: nothing measured
         return
     from perf.nightly import selection

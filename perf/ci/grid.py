@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 

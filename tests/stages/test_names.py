@@ -98,7 +98,7 @@ def test_a_runner_name_never_leaves_the_store_and_every_reader_agrees(tmp_path_f
     accepted = not _refused(names.runner, name, "--machine")
     assert accepted == bool(names.SEGMENT.fullmatch(name))
     assert accepted == (not _refused(store.check_name, name))
-    assert accepted == (not _refused(validate.named, argparse.Namespace(machine=name)))
+    assert accepted == (not _refused(validate.path_names, argparse.Namespace(machine=name)))
     assert accepted == (not _refused(store.night_dir, str(tmp), name, "2026-11-20"))
     if accepted:
         path = os.path.realpath(store.night_dir(str(tmp), name, "2026-11-20"))
@@ -116,7 +116,7 @@ def test_a_runner_name_never_leaves_the_store_and_every_reader_agrees(tmp_path_f
 @given(name=NAMES)
 def test_a_branch_is_refused_alike_by_the_rule_and_the_command_line(name):
     by_rule = _refused(names.branch, name, "--branch")
-    assert by_rule == _refused(validate.named, argparse.Namespace(branch=name))
+    assert by_rule == _refused(validate.path_names, argparse.Namespace(branch=name))
     if not _refused(names.branch, name, "--branch"):
         assert ".." not in name and not name.startswith("/") and "" not in name.split("/")
 
@@ -150,7 +150,7 @@ def test_a_date_is_a_real_day_not_to_come_for_every_reader(tmp_path_factory, dat
     except ValueError:
         real = False
     assert (not _refused(names.date, date, "--date")) == bool(real)
-    assert (not _refused(validate.named, argparse.Namespace(date=date))) == bool(real)
+    assert (not _refused(validate.path_names, argparse.Namespace(date=date))) == bool(real)
     assert (not _refused(store.night_dir, str(tmp), "m", date)) == bool(real)
     if _makeable(date) and not date.startswith("."):
         night = tmp / store.NIGHTS / "m" / date
