@@ -341,17 +341,24 @@ def _flag(parser: argparse.ArgumentParser, dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+def _outputs(name: str, args: argparse.Namespace, parser: argparse.ArgumentParser):
+    """(path, flag, kind) of each output the command's arguments name."""
+    for dest, kind in COMMANDS[name].outputs:
+        path = getattr(args, dest, None)
+        if path is not None and not (dest == "cache_dir" and getattr(args, "no_cache", False)):
+            yield path, _flag(parser, dest), kind
+
+
 def check_paths(name: str, args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     """Refuse, before any work, an output the command cannot write or an input it cannot
-    read (missing, a directory for a file or the reverse, not UTF-8 text), in one line."""
+    read (missing, a directory for a file or the reverse, not UTF-8 text), in one line. The
+    outputs are claimed once every check passed (`run_command`): a mistake in the arguments is
+    refused as that, whoever writes into the same output."""
     from perf import files
 
     c = COMMANDS[name]
-    for dest, kind in c.outputs:
-        path = getattr(args, dest, None)
-        if path is None or (dest == "cache_dir" and getattr(args, "no_cache", False)):
-            continue
-        files.check_output(path, _flag(parser, dest), directory=kind != "file", shared=kind == "cache")
+    for path, flag, kind in _outputs(name, args, parser):
+        files.check_output(path, flag, directory=kind != "file", shared=True)
     for dest, kind in c.inputs:
         value = getattr(args, dest, None)
         for path in value if isinstance(value, list) else [value]:
@@ -388,6 +395,9 @@ def run_command(name: str, argv: list[str], check_only: bool = False) -> int:
             getattr(importlib.import_module(module), function)(args)
         if check_only:
             return 0
+        for path, flag, kind in _outputs(name, args, parser):  # every check passed: claim them
+            if kind != "cache":  # a compile cache is written into by many at once, by design
+                files.claim(path, flag)
         return getattr(importlib.import_module(c.module), c.main)(args)
     finally:
         files.release_claims(keep=held)

@@ -1,12 +1,11 @@
-"""Two commands into one output: exactly one is refused, in one line, and the other's output is whole.
+"""Two writers into one output: the second is refused in one line, and writes nothing there.
 
-Every output a command declares (perf/cli.py's registry) is claimed when it is checked
-(perf.files.check_output): its lock is held until the command ends. The first command here
-reads its --thresholds (or its input) from a FIFO, which it opens only after it claimed its
-outputs: the test's open of the FIFO returns exactly then, the second command starts into the
-same output and must be refused, and only then does the first get its file and go on. No
-sleep, no timer.
-"""
+Every output a command declares (perf/cli.py's registry) is claimed once its arguments passed
+their checks (a mistake is refused as that, whoever writes the output): its lock is held until
+the command ends. Here a holder process claims the output through the same call
+(perf.files.check_output), says so on its stdout, and holds it until the test closes its stdin:
+each command started into that output meanwhile must be refused naming the holder. No sleep, no
+timer."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,6 @@ import pytest
 from perf import cli, files, process
 
 ROOT = Path(__file__).resolve().parents[2]
-THRESHOLDS = (ROOT / "thresholds.yaml").read_text(encoding="utf-8")
 pytestmark = pytest.mark.slow  # starts processes
 # not a part of a command this test process runs (perf.process.COMMAND_ENV): a command of its own
 ENV = {**{k: v for k, v in os.environ.items() if k != process.COMMAND_ENV}, "PYTHONPATH": str(ROOT),
@@ -43,68 +40,56 @@ _RECORD = {"kind": "record", "variant": "static_grid", "scenario": "llama3-8b/de
 _RESULTS = json.dumps(_HEADER) + "\n" + json.dumps(_RECORD) + "\n"
 
 
-def _open_when_gone(proc: subprocess.Popen, fifo: Path) -> None:
-    """Should `proc` end without opening the FIFO (a failure), open it here, so that the test's
-    open for writing returns and the test fails on what the processes said, never hangs."""
-    proc.wait()
-    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-
-
 def _results(path: Path) -> None:
     path.write_text(_RESULTS, encoding="utf-8")
 
 
 def _th(f) -> list[str]:
-    """--thresholds: the FIFO the first command reads, the real file for the second."""
     return ["--thresholds", str(f or ROOT / "thresholds.yaml")]
 
-# name -> (the command, given its folder, its output and its --thresholds: a FIFO for the first,
-# the real file for the second; each reads it once, after its outputs were claimed), the output's
-# kind, and what the first is fed once the second was refused (an empty thresholds file stops,
-# exit 2, those that would compile or measure for minutes)
+
+# name -> (the command, given its folder, its output and a --thresholds file (None: the
+# repository's), the output's kind
 COMMANDS = {
     "compare": (lambda t, out, f: ["compare", str(t / "r.jsonl"), str(t / "h.jsonl"), "--out", out, *_th(f)],
-                "dir", THRESHOLDS),
-    "nightly simulate": (lambda t, out, f: ["nightly", "simulate", "--out", out, *_th(f)], "dir", THRESHOLDS),
-    "compile": (lambda t, out, f: ["compile", "--out", out, *_th(f)], "dir", ""),
+                "dir"),
+    "nightly simulate": (lambda t, out, f: ["nightly", "simulate", "--out", out, *_th(f)], "dir"),
+    "compile": (lambda t, out, f: ["compile", "--out", out, *_th(f)], "dir"),
     "gate --plan-only": (lambda t, out, f: ["gate", "--plan-only", "--base-ref", "HEAD", "--suite", "smoke",
-                                            "--out", out, *_th(f)], "dir", ""),
+                                            "--allow-dirty", "--out", out, *_th(f)], "dir"),
     "run": (lambda t, out, f: ["run", "--suite", "smoke", "--variants", "naive", "--out", out, *_th(f)],
-            "file", ""),
+            "file"),
 }
+# claims argv[1] (a file, or a folder unless argv[2] is "file") as a command does, then holds it
+HOLD = ("import sys; from perf import files; "
+        "files.check_output(sys.argv[1], directory=sys.argv[2] != 'file'); "
+        "print('held', flush=True); sys.stdin.read()")
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_a_second_writer_into_one_output_is_refused(name, tmp_path):
-    argv, kind, feed_with = COMMANDS[name]
+    argv, kind = COMMANDS[name]
     _results(tmp_path / "r.jsonl")
     _results(tmp_path / "h.jsonl")
     out = str(tmp_path / ("out.jsonl" if kind == "file" else "out"))
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    first = _perf(*argv(tmp_path, out, fifo))
-    threading.Thread(target=_open_when_gone, args=(first, fifo), daemon=True).start()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, out, kind], cwd=ROOT, env=ENV, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        with open(fifo, "w", encoding="utf-8") as feed:  # returns once the first claimed its output
-            second = _perf(*argv(tmp_path, out, None))
-            _, err = second.communicate(timeout=300)
-            feed.write(feed_with)
-        _, first_err = first.communicate(timeout=600)
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(os.listdir(out)) if kind == "dir" and os.path.isdir(out) else None
+        second = _perf(*argv(tmp_path, out, None))
+        _, err = second.communicate(timeout=600)
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+        holder.stdin.close()
+        holder.wait(timeout=120)
     lines = [line for line in err.splitlines() if line.strip()]
     assert second.returncode == 2, err
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"error: --out {out}: being written by pid {first.pid} since "), lines[0]
-    if feed_with:
-        assert first.returncode in (0, 1), first_err  # 1: a verdict (compare) or the replay's
-        assert os.path.exists(out), first_err
-        if kind == "file":
-            assert Path(out).read_text(encoding="utf-8").endswith("\n")
+    assert lines[0].startswith(f"error: --out {out}: being written by pid {holder.pid} since "), lines[0]
+    if kind == "file":
+        assert not os.path.exists(out)  # the refused command wrote nothing
     else:
-        assert first.returncode == 2 and "empty" in first_err, first_err
+        assert (sorted(os.listdir(out)) if os.path.isdir(out) else None) == before
 
 
 def test_the_same_output_claimed_twice_in_one_process_is_one_claim(tmp_path):
