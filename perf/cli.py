@@ -52,6 +52,9 @@ class Command:
     # "module:function" run on the parsed arguments before `main` (names, vendor, the GPU rule:
     # perf/validate.py's `*_args`), after the --thresholds file is read as the command reads it
     check: str | None = None
+    # the outputs a side process writes (given the first, e.g. compile's --emit-json): only these
+    # are claimed, never the folder of the whole command (--out) it leaves alone
+    side_outputs: tuple[str, ...] = ()
 
 
 COMMANDS: dict[str, Command] = {
@@ -73,7 +76,7 @@ COMMANDS: dict[str, Command] = {
     "compile": Command("perf.static.gate", "static gate: cross-compile every variant per target, compare "
                        "resources and compile time", outputs=(("out", "dir"), ("emit_json", "file"),
                                                        ("cache_dir", "cache"), ("results", "file")),
-                       inputs=(("source", "dir"),)),
+                       inputs=(("source", "dir"),), side_outputs=("emit_json", "cache_dir", "results")),
     "compile-calibrate": Command("perf.static.calibrate", "the static gate's compile-time noise on this CPU "
                                  "(A/A pairs of cold compiles) into calibration/compile-time.yaml",
                                  outputs=(("write", "file"),), check="perf.validate:compile_calibrate_args"),
@@ -343,7 +346,11 @@ def _flag(parser: argparse.ArgumentParser, dest: str) -> str:
 
 def _outputs(name: str, args: argparse.Namespace, parser: argparse.ArgumentParser):
     """(path, flag, kind) of each output the command's arguments name."""
-    for dest, kind in COMMANDS[name].outputs:
+    c = COMMANDS[name]
+    side = bool(c.side_outputs) and getattr(args, c.side_outputs[0], None) is not None
+    for dest, kind in c.outputs:
+        if side and dest not in c.side_outputs:
+            continue
         path = getattr(args, dest, None)
         if path is not None and not (dest == "cache_dir" and getattr(args, "no_cache", False)):
             yield path, _flag(parser, dest), kind

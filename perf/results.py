@@ -386,8 +386,8 @@ def load(path: str, warn: bool = True) -> Results:
             _check_fields(path, where, r, _RECORD_OPTIONAL, required=False)
             schema.check_names(path, where, r, header)
             key = (r["variant"], r["scenario"], r["metric"], r["repeat"], r.get("process"))
-            key = key if key[4] is not None else key[:4]
-            schema.once(path, key[:4], seen, where, "the measurement", "re-measure into a new --out")
+            key = key if key[4] is not None else key[:4]  # a resumed run's process measures again
+            schema.once(path, key, seen, where, "the measurement", "re-measure into a new --out")
         elif kind in REASON_KINDS:
             _check_fields(path, where, r, _REASON, required=True)
             schema.check_names(path, where, r)  # a skip may name a variant the run did not list

@@ -84,14 +84,16 @@ def peers(wanted: str | None, flag: str = "--peers") -> None:
     named(wanted, list(PEERS), flag, "peer", f"use auto, none or a comma list of: {', '.join(PEERS)}")
 
 
-def _registered(names: str | None, flag: str = "--variants") -> None:
+def _registered(names: str | None, flag: str = "--variants", interpret: bool = True) -> None:
     """Check `names` against this checkout's kernels (imported under the interpreter when
-    there is no GPU, which must be chosen before Triton is first imported)."""
+    there is no GPU, which must be chosen before Triton is first imported; not for a command
+    that compiles real kernels in this process: `interpret` False)."""
     if names is None:
         return
     from perf import checkout, vendor
 
-    vendor.interpreter_without_gpu()
+    if interpret:
+        vendor.interpreter_without_gpu()
     variants(names, getattr(checkout.import_kernels(), "VARIANTS", {}), flag)
 
 
@@ -173,7 +175,7 @@ def why_args(a) -> None:
 
 def compile_calibrate_args(a) -> None:  # before the checks of the CPU it compiles on
     scenarios(a.suite, a.scenarios)
-    _registered(a.variants)
+    _registered(a.variants, interpret=False)  # it compiles real kernels in this process
 
 
 def calibrate_args(a) -> None:

@@ -302,7 +302,10 @@ def case_key(kernels, name: str, batch, target, num_sms: int, hints: dict, first
 
 # --------------------------------------------------------------------------- the compiled code
 
-CODE_RULE = 1  # of `code_text` and `code_digest`: raise it when what they keep changes
+CODE_RULE = 2  # of `code_text` and `code_digest`: raise it when what they keep changes
+# Metadata that names where the code came from, not what it is: Triton's source hash, and the
+# libraries' paths in the Python environment that compiled it first (its cache serves others)
+_NOT_CODE = ("hash", "extern_libs")
 # A line that switches the assembler's section (PTX's `.section .debug_info {`, AMDGCN's
 # `.section .debug_line,"",@progbits`, `.text`); the DWARF ones, whose lines are dropped.
 _SECTION = re.compile(r"^\s*(\.section\b|\.pushsection\b|\.popsection\b|\.previous\b|\.text\b|\.data\b)")
@@ -326,11 +329,11 @@ def code_text(asm: str) -> str:
 def code_digest(compiled) -> str:
     """A digest of a compiled kernel's code for its target (`code_text` of its PTX or AMDGCN) and
     of its metadata (options, shared memory, scratch, warps: what its launch is given), without
-    Triton's source-level hash."""
+    Triton's source-level hash and the environment's library paths (`_NOT_CODE`)."""
     asm = compiled.asm.get("ptx") or compiled.asm.get("amdgcn")
     if asm is None:
         raise ValueError(f"no PTX or AMDGCN among {sorted(compiled.asm)}")
-    metadata = {k: v for k, v in compiled.metadata._asdict().items() if k != "hash"}
+    metadata = {k: v for k, v in compiled.metadata._asdict().items() if k not in _NOT_CODE}
     text = json.dumps([CODE_RULE, code_text(asm), metadata], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -48,7 +48,7 @@ IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "t
             "tests/triton_compiles.py", "perf/__init__.py", "perf/devices.py", "perf/vendor.py",
             "perf/errors.py", "perf/measure/__init__.py", "perf/measure/check.py",
             "perf/change/__init__.py", "perf/change/plan.py", "perf/change/grid_plan.py", "perf/files.py",
-            "perf/git.py", "perf/process.py")
+            "perf/git.py", "perf/process.py", "perf/names.py", "perf/schema.py")
 # Files pytest, nox and the job read to decide what runs and with which toolchain: the test
 # data, pytest's configuration wherever it may live, the pins, the image, the job's commands.
 CONFIGURATION = ("tests/data/*", "pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini", "conftest.py",

@@ -22,6 +22,8 @@ from perf.ci import grid
 from perf.latency import plant
 from tests.throwaway_repo import git, harness_repo
 
+pytestmark = pytest.mark.slow  # plans in processes, cross-compiles kernels (its first tests are quick)
+
 # --- what of the assembly is kept ------------------------------------------------------------------
 
 _PTX = """//
@@ -167,7 +169,6 @@ def _grid(repo, base: str, head: str) -> grid.Decision:
     return grid.decision(str(repo), base)[1]
 
 
-@pytest.mark.slow  # plans in a process, cross-compiles kernels
 @pytest.mark.parametrize("vendor", ["nvidia", "amd"])
 def test_a_comment_only_plans_nothing_and_skips_the_grid(planted, tmp_path, vendor):
     repo, (c0, c1, _, _) = planted
@@ -179,7 +180,6 @@ def test_a_comment_only_plans_nothing_and_skips_the_grid(planted, tmp_path, vend
                                              f"only in comments")
 
 
-@pytest.mark.slow
 def test_an_unused_helper_plans_nothing_but_runs_the_grid(planted, tmp_path):
     repo, (_, c1, c2, _) = planted
     doc, _ = _plan(repo, c1, c2, tmp_path)
@@ -187,7 +187,6 @@ def test_an_unused_helper_plans_nothing_but_runs_the_grid(planted, tmp_path):
     assert _grid(repo, c1, c2).run  # a new function is a new program: the grid does not prove it unused
 
 
-@pytest.mark.slow
 def test_a_kernels_constant_plans_its_cases_and_runs_the_grid(planted, tmp_path):
     repo, (_, _, c2, c3) = planted
     doc, _ = _plan(repo, c2, c3, tmp_path)

@@ -944,7 +944,7 @@ def test_toolchain_gates_are_annotated_like_the_pr_workflows(tmp_path):
         env = {"VERSION": "3.7.0", "CI_CONTAINER": "c", "PYTHONPATH": str(ROOT)}
         done = _run(annotate["run"], _mkdir(work), env, bin_dir)  # no gate ran: nothing, and no failure
         assert done.returncode == 0 and done.stdout == "", done.stderr
-        for gate, finding in (("static", _finding("fail", variant="", gate="static", vendor=vendor)),
+        for gate, finding in (("static", _finding("fail", variant="*", gate="static", vendor=vendor)),
                               ("latency", _finding("warn", vendor=vendor))):
             path = work / out / "3.7.0" / gate / "findings.json"
             path.parent.mkdir(parents=True)
@@ -987,7 +987,7 @@ def test_annotations_name_the_case_the_ratio_and_the_file(tmp_path):
     sections = [x for x in text[:line - 1] if x and not x[0].isspace() and not x.startswith("#")]
     assert sections[-1] == "nvidia:"
     assert "title=a%2Cb%3Ac/" in second
-    static_fail = _finding("fail", variant="", gate="static", vendor="amd")
+    static_fail = _finding("fail", variant="*", gate="static", vendor="amd")
     (static,) = annotations.annotations([static_fail], str(ROOT))
     line = int(re.search(r",line=(\d+),", static)[1])
     sections = [x for x in text[:line - 1] if x and not x[0].isspace() and not x.startswith("#")]
@@ -1013,7 +1013,9 @@ def test_annotations_command_prints_and_passes(tmp_path, capsys):
     from perf.cli import main
 
     path = tmp_path / "findings.json"
-    path.write_text(json.dumps({"findings": [_finding("fail").to_dict(), _finding("ok").to_dict()]}))
+    other = "llama3-8b/decode/batch2-kv1024/block16"  # a file holds each case once
+    findings = [_finding("fail").to_dict(), _finding("ok", scenario=other).to_dict()]
+    path.write_text(json.dumps({"findings": findings}))
     assert main(["annotations", str(path), "--root", str(ROOT)]) == 0  # the gate's step carries the verdict
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1 and out[0].startswith("::error file=kernels/paged_attention/static_grid.py")
