@@ -355,6 +355,16 @@ def _reap() -> None:
             pass
 
 
+def _forget_resource_tracker() -> None:
+    """Its tracker killed, this process's semaphores are still unlinked at exit (multiprocessing's
+    finalizers do it), but without telling the tracker: a dead one would be relaunched, and the
+    new one print a KeyError traceback for each name it never saw (a compile side stopped while
+    its pool's queues were alive, 2-core CI, 2026-11-29)."""
+    tracker = sys.modules.get("multiprocessing.resource_tracker")
+    if tracker is not None:
+        tracker.register = tracker.unregister = lambda name, rtype: None
+
+
 def stop_children(grace: float = 3.0) -> None:
     """Stop every descendant of this process: SIGTERM, then SIGKILL after `grace` seconds.
     multiprocessing's resource tracker ignores SIGTERM (and would warn of leaked semaphores
@@ -366,6 +376,8 @@ def stop_children(grace: float = 3.0) -> None:
                 tracker = b"resource_tracker" in f.read()
         except OSError:
             tracker = False
+        if tracker:
+            _forget_resource_tracker()
         _signal(pid, signal.SIGKILL if tracker else signal.SIGTERM)
     deadline = time.monotonic() + grace
     while pids and time.monotonic() < deadline:
