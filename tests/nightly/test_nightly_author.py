@@ -22,7 +22,7 @@ SHA_LEN = 40  # a full commit sha
 
 # A stand-in for the GitHub CLI: logs its arguments; `api ... repos/o/r/commits/SHA` prints the
 # account in $FAKE_LOGIN (nothing for ""), exits 1 with $FAKE_FAIL; issues: an empty list, then
-# issue 1 for any POST or PATCH, whose payload (stdin) is logged too.
+# the issue numbered 1 for any POST or PATCH, whose payload (stdin) is logged too.
 FAKE_GH = """#!{python}
 import json, os, sys
 args = sys.argv[1:]
