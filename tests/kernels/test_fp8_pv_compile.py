@@ -50,7 +50,8 @@ for i, over in enumerate(json.loads(sys.argv[2])):
     signature, constexprs, attrs, options = plan.bind(launch, target)
     compiled = triton.compile(ASTSource(launch.kernel, signature, constexprs, attrs),
                               target=target.gpu_target(), options=options.__dict__)
-    facts[str(i)] = {name: launch.constexprs[name] for name in ("PV_FP16", "QK_FP16", "FP8_PRODUCTS", "V_STAGED")}
+    facts[str(i)] = {name: launch.constexprs[name]
+                     for name in ("PV_FP16", "QK_FP16", "FP8_PRODUCTS", "V_STAGED")}
     facts[str(i)]["shared"] = compiled.metadata.shared
     if target.vendor == "amd":
         amdgcn = compiled.asm["amdgcn"]
