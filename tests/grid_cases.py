@@ -132,10 +132,6 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
         Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True, offsets_32=True,
                edge_tile=32, fp8_products=True), 16),
     "fp8_products_tile32_seg3": (Config(16, 32, 3, num_warps=4, num_stages=2, fp8_products=True), 16),
-    # an fp8 V converted to fp16 as loaded (`Config.v_staged`; an OCP cache under fp16 queries on
-    # NVIDIA: feature `all`, else ignored): the NVIDIA fp8 decode's tile of 128, split, by sequence
-    "v_staged_tile128_seg2_seq_items": (Config(16, 128, 2, num_warps=4, num_stages=2, seq_items=True,
-                                               offsets_32=True, v_staged=True), 16),
 }
 # The outputs of `Config.fp8_products` against the fp32 reference, (atol, rtol). Both products take
 FORCED_VARIANTS = ("parallel", "flex_tile", "static_grid")  # the variants that take a `config` hint

@@ -202,27 +202,6 @@ def kv_to(x, dtype: tl.constexpr, DECODE_FNUZ: tl.constexpr):
 
 
 @triton.jit
-def v_to_pv(v, dtype: tl.constexpr, DECODE_FNUZ: tl.constexpr, V_STAGED: tl.constexpr):
-    """A V tile as the P V product's `dtype` (`kv_to`), or with V_STAGED (an OCP e4m3 tile to
-    fp16 on NVIDIA, `Config.v_staged`) converted where it was loaded, four values per
-    `cvt.rn.f16x2.e4m3x2` pair of instructions in inline PTX. Triton's own conversion is moved
-    into the P V operand's layout, where V's keys (the product's K) lie across threads: an
-    8-bit tile has no transposed ldmatrix on sm_90, so each thread read it one byte at a time
-    (sm_90 SASS, the fp8 decode's loop, triton 3.6.0, 2026-11-29: 128 LDS.U8 and 163 moves a
-    thread and tile, 255 registers). Converted first, the fp16 tile goes through shared memory
-    and the transposed ldmatrix as a 16-bit V does (16 STS.128 and 16 LDSM.T; 168 registers).
-    Not pure on purpose: Triton moves a pure conversion into the operand's layout again."""
-    if V_STAGED:
-        tl.static_assert(v.dtype == tl.float8e4nv and dtype == tl.float16, "v_staged: OCP e4m3 to fp16 only")
-        return tl.inline_asm_elementwise(
-            "{ .reg .b16 lo, hi; mov.b32 {lo, hi}, $2; "
-            "cvt.rn.f16x2.e4m3x2 $0, lo; cvt.rn.f16x2.e4m3x2 $1, hi; }",
-            "=r,=r,r", [v.to(tl.uint8, bitcast=True)], dtype=tl.float16, is_pure=False, pack=4)
-    else:
-        return kv_to(v, dtype, DECODE_FNUZ)
-
-
-@triton.jit
 def to_range(x, dtype: tl.constexpr, TOP: tl.constexpr):
     """A Q-block as `dtype` and the power of two it was divided by: (x / 2^shift, shift), its
     largest magnitude brought to (2^(TOP - 1), 2^TOP], a power of two no larger than the
@@ -334,7 +313,6 @@ def attend_tiles(
     OFFSETS_32: tl.constexpr,
     PV_FP16: tl.constexpr,
     FP8_PRODUCTS: tl.constexpr,
-    V_STAGED: tl.constexpr,
 ):
     """Online softmax over KV tiles [tile_lo, tile_hi); returns the updated (acc, m_i, l_i).
 
@@ -479,9 +457,9 @@ def attend_tiles(
         alpha = tl.exp2(m_i - m_new)
         if FOLD:
             acc = acc * alpha[:, None]
-            acc = tl.dot(p.to(PV_DTYPE), v_to_pv(v, PV_DTYPE, DECODE_FNUZ, V_STAGED), acc)
+            acc = tl.dot(p.to(PV_DTYPE), kv_to(v, PV_DTYPE, DECODE_FNUZ), acc)
         else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(PV_DTYPE), v_to_pv(v, PV_DTYPE, DECODE_FNUZ, V_STAGED))
+            acc = acc * alpha[:, None] + tl.dot(p.to(PV_DTYPE), kv_to(v, PV_DTYPE, DECODE_FNUZ))
         if FP8_PRODUCTS:
             l_i = l_i * alpha + tl.sum(p, axis=1) * (2.0 ** -P_TOP)
         else:
@@ -526,7 +504,6 @@ def attend_q_block(
     PV_FP16: tl.constexpr,
     QK_FP16: tl.constexpr,
     FP8_PRODUCTS: tl.constexpr,
-    V_STAGED: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -571,7 +548,7 @@ def attend_q_block(
                     QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                     DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
-                    QK_FP16, FP8_PRODUCTS, V_STAGED,
+                    QK_FP16, FP8_PRODUCTS,
                 )
     else:
         if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
@@ -587,7 +564,7 @@ def attend_q_block(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                 DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
-                QK_FP16, FP8_PRODUCTS, V_STAGED,
+                QK_FP16, FP8_PRODUCTS,
             )
     if FUSED_REDUCE:
         # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
@@ -634,7 +611,6 @@ def attend_rows(
     PV_FP16: tl.constexpr,
     QK_FP16: tl.constexpr,
     FP8_PRODUCTS: tl.constexpr,
-    V_STAGED: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
     its rows' online softmax over their tiles, then the output or the segment's partials."""
@@ -692,7 +668,7 @@ def attend_rows(
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, 1,
             USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
-            FP8_PRODUCTS, V_STAGED)
+            FP8_PRODUCTS)
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
@@ -700,7 +676,7 @@ def attend_rows(
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False, 0,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
-            FP8_PRODUCTS, V_STAGED)
+            FP8_PRODUCTS)
     # The causal edge in tiles of EDGE_TILE keys (a divisor of TILE_SIZE): the tiles of
     # TILE_SIZE it covers, cut after the last key a query of this Q-block sees.
     if EDGE_TILE == TILE_SIZE:
@@ -721,7 +697,7 @@ def attend_rows(
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, CAUSAL_EDGE_LOADS,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
-            FP8_PRODUCTS, V_STAGED)
+            FP8_PRODUCTS)
     if FP8_PRODUCTS:  # P was 2^top times larger (`attend_tiles`)
         acc = acc * (tl.load(v_scale_ptr) * 2.0 ** -e4m3_top(k_cache_ptr.dtype.element_ty))
     elif USE_FP8:
@@ -861,7 +837,6 @@ def q_block_kernel(
     PV_FP16: tl.constexpr,  # P V in fp16 (bf16 queries, OCP fp8 caches; `Config.pv_fp16`)
     QK_FP16: tl.constexpr,  # Q K^T in fp16 too, q scaled into its range (`Config.qk_fp16`)
     FP8_PRODUCTS: tl.constexpr,  # both products on e4m3 operands (`Config.fp8_products`)
-    V_STAGED: tl.constexpr,  # V converted to fp16 as loaded, staged in shared memory (`Config.v_staged`)
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -903,7 +878,7 @@ def q_block_kernel(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
                 READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
-                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS, V_STAGED,
+                BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS,
             )
     else:
         attend_q_block(
@@ -919,7 +894,7 @@ def q_block_kernel(
             QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
             READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
-            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS, V_STAGED,
+            BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS,
         )
 
 

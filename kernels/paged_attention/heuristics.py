@@ -118,7 +118,7 @@ CONFIG_INTS = (
 # accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
-                "pv_fp16", "qk_fp16", "fp8_products", "v_staged")
+                "pv_fp16", "qk_fp16", "fp8_products")
 
 
 @dataclass(frozen=True)
@@ -169,13 +169,9 @@ class Config:
     # fp8 caches in a format the target's Triton converts: both products on e4m3 tensor cores
     # (FP8_PRODUCTS, common.attend_rows: q quantized per work item by a power of two, P in
     # [0, 2^top], as FlashAttention-3's fp8 forward; docs/lab/2026-11-28-fp8-products.md); the
-    # planner ignores it elsewhere (`planning.fp8_products_applies`). No branch sets it: unmeasured
+    # planner ignores it elsewhere (`planning.fp8_products_applies`). No branch sets it: H200
+    # 2026-11-29, the fp8 prefills 1.22-1.29x slower than both products in fp16 (docs/lab/2026-11-29.md)
     fp8_products: bool = False
-    # an OCP e4m3 V whose P V product runs in fp16 (fp16 queries, or pv_fp16/qk_fp16) on NVIDIA:
-    # converted to fp16 where it was loaded and read through shared memory as a 16-bit V is
-    # (V_STAGED, common.v_to_pv), not one byte per instruction; the planner ignores it elsewhere
-    # (`planning.v_staged_applies`)
-    v_staged: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""

@@ -276,7 +276,6 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         PV_FP16=config.pv_fp16 and pv_fp16_applies(q, k_cache) and not fp8,
         QK_FP16=config.qk_fp16 and pv_fp16_applies(q, k_cache) and not fp8,
         FP8_PRODUCTS=fp8,
-        V_STAGED=config.v_staged and not fp8 and v_staged_applies(q, k_cache, vendor, config),
         SEQ_ITEMS=config.seq_items,
         DECODE_LAYOUT=config.decode_layout,
         FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
@@ -289,15 +288,6 @@ def pv_fp16_applies(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
     """Where `Config.pv_fp16` and `.qk_fp16` change the kernel: bf16 queries over an OCP e4m3 cache (FNUZ
     reaches fp16 through f32 one value at a time on gfx942, and other caches are q's dtype)."""
     return q.dtype == torch.bfloat16 and k_cache.dtype == inputs.OCP_E4M3
-
-
-def v_staged_applies(q: torch.Tensor, k_cache: torch.Tensor, vendor: str, config: heuristics.Config) -> bool:
-    """Where `Config.v_staged` changes the kernel: an OCP e4m3 cache on NVIDIA whose P V product
-    runs in fp16 (fp16 queries, or bf16 ones with `pv_fp16` or `qk_fp16` applied). Its conversion
-    is inline PTX: not for AMD, nor in Triton's interpreter (which plans NVIDIA's choices)."""
-    fp16 = q.dtype == torch.float16 or ((config.pv_fp16 or config.qk_fp16) and pv_fp16_applies(q, k_cache))
-    return (vendor == "nvidia" and not platform.interpreter_active() and k_cache.dtype == inputs.OCP_E4M3
-            and fp16)
 
 
 def fp8_products_applies(k_cache: torch.Tensor, vendor: str, head_size: int) -> bool:

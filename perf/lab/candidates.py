@@ -93,6 +93,12 @@ class _Scenario:
                 self.refused[label] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         return found
 
+    def tolerance(self, label: str):
+        """The check's (atol, rtol) for a candidate: e4m3 products have their own; None: its dtype's."""
+        from perf.measure import check
+
+        return check.FP8_PRODUCTS_TOLERANCE if getattr(self.configs[label], "fp8_products", False) else None
+
     def ready(self, peers: list[str], device: str) -> tuple[list, object]:
         """[(label, fn, out)] of the candidates and peers whose output matches the fp32
         reference (out None for a peer), and that reference."""
@@ -112,9 +118,7 @@ class _Scenario:
             def fn(config=config, out=out):
                 self.variant(*self.batch.args(), out=out, config=config, **self.batch.options, **self.hints)
             try:
-                fp8 = getattr(config, "fp8_products", False)  # e4m3 products: their own tolerance
-                found = check.check_call(fn, out, expected, torch.cuda.synchronize,
-                                         check.FP8_PRODUCTS_TOLERANCE if fp8 else None)
+                found = check.check_call(fn, out, expected, torch.cuda.synchronize, self.tolerance(label))
             except Exception as exc:  # fails to compile or launch: reported, not timed
                 self.refused[label] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
                 continue
@@ -159,7 +163,8 @@ def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: in
                 times[label].append(timing.time_graph(fn, samples=samples, graph=graphs[label]).median)
         for label, _, out in ready:  # the output of the timed graph, checked again
             if out is not None:
-                found = check.check_call(graphs[label].replay, out, expected, torch.cuda.synchronize)
+                found = check.check_call(graphs[label].replay, out, expected, torch.cuda.synchronize,
+                                         case.tolerance(label))
                 if not found.ok:
                     case.refused[label] = check.wrong_reason(found, "after timing")
                     times.pop(label)

@@ -25,8 +25,6 @@ from perf.static import metrics  # the static gate's reading of ptxas, here as i
 pytestmark = pytest.mark.slow  # starts processes
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIO = "llama3-8b/prefill/batch1-kv8192/block16/fp8/bf16"
-# The anchor's fp8 prefills (bf16 queries over an OCP e4m3 cache; on gfx942 FNUZ, its native format).
-FP8_PREFILLS = [SCENARIO, "llama3-8b/prefill/batch4-kv2048/block16/fp8/bf16"]
 PROBE = r"""
 import dataclasses, json, re, sys
 import triton
@@ -50,8 +48,7 @@ for i, over in enumerate(json.loads(sys.argv[2])):
     signature, constexprs, attrs, options = plan.bind(launch, target)
     compiled = triton.compile(ASTSource(launch.kernel, signature, constexprs, attrs),
                               target=target.gpu_target(), options=options.__dict__)
-    facts[str(i)] = {name: launch.constexprs[name]
-                     for name in ("PV_FP16", "QK_FP16", "FP8_PRODUCTS", "V_STAGED")}
+    facts[str(i)] = {name: launch.constexprs[name] for name in ("PV_FP16", "QK_FP16", "FP8_PRODUCTS")}
     facts[str(i)]["shared"] = compiled.metadata.shared
     if target.vendor == "amd":
         amdgcn = compiled.asm["amdgcn"]
@@ -63,8 +60,6 @@ for i, over in enumerate(json.loads(sys.argv[2])):
     facts[str(i)].update({"e4m3x2_to_f16x2": ptx.count("cvt.rn.f16x2.e4m3x2"),
                           "f16_to_bf16": len(re.findall(r"cvt(?:\.rn)?\.bf16\.f16\b", ptx)),
                           "wgmma": sorted({f"{a}.{b}" for a, b in wgmma}),
-                          "shared_bytes_read": len(re.findall(r"ld\.shared(?:\.v\d)?\.(?:u8|b8|s8)\b", ptx)),
-                          "ldmatrix_trans": len(re.findall(r"ldmatrix\S*\.trans", ptx)),
                           "ptxas": metrics.run_ptxas(ptx, 90)})
 print(json.dumps(facts))
 """
@@ -106,30 +101,6 @@ def test_both_products_in_fp16_leave_no_conversion_to_bf16():
     assert on["QK_FP16"] and not off["QK_FP16"]
     assert off["f16_to_bf16"] > 0 and on["f16_to_bf16"] == 0, (off, on)
     assert on["e4m3x2_to_f16x2"] == off["e4m3x2_to_f16x2"] > 0
-
-
-FP8_DECODE = "llama3-8b/decode/batch64-kv4096/block32/fp8/bf16"
-
-
-def test_staged_v_reads_the_p_v_operand_through_the_transposed_ldmatrix():
-    """`Config.v_staged` on the fp8 decode the NVIDIA tree sends it to (16-row Q-blocks: mma.sync,
-    not wgmma): without it Triton converts V in the P V operand's layout and reads the 8-bit tile
-    from shared memory one byte per instruction (no transposed ldmatrix for 8-bit on sm_90); with
-    it V is converted as loaded and the fp16 tile is read with ldmatrix .trans, as a 16-bit cache
-    is (sm_90, triton 3.6.0, 2026-11-29: 256 `ld.shared.u8` -> 0, 255 -> 168 registers)."""
-    off, on = compiled_facts(FP8_DECODE, {}, {"v_staged": True})
-    assert on["V_STAGED"] and not off["V_STAGED"] and on["QK_FP16"], (off, on)
-    assert off["shared_bytes_read"] > 0 and on["shared_bytes_read"] == 0, (off, on)
-    assert off["ldmatrix_trans"] == 0 < on["ldmatrix_trans"], (off, on)
-    assert on["e4m3x2_to_f16x2"] == off["e4m3x2_to_f16x2"] > 0, (off, on)  # one conversion a pair either way
-    assert on["registers"] < off["registers"] and on["spill_stores"] <= off["spill_stores"], (off, on)
-
-
-@pytest.mark.parametrize("target", ["gfx942", "gfx950"])
-def test_staged_v_is_nvidia_only(target):
-    """The conversion is inline PTX: the AMD trees compile the knob away (no V_STAGED)."""
-    (on,) = compiled_facts(FP8_PREFILLS[0], {"v_staged": True}, target=target)
-    assert not on["V_STAGED"], on
 
 
 @needs_interpreter
@@ -176,6 +147,11 @@ inf = torch.randn(16, 32, generator=gen); inf[3, 4] = float("inf")
 print(json.dumps({"finite": finite, "zero_shift": run(torch.zeros(16, 32))[1],
                   "nan_count": int(torch.isnan(y).sum()), "inf_shift": run(inf)[1]}))
 """
+
+
+# The anchor's fp8 prefills (bf16 queries over an OCP e4m3 cache; on gfx942 FNUZ, its native format).
+FP8_PREFILLS = ["llama3-8b/prefill/batch1-kv8192/block16/fp8/bf16",
+                "llama3-8b/prefill/batch4-kv2048/block16/fp8/bf16"]
 
 
 @pytest.mark.parametrize("scenario", FP8_PREFILLS)
