@@ -93,13 +93,14 @@ CALIBRATION = os.path.join("calibration", f"{VENDOR}.yaml")
 
 
 def comment_commit(repo: str) -> str:
-    """A commit on a branch of its own adding COMMENT after the first line of TARGET (so that every
-    line below moves); its sha. The clone's HEAD stays where it was."""
+    """A commit on a branch of its own adding COMMENT as the first line of TARGET (above its module
+    docstring, so that it is a comment and every line of the kernels moves); its sha. The clone's
+    HEAD stays where it was."""
     head = git.git(repo, "rev-parse", "HEAD", check=True)
     git.git(repo, "checkout", "-q", "-B", "gate-power-comment", head, check=True)
     path = os.path.join(repo, TARGET)
-    lines = files.read_text(path, "the kernel module", "restore it from the repository").splitlines(True)
-    files.write_text(path, "".join([lines[0], COMMENT, *lines[1:]]))
+    text = files.read_text(path, "the kernel module", "restore it from the repository")
+    files.write_text(path, COMMENT + text)
     sha = git.commit_all(repo, "gate power: a comment-only change", "perf-gate-power")
     git.git(repo, "checkout", "-q", head, check=True)
     return sha

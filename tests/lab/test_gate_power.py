@@ -186,6 +186,21 @@ def test_a_failing_calibration_is_said_and_the_gates_run_uncalibrated(tmp_path, 
     assert doc["counts"]["calibrated_verdicts"]["count"] == 0  # the fake GPU is no GPU of calibration/
 
 
+def test_the_comment_commit_changes_comments_alone(source):
+    """The same program (a docstring change would alter it) with every line below the comment moved."""
+    import ast
+
+    from perf import git
+
+    head = git.git(source, "rev-parse", "HEAD")
+    sha = gp.comment_commit(source)
+    assert git.git(source, "rev-parse", "HEAD") == head and git.git(source, "status", "--porcelain") == ""
+    old, new = (git.git(source, "show", f"{c}:{gp.TARGET}") for c in (head, sha))
+    assert ast.dump(ast.parse(old)) == ast.dump(ast.parse(new)) and new.startswith("# ")
+    assert new.splitlines()[1:] == old.splitlines()
+    assert git.git(source, "diff", "--name-only", head, sha) == gp.TARGET
+
+
 def test_bad_input_is_one_line(tmp_path, capsys):
     from perf.process import entry
 
