@@ -373,8 +373,11 @@ class PowerRun:
 
         for r in runs:
             path = os.path.join(self.selftest, r["name"], "head.jsonl")
-            if os.path.exists(path):
-                env = results.load(path, warn=False).environment
+            try:
+                env = results.load(path, warn=False).environment if os.path.exists(path) else None
+            except ConfigError:  # a results file the tables cannot read ends no run
+                env = None
+            if env is not None:
                 return {k: env.get(k) for k in ("gpu", "driver", "torch", "triton", "commit")} | {
                     "date": self.doc["date"]}
         return {}
