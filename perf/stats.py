@@ -19,7 +19,8 @@ not cancel therefore counts as noise, never as a change.
 (`sigma_round`) and the process-to-process spread of process means beyond it (`tau`); the
 standard deviation of the gate's estimate for P processes of R rounds is then
 `gate_sigma(sigma_round, tau, P, R)`. `min_detectable` turns that into the smallest slowdown
-the gate fails with a given power.
+the gate fails with a given power. `rate_interval` bounds a rate counted over gate runs (false
+fails under A/A, detections of a planted slowdown: perf/lab/gate_power.py).
 
 The older unpaired functions (`compare`: ratio of medians, bootstrap interval, Mann-Whitney
 U over repeat medians) remain for results of separate processes (`perf compare`, the
@@ -173,6 +174,21 @@ def min_detectable(se: float, fail: float, alpha: float, df: float, power: float
         return math.inf
     z = float(_scipy.norm.ppf(power ** (1.0 / max(1, attempts))))
     return float(math.exp(max(math.log(fail), critical(alpha, df) * se) + z * se))
+
+
+def rate_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson (exact binomial) two-sided interval of a rate seen `k` times in `n` trials:
+    never narrower than the data allow, also at 0 of n and n of n, where a normal approximation
+    (or Wilson's) is least trustworthy and where a gate's false fails and detections sit. (0, 1)
+    for no trial."""
+    if not 0 <= k <= n:
+        raise ValueError(f"rate_interval: {k} of {n}")
+    if n == 0:
+        return 0.0, 1.0
+    a = (1.0 - confidence) / 2
+    low = 0.0 if k == 0 else float(_scipy.beta.ppf(a, k, n - k + 1))
+    high = 1.0 if k == n else float(_scipy.beta.ppf(1 - a, k + 1, n - k))
+    return low, high
 
 
 # --- unpaired (separate processes) ---------------------------------------------------------

@@ -125,19 +125,30 @@ def run_python(argv: list[str], env: dict, cwd: str, timeout: float, log: str) -
 
 @dataclass
 class Proof:
-    """The proof's state, written to DIR/proof.json after every step."""
+    """The proof's state, written to DIR/proof.json after every step. Other lab drivers of one
+    device command (perf/lab/gate_power.py) run their steps through it too: under their own
+    `file` and `name`, with the logs under `logs` (default: `out`), on their `clock` (a test's
+    model of time)."""
 
     out: str
     budget_s: float
-    started: float = field(default_factory=time.monotonic)
+    started: float | None = None  # default: the clock's now
     doc: dict = field(default_factory=lambda: {"phases": [], "events": {}, "passed": False})
+    file: str = "proof.json"
+    name: str = "proof"
+    logs: str | None = None
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        if self.started is None:
+            self.started = self.clock()
 
     def save(self) -> None:
-        self.doc["wall_s"] = round(time.monotonic() - self.started, 1)
-        files.write_json(os.path.join(self.out, "proof.json"), self.doc)
+        self.doc["wall_s"] = round(self.clock() - self.started, 1)
+        files.write_json(os.path.join(self.out, self.file), self.doc)
 
     def left(self) -> float:
-        return self.budget_s - (time.monotonic() - self.started)
+        return self.budget_s - (self.clock() - self.started)
 
     def step(self, name: str, argv: list[str], env: dict, cwd: str, limit: float, runner: Runner,
              ) -> int | None:
@@ -151,20 +162,20 @@ class Proof:
             record.update(rc=None, note="not run: the budget (--budget-s) is spent")
             self.save()
             return None
-        start = time.monotonic()
-        log = os.path.join(self.out, record["log"])
+        start = self.clock()
+        log = os.path.join(self.logs or self.out, record["log"])
         try:
             rc = runner(argv, env, cwd, timeout, log)
         except subprocess.TimeoutExpired:
             rc = None
             record["note"] = f"timed out after {timeout:.0f} s"
         except BaseException:  # an interrupt: the record says where it stopped
-            record.update(rc=None, note="interrupted", wall_s=round(time.monotonic() - start, 1))
+            record.update(rc=None, note="interrupted", wall_s=round(self.clock() - start, 1))
             self.save()
             raise
-        record.update(rc=rc, wall_s=round(time.monotonic() - start, 1))
+        record.update(rc=rc, wall_s=round(self.clock() - start, 1))
         self.save()
-        print(f"proof: {name}: {'exit ' + str(rc) if rc is not None else record['note']} "
+        print(f"{self.name}: {name}: {'exit ' + str(rc) if rc is not None else record['note']} "
               f"({record['wall_s']} s)", flush=True)
         if rc != 0:  # what went wrong, where the caller sees only this process's output
             print(tail(log), flush=True)
@@ -172,16 +183,16 @@ class Proof:
 
     def setup(self, name: str, fn: Callable[[], object]):
         """A step run in this process (clone, commits): its record in proof.json, its error too."""
-        start = time.monotonic()
+        start = self.clock()
         record = {"phase": name}
         self.doc["phases"].append(record)
         try:
             out = fn()
         except BaseException as e:
-            record.update(rc=None, note=f"{type(e).__name__}: {e}", wall_s=round(time.monotonic() - start, 1))
+            record.update(rc=None, note=f"{type(e).__name__}: {e}", wall_s=round(self.clock() - start, 1))
             self.save()
             raise
-        record.update(rc=0, wall_s=round(time.monotonic() - start, 1))
+        record.update(rc=0, wall_s=round(self.clock() - start, 1))
         self.save()
         return out
 
