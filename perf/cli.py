@@ -97,7 +97,8 @@ COMMANDS: dict[str, Command] = {
     "noise": Command("perf.latency.noise", "A/A noise per scenario and the smallest slowdown the gate "
                      "detects", outputs=(("write", "file"),), inputs=(("paths", "dir"),)),
     "calibrate": Command("perf.latency.calibrate", "measure the latency gate's noise on this GPU into "
-                         "calibration/<vendor>.yaml", outputs=(("out", "dir"), ("write", "file")),
+                         "its model's calibration file (calibration/<vendor>[-<model>].yaml)",
+                         outputs=(("out", "dir"), ("write", "file")),
                          check="perf.validate:calibrate_args"),
     "tune": Command("perf.tune", "sweep static_grid launch configurations (what heuristics.py cites)",
                     outputs=(("out", "dir"),), check="perf.tune:check_arguments"),

@@ -37,6 +37,12 @@ SLACK = _dt.timedelta(days=1)  # a runner's local day may be UTC's tomorrow (tim
 _RULE = "letters, digits, '.', '_' and '-' only, led by a letter or digit, at most 100"
 
 
+def slug(text: str) -> str:
+    """Lower-case letters, digits and '-': a GPU's or machine's name as part of a folder or file
+    name (asv machines, the nightly store's pages, a GPU model's calibration file)."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
+
+
 def _shown(value) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

@@ -40,7 +40,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from perf import files
+from perf import files, names
 from perf.errors import ConfigError
 from perf.vendor import VENDORS
 from perf.vendor_thresholds import (
@@ -101,18 +101,21 @@ class Thresholds:
         return tuple(dict.fromkeys(n for v in self.vendors.values() for n in v.runners.nightly_runners))
 
     def latency(self, vendor: str, variant: str, scenario: str, metric: str,
-                noise: float | None = None) -> LatencyThreshold:
+                noise: float | None = None, bias: float = 0.0) -> LatencyThreshold:
         """The latency threshold of one case, with every matching override applied in order.
 
         `noise`: the calibrated standard deviation of the gate's log ratio for this case
-        (`Calibration.noise`); with it the vendor's noise rule sets the thresholds, without it
-        the vendor's uncalibrated defaults (`latency.warn` / `latency.fail`) apply."""
+        (`Calibration.noise`); with it the vendor's noise rule sets the thresholds, widened by
+        the case's calibrated side bias (`CaseNoise.side_bias`, log units), without it the
+        vendor's uncalibrated defaults (`latency.warn` / `latency.fail`) apply."""
         vt = self.vendor(vendor)
         t = vt.latency
         if noise is not None and vt.noise_rule is not None:
             warn, fail = vt.noise_rule.apply(noise)
-            t = LatencyThreshold(warn, fail, f"calibrated ({vendor}.latency.k x noise {100 * noise:.2f} %, "
-                                             f"floor {vt.noise_rule.floor_fail:g})", noise)
+            widened = f", x side bias {100 * math.expm1(bias):.2f} %" if bias > 0 else ""
+            t = LatencyThreshold(warn * math.exp(bias), fail * math.exp(bias),
+                                 f"calibrated ({vendor}.latency.k x noise {100 * noise:.2f} %, "
+                                 f"floor {vt.noise_rule.floor_fail:g}{widened})", noise)
         for o in self.overrides:
             if o.matches(vendor, variant, scenario, metric):
                 warn = o.warn if o.warn is not None else t.warn
@@ -257,10 +260,21 @@ class CaseNoise:
     processes: int  # A/A processes it was measured in
     rounds: int  # paired rounds in all
     median_ms: float  # the case's latency, for people reading the file
+    aa_log: float = 0.0  # mean paired log(head/base) of the A/A: 0 but for a side's own effect
 
     def variance(self, rounds: int) -> float:
         """Variance of one process's mean log ratio over `rounds` rounds."""
         return self.tau ** 2 + self.sigma_round ** 2 / max(1, rounds)
+
+    def side_bias(self) -> float:
+        """How far one side's own copy of the same code moved this case, in log units: the A/A
+        mean beyond twice its standard error, else 0. Where a case's two sides differ by more
+        than chance although their code is the same (NVIDIA H200, 2026-11-29: falcon-7b's 13 us
+        graph replay 1.8 % in the calibration and -1.3 to -2.0 % in five A/A gates, the sign
+        differing between runs, every other case within 0.6 %), a gate cannot tell a change of
+        that size from where each side's kernels and buffers landed: its thresholds widen by it."""
+        se = math.sqrt(self.variance(max(1, self.rounds // max(1, self.processes))) / max(1, self.processes))
+        return max(0.0, abs(self.aa_log) - 2.0 * se)
 
 
 @dataclass(frozen=True)
@@ -274,6 +288,11 @@ class Calibration:
 
     def case(self, variant: str, scenario: str, metric: str) -> CaseNoise | None:
         return self.cases.get((variant, scenario, metric))
+
+    def bias(self, variant: str, scenario: str, metric: str) -> float:
+        """`CaseNoise.side_bias` of a calibrated case, else 0."""
+        c = self.case(variant, scenario, metric)
+        return 0.0 if c is None else c.side_bias()
 
     def noise(self, variant: str, scenario: str, metric: str, processes: int, rounds: int) -> float | None:
         """Standard deviation of the gate's log ratio for this case with `processes` x `rounds`."""
@@ -300,8 +319,20 @@ def render_calibration_text(header: str, doc: dict) -> str:
     return header + body + "cases:\n" + lines + "\n"
 
 
-def calibration_path(thresholds_path: str, vendor: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(thresholds_path)), CALIBRATION_DIR, f"{vendor}.yaml")
+def calibration_path(thresholds_path: str, vendor: str, gpu: str | None = None) -> str:
+    """The calibration file of `vendor`'s GPU model `gpu`, one file per model: calibration/<vendor>.yaml,
+    or, where that one holds another model's, calibration/<vendor>-<model>.yaml beside it (an H200
+    runner's `perf calibrate` writes calibration/nvidia-h200.yaml next to the H100's nvidia.yaml,
+    and each gate reads the one measured on its GPU). Without `gpu`: <vendor>.yaml."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(thresholds_path)), CALIBRATION_DIR)
+    plain = os.path.join(folder, f"{vendor}.yaml")
+    if gpu is None:
+        return plain
+    model = names.slug(gpu)
+    keyed = os.path.join(folder, f"{vendor}-{model.removeprefix(vendor + '-')}.yaml")
+    if os.path.exists(keyed) or (os.path.exists(plain) and load_calibration(plain).gpu != gpu):
+        return keyed
+    return plain
 
 
 CALIBRATION_FIX = "rerun `python -m perf calibrate` on the GPU"
@@ -331,7 +362,7 @@ def parse_calibration(data: Any, path: str) -> Calibration:
     keys = ("variant", "scenario", "metric", "sigma_round", "tau", "processes", "rounds", "median_ms")
     for i, e in enumerate(data["cases"]):
         w = f"cases[{i}]"
-        e = c.mapping(e, w, keys, keys)
+        e = c.mapping(e, w, (*keys, "aa_log"), keys)  # aa_log: files written before it have none
         variant, scenario, metric = (c.string(e[k], f"{w}.{k}") for k in ("variant", "scenario", "metric"))
         if metric not in METRICS:
             c.fail(f"{w}.metric", f"unknown metric {metric!r} (expected one of: {', '.join(METRICS)})")
@@ -346,7 +377,8 @@ def parse_calibration(data: Any, path: str) -> Calibration:
             tau=c.number(e["tau"], f"{w}.tau", 0.0, 10.0),
             processes=processes,
             rounds=c.integer(e["rounds"], f"{w}.rounds", max(2, processes), 10000000),
-            median_ms=c.number(e["median_ms"], f"{w}.median_ms", 0.0, 1e9, lo_open=True))
+            median_ms=c.number(e["median_ms"], f"{w}.median_ms", 0.0, 1e9, lo_open=True),
+            aa_log=c.number(e.get("aa_log", 0.0), f"{w}.aa_log", -1.0, 1.0))
     launch = data.get("launch_cost")
     if launch is not None:
         launch = c.mapping(launch, "launch_cost", _LAUNCH_COST_KEYS, ("fail_percent",))
@@ -385,7 +417,7 @@ def measured_environment(cal: Calibration) -> dict:
 
 def calibration_for(thresholds: Thresholds, vendor: str, gpu: str | None) -> tuple[Calibration | None, str]:
     """The calibration that applies to `gpu` (None if there is none) and a note saying which."""
-    path = calibration_path(thresholds.path, vendor)
+    path = calibration_path(thresholds.path, vendor, gpu)
     if not os.path.exists(path):
         return None, (f"no calibration ({os.path.relpath(path)} missing): every case uses the uncalibrated "
                       f"{vendor}.latency defaults; run `python -m perf calibrate` on this GPU")

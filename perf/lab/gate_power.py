@@ -11,7 +11,8 @@ HEAD under --work it runs, each step with its own time limit inside --budget-s:
 2. plan: `perf gate --plan-only` of that commit against HEAD over the whole pr suite, the GPU
    hidden: the compiled-code identity rule (perf/change/keys.py) must plan 0 cases to time;
 3. calibrate: `perf calibrate --force` of SCENARIOS (static_grid, eager and graph) in the clone:
-   the calibration/nvidia.yaml the gate reads on this GPU, copied to DIR/nvidia.yaml;
+   the calibration file the gate reads on this GPU (calibration/nvidia.yaml, or nvidia-<model>.yaml
+   beside another model's: perf.thresholds.calibration_path), copied to DIR;
 4. gates: the self-test's gates (`python -m perf.latency.selftest`, one gate per step, resuming
    from its runs.json): A/A gates (HEAD against itself, every case timed) and planted slowdowns of
    PLANTS percent (perf/latency/plant.py, against a 0 % plant), in the order of `order`; a gate
@@ -24,7 +25,7 @@ HEAD under --work it runs, each step with its own time limit inside --budget-s:
 
 DIR (small, at most 8 files: what a device call brings back) gets gate_power.json (every step's
 command, exit code and wall time, and the counts), gate_power.md (the tables docs/latency.md
-takes), nvidia.yaml (the calibration), runs.json (the gates' findings, which `perf selftest
+takes), nvidia*.yaml (the calibration), runs.json (the gates' findings, which `perf selftest
 --summarize` reads) and plan.json (the comment-only plan). Logs, the clone, the gates' folders and
 the batches stay under --work; the same --work resumes a run that was cut short.
 
@@ -89,7 +90,16 @@ TIMEOUT_S = {"plan": 150.0, "calibrate": 200.0}
 RESERVE_S = 10.0  # kept for the last tables and the copy into --out
 COMMENT = "# A comment-only change (perf/lab/gate_power.py): every kernel compiles to the same code.\n"
 TARGET = os.path.join("kernels", "paged_attention", "common.py")
-CALIBRATION = os.path.join("calibration", f"{VENDOR}.yaml")
+
+
+def written_calibration(repo: str) -> str | None:
+    """The calibration file `perf calibrate` last wrote in `repo`: one file per GPU model
+    (perf.thresholds.calibration_path: calibration/nvidia.yaml, or nvidia-<model>.yaml beside
+    another model's), the newest of them."""
+    import glob
+
+    found = glob.glob(os.path.join(repo, "calibration", f"{VENDOR}*.yaml"))
+    return max(found, key=os.path.getmtime) if found else None
 
 
 def comment_commit(repo: str) -> str:
@@ -310,11 +320,11 @@ class PowerRun:
             rc = self.state.step("calibrate", argv, self.env, self.repo, TIMEOUT_S["calibrate"], self.runner)
             if rc == 0:
                 files.write_text(done, "calibrated\n")
-        cal = os.path.join(self.repo, CALIBRATION)
-        if os.path.exists(done):
-            shutil.copyfile(cal, os.path.join(self.out, os.path.basename(CALIBRATION)))
-            self.doc["calibration"] = {"note": f"{CALIBRATION} written for this GPU ({len(SCENARIOS)} "
-                                               f"scenarios, both metrics; copied to --out)"}
+        cal = written_calibration(self.repo)
+        if os.path.exists(done) and cal:
+            shutil.copyfile(cal, os.path.join(self.out, os.path.basename(cal)))
+            self.doc["calibration"] = {"note": f"{os.path.relpath(cal, self.repo)} written for this GPU "
+                                               f"({len(SCENARIOS)} scenarios, both metrics; copied to --out)"}
         else:
             self.doc["calibration"] = {"note": "FAILED: the gates below use whatever calibration/ held (for "
                                                "another GPU: the uncalibrated defaults)"}
@@ -406,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perf.lab.gate_power", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True,
                    help="a folder without an earlier run's gate_power.json: gate_power.json and .md, "
-                        "nvidia.yaml, runs.json, plan.json")
+                        "nvidia*.yaml, runs.json, plan.json")
     p.add_argument("--work", default=None, metavar="DIR",
                    help="the clone, logs, gates and batches (default: a new folder in the system's temporary "
                         "folder); the same DIR again resumes a run cut short")
@@ -459,7 +469,7 @@ FAKE_S = {"plan": 30.0, "calibrate": 90.0}  # model seconds of the other steps (
 
 class FakeRunner:
     """Stands in for each step's `python -m ...` (perf.lab.proof.Runner): the plan writes a plan.json
-    with `plan_measure` cases to time, the calibration writes calibration/nvidia.yaml from MODEL, and
+    with `plan_measure` cases to time, the calibration writes the fake GPU's calibration file from MODEL, and
     each gate writes its rounds (MODEL's noise times `noise_scale`, plus the plant) into base.jsonl
     and head.jsonl, judged by the gate's own analysis (perf.latency.analysis.paired_findings: the
     calibration, thresholds and verdicts), a failing case by a second draw (the gate's re-measure),
@@ -513,7 +523,10 @@ class FakeRunner:
                  "case": CaseNoise(sig * (EAGER_NOISE if m == "eager" else 1), tau, 6, 60, ms)}
                 for s, (ms, sig, tau) in MODEL.items() for m in ("eager", "graph")]
         doc = noise.calibration_doc(rows, VENDOR, self._environment(repo), {"processes": 6, "repeats": 10})
-        noise.write_calibration(os.path.join(repo, CALIBRATION), doc, force=True)
+        from perf.thresholds import calibration_path
+
+        path = calibration_path(os.path.join(repo, "thresholds.yaml"), VENDOR, FAKE_GPU)
+        noise.write_calibration(path, doc, force=True)
         return 0
 
     @staticmethod

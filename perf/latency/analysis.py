@@ -165,7 +165,8 @@ def threshold_for(th: Thresholds, vendor: str, cal: Calibration | None, key: Key
         return th.latency(vendor, *key), None, None
     r = max(1, int(round(rounds)))
     noise = math.sqrt(case.variance(r) / max(1, processes))
-    return th.latency(vendor, *key, noise=noise), case.variance(r), float(case.processes - 1)
+    return (th.latency(vendor, *key, noise=noise, bias=case.side_bias()), case.variance(r),
+            float(case.processes - 1))
 
 
 def paired_findings(base: results_mod.Results, head: results_mod.Results, th: Thresholds, vendor: str,

@@ -58,7 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="samples per side and round (default: thresholds)")
     p.add_argument("--out", default="results/calibrate", help="directory for the A/A results")
     p.add_argument("--write", default=None, metavar="PATH",
-                   help="calibration file (default: calibration/<vendor>.yaml beside the thresholds)")
+                   help="calibration file (default: this GPU model's beside the thresholds: "
+                        "calibration/<vendor>.yaml, or <vendor>-<model>.yaml where that one holds another "
+                        "model's)")
     p.add_argument("--force", action="store_true",
                    help="replace a calibration measured on another GPU or vendor (refused without it)")
     p.add_argument("--launch-cost-runs", type=int, default=0,
@@ -179,9 +181,10 @@ def main(args: argparse.Namespace) -> int:
     s = th.vendor(vendor).statistics
     args.repeats = args.repeats or s.repeats
     args.samples = args.samples or s.samples
-    write = noise.check_write_path(args.write or calibration_path(th.path, vendor), vendor,
+    here = this_environment(vendor)  # one calibration file per GPU model (thresholds.calibration_path)
+    write = noise.check_write_path(args.write or calibration_path(th.path, vendor, here.get("gpu")), vendor,
                                    "--write" if args.write else "calibration")
-    noise.refuse_replacing(write, this_environment(vendor), args.force)  # before hours of measuring
+    noise.refuse_replacing(write, here, args.force)  # before hours of measuring
     repo = repo_root(os.getcwd())
     os.makedirs(out_dir, exist_ok=True)
     t0 = time.monotonic()

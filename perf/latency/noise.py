@@ -77,17 +77,18 @@ def noise_rows(base, head, processes: set[str] | None, th: Thresholds, vendor: s
         if len(groups) < 2:
             continue
         sigma, tau = stats.noise_components(groups)
+        aa_ratio = stats.paired(groups, resamples=200).ratio
         measured = CaseNoise(sigma, tau, len(groups), int(sum(g.size for g in groups)),
-                             float(np.median(case.side(1))))
+                             float(np.median(case.side(1))), math.log(aa_ratio))
         noise = stats.gate_sigma(sigma, tau, gate_processes, gate_repeats)
-        t = th.latency(vendor, *key, noise=noise)
+        t = th.latency(vendor, *key, noise=noise, bias=measured.side_bias())
         df = float(measured.processes - 1 + gate_processes - 1)  # the gate pools both (perf/stats.py)
         se = math.sqrt(measured.variance(gate_repeats) / gate_processes)
         mde = stats.min_detectable(se, t.fail, s.alpha, df, POWER, attempts=1 + s.retries)
         cal = calibration.case(*key) if calibration is not None else None
         rows.append({
             "variant": key[0], "scenario": key[1], "metric": key[2], "case": measured,
-            "aa_ratio": stats.paired(groups, resamples=200).ratio, "noise": noise,
+            "aa_ratio": aa_ratio, "noise": noise,
             "calibrated_noise": None if cal is None else stats.gate_sigma(cal.sigma_round, cal.tau,
                                                                           gate_processes, gate_repeats),
             "warn": t.warn, "fail": t.fail, "min_detectable": mde,
@@ -106,7 +107,8 @@ def calibration_doc(rows: list[dict], vendor: str, environment: dict, meta: dict
         "cases": [{"variant": r["variant"], "scenario": r["scenario"], "metric": r["metric"],
                    "sigma_round": round(r["case"].sigma_round, 7), "tau": round(r["case"].tau, 7),
                    "processes": r["case"].processes, "rounds": r["case"].rounds,
-                   "median_ms": round(r["case"].median_ms, 6)} for r in rows],
+                   "median_ms": round(r["case"].median_ms, 6), "aa_log": round(r["case"].aa_log, 7)}
+                  for r in rows],
     }
 
 
@@ -179,8 +181,9 @@ def check_write_path(path: str, vendor: str, flag: str = "--write") -> str:
     for another vendor (calibration/amd.yaml for nvidia data: the gate would refuse it)."""
     files.check_output(path, flag)
     stem, ext = os.path.splitext(os.path.basename(path))
-    if ext in (".yaml", ".yml") and stem in VENDORS and stem != vendor:
-        raise ConfigError(f"{flag} {path}: the file is named for {stem}, the data is {vendor}'s; write "
+    named = stem.split("-")[0]  # <vendor>.yaml or <vendor>-<GPU model>.yaml (thresholds.calibration_path)
+    if ext in (".yaml", ".yml") and named in VENDORS and named != vendor:
+        raise ConfigError(f"{flag} {path}: the file is named for {named}, the data is {vendor}'s; write "
                           f"calibration/{vendor}.yaml")
     return path
 

@@ -12,12 +12,12 @@ defaults are computed, only slower.
 from __future__ import annotations
 
 import os
-import re
 import socket
 from dataclasses import dataclass
 
 from perf.checkout import ROOT  # noqa: F401  (collect and scaling measure this checkout)
 from perf.errors import ConfigError
+from perf.names import slug  # noqa: F401  (site and confirm name pages and folders by it)
 from perf.peers import PREFIX as PEER_PREFIX  # noqa: F401  (results name a library's series "peer:<name>")
 from perf.vendor import detect
 
@@ -141,11 +141,6 @@ def default_peers(vendor: str | None = None) -> tuple[str, ...]:
 
 
 # --- where things go ----------------------------------------------------------------------
-
-
-def slug(text: str) -> str:
-    """Lower-case letters, digits and '-' (asv machine names become folder names)."""
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "unknown"
 
 
 def machine_name(runner: str | None = None, gpu: str | None = None) -> str:

@@ -305,21 +305,35 @@ def test_write_calibration_holds_the_lock_and_refuses_a_file_the_reader_would_re
     assert not path.exists()
 
 
-def test_calibrate_refuses_another_gpus_calibration_before_measuring(tmp_path, monkeypatch):
+def test_calibrate_on_another_gpu_writes_its_own_file_beside_the_h100s(tmp_path, monkeypatch):
+    """An H200 runner's `perf calibrate` neither refuses nor replaces the H100's calibration/nvidia.yaml:
+    it measures into calibration/nvidia-h200.yaml (one file per GPU model); `--write` onto the H100's
+    file is still refused before measuring, without --force."""
     import argparse
 
     from perf.errors import ConfigError
     from perf.latency import ab, calibrate
 
+    class Measured(Exception):
+        pass
+
     th, cal = _repo_with_h100_calibration(tmp_path)
+    written = []
     monkeypatch.setattr(calibrate.vendor_mod, "on_gpu", lambda: True)
     monkeypatch.setattr(calibrate.vendor_mod, "resolve", lambda given: "nvidia")
     monkeypatch.setattr(calibrate, "this_environment",
                         lambda vendor: {"vendor": vendor, "gpu": "NVIDIA H200", "interpreter": False})
-    monkeypatch.setattr(ab, "measure", lambda *a, **k: pytest.fail("measured before refusing"))
+    real = calibrate.noise.refuse_replacing
+    monkeypatch.setattr(calibrate.noise, "refuse_replacing",
+                        lambda path, *a: (written.append(path), real(path, *a)))
+    monkeypatch.setattr(ab, "measure", lambda *a, **k: (_ for _ in ()).throw(Measured()))
     parser = argparse.ArgumentParser()
     parser.add_argument("--thresholds")
     calibrate.add_arguments(parser)
     args = parser.parse_args(["--thresholds", str(th), "--out", str(tmp_path / "out")])
+    with pytest.raises(Measured):
+        calibrate.main(args)
+    assert written[-1] == str(tmp_path / "calibration" / "nvidia-h200.yaml")
+    args = parser.parse_args(["--thresholds", str(th), "--out", str(tmp_path / "out2"), "--write", str(cal)])
     with pytest.raises(ConfigError, match=f"^{cal}: holds data measured with gpu 'NVIDIA H100.*--force"):
         calibrate.main(args)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from perf.errors import ConfigError
-from perf.thresholds import calibration_for, load_thresholds, parse_thresholds
+from perf.thresholds import calibration_for, calibration_path, load_thresholds, parse_thresholds
 from perf.vendor import VENDORS
 
 pytestmark = pytest.mark.slow  # starts processes
@@ -372,7 +372,14 @@ def test_calibration_applies_only_to_its_gpu(tmp_path):
     assert cal.noise("static_grid", "s1", "graph", 3, 10) == pytest.approx(math.sqrt(c.variance(10) / 3))
     assert cal.noise("static_grid", "other", "graph", 3, 10) is None
     other, why = calibration_for(th, "nvidia", "NVIDIA H200")
-    assert other is None and "measured on NVIDIA H100" in why and "uncalibrated" in why
+    assert other is None and "calibration/nvidia-h200.yaml missing" in why and "uncalibrated" in why
+    # one file per GPU model: the H200's beside the H100's, each gate reading its own GPU's
+    h200_text = CAL.replace("NVIDIA H100 80GB HBM3", "NVIDIA H200")
+    (tmp_path / "calibration" / "nvidia-h200.yaml").write_text(h200_text)
+    h200, note = calibration_for(th, "nvidia", "NVIDIA H200")
+    assert h200.gpu == "NVIDIA H200" and "nvidia-h200.yaml" in note
+    assert calibration_for(th, "nvidia", "NVIDIA H100 80GB HBM3")[0].gpu == "NVIDIA H100 80GB HBM3"
+    assert calibration_path(th.path, "nvidia", "NVIDIA B200").endswith("calibration/nvidia-b200.yaml")
     none, why = calibration_for(th, "amd", "AMD Instinct MI300X")
     assert none is None and "missing" in why
 
@@ -406,3 +413,41 @@ def test_bad_calibration_files_name_the_field(tmp_path, text, field):
         calibration_for(th, "nvidia", "NVIDIA H100 80GB HBM3")
     msg = str(err.value)
     assert "calibration/nvidia.yaml: " + field in msg and "\n" not in msg
+
+
+def test_a_side_bias_beyond_chance_widens_the_case_thresholds(tmp_path):
+    """A calibrated A/A mean beyond twice its standard error (`CaseNoise.side_bias`: one side's own
+    copy of the same code moved the case) widens that case's warn and fail by it; a mean within
+    chance, or none recorded (files written before `aa_log`), changes nothing."""
+    biased = CAL.replace("median_ms: 0.05}", "median_ms: 0.05, aa_log: 0.018}")
+    th = _calibrated_repo(tmp_path, biased)
+    cal, _ = calibration_for(th, "nvidia", "NVIDIA H100 80GB HBM3")
+    case = cal.case("static_grid", "s1", "graph")
+    se = math.sqrt(case.variance(10) / 6)
+    assert case.side_bias() == pytest.approx(0.018 - 2 * se)
+    noise = cal.noise("static_grid", "s1", "graph", 3, 10)
+    plain = th.latency("nvidia", "static_grid", "s1", "graph", noise=noise)
+    bias = cal.bias("static_grid", "s1", "graph")
+    wide = th.latency("nvidia", "static_grid", "s1", "graph", noise=noise, bias=bias)
+    assert wide.fail == pytest.approx(plain.fail * math.exp(case.side_bias()))
+    assert wide.warn == pytest.approx(plain.warn * math.exp(case.side_bias())) and "side bias" in wide.source
+    for text in (CAL, CAL.replace("median_ms: 0.05}", "median_ms: 0.05, aa_log: -0.0003}")):
+        (tmp_path / "calibration" / "nvidia.yaml").write_text(text)
+        cal, _ = calibration_for(load_thresholds(th.path), "nvidia", "NVIDIA H100 80GB HBM3")
+        assert cal.bias("static_grid", "s1", "graph") == 0.0
+    assert cal.bias("static_grid", "other", "graph") == 0.0
+
+
+def test_the_h200_calibration_widens_only_the_cases_whose_sides_differed():
+    """The committed NVIDIA H200 calibration (2026-11-29): falcon-7b's graph replay, whose A/A sides
+    differed by 1.8 %, gets thresholds about that much wider; no case is widened by more, and most
+    by nothing."""
+    from perf.thresholds import load_calibration
+
+    cal = load_calibration(os.path.join(os.path.dirname(SHIPPED), "calibration", "nvidia-h200.yaml"))
+    assert cal.gpu == "NVIDIA H200" and len(cal.cases) == 54
+    biases = {k: c.side_bias() for k, c in cal.cases.items()}
+    top = max(biases, key=biases.get)
+    assert top == ("static_grid", "falcon-7b/decode/batch16-kv1024/block16", "graph")
+    assert 0.015 < biases[top] < 0.02
+    assert sum(b == 0.0 for b in biases.values()) >= 40

@@ -49,6 +49,22 @@ def test_a_case_timed_at_its_floor_is_at_100_percent_of_its_bound():
                                             LIMITS)) == f"50 % {bound}"
 
 
+def test_a_sliding_window_reads_only_the_keys_its_queries_see():
+    """A windowed decode reads each sequence's last `window` keys, not all of them (counted whole,
+    the H200's windowed decode read as 188 % of the copy bandwidth, 2026-11-29); a prefill of q
+    queries under a window of w reads the last q + w - 1 keys, or all where there are fewer."""
+    full = Scenario.parse("llama3-8b/decode/batch16-kv4096/block16").spec()
+    windowed = Scenario.parse("llama3-8b/decode/batch16-kv4096/block16/window1024").spec()
+    per_key = 2 * full.num_kv_heads * full.head_size * full.torch_dtype.itemsize
+    assert roofline.kv_read_bytes(full) == 16 * 4096 * per_key
+    assert roofline.kv_read_bytes(windowed) == 16 * 1024 * per_key
+    prefill = Scenario.parse("llama3-8b/prefill/batch1-kv8192/block16/window1024").spec()
+    assert roofline.kv_read_bytes(prefill) == 8192 * per_key  # q + w - 1 > kv: every key
+    chunk = Scenario.parse("llama3-8b/prefill/batch4-kv4096-chunk512/block16/window1024").spec()
+    assert roofline.kv_read_bytes(chunk) == sum(min(kv, q + 1023) for q, kv in
+                                                zip(chunk.query_lens, chunk.kv_lens)) * per_key
+
+
 @pytest.mark.parametrize("doc", [None, {}, {"copy_tb_s": 4.0}, {"copy_tb_s": 0, "matmul_tflop_s": 1},
                                  {"copy_tb_s": "4", "matmul_tflop_s": 1},
                                  {"copy_tb_s": True, "matmul_tflop_s": 1},
