@@ -22,7 +22,10 @@ TRUST_LABEL = "safe-to-test"  # a maintainer's label that lets a fork's PR reach
 
 # Packages a GPU job installs next to the image's torch and triton (the project's runtime and
 # test needs from pyproject.toml; never torch or triton, whose vendor builds must stay).
-GPU_JOB_PACKAGES = (NOX, "pytest>=8", "pytest-xdist>=3", "pytest-benchmark>=4", "pyyaml>=6",
+# pytest and pytest-xdist as pyproject.toml's test extra pins them: a pair whose `--dist loadgroup`
+# groups (the GPU grid's groups; tests/ci/test_xdist_groups.py), kept equal by tests/ci's check.
+PYTEST_PAIR = ("pytest==9.1.1", "pytest-xdist==3.8.0")
+GPU_JOB_PACKAGES = (NOX, *PYTEST_PAIR, "pytest-benchmark>=4", "pyyaml>=6",
                     "scipy>=1.11", "rich>=13", "matplotlib>=3.8")
 NIGHTLY_PACKAGES = ("asv>=0.6",)
 # Beside those, per vendor: the GPU management library the environment fingerprint reads

@@ -69,3 +69,18 @@ def test_loadgroup_keeps_each_group_on_one_worker_and_says_so_in_its_ids(tmp_pat
         f"{pair}: grouped tests' node ids carry no @group, so nothing is grouped: {sorted(where)}"
     assert all(len(w) == 1 for w in grouped.values()), f"{pair}: a group ran on several workers: {grouped}"
     assert sum(1 for n in where if "@" not in n) == 2 + 6  # the unmarked cases are nobody's group
+
+
+def test_the_gpu_job_installs_the_pair_the_test_extra_pins():
+    """The GPU job (perf/ci/jobs.py) installs pytest and pytest-xdist beside the vendor image's torch:
+    the same pair as pyproject.toml's test extra, or its grid's groups would not group there."""
+    import tomllib
+
+    from perf.ci import jobs
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["test"]
+    pinned = {p for p in extra if p.startswith(("pytest==", "pytest-xdist=="))}
+    assert set(jobs.PYTEST_PAIR) == pinned and len(pinned) == 2
+    assert all(p in jobs.GPU_JOB_PACKAGES for p in pinned)
