@@ -110,13 +110,10 @@ def tests(session: nox.Session) -> None:
     args = list(session.posargs or ["-q"])
     # one worker per core: on a GPU machine worker groups are pinned one GPU each
     # (perf/devices.py); on CPU the interpreter cases are CPU-bound (a 2-core CI machine,
-    # 2026-11-23: 12:49 serial, 7:50 with 2 workers, the same 1872 passed), but some tests wait on
-    # child processes and planted sleeps (the bisect test: 41 s wall, 16 CPU-s), so one worker more
-    # than cores keeps the cores busy (2-core machine, 2026-11-29: see docs/architecture.md)
-    gpu = _gpu_present()
-    parallel = gpu or (os.cpu_count() or 1) > 1
+    # 2026-11-23: 12:49 serial, 7:50 with 2 workers, the same 1872 passed)
+    parallel = _gpu_present() or (os.cpu_count() or 1) > 1
     if parallel and not any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args):
-        args += ["-n", "auto" if gpu else str((os.cpu_count() or 1) + 1), "--dist", "loadgroup"]
+        args += ["-n", "auto", "--dist", "loadgroup"]
     plan = _option_at(args, "--grid-plan")
     if plan is None:
         session.run(python, "-m", "pytest", *args, external=True)
