@@ -365,26 +365,36 @@ def _forget_resource_tracker() -> None:
         tracker.register = tracker.unregister = lambda name, rtype: None
 
 
+def _is_resource_tracker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"resource_tracker" in f.read()
+    except OSError:
+        return False
+
+
 def stop_children(grace: float = 3.0) -> None:
     """Stop every descendant of this process: SIGTERM, then SIGKILL after `grace` seconds.
-    multiprocessing's resource tracker ignores SIGTERM (and would warn of leaked semaphores
-    once its pipe closes): it is killed at once."""
+    multiprocessing's resource trackers ignore SIGTERM: they are killed last, once the processes
+    they serve have exited, so that those processes' finalizers still reach them (a tracker
+    killed first made its owner, a compile side, print a BrokenPipeError traceback at its exit:
+    2-core CI, 2026-11-29); this process's own tracker is forgotten before it is killed."""
     pids = descendants()
+    trackers = [p for p in pids if _is_resource_tracker(p)]
+    pids = [p for p in pids if p not in trackers]
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                tracker = b"resource_tracker" in f.read()
-        except OSError:
-            tracker = False
-        if tracker:
-            _forget_resource_tracker()
-        _signal(pid, signal.SIGKILL if tracker else signal.SIGTERM)
+        _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while pids and time.monotonic() < deadline:
         _reap()
         pids = [p for p in pids if (_proc_stat(p) or (0, "Z"))[1] != "Z"]
         time.sleep(0.05)
     for pid in pids:
+        _signal(pid, signal.SIGKILL)
+    _reap()
+    if trackers:
+        _forget_resource_tracker()
+    for pid in trackers:
         _signal(pid, signal.SIGKILL)
     _reap()
 
