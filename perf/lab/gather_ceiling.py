@@ -9,9 +9,9 @@ KV heads x that further on). Where an attention kernel stays below the roofline,
 whether the layout or the kernel sets the ceiling: `read_kv_kernel` reads every K and V byte a
 decode reads, in the same order (one program per sequence and KV head, tiles of keys looked up
 through the block table) and adds them up (so nothing is skipped), and nothing else. Beside it:
-the production entry (static_grid, the heuristics' configuration) on the same batch, the same
-bytes read from a contiguous copy of the caches in [KV heads, keys, head] order (`read_dense`),
-and the copy bandwidth, all timed in one process (perf/measure/timing.py: CUDA-graph replay, L2
+the production entry (static_grid, the heuristics' configuration) on the same batch, as many
+bytes read from contiguous buffers in [sequence, KV head, key, head] order (`PAGED` off), and
+the copy bandwidth, all timed in one process (perf/measure/timing.py: CUDA-graph replay, L2
 flushed before every sample), the rounds in a shuffled order. Prints a table and writes
 DIR/gather_ceiling.json and .md.
 """
@@ -34,9 +34,12 @@ WARPS = (4, 8)
 
 @triton.jit
 def read_kv_kernel(k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, stride_block, stride_pos, stride_head, stride_bt,
-                   num_kv_heads, BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, HEAD: tl.constexpr):
-    """Program (sequence, KV head): the sum of its K and V bytes, tile by tile, keys through the
-    block table (one id per key, as the kernels' gather over blocks smaller than a tile)."""
+                   num_kv_heads, BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr, HEAD: tl.constexpr,
+                   PAGED: tl.constexpr):
+    """Program (sequence, KV head): the sum of its K and V bytes, tile by tile. PAGED: keys
+    through the block table (one id per key, as the kernels' gather over blocks smaller than a
+    tile); else one contiguous run per program ([sequence, KV head, key, head], stride_block
+    apart: the dense reader)."""
     seq = tl.program_id(0) // num_kv_heads
     head = tl.program_id(0) % num_kv_heads
     n = tl.load(lens_ptr + seq)
@@ -46,31 +49,14 @@ def read_kv_kernel(k_ptr, v_ptr, bt_ptr, lens_ptr, out_ptr, stride_block, stride
     for t in range(0, tl.cdiv(n, TILE)):
         pos = t * TILE + keys
         ok = pos < n
-        block = tl.load(bt_ptr + seq * stride_bt + pos // BLOCK_SIZE, mask=ok, other=0)
-        row = block * stride_block + (pos % BLOCK_SIZE) * stride_pos + head * stride_head
+        if PAGED:
+            block = tl.load(bt_ptr + seq * stride_bt + pos // BLOCK_SIZE, mask=ok, other=0)
+            row = block * stride_block + (pos % BLOCK_SIZE) * stride_pos + head * stride_head
+        else:
+            row = tl.program_id(0).to(tl.int64) * stride_block + pos * HEAD
         k = tl.load(k_ptr + row[:, None] + dims[None, :], mask=ok[:, None], other=0)
         v = tl.load(v_ptr + row[:, None] + dims[None, :], mask=ok[:, None], other=0)
         acc += k.to(tl.int32) + v.to(tl.int32)
-    tl.store(out_ptr + tl.program_id(0), tl.sum(tl.sum(acc, axis=1), axis=0))
-
-
-@triton.jit
-def read_dense_kernel(k_ptr, v_ptr, lens_ptr, out_ptr, stride_seq, num_kv_heads, TILE: tl.constexpr,
-                      HEAD: tl.constexpr):
-    """The same bytes from caches laid out [sequence, KV head, key, head]: one contiguous run
-    per program."""
-    seq = tl.program_id(0) // num_kv_heads
-    base = tl.program_id(0).to(tl.int64) * stride_seq
-    n = tl.load(lens_ptr + seq)
-    keys = tl.arange(0, TILE)
-    dims = tl.arange(0, HEAD)
-    acc = tl.zeros([TILE, HEAD], tl.int32)
-    for t in range(0, tl.cdiv(n, TILE)):
-        pos = t * TILE + keys
-        ok = pos < n
-        off = base + pos[:, None] * HEAD + dims[None, :]
-        acc += (tl.load(k_ptr + off, mask=ok[:, None], other=0).to(tl.int32)
-                + tl.load(v_ptr + off, mask=ok[:, None], other=0).to(tl.int32))
     tl.store(out_ptr + tl.program_id(0), tl.sum(tl.sum(acc, axis=1), axis=0))
 
 
@@ -98,6 +84,7 @@ def candidates(name: str) -> dict:
     sums = torch.empty(items, dtype=torch.int32, device="cuda")
     lens = batch.seq_lens
     longest = max(spec.kv_lens)
+    # as many bytes per (sequence, KV head), contiguous; what they hold does not change a read
     dense_k = torch.zeros(spec.num_seqs, heads, longest, head, dtype=k.dtype, device="cuda")
     dense_v = torch.zeros_like(dense_k)
     out = batch.new_output()
@@ -107,10 +94,11 @@ def candidates(name: str) -> dict:
         for warps in WARPS:
             found[f"paged t{tile} w{warps}"] = lambda tile=tile, warps=warps: read_kv_kernel[(items,)](
                 k, v, batch.block_table, lens, sums, k.stride(0), k.stride(1), k.stride(2),
-                batch.block_table.stride(0), heads, BLOCK_SIZE=block_size, TILE=tile, HEAD=head,
+                batch.block_table.stride(0), heads, BLOCK_SIZE=block_size, TILE=tile, HEAD=head, PAGED=True,
                 num_warps=warps)
-            found[f"dense t{tile} w{warps}"] = lambda tile=tile, warps=warps: read_dense_kernel[(items,)](
-                dense_k, dense_v, lens, sums, longest * head, heads, TILE=tile, HEAD=head, num_warps=warps)
+            found[f"dense t{tile} w{warps}"] = lambda tile=tile, warps=warps: read_kv_kernel[(items,)](
+                dense_k, dense_v, batch.block_table, lens, sums, longest * head, 0, 0, 0, heads,
+                BLOCK_SIZE=block_size, TILE=tile, HEAD=head, PAGED=False, num_warps=warps)
     return found, roofline.kv_read_bytes(spec), spec
 
 
