@@ -308,6 +308,14 @@ MULTI_TOKEN_MAX_ROWS = 64  # 8 queries x 8 query heads per KV head; unmeasured d
 # tiles of 128 with the decode rule's segments); docs/data/candidates-h200-2026-11-28
 MULTI_TOKEN_PROGRAMS_PER_SM = 2
 MULTI_TOKEN_TILE64_ROWS = 32
+# [multi-token-deep] H200 2026-11-29: Q-blocks of more than 32 rows under bf16 caches read one block id
+# per cache block, the block table a tile ahead, in 3 stages (the three together; alone each was within
+# -3..+2 %): 1.03-1.12x on 9 qwen2.5 rows in tiles of 64 (64 x 8k 0.287 -> 0.257 ms, 101 % of the copy
+# limit), 1.05-1.11x on gpt-oss-20b's in tiles of 128; lost on 32 rows (1.06-1.30x, in tiles of 64);
+# fp8 caches unmeasured (docs/data/candidates-h200-2026-11-29/spec-decode*.md); and their segments fill
+# one program per SM, not two: 1.02-1.08x on 4-16 sequences (qwen2.5-7b 16 x 8k, 8 queries 0.924x),
+# 0.98x on gpt-oss-20b 16 x 8k, 5 queries; a quarter of the segments lost 1.12-1.41x (round3.md)
+MULTI_TOKEN_DEEP_PROGRAMS_PER_SM = 1
 
 
 def multi_token_rows(f: Features) -> int:
@@ -320,11 +328,12 @@ def multi_token_rows(f: Features) -> int:
     return rows if rows <= MULTI_TOKEN_MAX_ROWS else 0
 
 
-def multi_token_segments(f: Features, tile_size: int) -> int:
+def multi_token_segments(f: Features, tile_size: int,
+                         programs_per_sm: int = MULTI_TOKEN_PROGRAMS_PER_SM) -> int:
     """KV segments of a multi-token decode ([multi-token-segments]): the largest power of two
-    keeping work items x segments within MULTI_TOKEN_PROGRAMS_PER_SM programs per SM, at most
-    one segment per tile (16 x 4 KV heads on 132 SMs: 4; 64 x 4: 1)."""
-    by_items = _pow2_floor(MULTI_TOKEN_PROGRAMS_PER_SM * f.num_sms // f.kv_items)
+    keeping work items x segments within `programs_per_sm` programs per SM, at most one segment
+    per tile (16 x 4 KV heads on 132 SMs: 4 at 2 programs per SM; 64 x 4: 1)."""
+    by_items = _pow2_floor(programs_per_sm * f.num_sms // f.kv_items)
     return max(1, min(by_items, _pow2_floor(visible_tiles(f, tile_size)), MAX_SEGMENTS))
 
 
@@ -374,6 +383,10 @@ SPLIT_MAX_SEGMENTS = 16
 # visible keys of the decodes that take tile 64, 2 warps, 4 programs per SM, as measured.
 MANY_ITEMS_PER_SM = 3
 MANY_ITEMS_MAX_KEYS = 2048
+# [fp8-many-items] H200 2026-11-29: fp8 caches take that shape from this many items per SM, at any
+# length: 1.04-1.09x at 2.9-7.8 per SM on 4k-8k keys (48 x 4k 0.921x, 64 x 8k 0.966x); lost at 1.94
+# (32 x 8k: 1.55x, even with 2 segments); the bound lies between the two, unmeasured
+FP8_MANY_ITEMS_PER_SM = 2.5
 # [filled-one-segment] H200 2026-11-28: decodes of 256 and 512 items on 132 SMs (1.94 and 3.88 per SM)
 # ran fastest whole: bf16 4k-8k keys 1.04-1.05x, fp8 (qk16) 1.08-1.12x over 2-4 segments; 1.0-1.9 unmeasured
 FILLED_ITEMS_PER_SM = 1.9
@@ -470,15 +483,22 @@ def _nvidia(f: Features) -> Config:
         split = None if narrow or short else short_split(f)
         crowded = f.kv_items >= MANY_ITEMS_PER_SM * f.num_sms
         # [many-items] H100 2026-11-23, 1.02-1.33x: tune --scenarios 'llama3-8b/decode/batch64-kv128/*'
-        many = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
+        # [fp8-many-items] H200 2026-11-29, 1.04-1.09x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
+        crowded_fp8 = f.fp8_kv and not rows and f.kv_items >= FP8_MANY_ITEMS_PER_SM * f.num_sms
+        many_short = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
+        many = many_short or crowded_fp8 and not (narrow or short or wide)
         # [multi-token-segments] H200 2026-11-28, 1.1-2.1x: tune --suite spec-decode --scenarios 'qwen2.5*'
         wide_rows = rows > MULTI_TOKEN_TILE64_ROWS and f.head_size >= 128
+        # [multi-token-deep] H200 2026-11-29, 1.05-1.14x: tune --suite spec-decode --scenarios '*-kv8192-q8/*'
+        deep = rows > MULTI_TOKEN_TILE64_ROWS and not f.fp8_kv
         tile = (16 if short else split[0] if split else 32 if narrow and crowded and not wide
                 else 64 if wide or narrow or many or wide_rows else 128)
         # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
         # [filled-one-segment] H200 2026-11-28, 1.04-1.12x: tune --scenarios '*/batch64-kv4096/*'
         filled = f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
-        segments = (split[1] if split else multi_token_segments(f, tile) if rows else 1 if many or filled
+        segments = (split[1] if split else multi_token_segments(
+            f, tile, MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep else MULTI_TOKEN_PROGRAMS_PER_SM)
+            if rows else 1 if many or filled
                     else None)
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
@@ -489,8 +509,9 @@ def _nvidia(f: Features) -> Config:
         # [decode-layout] H100 2026-11-24, 1.00-1.01x: tune --scenarios 'llama2-7b/decode/*'
         decode_layout = f.num_seqs > 1 and not seq_items
         return _fit(f, rows or decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
-                    num_warps=2 if short or many else 4, num_stages=2,
+                    num_warps=2 if short or many else 4, num_stages=3 if deep else 2,
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
+                    read_ahead=deep, block_vector=deep,
                     seq_items=seq_items, decode_layout=decode_layout,
                     offsets_32=int32, qk_fp16=qk16,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
@@ -503,13 +524,17 @@ def _nvidia(f: Features) -> Config:
                     + ("; launch-bound short decode, split: H100 2026-11-23, 1.04-1.62x"
                        if split else "")
                     + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
-                       if many else "")
+                       if many_short else "")
+                    + ("; fp8, many items, tile 64, 2 warps: H200 2026-11-29, 1.04-1.09x"
+                       if many and not many_short else "")
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
                        if int32 else "")
                     + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else "")
                     + (f"; multi-token split, {rows} rows: H100 2026-11-26, 1.06-9.0x" if rows else "")
                     + (f"; about 2 programs per SM{', tile 64' if wide_rows else ''}: H200 2026-11-28, "
                        "1.1-2.1x" if rows else "")
+                    + ("; its 64-row Q-blocks read a block id per block, a tile ahead, in 3 stages, about "
+                       "1 program per SM: H200 2026-11-29, 1.05-1.14x" if deep else "")
                     + ("; items fill the SMs, one segment: H200 2026-11-28, 1.04-1.12x"
                        if filled and not (split or rows or many) else "")
                     + ("; fp8, both products in fp16: H200 2026-11-28, 1.29-1.39x" if qk16 else ""))

@@ -252,6 +252,23 @@ def test_many_short_decodes_take_tile_64_two_warps_four_programs_per_sm():
     assert knobs(128, 64)[:3] == (16, 2, 4)  # short contexts keep their own branch
 
 
+def test_fp8_decodes_of_many_items_take_that_shape_at_any_length():
+    """H200 lab 2026-11-29: fp8 caches take tile 64, 2 warps, 4 programs per SM, one segment from
+    FP8_MANY_ITEMS_PER_SM (48 x 4k: 384 items, 1.07x; 64 x 8k, 128 x 4k 1.04x); 32 x 8k (256
+    items) lost with it and keeps the decode default, as bf16 caches of 4k keys do."""
+    def knobs(seqs, kv, fp8=True, **kw):
+        f = dataclasses.replace(_features(seqs, 1, kv, **kw), fp8_kv=fp8)
+        c = choose("nvidia", f)
+        return c.tile_size, c.num_warps, c.programs_per_sm, c.num_segments, c.qk_fp16
+    assert knobs(48, 4096) == knobs(64, 8192) == knobs(128, 4096) == (64, 2, 4, 1, True)
+    assert knobs(64, 4096, block_size=32) == (64, 2, 4, 1, True)
+    assert knobs(32, 8192)[:3] == (128, 4, 2)  # 1.94 items per SM: below the bound
+    assert knobs(64, 4096, fp8=False)[:3] == (128, 4, 2)  # bf16: [many-items] stops at 2048 keys
+    assert knobs(64, 4096, head_size=256)[1:3] == (4, 2)  # head 256 keeps its own branch
+    f8 = dataclasses.replace(_features(16, 8, 8192), fp8_kv=True)  # multi-token: unmeasured, unchanged
+    assert choose("nvidia", f8).num_warps == 4 and not choose("nvidia", f8).read_ahead
+
+
 def test_prefill_of_many_query_heads_per_kv_head_takes_256_rows():
     """H100 lab: falcon-7b (71 query heads on one KV head, head 64) fills 71 of 128 rows, one
     token per Q-block; 256 rows (three tokens) and tile 64 ran its prefills and mixed batches

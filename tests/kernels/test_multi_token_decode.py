@@ -83,9 +83,14 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
         assert c.seq_items == (seqs > 1)  # items are sequences: no search, no empty Q-blocks
         if rows > heuristics.MULTI_TOKEN_TILE64_ROWS and f.head_size >= 128:
             assert c.tile_size <= 64
+        deep = rows > heuristics.MULTI_TOKEN_TILE64_ROWS  # [multi-token-deep] (bf16 caches here)
+        knobs = (c.read_ahead, c.block_vector, c.num_stages)
+        assert knobs == ((True, True, 3) if deep else (False, False, 2))
         if "short decode, split" not in c.source:  # [multi-token-segments], else [short-split]'s
-            assert c.num_segments == heuristics.multi_token_segments(f, c.tile_size)
-            assert seqs * f.num_kv_heads * c.num_segments <= 2 * NUM_SMS or c.num_segments == 1
+            per_sm = (heuristics.MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep
+                      else heuristics.MULTI_TOKEN_PROGRAMS_PER_SM)
+            assert c.num_segments == heuristics.multi_token_segments(f, c.tile_size, per_sm)
+            assert seqs * f.num_kv_heads * c.num_segments <= per_sm * NUM_SMS or c.num_segments == 1
         if seqs == 1 and kv >= 8192:  # one long sequence: the SMs filled by segments, as a decode's
             assert c.num_segments >= 16
     assert changed >= 50
