@@ -1,0 +1,49 @@
+"""perf.lab.candidates on the CPU: its plan file is checked in one line, and every candidate of a
+scenario is planned from an unfilled batch (the filled one is made at the scenario's turn)."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+
+from kernels.paged_attention import planning
+from perf.errors import ConfigError
+from perf.lab import candidates
+
+SCENARIO = "qwen2.5-7b/decode/batch4-kv8192-q8/block16/bf16"
+
+
+def _plan(tmp_path, text: str) -> str:
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[]\n", "a mapping of scenario names"),
+    (f"{SCENARIO}: {{a: {{tile_width: 64}}}}\n", "unknown Config fields tile_width"),
+    (f"{SCENARIO}: {{default: {{}}}}\n", "'default' is the heuristics' own choice"),
+    (f"{SCENARIO}: [1]\n", "a mapping of labels to Config fields"),
+])
+def test_a_bad_plan_is_refused_in_one_line(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=message):
+        candidates.load_plan(_plan(tmp_path, text))
+
+
+def test_every_candidate_is_planned_from_an_unfilled_batch_and_a_bad_one_is_refused(tmp_path):
+    plan = candidates.load_plan(_plan(tmp_path, f"""{SCENARIO}:
+  prev: {{block_vector: false, read_ahead: false, num_stages: 2}}
+  seg4: {{num_segments: 4}}
+  odd: {{tile_size: 48}}
+"""))
+    with mock.patch.object(planning, "resolve_target", return_value=("nvidia", 132)):
+        case = candidates._Scenario(SCENARIO, plan[SCENARIO], "cpu")
+        launches = case.launches()
+    assert set(case.configs) == {"default", "prev", "seg4"}  # `odd` is no Config the kernels take
+    assert case.refused["odd"].startswith("ValueError: tile_size")
+    assert case.configs["seg4"].num_segments == 4 and case.configs["default"].read_ahead
+    attention = [(x.num_stages, x.constexprs["READ_AHEAD"], x.grid) for x in launches
+                 if x.name.startswith("q_block")]
+    assert len(attention) == 3 and len(set(attention)) == 3  # default, prev and seg4: one launch each
+    assert {stages for stages, *_ in attention} == {2, 3}
