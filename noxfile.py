@@ -87,15 +87,17 @@ def project_python(session: nox.Session, *extras: str) -> str:
             have = json.load(f)
     except (OSError, ValueError):
         have = {}
+    # run_install: installing, so `nox -s tests --install-only` makes the env and runs nothing
+    # (.ci/run makes it once, before the tests and the static gate use it at the same time)
     if not os.path.exists(python):
-        session.run(sys.executable, "-m", "venv", SHARED_ENV, external=True)
+        session.run_install(sys.executable, "-m", "venv", SHARED_ENV, external=True)
         have = {}
     if have.get("pins") != wanted["pins"] or have.get("dependencies") != wanted["dependencies"] or \
             not set(wanted["extras"]) <= set(have.get("extras", [])):
         extras_all = sorted(set(wanted["extras"]) | set(have.get("extras", [])))
         spec = f".[{','.join(extras_all)}]" if extras_all else "."
-        session.run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", TORCH_CPU, TRITON,
-                    NUMPY, "-e", spec, external=True)
+        session.run_install(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", TORCH_CPU,
+                            TRITON, NUMPY, "-e", spec, external=True)
         with open(stamp_path, "w", encoding="utf-8") as f:
             json.dump({**wanted, "extras": extras_all}, f)
     else:

@@ -27,6 +27,11 @@ def harness_repo(path, commits: int = 1):
         shutil.copytree(os.path.join(ROOT, d), path / d, ignore=ignore)
     shutil.copy(os.path.join(ROOT, "thresholds.yaml"), path / "thresholds.yaml")
     git(path, "init", "-q", "-b", "main")
+    # bytecode stays out of `git status`, as this repository's .gitignore keeps it (processes the tests
+    # start there write kernels/__pycache__, which perf grid would take for changed inputs)
+    (path / ".git" / "info").mkdir(parents=True, exist_ok=True)
+    with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
+        f.write("__pycache__/\n*.pyc\n")
     for i in range(commits):
         if i:
             (path / "NOTES.md").write_text(f"{i}\n")
