@@ -42,9 +42,9 @@ from perf.ci import jobs
 from perf.ci.github import REPO
 from perf.errors import EXIT_INTERRUPTED, EXIT_OK, ConfigError
 from perf.latency.request import GateRequest, run_in_process
+from perf.names import slug
 from perf.nightly import alert, issues
 from perf.nightly.history import History
-from perf.nightly.selection import slug
 from perf.results import COMPILE_TIME
 from perf.verdicts import Finding, Verdict
 

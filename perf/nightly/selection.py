@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from perf.checkout import ROOT  # noqa: F401  (collect and scaling measure this checkout)
 from perf.errors import ConfigError
-from perf.names import slug  # noqa: F401  (site and confirm name pages and folders by it)
+from perf.names import slug
 from perf.peers import PREFIX as PEER_PREFIX  # noqa: F401  (results name a library's series "peer:<name>")
 from perf.vendor import detect
 

@@ -36,9 +36,10 @@ import os
 from collections import defaultdict
 
 from perf import files, fingerprint, roofline
+from perf.names import slug
 from perf.nightly.alert import WINDOW
 from perf.nightly.history import History, NightPrint
-from perf.nightly.selection import PEER_PREFIX, slug
+from perf.nightly.selection import PEER_PREFIX
 from perf.report import geomean
 
 CSS = """
