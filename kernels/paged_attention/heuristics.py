@@ -388,6 +388,11 @@ MANY_ITEMS_MAX_KEYS = 2048
 # length: 1.04-1.08x at 2.9-7.8 per SM on 4k-8k keys (round4-others.md: 48 x 4k 1.08x, 64 x 8k
 # 1.04x); lost at 1.94 (32 x 8k: 1.55x, even with 2 segments); the bound lies between, unmeasured
 FP8_MANY_ITEMS_PER_SM = 2.5
+# [narrow-head-stages] H200 2026-11-29: bf16 decodes of heads this small or smaller, Q-blocks of at most
+# 32 rows, tiles of 128 take a third stage (3 x 32 KiB of K and V a program at head 64): gpt-oss-20b 1-64
+# sequences x 1k-32k, 1, 2 and 4 queries 0.936-0.968x (narrow-head.md, 11 rows); falcon-7b's 128-row
+# Q-blocks lost 1.04-1.07x; head 128 went both ways (round5.md: qwen2.5-7b 4 x 8k, 2 queries 0.967x, 4 1.087x)
+NARROW_HEAD = 64
 # [filled-one-segment] H200 2026-11-28: decodes of 256 and 512 items on 132 SMs (1.94 and 3.88 per SM)
 # ran fastest whole: bf16 4k-8k keys 1.04-1.05x, fp8 (qk16) 1.08-1.12x over 2-4 segments; 1.0-1.9 unmeasured
 FILLED_ITEMS_PER_SM = 1.9
@@ -494,6 +499,10 @@ def _nvidia(f: Features) -> Config:
         deep = rows > MULTI_TOKEN_TILE64_ROWS and not f.fp8_kv
         tile = (16 if short else split[0] if split else 32 if narrow and crowded and not wide
                 else 64 if wide or narrow or many or wide_rows else 128)
+        # [narrow-head-stages] H200 2026-11-29, 1.03-1.07x: tune --suite spec-decode --scenarios 'gpt-oss*'
+        block_m = rows or decode_block_m(f.queries_per_kv)
+        narrow_head = (tile == 128 and f.head_size <= NARROW_HEAD and block_m <= MULTI_TOKEN_TILE64_ROWS
+                       and not f.fp8_kv)
         # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
         # [filled-one-segment] H200 2026-11-28, 1.04-1.12x: tune --scenarios '*/batch64-kv4096/*'
         filled = f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
@@ -509,8 +518,8 @@ def _nvidia(f: Features) -> Config:
         seq_items = f.num_seqs > 1 and f.queries_per_kv > 1
         # [decode-layout] H100 2026-11-24, 1.00-1.01x: tune --scenarios 'llama2-7b/decode/*'
         decode_layout = f.num_seqs > 1 and not seq_items
-        return _fit(f, rows or decode_block_m(f.queries_per_kv), tile, fill_sms=True, segments=segments,
-                    num_warps=2 if short or many else 4, num_stages=3 if deep else 2,
+        return _fit(f, block_m, tile, fill_sms=True, segments=segments,
+                    num_warps=2 if short or many else 4, num_stages=3 if deep or narrow_head else 2,
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
                     read_ahead=deep, block_vector=deep,
                     seq_items=seq_items, decode_layout=decode_layout,
@@ -538,7 +547,9 @@ def _nvidia(f: Features) -> Config:
                        "1 program per SM: H200 2026-11-29, 1.05-1.15x" if deep else "")
                     + ("; items fill the SMs, one segment: H200 2026-11-28, 1.04-1.12x"
                        if filled and not (split or rows or many) else "")
-                    + ("; fp8, both products in fp16: H200 2026-11-28, 1.29-1.39x" if qk16 else ""))
+                    + ("; fp8, both products in fp16: H200 2026-11-28, 1.29-1.39x" if qk16 else "")
+                    + ("; heads of 64 or less in tiles of 128: 3 stages, H200 2026-11-29, 1.03-1.07x"
+                       if narrow_head else ""))
     if f.max_query_len <= 64:
         # [short-prefill] Q-block 64 unmeasured; tile: H100 2026-11-23, 2x: tune --scenarios '*/batch8-kv16/*'
         return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),

@@ -269,6 +269,28 @@ def test_fp8_decodes_of_many_items_take_that_shape_at_any_length():
     assert choose("nvidia", f8).num_warps == 4 and not choose("nvidia", f8).read_ahead
 
 
+def test_decodes_of_narrow_heads_in_tiles_of_128_take_a_third_stage():
+    """H200 lab 2026-11-29: bf16 decodes with heads of 64 (gpt-oss-20b: 8 query heads per KV head),
+    Q-blocks of at most 32 rows and tiles of 128 won 1.03-1.07x with 3 stages on 11 rows (1-64
+    sequences, 1k-32k keys, 1, 2 and 4 queries); falcon-7b's 128-row Q-blocks lost 1.04-1.07x, heads
+    of 128 went both ways, fp8 caches are unmeasured: all three keep 2 stages."""
+    def stages(seqs, q, kv, fp8=False, **kw):
+        f = dataclasses.replace(_features(seqs, q, kv, **kw), fp8_kv=fp8)
+        c = choose("nvidia", f)
+        return c.tile_size, c.block_m, c.num_stages
+    narrow = {"queries_per_kv": 8, "head_size": 64}
+    assert stages(16, 1, 8192, **narrow) == (128, 16, 3)
+    assert stages(64, 2, 8192, **narrow) == (128, 16, 3)  # 2 queries: 16 rows
+    assert stages(16, 4, 8192, **narrow) == (128, 32, 3)  # 4 queries: 32 rows
+    assert stages(1, 1, 32768, **narrow) == (128, 16, 3)
+    assert stages(16, 1, 8192, queries_per_kv=71, head_size=64)[1:] == (128, 2)  # falcon-7b (MQA)
+    assert stages(16, 1, 8192, queries_per_kv=8, head_size=128)[2] == 2
+    assert stages(16, 1, 8192, fp8=True, **narrow)[2] == 2
+    assert stages(16, 8, 8192, **narrow)[1:] == (64, 3)  # 64 rows: [multi-token-deep]'s own stages
+    assert stages(128, 1, 64, **narrow)[0] == 16  # short contexts keep their own branch
+    assert stages(16, 1, 8192, **narrow, window=128)[0] < 128  # narrow windows too
+
+
 def test_prefill_of_many_query_heads_per_kv_head_takes_256_rows():
     """H100 lab: falcon-7b (71 query heads on one KV head, head 64) fills 71 of 128 rows, one
     token per Q-block; 256 rows (three tokens) and tile 64 ran its prefills and mixed batches
