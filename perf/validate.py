@@ -94,7 +94,7 @@ def _registered(names: str | None, flag: str = "--variants", interpret: bool = T
 
     if interpret:
         vendor.interpreter_without_gpu()
-    variants(names, getattr(checkout.import_kernels(), "VARIANTS", {}), flag)
+    variants(names, checkout.variant_names(), flag)
 
 
 def _refs(*pairs: tuple[str | None, str]) -> None:

@@ -159,10 +159,13 @@ def built_for(torch) -> str | None:
 
 
 def on_gpu() -> bool:
-    """A CUDA/HIP device runs the kernels (not Triton's interpreter)."""
+    """A CUDA/HIP device runs the kernels (not Triton's interpreter). The interpreter asked for is
+    decided without torch (its import costs seconds in every process that asks)."""
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return False
     import torch
 
-    return torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+    return torch.cuda.is_available()
 
 
 def detect() -> str | None:
@@ -244,6 +247,8 @@ def interpreter_without_gpu() -> None:
     is first imported: it reads TRITON_INTERPRET once)."""
     import sys
 
+    if "TRITON_INTERPRET" in os.environ:  # decided already (setdefault below would keep it)
+        return
     import torch
 
     if not torch.cuda.is_available() and "triton" not in sys.modules:
