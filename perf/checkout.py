@@ -18,6 +18,7 @@ from a checkout through a directory holding just a `kernels` link, so an older c
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import importlib
@@ -81,6 +82,26 @@ def import_kernels(root: str | None = None):
     import kernels
 
     return kernels
+
+
+def variant_names(root: str | None = None, *, imported: bool = True) -> tuple[str, ...] | None:
+    """The names of the checkout's kernels.VARIANTS (default: this one), read from the dict
+    literal in its kernels/__init__.py without importing it (torch and Triton take seconds, in
+    every command that checks --variants). Where the literal is gone: `import_kernels(root)`'s
+    VARIANTS (its import errors raised), or None when not `imported`."""
+    source = os.path.join(root or ROOT, PACKAGE, "__init__.py")
+    try:
+        with open(source, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        tree = None
+    for node in tree.body if tree is not None else ():
+        target = node.target if isinstance(node, ast.AnnAssign) else \
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if (isinstance(target, ast.Name) and target.id == "VARIANTS" and isinstance(node.value, ast.Dict)
+                and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.value.keys)):
+            return tuple(k.value for k in node.value.keys)
+    return tuple(getattr(import_kernels(root), "VARIANTS", {})) if imported else None
 
 
 @dataclass

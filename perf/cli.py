@@ -281,10 +281,10 @@ def _choices() -> str:
     except (ImportError, ConfigError) as e:
         lines.append(f"suites: unavailable here ({e})")
     try:
-        import kernels
+        from perf import checkout  # the names, read without importing kernels (and torch)
 
-        lines.append(f"variants (kernels.VARIANTS): {', '.join(kernels.VARIANTS)}")
-    except ImportError as e:  # torch or triton missing: help still works
+        lines.append(f"variants (kernels.VARIANTS): {', '.join(checkout.variant_names())}")
+    except ImportError as e:  # no literal to read, and torch or triton missing: help still works
         lines.append(f"variants: unavailable here ({e})")
     lines.append("`python -m perf COMMAND --help` gives a command's options; --debug (or PERF_DEBUG=1) "
                  "shows tracebacks. Exit codes: 0 pass, 1 regression or wrong result, 2 bad input, "

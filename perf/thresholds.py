@@ -32,7 +32,6 @@ NaN, inf or true/false where a number belongs. Duplicate keys (a second `fail:` 
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import functools
 import math
@@ -148,22 +147,14 @@ def _parse_overrides(c: Checker, items: Any) -> tuple[Override, ...]:
 
 @functools.lru_cache(maxsize=1)
 def registered_variants() -> tuple[str, ...] | None:
-    """The names of kernels.VARIANTS, read from the dict literal in kernels/__init__.py
-    without importing it (torch and Triton take seconds, and every command reads the
-    thresholds); importing kernels if the literal is gone; None if neither works."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    source = os.path.join(root, "kernels", "__init__.py")
-    try:
-        with open(source, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        tree = None
-    for node in tree.body if tree is not None else ():
-        target = node.target if isinstance(node, ast.AnnAssign) else \
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if (isinstance(target, ast.Name) and target.id == "VARIANTS" and isinstance(node.value, ast.Dict)
-                and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.value.keys)):
-            return tuple(k.value for k in node.value.keys)
+    """The names of kernels.VARIANTS, read without importing it (perf.checkout.variant_names:
+    torch and Triton take seconds, and every command reads the thresholds); importing kernels
+    if the literal is gone; None if neither works."""
+    from perf import checkout
+
+    names = checkout.variant_names(imported=False)
+    if names is not None:
+        return names
     try:
         import kernels
     except ImportError:

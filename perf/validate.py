@@ -85,16 +85,17 @@ def peers(wanted: str | None, flag: str = "--peers") -> None:
 
 
 def _registered(names: str | None, flag: str = "--variants", interpret: bool = True) -> None:
-    """Check `names` against this checkout's kernels (imported under the interpreter when
-    there is no GPU, which must be chosen before Triton is first imported; not for a command
-    that compiles real kernels in this process: `interpret` False)."""
+    """Check `names` against this checkout's variant names (perf.checkout.variant_names: kernels
+    not imported), the interpreter chosen first where there is no GPU, as the command will import
+    kernels (before Triton is first imported; not for a command that compiles real kernels in
+    this process: `interpret` False)."""
     if names is None:
         return
     from perf import checkout, vendor
 
     if interpret:
         vendor.interpreter_without_gpu()
-    variants(names, getattr(checkout.import_kernels(), "VARIANTS", {}), flag)
+    variants(names, checkout.variant_names(), flag)
 
 
 def _refs(*pairs: tuple[str | None, str]) -> None:

@@ -158,11 +158,25 @@ def built_for(torch) -> str | None:
     return next((v.name for v in VENDORS.values() if getattr(torch.version, v.backend, None)), None)
 
 
+# The device nodes without which neither runtime finds a GPU: NVIDIA's driver (Linux; WSL's is
+# /dev/dxg) and ROCm's kernel driver (AMD's ROCm install guide); noxfile.py asks the same.
+GPU_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+
+
+def gpu_nodes() -> bool:
+    """Whether a GPU driver's device node exists here (torch could see a GPU only then)."""
+    return any(os.path.exists(p) for p in GPU_NODES)
+
+
 def on_gpu() -> bool:
-    """A CUDA/HIP device runs the kernels (not Triton's interpreter)."""
+    """A CUDA/HIP device runs the kernels (not Triton's interpreter). The interpreter asked for,
+    or a machine without a GPU's device nodes, is decided without torch (its import costs seconds
+    in every process that asks)."""
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") or not gpu_nodes():
+        return False
     import torch
 
-    return torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+    return torch.cuda.is_available()
 
 
 def detect() -> str | None:
@@ -244,7 +258,11 @@ def interpreter_without_gpu() -> None:
     is first imported: it reads TRITON_INTERPRET once)."""
     import sys
 
-    import torch
+    if "TRITON_INTERPRET" in os.environ or "triton" in sys.modules:  # decided already
+        return
+    if gpu_nodes():
+        import torch
 
-    if not torch.cuda.is_available() and "triton" not in sys.modules:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+        if torch.cuda.is_available():
+            return
+    os.environ["TRITON_INTERPRET"] = "1"

@@ -682,7 +682,7 @@ def main(args: argparse.Namespace) -> int:
     scenarios = validate.scenarios(args.suite, args.scenarios)
     from perf import checkout
 
-    variants = validate.variants(args.variants, getattr(checkout.import_kernels(root), "VARIANTS", {}))
+    variants = validate.variants(args.variants, checkout.variant_names(root))
     on_gpu = vendor_mod.on_gpu()
     vendor = vendor_mod.resolve(args.vendor, cpu_default="nvidia")
     runner = side_process.runner_target(th, vendor, on_gpu)

@@ -51,7 +51,7 @@ def check_plan(doc: dict, path: str, *, vendor: str, target: str, base: str, hea
         v, s = lacking[0]
         raise ConfigError(f"--plan {path}: has no case {v} {s} ({len(lacking)} missing); plan the same "
                           f"--suite, --variants and --scenarios, or drop --plan")
-    registered = checkout.import_kernels().VARIANTS  # the gate's own registry, as for --variants
+    registered = checkout.variant_names()  # the gate's own registry, as for --variants
     for v, s in sorted(known - set(cases)):  # another selection's case: registered and well formed
         if v not in registered:
             raise ConfigError(f"--plan {path}: case {v} {s} names no registered variant "

@@ -369,7 +369,7 @@ def check(request: GateRequest) -> Gate:
     th = load_thresholds(request.thresholds)
     vendor = vendor_mod.resolve(request.vendor)
     chosen = validate.scenarios(request.suite, request.scenarios)
-    variants = validate.variants(request.variants, checkout.import_kernels().VARIANTS)
+    variants = validate.variants(request.variants, checkout.variant_names())
     metrics = ",".join(validate.metrics(request.metrics))
     files.check_output(request.out, "--out", directory=True)
     repo = repo_root(os.getcwd())

@@ -275,7 +275,7 @@ def make_plan(good_ref: str, bad_ref: str, scenario: str | None, variant: str = 
     suite, named = validate.scenario_named(scenario, suite)
     if len(validate.scenarios(suite, named.name)) != 1:  # the gate selects by glob: it must be this one
         raise ConfigError(f"--scenario {scenario}: matches several scenarios of suite {suite} as a glob")
-    variants = validate.variants(variant, checkout.import_kernels().VARIANTS, "--variant")
+    variants = validate.variants(variant, checkout.variant_names(), "--variant")
     metrics = validate.metrics(metric, "--metric")
     if len(variants) != 1 or len(metrics) != 1:
         raise ConfigError(f"--variant {variant} --metric {metric}: one case per bisect; name one "

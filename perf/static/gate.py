@@ -254,7 +254,7 @@ def check_input(args: argparse.Namespace, thresholds) -> str:
                               "(or drop --toolchain to compare commits)")
     root = git.repo_root(os.getcwd())
     # the head's registry decides; the base may predate a variant
-    registered = getattr(checkout.import_kernels(root), "VARIANTS", {})
+    registered = checkout.variant_names(root)
     plan.load_targets(thresholds, args.targets, registered)
     if args.variants:
         validate.variants(args.variants, registered)
