@@ -72,6 +72,7 @@ def _importing(frame) -> bool:
 def on_signal(signum, frame) -> None:
     global _interrupted, _deferred
     _interrupted = True
+    _forget_resource_tracker()
     if (_importing(frame) or not _entered) and _deferred < DEFER_MAX:
         _deferred += 1
         timer = threading.Timer(DEFER_S, os.kill, (os.getpid(), signum))
@@ -201,6 +202,7 @@ def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interru
     except SystemExit as e:
         code = _exit_code(e.code)
     except KeyboardInterrupt:
+        _forget_resource_tracker()  # before the objects the interrupt unwound die (their finalizers)
         if debug:
             traceback.print_exc()
         if not quiet_interrupt:
@@ -356,10 +358,12 @@ def _reap() -> None:
 
 
 def _forget_resource_tracker() -> None:
-    """Its tracker killed, this process's semaphores are still unlinked at exit (multiprocessing's
-    finalizers do it), but without telling the tracker: a dead one would be relaunched, and the
-    new one print a KeyError traceback for each name it never saw (a compile side stopped while
-    its pool's queues were alive, 2-core CI, 2026-11-29)."""
+    """From an interrupt on (or its tracker killed), this process's semaphores are still unlinked
+    by multiprocessing's finalizers, but without a word to the tracker, which an interrupt may
+    have stopped first: a dead one would be relaunched, and the new one print a KeyError
+    traceback for each name it never saw (a compile side stopped while its pool's queues were
+    alive, 2-core CI, 2026-11-29), or the word meet a closed pipe, a BrokenPipeError traceback
+    (the same, later that day, after two fixes of the order in which processes are stopped)."""
     tracker = sys.modules.get("multiprocessing.resource_tracker")
     if tracker is not None:
         tracker.register = tracker.unregister = lambda name, rtype: None

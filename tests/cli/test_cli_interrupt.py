@@ -168,3 +168,35 @@ def test_an_interrupted_compile_pool_cancels_its_queue_and_ends_its_workers():
     # two running, one handed to the workers' queue (concurrent.futures' EXTRA_QUEUED_CALLS): the
     # rest never started
     assert sum(f.cancelled() for f in futures) >= len(futures) - 3
+
+
+# A side process holding a spawn-context semaphore (registered with multiprocessing's resource
+# tracker) is interrupted after its tracker has gone: the order in which an interrupt stops a
+# command's processes. `stopped`: the tracker killed and reaped first.
+_TRACKER_GONE = """
+import multiprocessing, os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from perf import process
+from multiprocessing import resource_tracker
+
+def main(argv):
+    lock = multiprocessing.get_context("spawn").Lock()  # registered: unlinked by a finalizer at exit
+    tracker = resource_tracker._resource_tracker._pid
+    os.kill(tracker, signal.SIGKILL)
+    os.waitpid(tracker, 0)
+    raise KeyboardInterrupt
+
+process.entry(main, [], internal=sys.argv[2] == "internal")
+"""
+
+
+@pytest.mark.parametrize("internal", [True, False], ids=["side", "command"])
+def test_an_interrupted_process_whose_resource_tracker_went_first_exits_without_a_traceback(internal):
+    """Its semaphores are unlinked at exit without telling the gone tracker: telling it printed a
+    BrokenPipeError traceback from a compile side (2-core CI, 2026-11-29), or relaunched a tracker
+    that printed a KeyError for every name it never saw."""
+    proc = subprocess.run([sys.executable, "-c", _TRACKER_GONE, ROOT, "internal" if internal else "command"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    expected = "" if internal else "interrupted: stopped; what finished is kept\n"
+    assert proc.stderr == expected, proc.stderr[-3000:]
