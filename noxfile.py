@@ -39,8 +39,9 @@ NO_VENV = "--no-venv" in sys.argv or any(f"--force-venv-backend{sep}none" in _AR
 
 
 def _gpu_present() -> bool:
-    """A CUDA or ROCm device node exists (asked without torch, before any session starts)."""
-    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
+    """A CUDA or ROCm device node exists (asked without torch, before any session starts; the nodes
+    of perf/vendor.py's GPU_NODES, which this file cannot import before the env exists)."""
+    return any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd"))
 
 
 VENDOR_TORCH = NO_VENV or _gpu_present()  # run in this interpreter, never install torch

@@ -159,7 +159,8 @@ def built_for(torch) -> str | None:
 
 
 # The device nodes without which neither runtime finds a GPU: NVIDIA's driver (Linux; WSL's is
-# /dev/dxg) and ROCm's kernel driver (AMD's ROCm install guide); noxfile.py asks the same.
+# /dev/dxg) and ROCm's kernel driver (AMD's ROCm install guide); noxfile.py's _gpu_present asks for
+# the same ones (it runs before the env that holds perf exists).
 GPU_NODES = ("/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
 
 

@@ -393,6 +393,7 @@ FP8_MANY_ITEMS_PER_SM = 2.5
 # sequences x 1k-32k, 1, 2 and 4 queries 0.936-0.968x (narrow-head.md, 11 rows); falcon-7b's 128-row
 # Q-blocks lost 1.04-1.07x; head 128 went both ways (round5.md: qwen2.5-7b 4 x 8k, 2 queries 0.967x, 4 1.087x)
 NARROW_HEAD = 64
+NARROW_HEAD_MAX_ROWS = 32  # the largest Q-block that won (gpt-oss-20b, 4 queries); falcon-7b's 128 lost
 # [filled-one-segment] H200 2026-11-28: decodes of 256 and 512 items on 132 SMs (1.94 and 3.88 per SM)
 # ran fastest whole: bf16 4k-8k keys 1.04-1.05x, fp8 (qk16) 1.08-1.12x over 2-4 segments; 1.0-1.9 unmeasured
 FILLED_ITEMS_PER_SM = 1.9
@@ -501,7 +502,7 @@ def _nvidia(f: Features) -> Config:
                 else 64 if wide or narrow or many or wide_rows else 128)
         # [narrow-head-stages] H200 2026-11-29, 1.03-1.07x: tune --suite spec-decode --scenarios 'gpt-oss*'
         block_m = rows or decode_block_m(f.queries_per_kv)
-        narrow_head = (tile == 128 and f.head_size <= NARROW_HEAD and block_m <= MULTI_TOKEN_TILE64_ROWS
+        narrow_head = (tile == 128 and f.head_size <= NARROW_HEAD and block_m <= NARROW_HEAD_MAX_ROWS
                        and not f.fp8_kv)
         # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
         # [filled-one-segment] H200 2026-11-28, 1.04-1.12x: tune --scenarios '*/batch64-kv4096/*'

@@ -98,3 +98,17 @@ def test_the_real_kernels_load_twice_and_run_side_by_side():
     finally:
         for name in [n for n in sys.modules if n.startswith(("kernels_base_t", "kernels_head_t"))]:
             del sys.modules[name]
+
+
+def test_variant_names_are_the_registry_read_without_importing_it(tmp_path):
+    """`--variants` checks read the names from kernels/__init__.py's literal; a checkout whose
+    literal is gone is imported instead (or gives None when asked not to import)."""
+    import kernels
+
+    assert checkout.variant_names() == tuple(kernels.VARIANTS)
+    other = tmp_path / "other" / "kernels"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("VARIANTS: dict = {'alpha': 1, 'beta': 2}\n")
+    assert checkout.variant_names(str(tmp_path / "other")) == ("alpha", "beta")
+    (other / "__init__.py").write_text("VARIANTS = dict(alpha=1)\n")  # no literal to read
+    assert checkout.variant_names(str(tmp_path / "other"), imported=False) is None

@@ -79,3 +79,21 @@ def test_an_unknown_vendor_is_refused_naming_every_known_one():
     known = ", ".join(vendor.VENDORS)
     with pytest.raises(ConfigError, match=rf"^--vendor acme: unknown vendor; use one of {known}$"):
         vendor.check_name("acme")
+
+
+
+def test_a_machine_without_gpu_device_nodes_is_decided_without_torch(monkeypatch, tmp_path):
+    """No driver node: no GPU and the interpreter chosen, with torch unimportable here (its import
+    costs seconds in every process that asks); TRITON_INTERPRET=1 means the interpreter whatever
+    the nodes say."""
+    import sys
+
+    monkeypatch.setattr(vendor, "GPU_NODES", (str(tmp_path / "no-such-node"),))
+    monkeypatch.setitem(sys.modules, "torch", None)  # any `import torch` now raises ImportError
+    monkeypatch.delitem(sys.modules, "triton")  # not yet imported: the choice is still open
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert not vendor.gpu_nodes() and vendor.on_gpu() is False
+    vendor.interpreter_without_gpu()
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    monkeypatch.setattr(vendor, "GPU_NODES", (str(tmp_path),))  # a node exists: torch would decide
+    assert vendor.gpu_nodes() and vendor.on_gpu() is False  # but the interpreter was asked for
