@@ -76,7 +76,8 @@ COMMANDS: dict[str, Command] = {
     "compile": Command("perf.static.gate", "static gate: cross-compile every variant per target, compare "
                        "resources and compile time", outputs=(("out", "dir"), ("emit_json", "file"),
                                                        ("cache_dir", "cache"), ("results", "file")),
-                       inputs=(("source", "dir"),), side_outputs=("emit_json", "cache_dir", "results")),
+                       inputs=(("source", "dir"),), side_outputs=("emit_json", "cache_dir", "results"),
+                       check="perf.validate:compile_args"),
     "compile-calibrate": Command("perf.static.calibrate", "the static gate's compile-time noise on this CPU "
                                  "(A/A pairs of cold compiles) into calibration/compile-time.yaml",
                                  outputs=(("write", "file"),), check="perf.validate:compile_calibrate_args"),

@@ -50,6 +50,24 @@ def scenarios(suite: str, globs: str | None) -> list:
     return sc.select(sc.suite(suite), globs)
 
 
+def usable_metrics(wanted: list[str]) -> list[str]:
+    """The metrics of `wanted` this machine measures (graph replay needs a GPU)."""
+    from perf import vendor
+
+    return [m for m in wanted if m == "eager" or vendor.on_gpu()]
+
+
+def measurable(wanted: list[str], flag: str = "--metrics") -> list[str]:
+    """`usable_metrics`, refused when none is left: a run that could measure nothing must not start."""
+    from perf.errors import NothingMeasured
+
+    usable = usable_metrics(wanted)
+    if not usable:
+        raise NothingMeasured(f"{flag} {','.join(wanted)}: graph replay needs a GPU (found none); pass "
+                              f"{flag} eager to run in Triton's interpreter")
+    return usable
+
+
 def metrics(wanted: str | None, flag: str = "--metrics") -> list[str]:
     """The latency metrics named in `wanted` (comma-separated; all of perf.results.METRICS
     when not given)."""
@@ -125,6 +143,7 @@ def run_args(a) -> None:
     _vendor(a.vendor)
     peers(a.peers)
     gpu("perf run", a.suite, cpu_ok=a.allow_cpu, allow="--allow-cpu")
+    measurable(metrics(a.metrics))
 
 
 def gate_modes(plan_only: bool, plan: str | None, all_cases: bool, toolchain: str | None) -> None:
@@ -152,9 +171,15 @@ def gate_args(a) -> None:
 
         toolchain.parse(a.toolchain)
     _refs((a.base_ref, "--base-ref"), (a.head_ref, "--head-ref"))
+    if a.plan:  # read whole: a bad plan is refused as that, also when the gate would skip
+        from perf.change import latency as changes
+
+        changes.read_plan(a.plan)
     if a.plan_only:  # plans on this CPU, measures nothing
         return
     gpu("perf gate", a.suite, cpu_ok=a.no_gpu_ok)  # --no-gpu-ok: it says so and skips
+    if not a.no_gpu_ok:
+        measurable(metrics(a.metrics))
 
 
 def bisect_args(a) -> None:
@@ -217,12 +242,42 @@ def path_names(a) -> None:
         names.date(a.date, "--date")
 
 
+def compile_args(a) -> None:
+    """The combinations of compile's options, and --source a checkout, before --out is claimed."""
+    from perf import checkout
+
+    if a.emit_json and a.toolchain:
+        raise ConfigError("--emit-json compiles one side in this process, under its own Triton; drop "
+                          "--toolchain (or --emit-json, to compare the two Tritons)")
+    if a.source is not None:
+        checkout.require_kernels(a.source, "--source")
+        if not a.emit_json:
+            raise ConfigError("--source compiles one checkout's kernels with --emit-json PATH; add "
+                              "--emit-json, or drop --source to gate this checkout against its base")
+    if a.results and not a.emit_json:
+        raise ConfigError("--results writes one side's records with --emit-json PATH; add --emit-json "
+                          "(the gate writes its own static.jsonl into --out)")
+
+
 def alert_args(a) -> None:
+    from perf import vendor
+    from perf.nightly import confirm
+
     path_names(a)
+    if a.vendor is not None:
+        vendor.check_name(a.vendor)
+    confirm.check_options(a)
 
 
 def nightly_args(a) -> None:
+    from perf.nightly import shard, simulate, store
+
     path_names(a)
+    shard.check_action(a)  # --shard with run only
+    if a.action == "simulate":
+        simulate.check_arguments(a.seed, a.nights)
+    if a.action == "heartbeat" and a.data:  # every folder name of the store, by the one rule
+        store.nights(store.check_data(a.data))
     if a.action not in ("all", "run") or a.merge_shards:  # publish, report, merge: nothing measured
         return
     from perf.nightly import selection

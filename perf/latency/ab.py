@@ -59,7 +59,7 @@ from perf import results as results_mod
 from perf import vendor as vendor_mod
 from perf.change import latency as changes
 from perf.checkout import ROOT
-from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, ConfigError, NothingMeasured
+from perf.errors import EXIT_FAIL, EXIT_INTERRUPTED, ConfigError
 from perf.git import check_clean, git, repo_root, resolve_base, resolve_commit, worktree
 from perf.latency import worker
 from perf.latency.compare import (
@@ -421,9 +421,7 @@ def run_gate(request: GateRequest, publish_report: bool = True) -> tuple[int, li
     if gate.interpreter and request.suite != "smoke":
         raise ConfigError("no GPU: the latency gate measures on a CUDA or ROCm GPU (found none); run it "
                           "on a GPU machine, or `--suite smoke` to self-test the harness in the interpreter")
-    if gate.interpreter and "eager" not in gate.metrics.split(","):
-        raise NothingMeasured(f"--metrics {gate.metrics}: graph replay needs a GPU (found none); pass "
-                              f"--metrics eager to self-test the harness in the interpreter")
+    validate.measurable(gate.metrics.split(","))
     s = settings(request, gate.th.vendor(gate.vendor).statistics, gate.interpreter, gate.metrics)
     if s.repeats < 2 or s.samples < 1:
         raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")

@@ -284,9 +284,7 @@ def make_plan(good_ref: str, bad_ref: str, scenario: str | None, variant: str = 
         raise ConfigError("--repeats must be >= 2 (paired rounds per process) and --samples >= 1")
     commits = first_parent_range(repo, good, bad)
     interpreter = not vendor_mod.on_gpu()  # a GPU-sized suite was refused already (perf.vendor.require_gpu)
-    if interpreter and metrics[0] == "graph":
-        raise ConfigError("--metric graph: graph replay needs a GPU (found none); pass --metric eager to "
-                          "self-test the harness in the interpreter")
+    validate.measurable(metrics, "--metric")
     gate = replace(gate, base_ref=good, suite=suite, scenarios=named.name, variants=variants[0],
                    metrics=metrics[0], thresholds=os.path.abspath(gate.thresholds))
     stats = th.vendor(vendor).statistics

@@ -50,7 +50,7 @@ class Selection:
 
     def unchanged_findings(self, vendor: str, gpu: str | None, metrics: str) -> list[Finding]:
         """One `unchanged` finding per case and metric not timed (never an "ok" of a measurement)."""
-        from perf.measure.cases import usable_metrics
+        from perf.validate import usable_metrics
 
         target = gpu or "Triton interpreter"
         where = f" on {self.doc['target']}" if self.doc else ""

@@ -62,7 +62,7 @@ import uuid
 import zlib
 from dataclasses import dataclass, field, fields
 
-from perf import checkout
+from perf import checkout, validate
 from perf import files as files_mod
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError
@@ -171,7 +171,7 @@ class Pairs:
         self.sides = {s: checkout.load_side(getattr(job, f"{s}_from"), ALIASES[s]) for s in self.measured}
         self.batch_side = "head" if "head" in self.sides else self.measured[0]
         self.device = "cuda" if vendor_mod.on_gpu() else "cpu"
-        self.metrics = measure.usable_metrics(job.metrics.split(","))
+        self.metrics = validate.usable_metrics(job.metrics.split(","))
         self.last_emit = 0.0
 
     def variants(self) -> list[str]:

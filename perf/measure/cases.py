@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 
 from perf import roofline
 from perf import vendor as vendor_mod
-from perf.errors import NothingMeasured
 from perf.measure import check
 
 BATCH_BUDGET_BYTES = int(float(os.environ.get("PERF_BATCH_BUDGET_GB", "24")) * 2**30)
@@ -258,15 +257,3 @@ def time_case(case: Case, metric: str, samples: int, budget_ms: float | None, wa
         return timing.time_eager(watch(fn), samples=samples, warmup=warmup, budget_ms=budget_ms, plan_=plan)
 
 
-def usable_metrics(metrics: list[str]) -> list[str]:
-    """The metrics this machine can measure (graph replay needs a GPU)."""
-    return [m for m in metrics if m == "eager" or vendor_mod.on_gpu()]
-
-
-def require_metrics(metrics: list[str], option: str = "--metrics") -> list[str]:
-    """`usable_metrics`, refused when none is left: a run that could measure nothing must not start."""
-    usable = usable_metrics(metrics)
-    if not usable:
-        raise NothingMeasured(f"{option} {','.join(metrics)}: graph replay needs a GPU (found none); pass "
-                              f"{option} eager to run in Triton's interpreter")
-    return usable

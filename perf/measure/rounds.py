@@ -22,7 +22,8 @@ from collections.abc import Callable, Hashable, Sequence
 
 from perf import vendor as vendor_mod
 from perf.measure import check
-from perf.measure.cases import Case, make_case, recheck, reference_for, time_case, usable_metrics
+from perf.measure.cases import Case, make_case, recheck, reference_for, time_case
+from perf.validate import usable_metrics
 
 
 def interleave(items: Sequence[Hashable], rounds: int, time: Callable[[Hashable, object, int, int], object],

@@ -14,7 +14,6 @@ from perf import checkout, files, validate
 from perf import vendor as vendor_mod
 from perf.errors import ConfigError, NothingMeasured
 from perf.measure import check
-from perf.measure.cases import require_metrics
 from perf.measure.rounds import Side
 
 # Without a GPU the kernels run in Triton's interpreter, whose wall clock measures nothing:
@@ -60,7 +59,7 @@ def run_command(args: argparse.Namespace) -> int:
     chosen = validate.scenarios(args.suite, args.scenarios)
     variants = validate.variants(args.variants, kernels.VARIANTS)
     args.metrics = ",".join(validate.metrics(args.metrics))
-    require_metrics(args.metrics.split(","))
+    validate.measurable(args.metrics.split(","))
     peers, absent = peers_mod.resolve(args.peers, vendor)
     if args.peers == "auto" and vendor is None:
         print("note: --peers auto: no GPU here, so no vendor library is measured", flush=True)

@@ -406,18 +406,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from perf.thresholds import load_thresholds
 
-    thresholds = load_thresholds(args.thresholds)
-    if args.emit_json and args.toolchain:
-        raise ConfigError("--emit-json compiles one side in this process, under its own Triton; drop "
-                          "--toolchain (or --emit-json, to compare the two Tritons)")
-    if args.source is not None:
-        checkout.require_kernels(args.source, "--source")
-        if not args.emit_json:
-            raise ConfigError("--source compiles one checkout's kernels with --emit-json PATH; add "
-                              "--emit-json, or drop --source to gate this checkout against its base")
-    if args.results and not args.emit_json:
-        raise ConfigError("--results writes one side's records with --emit-json PATH; add --emit-json "
-                          "(the gate writes its own static.jsonl into --out)")
+    thresholds = load_thresholds(args.thresholds)  # its options were checked: perf.validate.compile_args
     if args.emit_json:
         checkout.import_kernels(args.source)
         doc = run_side(args, thresholds)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from perf import cli, files
+from perf.errors import ConfigError
 
 pytestmark = pytest.mark.slow  # starts processes
 
@@ -395,6 +396,31 @@ def test_a_mistake_ends_in_one_line(case, tmp_path, capsys, monkeypatch):
     run_case(case, tmp_path, capsys)
 
 
+# Decided only with the output in hand: the results file `run` resumes is its --out, read once
+# claimed (another writer could be appending to it); compare's "nothing was measured" is its
+# verdict, written into --out with the report that says why.
+NEED_THE_OUTPUT = ("`run` resuming a results file written at another commit",
+                   "`compare` against a head file without records")
+WHILE_HELD = [c for c in CASES if c.needle != "being written by" and c.shown not in NEED_THE_OUTPUT]
+
+
+@pytest.mark.parametrize("case", WHILE_HELD, ids=[f"{c.group}: {c.shown}" for c in WHILE_HELD])
+def test_a_mistake_is_refused_as_that_while_another_run_writes_the_outputs(case, tmp_path, capsys,
+                                                                          monkeypatch):
+    """Every output of every command held by another run (each claim refused, as perf.files does
+    when another process holds the lock): each mistake still ends in its own line. Its checks run
+    before the outputs are claimed (perf.cli.run_command), so a user is told what to fix, not to
+    wait, and no mistake ever takes an output's lock (CI runs the static gate beside these tests,
+    writing into the default results/static)."""
+    monkeypatch.chdir(ROOT)
+
+    def held(path, flag="--out"):
+        raise ConfigError(f"{flag} {path}: being written by pid 1 since 00:00:00; {files.BUSY_FIX}")
+
+    monkeypatch.setattr(files, "claim", held)
+    run_case(case, tmp_path, capsys)
+
+
 
 
 
@@ -432,7 +458,10 @@ A gate that checked nothing must never pass. Every mistake a user can make ends 
 on stderr naming the argument or file, the field and the fix, with exit code 2 and no
 traceback (`perf.errors.ConfigError`, caught once in `perf/cli.py` for every command). A
 regression or a wrong result is exit 1, an interrupt 130 (what finished is kept), and a
-bug in the harness exit 3 with one line (`--debug` shows the traceback).
+bug in the harness exit 3 with one line (`--debug` shows the traceback). Each is refused
+before the command claims its outputs: run again with every output held by another run, each
+case ends in the same line, but the two decided with the output in hand (a results file `run`
+resumes is its --out; compare's "nothing was measured" is its verdict, written with its report).
 """
 
 KERNELS_TITLE = "The kernel API (`kernels.paged_attention` and every variant)"
