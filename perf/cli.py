@@ -65,7 +65,8 @@ COMMANDS: dict[str, Command] = {
                        inputs=(("base", "file"), ("head", "file"))),
     "gate": Command("perf.latency.ab", "A/B latency gate: head vs base (git worktree), interleaved on this "
                     "GPU, timing only the cases whose launches differ", main="gate_command", add=None,
-                    outputs=(("out", "dir"),), inputs=(("plan", "file"),), check="perf.validate:gate_args"),
+                    outputs=(("out", "dir"),), inputs=(("plan", "file"),),
+                    check="perf.latency.ab:check_arguments"),
     "report": Command("perf.latency.compare",
                       "render a findings file (from compare/gate) as Markdown and a plot",
                       main="report_command", add=None, outputs=(("plot", "file"),),
@@ -77,7 +78,7 @@ COMMANDS: dict[str, Command] = {
                        "resources and compile time", outputs=(("out", "dir"), ("emit_json", "file"),
                                                        ("cache_dir", "cache"), ("results", "file")),
                        inputs=(("source", "dir"),), side_outputs=("emit_json", "cache_dir", "results"),
-                       check="perf.validate:compile_args"),
+                       check="perf.static.gate:check_arguments"),
     "compile-calibrate": Command("perf.static.calibrate", "the static gate's compile-time noise on this CPU "
                                  "(A/A pairs of cold compiles) into calibration/compile-time.yaml",
                                  outputs=(("write", "file"),), check="perf.validate:compile_calibrate_args"),
@@ -88,10 +89,10 @@ COMMANDS: dict[str, Command] = {
                          thresholds=False, inputs=(("root", "dir"),)),
     "nightly": Command("perf.nightly", "nightly asv run, publish and plots", main="nightly_main",
                        add="add_nightly_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),),
-                       check="perf.validate:nightly_args"),
+                       check="perf.nightly:check_nightly"),
     "alert": Command("perf.nightly", "change-point alerts over the nightly history", main="alert_main",
                      add="add_alert_arguments", outputs=(("out", "dir"),), inputs=(("config", "file"),),
-                     check="perf.validate:alert_args"),
+                     check="perf.nightly:check_alert"),
     "host-cost": Command("perf.measure.host_cost", "host time of a call beside the peers, alternated call by "
                          "call in fresh processes", outputs=(("out", "file"), ("md", "file")),
                          check="perf.validate:host_cost_args"),

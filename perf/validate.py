@@ -5,10 +5,12 @@ Every command resolves its `--variants`, `--suite`, `--scenarios` and `--metrics
 one line naming the argument, what it did not match and what would, exit 2. A gate that
 checked nothing because a name matched nothing must never pass. The measuring commands'
 checks (`run_args`, `gate_args`, ...: every name, then the GPU rule) are named by their
-entry in perf/cli.py's registry (`Command.check`), which runs them after parsing and before
-the command's own code: a typo (or a broken --thresholds file) is never hidden behind "no GPU"
-or found after an expensive step (a compile, a download), and a GPU-sized run never starts on
-a CPU by any route.
+entry in perf/cli.py's registry (`Command.check`), or called by the check a command keeps
+beside its own code (the gate's plan file, nightly's store, compile's options), which the
+registry runs after parsing and before the outputs are claimed and the command runs: a typo
+(or a broken --thresholds file) is never hidden behind "no GPU" or behind another run writing
+the same output, nor found after an expensive step (a compile, a download), and a GPU-sized run
+never starts on a CPU by any route.
 """
 
 from __future__ import annotations
@@ -171,10 +173,6 @@ def gate_args(a) -> None:
 
         toolchain.parse(a.toolchain)
     _refs((a.base_ref, "--base-ref"), (a.head_ref, "--head-ref"))
-    if a.plan:  # read whole: a bad plan is refused as that, also when the gate would skip
-        from perf.change import latency as changes
-
-        changes.read_plan(a.plan)
     if a.plan_only:  # plans on this CPU, measures nothing
         return
     gpu("perf gate", a.suite, cpu_ok=a.no_gpu_ok)  # --no-gpu-ok: it says so and skips
@@ -242,42 +240,12 @@ def path_names(a) -> None:
         names.date(a.date, "--date")
 
 
-def compile_args(a) -> None:
-    """The combinations of compile's options, and --source a checkout, before --out is claimed."""
-    from perf import checkout
-
-    if a.emit_json and a.toolchain:
-        raise ConfigError("--emit-json compiles one side in this process, under its own Triton; drop "
-                          "--toolchain (or --emit-json, to compare the two Tritons)")
-    if a.source is not None:
-        checkout.require_kernels(a.source, "--source")
-        if not a.emit_json:
-            raise ConfigError("--source compiles one checkout's kernels with --emit-json PATH; add "
-                              "--emit-json, or drop --source to gate this checkout against its base")
-    if a.results and not a.emit_json:
-        raise ConfigError("--results writes one side's records with --emit-json PATH; add --emit-json "
-                          "(the gate writes its own static.jsonl into --out)")
-
-
 def alert_args(a) -> None:
-    from perf import vendor
-    from perf.nightly import confirm
-
     path_names(a)
-    if a.vendor is not None:
-        vendor.check_name(a.vendor)
-    confirm.check_options(a)
 
 
 def nightly_args(a) -> None:
-    from perf.nightly import shard, simulate, store
-
     path_names(a)
-    shard.check_action(a)  # --shard with run only
-    if a.action == "simulate":
-        simulate.check_arguments(a.seed, a.nights)
-    if a.action == "heartbeat" and a.data:  # every folder name of the store, by the one rule
-        store.nights(store.check_data(a.data))
     if a.action not in ("all", "run") or a.merge_shards:  # publish, report, merge: nothing measured
         return
     from perf.nightly import selection

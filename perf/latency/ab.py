@@ -388,6 +388,14 @@ def check(request: GateRequest) -> Gate:
                 head_sha, not vendor_mod.on_gpu())
 
 
+def check_arguments(a) -> None:
+    """perf.validate.gate_args, then the --plan file read whole: a bad plan is refused as that before
+    --out is claimed, also where the gate would skip (perf.cli's registry runs this first)."""
+    validate.gate_args(a)
+    if a.plan:
+        changes.read_plan(a.plan)
+
+
 def gate_command(args) -> int:
     """`python -m perf gate`: `run_gate`'s exit code; 1 too when a measuring process crashed."""
     try:

@@ -136,10 +136,36 @@ def add_alert_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--repo", default=None, help="OWNER/NAME for compare links (default: $GITHUB_REPOSITORY)")
 
 
-def nightly_main(args: argparse.Namespace) -> int:
-    from perf.nightly import asvrun, shard
+def check_nightly(args: argparse.Namespace) -> None:
+    """What `perf nightly` is asked, checked before --out is claimed (perf.cli's registry runs
+    this first): the names and the GPU rule (perf.validate), --shard with run only, a replay's
+    seed and length, and every folder name of the store the heartbeat reads."""
+    from perf import validate
+    from perf.nightly import shard, simulate, store
 
-    shard.check_action(args)  # --shard with run only
+    validate.nightly_args(args)
+    shard.check_action(args)
+    if args.action == "simulate":
+        simulate.check_arguments(args.seed, args.nights)
+    if args.action == "heartbeat" and args.data:
+        store.nights(store.check_data(args.data))
+
+
+def check_alert(args: argparse.Namespace) -> None:
+    """What `perf alert` is asked, checked before --out is claimed: its names, the vendor, and
+    what --confirm takes."""
+    from perf import validate
+    from perf.nightly import confirm
+
+    validate.alert_args(args)
+    if args.vendor is not None:
+        vendor_mod.check_name(args.vendor)
+    confirm.check_options(args)
+
+
+def nightly_main(args: argparse.Namespace) -> int:
+    from perf.nightly import asvrun
+
     files.check_output(args.out, "--out", directory=True)
     conf = asvrun.read_config(args.config)
     if args.action in DATA_ACTIONS:
@@ -163,9 +189,6 @@ def alert_main(args: argparse.Namespace) -> int:
     from perf.errors import NothingMeasured
     from perf.nightly import asvrun, confirm
 
-    if args.vendor is not None:
-        vendor_mod.check_name(args.vendor)
-    confirm.check_options(args)
     files.check_output(args.out, "--out", directory=True)
     conf = asvrun.read_config(args.config)
     histories, unreadable = _histories(args, conf)

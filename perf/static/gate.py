@@ -403,10 +403,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--quiet", action="store_true", help="no progress")
 
 
+def check_arguments(a: argparse.Namespace) -> None:
+    """The combinations of compile's options, and --source a checkout, before --out is claimed
+    (perf.cli's registry runs this before the command)."""
+    if a.emit_json and a.toolchain:
+        raise ConfigError("--emit-json compiles one side in this process, under its own Triton; drop "
+                          "--toolchain (or --emit-json, to compare the two Tritons)")
+    if a.source is not None:
+        checkout.require_kernels(a.source, "--source")
+        if not a.emit_json:
+            raise ConfigError("--source compiles one checkout's kernels with --emit-json PATH; add "
+                              "--emit-json, or drop --source to gate this checkout against its base")
+    if a.results and not a.emit_json:
+        raise ConfigError("--results writes one side's records with --emit-json PATH; add --emit-json "
+                          "(the gate writes its own static.jsonl into --out)")
+
+
 def main(args: argparse.Namespace) -> int:
     from perf.thresholds import load_thresholds
 
-    thresholds = load_thresholds(args.thresholds)  # its options were checked: perf.validate.compile_args
+    thresholds = load_thresholds(args.thresholds)  # its options were checked: check_arguments
     if args.emit_json:
         checkout.import_kernels(args.source)
         doc = run_side(args, thresholds)
