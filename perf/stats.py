@@ -182,7 +182,9 @@ def min_detectable(se: float, fail: float, alpha: float, df: float, power: float
     if not math.isfinite(se):
         return math.inf
     z = float(_scipy.norm.ppf(power ** (1.0 / max(1, attempts))))
-    return float(math.exp(max(math.log(fail), critical(alpha, df) * se) + z * se))
+    # a finite noise gives a finite answer: exp(700), far past any ratio a timer shows, is the
+    # most it says (exp would overflow past 709)
+    return float(math.exp(min(max(math.log(fail), critical(alpha, df) * se) + z * se, 700.0)))
 
 
 def rate_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:

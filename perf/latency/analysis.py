@@ -205,8 +205,19 @@ def paired_findings(base: results_mod.Results, head: results_mod.Results, th: Th
                                 ci_high=c.ci_high, p_value=c.p_value,
                                 threshold=f"{t.describe()} ({t.source})", verdict=verdict,
                                 note=f"{note}; {extra}" if note else extra,
-                                min_detectable=mde if math.isfinite(mde) else None))
+                                min_detectable=stored_detectable(mde)))
     return judge_outputs(findings, base, head)
+
+
+def stored_detectable(mde: float) -> float | None:
+    """A case's smallest detectable slowdown as a findings file holds it: None where the noise
+    is not finite (nothing is known), capped at the largest ratio a findings file holds
+    (perf.schema.RATIO), beyond which no physical slowdown is seen either. An interpreter A/A of
+    two processes on a loaded machine once came to a finite value past that bound, which the
+    gate's own reader then refused (2-core CI machine, 2026-11-29)."""
+    from perf import schema
+
+    return min(mde, schema.RATIO[1]) if math.isfinite(mde) else None
 
 
 def unpaired_findings(base: results_mod.Results, head: results_mod.Results, th: Thresholds,

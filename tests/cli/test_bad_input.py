@@ -410,8 +410,8 @@ def test_a_mistake_is_refused_as_that_while_another_run_writes_the_outputs(case,
     """Every output of every command held by another run (each claim refused, as perf.files does
     when another process holds the lock): each mistake still ends in its own line. Its checks run
     before the outputs are claimed (perf.cli.run_command), so a user is told what to fix, not to
-    wait, and no mistake ever takes an output's lock (CI runs the static gate beside these tests,
-    writing into the default results/static)."""
+    wait, and no mistake ever takes an output's lock (these cases run in the checkout, where a
+    static gate run beside them writes into compile's default results/static)."""
     monkeypatch.chdir(ROOT)
 
     def held(path, flag="--out"):

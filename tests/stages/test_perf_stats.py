@@ -11,8 +11,11 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from perf import stats
+from perf import schema, stats
+from perf.latency.analysis import stored_detectable
 
 
 def _groups(rng, effect: float, tau: float, sigma: float, processes: int = 3, rounds: int = 10):
@@ -152,3 +155,15 @@ def test_compare_reports_p_in_direction_of_change():
 def test_cv():
     assert stats.cv([1.0, 1.0, 1.0]) == 0.0
     assert stats.cv([9.0, 11.0]) == pytest.approx(np.std([9.0, 11.0], ddof=1) / 10.0)
+
+
+@settings(deadline=None)  # the first example imports scipy.stats
+@given(se=st.one_of(st.floats(0, 1e4), st.just(math.inf), st.just(math.nan)), fail=st.floats(1.0, 10.0),
+       alpha=st.floats(1e-6, 0.5), df=st.one_of(st.floats(1, 1e6), st.just(math.inf)),
+       attempts=st.integers(1, 4))
+def test_a_stored_smallest_detectable_slowdown_is_one_the_findings_reader_takes(se, fail, alpha, df,
+                                                                                 attempts):
+    """Whatever the noise (an interpreter A/A of two processes on a loaded machine reaches a
+    standard error of several log units), what the gate writes its reader accepts."""
+    stored = stored_detectable(stats.min_detectable(se, fail, alpha, df, attempts=attempts))
+    assert schema.or_none(schema.ratio)(stored), stored
