@@ -9,7 +9,6 @@ named instead of "no GPU", and what a CPU may run (the smoke suite) must reach i
 from __future__ import annotations
 
 import importlib
-import time
 
 import pytest
 
@@ -37,14 +36,12 @@ def reached(monkeypatch):
 
 
 def _refused(argv: list[str], reached: list[str], capsys, *needles: str) -> str:
-    start = time.monotonic()
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
     for needle in needles:
         assert needle in err, err
     assert not reached, f"{reached} ran after a refusal"
-    assert time.monotonic() - start < 60
     return err
 
 

