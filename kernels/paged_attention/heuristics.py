@@ -397,6 +397,10 @@ NARROW_HEAD_MAX_ROWS = 32  # the largest Q-block that won (gpt-oss-20b, 4 querie
 # [filled-one-segment] H200 2026-11-28: decodes of 256 and 512 items on 132 SMs (1.94 and 3.88 per SM)
 # ran fastest whole: bf16 4k-8k keys 1.04-1.05x, fp8 (qk16) 1.08-1.12x over 2-4 segments; 1.0-1.9 unmeasured
 FILLED_ITEMS_PER_SM = 1.9
+# [fp8-two-segments] H200 2026-11-29: fp8 decodes of FILLED_ITEMS_PER_SM up to FP8_MANY_ITEMS_PER_SM items
+# per SM take the many-items shape in 2 segments (read ahead, 3 stages) from this many visible keys: 32
+# sequences (1.94 per SM) x 2k, 4k, 8k 0.944x, 0.909x, 0.891x the read-ahead alone; shorter unmeasured
+FP8_TWO_SEGMENT_MIN_KEYS = 2048
 
 
 def short_split(f: Features) -> tuple[int, int] | None:
@@ -492,8 +496,13 @@ def _nvidia(f: Features) -> Config:
         # [many-items] H100 2026-11-23, 1.02-1.33x: tune --scenarios 'llama3-8b/decode/batch64-kv128/*'
         # [fp8-many-items] H200 2026-11-29, 1.04-1.08x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
         crowded_fp8 = f.fp8_kv and not rows and f.kv_items >= FP8_MANY_ITEMS_PER_SM * f.num_sms
+        # [fp8-read-ahead] H200 2026-11-29, 1.09-1.28x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
+        ahead_fp8 = f.fp8_kv and f.head_size == 128 and not (rows or narrow or short or split)
+        # [fp8-two-segments] H200 2026-11-29, 1.06-1.12x: tune --suite anchor --scenarios '*32-kv8*fp8*'
+        pair_fp8 = (ahead_fp8 and not crowded_fp8 and f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
+                    and f.visible_kv_len >= FP8_TWO_SEGMENT_MIN_KEYS)
         many_short = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
-        many = many_short or crowded_fp8 and not (narrow or short or wide)
+        many = many_short or (crowded_fp8 or pair_fp8) and not (narrow or short or wide)
         # [multi-token-segments] H200 2026-11-28, 1.1-2.1x: tune --suite spec-decode --scenarios 'qwen2.5*'
         wide_rows = rows > MULTI_TOKEN_TILE64_ROWS and f.head_size >= 128
         # [multi-token-deep] H200 2026-11-29, 1.05-1.15x: tune --suite spec-decode --scenarios '*-kv8192-q8/*'
@@ -509,7 +518,7 @@ def _nvidia(f: Features) -> Config:
         filled = f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
         segments = (split[1] if split else multi_token_segments(
             f, tile, MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep else MULTI_TOKEN_PROGRAMS_PER_SM)
-            if rows else 1 if many or filled
+            if rows else 2 if pair_fp8 else 1 if many or filled
                     else None)
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
@@ -520,9 +529,10 @@ def _nvidia(f: Features) -> Config:
         # [decode-layout] H100 2026-11-24, 1.00-1.01x: tune --scenarios 'llama2-7b/decode/*'
         decode_layout = f.num_seqs > 1 and not seq_items
         return _fit(f, block_m, tile, fill_sms=True, segments=segments,
-                    num_warps=2 if short or many else 4, num_stages=3 if deep or narrow_head else 2,
+                    num_warps=2 if short or many else 4,
+                    num_stages=3 if deep or narrow_head or ahead_fp8 else 2,
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
-                    read_ahead=deep, block_vector=deep,
+                    read_ahead=deep or ahead_fp8, block_vector=deep,
                     seq_items=seq_items, decode_layout=decode_layout,
                     offsets_32=int32, qk_fp16=qk16,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
@@ -537,7 +547,11 @@ def _nvidia(f: Features) -> Config:
                     + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
                        if many_short else "")
                     + ("; fp8, many items, tile 64, 2 warps: H200 2026-11-29, 1.04-1.08x"
-                       if many and not many_short else "")
+                       if many and not (many_short or pair_fp8) else "")
+                    + ("; fp8, the block table read a tile ahead, 3 stages: H200 2026-11-29, 1.09-1.28x"
+                       if ahead_fp8 else "")
+                    + ("; fp8, 1.9-2.5 items per SM of >= 2k keys, 2 segments: H200 2026-11-29, 1.06-1.12x"
+                       if pair_fp8 else "")
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
                        if int32 else "")
                     + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else "")

@@ -255,18 +255,44 @@ def test_many_short_decodes_take_tile_64_two_warps_four_programs_per_sm():
 def test_fp8_decodes_of_many_items_take_that_shape_at_any_length():
     """H200 lab 2026-11-29: fp8 caches take tile 64, 2 warps, 4 programs per SM, one segment from
     FP8_MANY_ITEMS_PER_SM (48 x 4k: 384 items, 1.08x; 64 x 8k, 128 x 4k 1.04-1.05x); 32 x 8k (256
-    items) lost with it and keeps the decode default, as bf16 caches of 4k keys do."""
+    items) lost with it whole, and takes it in 2 segments ([fp8-two-segments]); bf16 caches of 4k
+    keys keep the decode default."""
     def knobs(seqs, kv, fp8=True, **kw):
         f = dataclasses.replace(_features(seqs, 1, kv, **kw), fp8_kv=fp8)
         c = choose("nvidia", f)
         return c.tile_size, c.num_warps, c.programs_per_sm, c.num_segments, c.qk_fp16
     assert knobs(48, 4096) == knobs(64, 8192) == knobs(128, 4096) == (64, 2, 4, 1, True)
     assert knobs(64, 4096, block_size=32) == (64, 2, 4, 1, True)
-    assert knobs(32, 8192)[:3] == (128, 4, 2)  # 1.94 items per SM: below the bound
+    assert knobs(32, 8192) == (64, 2, 4, 2, True)  # 1.94 items per SM: below the bound, 2 segments
     assert knobs(64, 4096, fp8=False)[:3] == (128, 4, 2)  # bf16: [many-items] stops at 2048 keys
     assert knobs(64, 4096, head_size=256)[1:3] == (4, 2)  # head 256 keeps its own branch
     f8 = dataclasses.replace(_features(16, 8, 8192), fp8_kv=True)  # multi-token: unmeasured, unchanged
     assert choose("nvidia", f8).num_warps == 4 and not choose("nvidia", f8).read_ahead
+
+
+def test_fp8_decodes_read_the_block_table_ahead_in_three_stages():
+    """H200 lab 2026-11-29: fp8-cache decodes of heads of 128 read the block table a tile ahead in 3
+    stages (1.09-1.28x on 16-128 sequences of 1k-8k keys, blocks 16 and 32, bf16 and fp16 queries);
+    from 1.9 items per SM and 2k keys below FP8_MANY_ITEMS_PER_SM, the many-items shape in 2 segments
+    (1.06-1.12x over the read-ahead alone). A window of 128 lost with it (1.10x); multi-token, short,
+    split, other heads and AMD are unmeasured and keep their choice."""
+    def knobs(seqs, kv, fp8=True, vendor="nvidia", q=1, **kw):
+        c = choose(vendor, dataclasses.replace(_features(seqs, q, kv, **kw), fp8_kv=fp8))
+        return c.read_ahead, c.num_stages, c.tile_size, c.num_warps, c.programs_per_sm, c.num_segments
+    for seqs, kv in ((64, 4096), (64, 8192), (128, 4096), (48, 4096)):
+        assert knobs(seqs, kv) == (True, 3, 64, 2, 4, 1)
+        assert knobs(seqs, kv, block_size=32) == knobs(seqs, kv, dtype="float16") == (True, 3, 64, 2, 4, 1)
+    for kv in (2048, 4096, 8192):  # 256 items: 1.94 per SM
+        assert knobs(32, kv) == (True, 3, 64, 2, 4, 2)
+    assert knobs(32, 1024)[:4] == (True, 3, 128, 4)  # below FP8_TWO_SEGMENT_MIN_KEYS: one program each
+    assert knobs(16, 1024)[:4] == (True, 3, 128, 4)
+    assert knobs(64, 4096, fp8=False)[:2] == (False, 2)  # bf16 caches: unchanged
+    assert knobs(16, 4096, window=128)[:2] == (False, 2)  # narrow window: lost
+    assert knobs(16, 8192, q=8)[:2] == (False, 2)  # multi-token: unmeasured
+    assert knobs(64, 4096, head_size=64)[:2] == knobs(64, 4096, head_size=256)[:2] == (False, 2)
+    assert knobs(128, 64)[:2] == (False, 2)  # short context
+    assert knobs(1, 1024)[:2] == (False, 2)  # launch-bound, split
+    assert knobs(64, 4096, vendor="amd")[:2] == (False, 2)
 
 
 def test_decodes_of_narrow_heads_in_tiles_of_128_take_a_third_stage():
