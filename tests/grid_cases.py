@@ -136,6 +136,10 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
         Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True, offsets_32=True,
                edge_tile=32, fp8_products=True), 16),
     "fp8_products_tile32_seg3": (Config(16, 32, 3, num_warps=4, num_stages=2, fp8_products=True), 16),
+    # Q K^T alone on e4m3, P V in fp16 (`Config.qk_e4m3`): the same prefill shape
+    "qk_e4m3_prefill_bm128_tile128_edge32": (
+        Config(128, 128, 1, num_warps=8, num_stages=3, read_ahead=True, block_vector=True, offsets_32=True,
+               edge_tile=32, qk_e4m3=True), 16),
 }
 # The outputs of `Config.fp8_products` against the fp32 reference, (atol, rtol). Both products take
 FORCED_VARIANTS = ("parallel", "flex_tile", "static_grid")  # the variants that take a `config` hint

@@ -352,13 +352,15 @@ def attend_tiles(
     WINDOW_LOADS: tl.constexpr = WINDOW_EDGE != 0 and BLOCK_SIZE % TILE_SIZE != 0
     EDGE_LOADS: tl.constexpr = WINDOW_LOADS and WINDOW_EDGE == 1  # the window edge's
     EDGE_CLAMP: tl.constexpr = EDGE_LOADS and not VECTOR and not READ_AHEAD
-    # PV_FP16 (the planner sets it only for bf16 q over an OCP e4m3 cache): an e4m3 value is
+    # PV_FP16 (the planner sets it for bf16 q over an OCP e4m3 cache, and with FP8_PRODUCTS for
+    # Q K^T alone on e4m3, `Config.qk_e4m3`): an e4m3 value is
     # exact in fp16 as in bf16 but reaches fp16 in one conversion per pair (sm_90:
     # cvt.rn.f16x2.e4m3x2), bf16 in two; P in [0, 1] keeps 10 mantissa bits instead of 7.
     PV_DTYPE: tl.constexpr = tl.float16 if PV_FP16 else q.dtype
     # FP8_PRODUCTS: q arrives in the cache's e4m3 format (`attend_rows`), so K and V enter both
     # products as loaded (`kv_to` to their own dtype is no conversion) and P goes to e4m3 in
-    # [0, 2^P_TOP] (`p_offset`); l_i sums P in [0, 1], acc carries 2^P_TOP to the epilogue.
+    # [0, 2^P_TOP] (`p_offset`); l_i sums P in [0, 1], acc carries 2^P_TOP to the epilogue. With
+    # PV_FP16 too (`Config.qk_e4m3`) P and V go to fp16 instead, P in the same range.
     P_TOP: tl.constexpr = e4m3_top(q.dtype) if FP8_PRODUCTS else 0.0
     key_lo = first_pos - window + 1  # keys before it: read by WINDOW_LOADS tiles, never
     if EDGE_LOADS and VECTOR:
@@ -834,9 +836,10 @@ def q_block_kernel(
     BLOCK_VECTOR: tl.constexpr,  # a tile over several cache blocks reads one id per block (`attend_tiles`)
     OFFSETS_32: tl.constexpr,  # cache offsets in int32: every one fits (`planning.offsets_32`)
     TOKEN_OFFSETS_32: tl.constexpr,  # q, out and partials offsets in int32: every one fits
-    PV_FP16: tl.constexpr,  # P V in fp16 (bf16 queries, OCP fp8 caches; `Config.pv_fp16`)
+    PV_FP16: tl.constexpr,  # P V in fp16 (bf16 queries, OCP fp8 caches; `Config.pv_fp16`, `.qk_e4m3`)
     QK_FP16: tl.constexpr,  # Q K^T in fp16 too, q scaled into its range (`Config.qk_fp16`)
-    FP8_PRODUCTS: tl.constexpr,  # both products on e4m3 operands (`Config.fp8_products`)
+    # Q K^T on e4m3 operands, and P V unless PV_FP16 (`Config.fp8_products`, `.qk_e4m3`)
+    FP8_PRODUCTS: tl.constexpr,
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).

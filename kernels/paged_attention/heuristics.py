@@ -118,7 +118,7 @@ CONFIG_INTS = (
 # accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
-                "pv_fp16", "qk_fp16", "fp8_products")
+                "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3")
 
 
 @dataclass(frozen=True)
@@ -172,6 +172,12 @@ class Config:
     # planner ignores it elsewhere (`planning.fp8_products_applies`). No branch sets it: H200
     # 2026-11-29, the fp8 prefills 1.22-1.29x slower than both products in fp16 (docs/lab/2026-11-29.md)
     fp8_products: bool = False
+    # the same caches: Q K^T alone on e4m3 operands (q quantized per work item as above, K from
+    # shared memory as loaded: no conversion, no transpose, an e4m3 wgmma's operands are both
+    # K-major there) and P V in fp16 (V converted, as `pv_fp16`): FP8_PRODUCTS with PV_FP16
+    # (`planning.kernel_constexprs`). Against `fp8_products` it leaves out the e4m3 P V, whose V
+    # is MN-major in the cache. No branch sets it: built 2026-11-29 on a CPU (sm_90 compile), speed unmeasured
+    qk_e4m3: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -205,6 +211,12 @@ class Config:
         if self.fp8_products and min(self.tile_size, edge or self.tile_size) < MIN_FP8_TILE:
             raise ValueError(f"fp8_products: needs tiles of >= {MIN_FP8_TILE} keys (an 8-bit tl.dot's K on "
                              f"NVIDIA), got tile_size {self.tile_size}, edge_tile {edge}")
+
+    @property
+    def e4m3_operands(self) -> bool:
+        """Whether a product rounds q (and with `fp8_products` P) to e4m3: its outputs are checked
+        with `perf.measure.check.FP8_PRODUCTS_TOLERANCE` where the planner applies it."""
+        return self.fp8_products or self.qk_e4m3
 
     def block_q(self, queries_per_kv: int) -> int:
         return self.block_m // queries_per_kv

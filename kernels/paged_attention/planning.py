@@ -254,7 +254,10 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
     """Compile-time constants of `q_block_kernel` for `vendor`'s kernels."""
     num_q_heads, head_size = q.shape[1], q.shape[2]
     queries_per_kv = num_q_heads // k_cache.shape[2]
-    fp8 = config.fp8_products and fp8_products_applies(k_cache, vendor, head_size)  # then no fp16 products
+    # e4m3 operands: both products (`fp8_products`: then no fp16 product), or Q K^T alone (`qk_e4m3`:
+    # P V in fp16, whatever q's dtype, since q reaches the products as e4m3)
+    fp8 = config.e4m3_operands and fp8_products_applies(k_cache, vendor, head_size)
+    qk_only = fp8 and not config.fp8_products
     return dict(
         QUERIES_PER_KV=queries_per_kv,
         BLOCK_SIZE=k_cache.shape[1],
@@ -273,7 +276,7 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         BLOCK_VECTOR=config.block_vector,
         OFFSETS_32=config.offsets_32 and offsets_32(k_cache, v_cache, head_size=head_size),
         TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
-        PV_FP16=config.pv_fp16 and pv_fp16_applies(q, k_cache) and not fp8,
+        PV_FP16=(config.pv_fp16 and pv_fp16_applies(q, k_cache) and not fp8) or qk_only,
         QK_FP16=config.qk_fp16 and pv_fp16_applies(q, k_cache) and not fp8,
         FP8_PRODUCTS=fp8,
         SEQ_ITEMS=config.seq_items,

@@ -99,7 +99,7 @@ class _Scenario:
         """The check's (atol, rtol) for a candidate: e4m3 products have their own; None: its dtype's."""
         from perf.measure import check
 
-        return check.FP8_PRODUCTS_TOLERANCE if self.configs[label].fp8_products else None
+        return check.FP8_PRODUCTS_TOLERANCE if self.configs[label].e4m3_operands else None
 
     def ready(self, peers: list[str], device: str) -> tuple[list, object]:
         """[(label, fn, out)] of the candidates and peers whose output matches the fp32

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 # met by every variant on H100 and in the interpreter). float32 has no grid entry: float16's, a
 # default chosen by reasoning (Triton's fp32 dot runs as tf32 on NVIDIA: 10 mantissa bits, as fp16).
 TOLERANCES = {"float16": (3e-3, 3e-3), "bfloat16": (1.5e-2, 1e-2), "float32": (3e-3, 3e-3)}
-# e4m3 operands in both products (the kernels' `fp8_products`): 3 mantissa bits rounded to nearest,
+# e4m3 operands in both products (the kernels' `fp8_products`; `qk_e4m3`, Q K^T alone, rounds only
+# Q): 3 mantissa bits rounded to nearest,
 # a relative error up to 2^-4 per rounded operand (Q and P; K and V are the cache's own values). An
 # output is a P-weighted mean of V: P's rounding moves it by up to 2^-4 of the |V| it averages, Q's
 # every score and so the weights; with the grid's unit-variance data (|V| < 4.5) an atol of 2^-3

@@ -129,7 +129,7 @@ def test_every_variant_runs_in_interpreter(variant):
 def test_forced_config_matches_reference(variant, config_name, feature, device):
     config = FORCED_CONFIGS[config_name][0]
     batch = make_batch(forced_spec(config_name, feature), feature, device)
-    fp8_products = config.fp8_products and batch.spec.fp8_kv  # an OCP cache: the knob applies
+    fp8_products = config.e4m3_operands and batch.spec.fp8_kv  # an OCP cache: the knob applies
     if fp8_products and platform.interpreter_active():
         round_e4m3_like_gpus()
     out = batch.new_output()

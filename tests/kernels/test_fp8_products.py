@@ -57,6 +57,12 @@ def test_the_knob_reaches_the_kernel_only_for_a_format_the_target_converts(dtype
         assert not on["PV_FP16"] and not on["QK_FP16"]
     else:  # ignored: the kernel is what it was without it
         assert on == off
+    # Q K^T alone on e4m3: FP8_PRODUCTS with P V in fp16 (whatever q's dtype), where the same formats apply
+    qk = _constexprs(dtype, fp8, vendor, dataclasses.replace(config, qk_e4m3=True))
+    if applies:
+        assert qk["FP8_PRODUCTS"] and qk["PV_FP16"] and not qk["QK_FP16"]
+    else:
+        assert qk == off
 
 
 @pytest.mark.parametrize("tile_size,edge_tile", [(16, 0), (64, 16)])
@@ -86,6 +92,11 @@ FP8_CONFIGS = {
                                           fp8_products=True),
     "split_tile32_seg3": Config(16, 32, 3, num_warps=4, num_stages=2, fp8_products=True),
     "tile64_over_block544_seg2": Config(16, 64, 2, num_warps=4, num_stages=2, fp8_products=True),
+    # Q K^T alone on e4m3 (`Config.qk_e4m3`): P V in fp16, so tiles of 16 keys too
+    "qk_e4m3_bm64_tile16": Config(64, 16, 1, num_warps=4, num_stages=2, qk_e4m3=True),
+    "qk_e4m3_bm128_tile128_vector_edge32": Config(128, 128, 1, num_warps=8, num_stages=3, programs_per_sm=0,
+                                                  read_ahead=True, block_vector=True, offsets_32=True,
+                                                  edge_tile=32, qk_e4m3=True),
 }
 # (model, head size, block size, case, feature): GQA 4:1 and 5:1 and MQA, heads of 64, 80 (padded
 # to 128) and 128, prefill and mixed batches of lengths no power of two, every feature at once.
@@ -111,14 +122,16 @@ def test_fp8_products_match_the_reference(config_name, model, head_size, block_s
     _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=config,
                                                **batch.options)
     assert launches[0].constexprs["FP8_PRODUCTS"]
+    # P V in fp16 exactly where Q K^T alone is on e4m3
+    assert launches[0].constexprs["PV_FP16"] is config.qk_e4m3
     out = batch.new_output()  # NaN: an unwritten element fails
     VARIANTS["static_grid"](*batch.args(), out=out, config=config, **batch.options)
     expected = paged_attention_reference(*batch.args(), **batch.options)
     atol, rtol = FP8_PRODUCTS_TOLERANCE
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
     exact = batch.new_output()  # the same kernel without the knob: P and Q rounding are the difference
-    VARIANTS["static_grid"](*batch.args(), out=exact, config=dataclasses.replace(config, fp8_products=False),
-                            **batch.options)
+    without = dataclasses.replace(config, fp8_products=False, qk_e4m3=False)
+    VARIANTS["static_grid"](*batch.args(), out=exact, config=without, **batch.options)
     assert (out.float() - expected.float()).abs().max() > (exact.float() - expected.float()).abs().max()
 
 

@@ -10,6 +10,7 @@ import pytest
 from kernels.paged_attention import planning
 from perf.errors import ConfigError
 from perf.lab import candidates
+from perf.measure import check
 
 SCENARIO = "qwen2.5-7b/decode/batch4-kv8192-q8/block16/bf16"
 
@@ -47,3 +48,18 @@ def test_every_candidate_is_planned_from_an_unfilled_batch_and_a_bad_one_is_refu
                  if x.name.startswith("q_block")]
     assert len(attention) == 3 and len(set(attention)) == 3  # default, prev and seg4: one launch each
     assert {stages for stages, *_ in attention} == {2, 3}
+
+
+def test_candidates_on_e4m3_operands_are_checked_with_the_fp8_products_tolerance(tmp_path):
+    """Both products on e4m3, or Q K^T alone: q is rounded to e4m3, so the check takes
+    FP8_PRODUCTS_TOLERANCE; the others their dtype's (None)."""
+    name = "llama3-8b/prefill/batch4-kv2048/block16/fp8/bf16"
+    plan = candidates.load_plan(_plan(tmp_path, f"""{name}:
+  qk: {{qk_e4m3: true}}
+  f8: {{fp8_products: true}}
+  s2: {{num_stages: 2}}
+"""))
+    with mock.patch.object(planning, "resolve_target", return_value=("nvidia", 132)):
+        case = candidates._Scenario(name, plan[name], "cpu")
+    assert case.tolerance("qk") == case.tolerance("f8") == check.FP8_PRODUCTS_TOLERANCE
+    assert case.tolerance("s2") is None and case.tolerance("default") is None
