@@ -211,6 +211,8 @@ class Config:
         if self.fp8_products and min(self.tile_size, edge or self.tile_size) < MIN_FP8_TILE:
             raise ValueError(f"fp8_products: needs tiles of >= {MIN_FP8_TILE} keys (an 8-bit tl.dot's K on "
                              f"NVIDIA), got tile_size {self.tile_size}, edge_tile {edge}")
+        if self.fp8_products and self.qk_e4m3:  # one says P V on e4m3, the other in fp16
+            raise ValueError("qk_e4m3: Q K^T alone on e4m3 contradicts fp8_products (both products); set one")
 
     @property
     def e4m3_operands(self) -> bool:

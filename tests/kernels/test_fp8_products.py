@@ -65,6 +65,14 @@ def test_the_knob_reaches_the_kernel_only_for_a_format_the_target_converts(dtype
         assert qk == off
 
 
+def test_both_products_and_q_kt_alone_on_e4m3_are_refused_together():
+    """`fp8_products` puts P V on e4m3, `qk_e4m3` keeps it in fp16: a Config asking both is refused."""
+    with pytest.raises(ValueError, match="^qk_e4m3: Q K.T alone on e4m3 contradicts fp8_products"):
+        Config(16, 32, 1, num_warps=4, num_stages=2, fp8_products=True, qk_e4m3=True)
+    # tiles of 16 are taken: P V stays in fp16
+    assert Config(16, 16, 1, num_warps=4, num_stages=2, qk_e4m3=True).e4m3_operands
+
+
 @pytest.mark.parametrize("tile_size,edge_tile", [(16, 0), (64, 16)])
 def test_tiles_shorter_than_an_fp8_dot_takes_are_refused(tile_size, edge_tile):
     """P V's K is the tile (or the causal edge's): an 8-bit tl.dot needs K >= 32 on NVIDIA, so
