@@ -728,8 +728,10 @@ def reduce_sequence_head(
     HEAD_SIZE_PADDED: tl.constexpr,
     TOKEN_OFFSETS_32: tl.constexpr,
     SAME_LAUNCH: tl.constexpr = False,
+    query=-1,
 ):
-    """Merge the segments of one (sequence, query head) for each of its queries, if split.
+    """Merge the segments of one (sequence, query head) for each of its queries, if split; with
+    `query` >= 0 for that query of the sequence alone (none where the sequence has fewer).
 
     The online softmax's rescaling: out = sum_s exp2(m_s - M) acc_s / sum_s exp2(m_s - M) l_s
     with M = max_s m_s; empty segments (m_s = -inf) weigh nothing. SAME_LAUNCH: the partials
@@ -742,7 +744,12 @@ def reduce_sequence_head(
         segs = tl.arange(0, SEGMENTS_PADDED)
         dims = tl.arange(0, HEAD_SIZE_PADDED)
         seg_ok = segs < num_segments
-        for t in range(q_start, q_start + q_len):
+        t_lo = q_start
+        t_hi = q_start + q_len
+        if query >= 0:  # a constant -1 when called per (sequence, query head)
+            t_lo = q_start + query
+            t_hi = tl.minimum(t_hi, t_lo + 1)
+        for t in range(t_lo, t_hi):
             if TOKEN_OFFSETS_32:
                 token = t
             else:  # widened through q_start: t is a plain int in Triton's interpreter
@@ -910,17 +917,36 @@ def reduce_segments_kernel(
     HEAD_SIZE_PADDED: tl.constexpr,
     PERSISTENT: tl.constexpr,
     TOKEN_OFFSETS_32: tl.constexpr,
+    BY_QUERY: tl.constexpr,  # an item per query, not per (sequence, query head) (`Config.reduce_by_query`)
 ):
-    """Items (sequence, query head), each by `reduce_sequence_head`: grid (sequences, query
-    heads) with PERSISTENT off, any grid looping over the items with PERSISTENT on."""
+    """Items (sequence, query head), each by `reduce_sequence_head`, or with BY_QUERY (sequence,
+    query head, query < split_max_q), so a sequence's queries merge side by side, not one after
+    another in one program: grid (sequences, query heads, 1 or split_max_q) with PERSISTENT off,
+    any grid looping over the items with PERSISTENT on."""
     if PERSISTENT:
-        for item in range(tl.program_id(0), num_seqs * num_q_heads, tl.num_programs(0)):
-            reduce_sequence_head(
-                item // num_q_heads, item % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
-                segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
-                stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
-                TOKEN_OFFSETS_32,
-            )
+        if BY_QUERY:
+            for item in range(tl.program_id(0), num_seqs * num_q_heads * split_max_q, tl.num_programs(0)):
+                pair = item // split_max_q
+                reduce_sequence_head(
+                    pair // num_q_heads, pair % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
+                    segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
+                    stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
+                    TOKEN_OFFSETS_32, False, item % split_max_q,
+                )
+        else:
+            for item in range(tl.program_id(0), num_seqs * num_q_heads, tl.num_programs(0)):
+                reduce_sequence_head(
+                    item // num_q_heads, item % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
+                    segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
+                    stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
+                    TOKEN_OFFSETS_32,
+                )
+    elif BY_QUERY:
+        reduce_sequence_head(
+            tl.program_id(0), tl.program_id(1), out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
+            cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
+            SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32, False, tl.program_id(2),
+        )
     else:
         reduce_sequence_head(
             tl.program_id(0), tl.program_id(1), out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,

@@ -39,6 +39,9 @@ EDGE_HALF_MAX_KEYS = 1024  # [causal-edge] H100 2026-11-24: half won to 1k keys,
 # [short-prefill-rows] H200 2026-11-28: Q-blocks of 64 rows, 4 warps, tile 64, 3 stages won to 2k keys per
 # Q-block (1.05-1.20x, mixed chunks 1.20x) and lost at 8k and 16k (1.08-1.09x slower); 2k-8k unmeasured
 SHORT_PREFILL_KEYS = 2048
+# [fp8-short-prefill] H200 2026-11-29: fp8 prefills (Q K^T on e4m3) of up to this many keys per Q-block take
+# the short-prefill shape: 32 x 256 1.18x over 128 rows; 8 x 1k 0.99x, 4 x 2k 0.90x; 257-1023 unmeasured
+FP8_SHORT_PREFILL_KEYS = 256
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -118,7 +121,7 @@ CONFIG_INTS = (
 # accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
-                "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3")
+                "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3")
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,10 @@ class Config:
     # H100 lab, 2026-11-23, it saved 25-57 us of host time a call but cost device time
     # (llama3-8b 1x1k 10.0 -> 13.6 us graph; docs/lab/2026-11-23.md); `perf tune` sweeps it
     fused_reduce: bool = False
+    # the reduction takes an item per query of a split sequence (its Q-block's BLOCK_Q of them; an
+    # item past the sequence's last query returns at once), not one per (sequence, query head) that
+    # merges the queries one after another (BY_QUERY, common.reduce_segments_kernel); [reduce-by-query]
+    reduce_by_query: bool = False
     # bf16 queries over an OCP e4m3 cache: the P V product in fp16 (PV_FP16, common.attend_tiles;
     # the planner ignores it elsewhere). No branch sets it: sm_90 compile, triton 3.6.0,
     # 2026-11-27, the fp8 prefill's loop 132 -> 0 B of ptxas spills; speed unmeasured; `perf tune` sweeps it
@@ -176,7 +183,8 @@ class Config:
     # shared memory as loaded: no conversion, no transpose, an e4m3 wgmma's operands are both
     # K-major there) and P V in fp16 (V converted, as `pv_fp16`): FP8_PRODUCTS with PV_FP16
     # (`planning.kernel_constexprs`). Against `fp8_products` it leaves out the e4m3 P V, whose V
-    # is MN-major in the cache. No branch sets it: built 2026-11-29 on a CPU (sm_90 compile), speed unmeasured
+    # is MN-major in the cache. The NVIDIA fp8 prefill branch sets it ([fp8-qk-e4m3]: H200 2026-11-29,
+    # 1.16-1.43x)
     qk_e4m3: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
@@ -538,6 +546,8 @@ def _nvidia(f: Features) -> Config:
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
         # [fp8-qk16] H200 2026-11-28, 1.29-1.39x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
         qk16 = f.fp8_kv
+        # [reduce-by-query] H200 2026-11-29, 1.02-1.70x: tune --suite spec-decode --scenarios '*/batch1-*'
+        by_query = f.max_query_len > 1
         # [seq-items] H100 2026-11-23, 1.03-1.44x: tune --scenarios 'llama3-8b/decode/batch8-kv1024/*'
         seq_items = f.num_seqs > 1 and f.queries_per_kv > 1
         # [decode-layout] H100 2026-11-24, 1.00-1.01x: tune --scenarios 'llama2-7b/decode/*'
@@ -548,7 +558,7 @@ def _nvidia(f: Features) -> Config:
                     programs_per_sm=4 if short or many else 0 if narrow else 2,
                     read_ahead=deep or ahead_fp8, block_vector=deep,
                     seq_items=seq_items, decode_layout=decode_layout,
-                    offsets_32=int32, qk_fp16=qk16,
+                    offsets_32=int32, qk_fp16=qk16, reduce_by_query=by_query,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
                     + (" (head 256: unmeasured tile 64)" if wide and tile == 64 else "")
                     + (f"; narrow window, tile {tile}, a program per item: H100 2026-11-23, "
@@ -577,6 +587,8 @@ def _nvidia(f: Features) -> Config:
                     + ("; items fill the SMs, one segment: H200 2026-11-28, 1.04-1.12x"
                        if filled and not (split or rows or many) else "")
                     + ("; fp8, both products in fp16: H200 2026-11-28, 1.29-1.39x" if qk16 else "")
+                    + ("; the reduction an item per query: H200 2026-11-29, 1.02-1.70x"
+                       if by_query and segments != 1 else "")
                     + ("; heads of 64 or less in tiles of 128: 3 stages, H200 2026-11-29, 1.03-1.07x"
                        if narrow_head else ""))
     if f.max_query_len <= 64:
@@ -610,12 +622,22 @@ def _nvidia(f: Features) -> Config:
                        + ": H100 2026-11-24, 1.02-1.13x" if fast else "")
                     + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.04x" if edge else ""))
     # [fp8-prefill] H200 2026-11-28, 1.20-1.32x: tune --suite anchor --scenarios '*/fp8/*'
+    # [fp8-qk-e4m3] H200 2026-11-29, 1.23-1.43x: tune --suite anchor --scenarios '*/fp8/*'
+    # (`qk_fp16` stays for the caches whose e4m3 products do not apply: `planning.kernel_constexprs`)
     if f.fp8_kv and f.dtype == "bfloat16":  # fp16 queries: new ptxas spills with it (static gate)
+        # [fp8-short-prefill] H200 2026-11-29, 1.18x: tune --suite anchor --scenarios '*/batch32-kv256/*'
+        if not f.window and prefill_q_block_keys(f, 64) <= FP8_SHORT_PREFILL_KEYS:
+            return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,
+                        block_vector=True, offsets_32=True, edge_tile=32, qk_fp16=True, qk_e4m3=True,
+                        source="nvidia/prefill fp8: up to 256 keys per Q-block, 64 rows, 4 warps, tile 64, "
+                        "3 stages, Q K^T on e4m3: H200 2026-11-29, 1.18x")
         edge = causal_edge_tile(f, 128, 128)
         return _fit(f, 128, 128, num_warps=8, num_stages=3, programs_per_sm=0 if not f.window else 2,
                     read_ahead=True, block_vector=True, offsets_32=True, edge_tile=edge, qk_fp16=True,
+                    qk_e4m3=True,
                     source="nvidia/prefill fp8: the bf16 rule's tile and addressing, 3 stages, both "
-                    f"products in fp16, causal edge in tiles of {edge}: H200 2026-11-28, 1.20-1.32x")
+                    f"products in fp16, causal edge in tiles of {edge}: H200 2026-11-28, 1.20-1.32x; "
+                    "Q K^T on e4m3, P V in fp16: H200 2026-11-29, 1.23-1.43x")
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
     if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
         return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,

@@ -207,9 +207,10 @@ def _plan(q, k_cache, v_cache, block_table, out, config: heuristics.Config, pers
     )
     reduce = None
     if buffers is not None and arrivals is None:
-        items = num_seqs * num_q_heads
+        queries = block_q if config.reduce_by_query else 1  # items per (sequence, query head)
+        items = num_seqs * num_q_heads * queries
         reduce_grid = ((max(1, min(REDUCE_PROGRAMS_PER_SM * num_sms, items)),) if persistent
-                       else (num_seqs, num_q_heads))
+                       else (num_seqs, num_q_heads, queries))
         reduce = reduce_launch(reduce_grid, q, None, out, buffers, config, block_q, num_seqs,
                                persistent)
     return _Plan(attention, reduce, vendor, options, fresh)
@@ -335,7 +336,8 @@ def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config
                   stride_o_head=out.stride(1), num_seqs=num_seqs),
         constexprs=dict(SEGMENTS_PADDED=next_pow2(config.num_segments), HEAD_SIZE=q.shape[2],
                         HEAD_SIZE_PADDED=next_pow2(q.shape[2]), PERSISTENT=persistent,
-                        TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments)),
+                        TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
+                        BY_QUERY=config.reduce_by_query),
         num_warps=4,  # a few KB per (sequence, head): Triton's default suffices (unmeasured)
         num_stages=1,
     )

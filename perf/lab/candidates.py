@@ -113,6 +113,7 @@ class _Scenario:
 
         self.batch = build_batch(self.spec, device)
         expected = reference_for(self.batch)
+        self.errors = {}  # label -> max |out - reference| before timing (the peers' are not kept)
         ready = []
         for label, config in self.configs.items():
             if label in self.refused:
@@ -129,6 +130,7 @@ class _Scenario:
             if not found.ok:
                 self.refused[label] = check.wrong_reason(found, "before timing")
                 continue
+            self.errors[label] = found.max_error
             ready.append((label, fn, out))
         for peer in peers:
             case = make_case(peer, self.scenario, device, self.batch, expected)
@@ -174,7 +176,8 @@ def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: in
                     times.pop(label)
         rows[case.name] = {"ms": {k: statistics.median(v) for k, v in times.items()}, "rounds": times,
                            "configs": {k: dataclasses.asdict(c) for k, c in case.configs.items()},
-                           "refused": case.refused, "limit_ms": roofline.limit_ms(case.spec, limits)}
+                           "refused": case.refused, "limit_ms": roofline.limit_ms(case.spec, limits),
+                           "max_error": {k: v for k, v in case.errors.items() if k in times}}
         print(f"candidates [{i}/{len(cases)}] {case.name}: "
               + ", ".join(f"{k} {v:.4f}" for k, v in rows[case.name]["ms"].items()), flush=True)
         del graphs, ready
@@ -193,7 +196,10 @@ def render(doc: dict, gpu: str) -> str:
         base = r["ms"].get("default")
         for label, ms in sorted(r["ms"].items(), key=lambda kv: kv[1]):
             ratio = f"{ms / base:.3f}" if base else "n/a"
-            lines.append(f"| {name} | {label} | {ms:.4f} | {ratio} | {100 * r['limit_ms'] / ms:.0f} % | |")
+            error = r.get("max_error", {}).get(label)
+            note = "" if error is None else f"max error {error:.3g}"
+            share = f"{100 * r['limit_ms'] / ms:.0f} %"
+            lines.append(f"| {name} | {label} | {ms:.4f} | {ratio} | {share} | {note} |")
         for label, why in r["refused"].items():
             lines.append(f"| {name} | {label} | – | – | – | {why} |")
     return "\n".join(lines) + "\n"

@@ -247,7 +247,8 @@ class Pairs:
             base = cases["base"][v]
             if head.out is None or base.out is None or head.fn is None or base.fn is None:
                 continue
-            found = check.compare(head.out, base.out, *check.tolerance(base.out.dtype))
+            # the looser side's: one rounding operands to e4m3 is as far from the other as from the reference
+            found = check.compare(head.out, base.out, *max(head.tolerance, base.tolerance))
             if not found.ok:
                 self.writers["head"].skip(variant=v, scenario=scenario, kind="error",
                                           reason=check.wrong_reason(found, when, metric, "base's output"))

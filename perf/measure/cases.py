@@ -60,6 +60,12 @@ class Case:
         """The output buffer every call of a variant's case writes (None for a peer's case)."""
         return self.keep[1] if len(self.keep) > 1 else None
 
+    @property
+    def tolerance(self) -> tuple[float, float] | None:
+        """The (atol, rtol) its output is checked with: its dtype's, or that of the e4m3 operands
+        its plan multiplies (`check.tolerance`); None for a peer's case."""
+        return None if self.out is None else check.tolerance(self.out.dtype, self.config)
+
 
 def takes(variant, option: str) -> bool:
     """Whether the variant's public entry takes `option` (a hint, or a keyword of `plan`)."""
@@ -127,7 +133,7 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None, exp
                         skip="output has NaN/Inf (unwritten or wrong): not timed", kind="error")
         expected = reference_for(batch) if expected is None else expected
         with log.recording():
-            found = check.check_call(log.wrap(fn), out, expected)
+            found = check.check_call(log.wrap(fn), out, expected, None, check.tolerance(out.dtype, config))
         found = (log.verdict("before timing") or check.changed_inputs(inputs, check.input_tensors(batch))
                  or found)
         if not found.ok:
@@ -165,10 +171,10 @@ def recheck(case: Case, metrics) -> list[tuple[str, check.Check]]:
         log = case.logs.get(metric)
         bad = check.changed_inputs(case.inputs, check.input_tensors(batch)) if case.inputs else None
         bad = bad or (log.verdict("while timed") if log is not None else None)
-        if bad is None and check.check_call(call, case.out, case.expected, sync).ok:
+        if bad is None and check.check_call(call, case.out, case.expected, sync, case.tolerance).ok:
             bad = _with_other_values(case, call, sync)
         # last: the output of the inputs it was timed on (the gate compares head's with base's)
-        found.append((metric, bad or check.check_call(call, case.out, case.expected, sync)))
+        found.append((metric, bad or check.check_call(call, case.out, case.expected, sync, case.tolerance)))
     return found
 
 
@@ -179,7 +185,7 @@ def _with_other_values(case: Case, call, sync) -> check.Check | None:
     if case.other is None:
         case.other = _other_for(batch)
     with check.other_values(batch, case.other[0]):
-        found = check.check_call(call, case.out, case.other[1], sync)
+        found = check.check_call(call, case.out, case.other[1], sync, case.tolerance)
     if found.ok:
         return None
     return check.failed(f"with other values in the same input buffers: {found.describe()}")

@@ -73,12 +73,23 @@ def failed(why: str) -> Check:
     return Check(False, math.inf, 0.0, 0.0, why)
 
 
-def tolerance(dtype) -> tuple[float, float]:
-    """(atol, rtol) for an output of `dtype` (a torch dtype or its name, e.g. "float16")."""
+def tolerance(dtype, launches=()) -> tuple[float, float]:
+    """(atol, rtol) for an output of `dtype` (a torch dtype or its name, e.g. "float16"), or
+    FP8_PRODUCTS_TOLERANCE where one of the call's planned `launches` (`KernelLaunch.config()`
+    dicts) rounds operands to e4m3: the heuristics may choose it (`Config.qk_e4m3`), so the check
+    follows the plan, not the scenario."""
     name = str(dtype).removeprefix("torch.")
     if name not in TOLERANCES:
         raise ValueError(f"no tolerance for outputs of {name}; known: {', '.join(TOLERANCES)}")
+    if rounds_to_e4m3(launches):
+        return FP8_PRODUCTS_TOLERANCE
     return TOLERANCES[name]
+
+
+def rounds_to_e4m3(launches) -> bool:
+    """Whether a planned launch (a `KernelLaunch.config()` dict) multiplies e4m3 operands that the
+    kernel rounded itself: its FP8_PRODUCTS constant (`Config.fp8_products`, `Config.qk_e4m3`)."""
+    return any(bool(launch.get("constexprs", {}).get("FP8_PRODUCTS")) for launch in launches)
 
 
 def compare(out, expected, atol: float, rtol: float) -> Check:

@@ -25,6 +25,7 @@ from kernels.inputs import FNUZ_E4M3, OCP_E4M3
 from kernels.paged_attention.common import e4m3_top, to_range
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
+from perf.measure import check
 
 
 @pytest.fixture(autouse=True)
@@ -141,6 +142,29 @@ def test_fp8_products_match_the_reference(config_name, model, head_size, block_s
     without = dataclasses.replace(config, fp8_products=False, qk_e4m3=False)
     VARIANTS["static_grid"](*batch.args(), out=exact, config=without, **batch.options)
     assert (out.float() - expected.float()).abs().max() > (exact.float() - expected.float()).abs().max()
+
+
+@needs_interpreter
+@pytest.mark.parametrize("model,head_size,case", [("gqa4", 64, "chunked_129_463"),
+                                                   ("gqa5", 80, "chunked_129_463")])
+def test_the_nvidia_trees_fp8_prefill_puts_q_kt_on_e4m3_and_matches_the_reference(model, head_size, case,
+                                                                                   device):
+    """The production path as a serving engine calls it (NVIDIA's tree, bf16 queries over an OCP
+    e4m3 cache, a prefill past the short-prefill branch): [fp8-qk-e4m3] plans Q K^T on e4m3 and
+    P V in fp16, and the output is checked with the tolerance its plan calls for (`check.tolerance`).
+    The interpreter runs it in bf16 here: q reaches the products as e4m3, P and V as fp16."""
+    spec = make_spec(model, head_size, 16, case, "bfloat16", "fp8_kv", seed=seed("qk_e4m3", model, case))
+    batch = build_batch(spec, device, poison=True, fp8_dtype=OCP_E4M3)
+    hints = dict(vendor="nvidia", num_sms=132)
+    out = batch.new_output()  # NaN: an unwritten element fails
+    _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=out, **hints, **batch.options)
+    attention = launches[0].constexprs
+    assert attention["FP8_PRODUCTS"] and attention["PV_FP16"] and not attention["QK_FP16"]
+    assert check.tolerance(out.dtype, [L.config() for L in launches]) == FP8_PRODUCTS_TOLERANCE
+    VARIANTS["static_grid"](*batch.args(), out=out, **hints, **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    atol, rtol = FP8_PRODUCTS_TOLERANCE
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
 @triton.jit

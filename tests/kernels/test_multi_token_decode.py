@@ -156,6 +156,10 @@ FORCED = {  # the switch's configurations with a split forced, small tiles: many
                                                  offsets_32=True),
     "rows32_tile16_seg2_fused": Config(32, 16, 2, num_warps=4, num_stages=2, seq_items=True,
                                        fused_reduce=True),
+    # the reduction an item per query: sequences of fewer queries than BLOCK_Q leave items empty
+    "rows32_tile16_seg4_by_query": Config(32, 16, 4, num_warps=4, num_stages=2, reduce_by_query=True),
+    "rows16_tile32_seg3_by_query_3_programs": Config(16, 32, 3, num_warps=4, num_stages=2, seq_items=True,
+                                                     reduce_by_query=True, max_programs=3),
 }
 
 
@@ -165,6 +169,8 @@ FORCED = {  # the switch's configurations with a split forced, small tiles: many
     ("rows32_tile32_seg3", "gqa4_q2_q3", {"sliding_window": 37, "sinks": True}),
     ("rows64_tile16_seg8_seq_items_int32", "gqa8_q8", {}),
     ("rows32_tile16_seg2_fused", "gqa4_q5_q8", {"sliding_window": 300, "softcap": 20.0}),
+    ("rows32_tile16_seg4_by_query", "gqa4_q5_q8", {}),
+    ("rows16_tile32_seg3_by_query_3_programs", "gqa4_q2_q3", {"sinks": True}),
 ])
 def test_split_multi_token_decodes_match_the_reference(variant, config_name, name, feature, device):
     batch = _batch(name, device, **feature)

@@ -120,7 +120,7 @@ def test_one_kernel_with_and_without_a_persistent_grid():
         assert [L.kernel for L in launches] == [q_block_kernel, reduce_segments_kernel]
         assert all(L.constexprs["PERSISTENT"] is flag for L in launches)
     q_blocks = b.q.shape[0] // config.block_q(4) + 2
-    assert grid3d[0].grid == (q_blocks, 2, 4) and grid3d[1].grid == (2, 8)
+    assert grid3d[0].grid == (q_blocks, 2, 4) and grid3d[1].grid == (2, 8, 1)  # one item per (sequence, head)
     assert len(persistent[0].grid) == 1 and len(persistent[1].grid) == 1
 
 
