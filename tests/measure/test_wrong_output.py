@@ -248,12 +248,22 @@ def test_head_is_compared_with_base():
     base_out = torch.zeros(4, dtype=torch.float16)
     near, far = base_out + 1e-3, base_out + 0.5
 
-    def cases(head_out):
-        case = lambda out: types.SimpleNamespace(out=out, fn=lambda: None)  # noqa: E731
-        return {"base": {"v": case(base_out)}, "head": {"v": case(head_out)}}
+    def cases(head_out, head_config=()):
+        case = lambda out, config=(): types.SimpleNamespace(out=out, fn=lambda: None, config=list(config))  # noqa: E731
+        return {"base": {"v": case(base_out)}, "head": {"v": case(head_out, head_config)}}
     me = types.SimpleNamespace(measured=("base", "head"), writers={"head": _Writer()})
     worker.Pairs._head_against_base(me, cases(near), "s", "before timing")
     assert me.writers["head"].skips == []
+    # a side whose plan rounds operands to e4m3 (`Config.qk_e4m3`) is held to FP8_PRODUCTS_TOLERANCE: 0.1
+    # passes it, 0.5 does not
+    e4m3 = [{"kernel": "q_block_kernel", "constexprs": {"FP8_PRODUCTS": True}}]
+    worker.Pairs._head_against_base(me, cases(base_out + 0.1, e4m3), "s", "before timing")
+    assert me.writers["head"].skips == []
+    worker.Pairs._head_against_base(me, cases(base_out + 0.1), "s", "before timing")
+    assert len(me.writers["head"].skips) == 1
+    worker.Pairs._head_against_base(me, cases(far, e4m3), "s", "after timing", "graph")
+    assert len(me.writers["head"].skips) == 2
+    me.writers["head"].skips.clear()
     worker.Pairs._head_against_base(me, cases(far), "s", "after timing", "graph")
     (skip,) = me.writers["head"].skips
     assert skip["reason"].startswith("graph: wrong output after timing: max error 0.5 against base's output")
