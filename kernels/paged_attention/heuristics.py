@@ -360,6 +360,15 @@ def multi_token_segments(f: Features, tile_size: int,
     return max(1, min(by_items, _pow2_floor(visible_tiles(f, tile_size)), MAX_SEGMENTS))
 
 
+def decode_segments(f: Features, tile_size: int) -> int:
+    """[decode-segments]: a decode that `num_segments` splits takes the largest power of two keeping
+    items x segments within DECODE_PROGRAMS_PER_SM programs per SM instead (fewer where items are
+    many, more where they are few); one it keeps whole stays whole (unmeasured there)."""
+    if num_segments(f, tile_size, fill_sms=True) == 1:
+        return 1
+    return multi_token_segments(f, tile_size, DECODE_PROGRAMS_PER_SM)
+
+
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
                  tiles_per_segment: int = 8, max_segments: int = 64, fill_sms: bool = False,
                  block_m: int = 0) -> int:
@@ -423,6 +432,11 @@ FILLED_ITEMS_PER_SM = 1.9
 # per SM take the many-items shape in 2 segments (read ahead, 3 stages) from this many visible keys: 32
 # sequences (1.94 per SM) x 2k, 4k, 8k 0.944x, 0.909x, 0.891x the read-ahead alone; shorter unmeasured
 FP8_TWO_SEGMENT_MIN_KEYS = 2048
+# [decode-segments] H200 2026-11-29: bf16/fp16 decodes (heads <= 128) that `num_segments` splits take the
+# largest power of two keeping work items x segments within this many programs per SM, not [segments]' 4-8
+# per SM: 26 of 27 changed rows 1.01-1.25x (round15-decode-segments.md); 16 x 4k of lengths drawn 1.01x
+# slower, heads of 256 (gemma2-9b, tiles of 64) 1.085x slower: they keep [segments]; fp8, windows unmeasured
+DECODE_PROGRAMS_PER_SM = 2
 
 
 def short_split(f: Features) -> tuple[int, int] | None:
@@ -538,10 +552,13 @@ def _nvidia(f: Features) -> Config:
         # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
         # [filled-one-segment] H200 2026-11-28, 1.04-1.12x: tune --scenarios '*/batch64-kv4096/*'
         filled = f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
+        # [decode-segments] H200 2026-11-29, 1.01-1.25x: tune --suite anchor --scenarios '*/batch8-kv8192/*'
+        spread = not (split or rows or pair_fp8 or many or filled or f.fp8_kv or f.window or narrow or short
+                      or wide) and num_segments(f, tile, fill_sms=True) > 1
         segments = (split[1] if split else multi_token_segments(
             f, tile, MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep else MULTI_TOKEN_PROGRAMS_PER_SM)
             if rows else 2 if pair_fp8 else 1 if many or filled
-                    else None)
+                    else decode_segments(f, tile) if spread else None)
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
         # [fp8-qk16] H200 2026-11-28, 1.29-1.39x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
@@ -584,6 +601,7 @@ def _nvidia(f: Features) -> Config:
                        "1.1-2.1x" if rows and not deep else "")
                     + ("; its 64-row Q-blocks read a block id per block, a tile ahead, in 3 stages, about "
                        "1 program per SM: H200 2026-11-29, 1.05-1.15x" if deep else "")
+                    + ("; segments for 2 programs per SM: H200 2026-11-29, 1.01-1.25x" if spread else "")
                     + ("; items fill the SMs, one segment: H200 2026-11-28, 1.04-1.12x"
                        if filled and not (split or rows or many) else "")
                     + ("; fp8, both products in fp16: H200 2026-11-28, 1.29-1.39x" if qk16 else "")

@@ -531,3 +531,30 @@ def test_every_nvidia_rule_has_one_line_of_provenance_that_resolves():
         assert any(scenarios.glob_matches(s.name, glob) for s in scenarios.suite(suite)), (suite, glob)
     comments = [line for line in source.splitlines() if line.strip().startswith("#")]
     assert len(comments) <= len(lines) + 8, "lab notes belong in docs/kernels.md, not in the tree"
+
+
+@pytest.mark.parametrize("seqs,q,kv,head,expected", [
+    (8, 1, 8192, 128, 4), (16, 2, 8192, 128, 2), (4, 1, 4096, 128, 8), (4, 4, 32768, 128, 8),
+    (1, 1, 8192, 128, 32),  # few items: as many segments as before
+])
+def test_decode_segments_fill_about_two_programs_per_sm(seqs, q, kv, head, expected):
+    """[decode-segments]: a bf16 decode that [segments] splits takes the largest power of two keeping
+    items x segments within DECODE_PROGRAMS_PER_SM programs per SM (8 x 8k: 64 items, 4 segments)."""
+    f = _features(seqs, q, kv, head_size=head)
+    config = heuristics.choose("nvidia", f)
+    assert config.num_segments == expected == heuristics.decode_segments(f, config.tile_size)
+    assert f.kv_items * expected <= heuristics.DECODE_PROGRAMS_PER_SM * f.num_sms or expected == 32
+    assert heuristics.num_segments(f, config.tile_size, fill_sms=True) > 1
+
+
+@pytest.mark.parametrize("case", ["head256", "fp8", "window", "whole"])
+def test_decode_segments_leave_what_they_were_not_measured_on(case):
+    """Heads of 256 (gemma2-9b 16 x 4k lost 1.085x), fp8 caches and windows (unmeasured) keep
+    [segments]; a decode [segments] keeps whole stays whole."""
+    kw = {"head256": dict(head_size=256), "window": dict(window=2048)}.get(case, {})
+    f = _features(16, 1, 1024 if case == "whole" else 4096, **kw)
+    f = dataclasses.replace(f, fp8_kv=case == "fp8")
+    config = heuristics.choose("nvidia", f)
+    assert "2 programs per SM" not in config.source
+    if case == "whole":
+        assert config.num_segments == heuristics.decode_segments(f, config.tile_size) == 1
