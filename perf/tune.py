@@ -6,13 +6,14 @@ Per scenario, coordinate descent from the heuristics' own choice over the knobs 
 `heuristics.Config`, each stage keeping the fastest configuration so far: (tile, warps), with
 BLOCK_M for prefill; pipeline stages; the block-table read-ahead; the cache addressing (block
 ids per cache block, int32 offsets); the causal edge's tile (prefill); KV segments (decode
-only: a runtime argument, no recompilation); the fused reduction (split decodes); programs per
-SM (0: one program per work item); sequence work items (decode); the P V product in fp16
-and both products in fp16 (bf16 queries over an OCP fp8 cache only). `--stages` runs some of them,
-in that order. Every configuration is timed like `perf run`'s graph metric
-(perf.measure.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and must
-reproduce the default configuration's output; one that fails to compile or differs is recorded
-with the reason, never chosen. A stage's candidates compile together in threads (Triton
+only: a runtime argument, no recompilation); the fused reduction and the reduction by query (split
+decodes); programs per SM (0: one program per work item); sequence work items (decode); the P V
+product in fp16, both products in fp16 and Q K^T on e4m3 (bf16 queries over an OCP fp8 cache
+only). `--stages` runs some of them, in that order. Every configuration is timed like `perf run`'s
+graph metric (perf.measure.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and its
+output must match the fp32 reference within the tolerance its plan calls for (perf.measure.check:
+e4m3 operands have their own); one that fails to compile or is wrong is recorded with the reason,
+never chosen. A stage's candidates compile together in threads (Triton
 compiles mostly outside the GIL). Writes DIR/tune.json (every configuration tried) and
 DIR/tune.md (default against best, per scenario).
 """
@@ -28,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from perf.errors import ConfigError
 
 STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
-          "programs", "seq_items", "decode_layout", "pv_fp16", "qk_fp16")
+          "reduce_by_query", "programs", "seq_items", "decode_layout", "pv_fp16", "qk_fp16", "qk_e4m3")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -77,6 +78,8 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False) -> list:
                 if n <= 128]
     if stage == "fused_reduce" and decode and best.num_segments > 1:
         return [C(best, fused_reduce=f) for f in (False, True)]
+    if stage == "reduce_by_query" and decode and best.num_segments > 1 and not best.fused_reduce:
+        return [C(best, reduce_by_query=r) for r in (False, True)]
     if stage == "programs":  # 0: one program per work item of the shapes' bound, not persistent
         return [C(best, programs_per_sm=p) for p in (0, 1, 2, 3, 4)]
     if stage == "seq_items" and decode:
@@ -87,6 +90,8 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False) -> list:
         return [C(best, pv_fp16=f) for f in (False, True)]
     if stage == "qk_fp16" and pv_fp16:  # both products in fp16: the same caches
         return [C(best, qk_fp16=f) for f in (False, True)]
+    if stage == "qk_e4m3" and pv_fp16 and not best.fp8_products:  # Q K^T on e4m3: the same caches
+        return [C(best, qk_e4m3=f) for f in (False, True)]
     return []
 
 
@@ -100,7 +105,7 @@ class _Scenario:
         self.spec = scenario.spec()
         self.batch = build_batch(self.spec, device)
         self.hints = {"max_seqlen_q": max(self.spec.query_lens), "max_seqlen_k": max(self.spec.kv_lens)}
-        self.reference = None  # the default configuration's output
+        self.expected = None  # the fp32 reference's output for the batch (perf.measure.check)
         self.tried: dict[str, tuple] = {}  # config key -> (config, ms or None, error)
 
     def plan(self, cfg):
@@ -112,7 +117,8 @@ class _Scenario:
     def measure(self, cfg) -> float | None:
         import torch
 
-        from perf.measure import timing
+        from perf.measure import check, timing
+        from perf.measure.cases import reference_for
 
         key = json.dumps(dataclasses.asdict(dataclasses.replace(cfg, source="")), sort_keys=True)
         if key not in self.tried:
@@ -122,16 +128,17 @@ class _Scenario:
                 def fn():
                     for launch in launches:
                         launch()
-                fn()
-                if self.reference is None:
-                    self.reference = out.clone()
-                # Another tiling only reorders fp32 accumulation: a few output ulps, far below this.
-                scale = float(self.reference.float().abs().max())
-                torch.testing.assert_close(out, self.reference, atol=1e-2 * scale, rtol=2e-2)
+                fn()  # compiles
+                if self.expected is None:
+                    self.expected = reference_for(self.batch)
+                sync = torch.cuda.synchronize if out.is_cuda else None
+                found = check.check_call(fn, out, self.expected, sync,
+                                         check.tolerance(out.dtype, [launch.config() for launch in launches]))
+                if not found.ok:
+                    self.tried[key] = (cfg, None, check.wrong_reason(found, "before timing"))
+                    return None
                 ms = timing.time_graph(fn, samples=SAMPLES, budget_ms=BUDGET_MS).median
                 self.tried[key] = (cfg, ms, "")
-            except AssertionError:
-                self.tried[key] = (cfg, None, "output differs from the default configuration's")
             except Exception as exc:  # out of resources, refused by the planner: recorded, never chosen
                 self.tried[key] = (cfg, None, f"{type(exc).__name__}: {exc}".splitlines()[0][:160])
         return self.tried[key][1]
@@ -168,7 +175,8 @@ def _short(c: dict) -> str:
             + (" dl" if c.get("decode_layout") else "")
             + (f" e{c['edge_tile']}" if c.get("edge_tile") else "") + (" bv" if c.get("block_vector") else "")
             + (" o32" if c.get("offsets_32") else "") + (" pv16" if c.get("pv_fp16") else "")
-            + (" qk16" if c.get("qk_fp16") else ""))
+            + (" qk16" if c.get("qk_fp16") else "") + (" qk8" if c.get("qk_e4m3") else "")
+            + (" rq" if c.get("reduce_by_query") else ""))
 
 
 def render(env: dict, results: dict) -> str:

@@ -923,33 +923,20 @@ def reduce_segments_kernel(
     query head, query < split_max_q), so a sequence's queries merge side by side, not one after
     another in one program: grid (sequences, query heads, 1 or split_max_q) with PERSISTENT off,
     any grid looping over the items with PERSISTENT on."""
+    per_head = split_max_q if BY_QUERY else 1  # items per (sequence, query head)
     if PERSISTENT:
-        if BY_QUERY:
-            for item in range(tl.program_id(0), num_seqs * num_q_heads * split_max_q, tl.num_programs(0)):
-                pair = item // split_max_q
-                reduce_sequence_head(
-                    pair // num_q_heads, pair % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
-                    segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
-                    stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
-                    TOKEN_OFFSETS_32, False, item % split_max_q,
-                )
-        else:
-            for item in range(tl.program_id(0), num_seqs * num_q_heads, tl.num_programs(0)):
-                reduce_sequence_head(
-                    item // num_q_heads, item % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
-                    segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
-                    stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
-                    TOKEN_OFFSETS_32,
-                )
-    elif BY_QUERY:
-        reduce_sequence_head(
-            tl.program_id(0), tl.program_id(1), out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
-            cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
-            SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32, False, tl.program_id(2),
-        )
+        for item in range(tl.program_id(0), num_seqs * num_q_heads * per_head, tl.num_programs(0)):
+            pair = item // per_head
+            reduce_sequence_head(
+                pair // num_q_heads, pair % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
+                segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
+                stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
+                TOKEN_OFFSETS_32, False, item % per_head if BY_QUERY else -1,
+            )
     else:
         reduce_sequence_head(
             tl.program_id(0), tl.program_id(1), out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
             cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
-            SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32,
+            SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32, False,
+            tl.program_id(2) if BY_QUERY else -1,
         )

@@ -360,15 +360,6 @@ def multi_token_segments(f: Features, tile_size: int,
     return max(1, min(by_items, _pow2_floor(visible_tiles(f, tile_size)), MAX_SEGMENTS))
 
 
-def decode_segments(f: Features, tile_size: int) -> int:
-    """[decode-segments]: a decode that `num_segments` splits takes the largest power of two keeping
-    items x segments within DECODE_PROGRAMS_PER_SM programs per SM instead (fewer where items are
-    many, more where they are few); one it keeps whole stays whole (unmeasured there)."""
-    if num_segments(f, tile_size, fill_sms=True) == 1:
-        return 1
-    return multi_token_segments(f, tile_size, DECODE_PROGRAMS_PER_SM)
-
-
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
                  tiles_per_segment: int = 8, max_segments: int = 64, fill_sms: bool = False,
                  block_m: int = 0) -> int:
@@ -553,12 +544,13 @@ def _nvidia(f: Features) -> Config:
         # [filled-one-segment] H200 2026-11-28, 1.04-1.12x: tune --scenarios '*/batch64-kv4096/*'
         filled = f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
         # [decode-segments] H200 2026-11-29, 1.01-1.25x: tune --suite anchor --scenarios '*/batch8-kv8192/*'
+        # (a decode [segments] keeps whole stays whole: unmeasured there)
         spread = not (split or rows or pair_fp8 or many or filled or f.fp8_kv or f.window or narrow or short
                       or wide) and num_segments(f, tile, fill_sms=True) > 1
         segments = (split[1] if split else multi_token_segments(
             f, tile, MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep else MULTI_TOKEN_PROGRAMS_PER_SM)
             if rows else 2 if pair_fp8 else 1 if many or filled
-                    else decode_segments(f, tile) if spread else None)
+                    else multi_token_segments(f, tile, DECODE_PROGRAMS_PER_SM) if spread else None)
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
         # [fp8-qk16] H200 2026-11-28, 1.29-1.39x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
@@ -640,7 +632,7 @@ def _nvidia(f: Features) -> Config:
                        + ": H100 2026-11-24, 1.02-1.13x" if fast else "")
                     + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.04x" if edge else ""))
     # [fp8-prefill] H200 2026-11-28, 1.20-1.32x: tune --suite anchor --scenarios '*/fp8/*'
-    # [fp8-qk-e4m3] H200 2026-11-29, 1.23-1.43x: tune --suite anchor --scenarios '*/fp8/*'
+    # [fp8-qk-e4m3] H200 2026-11-29, 1.16-1.43x: tune --suite anchor --scenarios '*/fp8/*'
     # (`qk_fp16` stays for the caches whose e4m3 products do not apply: `planning.kernel_constexprs`)
     if f.fp8_kv and f.dtype == "bfloat16":  # fp16 queries: new ptxas spills with it (static gate)
         # [fp8-short-prefill] H200 2026-11-29, 1.18x: tune --suite anchor --scenarios '*/batch32-kv256/*'
@@ -655,7 +647,7 @@ def _nvidia(f: Features) -> Config:
                     qk_e4m3=True,
                     source="nvidia/prefill fp8: the bf16 rule's tile and addressing, 3 stages, both "
                     f"products in fp16, causal edge in tiles of {edge}: H200 2026-11-28, 1.20-1.32x; "
-                    "Q K^T on e4m3, P V in fp16: H200 2026-11-29, 1.23-1.43x")
+                    "Q K^T on e4m3, P V in fp16: H200 2026-11-29, 1.16-1.43x")
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
     if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
         return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,

@@ -84,22 +84,27 @@ class _Scenario:
             except (TypeError, ValueError) as exc:  # a Config the kernels cannot take
                 self.refused[label] = f"{type(exc).__name__}: {exc}"
 
+    def planned(self, label: str) -> list:
+        """A candidate's launches as the production entry plans them."""
+        return self.variant.plan(*self.batch.args(), out=self.batch.new_output(), config=self.configs[label],
+                                 **self.batch.options, **self.hints)[1]
+
     def launches(self) -> list:
         """Every candidate's planned launches (to compile them together)."""
         found = []
-        for label, config in self.configs.items():
+        for label in self.configs:
             try:
-                found += self.variant.plan(*self.batch.args(), out=self.batch.new_output(), config=config,
-                                           **self.batch.options, **self.hints)[1]
+                found += self.planned(label)
             except Exception as exc:  # refused by the planner: reported, not timed
                 self.refused[label] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         return found
 
-    def tolerance(self, label: str):
-        """The check's (atol, rtol) for a candidate: e4m3 products have their own; None: its dtype's."""
+    def tolerance(self, label: str) -> tuple[float, float]:
+        """The check's (atol, rtol) for a candidate, as its plan calls for (`check.tolerance`: its
+        dtype's, or the e4m3 operands' where the planner applies them)."""
         from perf.measure import check
 
-        return check.FP8_PRODUCTS_TOLERANCE if self.configs[label].e4m3_operands else None
+        return check.tolerance(self.spec.dtype, [launch.config() for launch in self.planned(label)])
 
     def ready(self, peers: list[str], device: str) -> tuple[list, object]:
         """[(label, fn, out)] of the candidates and peers whose output matches the fp32

@@ -542,7 +542,8 @@ def test_decode_segments_fill_about_two_programs_per_sm(seqs, q, kv, head, expec
     items x segments within DECODE_PROGRAMS_PER_SM programs per SM (8 x 8k: 64 items, 4 segments)."""
     f = _features(seqs, q, kv, head_size=head)
     config = heuristics.choose("nvidia", f)
-    assert config.num_segments == expected == heuristics.decode_segments(f, config.tile_size)
+    assert config.num_segments == expected
+    assert expected == heuristics.multi_token_segments(f, config.tile_size, heuristics.DECODE_PROGRAMS_PER_SM)
     assert f.kv_items * expected <= heuristics.DECODE_PROGRAMS_PER_SM * f.num_sms or expected == 32
     assert heuristics.num_segments(f, config.tile_size, fill_sms=True) > 1
 
@@ -557,4 +558,4 @@ def test_decode_segments_leave_what_they_were_not_measured_on(case):
     config = heuristics.choose("nvidia", f)
     assert "2 programs per SM" not in config.source
     if case == "whole":
-        assert config.num_segments == heuristics.decode_segments(f, config.tile_size) == 1
+        assert config.num_segments == heuristics.num_segments(f, config.tile_size, fill_sms=True) == 1

@@ -43,15 +43,26 @@ def test_stage_candidates_around_the_best_so_far():
     whole = dataclasses.replace(BASE, num_segments=1)
     assert tune.candidates("fused_reduce", whole, True) == []  # one segment: nothing to merge
     assert tune.candidates("fused_reduce", BASE, False) == []
+    assert [c.reduce_by_query for c in tune.candidates("reduce_by_query", BASE, True)] == [False, True]
+    assert tune.candidates("reduce_by_query", whole, True) == []
+    assert [c.qk_e4m3 for c in tune.candidates("qk_e4m3", BASE, False, pv_fp16=True)] == [False, True]
+    assert tune.candidates("qk_e4m3", BASE, False) == []  # a cache its e4m3 product does not apply to
+    assert tune.candidates("qk_e4m3", dataclasses.replace(BASE, fp8_products=True), False, pv_fp16=True) == []
 
 
-def test_a_configuration_that_changes_the_output_is_never_chosen(monkeypatch):
+def test_a_wrong_configuration_is_never_chosen(monkeypatch):
+    """Every configuration is checked against the fp32 reference (here q itself) within the tolerance
+    its plan calls for: one whose plan rounds operands to e4m3 (FP8_PRODUCTS) gets the wider one."""
     class Launch:
         def __init__(self, q, out, cfg):
             self.q, self.out, self.cfg = q, out, cfg
 
+        def config(self):
+            return {"constexprs": {"FP8_PRODUCTS": self.cfg.qk_e4m3}}
+
         def __call__(self):  # tile 16 stands for a broken configuration: it computes garbage
-            self.out.copy_(self.q * (3.0 if self.cfg.tile_size == 16 else 1.0))
+            self.out.copy_(self.q * (3.0 if self.cfg.tile_size == 16 else 1.0)
+                           + (0.05 if self.cfg.tile_size == 32 else 0.0))  # tile 32: e4m3's error
 
     class Variant:
         def plan(self, q, *args, out, config, max_seqlen_q, max_seqlen_k, **options):
@@ -68,15 +79,18 @@ def test_a_configuration_that_changes_the_output_is_never_chosen(monkeypatch):
         return Samples((1.0, 1.0, 1.0))
 
     monkeypatch.setattr("perf.measure.timing.time_graph", time_graph)
+    monkeypatch.setattr("perf.measure.cases.reference_for", lambda batch: batch.q.float())
     s = tune._Scenario(kernels, Scenario.parse("tiny/decode/batch2-kv32/block16"), "cpu")
-    assert s.measure(BASE) == 1.0  # the default: the reference output
+    assert s.measure(BASE) == 1.0
     assert s.measure(dataclasses.replace(BASE, tile_size=128)) == 1.0
     assert s.measure(dataclasses.replace(BASE, tile_size=16)) is None
     assert s.measure(dataclasses.replace(BASE, num_warps=8)) is None
+    assert s.measure(dataclasses.replace(BASE, tile_size=32)) is None  # 0.05 off: beyond fp16's tolerance
+    assert s.measure(dataclasses.replace(BASE, tile_size=32, qk_e4m3=True)) == 1.0  # within e4m3's
     errors = sorted(err for _, ms, err in s.tried.values() if ms is None)
-    assert errors == ["RuntimeError: out of resources: shared memory",
-                      "output differs from the default configuration's"]
-    assert torch.equal(s.reference, s.batch.q) and len(timed) == 2  # only the two good ones were timed
+    assert errors[0] == "RuntimeError: out of resources: shared memory"
+    assert [e.split(":")[0] for e in errors[1:]] == ["wrong output before timing"] * 2
+    assert len(timed) == 3  # only the three good ones were timed
 
 
 def test_tune_needs_a_gpu(capsys):
