@@ -19,7 +19,10 @@ Then `--rounds` rounds, the candidates in a fresh shuffled order each round, eac
 CUDA-graph replay with L2 flushed before every sample (perf/measure/timing.py); a cell is
 the median of the rounds' medians. The run measures the GPU's copy bandwidth and bf16 matmul
 peak first, and each row says how far it is from them (perf/roofline.py).
-Writes DIR/candidates.json (every round's median) and DIR/candidates.md, and prints the table.
+Writes DIR/candidates.json (every round's median) after each scenario, so a run stopped by a
+time limit keeps what it measured: run the same command again and the scenarios already in that
+file, with the same candidates, are kept and not timed again. At the end DIR/candidates.md, and
+the table printed.
 """
 
 from __future__ import annotations
@@ -146,7 +149,36 @@ class _Scenario:
         return ready, expected
 
 
-def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: int, seed: int = 0) -> dict:
+def measured_before(path: str, plan: dict, peers: list[str], gpu: str) -> dict:
+    """The rows of an earlier, interrupted run of this plan in `path` (candidates.json) on this
+    `gpu` that measured the same candidates and peers as this one asks for; a file of another GPU,
+    or not a candidates run, is refused in one line."""
+    from perf import files
+
+    if not os.path.exists(path):
+        return {}
+    doc = files.load_json(path, "an earlier candidates run", "remove it, or name another --out")
+    rows = doc.get("rows")
+    if not isinstance(rows, dict) or not isinstance(doc.get("limits"), dict):
+        raise ConfigError(f"{path}: not a candidates run (no rows and limits); remove it, "
+                          "or name another --out")
+    if doc.get("gpu") != gpu:
+        raise ConfigError(f"{path}: measured on {doc.get('gpu')!r}, not this {gpu!r}; name another --out")
+    kept = {}
+    for name, row in rows.items():
+        if name not in plan or not isinstance(row, dict):
+            continue
+        asked = {"default", *plan[name], *("peer:" + p for p in peers)}
+        seen = set(row.get("configs", {})) | set(row.get("refused", {})) | set(row.get("ms", {}))
+        if asked == seen:
+            kept[name] = row
+    return {"limits": doc["limits"], "rows": kept}
+
+
+def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: int, seed: int = 0,
+            before: dict | None = None, save=None) -> dict:
+    """Times each scenario of `plan` not in `before` (an earlier run's rows, kept) and calls
+    `save(doc)` after each, so an interrupted run loses at most the scenario it was timing."""
     import torch
 
     from perf import roofline
@@ -157,12 +189,16 @@ def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: in
     limits = roofline.measure_limits(device)
     print(f"candidates: copy {limits.copy_tb_s:.2f} TB/s, bf16 matmul {limits.matmul_tflop_s:.0f} TFLOP/s",
           flush=True)
-    cases = [_Scenario(name, overrides, device) for name, overrides in plan.items()]
+    before = before or {"rows": {}}
+    rows = dict(before["rows"])
+    doc = {"limits": before.get("limits") or dataclasses.asdict(limits), "rows": rows}
+    if rows:
+        print(f"candidates: {len(rows)} of {len(plan)} scenarios kept from the earlier run", flush=True)
+    cases = [_Scenario(name, overrides, device) for name, overrides in plan.items() if name not in rows]
     launches = [launch for case in cases for launch in case.launches()]
     print(f"candidates: compiling {len(launches)} launches in {threads} threads", flush=True)
     precompile(launches, threads)
     rng = random.Random(seed)
-    rows = {}
     for i, case in enumerate(cases, 1):
         ready, expected = case.ready(peers, device)
         graphs = {label: timing.capture_graph(fn) for label, fn, _ in ready}
@@ -185,10 +221,13 @@ def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: in
                            "max_error": {k: v for k, v in case.errors.items() if k in times}}
         print(f"candidates [{i}/{len(cases)}] {case.name}: "
               + ", ".join(f"{k} {v:.4f}" for k, v in rows[case.name]["ms"].items()), flush=True)
+        if save is not None:
+            save(doc)
         del graphs, ready
         case.batch = None
         torch.cuda.empty_cache()
-    return {"limits": dataclasses.asdict(limits), "rows": rows}
+    doc["rows"] = {name: rows[name] for name in plan if name in rows}  # the plan's order
+    return doc
 
 
 def render(doc: dict, gpu: str) -> str:
@@ -228,9 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     files.check_output(args.out, "--out", directory=True)
     import torch
 
-    doc = measure(plan, args.rounds, args.samples, peers, args.threads)
-    doc["gpu"] = torch.cuda.get_device_name()
-    files.write_json(os.path.join(args.out, "candidates.json"), doc)
+    path = os.path.join(args.out, "candidates.json")
+    gpu = torch.cuda.get_device_name()
+    before = measured_before(path, plan, peers, gpu)
+    doc = measure(plan, args.rounds, args.samples, peers, args.threads, before=before,
+                  save=lambda doc: files.write_json(path, {**doc, "gpu": gpu}))
+    doc["gpu"] = gpu
+    files.write_json(path, doc)
     markdown = render(doc, doc["gpu"])
     files.write_text(os.path.join(args.out, "candidates.md"), markdown)
     print(markdown, flush=True)

@@ -65,3 +65,29 @@ def test_candidates_on_e4m3_operands_are_checked_with_the_fp8_products_tolerance
     assert case.configs["default"].qk_e4m3 and not case.refused
     assert {case.tolerance(label) for label in ("default", "f8", "s2")} == {check.FP8_PRODUCTS_TOLERANCE}
     assert case.tolerance("qk16") == check.TOLERANCES["bfloat16"]
+
+
+def test_an_interrupted_run_keeps_the_scenarios_it_measured_with_the_same_candidates(tmp_path):
+    """A second run into the same --out times only what the first did not finish: a row is kept
+    when it measured exactly the candidates and peers asked for now, on the same GPU."""
+    import json
+
+    other = "llama3-8b/decode/batch4-kv4096-q2/block16/bf16"
+    plan = {SCENARIO: {"seg4": {"num_segments": 4}}, other: {}}
+    rows = {
+        SCENARIO: {"ms": {"default": 0.1, "peer:flashinfer_paged": 0.1},
+                   "configs": {"default": {}, "seg4": {}}, "refused": {}, "rounds": {}},
+        other: {"ms": {"default": 0.1}, "configs": {"default": {}}, "refused": {}, "rounds": {}},  # no peer
+        "llama3-8b/decode/batch1-kv1024/block16/bf16": {"ms": {}, "configs": {"default": {}}, "refused": {}},
+    }
+    path = tmp_path / "candidates.json"
+    path.write_text(json.dumps({"gpu": "NVIDIA H200", "limits": {"copy_tb_s": 4.2}, "rows": rows}))
+    kept = candidates.measured_before(str(path), plan, ["flashinfer_paged"], "NVIDIA H200")
+    assert set(kept["rows"]) == {SCENARIO} and kept["limits"] == {"copy_tb_s": 4.2}
+    assert set(candidates.measured_before(str(path), plan, [], "NVIDIA H200")["rows"]) == {other}
+    assert candidates.measured_before(str(tmp_path / "none.json"), plan, [], "NVIDIA H200") == {}
+    with pytest.raises(ConfigError, match="measured on 'NVIDIA H200', not this 'NVIDIA H100'"):
+        candidates.measured_before(str(path), plan, [], "NVIDIA H100")
+    path.write_text("[1]\n")
+    with pytest.raises(ConfigError, match="earlier candidates run"):
+        candidates.measured_before(str(path), plan, [], "NVIDIA H200")
