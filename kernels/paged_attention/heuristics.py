@@ -540,7 +540,7 @@ def _nvidia(f: Features) -> Config:
         block_m = rows or decode_block_m(f.queries_per_kv)
         narrow_head = (tile == 128 and f.head_size <= NARROW_HEAD and block_m <= NARROW_HEAD_MAX_ROWS
                        and not f.fp8_kv)
-        # [narrow-read-ahead] H200 2026-11-29, 1.06-1.21x: tune --suite spec-decode --scenarios 'gpt-oss*'
+        # [narrow-read-ahead] H200 2026-11-29, 1.05-1.21x: tune --suite spec-decode --scenarios 'gpt-oss*'
         ahead_narrow = narrow_head and f.max_query_len > 1
         # [many-one-segment] H100 2026-11-24, 1.02-1.04x: tune --scenarios 'llama3-8b/decode/batch64-kv2048/*'
         # [filled-one-segment] H200 2026-11-28, 1.04-1.12x: tune --scenarios '*/batch64-kv4096/*'
@@ -604,7 +604,7 @@ def _nvidia(f: Features) -> Config:
                     + ("; heads of 64 or less in tiles of 128: 3 stages, H200 2026-11-29, 1.03-1.07x"
                        if narrow_head else "")
                     + ("; their multi-token Q-blocks read the block table a tile ahead: H200 2026-11-29, "
-                       "1.06-1.21x" if ahead_narrow else ""))
+                       "1.05-1.21x" if ahead_narrow else ""))
     if f.max_query_len <= 64:
         # [short-prefill] Q-block 64 unmeasured; tile: H100 2026-11-23, 2x: tune --scenarios '*/batch8-kv16/*'
         return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),

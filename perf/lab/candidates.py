@@ -20,9 +20,11 @@ CUDA-graph replay with L2 flushed before every sample (perf/measure/timing.py); 
 the median of the rounds' medians. The run measures the GPU's copy bandwidth and bf16 matmul
 peak first, and each row says how far it is from them (perf/roofline.py).
 Writes DIR/candidates.json (every round's median) after each scenario, so a run stopped by a
-time limit keeps what it measured: run the same command again and the scenarios already in that
-file, with the same candidates, are kept and not timed again. At the end DIR/candidates.md, and
-the table printed.
+time limit keeps what it measured; `--resume` then goes on where it stopped: the rows of that file
+measured from the same source (commit, and uncommitted kernel changes), GPU, rounds, samples and
+peers whose candidates plan to the same configurations are kept, and the rest are timed, against
+the same copy and matmul limits. Without `--resume` every scenario is timed anew. At the end
+DIR/candidates.md, and the table printed.
 """
 
 from __future__ import annotations
@@ -149,36 +151,60 @@ class _Scenario:
         return ready, expected
 
 
-def measured_before(path: str, plan: dict, peers: list[str], gpu: str) -> dict:
-    """The rows of an earlier, interrupted run of this plan in `path` (candidates.json) on this
-    `gpu` that measured the same candidates and peers as this one asks for; a file of another GPU,
-    or not a candidates run, is refused in one line."""
+def source_state() -> dict:
+    """What the timed code is: this checkout's commit and, when dirty, its uncommitted kernel changes."""
+    import hashlib
+
+    from perf import git
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    state = git.commit_info(root)
+    if state.get("dirty"):
+        diff = git.git(root, "diff", "HEAD", "--", "kernels", timeout=30) or ""
+        state["kernels_diff"] = hashlib.sha256(diff.encode()).hexdigest()[:16]
+    return state
+
+
+def earlier_run(path: str, settings: dict) -> dict:
+    """The earlier run in `path` (candidates.json) to resume: refused in one line unless it was made
+    with the same `settings` (GPU, source, rounds, samples, peers); none when there is no file."""
     from perf import files
 
+    fix = "remove it, name another --out, or leave out --resume"
     if not os.path.exists(path):
         return {}
-    doc = files.load_json(path, "an earlier candidates run", "remove it, or name another --out")
-    rows = doc.get("rows")
-    if not isinstance(rows, dict) or not isinstance(doc.get("limits"), dict):
-        raise ConfigError(f"{path}: not a candidates run (no rows and limits); remove it, "
-                          "or name another --out")
-    if doc.get("gpu") != gpu:
-        raise ConfigError(f"{path}: measured on {doc.get('gpu')!r}, not this {gpu!r}; name another --out")
+    doc = files.load_json(path, "an earlier candidates run", fix)
+    limits = doc.get("limits")
+    if (not isinstance(doc.get("rows"), dict) or not isinstance(limits, dict)
+            or set(limits) != {"copy_tb_s", "matmul_tflop_s"}):
+        raise ConfigError(f"{path}: not a candidates run (no rows and limits); {fix}")
+    for key, value in settings.items():
+        if doc.get(key) != value:
+            raise ConfigError(f"{path}: made with {key} {doc.get(key)!r}, this run's is {value!r}; {fix}")
+    return doc
+
+
+def kept_rows(before: dict, cases: list, peers: list[str]) -> dict:
+    """The earlier run's rows whose scenario plans today to the same configurations, label for label,
+    and asked for the same peers: what a resumed run need not time again."""
     kept = {}
-    for name, row in rows.items():
-        if name not in plan or not isinstance(row, dict):
+    for case in cases:
+        row = before.get("rows", {}).get(case.name)
+        if not isinstance(row, dict):
             continue
-        asked = {"default", *plan[name], *("peer:" + p for p in peers)}
+        asked = {"default", *case.configs, *case.refused, *("peer:" + p for p in peers)}
         seen = set(row.get("configs", {})) | set(row.get("refused", {})) | set(row.get("ms", {}))
-        if asked == seen:
-            kept[name] = row
-    return {"limits": doc["limits"], "rows": kept}
+        configs = {k: dataclasses.asdict(c) for k, c in case.configs.items()}
+        if asked == seen and row.get("configs") == configs:
+            kept[case.name] = row
+    return kept
 
 
 def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: int, seed: int = 0,
             before: dict | None = None, save=None) -> dict:
-    """Times each scenario of `plan` not in `before` (an earlier run's rows, kept) and calls
-    `save(doc)` after each, so an interrupted run loses at most the scenario it was timing."""
+    """Times each scenario of `plan` but those `kept_rows` keeps of `before` (an earlier run of the
+    same settings) and calls `save(doc)` after each, so an interrupted run loses at most the
+    scenario it was timing."""
     import torch
 
     from perf import roofline
@@ -186,15 +212,20 @@ def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: in
     from perf.tune import precompile
 
     device = "cuda"
-    limits = roofline.measure_limits(device)
+    cases = [_Scenario(name, overrides, device) for name, overrides in plan.items()]  # unfilled: cheap
+    rows = kept_rows(before or {}, cases, peers)
+    if rows:  # the kept rows' limits, so every row of the table has one basis
+        limits = roofline.Limits(**before["limits"])
+        print(f"candidates: {len(rows)} of {len(plan)} scenarios kept from the earlier run", flush=True)
+        for name, row in rows.items():
+            for label, why in row.get("refused", {}).items():
+                print(f"candidates: kept {name}: {label} refused then: {why}", flush=True)
+    else:
+        limits = roofline.measure_limits(device)
     print(f"candidates: copy {limits.copy_tb_s:.2f} TB/s, bf16 matmul {limits.matmul_tflop_s:.0f} TFLOP/s",
           flush=True)
-    before = before or {"rows": {}}
-    rows = dict(before["rows"])
-    doc = {"limits": before.get("limits") or dataclasses.asdict(limits), "rows": rows}
-    if rows:
-        print(f"candidates: {len(rows)} of {len(plan)} scenarios kept from the earlier run", flush=True)
-    cases = [_Scenario(name, overrides, device) for name, overrides in plan.items() if name not in rows]
+    doc = {"limits": dataclasses.asdict(limits), "rows": rows}
+    cases = [case for case in cases if case.name not in rows]
     launches = [launch for case in cases for launch in case.launches()]
     print(f"candidates: compiling {len(launches)} launches in {threads} threads", flush=True)
     precompile(launches, threads)
@@ -257,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers", default="", help="comma-separated peers of perf/peers.py (default: none)")
     p.add_argument("--threads", type=int, default=16, help="compile threads (default: 16)")
     p.add_argument("--out", default=os.path.join("results", "candidates"))
+    p.add_argument("--resume", action="store_true",
+                   help="keep the rows of an interrupted run of this plan in --out (same source, GPU, settings)")
     args = p.parse_args(argv)
     from perf import files, vendor
 
@@ -268,11 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     path = os.path.join(args.out, "candidates.json")
-    gpu = torch.cuda.get_device_name()
-    before = measured_before(path, plan, peers, gpu)
+    settings = {"gpu": torch.cuda.get_device_name(), "source": source_state(), "rounds": args.rounds,
+                "samples": args.samples, "peers": peers}
+    before = earlier_run(path, settings) if args.resume else {}
     doc = measure(plan, args.rounds, args.samples, peers, args.threads, before=before,
-                  save=lambda doc: files.write_json(path, {**doc, "gpu": gpu}))
-    doc["gpu"] = gpu
+                  save=lambda doc: files.write_json(path, {**doc, **settings}))
+    doc.update(settings)
     files.write_json(path, doc)
     markdown = render(doc, doc["gpu"])
     files.write_text(os.path.join(args.out, "candidates.md"), markdown)

@@ -67,27 +67,78 @@ def test_candidates_on_e4m3_operands_are_checked_with_the_fp8_products_tolerance
     assert case.tolerance("qk16") == check.TOLERANCES["bfloat16"]
 
 
-def test_an_interrupted_run_keeps_the_scenarios_it_measured_with_the_same_candidates(tmp_path):
-    """A second run into the same --out times only what the first did not finish: a row is kept
-    when it measured exactly the candidates and peers asked for now, on the same GPU."""
-    import json
+def _cases(plan: dict) -> list:
+    with mock.patch.object(planning, "resolve_target", return_value=("nvidia", 132)):
+        return [candidates._Scenario(name, over, "cpu") for name, over in plan.items()]
+
+
+def _row(case, peers=(), refused=None) -> dict:
+    """An earlier run's row as `measure` writes it, of a case planned the way it is planned now."""
+    import dataclasses
+
+    return {"ms": {**{k: 0.1 for k in case.configs}, **{"peer:" + p: 0.1 for p in peers}},
+            "configs": {k: dataclasses.asdict(c) for k, c in case.configs.items()},
+            "refused": dict(refused or case.refused), "rounds": {}, "limit_ms": 0.05}
+
+
+def test_a_resumed_run_keeps_a_row_only_where_it_would_time_the_same_configurations():
+    """Kept: a scenario whose candidates plan to the configurations the earlier run timed, with the
+    same peers. Timed again: a candidate whose fields changed (or a tree whose choice did), another
+    peer list, a label the earlier run did not have; rows of scenarios no longer planned are dropped."""
+    import copy
 
     other = "llama3-8b/decode/batch4-kv4096-q2/block16/bf16"
-    plan = {SCENARIO: {"seg4": {"num_segments": 4}}, other: {}}
-    rows = {
-        SCENARIO: {"ms": {"default": 0.1, "peer:flashinfer_paged": 0.1},
-                   "configs": {"default": {}, "seg4": {}}, "refused": {}, "rounds": {}},
-        other: {"ms": {"default": 0.1}, "configs": {"default": {}}, "refused": {}, "rounds": {}},  # no peer
-        "llama3-8b/decode/batch1-kv1024/block16/bf16": {"ms": {}, "configs": {"default": {}}, "refused": {}},
-    }
+    plan = {SCENARIO: {"seg4": {"num_segments": 4}, "odd": {"tile_size": 48}}, other: {}}
+    cases = _cases(plan)
+    assert cases[0].refused and "odd" not in cases[0].configs  # refused when its Config was made
+    rows = {case.name: _row(case, ["flashinfer_paged"]) for case in cases}
+    rows["llama3-8b/decode/batch1-kv1024/block16/bf16"] = rows[other]
+    before = {"limits": {"copy_tb_s": 4.2, "matmul_tflop_s": 780.0}, "rows": rows}
+    assert set(candidates.kept_rows(before, cases, ["flashinfer_paged"])) == {SCENARIO, other}
+    assert candidates.kept_rows(before, cases, []) == {}  # the peers differ
+    changed = _cases({SCENARIO: {"seg4": {"num_segments": 8}, "odd": {"tile_size": 48}}, other: {}})
+    assert set(candidates.kept_rows(before, changed, ["flashinfer_paged"])) == {other}
+    tree = copy.deepcopy(before)  # the tree's own choice moved since: default differs
+    tree["rows"][other]["configs"]["default"]["num_segments"] += 1
+    assert set(candidates.kept_rows(tree, cases, ["flashinfer_paged"])) == {SCENARIO}
+    more = _cases({SCENARIO: {"seg4": {"num_segments": 4}, "odd": {"tile_size": 48}},
+                   other: {"s3": {"num_stages": 3}}})
+    assert set(candidates.kept_rows(before, more, ["flashinfer_paged"])) == {SCENARIO}
+
+
+def test_a_resumed_run_refuses_an_earlier_file_of_other_settings_in_one_line(tmp_path):
+    import json
+
+    settings = {"gpu": "NVIDIA H200", "source": {"commit": "abc", "dirty": False}, "rounds": 5,
+                "samples": 25, "peers": ["flashinfer_paged"]}
+    doc = {"limits": {"copy_tb_s": 4.2, "matmul_tflop_s": 780.0}, "rows": {}, **settings}
     path = tmp_path / "candidates.json"
-    path.write_text(json.dumps({"gpu": "NVIDIA H200", "limits": {"copy_tb_s": 4.2}, "rows": rows}))
-    kept = candidates.measured_before(str(path), plan, ["flashinfer_paged"], "NVIDIA H200")
-    assert set(kept["rows"]) == {SCENARIO} and kept["limits"] == {"copy_tb_s": 4.2}
-    assert set(candidates.measured_before(str(path), plan, [], "NVIDIA H200")["rows"]) == {other}
-    assert candidates.measured_before(str(tmp_path / "none.json"), plan, [], "NVIDIA H200") == {}
-    with pytest.raises(ConfigError, match="measured on 'NVIDIA H200', not this 'NVIDIA H100'"):
-        candidates.measured_before(str(path), plan, [], "NVIDIA H100")
-    path.write_text("[1]\n")
-    with pytest.raises(ConfigError, match="earlier candidates run"):
-        candidates.measured_before(str(path), plan, [], "NVIDIA H200")
+    assert candidates.earlier_run(str(path), settings) == {}
+    path.write_text(json.dumps(doc))
+    assert candidates.earlier_run(str(path), settings) == doc
+    for key, value in [("gpu", "NVIDIA H100"), ("source", {"commit": "def", "dirty": False}), ("rounds", 3),
+                       ("samples", 10), ("peers", [])]:
+        with pytest.raises(ConfigError, match=f"made with {key} .*this run's is"):
+            candidates.earlier_run(str(path), {**settings, key: value})
+    for bad in ([1], {"rows": {}}, {"rows": {}, "limits": {"copy_tb_s": 4.2}}):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ConfigError, match="candidates run|leave out --resume"):
+            candidates.earlier_run(str(path), settings)
+
+
+def test_a_run_whose_rows_are_all_kept_times_nothing_and_keeps_their_limits(monkeypatch):
+    """measure() with every scenario kept: no limits measured, nothing compiled or timed, the rows
+    in the plan's order, the earlier limits for all of them."""
+    plan = {SCENARIO: {"seg4": {"num_segments": 4}}}
+    cases = _cases(plan)
+    before = {"limits": {"copy_tb_s": 4.2, "matmul_tflop_s": 780.0}, "rows": {SCENARIO: _row(cases[0])}}
+    from perf import roofline, tune
+
+    monkeypatch.setattr(roofline, "measure_limits", lambda device: pytest.fail("limits measured again"))
+    monkeypatch.setattr(tune, "precompile", lambda launches, threads: launches and pytest.fail("compiled"))
+    real = candidates._Scenario
+    monkeypatch.setattr(candidates, "_Scenario", lambda name, over, device: real(name, over, "cpu"))
+    saved = []
+    with mock.patch.object(planning, "resolve_target", return_value=("nvidia", 132)):
+        doc = candidates.measure(plan, 5, 25, [], 1, before=before, save=saved.append)
+    assert doc == {"limits": before["limits"], "rows": before["rows"]} and not saved
