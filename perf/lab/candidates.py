@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=16, help="compile threads (default: 16)")
     p.add_argument("--out", default=os.path.join("results", "candidates"))
     p.add_argument("--resume", action="store_true",
-                   help="keep the rows of an interrupted run of this plan in --out (same source, GPU, settings)")
+                   help="keep the rows of an interrupted run in --out (same source, GPU and settings)")
     args = p.parse_args(argv)
     from perf import files, vendor
 
