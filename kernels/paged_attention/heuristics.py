@@ -552,7 +552,8 @@ def _nvidia(f: Features) -> Config:
         segments = (split[1] if split else multi_token_segments(
             f, tile, MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep else MULTI_TOKEN_PROGRAMS_PER_SM)
             if rows else 2 if pair_fp8 else 1 if many or filled
-                    else multi_token_segments(f, tile, DECODE_PROGRAMS_PER_SM) if spread else None)
+                    else multi_token_segments(f, tile, DECODE_PROGRAMS_PER_SM) if spread
+                    else num_segments(f, tile, fill_sms=True))  # resolved here: the source names what runs
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
         # [fp8-qk16] H200 2026-11-28, 1.29-1.39x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'

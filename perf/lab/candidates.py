@@ -156,11 +156,11 @@ def source_state() -> dict:
     import hashlib
 
     from perf import git
+    from perf.checkout import ROOT
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    state = git.commit_info(root)
+    state = git.commit_info(ROOT)
     if state.get("dirty"):
-        diff = git.git(root, "diff", "HEAD", "--", "kernels", timeout=30) or ""
+        diff = git.git(ROOT, "diff", "HEAD", "--", "kernels", timeout=30) or ""
         state["kernels_diff"] = hashlib.sha256(diff.encode()).hexdigest()[:16]
     return state
 

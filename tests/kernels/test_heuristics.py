@@ -578,3 +578,15 @@ def test_decode_segments_leave_what_they_were_not_measured_on(case):
     assert "2 programs per SM" not in config.source
     if case == "whole":
         assert config.num_segments == heuristics.num_segments(f, config.tile_size, fill_sms=True) == 1
+
+
+def test_a_decode_source_names_the_reduction_by_query_only_where_it_splits():
+    """[reduce-by-query] sets the knob for every decode of more than one query, but a sequence kept
+    whole has no reduction: its source line says so only where segments are more than one."""
+    seen = {True: 0, False: 0}
+    for seqs, q, kv in itertools.product((1, 4, 16, 64, 256), (2, 4), (1024, 8192, 32768)):
+        c = choose("nvidia", _features(seqs, q, kv, queries_per_kv=8, head_size=128))
+        assert c.reduce_by_query
+        assert ("the reduction an item per query" in c.source) == (c.num_segments > 1), (seqs, q, kv)
+        seen[c.num_segments > 1] += 1
+    assert seen[True] and seen[False]  # both kinds met
