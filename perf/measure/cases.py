@@ -173,8 +173,11 @@ def recheck(case: Case, metrics) -> list[tuple[str, check.Check]]:
         bad = bad or (log.verdict("while timed") if log is not None else None)
         if bad is None and check.check_call(call, case.out, case.expected, sync, case.tolerance).ok:
             bad = _with_other_values(case, call, sync)
-        # last: the output of the inputs it was timed on (the gate compares head's with base's)
-        found.append((metric, bad or check.check_call(call, case.out, case.expected, sync, case.tolerance)))
+        # last, whatever failed before: the output of the inputs it was timed on, which the gate
+        # compares with base's (left holding the other values' output, that comparison named a
+        # difference of inputs as head's error)
+        last = check.check_call(call, case.out, case.expected, sync, case.tolerance)
+        found.append((metric, bad or last))
     return found
 
 

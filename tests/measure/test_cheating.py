@@ -180,6 +180,26 @@ def test_a_kept_answer_is_wrong_once_the_same_buffers_hold_other_values():
                                                            "max error")
 
 
+class WrongOnOtherValues(Honest):
+    """Right on the values it first saw; on any others its output doubled."""
+
+    def call(self, args, out, options):
+        if self.calls == 1:
+            self.first_q = args[0].clone()
+        self.real_call(args, out, options)
+        return out if torch.equal(args[0], self.first_q) else out.mul_(2.0)
+
+
+@needs_interpreter
+def test_after_a_failure_on_other_values_the_output_left_is_the_timed_inputs():
+    """The gate compares head's output with base's after timing: the output left in the buffer
+    must be the one of the inputs both were timed on, never the other values' (a difference of
+    inputs reported as head's error)."""
+    case, writer = measured(WrongOnOtherValues())
+    wrong_after_timing(writer, "with other values in the same input buffers: max error")
+    assert check.compare(case.out, case.expected, *case.tolerance).ok
+
+
 class PrescalesQ(Honest):
     """Scales q in place once and passes scale 1 from then on (a multiply saved per call)."""
 
