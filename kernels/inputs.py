@@ -18,9 +18,8 @@ hint `check_values=True`, or `PAGED_ATTENTION_CHECK_VALUES=1` in the environment
 session sets it). They never run while a CUDA/HIP graph is being captured. Without them,
 nothing on the host can see a block id outside the cache, a `seq_lens` entry longer than
 the block table holds or shorter than its queries, or `cu_seqlens_q` that does not start
-at 0, end at num_tokens or rise: the kernels then bound every read and write by the shapes,
-write NaN into such a sequence's rows and read a block id outside the cache clamped into it
-(`kernels.paged_attention.metadata`). The value
+at 0, end at num_tokens or rise: the kernels trust those values, and such metadata reads (and
+may write) memory the kernel was not given (a wrong output or an illegal-address fault). The value
 checks also refuse a NaN or +inf sink and a scale that is not finite and > 0; nothing sees a
 `max_seqlen_*` hint below the batch's true lengths (the hints only steer the heuristics: a
 wrong one costs speed, never correctness). `out` must be apart from every input's memory

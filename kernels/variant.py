@@ -108,9 +108,8 @@ class Variant:
         feature it lacks); the kinds are listed in `kernels.inputs`. What no host check sees
         without the value checks (`check_values=True` or PAGED_ATTENTION_CHECK_VALUES=1, a
         host sync each call): block ids outside the cache, `seq_lens` past the block table
-        or below the query lengths, `cu_seqlens_q` not rising from 0 to num_tokens. Then the
-        kernels stay inside the tensors given: the rows of such a sequence are NaN, a block
-        id outside the cache is read clamped into it (`kernels.paged_attention.metadata`).
+        or below the query lengths, `cu_seqlens_q` not rising from 0 to num_tokens. The
+        kernels trust those values: such metadata reads memory the kernel was not given.
         """
         out, launches = self.plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens,
                                   out=out, **options)
