@@ -20,10 +20,12 @@ Bad input raises before any launch, its message starting with the argument's nam
 for an unknown keyword, NotImplementedError for a missing feature). Not caught on the serving
 path (no host sync): metadata values, i.e. a block id outside the cache, a `seq_lens` entry
 past the block table or below its query length, `cu_seqlens_q` not rising from 0 to
-num_tokens. The kernels trust them: such metadata reads (and may write) memory the kernel was
-not given, a wrong output or an illegal-address fault, so an engine hands in metadata it built
-itself. Pass `check_values=True` (or set the switch) to have them refused instead, at a host
-sync per call.
+num_tokens. The kernels still never read or write outside the tensors given: every access is
+bounded by what the shapes say (`kernels.paged_attention.common.shape_bounds`). A query range is
+clamped into q's rows, a sequence whose `seq_lens` entry its block-table row cannot hold (or
+below its query count) gets rows of zeros, and a block id outside the cache is read clamped
+into it. The output of such metadata is defined but meaningless: pass `check_values=True` (or
+set the switch) to have it refused instead, at a host sync per call.
 
 No kernel reads a cache slot its sequence does not own: the tail of a sequence's last block
 and the blocks no sequence uses may hold anything, NaN included (recycled memory), and never

@@ -18,8 +18,10 @@ hint `check_values=True`, or `PAGED_ATTENTION_CHECK_VALUES=1` in the environment
 session sets it). They never run while a CUDA/HIP graph is being captured. Without them,
 nothing on the host can see a block id outside the cache, a `seq_lens` entry longer than
 the block table holds or shorter than its queries, or `cu_seqlens_q` that does not start
-at 0, end at num_tokens or rise: the kernels trust those values, and such metadata reads (and
-may write) memory the kernel was not given (a wrong output or an illegal-address fault). The value
+at 0, end at num_tokens or rise: the kernels then bound every read and write by the shapes
+(`kernels.paged_attention.common.shape_bounds`): query ranges clamped into q's rows, rows of
+zeros for a sequence its block-table row cannot hold, a block id outside the cache read
+clamped into it. The value
 checks also refuse a NaN or +inf sink and a scale that is not finite and > 0; nothing sees a
 `max_seqlen_*` hint below the batch's true lengths (the hints only steer the heuristics: a
 wrong one costs speed, never correctness). `out` must be apart from every input's memory
@@ -344,6 +346,8 @@ def validate(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, scale=
              lambda: f"head_size {k_cache.shape[3]} differs from q's {q.shape[2]}")
     _require(k_cache.shape[1] > 0 and k_cache.shape[2] > 0, "k_cache",
              lambda: f"block_size and num_kv_heads must be > 0, got {tuple(k_cache.shape)}")
+    # the kernels read a block id outside the cache as its last block (`common.cache_block`)
+    _require(k_cache.shape[0] > 0, "k_cache", lambda: f"no blocks, got {tuple(k_cache.shape)}")
     _require(q.shape[1] % k_cache.shape[2] == 0, "q",
              lambda: f"num_q_heads {q.shape[1]} is not a multiple of num_kv_heads {k_cache.shape[2]}")
     for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):

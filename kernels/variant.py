@@ -109,7 +109,9 @@ class Variant:
         without the value checks (`check_values=True` or PAGED_ATTENTION_CHECK_VALUES=1, a
         host sync each call): block ids outside the cache, `seq_lens` past the block table
         or below the query lengths, `cu_seqlens_q` not rising from 0 to num_tokens. The
-        kernels trust those values: such metadata reads memory the kernel was not given.
+        kernels then stay inside the tensors given (`common.shape_bounds`): query ranges are
+        clamped into q's rows, a sequence its block-table row cannot hold gets rows of zeros,
+        a block id outside the cache is read clamped into it.
         """
         out, launches = self.plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens,
                                   out=out, **options)

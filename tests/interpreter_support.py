@@ -162,3 +162,22 @@ def round_e4m3_like_gpus() -> bool:
     create_fp_to_fp._e4m3 = True
     builder.create_fp_to_fp = create_fp_to_fp
     return True
+
+
+def planned_tolerance(variant, batch, out) -> tuple[float, float]:
+    """The tolerance of the call as its variant plans it (`perf.measure.check.tolerance`: the
+    dtype's, or the e4m3 operands' where the heuristics or a `config` hint in the batch's
+    options chose them, `Config.qk_e4m3`); the interpreter then rounds to e4m3 as GPUs do."""
+    from kernels import platform
+    from perf.measure import check
+
+    launches = []
+    if hasattr(variant, "plan"):
+        try:
+            _, planned = variant.plan(*batch.args(), out=out, **batch.options)
+        except NotImplementedError:
+            planned = []  # the call raises it again, and the test skips
+        launches = [launch.config() for launch in planned]
+    if check.rounds_to_e4m3(launches) and platform.interpreter_active():
+        round_e4m3_like_gpus()
+    return check.tolerance(batch.q.dtype, launches)

@@ -15,13 +15,63 @@ MIN_BLOCK_M = 16  # tl.dot needs M >= 16 (Triton's minimum on every backend)
 
 
 @triton.jit
+def token_bound(token, num_tokens):
+    """A token index from cu_seqlens_q clamped into [0, num_tokens] (q's rows, a shape the host
+    knows for free) by one unsigned min: a negative one is past every row."""
+    return tl.minimum(token.to(tl.uint32), num_tokens.to(tl.uint32)).to(tl.int32)
+
+
+@triton.jit
+def token_range(q_start, q_end, num_tokens):
+    """(first token, query count) of the queries [q_start, q_end) read from cu_seqlens_q, inside
+    q's rows: each end clamped (`token_bound`), a range that ends before it starts empty. Every
+    kernel takes a sequence's queries through it, so no metadata, however inconsistent, makes a
+    query or output row outside q and out."""
+    first = token_bound(q_start, num_tokens)
+    return first, tl.maximum(token_bound(q_end, num_tokens) - first, 0)
+
+
+@triton.jit
+def query_span(cu_seqlens_q_ptr, seq, num_tokens):
+    """`token_range` of sequence `seq`."""
+    return token_range(tl.load(cu_seqlens_q_ptr + seq), tl.load(cu_seqlens_q_ptr + seq + 1), num_tokens)
+
+
+@triton.jit
+def keys_ok(seq_len, q_len, max_seq_len):
+    """Whether a sequence's key count is one its block-table row can hold (max_seq_len: the
+    row's blocks times the block size) and covers its queries. The kernels give a sequence
+    failing it no keys (its rows are zeros), so its block-table reads stay inside its row."""
+    return (seq_len >= q_len) & (seq_len <= max_seq_len)
+
+
+@triton.jit
+def clamp_blocks(ids, last_block):
+    """Block-table entries clamped into [0, last_block] (the cache's blocks, from its shape), as
+    uint32: a negative or too large id reads the last block, never outside the cache. One
+    unsigned min per id (a negative id is a large unsigned one)."""
+    return tl.minimum(ids.to(tl.uint32), last_block.to(tl.uint32))
+
+
+@triton.jit
+def cache_block(ids, last_block, OFFSETS_32: tl.constexpr):
+    """Block-table entries as cache block indices (`offset_index`), clamped (`clamp_blocks`);
+    widened to int64 unsigned."""
+    if OFFSETS_32:
+        return clamp_blocks(ids, last_block).to(tl.int32)
+    else:
+        return clamp_blocks(ids, last_block).to(tl.int64)
+
+
+@triton.jit
 def find_seq_idx(cu_seqlens_q_ptr, target, num_seqs, BLOCK_Q: tl.constexpr,
                  Q_BLOCK_MODE: tl.constexpr):
     """Index of the sequence holding `target` (a token, or a Q-block in Q_BLOCK_MODE).
 
-    Binary search over cu_seqlens_q. In Q_BLOCK_MODE sequence i's first Q-block is
-    cu_seqlens_q[i] // BLOCK_Q + i, an upper bound on the blocks before it that needs no
-    extra metadata; programs that land in the gaps find no queries and exit.
+    Binary search over cu_seqlens_q (it reads entries 0 to num_seqs - 1 whatever their values). In
+    Q_BLOCK_MODE sequence i's first Q-block is cu_seqlens_q[i] // BLOCK_Q + i, an upper bound on the
+    blocks before it that needs no extra metadata; programs that land in the gaps find no queries and
+    exit. Always a sequence: 0 when the first starts after `target` (metadata not starting at 0).
     """
     lo = 0
     hi = num_seqs
@@ -34,7 +84,7 @@ def find_seq_idx(cu_seqlens_q_ptr, target, num_seqs, BLOCK_Q: tl.constexpr,
             lo = mid + 1
         else:
             hi = mid
-    return lo - 1
+    return tl.maximum(lo - 1, 0)
 
 
 @triton.jit
@@ -47,10 +97,13 @@ def search_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q: tl.constexpr):
 
 
 @triton.jit
-def locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q: tl.constexpr, DECODE_LAYOUT: tl.constexpr):
+def locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens, BLOCK_Q: tl.constexpr,
+                   DECODE_LAYOUT: tl.constexpr):
     """(sequence, its first query, its query count, the Q-block's index in it) of Q-block
     `q_block` (`find_seq_idx`'s numbering). A Q-block of no sequence (the gaps that numbering
-    leaves) gets no queries: a count of 0, or an index past the sequence's Q-blocks.
+    leaves) gets no queries: a count of 0, or an index outside the sequence's Q-blocks
+    (negative where inconsistent metadata puts the first sequence's start after it). The queries
+    are `token_range`'s; the numbering is the metadata's as read.
 
     Every load an item makes before its first key waits on these. The binary search costs
     log2(sequences) dependent loads, then the sequence's query range one more. A decode
@@ -81,6 +134,7 @@ def locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q: tl.constexpr, D
             seq, q_start, q_len, local_block = search_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q)
     else:
         seq, q_start, q_len, local_block = search_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q)
+    q_start, q_len = token_range(q_start, q_start + q_len, num_tokens)
     return seq, q_start, q_len, local_block
 
 
@@ -100,6 +154,29 @@ def layout_strides(q, k_cache, v_cache, block_table, out) -> dict:
         stride_bt_seq=block_table.stride(0),
         stride_o_token=out.stride(0), stride_o_head=out.stride(1),
     )
+
+
+def shared_strides(q, k_cache, v_cache, out, vendor: str) -> dict:
+    """Which strides the Q-block kernel takes from another tensor's, known equal on the host: V's
+    from K's (vLLM's and FlashInfer's caches, two halves of one tensor) and out's from q's (an
+    output allocated like q). On AMD only, where kernel arguments are held in scalar registers:
+    gfx942's and gfx950's fp8 prefill (the anchor's 1 x 8k, static_grid) spilled 4 and 3 of them
+    once the bounds (`shape_bounds`) took theirs, none with this (triton 3.6.0, 2026-11-29). An
+    NVIDIA kernel reads its arguments from the constant bank, so there it saves nothing, and on
+    parallel's tiles of 16 ptxas scheduled it worse (H200, 2026-11-29: 1.04-1.06x slower on two
+    mixed batches; docs/lab/2026-11-29.md, "The bounds land")."""
+    share = vendor == "amd"
+    return dict(V_STRIDES_OF_K=share and k_cache.stride()[:3] == v_cache.stride()[:3],
+                OUT_STRIDES_OF_Q=share and out.stride()[:2] == q.stride()[:2])
+
+
+def shape_bounds(q, k_cache, block_table) -> dict:
+    """What the kernels bound every read and write by, from shapes alone (no host sync):
+    q's rows (`token_bound`), the keys a block-table row holds (`keys_ok`; capped at int32's
+    largest, which no `seq_lens` entry passes) and the cache's last block (`cache_block`)."""
+    return dict(num_tokens=q.shape[0],
+                max_seq_len=min(block_table.shape[1] * k_cache.shape[1], 2**31 - 1),
+                last_block=k_cache.shape[0] - 1)
 
 
 _PLACEHOLDERS: dict[torch.device, torch.Tensor] = {}
@@ -295,7 +372,7 @@ def tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE: tl.constexpr, BLOCK_SIZE: t
 def attend_tiles(
     acc, m_i, l_i, q, tile_lo, tile_hi,
     k_cache_ptr, v_cache_ptr, block_table_ptr,
-    seq, seq_len, kv_head, abs_pos, first_pos, qk_scale, softcap, window,
+    seq, seq_len, kv_head, abs_pos, first_pos, qk_scale, softcap, window, last_block,
     stride_k_block, stride_k_pos, stride_k_head,
     stride_v_block, stride_v_pos, stride_v_head,
     stride_bt_seq,
@@ -365,7 +442,16 @@ def attend_tiles(
     key_lo = first_pos - window + 1  # keys before it: read by WINDOW_LOADS tiles, never
     if EDGE_LOADS and VECTOR:
         row_lo = abs_pos - window
-    if READ_AHEAD:
+    # Where a read-ahead tile's ids are clamped (`clamp_blocks`) is where ptxas schedules the loop
+    # best: per-position ids in int64 as they are read, a tile ahead (then widened unsigned);
+    # the others where the loop takes them (NVIDIA H200, 2026-11-29, pr gate of the two places:
+    # docs/lab/2026-11-29.md, "The kernels' bounds, rebuilt": form B against form A).
+    CLAMP_READ: tl.constexpr = (READ_AHEAD and not VECTOR and not OFFSETS_32
+                                and BLOCK_SIZE % TILE_SIZE != 0)
+    if CLAMP_READ:
+        next_blocks = clamp_blocks(tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR),
+                                   last_block)
+    elif READ_AHEAD:
         next_blocks = tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
     else:
         next_blocks = 0
@@ -381,21 +467,27 @@ def attend_tiles(
         else:
             key_ok = key_pos < seq_len
         if READ_AHEAD:  # the block-table entries one tile ahead (see `tile_blocks`)
-            physical = offset_index(next_blocks, OFFSETS_32)
-            next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
+            if CLAMP_READ:
+                physical = offset_index(next_blocks, OFFSETS_32)
+                next_blocks = clamp_blocks(tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE,
+                                                       VECTOR), last_block)
+            else:
+                physical = cache_block(next_blocks, last_block, OFFSETS_32)
+                next_blocks = tile_blocks(bt_row, j + 1, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
         # Without it, the current tile's own entries, masked only where positions can pass
         # seq_len (not `tile_blocks`: masking the one-block read too added ptxas spills to
         # decode configurations, static gate sm_90, triton 3.6.0, 2026-11-23).
         elif BLOCK_SIZE % TILE_SIZE == 0:
-            physical = offset_index(tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE), OFFSETS_32)
+            physical = cache_block(tl.load(bt_row + (j * TILE_SIZE) // BLOCK_SIZE), last_block, OFFSETS_32)
         elif VECTOR:
-            physical = offset_index(tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR),
-                                OFFSETS_32)
+            physical = cache_block(tile_blocks(bt_row, j, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR),
+                                   last_block, OFFSETS_32)
         else:
             if EDGE_CLAMP:
-                physical = offset_index(tl.load(bt_row + load_pos // BLOCK_SIZE), OFFSETS_32)
+                physical = cache_block(tl.load(bt_row + load_pos // BLOCK_SIZE), last_block, OFFSETS_32)
             else:
-                physical = offset_index(_load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED), OFFSETS_32)
+                physical = cache_block(_load(bt_row + key_pos // BLOCK_SIZE, key_ok, MASKED), last_block,
+                                       OFFSETS_32)
         if VECTOR:  # [blocks, BLOCK_SIZE, D] copies, seen as [TILE_SIZE, D]
             in_block = tl.arange(0, BLOCK_SIZE)
             pos2 = (j * TILE_SIZE + tl.arange(0, TILE_SIZE // BLOCK_SIZE)[:, None] * BLOCK_SIZE
@@ -477,6 +569,7 @@ def attend_q_block(
     sinks_ptr, k_scale_ptr, v_scale_ptr,
     segm_out_ptr, segm_max_ptr, segm_sum_ptr, arrivals_ptr,
     scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
+    num_tokens, max_seq_len, last_block,
     stride_q_token, stride_q_head,
     stride_k_block, stride_k_pos, stride_k_head,
     stride_v_block, stride_v_pos, stride_v_head,
@@ -526,12 +619,11 @@ def attend_q_block(
     """
     if SEQ_ITEMS:
         seq = q_block
-        q_start = tl.load(cu_seqlens_q_ptr + seq)
-        q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+        q_start, q_len = query_span(cu_seqlens_q_ptr, seq, num_tokens)
         local_block = 0
     else:
-        seq, q_start, q_len, local_block = locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q,
-                                                          DECODE_LAYOUT)
+        seq, q_start, q_len, local_block = locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens,
+                                                          BLOCK_Q, DECODE_LAYOUT)
     split = (num_segments > 1) & (q_len <= split_max_q)  # runtime: one kernel serves both paths
     # Two calls of `attend_rows`, not one loop for both: a loop around it costs registers
     # (see above), and the Q-block path, prefill's, stays as it was measured.
@@ -542,7 +634,7 @@ def attend_q_block(
                     seq, q_start, q_len, local_block, split, kv_head, segment,
                     out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, seq_lens_ptr,
                     sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
-                    scale, softcap, window, num_q_heads, num_segments,
+                    scale, softcap, window, num_q_heads, num_segments, max_seq_len, last_block,
                     stride_q_token, stride_q_head,
                     stride_k_block, stride_k_pos, stride_k_head,
                     stride_v_block, stride_v_pos, stride_v_head,
@@ -553,12 +645,12 @@ def attend_q_block(
                     QK_FP16, FP8_PRODUCTS,
                 )
     else:
-        if (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
+        if (local_block >= 0) & (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
             attend_rows(
                 seq, q_start, q_len, local_block, split, kv_head, segment,
                 out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, seq_lens_ptr,
                 sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
-                scale, softcap, window, num_q_heads, num_segments,
+                scale, softcap, window, num_q_heads, num_segments, max_seq_len, last_block,
                 stride_q_token, stride_q_head,
                 stride_k_block, stride_k_pos, stride_k_head,
                 stride_v_block, stride_v_pos, stride_v_head,
@@ -576,7 +668,7 @@ def attend_q_block(
             arrives = split & (q_block == q_start // BLOCK_Q + seq)
         if arrives:
             merge_if_last(seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr,
-                          segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
+                          segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, num_tokens,
                           stride_o_token, stride_o_head, QUERIES_PER_KV, SEGMENTS_PADDED,
                           HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32)
 
@@ -587,7 +679,7 @@ def attend_rows(
     out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, seq_lens_ptr,
     sinks_ptr, k_scale_ptr, v_scale_ptr,
     segm_out_ptr, segm_max_ptr, segm_sum_ptr,
-    scale, softcap, window, num_q_heads, num_segments,
+    scale, softcap, window, num_q_heads, num_segments, max_seq_len, last_block,
     stride_q_token, stride_q_head,
     stride_k_block, stride_k_pos, stride_k_head,
     stride_v_block, stride_v_pos, stride_v_head,
@@ -615,9 +707,12 @@ def attend_rows(
     FP8_PRODUCTS: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
-    its rows' online softmax over their tiles, then the output or the segment's partials."""
+    its rows' online softmax over their tiles, then the output or the segment's partials.
+    A sequence whose key count fails `keys_ok` gets no tiles: its rows are zeros."""
     seq_len = tl.load(seq_lens_ptr + seq)
-    context_len = seq_len - q_len
+    keys_fit = keys_ok(seq_len, q_len, max_seq_len)
+    context_len = tl.where(keys_fit, seq_len - q_len, 0)
+    seq_len = tl.where(keys_fit, seq_len, 0)  # the read-ahead's first read, masked by it, reads nothing
     rows = tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_SIZE_PADDED)
     q_pos = local_block * BLOCK_Q + rows // QUERIES_PER_KV  # query index within the sequence
@@ -634,6 +729,7 @@ def attend_rows(
     last_pos = context_len + tl.minimum(local_block * BLOCK_Q + BLOCK_Q, q_len) - 1
     lo, full_lo, full_hi, hi = tile_bounds(first_pos, last_pos, window, TILE_SIZE,
                                            USE_SLIDING_WINDOW, WINDOW_VECTOR)
+    hi = tl.where(keys_fit, hi, 0)  # every loop below ends by hi: none runs
     if split:
         per_segment = tl.cdiv(hi - lo, num_segments)
         seg_lo = tl.minimum(lo + segment * per_segment, hi)
@@ -666,7 +762,7 @@ def attend_rows(
         acc, m_i, l_i = attend_tiles(
             acc, m_i, l_i, q, tl.maximum(lo, seg_lo), tl.minimum(full_lo, seg_hi),
             k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
-            qk_scale, softcap, window,
+            qk_scale, softcap, window, last_block,
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, 1,
             USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
@@ -674,7 +770,7 @@ def attend_rows(
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
-        qk_scale, softcap, window,
+        qk_scale, softcap, window, last_block,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False, 0,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
@@ -695,7 +791,7 @@ def attend_rows(
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, edge_lo, edge_hi,
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
-        qk_scale, softcap, window,
+        qk_scale, softcap, window, last_block,
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, CAUSAL_EDGE_LOADS,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
@@ -722,7 +818,7 @@ def attend_rows(
 @triton.jit
 def reduce_sequence_head(
     seq, head, out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr, cu_seqlens_q_ptr, split_max_q,
-    num_q_heads, num_segments, stride_o_token, stride_o_head,
+    num_q_heads, num_segments, num_tokens, stride_o_token, stride_o_head,
     SEGMENTS_PADDED: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     HEAD_SIZE_PADDED: tl.constexpr,
@@ -738,8 +834,7 @@ def reduce_sequence_head(
     were stored by other programs of this launch (`merge_if_last`), so the loads are volatile:
     an SM's L1 is not coherent with the others' stores within a launch.
     """
-    q_start = tl.load(cu_seqlens_q_ptr + seq)
-    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    q_start, q_len = query_span(cu_seqlens_q_ptr, seq, num_tokens)
     if q_len <= split_max_q:
         segs = tl.arange(0, SEGMENTS_PADDED)
         dims = tl.arange(0, HEAD_SIZE_PADDED)
@@ -770,7 +865,7 @@ def reduce_sequence_head(
 @triton.jit
 def merge_if_last(
     seq, kv_head, arrivals_ptr, out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr, cu_seqlens_q_ptr,
-    split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
+    split_max_q, num_q_heads, num_segments, num_tokens, stride_o_token, stride_o_head,
     QUERIES_PER_KV: tl.constexpr,
     SEGMENTS_PADDED: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
@@ -793,8 +888,8 @@ def merge_if_last(
         for h in range(QUERIES_PER_KV):
             reduce_sequence_head(
                 seq, kv_head * QUERIES_PER_KV + h, out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
-                cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
-                SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32, True,
+                cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, num_tokens, stride_o_token,
+                stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32, True,
             )
 
 
@@ -806,8 +901,9 @@ def merge_if_last(
 
 # Runtime integers that vary from batch to batch: Triton would otherwise compile one kernel per
 # value class (== 1, divisible by 16, other), multiplying compilations for no speed.
-NO_SPECIALIZE = ["num_seqs", "split_max_q", "num_q_heads", "num_segments", "window", "stride_bt_seq"]
-REDUCE_NO_SPECIALIZE = ["split_max_q", "num_q_heads", "num_segments", "num_seqs"]
+NO_SPECIALIZE = ["num_seqs", "split_max_q", "num_q_heads", "num_segments", "window", "stride_bt_seq",
+                 "num_tokens", "max_seq_len", "last_block"]
+REDUCE_NO_SPECIALIZE = ["split_max_q", "num_q_heads", "num_segments", "num_seqs", "num_tokens"]
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -816,6 +912,7 @@ def q_block_kernel(
     sinks_ptr, k_scale_ptr, v_scale_ptr,
     segm_out_ptr, segm_max_ptr, segm_sum_ptr, arrivals_ptr,
     scale, softcap, window, num_seqs, split_max_q, num_q_heads, num_segments,
+    num_tokens, max_seq_len, last_block,
     stride_q_token, stride_q_head,
     stride_k_block, stride_k_pos, stride_k_head,
     stride_v_block, stride_v_pos, stride_v_head,
@@ -847,6 +944,8 @@ def q_block_kernel(
     QK_FP16: tl.constexpr,  # Q K^T in fp16 too, q scaled into its range (`Config.qk_fp16`)
     # Q K^T on e4m3 operands, and P V unless PV_FP16 (`Config.fp8_products`, `.qk_e4m3`)
     FP8_PRODUCTS: tl.constexpr,
+    V_STRIDES_OF_K: tl.constexpr,  # V is addressed with K's strides (`shared_strides`)
+    OUT_STRIDES_OF_Q: tl.constexpr,  # out with q's
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -857,6 +956,13 @@ def q_block_kernel(
     num_programs-th item, heaviest first (under the causal mask a sequence's last Q-blocks
     have the most tiles), so the grid does not depend on the batch's composition.
     """
+    if V_STRIDES_OF_K:
+        stride_v_block = stride_k_block
+        stride_v_pos = stride_k_pos
+        stride_v_head = stride_k_head
+    if OUT_STRIDES_OF_Q:
+        stride_o_token = stride_q_token
+        stride_o_head = stride_q_head
     if PERSISTENT:
         num_kv_heads = num_q_heads // QUERIES_PER_KV
         items_per_q_block = num_kv_heads * num_segments
@@ -866,11 +972,11 @@ def q_block_kernel(
             # The bound less its trailing gaps: where the last sequence's Q-blocks end. A
             # decode batch of 16 x k sequences otherwise ends in an empty Q-block whose items
             # some programs take first (heaviest first), starting a real item late.
-            last = tl.load(cu_seqlens_q_ptr + tl.maximum(num_seqs - 1, 0))
-            total = tl.load(cu_seqlens_q_ptr + num_seqs)
+            last = token_bound(tl.load(cu_seqlens_q_ptr + tl.maximum(num_seqs - 1, 0)), num_tokens)
+            total = token_bound(tl.load(cu_seqlens_q_ptr + num_seqs), num_tokens)
             num_q_blocks = last // BLOCK_Q + num_seqs - 1 + tl.cdiv(total - last, BLOCK_Q)
         else:
-            num_q_blocks = tl.load(cu_seqlens_q_ptr + num_seqs) // BLOCK_Q + num_seqs
+            num_q_blocks = token_bound(tl.load(cu_seqlens_q_ptr + num_seqs), num_tokens) // BLOCK_Q + num_seqs
         for item in range(tl.program_id(0), num_q_blocks * items_per_q_block, tl.num_programs(0)):
             q_block = num_q_blocks - 1 - item // items_per_q_block  # heaviest (last) Q-blocks first
             kv_head = (item // num_segments) % num_kv_heads
@@ -880,7 +986,7 @@ def q_block_kernel(
                 out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
                 seq_lens_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr,
                 segm_sum_ptr, arrivals_ptr, scale, softcap, window, num_seqs, split_max_q, num_q_heads,
-                num_segments,
+                num_segments, num_tokens, max_seq_len, last_block,
                 stride_q_token, stride_q_head,
                 stride_k_block, stride_k_pos, stride_k_head,
                 stride_v_block, stride_v_pos, stride_v_head,
@@ -896,7 +1002,7 @@ def q_block_kernel(
             out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
             seq_lens_ptr, sinks_ptr, k_scale_ptr, v_scale_ptr, segm_out_ptr, segm_max_ptr,
             segm_sum_ptr, arrivals_ptr, scale, softcap, window, num_seqs, split_max_q, num_q_heads,
-            num_segments,
+            num_segments, num_tokens, max_seq_len, last_block,
             stride_q_token, stride_q_head,
             stride_k_block, stride_k_pos, stride_k_head,
             stride_v_block, stride_v_pos, stride_v_head,
@@ -911,7 +1017,7 @@ def q_block_kernel(
 @triton.jit(do_not_specialize=REDUCE_NO_SPECIALIZE)
 def reduce_segments_kernel(
     out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr, cu_seqlens_q_ptr, split_max_q,
-    num_q_heads, num_segments, stride_o_token, stride_o_head, num_seqs,
+    num_q_heads, num_segments, stride_o_token, stride_o_head, num_seqs, num_tokens,
     SEGMENTS_PADDED: tl.constexpr,
     HEAD_SIZE: tl.constexpr,
     HEAD_SIZE_PADDED: tl.constexpr,
@@ -929,14 +1035,14 @@ def reduce_segments_kernel(
             pair = item // per_head
             reduce_sequence_head(
                 pair // num_q_heads, pair % num_q_heads, out_ptr, segm_out_ptr, segm_max_ptr,
-                segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments,
+                segm_sum_ptr, cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, num_tokens,
                 stride_o_token, stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED,
                 TOKEN_OFFSETS_32, False, item % per_head if BY_QUERY else -1,
             )
     else:
         reduce_sequence_head(
             tl.program_id(0), tl.program_id(1), out_ptr, segm_out_ptr, segm_max_ptr, segm_sum_ptr,
-            cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, stride_o_token, stride_o_head,
-            SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32, False,
+            cu_seqlens_q_ptr, split_max_q, num_q_heads, num_segments, num_tokens, stride_o_token,
+            stride_o_head, SEGMENTS_PADDED, HEAD_SIZE, HEAD_SIZE_PADDED, TOKEN_OFFSETS_32, False,
             tl.program_id(2) if BY_QUERY else -1,
         )

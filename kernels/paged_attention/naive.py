@@ -20,16 +20,27 @@ import triton.language as tl
 
 from kernels.launch import KernelLaunch
 from kernels.paged_attention import planning
-from kernels.paged_attention.common import LOG2E, find_seq_idx, layout_strides, next_pow2, offset_index
+from kernels.paged_attention.common import (
+    LOG2E,
+    cache_block,
+    find_seq_idx,
+    keys_ok,
+    layout_strides,
+    next_pow2,
+    offset_index,
+    query_span,
+    shape_bounds,
+)
 
 # No tl.dot: any head size, any power-of-two block
 FEATURES = frozenset({"head_size_non_pow2", "head_size_below_16", "block_size_below_16"})
 
 
-@triton.jit
+# runtime integers that vary from batch to batch or may be 1 (which Triton would make a constant)
+@triton.jit(do_not_specialize=["num_seqs", "num_tokens", "max_seq_len", "last_block"])
 def _naive_kernel(
     out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
-    scale, num_seqs,
+    scale, num_seqs, num_tokens, max_seq_len, last_block,
     stride_q_token, stride_q_head,
     stride_k_block, stride_k_pos, stride_k_head,
     stride_v_block, stride_v_pos, stride_v_head,
@@ -44,10 +55,12 @@ def _naive_kernel(
     token = tl.program_id(0)
     head = tl.program_id(1)
     seq = find_seq_idx(cu_seqlens_q_ptr, token, num_seqs, 1, False)
-    q_start = tl.load(cu_seqlens_q_ptr + seq)
-    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    q_start, q_len = query_span(cu_seqlens_q_ptr, seq, num_tokens)
     seq_len = tl.load(seq_lens_ptr + seq)
-    position = seq_len - q_len + (token - q_start)  # absolute position of this query
+    # A token of no sequence (inconsistent cu_seqlens_q) or a sequence failing `keys_ok` sees
+    # no key: its row is zeros.
+    mine = (token >= q_start) & (token < q_start + q_len) & keys_ok(seq_len, q_len, max_seq_len)
+    position = tl.where(mine, seq_len - q_len + (token - q_start), -1)  # absolute position of this query
     kv_head = head // QUERIES_PER_KV
 
     dims = tl.arange(0, HEAD_SIZE_PADDED)
@@ -63,7 +76,7 @@ def _naive_kernel(
     offs = tl.arange(0, BLOCK_SIZE)
     num_blocks = tl.cdiv(position + 1, BLOCK_SIZE)
     for j in range(0, num_blocks):
-        physical = tl.load(block_table_ptr + seq * stride_bt_seq + j).to(tl.int64)
+        physical = cache_block(tl.load(block_table_ptr + seq * stride_bt_seq + j), last_block, False)
         # Keys past this query are never read: the last block's tail may belong to no one and
         # hold anything (NaN), and a masked key's p = 0 times a NaN V is NaN.
         visible = j * BLOCK_SIZE + offs <= position
@@ -82,6 +95,7 @@ def _naive_kernel(
         acc = acc * alpha + tl.sum(p[:, None] * v, axis=0)
         l_i = l_i * alpha + tl.sum(p, axis=0)
         m_i = m_new
+    l_i = tl.where(l_i > 0.0, l_i, 1.0)
     tl.store(out_ptr + row * stride_o_token + head * stride_o_head + dims,
              (acc / l_i).to(out_ptr.dtype.element_ty), mask=dim_mask)
 
@@ -96,7 +110,7 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
         args=dict(
             out_ptr=out, q_ptr=q, k_cache_ptr=k_cache, v_cache_ptr=v_cache,
             block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
-            scale=scale, num_seqs=block_table.shape[0],
+            scale=scale, num_seqs=block_table.shape[0], **shape_bounds(q, k_cache, block_table),
             **layout_strides(q, k_cache, v_cache, block_table, out),
         ),
         constexprs=dict(

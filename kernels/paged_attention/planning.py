@@ -27,6 +27,8 @@ from kernels.paged_attention.common import (
     placeholder,
     q_block_kernel,
     reduce_segments_kernel,
+    shape_bounds,
+    shared_strides,
 )
 
 # What the Q-block kernel supports: every feature of the contract.
@@ -246,6 +248,7 @@ def kernel_args(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, b
         split_max_q=split_max_q,
         num_q_heads=q.shape[1],
         num_segments=num_segments,
+        **shape_bounds(q, k_cache, block_table),
         **layout_strides(q, k_cache, v_cache, block_table, out),
     )
 
@@ -285,6 +288,7 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         FUSED_REDUCE=config.fused_reduce and config.num_segments > 1,
         SEGMENTS_PADDED=next_pow2(config.num_segments),
         PERSISTENT=persistent,
+        **shared_strides(q, k_cache, v_cache, out, vendor),
     )
 
 
@@ -333,7 +337,7 @@ def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config
         args=dict(out_ptr=out, segm_out_ptr=segm_out, segm_max_ptr=segm_max, segm_sum_ptr=segm_sum,
                   cu_seqlens_q_ptr=cu_seqlens_q, split_max_q=split_max_q, num_q_heads=q.shape[1],
                   num_segments=config.num_segments, stride_o_token=out.stride(0),
-                  stride_o_head=out.stride(1), num_seqs=num_seqs),
+                  stride_o_head=out.stride(1), num_seqs=num_seqs, num_tokens=q.shape[0]),
         constexprs=dict(SEGMENTS_PADDED=next_pow2(config.num_segments), HEAD_SIZE=q.shape[2],
                         HEAD_SIZE_PADDED=next_pow2(q.shape[2]), PERSISTENT=persistent,
                         TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),

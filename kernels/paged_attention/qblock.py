@@ -26,23 +26,28 @@ from kernels.paged_attention import planning
 from kernels.paged_attention.common import (
     LOG2E,
     apply_softcap,
+    cache_block,
     decode_block_m,
     find_seq_idx,
+    keys_ok,
     kv_to,
     layout_strides,
     next_pow2,
     offset_index,
     placeholder,
+    shape_bounds,
+    token_range,
 )
 
 FEATURES = frozenset({"sliding_window", "softcap", "sinks", "fp8_kv", "head_size_non_pow2"})
 
 
-@triton.jit
+# runtime integers that vary from batch to batch or may be 1 (which Triton would make a constant)
+@triton.jit(do_not_specialize=["num_seqs", "num_tokens", "max_seq_len", "last_block"])
 def _qblock_kernel(
     out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
     sinks_ptr, k_scale_ptr, v_scale_ptr,
-    scale, softcap, sliding_window, num_seqs,
+    scale, softcap, sliding_window, num_seqs, num_tokens, max_seq_len, last_block,
     stride_q_token, stride_q_head,
     stride_k_block, stride_k_pos, stride_k_head,
     stride_v_block, stride_v_pos, stride_v_head,
@@ -65,12 +70,13 @@ def _qblock_kernel(
     kv_head = tl.program_id(1)
     seq = find_seq_idx(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, True)
     q_start = tl.load(cu_seqlens_q_ptr + seq)
-    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
-    local_block = q_block - (q_start // BLOCK_Q + seq)
-    if local_block * BLOCK_Q >= q_len:
-        return  # a gap left by the Q-block upper bound
+    local_block = q_block - (q_start // BLOCK_Q + seq)  # the numbering as read; the rows clamped
+    q_start, q_len = token_range(q_start, tl.load(cu_seqlens_q_ptr + seq + 1), num_tokens)
+    if (local_block < 0) | (local_block * BLOCK_Q >= q_len):
+        return  # a gap left by the Q-block upper bound (or by inconsistent cu_seqlens_q)
     seq_len = tl.load(seq_lens_ptr + seq)
-    context_len = seq_len - q_len
+    keys_fit = keys_ok(seq_len, q_len, max_seq_len)  # else no tiles: the rows are zeros
+    context_len = tl.where(keys_fit, seq_len - q_len, 0)
 
     rows = tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_SIZE_PADDED)
@@ -96,7 +102,7 @@ def _qblock_kernel(
     abs_pos = context_len + q_pos  # absolute position of each row's query
     # Tiles up to the last query of this Q-block (causal), never beyond the sequence.
     last = tl.minimum(context_len + local_block * BLOCK_Q + BLOCK_Q, seq_len)
-    num_tiles = tl.cdiv(last, BLOCK_SIZE)
+    num_tiles = tl.where(keys_fit, tl.cdiv(last, BLOCK_SIZE), 0)
     first_tile = 0
     if USE_SLIDING_WINDOW:  # the first key the Q-block's first query sees
         window_lo = context_len + local_block * BLOCK_Q - sliding_window + 1
@@ -104,7 +110,7 @@ def _qblock_kernel(
         first_tile = tl.maximum(window_lo, 0) // BLOCK_SIZE
     offs = tl.arange(0, BLOCK_SIZE)
     for j in range(first_tile, num_tiles):
-        physical = tl.load(block_table_ptr + seq * stride_bt_seq + j).to(tl.int64)
+        physical = cache_block(tl.load(block_table_ptr + seq * stride_bt_seq + j), last_block, False)
         key_pos = j * BLOCK_SIZE + offs
         # Slots past seq_len are never read: the last block's tail belongs to no sequence and
         # may hold anything (NaN); selecting -inf scores alone would leave p = 0 times a NaN V
@@ -170,6 +176,7 @@ def plan(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, out, scale
             softcap=float(softcap or 0.0),
             sliding_window=int(sliding_window or 0),
             num_seqs=num_seqs,
+            **shape_bounds(q, k_cache, block_table),
             **layout_strides(q, k_cache, v_cache, block_table, out),
         ),
         constexprs=dict(

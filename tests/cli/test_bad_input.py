@@ -471,9 +471,11 @@ before any launch, naming the argument (`TypeError` for a wrong type, `ValueErro
 value; a variant asked for a feature it lacks raises `NotImplementedError` naming it). Checks
 of metadata *values* (block ids inside the cache, `seq_lens` against `cu_seqlens_q`) read
 device memory, a host sync a serving loop cannot afford: they run with `check_values=True` or
-`PAGED_ATTENTION_CHECK_VALUES=1`. Without them, a block id outside the cache reads memory the
-kernel does not own (wrong output or an illegal-address fault), so serving engines must hand
-in block tables they built themselves.
+`PAGED_ATTENTION_CHECK_VALUES=1`. Without them no metadata, however inconsistent, makes a kernel
+read or write outside the tensors it was given: query ranges are clamped into q's rows, a
+sequence its block-table row cannot hold gets rows of zeros, a block id outside the cache is
+read clamped into it (`tests/kernels/test_memory_safety.py`, and compute-sanitizer on a GPU:
+docs/kernels.md). The output of such metadata is defined, not meaningful.
 """
 
 TAIL = """\

@@ -53,6 +53,7 @@ from interpreter_support import (
     interpreter_reads_fnuz,
     interpreter_reads_ocp_nan,
     needs_interpreter,
+    planned_tolerance,
     round_e4m3_like_gpus,
 )
 
@@ -63,7 +64,6 @@ from kernels.paged_attention import heuristics, planning
 from kernels.paged_attention.common import kv_to, locate_q_block
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
-from perf.measure import check
 from perf.measure.check import TOLERANCES  # dtype -> (atol, rtol), the gate's too
 
 pytestmark = pytest.mark.slow  # starts processes
@@ -104,22 +104,6 @@ def test_matches_reference(variant, model, head_size, block_size, case, dtype, f
         pytest.skip(str(exc))
     expected = paged_attention_reference(*batch.args(), **batch.options)
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
-
-
-def planned_tolerance(variant, batch, out) -> tuple[float, float]:
-    """The tolerance of the call as its variant plans it (`perf.measure.check.tolerance`: the
-    dtype's, or the e4m3 operands' where the heuristics chose them, `Config.qk_e4m3`); the
-    interpreter then rounds to e4m3 as GPUs do."""
-    launches = []
-    if hasattr(variant, "plan"):
-        try:
-            _, planned = variant.plan(*batch.args(), out=out, **batch.options)
-        except NotImplementedError:
-            planned = []  # the call raises it again, and the test skips
-        launches = [launch.config() for launch in planned]
-    if check.rounds_to_e4m3(launches) and platform.interpreter_active():
-        round_e4m3_like_gpus()
-    return check.tolerance(batch.q.dtype, launches)
 
 
 @needs_interpreter
@@ -406,9 +390,10 @@ FP8_VARIANTS = [name for name, v in VARIANTS.items() if "fp8_kv" in v.features]
 
 
 @triton.jit
-def _locate_kernel(cu_seqlens_q_ptr, out_ptr, num_seqs, BLOCK_Q: tl.constexpr, DECODE_LAYOUT: tl.constexpr):
+def _locate_kernel(cu_seqlens_q_ptr, out_ptr, num_seqs, num_tokens, BLOCK_Q: tl.constexpr,
+                   DECODE_LAYOUT: tl.constexpr):
     q_block = tl.program_id(0)
-    found = locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, BLOCK_Q, DECODE_LAYOUT)
+    found = locate_q_block(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens, BLOCK_Q, DECODE_LAYOUT)
     for i in tl.static_range(4):
         tl.store(out_ptr + 4 * q_block + i, found[i])
 
@@ -436,7 +421,7 @@ def test_locate_q_block_finds_every_block_and_only_those(decode_layout, block_q,
             want[first + j] = (i, cu[i], n, j)
     out = torch.full((bound, 4), -7, dtype=torch.int32, device=device)
     _locate_kernel[(bound,)](torch.tensor(cu, dtype=torch.int32, device=device),
-                             out, len(query_lens), BLOCK_Q=block_q, DECODE_LAYOUT=decode_layout)
+                             out, len(query_lens), cu[-1], BLOCK_Q=block_q, DECODE_LAYOUT=decode_layout)
     got = out.cpu().tolist()
     for q_block in range(bound):
         if q_block in want:
@@ -519,3 +504,38 @@ def test_grid_covers_both_fp8_formats_on_the_cpu_subset():
     formats = {fp8_dtype(f) for f in fp8_features}
     assert formats == {OCP_E4M3, FNUZ_E4M3} and all(is_fp8(d) for d in formats)
     assert FP8_VARIANTS and "naive" not in FP8_VARIANTS
+
+
+def _padded_view(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s values in a view whose last dimension is padded to twice its size: other strides."""
+    wide = torch.full((*t.shape[:-1], 2 * t.shape[-1]), float("nan"), dtype=t.dtype, device=t.device)
+    wide[..., :t.shape[-1]] = t
+    return wide[..., :t.shape[-1]]
+
+
+@pytest.mark.parametrize("variant", ["parallel", "static_grid"])
+@pytest.mark.parametrize("own", ["none", "v_cache", "out", "both"])
+def test_amd_plans_share_strides_only_where_they_are_equal(variant, own, device):
+    """AMD's plans address V with K's strides and out with q's where the host sees them equal
+    (`common.shared_strides`); a V cache or an output laid out otherwise keeps its own strides,
+    and both give the reference's output."""
+    if device != "cpu" and platform.current().vendor != "amd":
+        pytest.skip("AMD's plans compile for AMD GPUs only; NVIDIA's never share strides")
+    spec = BatchSpec((1, 7, 1), (40, 30, 17), num_q_heads=4, num_kv_heads=2, head_size=32, block_size=16,
+                     dtype="float16", seed=7)
+    batch = poisoned_batch(spec, device)
+    q, k_cache, v_cache, *meta = batch.args()
+    if own in ("v_cache", "both"):
+        v_cache = _padded_view(v_cache)
+    out = _padded_view(batch.new_output()) if own in ("out", "both") else batch.new_output()
+    args = (q, k_cache, v_cache, *meta)
+    _, launches = VARIANTS[variant].plan(*args, out=out, vendor="amd", **batch.options)
+    attention = next(launch for launch in launches if launch.name.startswith("q_block"))
+    assert attention.constexprs["V_STRIDES_OF_K"] == (own in ("none", "out"))
+    assert attention.constexprs["OUT_STRIDES_OF_Q"] == (own in ("none", "v_cache"))
+    _, nvidia = VARIANTS[variant].plan(*args, out=out, vendor="nvidia", **batch.options)
+    assert not any(launch.constexprs.get(name) for launch in nvidia
+                   for name in ("V_STRIDES_OF_K", "OUT_STRIDES_OF_Q"))
+    VARIANTS[variant](*args, out=out, vendor="amd", **batch.options)
+    expected = paged_attention_reference(*batch.args(), **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=3e-3, rtol=3e-3)
