@@ -55,8 +55,8 @@ def clamp_blocks(ids, last_block):
 
 @triton.jit
 def cache_block(ids, last_block, OFFSETS_32: tl.constexpr):
-    """Block-table entries as cache block indices (`offset_index`), clamped (`clamp_blocks`);
-    widened to int64 unsigned."""
+    """Block-table entries as cache block indices (`offset_index`), clamped (`clamp_blocks`): int32
+    under OFFSETS_32, else widened unsigned to int64."""
     if OFFSETS_32:
         return clamp_blocks(ids, last_block).to(tl.int32)
     else:
@@ -163,8 +163,9 @@ def shared_strides(q, k_cache, v_cache, out, vendor: str) -> dict:
     gfx942's and gfx950's fp8 prefill (the anchor's 1 x 8k, static_grid) spilled 4 and 3 of them
     once the bounds (`shape_bounds`) took theirs, none with this (triton 3.6.0, 2026-11-29). An
     NVIDIA kernel reads its arguments from the constant bank, so there it saves nothing, and on
-    parallel's tiles of 16 ptxas scheduled it worse (H200, 2026-11-29: 1.04-1.06x slower on two
-    mixed batches; docs/lab/2026-11-29.md, "The bounds land")."""
+    parallel's tiles of 16 ptxas scheduled it worse (H200, 2026-11-29: gpt-oss-20b's mixed batch
+    1.037x of before with it, 0.989 without, both with the bounds and the read-ahead; qwen2.5-14b's
+    1.060x with it alone: docs/lab/2026-11-29.md, "The bounds land")."""
     share = vendor == "amd"
     return dict(V_STRIDES_OF_K=share and k_cache.stride()[:3] == v_cache.stride()[:3],
                 OUT_STRIDES_OF_Q=share and out.stride()[:2] == q.stride()[:2])
