@@ -29,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from perf.errors import ConfigError
 
 STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
-          "reduce_by_query", "programs", "seq_items", "decode_layout", "pv_fp16", "qk_fp16", "qk_e4m3")
+          "reduce_by_query", "pdl_reduce", "programs", "seq_items", "decode_layout", "pv_fp16", "qk_fp16",
+          "qk_e4m3")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -80,6 +81,8 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False) -> list:
         return [C(best, fused_reduce=f) for f in (False, True)]
     if stage == "reduce_by_query" and decode and best.num_segments > 1 and not best.fused_reduce:
         return [C(best, reduce_by_query=r) for r in (False, True)]
+    if stage == "pdl_reduce" and decode and best.num_segments > 1 and not best.fused_reduce:
+        return [C(best, pdl_reduce=r) for r in (False, True)]
     if stage == "programs":  # 0: one program per work item of the shapes' bound, not persistent
         return [C(best, programs_per_sm=p) for p in (0, 1, 2, 3, 4)]
     if stage == "seq_items" and decode:
@@ -176,7 +179,7 @@ def _short(c: dict) -> str:
             + (f" e{c['edge_tile']}" if c.get("edge_tile") else "") + (" bv" if c.get("block_vector") else "")
             + (" o32" if c.get("offsets_32") else "") + (" pv16" if c.get("pv_fp16") else "")
             + (" qk16" if c.get("qk_fp16") else "") + (" qk8" if c.get("qk_e4m3") else "")
-            + (" rq" if c.get("reduce_by_query") else ""))
+            + (" rq" if c.get("reduce_by_query") else "") + (" pdl" if c.get("pdl_reduce") else ""))
 
 
 def render(env: dict, results: dict) -> str:

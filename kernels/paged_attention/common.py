@@ -1,7 +1,9 @@
 """Device code the variants share, and the one Q-block kernel of parallel/flex_tile/static_grid.
 
 Kept interpreter-compatible (TRITON_INTERPRET=1) so CPU-only CI runs every kernel: scalar
-while-loops with loaded bounds, no inline assembly, no libdevice calls.
+while-loops with loaded bounds, no libdevice calls, and no inline assembly but NVIDIA's two
+programmatic-dependent-launch instructions, behind constexprs the planner never sets for the
+interpreter (`planning.pdl_applies`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 LOG2E = tl.constexpr(1.4426950408889634)  # scores are scaled by log2(e) so the kernels can use exp2
 MIN_BLOCK_M = 16  # tl.dot needs M >= 16 (Triton's minimum on every backend)
@@ -947,6 +950,8 @@ def q_block_kernel(
     FP8_PRODUCTS: tl.constexpr,
     V_STRIDES_OF_K: tl.constexpr,  # V is addressed with K's strides (`shared_strides`)
     OUT_STRIDES_OF_Q: tl.constexpr,  # out with q's
+    # the reduction may launch once each program is done; it waits for the grid (`Config.pdl_reduce`)
+    LAUNCH_DEPENDENTS: tl.constexpr,
 ):
     """Work items (Q-block, KV head, segment), each by `attend_q_block` (with SEQ_ITEMS a
     sequence stands in for the Q-block).
@@ -1013,6 +1018,8 @@ def q_block_kernel(
             READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
             BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS,
         )
+    if LAUNCH_DEPENDENTS:  # after this program's items: earlier, the waiting reduction lost (`Config`)
+        gdc_launch_dependents()
 
 
 @triton.jit(do_not_specialize=REDUCE_NO_SPECIALIZE)
@@ -1025,11 +1032,15 @@ def reduce_segments_kernel(
     PERSISTENT: tl.constexpr,
     TOKEN_OFFSETS_32: tl.constexpr,
     BY_QUERY: tl.constexpr,  # an item per query, not per (sequence, query head) (`Config.reduce_by_query`)
+    # launched as a programmatic dependent of the attention kernel: wait for its end and its writes
+    WAIT_PRIMARY: tl.constexpr,
 ):
     """Items (sequence, query head), each by `reduce_sequence_head`, or with BY_QUERY (sequence,
     query head, query < split_max_q), so a sequence's queries merge side by side, not one after
     another in one program: grid (sequences, query heads, 1 or split_max_q) with PERSISTENT off,
     any grid looping over the items with PERSISTENT on."""
+    if WAIT_PRIMARY:
+        gdc_wait()
     per_head = split_max_q if BY_QUERY else 1  # items per (sequence, query head)
     if PERSISTENT:
         for item in range(tl.program_id(0), num_seqs * num_q_heads * per_head, tl.num_programs(0)):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -121,7 +121,7 @@ CONFIG_INTS = (
 # accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
-                "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3")
+                "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3", "pdl_reduce")
 
 
 @dataclass(frozen=True)
@@ -186,6 +186,13 @@ class Config:
     # is MN-major in the cache. The NVIDIA fp8 prefill branch sets it ([fp8-qk-e4m3]: H200 2026-11-29,
     # 1.16-1.43x)
     qk_e4m3: bool = False
+    # a split launch's reduction as a programmatic dependent of the attention kernel (NVIDIA's
+    # programmatic dependent launch, sm_90 and later: `launch_pdl`): each attention program lets it
+    # launch once its items are done, the reduction waits on the device for the whole grid and its
+    # writes (`common.q_block_kernel` LAUNCH_DEPENDENTS, `reduce_segments_kernel` WAIT_PRIMARY), so
+    # its launch overlaps the attention's last programs instead of following them. The planner
+    # ignores it elsewhere (`planning.pdl_applies`); the NVIDIA tree sets it ([pdl-reduce])
+    pdl_reduce: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -508,6 +515,11 @@ def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, segm
 # rule's choice it times every knob again). The labs behind each [id]: docs/kernels.md, "Lab notes of
 # the NVIDIA tree"; a --suite in ARGS replaces `heuristics`.
 def _nvidia(f: Features) -> Config:
+    # [pdl-reduce] H200 2026-11-29, 1.00-1.05x: tune --suite spec-decode --scenarios '*batch1-kv1024-q8/*'
+    return replace(_nvidia_branches(f), pdl_reduce=True)
+
+
+def _nvidia_branches(f: Features) -> Config:
     wide = f.head_size > 128  # [head-256] its rules halve the tiles to fit shared memory; unmeasured
     # [multi-token-split] H100 2026-11-26, 1.06-9.0x: tune --suite spec-decode --scenarios '*-q[58]/*'
     rows = multi_token_rows(f)

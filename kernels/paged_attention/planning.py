@@ -214,7 +214,7 @@ def _plan(q, k_cache, v_cache, block_table, out, config: heuristics.Config, pers
         reduce_grid = ((max(1, min(REDUCE_PROGRAMS_PER_SM * num_sms, items)),) if persistent
                        else (num_seqs, num_q_heads, queries))
         reduce = reduce_launch(reduce_grid, q, None, out, buffers, config, block_q, num_seqs,
-                               persistent)
+                               persistent, vendor)
     return _Plan(attention, reduce, vendor, options, fresh)
 
 
@@ -289,7 +289,16 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         SEGMENTS_PADDED=next_pow2(config.num_segments),
         PERSISTENT=persistent,
         **shared_strides(q, k_cache, v_cache, out, vendor),
+        LAUNCH_DEPENDENTS=pdl_applies(config, vendor),
     )
+
+
+def pdl_applies(config: heuristics.Config, vendor: str) -> bool:
+    """Where `Config.pdl_reduce` changes the launches: a reduction launched after the attention kernel
+    (split, not fused) on NVIDIA's GPUs, whose programmatic dependent launch Triton's CUDA launcher
+    sets (`launch_pdl`); never in the interpreter, which runs no inline assembly."""
+    return (config.pdl_reduce and config.num_segments > 1 and not config.fused_reduce and vendor == "nvidia"
+            and not platform.interpreter_active())
 
 
 def pv_fp16_applies(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
@@ -328,9 +337,10 @@ def token_offsets_32(q, out, num_segments: int) -> bool:
 
 
 def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config, split_max_q: int,
-                  num_seqs: int, persistent: bool) -> KernelLaunch:
+                  num_seqs: int, persistent: bool, vendor: str) -> KernelLaunch:
     """The launch of `reduce_segments_kernel` merging the segments in `buffers`."""
     segm_out, segm_max, segm_sum = buffers
+    pdl = pdl_applies(config, vendor)
     return KernelLaunch(
         kernel=reduce_segments_kernel,
         grid=grid,
@@ -341,9 +351,10 @@ def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config
         constexprs=dict(SEGMENTS_PADDED=next_pow2(config.num_segments), HEAD_SIZE=q.shape[2],
                         HEAD_SIZE_PADDED=next_pow2(q.shape[2]), PERSISTENT=persistent,
                         TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
-                        BY_QUERY=config.reduce_by_query),
+                        BY_QUERY=config.reduce_by_query, WAIT_PRIMARY=pdl),
         num_warps=4,  # a few KB per (sequence, head): Triton's default suffices (unmeasured)
         num_stages=1,
+        vendor_options={"launch_pdl": True} if pdl else {},
     )
 
 

@@ -533,11 +533,12 @@ _RERUN = re.compile(r"tune (?:--suite ([\w-]+) )?--scenarios '([^']+)'")
 
 
 def test_every_nvidia_rule_has_one_line_of_provenance_that_resolves():
-    """Each rule's line in `_nvidia` names its lab ([id], in docs/kernels.md), the GPU, the date
-    and a re-run whose glob selects a scenario of its suite: a line that rots fails here."""
+    """Each rule's line in `_nvidia` (and the branches it wraps) names its lab ([id], in
+    docs/kernels.md), the GPU, the date and a re-run whose glob selects a scenario of its suite: a
+    line that rots fails here."""
     from perf import scenarios
 
-    source = inspect.getsource(heuristics._nvidia)
+    source = inspect.getsource(heuristics._nvidia) + inspect.getsource(heuristics._nvidia_branches)
     docs = (Path(__file__).parents[2] / "docs" / "kernels.md").read_text()
     lines = [line for line in source.splitlines() if _RULE.search(line)]
     assert len(lines) >= 15, "the NVIDIA tree lost its provenance lines"

@@ -277,7 +277,7 @@ def test_token_offsets_in_int32_only_where_q_out_and_partials_fit():
     assert attention(fits, whole) and attention(decodes, whole)
     assert not attention(past, whole) and not attention(decodes, split)
     buffers = (small,) * 3  # stand-ins: only shapes matter here
-    reduce = planning.reduce_launch((1,), decodes, None, decodes, buffers, split, 1, 32768, True)
+    reduce = planning.reduce_launch((1,), decodes, None, decodes, buffers, split, 1, 32768, True, "nvidia")
     assert not reduce.constexprs["TOKEN_OFFSETS_32"]
 
 
