@@ -45,6 +45,9 @@ def test_stage_candidates_around_the_best_so_far():
     assert tune.candidates("fused_reduce", BASE, False) == []
     assert [c.reduce_by_query for c in tune.candidates("reduce_by_query", BASE, True)] == [False, True]
     assert tune.candidates("reduce_by_query", whole, True) == []
+    assert [c.pdl_reduce for c in tune.candidates("pdl_reduce", BASE, True)] == [False, True]
+    assert tune.candidates("pdl_reduce", whole, True) == []  # no reduction launched
+    assert tune.candidates("pdl_reduce", dataclasses.replace(BASE, fused_reduce=True), True) == []
     assert [c.qk_e4m3 for c in tune.candidates("qk_e4m3", BASE, False, pv_fp16=True)] == [False, True]
     assert tune.candidates("qk_e4m3", BASE, False) == []  # a cache its e4m3 product does not apply to
     assert tune.candidates("qk_e4m3", dataclasses.replace(BASE, fp8_products=True), False, pv_fp16=True) == []
