@@ -293,12 +293,21 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
     )
 
 
+# PTX ISA: `griddepcontrol` (programmatic dependent launch) needs sm_90 or later
+PDL_MIN_ARCH = 90
+
+
 def pdl_applies(config: heuristics.Config, vendor: str) -> bool:
     """Where `Config.pdl_reduce` changes the launches: a reduction launched after the attention kernel
     (split, not fused) on NVIDIA's GPUs, whose programmatic dependent launch Triton's CUDA launcher
-    sets (`launch_pdl`); never in the interpreter, which runs no inline assembly."""
+    sets (`launch_pdl`); never in the interpreter, which runs no inline assembly, nor on an NVIDIA GPU
+    older than sm_90 (an A100's PTX has no `griddepcontrol`). Planned for another vendor's target
+    from a CPU (the static gate), the target is taken to be sm_90 or later, as every NVIDIA target of
+    thresholds.yaml is."""
+    here = platform.current()
+    older = here.vendor == "nvidia" and int(here.arch.removeprefix("sm_")) < PDL_MIN_ARCH
     return (config.pdl_reduce and config.num_segments > 1 and not config.fused_reduce and vendor == "nvidia"
-            and not platform.interpreter_active())
+            and not platform.interpreter_active() and not older)
 
 
 def pv_fp16_applies(q: torch.Tensor, k_cache: torch.Tensor) -> bool:

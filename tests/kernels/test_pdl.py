@@ -54,6 +54,18 @@ def test_a_reduction_launched_early_always_waits_for_the_attention(monkeypatch, 
         assert not applies
 
 
+@pytest.mark.parametrize("arch,applies", [("sm_80", False), ("sm_89", False), ("sm_90", True),
+                                          ("sm_100", True)])
+def test_nvidia_gpus_before_hopper_launch_the_reduction_after_the_attention(monkeypatch, arch, applies):
+    """`griddepcontrol` is sm_90's: planned on an older NVIDIA GPU, the reduction is an ordinary launch."""
+    gpu = platform.Platform("nvidia", arch, arch, 32, 108)
+    monkeypatch.setattr(platform, "current", lambda: gpu)
+    config = dataclasses.replace(BASE, num_segments=3, pdl_reduce=True)
+    attention, reduce = _plan(monkeypatch, config, "nvidia", False)
+    assert attention.constexprs["LAUNCH_DEPENDENTS"] == reduce.constexprs["WAIT_PRIMARY"] == applies
+    assert reduce.vendor_options.get("launch_pdl", False) == applies
+
+
 @pytest.mark.parametrize("config", [
     dataclasses.replace(BASE, num_segments=3, pdl_reduce=True),
     dataclasses.replace(BASE, num_segments=4, pdl_reduce=True, reduce_by_query=True),
