@@ -30,7 +30,7 @@ from perf.errors import ConfigError
 
 STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
           "reduce_by_query", "pdl_reduce", "programs", "seq_items", "decode_layout", "pv_fp16", "qk_fp16",
-          "qk_e4m3")
+          "qk_e4m3", "pairs")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -55,9 +55,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     validate.gpu("perf tune")
 
 
-def candidates(stage: str, best, decode: bool, pv_fp16: bool = False) -> list:
+def candidates(stage: str, best, decode: bool, pv_fp16: bool = False, ocp_e4m3: bool = False) -> list:
     """The configurations a stage tries around `best` (a heuristics.Config); `pv_fp16`: the
-    scenario is one where `Config.pv_fp16` changes the kernel (`planning.pv_fp16_applies`)."""
+    scenario is one where `Config.pv_fp16` changes the kernel (`planning.pv_fp16_applies`);
+    `ocp_e4m3`: its cache is OCP e4m3, which `Config.v_pairs` and `.k_pairs` read as pairs."""
     C = dataclasses.replace
     if stage == "tile_warps" and decode:
         return [C(best, tile_size=t, num_warps=w) for t in (16, 32, 64, 128) for w in (2, 4, 8)]
@@ -95,6 +96,8 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False) -> list:
         return [C(best, qk_fp16=f) for f in (False, True)]
     if stage == "qk_e4m3" and pv_fp16 and not best.fp8_products:  # Q K^T on e4m3: the same caches
         return [C(best, qk_e4m3=f) for f in (False, True)]
+    if stage == "pairs" and ocp_e4m3:  # V, K as 16-bit pairs of dims, each and both
+        return [C(best, v_pairs=v, k_pairs=k) for v in (False, True) for k in (False, True)]
     return []
 
 
@@ -179,7 +182,8 @@ def _short(c: dict) -> str:
             + (f" e{c['edge_tile']}" if c.get("edge_tile") else "") + (" bv" if c.get("block_vector") else "")
             + (" o32" if c.get("offsets_32") else "") + (" pv16" if c.get("pv_fp16") else "")
             + (" qk16" if c.get("qk_fp16") else "") + (" qk8" if c.get("qk_e4m3") else "")
-            + (" rq" if c.get("reduce_by_query") else "") + (" pdl" if c.get("pdl_reduce") else ""))
+            + (" rq" if c.get("reduce_by_query") else "") + (" pdl" if c.get("pdl_reduce") else "")
+            + (" vp" if c.get("v_pairs") else "") + (" kp" if c.get("k_pairs") else ""))
 
 
 def render(env: dict, results: dict) -> str:
@@ -218,7 +222,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("python -m perf tune: no GPU visible to torch; the sweep times kernels on one (the "
                           "interpreter's timings mean nothing); run it on a GPU machine")
     kernels = checkout.import_kernels(checkout.ROOT)
-    from kernels import platform
+    from kernels import inputs, platform
     from kernels.paged_attention import heuristics, planning
 
     chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
@@ -233,11 +237,12 @@ def main(args: argparse.Namespace) -> int:
         s = _Scenario(kernels, scenario, "cuda")
         decode = all(q == 1 for q in s.spec.query_lens)
         pv_fp16 = planning.pv_fp16_applies(s.batch.q, s.batch.k_cache)
+        ocp_e4m3 = s.batch.k_cache.dtype == inputs.OCP_E4M3
         default = heuristics.choose(vendor, heuristics.features_from_spec(s.spec, env["num_sms"]))
         best, best_ms = default, s.measure(default)
         default_ms = best_ms
         for stage in stages:
-            configs = candidates(stage, best, decode, pv_fp16)
+            configs = candidates(stage, best, decode, pv_fp16, ocp_e4m3)
             print(f"tune [{i}/{len(chosen)}] {scenario.name}: {stage}, {len(configs)} configurations",
                   flush=True)
             s.compile(configs, args.threads)

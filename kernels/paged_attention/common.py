@@ -283,6 +283,29 @@ def kv_to(x, dtype: tl.constexpr, DECODE_FNUZ: tl.constexpr):
 
 
 @triton.jit
+def split_e4m3_pairs(pairs, dtype: tl.constexpr, PTX: tl.constexpr):
+    """int16 pairs of OCP e4m3 bytes (a cache's even and odd dims) -> (low bytes, high bytes) as
+    fp16, exactly. PTX (NVIDIA, compiled): one `cvt.rn.f16x2.e4m3x2` per pair, its halves the two
+    results (ptxas then packs two keys' even dims into one register with a `prmt`). Why the pairs
+    exist: an 8-bit tile has no transposed ldmatrix on sm_90, so a V tile read as the P V
+    product's operand took one shared-memory load per byte; 16-bit pairs take ldmatrix, and the
+    fp16 values land where the product reads them (sm_90 SASS of the fp8 decode's loop, triton
+    3.6.0: 865 -> 659 instructions a warp and tile of 64, 255 -> 168 registers). Elsewhere (the
+    interpreter runs no inline assembly) Triton's integer ops split them: the same values."""
+    if PTX:
+        lo, hi = tl.inline_asm_elementwise(
+            """{
+            .reg .b32 t;
+            cvt.rn.f16x2.e4m3x2 t, $2;
+            mov.b32 {$0, $1}, t;
+            }""", "=h,=h,h", [pairs], dtype=(tl.float16, tl.float16), is_pure=True, pack=1)
+    else:
+        lo = pairs.to(tl.uint8).to(dtype, bitcast=True).to(tl.float16)
+        hi = (pairs >> 8).to(tl.uint8).to(dtype, bitcast=True).to(tl.float16)
+    return lo, hi
+
+
+@triton.jit
 def to_range(x, dtype: tl.constexpr, TOP: tl.constexpr):
     """A Q-block as `dtype` and the power of two it was divided by: (x / 2^shift, shift), its
     largest magnitude brought to (2^(TOP - 1), 2^TOP], a power of two no larger than the
@@ -394,6 +417,9 @@ def attend_tiles(
     OFFSETS_32: tl.constexpr,
     PV_FP16: tl.constexpr,
     FP8_PRODUCTS: tl.constexpr,
+    V_PAIRS: tl.constexpr,
+    K_PAIRS: tl.constexpr,
+    PAIRS_PTX: tl.constexpr,
 ):
     """Online softmax over KV tiles [tile_lo, tile_hi); returns the updated (acc, m_i, l_i).
 
@@ -459,6 +485,25 @@ def attend_tiles(
         next_blocks = tile_blocks(bt_row, tile_lo, offs, seq_len, TILE_SIZE, BLOCK_SIZE, VECTOR)
     else:
         next_blocks = 0
+    # V_PAIRS, K_PAIRS (`split_e4m3_pairs`): V, K read as [keys, D / 2] int16 pairs of dims, split
+    # into the even and the odd dims' fp16 tiles: P V is two products of half the head each, into
+    # acc's even and odd dims (split here, joined at the end), and Q K^T sums q's even dims times
+    # K's even plus the odd times the odd. Tiles of keys looked up one by one only: block-vector
+    # tiles read [blocks, BLOCK_SIZE, D] copies and keep their form.
+    PAIRS_V: tl.constexpr = V_PAIRS and not VECTOR
+    PAIRS_K: tl.constexpr = K_PAIRS and not VECTOR
+    HALF: tl.constexpr = HEAD_SIZE_PADDED // 2
+    if PAIRS_V or PAIRS_K:
+        tl.static_assert(not PAD_HEAD and not DECODE_FNUZ, "pairs of dims need a whole head of OCP e4m3")
+        pair_idx = tl.arange(0, HALF)
+    if PAIRS_V:
+        tl.static_assert(PV_DTYPE == tl.float16, "pairs of V dims become fp16")
+        acc_even, acc_odd = tl.split(tl.reshape(acc, (acc.shape[0], HALF, 2)))
+        v_pairs_ptr = v_cache_ptr.to(tl.pointer_type(tl.int16))
+    if PAIRS_K:
+        tl.static_assert(q.dtype == tl.float16, "pairs of K dims become fp16")
+        q_even, q_odd = tl.split(tl.reshape(q, (q.shape[0], HALF, 2)))
+        k_pairs_ptr = k_cache_ptr.to(tl.pointer_type(tl.int16))
     for j in range(tile_lo, tile_hi):
         key_pos = j * TILE_SIZE + offs  # [TILE_SIZE] absolute key positions
         if EDGE_CLAMP:  # keys before key_lo read key_lo's slot (kept); all in seq_len
@@ -518,11 +563,26 @@ def attend_tiles(
                 k_rows = physical * stride_k_block + (key_pos % BLOCK_SIZE) * stride_k_pos
                 v_rows = physical * stride_v_block + (key_pos % BLOCK_SIZE) * stride_v_pos
             LOAD_MASK: tl.constexpr = (MASKED and not EDGE_CLAMP) or PAD_HEAD
-            k = _load(k_cache_ptr + k_rows[None, :] + kv_head * stride_k_head + dims[:, None],
-                      dim_ok[:, None] & key_ok[None, :], LOAD_MASK)  # [D, TILE_SIZE]
-            v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
-                      key_ok[:, None] & dim_ok[None, :], LOAD_MASK)  # [TILE_SIZE, D]
-            s = tl.dot(q, kv_to(k, q.dtype, DECODE_FNUZ))  # [BLOCK_M, TILE_SIZE]
+            # pairs: element offsets are even (`planning.pairs_apply`), so halved they index int16
+            if PAIRS_K:
+                k_pairs = _load(k_pairs_ptr + ((k_rows + kv_head * stride_k_head) // 2)[None, :]
+                                + pair_idx[:, None], key_ok[None, :], LOAD_MASK)  # [D / 2, TILE_SIZE]
+            else:
+                k = _load(k_cache_ptr + k_rows[None, :] + kv_head * stride_k_head + dims[:, None],
+                          dim_ok[:, None] & key_ok[None, :], LOAD_MASK)  # [D, TILE_SIZE]
+            if PAIRS_V:
+                v_pairs = _load(v_pairs_ptr + ((v_rows + kv_head * stride_v_head) // 2)[:, None]
+                                + pair_idx[None, :], key_ok[:, None], LOAD_MASK)  # [TILE_SIZE, D / 2]
+            else:
+                v = _load(v_cache_ptr + v_rows[:, None] + kv_head * stride_v_head + dims[None, :],
+                          key_ok[:, None] & dim_ok[None, :], LOAD_MASK)  # [TILE_SIZE, D]
+            if PAIRS_K:
+                k_even, k_odd = split_e4m3_pairs(k_pairs, k_cache_ptr.dtype.element_ty, PAIRS_PTX)
+                s = tl.dot(q_odd, k_odd, tl.dot(q_even, k_even))  # [BLOCK_M, TILE_SIZE]
+            else:
+                s = tl.dot(q, kv_to(k, q.dtype, DECODE_FNUZ))  # [BLOCK_M, TILE_SIZE]
+            if PAIRS_V:
+                v_even, v_odd = split_e4m3_pairs(v_pairs, v_cache_ptr.dtype.element_ty, PAIRS_PTX)
         # Block-vector tiles seen whole fold the score scale into exp2's argument (one FMA a
         # score) and accumulate P V into acc: NVIDIA H100, 2026-11-24, two fresh processes
         # each, llama3-8b 1x8k 1.228 -> 1.167-1.189 ms, 4x2k 420 -> 400-404 us, 8x1k 273 ->
@@ -553,7 +613,11 @@ def attend_tiles(
             m_new = tl.maximum(m_i, tl.max(s, axis=1) * (qk_scale * LOG2E))
             p = tl.exp2(s * (qk_scale * LOG2E) - p_offset(m_new, FP8_PRODUCTS, P_TOP)[:, None])
         alpha = tl.exp2(m_i - m_new)
-        if FOLD:
+        if PAIRS_V:
+            p_v = p.to(PV_DTYPE)
+            acc_even = acc_even * alpha[:, None] + tl.dot(p_v, v_even)
+            acc_odd = acc_odd * alpha[:, None] + tl.dot(p_v, v_odd)
+        elif FOLD:
             acc = acc * alpha[:, None]
             acc = tl.dot(p.to(PV_DTYPE), kv_to(v, PV_DTYPE, DECODE_FNUZ), acc)
         else:
@@ -563,6 +627,8 @@ def attend_tiles(
         else:
             l_i = l_i * alpha + tl.sum(p, axis=1)
         m_i = m_new
+    if PAIRS_V:
+        acc = tl.reshape(tl.join(acc_even, acc_odd), acc.shape)
     return acc, m_i, l_i
 
 
@@ -603,6 +669,9 @@ def attend_q_block(
     PV_FP16: tl.constexpr,
     QK_FP16: tl.constexpr,
     FP8_PRODUCTS: tl.constexpr,
+    V_PAIRS: tl.constexpr,
+    K_PAIRS: tl.constexpr,
+    PAIRS_PTX: tl.constexpr,
 ):
     """Work item (Q-block, KV head, segment): attention of one Q-block over its tiles.
 
@@ -646,7 +715,7 @@ def attend_q_block(
                     QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                     BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                     DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
-                    QK_FP16, FP8_PRODUCTS,
+                    QK_FP16, FP8_PRODUCTS, V_PAIRS, K_PAIRS, PAIRS_PTX,
                 )
     else:
         if (local_block >= 0) & (local_block * BLOCK_Q < q_len) & (split | (segment == 0)):
@@ -662,7 +731,7 @@ def attend_q_block(
                 QUERIES_PER_KV, BLOCK_SIZE, TILE_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED,
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8,
                 DECODE_FNUZ, READ_AHEAD, EDGE_TILE, BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16,
-                QK_FP16, FP8_PRODUCTS,
+                QK_FP16, FP8_PRODUCTS, V_PAIRS, K_PAIRS, PAIRS_PTX,
             )
     if FUSED_REDUCE:
         # A split sequence is one Q-block: its item for Q-block 0 arrives, once per segment.
@@ -709,6 +778,9 @@ def attend_rows(
     PV_FP16: tl.constexpr,
     QK_FP16: tl.constexpr,
     FP8_PRODUCTS: tl.constexpr,
+    V_PAIRS: tl.constexpr,
+    K_PAIRS: tl.constexpr,
+    PAIRS_PTX: tl.constexpr,
 ):
     """Q-block `local_block` of sequence `seq` (KV head `kv_head`, `segment` when `split`):
     its rows' online softmax over their tiles, then the output or the segment's partials.
@@ -770,7 +842,7 @@ def attend_rows(
             stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
             stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, 1,
             USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
-            FP8_PRODUCTS)
+            FP8_PRODUCTS, V_PAIRS, K_PAIRS, PAIRS_PTX)
     acc, m_i, l_i = attend_tiles(
         acc, m_i, l_i, q, tl.maximum(full_lo, seg_lo), tl.minimum(full_hi, seg_hi),
         k_cache_ptr, v_cache_ptr, block_table_ptr, seq, seq_len, kv_head, abs_pos, first_pos,
@@ -778,7 +850,7 @@ def attend_rows(
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, TILE_SIZE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, False, 0,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
-            FP8_PRODUCTS)
+            FP8_PRODUCTS, V_PAIRS, K_PAIRS, PAIRS_PTX)
     # The causal edge in tiles of EDGE_TILE keys (a divisor of TILE_SIZE): the tiles of
     # TILE_SIZE it covers, cut after the last key a query of this Q-block sees.
     if EDGE_TILE == TILE_SIZE:
@@ -799,7 +871,7 @@ def attend_rows(
         stride_k_block, stride_k_pos, stride_k_head, stride_v_block, stride_v_pos, stride_v_head,
         stride_bt_seq, EDGE_TILE, BLOCK_SIZE, HEAD_SIZE, HEAD_SIZE_PADDED, True, CAUSAL_EDGE_LOADS,
         USE_SOFTCAP, USE_SLIDING_WINDOW, DECODE_FNUZ, READ_AHEAD, BLOCK_VECTOR, OFFSETS_32, PV_FP16,
-            FP8_PRODUCTS)
+            FP8_PRODUCTS, V_PAIRS, K_PAIRS, PAIRS_PTX)
     if FP8_PRODUCTS:  # P was 2^top times larger (`attend_tiles`)
         acc = acc * (tl.load(v_scale_ptr) * 2.0 ** -e4m3_top(k_cache_ptr.dtype.element_ty))
     elif USE_FP8:
@@ -948,6 +1020,11 @@ def q_block_kernel(
     QK_FP16: tl.constexpr,  # Q K^T in fp16 too, q scaled into its range (`Config.qk_fp16`)
     # Q K^T on e4m3 operands, and P V unless PV_FP16 (`Config.fp8_products`, `.qk_e4m3`)
     FP8_PRODUCTS: tl.constexpr,
+    # an OCP e4m3 V, K read as 16-bit pairs of dims, split into even and odd dims (`Config.v_pairs`,
+    # `.k_pairs`; `split_e4m3_pairs`), by PTX byte permutes where compiled for NVIDIA
+    V_PAIRS: tl.constexpr,
+    K_PAIRS: tl.constexpr,
+    PAIRS_PTX: tl.constexpr,
     V_STRIDES_OF_K: tl.constexpr,  # V is addressed with K's strides (`shared_strides`)
     OUT_STRIDES_OF_Q: tl.constexpr,  # out with q's
     # the reduction may launch once each program is done; it waits for the grid (`Config.pdl_reduce`)
@@ -1001,6 +1078,7 @@ def q_block_kernel(
                 BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
                 READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
                 BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS,
+                V_PAIRS, K_PAIRS, PAIRS_PTX,
             )
     else:
         attend_q_block(
@@ -1017,6 +1095,7 @@ def q_block_kernel(
             BLOCK_M, BLOCK_Q, USE_SOFTCAP, USE_SLIDING_WINDOW, USE_SINKS, USE_FP8, DECODE_FNUZ,
             READ_AHEAD, SEQ_ITEMS, DECODE_LAYOUT, FUSED_REDUCE, SEGMENTS_PADDED, EDGE_TILE,
             BLOCK_VECTOR, OFFSETS_32, TOKEN_OFFSETS_32, PV_FP16, QK_FP16, FP8_PRODUCTS,
+            V_PAIRS, K_PAIRS, PAIRS_PTX,
         )
     if LAUNCH_DEPENDENTS:  # after this program's items: earlier, the waiting reduction lost (`Config`)
         gdc_launch_dependents()

@@ -121,7 +121,8 @@ CONFIG_INTS = (
 # accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
-                "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3", "pdl_reduce")
+                "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3", "pdl_reduce",
+                "v_pairs", "k_pairs")
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,15 @@ class Config:
     # its launch overlaps the attention's last programs instead of following them. The planner
     # ignores it elsewhere (`planning.pdl_applies`); the NVIDIA tree sets it ([pdl-reduce])
     pdl_reduce: bool = False
+    # an OCP e4m3 cache's V read as 16-bit pairs of dims and split by byte permutes into the even
+    # and the odd dims' fp16 tiles (V_PAIRS, common.split_e4m3_pairs): P V as two products of half
+    # the head, whose V comes from shared memory by ldmatrix, where an 8-bit V took one load per
+    # byte. `k_pairs`: K the same, Q K^T as q's even dims times K's even plus the odd times the odd.
+    # Tiles of keys looked up one by one, Q-blocks of <= 32 rows only; the planner ignores them elsewhere
+    # (`planning.pairs_apply`). The NVIDIA tree sets `v_pairs` ([e4m3-pairs]); `k_pairs` gained nothing
+    # beside it (H200 2026-11-30, 0.997-1.032x; docs/lab/2026-11-30.md)
+    v_pairs: bool = False
+    k_pairs: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -516,7 +526,8 @@ def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, segm
 # the NVIDIA tree"; a --suite in ARGS replaces `heuristics`.
 def _nvidia(f: Features) -> Config:
     # [pdl-reduce] H200 2026-11-29, 1.00-1.05x: tune --suite spec-decode --scenarios '*batch1-kv1024-q8/*'
-    return replace(_nvidia_branches(f), pdl_reduce=True)
+    # [e4m3-pairs] H200 2026-11-30, fp8 decodes 1.04-1.20x: tune --suite anchor --scenarios '*decode*fp8*'
+    return replace(_nvidia_branches(f), pdl_reduce=True, v_pairs=True)
 
 
 def _nvidia_branches(f: Features) -> Config:

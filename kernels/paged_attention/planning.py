@@ -262,6 +262,8 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
     # P V in fp16, whatever q's dtype, since q reaches the products as e4m3)
     fp8 = config.e4m3_operands and fp8_products_applies(k_cache, vendor, head_size)
     qk_only = fp8 and not config.fp8_products
+    pv_fp16 = (config.pv_fp16 and pv_fp16_applies(q, k_cache) and not fp8) or qk_only
+    qk_fp16 = config.qk_fp16 and pv_fp16_applies(q, k_cache) and not fp8
     return dict(
         QUERIES_PER_KV=queries_per_kv,
         BLOCK_SIZE=k_cache.shape[1],
@@ -280,8 +282,8 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         BLOCK_VECTOR=config.block_vector,
         OFFSETS_32=config.offsets_32 and offsets_32(k_cache, v_cache, head_size=head_size),
         TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
-        PV_FP16=(config.pv_fp16 and pv_fp16_applies(q, k_cache) and not fp8) or qk_only,
-        QK_FP16=config.qk_fp16 and pv_fp16_applies(q, k_cache) and not fp8,
+        PV_FP16=pv_fp16,
+        QK_FP16=qk_fp16,
         FP8_PRODUCTS=fp8,
         SEQ_ITEMS=config.seq_items,
         DECODE_LAYOUT=config.decode_layout,
@@ -290,7 +292,39 @@ def kernel_constexprs(q, k_cache, v_cache, out, config: heuristics.Config, persi
         PERSISTENT=persistent,
         **shared_strides(q, k_cache, v_cache, out, vendor),
         LAUNCH_DEPENDENTS=pdl_applies(config, vendor),
+        **pairs_constexprs(q, k_cache, v_cache, config, vendor, pv_fp16, qk_fp16, fp8),
     )
+
+
+def pairs_constexprs(q, k_cache, v_cache, config: heuristics.Config, vendor: str, pv_fp16: bool,
+                     qk_fp16: bool, fp8: bool) -> dict:
+    """V_PAIRS, K_PAIRS and PAIRS_PTX of `q_block_kernel`: `Config.v_pairs` where P V is an fp16
+    product, `.k_pairs` where Q K^T is (q reaches the tiles in fp16: fp16 queries, or bf16 ones
+    under QK_FP16), both where `pairs_apply`; the split in PTX unless in the interpreter."""
+    fits = pairs_apply(k_cache, v_cache, vendor, q.shape[2], config.block_m)
+    q_fp16 = not fp8 and (q.dtype == torch.float16 or qk_fp16)
+    return dict(V_PAIRS=config.v_pairs and fits and (pv_fp16 or q_fp16),
+                K_PAIRS=config.k_pairs and fits and q_fp16, PAIRS_PTX=not platform.interpreter_active())
+
+
+# Q-blocks of more rows keep the bytes: 64-row Q-blocks (wgmma products on sm_90) lost 1.15-1.17x with
+# the pairs on the fp16-query fp8 prefills and mixed batches, and one (gqa4, head 64, tiles of 128 over
+# blocks of 32) returned wrong outputs in every form of the split, PTX or Triton's integer ops, which the
+# interpreter does not reproduce (NVIDIA H200, 2026-11-30; docs/lab/2026-11-30.md)
+PAIRS_MAX_BLOCK_M = 32
+
+
+def pairs_apply(k_cache: torch.Tensor, v_cache: torch.Tensor, vendor: str, head_size: int,
+                block_m: int) -> bool:
+    """Where the caches can be read as 16-bit pairs of dims (`Config.v_pairs`, `.k_pairs`): OCP e4m3
+    (FNUZ on NVIDIA is decoded from bytes) on NVIDIA, the only vendor measured (H200, docs/kernels.md),
+    Q-blocks of at most PAIRS_MAX_BLOCK_M rows, a head of a power of two (no padded dims), and every
+    element offset even: the caches' strides and their first bytes' addresses."""
+    return (vendor == "nvidia" and block_m <= PAIRS_MAX_BLOCK_M
+            and k_cache.dtype == inputs.OCP_E4M3 and v_cache.dtype == inputs.OCP_E4M3
+            and head_size >= 2 and next_pow2(head_size) == head_size
+            and all(stride % 2 == 0 for c in (k_cache, v_cache) for stride in c.stride()[:3])
+            and k_cache.data_ptr() % 2 == 0 and v_cache.data_ptr() % 2 == 0)
 
 
 # PTX ISA: `griddepcontrol` (programmatic dependent launch) needs sm_90 or later

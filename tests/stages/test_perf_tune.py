@@ -51,6 +51,9 @@ def test_stage_candidates_around_the_best_so_far():
     assert [c.qk_e4m3 for c in tune.candidates("qk_e4m3", BASE, False, pv_fp16=True)] == [False, True]
     assert tune.candidates("qk_e4m3", BASE, False) == []  # a cache its e4m3 product does not apply to
     assert tune.candidates("qk_e4m3", dataclasses.replace(BASE, fp8_products=True), False, pv_fp16=True) == []
+    assert [(c.v_pairs, c.k_pairs) for c in tune.candidates("pairs", BASE, True, ocp_e4m3=True)] == [
+        (False, False), (False, True), (True, False), (True, True)]
+    assert tune.candidates("pairs", BASE, True) == []  # a cache that is not OCP e4m3: no pairs to read
 
 
 def test_a_wrong_configuration_is_never_chosen(monkeypatch):
