@@ -5,7 +5,7 @@ Where the planner applies them (plans only, every vendor, format, query dtype an
 decides it), then the kernels against the fp32 reference over awkward shapes, outputs and unowned
 cache slots poisoned: in Triton's interpreter the split runs in Triton's integer ops (fp16
 queries: it cannot compute in bf16), on a GPU in PTX (bf16 queries too, as the NVIDIA tree plans
-them). What the split compiles to on sm_90: test_e4m3_pairs_compile.py.
+them). What the split compiles to on sm_90: test_fp8_pv_compile.py.
 """
 
 from __future__ import annotations

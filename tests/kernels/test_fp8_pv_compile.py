@@ -1,4 +1,5 @@
-"""What `Config.pv_fp16` (and `.fp8_products`) change in the fp8-cache prefill, compiled on a CPU.
+"""What `Config.pv_fp16` (and `.fp8_products`, `.v_pairs`) change in the fp8-cache kernels, compiled
+on a CPU.
 
 The anchor's fp8 prefill (llama3-8b 1 x 8k, bf16 queries over an OCP e4m3 cache), planned
 as static_grid plans it for sm_90, compiled with the knob off and on (in a subprocess: a
@@ -7,11 +8,13 @@ fp16 in one `cvt.rn.f16x2.e4m3x2`; bf16 takes one `cvt.bf16.f16` more per value.
 the knob the V side skips that step (half of them go) and the P V wgmma runs in f16 while
 Q K^T stays in bf16; ptxas (the wheel's, as the static gate runs it) spills no more than
 without (triton 3.6.0, 2026-11-27: 132 B stored -> 0). Its speed is `perf tune`'s to say
-(stage `pv_fp16`). About 10 s.
+(stage `pv_fp16`). The other knobs' tests say what each changes. About 20 s of CPU.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -36,19 +39,20 @@ from perf import scenarios
 from perf.static import metrics, plan
 from perf.thresholds import load_thresholds
 
-target = next(t for t in plan.load_targets(load_thresholds()) if t.name == sys.argv[3])
-spec = scenarios.Scenario.parse(sys.argv[1]).spec()
-batch = build_batch(spec, "cpu", fill=False, **plan.fp8_format(target))
-chosen = heuristics.choose(target.vendor, heuristics.features_from_spec(spec, target.facts.num_sms))
+target = next(t for t in plan.load_targets(load_thresholds()) if t.name == sys.argv[2])
 facts = {}
-for i, over in enumerate(json.loads(sys.argv[2])):
+for i, (scenario, over) in enumerate(json.loads(sys.argv[1])):
+    spec = scenarios.Scenario.parse(scenario).spec()
+    batch = build_batch(spec, "cpu", fill=False, **plan.fp8_format(target))
+    chosen = heuristics.choose(target.vendor, heuristics.features_from_spec(spec, target.facts.num_sms))
     config = dataclasses.replace(chosen, **over)
     launches = plan.plan_as_if_on(target, kernels.VARIANTS["static_grid"], batch, config=config)
     launch = next(x for x in launches if x.name.startswith("q_block"))
     signature, constexprs, attrs, options = plan.bind(launch, target)
     compiled = triton.compile(ASTSource(launch.kernel, signature, constexprs, attrs),
                               target=target.gpu_target(), options=options.__dict__)
-    facts[str(i)] = {name: launch.constexprs[name] for name in ("PV_FP16", "QK_FP16", "FP8_PRODUCTS")}
+    facts[str(i)] = {name: launch.constexprs[name]
+                     for name in ("PV_FP16", "QK_FP16", "FP8_PRODUCTS", "V_PAIRS")}
     facts[str(i)]["shared"] = compiled.metadata.shared
     if target.vendor == "amd":
         amdgcn = compiled.asm["amdgcn"]
@@ -58,6 +62,7 @@ for i, over in enumerate(json.loads(sys.argv[2])):
     ptx = compiled.asm["ptx"]
     wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m\d+n\d+k\d+\.f32\.(\w+)\.(\w+)", ptx)
     facts[str(i)].update({"e4m3x2_to_f16x2": ptx.count("cvt.rn.f16x2.e4m3x2"),
+                          "byte_loads": ptx.count("ld.shared.b8"), "transposed": ptx.count(".trans"),
                           "f16_to_bf16": len(re.findall(r"cvt(?:\.rn)?\.bf16\.f16\b", ptx)),
                           "wgmma": sorted({f"{a}.{b}" for a, b in wgmma}),
                           "ptxas": metrics.run_ptxas(ptx, 90)})
@@ -65,17 +70,56 @@ print(json.dumps(facts))
 """
 
 
-def compiled_facts(scenario: str, *overrides: dict, target: str = "sm_90") -> list[dict]:
-    """For each Config change of the scenario's chosen configuration (the target vendor's tree):
-    the kernel's constexprs and shared memory; on sm_90 conversion and wgmma counts in its PTX
-    and ptxas's resource report, on AMD the MFMA instructions and the AMDGCN metadata's."""
+DECODE = "llama3-8b/decode/batch32-kv4096/block16/fp8/bf16"
+# The anchor's fp8 prefills (bf16 queries over an OCP e4m3 cache; on gfx942 FNUZ, its native format).
+FP8_PREFILLS = ["llama3-8b/prefill/batch1-kv8192/block16/fp8/bf16",
+                "llama3-8b/prefill/batch4-kv2048/block16/fp8/bf16"]
+# Every (scenario, Config change) the tests below ask of each target, compiled by one process per
+# target (`_probe`): each compile once, and one interpreter start instead of one per test.
+REQUESTS = {
+    "sm_90": [(SCENARIO, {"pv_fp16": False, "qk_fp16": False, "qk_e4m3": False}),
+              (SCENARIO, {"pv_fp16": True, "qk_fp16": False, "qk_e4m3": False}),
+              ("llama3-8b/decode/batch64-kv4096/block32/fp8/bf16", {"qk_fp16": False}),
+              ("llama3-8b/decode/batch64-kv4096/block32/fp8/bf16", {"qk_fp16": True}),
+              (DECODE, {"v_pairs": False}), (DECODE, {}),
+              *[(scenario, over) for scenario in FP8_PREFILLS
+                for over in ({"qk_e4m3": False}, {"fp8_products": True, "qk_e4m3": False}, {})]],
+    "gfx942": [(FP8_PREFILLS[0], {}), (FP8_PREFILLS[0], {"fp8_products": True})],
+    "gfx950": [(FP8_PREFILLS[0], {}), (FP8_PREFILLS[0], {"fp8_products": True})],
+}
+if importlib.util.find_spec("xdist") is not None:  # one worker runs each target's probe once for all tests
+    pytestmark = [pytestmark, pytest.mark.xdist_group("fp8_pv_compile")]
+
+
+def _key(scenario: str, over: dict) -> str:
+    return json.dumps([scenario, over], sort_keys=True)
+
+
+@functools.cache
+def _probe(target: str) -> dict:
+    """{_key: facts} of every REQUESTS entry of `target`, compiled in one subprocess."""
+    return _run(REQUESTS[target], target)
+
+
+def _run(requests: list, target: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = ROOT
-    done = subprocess.run([sys.executable, "-c", PROBE, scenario, json.dumps(overrides), target], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(requests), target], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads(done.stdout.strip().splitlines()[-1])
-    found = [facts[str(i)] for i in range(len(overrides))]
+    return {_key(*request): facts[str(i)] for i, request in enumerate(requests)}
+
+
+def compiled_facts(scenario: str, *overrides: dict, target: str = "sm_90") -> list[dict]:
+    """For each Config change of the scenario's chosen configuration (the target vendor's tree):
+    the kernel's constexprs and shared memory; on sm_90 conversion and wgmma counts in its PTX
+    and ptxas's resource report, on AMD the MFMA instructions and the AMDGCN metadata's. From
+    the target's probe, or a subprocess of their own for changes REQUESTS does not hold."""
+    known = _probe(target)
+    missing = [(scenario, over) for over in overrides if _key(scenario, over) not in known]
+    found = [dict(f) for f in ({**known, **(_run(missing, target) if missing else {})}[_key(scenario, over)]
+                              for over in overrides)]
     return [{**f, **metrics.parse_ptxas(f.pop("ptxas"))} if "ptxas" in f else f for f in found]
 
 
@@ -101,6 +145,21 @@ def test_both_products_in_fp16_leave_no_conversion_to_bf16():
     assert on["QK_FP16"] and not off["QK_FP16"]
     assert off["f16_to_bf16"] > 0 and on["f16_to_bf16"] == 0, (off, on)
     assert on["e4m3x2_to_f16x2"] == off["e4m3x2_to_f16x2"] > 0
+
+
+def test_the_decodes_v_as_pairs_leaves_no_byte_wide_shared_loads_and_fewer_registers():
+    """`Config.v_pairs` on the fp8 decode of 32 x 4k (blocks of 16) as the NVIDIA tree plans it
+    ([e4m3-pairs]) against the same launch without: without, each thread reads V from shared memory
+    a byte at a time (`ld.shared.b8`: sm_90 has no transposed ldmatrix for 8-bit tiles); with, V
+    takes transposed ldmatrix of 16-bit pairs and no byte-wide load, every K and V pair still
+    converts in one `cvt.rn.f16x2.e4m3x2`, and ptxas gives fewer registers and spills nothing
+    (triton 3.6.0, 2026-11-30: 255 registers and 8 bytes of stack -> 168)."""
+    off, on = compiled_facts(DECODE, {"v_pairs": False}, {})
+    assert not off["V_PAIRS"] and on["V_PAIRS"], (off, on)
+    assert off["byte_loads"] > 0 and off["transposed"] == 0, off
+    assert on["byte_loads"] == 0 and on["transposed"] > 0, on
+    assert on["e4m3x2_to_f16x2"] >= off["e4m3x2_to_f16x2"] > 0, (off, on)
+    assert on["registers"] < off["registers"] and on["spill_stores"] == 0, (off, on)
 
 
 @needs_interpreter
@@ -147,11 +206,6 @@ inf = torch.randn(16, 32, generator=gen); inf[3, 4] = float("inf")
 print(json.dumps({"finite": finite, "zero_shift": run(torch.zeros(16, 32))[1],
                   "nan_count": int(torch.isnan(y).sum()), "inf_shift": run(inf)[1]}))
 """
-
-
-# The anchor's fp8 prefills (bf16 queries over an OCP e4m3 cache; on gfx942 FNUZ, its native format).
-FP8_PREFILLS = ["llama3-8b/prefill/batch1-kv8192/block16/fp8/bf16",
-                "llama3-8b/prefill/batch4-kv2048/block16/fp8/bf16"]
 
 
 @pytest.mark.parametrize("scenario", FP8_PREFILLS)
