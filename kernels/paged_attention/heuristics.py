@@ -194,8 +194,8 @@ class Config:
     # its launch overlaps the attention's last programs instead of following them. The planner
     # ignores it elsewhere (`planning.pdl_applies`); the NVIDIA tree sets it ([pdl-reduce])
     pdl_reduce: bool = False
-    # an OCP e4m3 cache's V read as 16-bit pairs of dims and split by byte permutes into the even
-    # and the odd dims' fp16 tiles (V_PAIRS, common.split_e4m3_pairs): P V as two products of half
+    # an OCP e4m3 cache's V read as 16-bit pairs of dims and split, one conversion a pair, into the
+    # even and the odd dims' fp16 tiles (V_PAIRS, common.split_e4m3_pairs): P V as two products of half
     # the head, whose V comes from shared memory by ldmatrix, where an 8-bit V took one load per
     # byte. `k_pairs`: K the same, Q K^T as q's even dims times K's even plus the odd times the odd.
     # Tiles of keys looked up one by one, Q-blocks of <= 32 rows only; the planner ignores them elsewhere

@@ -110,7 +110,8 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
                                                    sliding_window=options.get("sliding_window")))
             if choice is not None:
                 inputs.keep(_CHOICES, choice, config)
-    key = None if layout is None else (layout, config, persistent, vendor, num_sms)
+    key = None if layout is None else (layout, config, persistent, vendor, num_sms,
+                                       pairs_parity(k_cache, v_cache, config))
     plan = _PLANS.get(key) if key is not None else None
     if plan is None:
         plan = _plan(q, k_cache, v_cache, block_table, out, config, persistent, vendor, num_sms,
@@ -121,7 +122,7 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
 
 
 # Configurations by (layout key, chooser, vendor, SMs, longest query, KV length class), and
-# plans by (layout key, configuration, persistent, vendor, SMs), both filled by `inputs.keep`.
+# plans by (layout key, configuration, persistent, vendor, SMs, `pairs_parity`), both filled by `inputs.keep`.
 # A serving engine needs a handful of plans; its max_seqlen_k hint grows by one each decode
 # step, and one step in KV_GRANULE enters a new class and chooses again (H100 host,
 # 2026-11-23: a choice cost about 30 us of a 60-120 us call, docs/lab/2026-11-23.md).
@@ -305,6 +306,15 @@ def pairs_constexprs(q, k_cache, v_cache, config: heuristics.Config, vendor: str
     q_fp16 = not fp8 and (q.dtype == torch.float16 or qk_fp16)
     return dict(V_PAIRS=config.v_pairs and fits and (pv_fp16 or q_fp16),
                 K_PAIRS=config.k_pairs and fits and q_fp16, PAIRS_PTX=not platform.interpreter_active())
+
+
+def pairs_parity(k_cache: torch.Tensor, v_cache: torch.Tensor, config: heuristics.Config) -> int:
+    """The address bit `pairs_apply` reads, where it can decide (an OCP e4m3 cache under `v_pairs` or
+    `k_pairs`), else 0: part of a plan's key, since a layout key reads no address, and a cache view
+    one byte in has the same shape and strides but no int16 to read."""
+    if (config.v_pairs or config.k_pairs) and k_cache.dtype == inputs.OCP_E4M3:
+        return (k_cache.data_ptr() | v_cache.data_ptr()) & 1
+    return 0
 
 
 # Q-blocks of more rows keep the bytes: 64-row Q-blocks (wgmma products on sm_90) lost 1.15-1.17x with

@@ -75,6 +75,29 @@ def test_padded_heads_odd_offsets_and_prefill_sized_q_blocks_keep_the_bytes():
     assert planning.pairs_apply(batch.k_cache, batch.v_cache, "nvidia", 128, 16)
 
 
+def test_a_cache_one_byte_in_is_planned_anew_without_pairs():
+    """Plans are kept by layout, which reads no address: a call whose caches start one byte in (the
+    same shapes and strides) must not reuse the plan of aligned ones, whose int16 reads it cannot
+    take; an aligned call after it gets the pairs again."""
+    planning.release_buffers()
+    batch = build_batch(make_spec("gqa4", 64, 16, "mixed_small", "float16", "fp8_kv"), "cpu", fill=False,
+                        fp8_dtype=OCP_E4M3)
+    config = Config(16, 32, 1, num_warps=2, num_stages=2, **BOTH)
+
+    def one_byte_in(cache):
+        flat = torch.empty(cache.numel() + 1, dtype=OCP_E4M3)
+        return flat[1:].as_strided(cache.shape, cache.stride())
+
+    args = list(batch.args())
+    shifted = [*args[:1], one_byte_in(args[1]), one_byte_in(args[2]), *args[3:]]
+    planned = []
+    for call in (args, shifted, args):
+        _, launches = VARIANTS["static_grid"].plan(*call, out=batch.new_output(), config=config,
+                                                   vendor="nvidia", num_sms=132, **batch.options)
+        planned.append((launches[0].constexprs["V_PAIRS"], launches[0].constexprs["K_PAIRS"]))
+    assert planned == [(True, True), (False, False), (True, True)]
+
+
 @pytest.mark.parametrize("interpreted", [False, True])
 def test_the_split_is_ptx_unless_interpreted(monkeypatch, interpreted):
     monkeypatch.setattr(platform, "interpreter_active", lambda: interpreted)
