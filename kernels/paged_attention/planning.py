@@ -318,19 +318,27 @@ def pairs_parity(k_cache: torch.Tensor, v_cache: torch.Tensor, config: heuristic
 
 
 # Q-blocks of more rows keep the bytes: 64-row Q-blocks (wgmma products on sm_90) lost 1.15-1.17x with
-# the pairs on the fp16-query fp8 prefills and mixed batches, and one (gqa4, head 64, tiles of 128 over
-# blocks of 32) returned wrong outputs in every form of the split, PTX or Triton's integer ops, which the
-# interpreter does not reproduce (NVIDIA H200, 2026-11-30; docs/lab/2026-11-30.md)
+# the pairs on the fp16-query fp8 prefills and mixed batches, and with heads of 64 (two products of 32
+# columns) on one warpgroup per 64 rows and tiles of >= 64 keys the odd dims' product came out wrong, in
+# every form of the split, which the interpreter does not reproduce (NVIDIA H200, 2026-11-30;
+# docs/lab/2026-11-30.md)
 PAIRS_MAX_BLOCK_M = 32
+
+
+# PTX ISA: `cvt.rn.f16x2.e4m3x2` (the pairs' split, `common.split_e4m3_pairs`) needs sm_89 or later
+PAIRS_MIN_ARCH = 89
 
 
 def pairs_apply(k_cache: torch.Tensor, v_cache: torch.Tensor, vendor: str, head_size: int,
                 block_m: int) -> bool:
     """Where the caches can be read as 16-bit pairs of dims (`Config.v_pairs`, `.k_pairs`): OCP e4m3
-    (FNUZ on NVIDIA is decoded from bytes) on NVIDIA, the only vendor measured (H200, docs/kernels.md),
-    Q-blocks of at most PAIRS_MAX_BLOCK_M rows, a head of a power of two (no padded dims), and every
-    element offset even: the caches' strides and their first bytes' addresses."""
-    return (vendor == "nvidia" and block_m <= PAIRS_MAX_BLOCK_M
+    (FNUZ on NVIDIA is decoded from bytes) on NVIDIA from sm_89 (PAIRS_MIN_ARCH; planned from a CPU
+    for another vendor's target, as `pdl_applies` takes it), the only vendor measured (H200,
+    docs/kernels.md), Q-blocks of at most PAIRS_MAX_BLOCK_M rows, a head of a power of two (no padded
+    dims), and every element offset even: the caches' strides and their first bytes' addresses."""
+    here = platform.current()
+    older = here.vendor == "nvidia" and int(here.arch.removeprefix("sm_")) < PAIRS_MIN_ARCH
+    return (vendor == "nvidia" and not older and block_m <= PAIRS_MAX_BLOCK_M
             and k_cache.dtype == inputs.OCP_E4M3 and v_cache.dtype == inputs.OCP_E4M3
             and head_size >= 2 and next_pow2(head_size) == head_size
             and all(stride % 2 == 0 for c in (k_cache, v_cache) for stride in c.stride()[:3])

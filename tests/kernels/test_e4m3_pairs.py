@@ -98,6 +98,20 @@ def test_a_cache_one_byte_in_is_planned_anew_without_pairs():
     assert planned == [(True, True), (False, False), (True, True)]
 
 
+@pytest.mark.parametrize("arch,applies", [("sm_80", False), ("sm_89", True), ("sm_90", True),
+                                          ("sm_100", True)])
+def test_nvidia_gpus_before_sm89_keep_the_bytes(monkeypatch, arch, applies):
+    """`cvt.rn.f16x2.e4m3x2` is sm_89's: planned on an older NVIDIA GPU (an A100), the caches are read
+    as bytes, as before."""
+    gpu = platform.Platform("nvidia", arch, arch, 32, 108)
+    monkeypatch.setattr(platform, "current", lambda: gpu)
+    planning.release_buffers()
+    batch = build_batch(make_spec("gqa4", 64, 16, "mixed_small", "float16", "fp8_kv"), "cpu", fill=False,
+                        fp8_dtype=OCP_E4M3)
+    planned = _attention(batch, Config(16, 32, 1, num_warps=2, num_stages=2, **BOTH))
+    assert planned["V_PAIRS"] is planned["K_PAIRS"] is applies
+
+
 @pytest.mark.parametrize("interpreted", [False, True])
 def test_the_split_is_ptx_unless_interpreted(monkeypatch, interpreted):
     monkeypatch.setattr(platform, "interpreter_active", lambda: interpreted)
