@@ -320,8 +320,8 @@ def pairs_parity(k_cache: torch.Tensor, v_cache: torch.Tensor, config: heuristic
 # Q-blocks of more rows keep the bytes: 64-row Q-blocks (wgmma products on sm_90) lost 1.15-1.17x with
 # the pairs on the fp16-query fp8 prefills and mixed batches, and with heads of 64 (two products of 32
 # columns) on one warpgroup per 64 rows and tiles of >= 64 keys the odd dims' product came out wrong, in
-# every form of the split, which the interpreter does not reproduce (NVIDIA H200, 2026-11-30;
-# docs/lab/2026-11-30.md)
+# every form of the split, which the interpreter does not reproduce, nor do cut-down kernels on the GPU
+# (NVIDIA H200, 2026-11-30; docs/lab/2026-11-30.md)
 PAIRS_MAX_BLOCK_M = 32
 
 
