@@ -2,8 +2,8 @@
 
 Kept interpreter-compatible (TRITON_INTERPRET=1) so CPU-only CI runs every kernel: scalar
 while-loops with loaded bounds, no libdevice calls, and no inline assembly but NVIDIA's two
-programmatic-dependent-launch instructions, behind constexprs the planner never sets for the
-interpreter (`planning.pdl_applies`).
+programmatic-dependent-launch instructions and the e4m3 pairs' conversion, behind constexprs the
+planner never sets for the interpreter (`planning.pdl_applies`, `planning.pairs_constexprs`).
 """
 
 from __future__ import annotations
@@ -1021,7 +1021,7 @@ def q_block_kernel(
     # Q K^T on e4m3 operands, and P V unless PV_FP16 (`Config.fp8_products`, `.qk_e4m3`)
     FP8_PRODUCTS: tl.constexpr,
     # an OCP e4m3 V, K read as 16-bit pairs of dims, split into even and odd dims (`Config.v_pairs`,
-    # `.k_pairs`; `split_e4m3_pairs`), by PTX byte permutes where compiled for NVIDIA
+    # `.k_pairs`; `split_e4m3_pairs`), by one PTX conversion a pair where compiled for NVIDIA
     V_PAIRS: tl.constexpr,
     K_PAIRS: tl.constexpr,
     PAIRS_PTX: tl.constexpr,

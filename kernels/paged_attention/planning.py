@@ -332,13 +332,11 @@ PAIRS_MIN_ARCH = 89
 def pairs_apply(k_cache: torch.Tensor, v_cache: torch.Tensor, vendor: str, head_size: int,
                 block_m: int) -> bool:
     """Where the caches can be read as 16-bit pairs of dims (`Config.v_pairs`, `.k_pairs`): OCP e4m3
-    (FNUZ on NVIDIA is decoded from bytes) on NVIDIA from sm_89 (PAIRS_MIN_ARCH; planned from a CPU
-    for another vendor's target, as `pdl_applies` takes it), the only vendor measured (H200,
-    docs/kernels.md), Q-blocks of at most PAIRS_MAX_BLOCK_M rows, a head of a power of two (no padded
-    dims), and every element offset even: the caches' strides and their first bytes' addresses."""
-    here = platform.current()
-    older = here.vendor == "nvidia" and int(here.arch.removeprefix("sm_")) < PAIRS_MIN_ARCH
-    return (vendor == "nvidia" and not older and block_m <= PAIRS_MAX_BLOCK_M
+    (FNUZ on NVIDIA is decoded from bytes) on NVIDIA from sm_89 (PAIRS_MIN_ARCH, `nvidia_gpu_before`),
+    the only vendor measured (H200, docs/kernels.md), Q-blocks of at most PAIRS_MAX_BLOCK_M rows, a
+    head of a power of two (no padded dims), and every element offset even: the caches' strides and
+    their first bytes' addresses."""
+    return (vendor == "nvidia" and not nvidia_gpu_before(PAIRS_MIN_ARCH) and block_m <= PAIRS_MAX_BLOCK_M
             and k_cache.dtype == inputs.OCP_E4M3 and v_cache.dtype == inputs.OCP_E4M3
             and head_size >= 2 and next_pow2(head_size) == head_size
             and all(stride % 2 == 0 for c in (k_cache, v_cache) for stride in c.stride()[:3])
@@ -353,13 +351,17 @@ def pdl_applies(config: heuristics.Config, vendor: str) -> bool:
     """Where `Config.pdl_reduce` changes the launches: a reduction launched after the attention kernel
     (split, not fused) on NVIDIA's GPUs, whose programmatic dependent launch Triton's CUDA launcher
     sets (`launch_pdl`); never in the interpreter, which runs no inline assembly, nor on an NVIDIA GPU
-    older than sm_90 (an A100's PTX has no `griddepcontrol`). Planned for another vendor's target
-    from a CPU (the static gate), the target is taken to be sm_90 or later, as every NVIDIA target of
-    thresholds.yaml is."""
-    here = platform.current()
-    older = here.vendor == "nvidia" and int(here.arch.removeprefix("sm_")) < PDL_MIN_ARCH
+    older than sm_90 (an A100's PTX has no `griddepcontrol`: `nvidia_gpu_before`)."""
     return (config.pdl_reduce and config.num_segments > 1 and not config.fused_reduce and vendor == "nvidia"
-            and not platform.interpreter_active() and not older)
+            and not platform.interpreter_active() and not nvidia_gpu_before(PDL_MIN_ARCH))
+
+
+def nvidia_gpu_before(min_arch: int) -> bool:
+    """Whether this process runs on an NVIDIA GPU older than sm_`min_arch`, whose PTX lacks an
+    instruction a knob needs. Planned from a CPU for another vendor's target (the static gate), the
+    target is taken to be recent enough, as every NVIDIA target of thresholds.yaml (sm_90, sm_100) is."""
+    here = platform.current()
+    return here.vendor == "nvidia" and int(here.arch.removeprefix("sm_")) < min_arch
 
 
 def pv_fp16_applies(q: torch.Tensor, k_cache: torch.Tensor) -> bool:

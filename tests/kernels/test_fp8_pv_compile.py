@@ -98,10 +98,7 @@ def _key(scenario: str, over: dict) -> str:
 @functools.cache
 def _probe(target: str) -> dict:
     """{_key: facts} of every REQUESTS entry of `target`, compiled in one subprocess."""
-    return _run(REQUESTS[target], target)
-
-
-def _run(requests: list, target: str) -> dict:
+    requests = REQUESTS[target]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = ROOT
     done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(requests), target], cwd=ROOT,
@@ -115,11 +112,9 @@ def compiled_facts(scenario: str, *overrides: dict, target: str = "sm_90") -> li
     """For each Config change of the scenario's chosen configuration (the target vendor's tree):
     the kernel's constexprs and shared memory; on sm_90 conversion and wgmma counts in its PTX
     and ptxas's resource report, on AMD the MFMA instructions and the AMDGCN metadata's. From
-    the target's probe, or a subprocess of their own for changes REQUESTS does not hold."""
+    the target's probe: REQUESTS lists every change a test asks for."""
     known = _probe(target)
-    missing = [(scenario, over) for over in overrides if _key(scenario, over) not in known]
-    found = [dict(f) for f in ({**known, **(_run(missing, target) if missing else {})}[_key(scenario, over)]
-                              for over in overrides)]
+    found = [dict(known[_key(scenario, over)]) for over in overrides]
     return [{**f, **metrics.parse_ptxas(f.pop("ptxas"))} if "ptxas" in f else f for f in found]
 
 
