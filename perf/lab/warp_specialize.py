@@ -1,6 +1,6 @@
 """Lab: does Triton's automatic warp specialization pay on a paged attention loop (sm_90)?
 
-    python -m perf.lab.warp_specialize [--keys 8192] [--blocks 64,128] [--samples 25] [--allow-cpu]
+    python -m perf.lab.warp_specialize [--keys 8192] [--blocks 16,64,128] [--samples 25] [--allow-cpu]
 
 A lab tool, not a gate. The paged kernel cannot be warp-specialized as it is written
 (docs/lab/2026-11-27.md, "Warp specialization on sm_90": 8 warps, else blocks, a while loop, K/V
@@ -19,13 +19,22 @@ id read from the block table. Per block size, four configurations:
 | specialized | the same, `tl.range(..., warp_specialize=True)` | 4 (12 with the partitions) | yes |
 
 Tile 128 runs 2 stages (3 with the partitions need 256 KiB of shared memory, more than an
-SM's 227; sm_90 compile, Triton 3.6.0), tile 64 runs 3. Every output is checked against an
+SM's 227; sm_90 compile, Triton 3.6.0), tile 64 runs 3. Beside them, on a GPU:
+
+- `gluon`: the loop warp-specialized by hand in Gluon (`perf.lab.gluon_loop`): a TMA loader
+  warp, two consumer warpgroups of 64 rows; tiles of 128 keys whatever the block size, 2 stages;
+- `flashinfer`: FlashInfer's paged prefill (`BatchPrefillWithPagedKVCacheWrapper`, no mask; on
+  sm_90 FA3's kernel) over the same cache and table.
+
+Triton's rows need a block of a whole tile (64 or 128); Gluon's and FlashInfer's also take
+the anchor's blocks of 16 (and 32). Every output is checked against an
 fp32 reference first; a configuration that fails to compile or differs is reported with the
 reason, never timed.
 Times: one CUDA-graph replay, L2 flushed before each sample (`perf.measure.timing`), the
 median in ms, and TFLOP/s (4 x queries x keys x head x query heads). Prints a table;
 `--json FILE` writes the rows. With `--allow-cpu` it runs tiny shapes in Triton's
-interpreter (checks only: the interpreter ignores `warp_specialize`).
+interpreter (checks only: the interpreter ignores `warp_specialize`; Gluon and FlashInfer do
+not run there).
 """
 
 from __future__ import annotations
@@ -47,6 +56,8 @@ HEADS, KV_HEADS, HEAD = 32, 8, 128  # llama3-8b
 BLOCK_M = 128  # a Q-block's rows, as the NVIDIA prefill's
 SAMPLES = 25  # per configuration; unmeasured default, as perf run's
 STAGES = {64: 3, 128: 2}  # tile -> stages: what fits in shared memory with the partitions (module docstring)
+BLOCKS = (16, 32, 64, 128)  # cache block sizes the lab takes: those that divide Gluon's tile of 128
+FLASHINFER_WORKSPACE_BYTES = 128 * 1024 * 1024  # flashinfer's documented default workspace
 
 
 @triton.jit
@@ -106,10 +117,17 @@ class Variant:
     descriptors: bool
     num_warps: int
     warp_specialize: bool
+    kind: str = "triton"  # "triton" (paged_loop), "gluon" (perf.lab.gluon_loop) or "flashinfer"
+
+    def takes(self, block: int) -> bool:
+        """Triton's loop reads one cache block per tile, so only blocks of a tile it runs."""
+        return self.kind != "triton" or block in STAGES
 
 
 VARIANTS = (Variant("pointers", False, 8, False), Variant("descriptors/8", True, 8, False),
-            Variant("descriptors/4", True, 4, False), Variant("specialized", True, 4, True))
+            Variant("descriptors/4", True, 4, False), Variant("specialized", True, 4, True),
+            Variant("gluon", True, 4, True, "gluon"), Variant("flashinfer", False, 4, True, "flashinfer"))
+INTERPRETED = tuple(v for v in VARIANTS if v.kind == "triton")  # Gluon and FlashInfer need a GPU
 
 
 def make_inputs(keys: int, block: int, device: str, heads: int = HEADS, kv_heads: int = KV_HEADS,
@@ -149,8 +167,44 @@ def reference(inputs: dict):
     return (p @ v).transpose(0, 1).reshape(inputs["q"].shape)
 
 
+def flashinfer_prefill(inputs: dict):
+    """FlashInfer's paged prefill over the lab's cache and table, planned once (host work outside
+    the timed call): a function of the output. Raises ConfigError where flashinfer is absent."""
+    import torch
+
+    try:
+        import flashinfer
+    except ImportError as exc:
+        raise ConfigError(f"flashinfer does not import: {exc}") from exc
+    keys, block, heads, kv_heads, head = (inputs[k] for k in ("keys", "block", "heads", "kv_heads", "head"))
+    device = inputs["q"].device
+    workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+    wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD")
+    wrapper.plan(torch.tensor([0, keys], dtype=torch.int32, device=device),
+                 torch.tensor([0, keys // block], dtype=torch.int32, device=device), inputs["table"],
+                 torch.tensor([block], dtype=torch.int32, device=device), heads, kv_heads, head, block,
+                 causal=False, sm_scale=head ** -0.5, q_data_type=inputs["q"].dtype,
+                 kv_data_type=inputs["k"].dtype)
+    q = inputs["q"].view(keys, heads, head)
+    cache = (inputs["k"].view(-1, block, kv_heads, head), inputs["v"].view(-1, block, kv_heads, head))
+
+    def run(out, keep=workspace):
+        wrapper.run(q, cache, out=out.view(keys, heads, head))
+    return run
+
+
 def launch(variant: Variant, inputs: dict, out, block_m: int = BLOCK_M):
-    """One call of `paged_loop` as `variant` configures it."""
+    """One call of `variant` (its FlashInfer plan made once per inputs)."""
+    if variant.kind == "gluon":
+        from perf.lab import gluon_loop
+
+        if inputs["keys"] % gluon_loop.TILE or inputs["head"] != 128:
+            raise ConfigError(f"the Gluon loop takes heads of 128 and whole tiles of {gluon_loop.TILE} keys")
+        return gluon_loop.launch(inputs, out)
+    if variant.kind == "flashinfer":
+        if "flashinfer" not in inputs:
+            inputs["flashinfer"] = flashinfer_prefill(inputs)
+        return inputs["flashinfer"](out)
     grid = (triton.cdiv(inputs["keys"], block_m), inputs["heads"])
     paged_loop[grid](inputs["q"], inputs["k"], inputs["v"], out, inputs["table"], inputs["keys"],
                      inputs["keys"] // inputs["block"], inputs["k"].shape[0], inputs["head"] ** -0.5,
@@ -173,7 +227,8 @@ def _allocator(device: str) -> None:
 
 def measure(keys: int, blocks: list[int], samples: int, device: str, block_m: int = BLOCK_M,
             heads: int = HEADS, kv_heads: int = KV_HEADS, head: int = HEAD) -> list[dict]:
-    """A row per (block size, variant): checked against the reference, then timed on a GPU."""
+    """A row per (block size, variant that takes it): checked against the reference, then timed
+    on a GPU. On a CPU only Triton's rows (the interpreter)."""
     import torch
 
     _allocator(device)
@@ -184,10 +239,12 @@ def measure(keys: int, blocks: list[int], samples: int, device: str, block_m: in
         # bf16 output: its rounding, relative to the output's size (near-uniform attention over
         # thousands of keys averages V down to about 1 / sqrt(keys))
         scale = float(expected.abs().max())
-        for variant in VARIANTS:
+        for variant in VARIANTS if device != "cpu" else INTERPRETED:
+            if not variant.takes(block):
+                continue
             row = {"block": block, "variant": variant.name, "num_warps": variant.num_warps,
-                   "stages": STAGES[block], "ms": None, "tflops": None, "error": ""}
-            out = torch.empty_like(inputs["q"])
+                   "stages": _stages(variant, block), "ms": None, "tflops": None, "error": ""}
+            out = torch.full_like(inputs["q"], float("nan"))  # poisoned: a row it leaves unwritten fails
             try:
                 launch(variant, inputs, out, block_m)
                 torch.testing.assert_close(out.float(), expected, atol=2e-2 * scale, rtol=2e-2)
@@ -223,16 +280,26 @@ def mismatch(out, expected, atol: float, rtol: float, block_m: int, head: int) -
             f"heads off: {len(heads)} of {got.shape[1] // head}")
 
 
+def _stages(variant: Variant, block: int) -> str:
+    if variant.kind == "gluon":
+        from perf.lab import gluon_loop
+
+        return str(gluon_loop.STAGES)
+    return str(STAGES[block]) if variant.kind == "triton" else "-"
+
+
 def table(rows: list[dict]) -> str:
-    lines = ["| block = tile | variant | warps | stages | ms | TFLOP/s | / descriptors/8 |",
-             "|---|---|---|---|---|---|---|"]
-    base = {r["block"]: r["ms"] for r in rows if r["variant"] == "descriptors/8" and r["ms"]}
+    lines = ["| block | variant | warps | stages | ms | TFLOP/s | / descriptors/8 | / flashinfer |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def ratio(r, base):
+        ms = {x["block"]: x["ms"] for x in rows if x["variant"] == base and x["ms"]}
+        return f"{r['ms'] / ms[r['block']]:.3f}" if r["ms"] and r["block"] in ms else "-"
     for r in rows:
-        ratio = f"{r['ms'] / base[r['block']]:.3f}" if r["ms"] and r["block"] in base else "-"
         timed = (f"{r['ms']:.3f} | {r['tflops']:.0f}" if r["ms"] else
                  f"{r['error'] or 'checked, not timed (interpreter)'} | -")
         lines.append(f"| {r['block']} | {r['variant']} | {r['num_warps']} | {r['stages']} | {timed} "
-                     f"| {ratio} |")
+                     f"| {ratio(r, 'descriptors/8')} | {ratio(r, 'flashinfer')} |")
     return "\n".join(lines)
 
 
@@ -240,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perf.lab.warp_specialize",
                                 description=__doc__.splitlines()[0])
     p.add_argument("--keys", type=int, default=8192, help="queries and keys of the sequence (default: 8192)")
-    p.add_argument("--blocks", default="64,128", help="cache block sizes = tiles, comma-separated (64, 128)")
+    p.add_argument("--blocks", default="16,64,128",
+                   help="cache block sizes, comma-separated, of 16, 32, 64, 128 (Triton's rows: 64 and 128)")
     p.add_argument("--samples", type=int, default=SAMPLES,
                    help=f"timed replays a configuration (default: {SAMPLES})")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
@@ -251,8 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         blocks = [int(b) for b in args.blocks.split(",") if b.strip()]
     except ValueError:
         blocks = []
-    if not blocks or any(b not in STAGES for b in blocks):
-        raise ConfigError(f"--blocks {args.blocks!r}: pass some of {', '.join(map(str, STAGES))}")
+    if not blocks or any(b not in BLOCKS for b in blocks):
+        raise ConfigError(f"--blocks {args.blocks!r}: pass some of {', '.join(map(str, BLOCKS))}")
     if args.keys < 1 or args.samples < 1:
         raise ConfigError("--keys and --samples: must be positive")
     from perf import files, vendor
@@ -267,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"this GPU is not sm_90 ({torch.cuda.get_device_name()}): the lab measures "
                               f"Hopper's warp specialization; run it on an H100 or H200")
         rows = measure(args.keys, blocks, args.samples, "cuda")
-    else:  # the interpreter: tiny shapes, every row checked
+    else:  # the interpreter: tiny shapes, every Triton row checked
+        blocks = [b for b in blocks if b in STAGES] or sorted(STAGES)
         args.keys = 2 * max(blocks)
         rows = measure(args.keys, blocks, args.samples, "cpu", block_m=16, heads=4, kv_heads=2, head=16)
     print(table(rows), flush=True)
