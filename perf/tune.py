@@ -9,7 +9,8 @@ ids per cache block, int32 offsets); the causal edge's tile (prefill); KV segmen
 only: a runtime argument, no recompilation); the fused reduction and the reduction by query (split
 decodes); programs per SM (0: one program per work item); sequence work items (decode); the P V
 product in fp16, both products in fp16 and Q K^T on e4m3 (bf16 queries over an OCP fp8 cache
-only). `--stages` runs some of them, in that order. Every configuration is timed like `perf run`'s
+only); V and K as pairs of dims (OCP e4m3 caches); the warp-specialized Gluon prefill (prefill, taken
+on sm_90 only). `--stages` runs some of them, in that order. Every configuration is timed like `perf run`'s
 graph metric (perf.measure.timing: one CUDA/HIP-graph replay, L2 flushed before each sample) and its
 output must match the fp32 reference within the tolerance its plan calls for (perf.measure.check:
 e4m3 operands have their own); one that fails to compile or is wrong is recorded with the reason,
@@ -30,7 +31,7 @@ from perf.errors import ConfigError
 
 STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
           "reduce_by_query", "pdl_reduce", "programs", "seq_items", "decode_layout", "pv_fp16", "qk_fp16",
-          "qk_e4m3", "pairs")
+          "qk_e4m3", "pairs", "warp_specialized")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -98,6 +99,8 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False, ocp_e4m3: 
         return [C(best, qk_e4m3=f) for f in (False, True)]
     if stage == "pairs" and ocp_e4m3:  # V, K as 16-bit pairs of dims, each and both
         return [C(best, v_pairs=v, k_pairs=k) for v in (False, True) for k in (False, True)]
+    if stage == "warp_specialized" and not decode:  # the Gluon prefill kernel (sm_90) or the Q-block kernel
+        return [C(best, warp_specialized=w) for w in (False, True)]
     return []
 
 
@@ -183,7 +186,8 @@ def _short(c: dict) -> str:
             + (" o32" if c.get("offsets_32") else "") + (" pv16" if c.get("pv_fp16") else "")
             + (" qk16" if c.get("qk_fp16") else "") + (" qk8" if c.get("qk_e4m3") else "")
             + (" rq" if c.get("reduce_by_query") else "") + (" pdl" if c.get("pdl_reduce") else "")
-            + (" vp" if c.get("v_pairs") else "") + (" kp" if c.get("k_pairs") else ""))
+            + (" vp" if c.get("v_pairs") else "") + (" kp" if c.get("k_pairs") else "")
+            + (" ws" if c.get("warp_specialized") else ""))
 
 
 def render(env: dict, results: dict) -> str:

@@ -42,6 +42,13 @@ SHORT_PREFILL_KEYS = 2048
 # [fp8-short-prefill] H200 2026-11-29: fp8 prefills (Q K^T on e4m3) of up to this many keys per Q-block take
 # the short-prefill shape: 32 x 256 1.18x over 128 rows; 8 x 1k 0.99x, 4 x 2k 0.90x; 257-1023 unmeasured
 FP8_SHORT_PREFILL_KEYS = 256
+# [warp-specialized] H200 2026-11-30, the kernel's first loop: it won on every 16-bit prefill of >= 4k visible
+# keys (prompts, chunks, mixed batches with decodes: 0.89-0.98x) and on prompts of >= 1k queries (1-8 x 1k-2k:
+# 0.92-0.97x); batches of shorter prompts lost (16 x 512 1.07x, 64 x 128 1.44x) and so did mixed ones of
+# 1k-2k keys (1.11-1.27x); 1 x 512 even (0.98x); between the measured points, and the losing rows with the
+# kept loop (0.85-0.95x of the first's time where both ran), unmeasured
+WARP_SPECIALIZED_KEYS = 4096
+WARP_SPECIALIZED_PROMPT = 1024
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -122,7 +129,7 @@ CONFIG_INTS = (
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
                 "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3", "pdl_reduce",
-                "v_pairs", "k_pairs")
+                "v_pairs", "k_pairs", "warp_specialized")
 
 
 @dataclass(frozen=True)
@@ -203,6 +210,12 @@ class Config:
     # beside it (H200 2026-11-30, 0.997-1.032x; docs/lab/2026-11-30.md)
     v_pairs: bool = False
     k_pairs: bool = False
+    # the prefill on NVIDIA sm_90 through the warp-specialized Gluon kernel
+    # (`warp_specialized.ws_prefill_kernel`: a TMA loader warp, two consumer warpgroups of 64 rows,
+    # Q-blocks of 128 queries of one query head, tiles of 128 keys) in place of the Q-block kernel; the
+    # block_m, tile and pipeline fields above are then that kernel's own. The planner ignores it
+    # where that kernel does not apply (`planning.warp_specialized_applies`)
+    warp_specialized: bool = False
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -482,6 +495,15 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
     return keys
 
 
+def warp_specialized_prefill(f: Features) -> bool:
+    """[warp-specialized]: a 16-bit prefill of long contexts, or of prompts of >= WARP_SPECIALIZED_PROMPT
+    queries, through the Gluon kernel (`Config.warp_specialized`; where it applies, the planner's call:
+    an sm_90 GPU, no softcap, window or sinks, `planning.warp_specialized_applies`)."""
+    return (not f.fp8_kv and not f.window and f.head_size <= 128
+            and (f.visible_kv_len >= WARP_SPECIALIZED_KEYS
+                 or min(f.visible_kv_len, f.avg_query_len) >= WARP_SPECIALIZED_PROMPT))
+
+
 def causal_edge_tile(f: Features, block_m: int, tile_size: int) -> int:
     """The NVIDIA prefill's causal edge (`Config.edge_tile`): half the tile where a Q-block
     sees up to EDGE_HALF_MAX_KEYS keys, a quarter beyond; whole tiles (0) under a sliding
@@ -676,12 +698,15 @@ def _nvidia_branches(f: Features) -> Config:
                     source="nvidia/prefill fp8: the bf16 rule's tile and addressing, 3 stages, both "
                     f"products in fp16, causal edge in tiles of {edge}: H200 2026-11-28, 1.20-1.32x; "
                     "Q K^T on e4m3, P V in fp16: H200 2026-11-29, 1.16-1.43x")
+    # [warp-specialized] H200 2026-11-30, 1.06-1.33x: tune --suite anchor --scenarios '*/prefill/*'
+    ws = warp_specialized_prefill(f)
+    ws_source = "; the warp-specialized Gluon kernel: H200 2026-11-30, 1.06-1.33x" if ws else ""
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
     if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
         return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,
-                    block_vector=True, offsets_32=True, edge_tile=32,
+                    block_vector=True, offsets_32=True, edge_tile=32, warp_specialized=ws,
                     source="nvidia/prefill: up to 2k keys per Q-block, 64 rows, 4 warps, tile 64, "
-                    "3 stages: H200 2026-11-28, 1.05-1.20x")
+                    "3 stages: H200 2026-11-28, 1.05-1.20x" + ws_source)
     # [prefill-tile] H200 2026-11-21, 1.13-1.25x: tune --suite tune --scenarios '*prefill*'
     # [read-ahead] H100 2026-11-23, 1.14-1.30x: tune --suite tune --scenarios '*prefill*'
     # [causal-edge] H100 2026-11-24, 1.02-1.09x: tune --scenarios 'llama3-8b/prefill/batch8-kv1024/*'
@@ -690,12 +715,13 @@ def _nvidia_branches(f: Features) -> Config:
     edge = causal_edge_tile(f, 128, 128) if fast else 0  # fp16 queries over fp8: as measured before
     return _fit(f, 128, 128, num_warps=8, num_stages=3 if deep else 2,
                 programs_per_sm=0 if fast and not f.window else 2,
-                read_ahead=True, block_vector=fast, offsets_32=fast, edge_tile=edge,
+                read_ahead=True, block_vector=fast, offsets_32=fast, edge_tile=edge, warp_specialized=ws,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
                 "read-ahead: H100 2026-11-23, 1.2-1.3x"
                 + ("; fast addressing" + ("" if f.window else ", a program per item")
                    + (", 3 stages" if deep else "") + ": H100 2026-11-24, 1.02-1.28x" if fast else "")
-                + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.09x" if edge else ""))
+                + (f"; causal edge in tiles of {edge}: H100 2026-11-24, 1.02-1.09x" if edge else "")
+                + ws_source)
 
 
 def _amd(f: Features) -> Config:

@@ -111,11 +111,15 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
             if choice is not None:
                 inputs.keep(_CHOICES, choice, config)
     key = None if layout is None else (layout, config, persistent, vendor, num_sms,
-                                       pairs_parity(k_cache, v_cache, config))
+                                       pairs_parity(k_cache, v_cache, config),
+                                       config.warp_specialized and tma_aligned(q, k_cache, v_cache))
     plan = _PLANS.get(key) if key is not None else None
     if plan is None:
-        plan = _plan(q, k_cache, v_cache, block_table, out, config, persistent, vendor, num_sms,
-                     **options)
+        if warp_specialized_applies(q, k_cache, v_cache, block_table, out, config, vendor, options):
+            plan = WarpSpecializedPlan(q, k_cache, block_table, options)
+        else:
+            plan = _plan(q, k_cache, v_cache, block_table, out, config, persistent, vendor, num_sms,
+                         **options)
         if key is not None:
             inputs.keep(_PLANS, key, plan)
     return plan.launches(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out, options)
@@ -167,6 +171,94 @@ class _Plan:
             launches.append(KernelLaunch(t.kernel, t.grid, args, t.constexprs, t.num_warps, t.num_stages,
                                          t.vendor_options, t.compiled))
         return launches
+
+
+class WarpSpecializedPlan:
+    """The launch of `warp_specialized.ws_prefill_kernel` for a call's layout: its grid (query heads x
+    the shapes' bound on Q-blocks, as the Q-block kernel's), scalars and constants; `launches` adds
+    each call's tensors and the TMA descriptors made from them (host objects, a few us). Launched through
+    Triton's JIT dispatch: the Q-block kernel's `CompiledLaunches` binds tensors, not descriptors."""
+
+    def __init__(self, q, k_cache, block_table, options: dict):
+        from kernels.paged_attention import warp_specialized as ws
+
+        self.ws = ws
+        num_tokens, num_q_heads, head_size = q.shape
+        num_seqs, max_blocks = block_table.shape
+        num_blocks, block_size, num_kv_heads, _ = k_cache.shape
+        scale = options.get("scale")
+        q_blocks = ws.q_blocks(num_tokens, num_seqs)
+        self.grid = (num_q_heads, q_blocks)
+        self.args = dict(num_seqs=num_seqs, num_tokens=num_tokens, num_q_blocks=q_blocks,
+                         block_table_stride=block_table.stride(0), max_blocks=max_blocks,
+                         kv_rows=num_blocks * block_size,
+                         scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * ws.LOG2E)
+        self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, STAGES=ws.STAGES,
+                               CONSUMER_REGS=ws.CONSUMER_REGS, LOADER_REGS=ws.LOADER_REGS)
+
+    def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,
+                 options) -> list[KernelLaunch]:
+        q_desc, k_desc, v_desc = self.ws.descriptors(q, k_cache, v_cache)
+        args = dict(q_desc=q_desc, k_desc=k_desc, v_desc=v_desc, out_ptr=out, v_cache_ptr=v_cache,
+                    block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
+                    **self.args, out_stride_t=out.stride(0), out_stride_h=out.stride(1),
+                    v_stride_row=v_cache.stride(1))
+        return [KernelLaunch(self.ws.ws_prefill_kernel, self.grid, args, self.constexprs, num_warps=4,
+                             num_stages=1, vendor_options={"maxnreg": self.ws.MAXNREG})]
+
+
+# Gluon's kernels need an sm_90 GPU: wgmma, TMA and setmaxnreg are Hopper's (sm_100 has no wgmma)
+WARP_SPECIALIZED_ARCH = "sm_90"
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's y dimension (the warp-specialized kernel's Q-blocks)
+
+
+def warp_specialized_applies(q, k_cache, v_cache, block_table, out, config: heuristics.Config, vendor: str,
+                             options: dict) -> bool:
+    """Where `Config.warp_specialized` plans the Gluon kernel: an sm_90 GPU in this process (planned
+    from a CPU, as the static gate plans, never: its compile is tests/kernels/test_warp_specialized.py's)
+    with Triton's Gluon, 16-bit q, caches and output of one dtype, none of softcap, window and sinks,
+    heads and cache blocks the kernel takes (`warp_specialized.HEAD_SIZES`, `.BLOCK_SIZES`), layouts TMA
+    reads (`tma_layout`) and a grid within CUDA's."""
+    if not (config.warp_specialized and vendor == "nvidia"
+            and platform.current().arch == WARP_SPECIALIZED_ARCH and gluon_available()):
+        return False
+    from kernels.paged_attention import warp_specialized as ws
+
+    if options.get("softcap") or options.get("sliding_window") or options.get("sinks") is not None:
+        return False
+    return (q.dtype in (torch.bfloat16, torch.float16)
+            and k_cache.dtype == v_cache.dtype == out.dtype == q.dtype
+            and q.shape[2] in ws.HEAD_SIZES and k_cache.shape[1] in ws.BLOCK_SIZES
+            and tma_layout(q, k_cache, v_cache, block_table, out)
+            and ws.q_blocks(q.shape[0], block_table.shape[0]) <= MAX_GRID_Y)
+
+
+def tma_layout(q, k_cache, v_cache, block_table, out) -> bool:
+    """Whether TMA can read q as [tokens, query heads x D] rows and each cache as [blocks x block size,
+    KV heads x D] rows (heads and dims contiguous, blocks one after another, 16-byte aligned rows and
+    first bytes: the copy engine's rule), and the kernel store out's rows and read the table's."""
+    head_size, block_size = q.shape[2], k_cache.shape[1]
+    size = q.element_size()
+    rows = (q.stride(2) == 1 and q.stride(1) == head_size and q.stride(0) * size % 16 == 0
+            and out.stride(2) == 1 and block_table.stride(1) == 1)
+    return rows and tma_aligned(q, k_cache, v_cache) and all(
+        c.stride(3) == 1 and c.stride(2) == head_size and c.stride(0) == block_size * c.stride(1)
+        and c.stride(1) * size % 16 == 0 for c in (k_cache, v_cache))
+
+
+def tma_aligned(q, k_cache, v_cache) -> bool:
+    """Whether q's and the caches' first bytes are 16-byte aligned, as TMA's descriptors need: part of
+    a plan's key, since the layout key reads no address."""
+    return (q.data_ptr() | k_cache.data_ptr() | v_cache.data_ptr()) % 16 == 0
+
+
+def gluon_available() -> bool:
+    """Whether this Triton has Gluon's warp specialization (`triton.experimental.gluon`, 3.6 and later)."""
+    try:
+        from triton.experimental.gluon import language as gl
+    except ImportError:
+        return False
+    return hasattr(gl, "warp_specialize")
 
 
 # The arguments that are a call's tensors, by the kernels' parameter names.

@@ -173,7 +173,10 @@ def launch_key(launch, target, roles: Roles, contents: bool = False, code: Code 
     signature, constexprs, attrs, options = plan.bind(launch, target)
     tensors, scalars = {}, {}
     for name, value in launch.args.items():
-        if isinstance(value, torch.Tensor):
+        if isinstance(getattr(value, "base", None), torch.Tensor):  # a TMA descriptor: its tensor, as read
+            tensors[name] = describe_tensor(value.base, roles.of(value.base)) + [
+                _plain(value.shape), _plain(value.strides), _plain(value.block_shape)]
+        elif isinstance(value, torch.Tensor):
             tensors[name] = describe_tensor(value, roles.of(value))
             if contents and not roles.is_named(value):
                 tensors[name].append(storage_digest(value))
@@ -391,12 +394,13 @@ def _compile_one(index: int) -> str:
     """`code_digest` of one source key of `_COMPILING` (in a worker), or why it did not compile: a
     text that equals no other, so such a launch is never identical."""
     import triton
-    from triton.compiler import ASTSource
+
+    from perf.static import plan
 
     code, name = _COMPILING["code"], _COMPILING["todo"][index]
     kernel, signature, constexprs, attrs, options = code.sources[name]
     try:
-        compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs),
+        compiled = triton.compile(plan.source(kernel, signature, constexprs, attrs),
                                   target=code.target.gpu_target(), options=dict(options.__dict__))
         return code_digest(compiled)
     except Exception as e:  # the GPU compiles it too and the gate reports what it meets

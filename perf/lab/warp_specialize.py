@@ -21,8 +21,10 @@ id read from the block table. Per block size, four configurations:
 Tile 128 runs 2 stages (3 with the partitions need 256 KiB of shared memory, more than an
 SM's 227; sm_90 compile, Triton 3.6.0), tile 64 runs 3. Beside them, on a GPU:
 
-- `gluon`: the loop warp-specialized by hand in Gluon (`perf.lab.gluon_loop`): a TMA loader
-  warp, two consumer warpgroups of 64 rows; tiles of 128 keys whatever the block size, 2 stages;
+- `gluon`: the production's prefill warp-specialized by hand in Gluon
+  (`kernels.paged_attention.warp_specialized`: a TMA loader warp, two consumer warpgroups of 64
+  rows; tiles of 128 keys whatever the block size, 2 stages) with its causal mask off, over the
+  same cache and table read as a one-sequence batch;
 - `flashinfer`: FlashInfer's paged prefill (`BatchPrefillWithPagedKVCacheWrapper`, no mask; on
   sm_90 FA3's kernel) over the same cache and table.
 
@@ -117,7 +119,7 @@ class Variant:
     descriptors: bool
     num_warps: int
     warp_specialize: bool
-    kind: str = "triton"  # "triton" (paged_loop), "gluon" (perf.lab.gluon_loop) or "flashinfer"
+    kind: str = "triton"  # "triton" (paged_loop), "gluon" (ws_prefill_kernel) or "flashinfer"
 
     def takes(self, block: int) -> bool:
         """Triton's loop reads one cache block per tile, so only blocks of a tile it runs."""
@@ -193,14 +195,39 @@ def flashinfer_prefill(inputs: dict):
     return run
 
 
+def gluon_prefill(inputs: dict):
+    """The production's warp-specialized prefill over the lab's cache and table, as one sequence of
+    `keys` queries with its causal mask off (`ws_prefill_kernel`'s CAUSAL), planned once: a function
+    of the output."""
+    import torch
+
+    from kernels.paged_attention import planning, warp_specialized
+
+    keys, block, heads, kv_heads, head = (inputs[k] for k in ("keys", "block", "heads", "kv_heads", "head"))
+    if head not in warp_specialized.HEAD_SIZES or block not in warp_specialized.BLOCK_SIZES:
+        raise ConfigError(f"the warp-specialized kernel takes heads of {warp_specialized.HEAD_SIZES} and "
+                          f"blocks of {warp_specialized.BLOCK_SIZES}")
+    device = inputs["q"].device
+    q = inputs["q"].view(keys, heads, head)
+    k, v = (inputs[name].view(-1, block, kv_heads, head) for name in ("k", "v"))
+    table = inputs["table"].view(1, -1)
+    cu_seqlens = torch.tensor([0, keys], dtype=torch.int32, device=device)
+    seq_lens = torch.tensor([keys], dtype=torch.int32, device=device)
+    plan = planning.WarpSpecializedPlan(q, k, table, {})
+
+    def run(out):
+        [attention] = plan.launches(q, k, v, table, cu_seqlens, seq_lens, out.view(keys, heads, head), {})
+        attention.constexprs = {**attention.constexprs, "CAUSAL": False}
+        attention()
+    return run
+
+
 def launch(variant: Variant, inputs: dict, out, block_m: int = BLOCK_M):
     """One call of `variant` (its FlashInfer plan made once per inputs)."""
     if variant.kind == "gluon":
-        from perf.lab import gluon_loop
-
-        if inputs["keys"] % gluon_loop.TILE or inputs["head"] != 128:
-            raise ConfigError(f"the Gluon loop takes heads of 128 and whole tiles of {gluon_loop.TILE} keys")
-        return gluon_loop.launch(inputs, out)
+        if "gluon" not in inputs:
+            inputs["gluon"] = gluon_prefill(inputs)
+        return inputs["gluon"](out)
     if variant.kind == "flashinfer":
         if "flashinfer" not in inputs:
             inputs["flashinfer"] = flashinfer_prefill(inputs)
@@ -282,9 +309,9 @@ def mismatch(out, expected, atol: float, rtol: float, block_m: int, head: int) -
 
 def _stages(variant: Variant, block: int) -> str:
     if variant.kind == "gluon":
-        from perf.lab import gluon_loop
+        from kernels.paged_attention import warp_specialized
 
-        return str(gluon_loop.STAGES)
+        return str(warp_specialized.STAGES)
     return str(STAGES[block]) if variant.kind == "triton" else "-"
 
 

@@ -1,6 +1,6 @@
 """Compile the planned jobs: worker processes, a fresh Triton cache, a disk cache of metrics.
 
-Every job is compiled with `triton.compile(ASTSource(...), target=GPUTarget(...))` on this
+Every job is compiled with `triton.compile(plan.source(...), target=GPUTarget(...))` on this
 CPU, in `--jobs` spawned processes, with Triton's own cache pointed at a throwaway
 directory and TRITON_ALWAYS_COMPILE set, so every compile is cold and its time real: wall
 seconds and CPU seconds (the compiling process's threads and the ptxas it runs), the
@@ -61,13 +61,14 @@ def cpu_seconds() -> float:
 def compile_job(job: Job) -> dict:
     """Compile one job and read its metrics (runs in a worker process)."""
     import triton
-    from triton.compiler import ASTSource
+
+    from perf.static import plan
 
     kernel = getattr(importlib.import_module(job.module), job.qualname)
     start, cpu = time.perf_counter(), cpu_seconds()
     log = io.StringIO()  # triton prints its own `ptxas -v` log (TRITON_DUMP_PTXAS_LOG=1)
     try:
-        src = ASTSource(kernel, job.signature, job.constexprs, job.attrs)
+        src = plan.source(kernel, job.signature, job.constexprs, job.attrs)
         with contextlib.redirect_stdout(log):
             compiled = triton.compile(src, target=job.target.gpu_target(), options=job.options)
     except Exception as e:  # the compiler's verdict on this kernel for this target
@@ -559,12 +560,13 @@ def _binaries_into(cache_dir: str) -> None:
 def precompile_job(job: Job) -> dict:
     """Compile one job into the worker's Triton cache (a precompile worker's)."""
     import triton
-    from triton.compiler import ASTSource
+
+    from perf.static import plan
 
     kernel = getattr(importlib.import_module(job.module), job.qualname)
     start = time.perf_counter()
     try:
-        triton.compile(ASTSource(kernel, job.signature, job.constexprs, job.attrs),
+        triton.compile(plan.source(kernel, job.signature, job.constexprs, job.attrs),
                        target=job.target.gpu_target(), options=job.options)
     except Exception as e:  # the GPU run meets it again and reports it on its test
         return {"status": "error", "error": _first_line(e), "seconds": time.perf_counter() - start}

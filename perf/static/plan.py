@@ -129,14 +129,26 @@ def bind(launch, target: Target) -> tuple[dict, dict, dict, Any]:
     return signature, constexprs, attrs, options
 
 
+def source(kernel, signature, constexprs, attrs):
+    """What `triton.compile` takes for a planned kernel: Gluon's source for a Gluon kernel (its IR is
+    built another way), Triton's for the rest."""
+    from triton.compiler import ASTSource
+
+    if getattr(kernel, "is_gluon", lambda: False)():  # Tritons before Gluon's have no such method
+        from triton.experimental.gluon._runtime import GluonASTSource
+
+        return GluonASTSource(kernel, signature, constexprs, attrs)
+    return ASTSource(kernel, signature, constexprs, attrs)
+
+
 def cache_key(launch, target: Target, signature, constexprs, attrs, options) -> str:
     """Triton's own compile cache key (source + dependencies, specialization, options,
     backend, Triton build) plus the metric parser's version."""
     from triton._C.libtriton import get_cache_invalidating_env_vars
-    from triton.compiler import ASTSource, make_backend
+    from triton.compiler import make_backend
     from triton.runtime.cache import get_cache_key
 
-    src = ASTSource(launch.kernel, signature, constexprs, attrs)
+    src = source(launch.kernel, signature, constexprs, attrs)
     backend = make_backend(target.gpu_target())
     env = get_cache_invalidating_env_vars()
     env = {k: v for k, v in env.items() if k not in ("TRITON_ALWAYS_COMPILE", "TRITON_CACHE_DIR")}

@@ -54,6 +54,8 @@ def test_stage_candidates_around_the_best_so_far():
     assert [(c.v_pairs, c.k_pairs) for c in tune.candidates("pairs", BASE, True, ocp_e4m3=True)] == [
         (False, False), (False, True), (True, False), (True, True)]
     assert tune.candidates("pairs", BASE, True) == []  # a cache that is not OCP e4m3: no pairs to read
+    assert [c.warp_specialized for c in tune.candidates("warp_specialized", BASE, False)] == [False, True]
+    assert tune.candidates("warp_specialized", BASE, True) == []  # a prefill kernel: decodes keep theirs
 
 
 def test_a_wrong_configuration_is_never_chosen(monkeypatch):
