@@ -220,13 +220,16 @@ def _load(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empt
         if partial_here:
             i_partial = last_partial - j * PER_TILE
             block = gl.load(block_table_ptr + last_partial)
+            # read only a block of the cache: an id past it (corrupt metadata) stores zeros, as TMA's
+            # copies of such ids do
+            in_cache = (block >= 0) & (block < kv_rows // BLOCK)
             for i in gl.static_range(PER_TILE):
                 if i == i_partial:
                     for c in gl.static_range(BLOCK // ROWS_PER_STORE):
                         r = c * ROWS_PER_STORE + gl.arange(0, ROWS_PER_STORE, gl.SliceLayout(1, rows_layout))
                         d = gl.arange(0, D, gl.SliceLayout(0, rows_layout))
                         rows = (block * BLOCK + r).to(gl.int64)
-                        keep = gl.expand_dims(last_partial * BLOCK + r < kv_len, 1)
+                        keep = gl.expand_dims((last_partial * BLOCK + r < kv_len) & in_cache, 1)
                         values = gl.load(v_cache_ptr + gl.expand_dims(rows * v_stride_row, 1) + col
                                          + gl.expand_dims(d, 0), mask=keep, other=0.0)
                         v_bufs.index(stage).slice(i * BLOCK + c * ROWS_PER_STORE,

@@ -96,6 +96,19 @@ def test_plans_follow_the_target_vendors_heuristics(targets):
     assert planned["gfx950"]["constexprs"] == planned["gfx942"]["constexprs"]
 
 
+def test_a_gluon_kernel_is_compiled_from_gluon_source():
+    """The warp-specialized prefill is a Gluon kernel: its IR is built by Gluon's source, the Q-block
+    kernel's by Triton's (what `triton.compile` gets in the static gate and the change keys)."""
+    pytest.importorskip("triton.experimental.gluon", reason="this Triton has no Gluon (3.6 and later)")
+    from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from kernels.paged_attention import common, warp_specialized
+
+    assert type(plan.source(warp_specialized.ws_prefill_kernel, {}, {}, {})) is GluonASTSource
+    assert type(plan.source(common.q_block_kernel, {}, {}, {})) is ASTSource
+
+
 @pytest.mark.parametrize("name, num_sms", [("sm_90", 132), ("sm_100", 148), ("gfx942", 304), ("gfx950", 256)])
 def test_persistent_grid_is_sized_by_the_targets_own_sm_count(targets, name, num_sms):
     """B200 (148 SMs) and MI355X (256 CUs) plan their own grids, not H100's or MI300X's: the
