@@ -29,6 +29,12 @@ sequence's keys, over tiles of TILE keys.
   barriers once its products have read the buffers. Nothing else orders the consumers, so one's
   softmax runs while the other's products hold the tensor cores.
 
+Metadata the value checks would refuse stays inside the tensors, as in the Q-block kernel
+(tests/kernels/test_memory_safety.py states the contract): token ranges are clamped into q's rows,
+a sequence whose keys do not cover its queries or overflow its block-table row gets rows of zeros
+(`common.keys_ok`), and a block id outside the cache reads zeros (TMA's bounds; the Q-block kernel
+clamps such ids into the cache instead).
+
 Where it runs is `planning.warp_specialized_applies`'s: bf16 or fp16 without softcap, window,
 sinks or an fp8 cache, heads of 64 or 128, cache blocks that divide the tile, layouts TMA can
 read. Gluon has no interpreter mode: on a CPU it is compiled for sm_90 only
@@ -161,7 +167,10 @@ def _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, 
         acc = warpgroup_mma(p16, v_bufs.index(last % STAGES_), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(acc, ))
         mbarrier.arrive(v_empty.index(last % STAGES_), count=1)
-    o = acc / gl.expand_dims(gl.convert_layout(total, rows_o), 1)
+    # rows that saw no key (a Q-block given no tiles: `common.keys_ok` failed) are zeros, as the
+    # Q-block kernel's
+    total_o = gl.expand_dims(gl.convert_layout(total, rows_o), 1)
+    o = gl.where(total_o > 0.0, acc / total_o, 0.0)
     local = row + HALF_INDEX * HALF + gl.arange(0, HALF, rows_o)
     cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
     tokens = (first + local).to(gl.int64)
@@ -265,13 +274,16 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     head = gl.program_id(0)
     q_block = num_q_blocks - 1 - gl.program_id(1)
     seq, first, count, row = locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens)
-    kv_len = gl.minimum(gl.maximum(gl.load(seq_lens_ptr + seq), 0), max_blocks * BLOCK)
+    seq_len = gl.load(seq_lens_ptr + seq)
+    kv_len = gl.minimum(gl.maximum(seq_len, 0), max_blocks * BLOCK)
+    # `common.keys_ok`: keys that cover the queries and fit the block-table row, else no tiles
+    keys_fit = (seq_len >= count) & (seq_len <= max_blocks * BLOCK)
     # the keys before the queries; without the causal mask (a lab's question, never the contract's) the
     # queries are placed after every key, so that each sees them all
     context = kv_len - count if CAUSAL else kv_len
     # the keys the Q-block's last row sees; none for a Q-block of no queries
     keys = gl.minimum(gl.maximum(context + row + BLOCK_M, 0), kv_len)
-    n_tiles = gl.where((row >= 0) & (row < count), gl.cdiv(keys, TILE), 0)
+    n_tiles = gl.where((row >= 0) & (row < count) & keys_fit, gl.cdiv(keys, TILE), 0)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, HALF, D], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(k_desc.dtype, [STAGES, TILE, D], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(v_desc.dtype, [STAGES, TILE, D], v_desc.layout)
