@@ -221,3 +221,24 @@ def test_the_trees_prompt_is_the_kernel_on_sm90(device):
     expected = paged_attention_reference(*batch.args(), **batch.options).float()
     atol, rtol = TOLERANCES["bfloat16"]
     torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("corruption", ["keys_short_of_queries", "keys_past_the_row"])
+def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, device):
+    """Metadata the value checks would refuse (they are off, as on the serving path): the sequence
+    whose key count fails `common.keys_ok` gets rows of zeros, as from the Q-block kernel, and the
+    other sequence of the batch its attention."""
+    _on_sm90(device)
+    spec = BatchSpec((300, 129), (300, 463), num_q_heads=8, num_kv_heads=2, dtype="bfloat16",
+                     seed=seed("warp_specialized_keys_ok", corruption))
+    batch = build_batch(spec, device, poison=True)
+    q, k, v, table, cu_seqlens, seq_lens = batch.args()
+    corrupt = seq_lens.clone()
+    corrupt[0] = 299 if corruption == "keys_short_of_queries" else table.shape[1] * spec.block_size + 1
+    out = batch.new_output()
+    VARIANTS["static_grid"](q, k, v, table, cu_seqlens, corrupt, out=out, config=WS, check_values=False,
+                            **batch.options)
+    assert torch.equal(out[:300].float(), torch.zeros_like(out[:300].float()))
+    expected = paged_attention_reference(*batch.args(), **batch.options).float()
+    atol, rtol = TOLERANCES["bfloat16"]
+    torch.testing.assert_close(out[300:].float(), expected[300:], atol=atol, rtol=rtol)
