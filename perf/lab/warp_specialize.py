@@ -119,7 +119,7 @@ class Variant:
     descriptors: bool
     num_warps: int
     warp_specialize: bool
-    kind: str = "triton"  # "triton" (paged_loop), "gluon" (ws_prefill_kernel) or "flashinfer"
+    kind: str = "triton"  # "triton" (paged_loop), "gluon" (ws_prefill_kernel), "flashinfer" (0: own warps)
 
     def takes(self, block: int) -> bool:
         """Triton's loop reads one cache block per tile, so only blocks of a tile it runs."""
@@ -128,7 +128,7 @@ class Variant:
 
 VARIANTS = (Variant("pointers", False, 8, False), Variant("descriptors/8", True, 8, False),
             Variant("descriptors/4", True, 4, False), Variant("specialized", True, 4, True),
-            Variant("gluon", True, 4, True, "gluon"), Variant("flashinfer", False, 4, True, "flashinfer"))
+            Variant("gluon", True, 12, True, "gluon"), Variant("flashinfer", False, 0, True, "flashinfer"))
 INTERPRETED = tuple(v for v in VARIANTS if v.kind == "triton")  # Gluon and FlashInfer need a GPU
 
 
@@ -325,7 +325,7 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         timed = (f"{r['ms']:.3f} | {r['tflops']:.0f}" if r["ms"] else
                  f"{r['error'] or 'checked, not timed (interpreter)'} | -")
-        lines.append(f"| {r['block']} | {r['variant']} | {r['num_warps']} | {r['stages']} | {timed} "
+        lines.append(f"| {r['block']} | {r['variant']} | {r['num_warps'] or '-'} | {r['stages']} | {timed} "
                      f"| {ratio(r, 'descriptors/8')} | {ratio(r, 'flashinfer')} |")
     return "\n".join(lines)
 
