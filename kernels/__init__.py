@@ -24,12 +24,15 @@ num_tokens. The kernels still never read or write outside the tensors given: eve
 bounded by what the shapes say (`kernels.paged_attention.common.shape_bounds`). A query range is
 clamped into q's rows, a sequence whose `seq_lens` entry its block-table row cannot hold (or
 below its query count) gets rows of zeros, and a block id outside the cache is read clamped
-into it. The output of such metadata is defined but meaningless: pass `check_values=True` (or
-set the switch) to have it refused instead, at a host sync per call.
+into it (by the warp-specialized prefill on sm_90: as zeros). The output of such metadata is
+defined but meaningless: pass `check_values=True` (or set the switch) to have it refused
+instead, at a host sync per call.
 
-No kernel reads a cache slot its sequence does not own: the tail of a sequence's last block
-and the blocks no sequence uses may hold anything, NaN included (recycled memory), and never
-reach a sequence's output (the correctness grid poisons them with NaN).
+No cache slot a sequence does not own reaches its output: the tail of a sequence's last block
+and the blocks no sequence uses may hold anything, NaN included (recycled memory); the kernels
+read none of them, but for the warp-specialized prefill, whose whole-block copies bring K's tail
+into shared memory, where the scores drop it by selection (the correctness grid poisons them
+with NaN).
 """
 
 from __future__ import annotations
