@@ -22,6 +22,7 @@ from kernels import inputs, platform
 from kernels.launch import CompiledLaunches, KernelLaunch
 from kernels.paged_attention import heuristics
 from kernels.paged_attention.common import (
+    LOG2E,
     layout_strides,
     next_pow2,
     placeholder,
@@ -192,7 +193,7 @@ class WarpSpecializedPlan:
         self.args = dict(num_seqs=num_seqs, num_tokens=num_tokens, num_q_blocks=q_blocks,
                          block_table_stride=block_table.stride(0), max_blocks=max_blocks,
                          kv_rows=num_blocks * block_size,
-                         scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * ws.LOG2E)
+                         scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * LOG2E.value)
         self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, STAGES=ws.STAGES,
                                CONSUMER_REGS=ws.CONSUMER_REGS, LOADER_REGS=ws.LOADER_REGS)
 

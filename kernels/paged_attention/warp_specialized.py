@@ -64,7 +64,9 @@ STAGES = 2  # K and V buffers: 2 x 2 x 32 KiB and Q 32 KiB, 160 KiB of an SM's 2
 CONSUMER_REGS = 224
 LOADER_REGS = 56
 MAXNREG = 168  # (2 x 224 + 56) / 3
-ROWS_PER_STORE = gl.constexpr(8)  # the loader's masked V block goes through registers 8 rows at a time
+# the loader's masked V block goes through registers 8 rows at a time: [8, 128] 16-bit values are 16
+# registers a thread of its one warp, within its LOADER_REGS
+ROWS_PER_STORE = gl.constexpr(8)
 
 
 @gluon.jit
@@ -306,14 +308,8 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
                        [CONSUMER_REGS, LOADER_REGS])
 
 
-LOG2E = 1.4426950408889634  # the scores' scale folded into exp2
 HEAD_SIZES = (64, 128)  # a row of 128 or 256 bytes: the 128-byte swizzle; both compiled for sm_90 on a CPU
 BLOCK_SIZES = (16, 32, 64, 128)  # whole cache blocks per tile, each a TMA box of >= 8 rows (1 KiB)
-
-
-def swizzle_layout(dtype) -> gl.NVMMASharedLayout:
-    """The shared layout of every tile: 16-bit rows in wgmma's 128-byte swizzle."""
-    return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
 
 
 def descriptors(q, k_cache, v_cache):
@@ -324,7 +320,7 @@ def descriptors(q, k_cache, v_cache):
 
     num_tokens, num_q_heads, head_size = q.shape
     num_blocks, block_size, num_kv_heads, _ = k_cache.shape
-    layout = swizzle_layout(q.dtype)
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)  # wgmma's, every tile
     q_desc = TensorDescriptor(q, [num_tokens, num_q_heads * head_size], [q.stride(0), 1],
                               [HALF.value, head_size], layout)
     rows = [num_blocks * block_size, num_kv_heads * head_size]

@@ -173,13 +173,13 @@ def launch_key(launch, target, roles: Roles, contents: bool = False, code: Code 
     signature, constexprs, attrs, options = plan.bind(launch, target)
     tensors, scalars = {}, {}
     for name, value in launch.args.items():
-        if isinstance(getattr(value, "base", None), torch.Tensor):  # a TMA descriptor: its tensor, as read
-            tensors[name] = describe_tensor(value.base, roles.of(value.base)) + [
-                _plain(value.shape), _plain(value.strides), _plain(value.block_shape)]
-        elif isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor):
             tensors[name] = describe_tensor(value, roles.of(value))
             if contents and not roles.is_named(value):
                 tensors[name].append(storage_digest(value))
+        elif isinstance(getattr(value, "base", None), torch.Tensor):  # a TMA descriptor: its tensor, as read
+            tensors[name] = describe_tensor(value.base, roles.of(value.base)) + [
+                _plain(value.shape), _plain(value.strides), _plain(value.block_shape)]
         else:
             scalars[name] = _plain(value)
     binary = plan.cache_key(launch, target, signature, constexprs, attrs, options)

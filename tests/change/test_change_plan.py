@@ -466,3 +466,42 @@ def test_recompute_keeps_the_cases_the_gate_did_not_time(tmp_path):
     latency.write_plan(str(tmp_path), doc)
     by = {f.scenario: f for f in ab.recompute(str(tmp_path), TH, "nvidia", None)}
     assert by["timed"].ratio is not None and by["same"].verdict is Verdict.UNCHANGED
+
+
+KEY_DESCRIPTORS = """
+import json
+from kernels import platform
+platform.current = lambda: platform.Platform("nvidia", "sm_90", "H200", 32, 132)
+import kernels
+from kernels.batch import BatchSpec, build_batch
+from perf.change import keys
+from perf.static import plan
+from perf.thresholds import load_thresholds
+
+target = next(t for t in plan.load_targets(load_thresholds()) if t.name == "sm_90")
+seen = {}
+for name, spec in (("q_block", BatchSpec((1, 7), (40, 23))),  # the Q-block kernel: tensors
+                   ("warp_specialized", BatchSpec((2048,), (2048,), dtype="bfloat16"))):  # TMA descriptors
+    batch = build_batch(spec, "cpu", fill=False)
+    key = keys.case_key(kernels, "static_grid", batch, target, 132, {})
+    seen[name] = {"status": key["status"], "reason": key.get("reason"),
+                  "tensors": key["status"] == "ok" and key["launches"][0]["tensors"]}
+print(json.dumps(seen))
+"""
+
+
+def test_launch_keys_describe_tma_descriptors_by_their_tensors_role(tmp_path):
+    """A TMA descriptor (the warp-specialized prefill's, planned as if on an sm_90 GPU) is keyed by its
+    tensor's role, shape, strides and box, as a tensor argument is by its role: never by the values."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # binding needs real JITFunctions
+    env.update(PYTHONPATH=root, TRITON_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", KEY_DESCRIPTORS], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["q_block"]["status"] == "ok", seen
+    assert seen["q_block"]["tensors"]["q_ptr"][0] == "q", seen
+    assert seen["warp_specialized"]["status"] == "ok", seen
+    q_desc = seen["warp_specialized"]["tensors"]["q_desc"]
+    assert q_desc[0] == "q" and q_desc[-1] == [64, 128], seen  # q's role, then its box of 64 rows

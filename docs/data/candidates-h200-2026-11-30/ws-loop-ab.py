@@ -1,4 +1,8 @@
-"""A/B in one process: the warp-specialized kernel before (ws_old.py) and after the loop's restructure."""
+"""A/B in one process: the warp-specialized kernel before (ws_old.py) and after the loop's restructure.
+
+A record of the H200 run of 2026-11-30: ws_old.py was a copy of kernels/paged_attention/warp_specialized.py
+with the first loop (a wait after each product), never committed; run from the repository's root with
+that copy beside this script's path in the command."""
 import importlib.util, statistics, sys, json
 import torch
 from kernels import VARIANTS
