@@ -496,10 +496,11 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
 
 
 def warp_specialized_prefill(f: Features) -> bool:
-    """[warp-specialized]: a 16-bit prefill of long contexts, or of prompts of >= WARP_SPECIALIZED_PROMPT
-    queries, through the Gluon kernel (`Config.warp_specialized`; where it applies, the planner's call:
-    an sm_90 GPU, no softcap, window or sinks, `planning.warp_specialized_applies`)."""
-    return (not f.fp8_kv and not f.window and f.head_size <= 128
+    """[warp-specialized]: a prefill of long contexts, or of prompts of >= WARP_SPECIALIZED_PROMPT queries,
+    over a 16-bit cache or ([warp-specialized-e4m3]) an fp8 one under bf16 queries, through the Gluon kernel
+    (`Config.warp_specialized`; where it applies, the planner's call: an sm_90 GPU, no softcap, window or
+    sinks, an OCP e4m3 cache, `planning.warp_specialized_applies`)."""
+    return (not f.window and f.head_size <= 128 and (not f.fp8_kv or f.dtype == "bfloat16")
             and (f.visible_kv_len >= WARP_SPECIALIZED_KEYS
                  or min(f.visible_kv_len, f.avg_query_len) >= WARP_SPECIALIZED_PROMPT))
 
@@ -684,6 +685,8 @@ def _nvidia_branches(f: Features) -> Config:
     # [fp8-prefill] H200 2026-11-28, 1.20-1.32x: tune --suite anchor --scenarios '*/fp8/*'
     # [fp8-qk-e4m3] H200 2026-11-29, 1.16-1.43x: tune --suite anchor --scenarios '*/fp8/*'
     # (`qk_fp16` stays for the caches whose e4m3 products do not apply: `planning.kernel_constexprs`)
+    # [warp-specialized-e4m3] H200 2026-11-30, 0.65-0.89x: tune --suite anchor --scenarios '*/fp8/*'
+    ws = warp_specialized_prefill(f)
     if f.fp8_kv and f.dtype == "bfloat16":  # fp16 queries: new ptxas spills with it (static gate)
         # [fp8-short-prefill] H200 2026-11-29, 1.18x: tune --suite anchor --scenarios '*/batch32-kv256/*'
         if not f.window and prefill_q_block_keys(f, 64) <= FP8_SHORT_PREFILL_KEYS:
@@ -694,12 +697,13 @@ def _nvidia_branches(f: Features) -> Config:
         edge = causal_edge_tile(f, 128, 128)
         return _fit(f, 128, 128, num_warps=8, num_stages=3, programs_per_sm=0 if not f.window else 2,
                     read_ahead=True, block_vector=True, offsets_32=True, edge_tile=edge, qk_fp16=True,
-                    qk_e4m3=True,
+                    qk_e4m3=True, warp_specialized=ws,
                     source="nvidia/prefill fp8: the bf16 rule's tile and addressing, 3 stages, both "
                     f"products in fp16, causal edge in tiles of {edge}: H200 2026-11-28, 1.20-1.32x; "
-                    "Q K^T on e4m3, P V in fp16: H200 2026-11-29, 1.16-1.43x")
+                    "Q K^T on e4m3, P V in fp16: H200 2026-11-29, 1.16-1.43x"
+                    + ("; the warp-specialized Gluon kernel over e4m3: H200 2026-11-30, 0.65-0.89x"
+                       if ws else ""))
     # [warp-specialized] H200 2026-11-30, 1.06-1.33x: tune --suite anchor --scenarios '*/prefill/*'
-    ws = warp_specialized_prefill(f)
     ws_source = "; the warp-specialized Gluon kernel: H200 2026-11-30, 1.06-1.33x" if ws else ""
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
     if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:

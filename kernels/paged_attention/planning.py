@@ -194,18 +194,24 @@ class WarpSpecializedPlan:
                          block_table_stride=block_table.stride(0), max_blocks=max_blocks,
                          kv_rows=num_blocks * block_size,
                          scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * LOG2E.value)
-        self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, STAGES=ws.STAGES,
-                               CONSUMER_REGS=ws.CONSUMER_REGS, LOADER_REGS=ws.LOADER_REGS)
+        e4m3 = inputs.is_fp8(k_cache.dtype)
+        regs = ws.E4M3_REGS if e4m3 else dict(CONSUMER_REGS=ws.CONSUMER_REGS, LOADER_REGS=ws.LOADER_REGS)
+        self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE,
+                               STAGES=ws.E4M3_STAGES if e4m3 else ws.STAGES, **regs, FP8_PRODUCTS=e4m3)
+        self.maxnreg = ws.E4M3_MAXNREG if e4m3 else ws.MAXNREG
 
     def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,
                  options) -> list[KernelLaunch]:
         q_desc, k_desc, v_desc = self.ws.descriptors(q, k_cache, v_cache)
+        dummy = placeholder(q.device)  # the scales of a 16-bit cache, never read
+        scales = {name: options.get(name) if options.get(name) is not None else dummy
+                  for name in ("k_scale", "v_scale")}
         args = dict(q_desc=q_desc, k_desc=k_desc, v_desc=v_desc, out_ptr=out, v_cache_ptr=v_cache,
                     block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
-                    **self.args, out_stride_t=out.stride(0), out_stride_h=out.stride(1),
-                    v_stride_row=v_cache.stride(1))
+                    k_scale_ptr=scales["k_scale"], v_scale_ptr=scales["v_scale"], **self.args,
+                    out_stride_t=out.stride(0), out_stride_h=out.stride(1), v_stride_row=v_cache.stride(1))
         return [KernelLaunch(self.ws.ws_prefill_kernel, self.grid, args, self.constexprs, num_warps=4,
-                             num_stages=1, vendor_options={"maxnreg": self.ws.MAXNREG})]
+                             num_stages=1, vendor_options={"maxnreg": self.maxnreg})]
 
 
 # Gluon's kernels need an sm_90 GPU: wgmma, TMA and setmaxnreg are Hopper's (sm_100 has no wgmma)
@@ -217,9 +223,10 @@ def warp_specialized_applies(q, k_cache, v_cache, block_table, out, config: heur
                              options: dict) -> bool:
     """Where `Config.warp_specialized` plans the Gluon kernel: an sm_90 GPU in this process (planned
     from a CPU, as the static gate plans, never: its compile is tests/kernels/test_warp_specialized.py's)
-    with Triton's Gluon, 16-bit q, caches and output of one dtype, none of softcap, window and sinks,
-    heads and cache blocks the kernel takes (`warp_specialized.HEAD_SIZES`, `.BLOCK_SIZES`), layouts TMA
-    reads (`tma_layout`) and a grid within CUDA's."""
+    with Triton's Gluon, 16-bit q and output of one dtype, caches of that dtype or OCP e4m3 (heads of
+    `warp_specialized.E4M3_HEAD_SIZES`), none of softcap, window and sinks, heads and cache blocks the
+    kernel takes (`warp_specialized.HEAD_SIZES`, `.BLOCK_SIZES`), layouts TMA reads (`tma_layout`) and a
+    grid within CUDA's."""
     if not (config.warp_specialized and vendor == "nvidia"
             and platform.current().arch == WARP_SPECIALIZED_ARCH and gluon_available()):
         return False
@@ -227,8 +234,9 @@ def warp_specialized_applies(q, k_cache, v_cache, block_table, out, config: heur
 
     if options.get("softcap") or options.get("sliding_window") or options.get("sinks") is not None:
         return False
-    return (q.dtype in (torch.bfloat16, torch.float16)
-            and k_cache.dtype == v_cache.dtype == out.dtype == q.dtype
+    e4m3 = k_cache.dtype == inputs.OCP_E4M3 and q.shape[2] in ws.E4M3_HEAD_SIZES
+    return (q.dtype in (torch.bfloat16, torch.float16) and out.dtype == q.dtype
+            and k_cache.dtype == v_cache.dtype and (k_cache.dtype == q.dtype or e4m3)
             and q.shape[2] in ws.HEAD_SIZES and k_cache.shape[1] in ws.BLOCK_SIZES
             and tma_layout(q, k_cache, v_cache, block_table, out)
             and ws.q_blocks(q.shape[0], block_table.shape[0]) <= MAX_GRID_Y)
@@ -239,12 +247,11 @@ def tma_layout(q, k_cache, v_cache, block_table, out) -> bool:
     KV heads x D] rows (heads and dims contiguous, blocks one after another, 16-byte aligned rows and
     first bytes: the copy engine's rule), and the kernel store out's rows and read the table's."""
     head_size, block_size = q.shape[2], k_cache.shape[1]
-    size = q.element_size()
-    rows = (q.stride(2) == 1 and q.stride(1) == head_size and q.stride(0) * size % 16 == 0
+    rows = (q.stride(2) == 1 and q.stride(1) == head_size and q.stride(0) * q.element_size() % 16 == 0
             and out.stride(2) == 1 and block_table.stride(1) == 1)
     return rows and tma_aligned(q, k_cache, v_cache) and all(
         c.stride(3) == 1 and c.stride(2) == head_size and c.stride(0) == block_size * c.stride(1)
-        and c.stride(1) * size % 16 == 0 for c in (k_cache, v_cache))
+        and c.stride(1) * c.element_size() % 16 == 0 for c in (k_cache, v_cache))
 
 
 def tma_aligned(q, k_cache, v_cache) -> bool:

@@ -1,4 +1,5 @@
-"""The prefill warp-specialized for NVIDIA sm_90, in Gluon: a TMA loader warp and two consumer warpgroups.
+"""The prefill warp-specialized for NVIDIA sm_90, in Gluon: a TMA loader warp and two consumer warpgroups,
+and over an e4m3 cache a converter warpgroup.
 
 Why a second kernel: on Hopper the Triton kernel's software pipeline stalls on `bar.sync` for
 27-29 % of its samples in a long prefill, FlashAttention-3's warp-specialized kernel for 3 %
@@ -28,6 +29,15 @@ sequence's keys, over tiles of TILE keys.
   each product (H200, docs/lab/2026-11-30.md). Each consumer arrives on a stage's `empty`
   barriers once its products have read the buffers. Nothing else orders the consumers, so one's
   softmax runs while the other's products hold the tensor cores.
+- **An OCP e4m3 cache** (FP8_PRODUCTS; bf16 or fp16 queries): each consumer rounds its rows of q
+  to e4m3 once, after a power of two that the score scale takes back with k_scale, and Q K^T runs
+  on e4m3 straight from K's stage. wgmma takes an 8-bit B only K-major and V's rows are keys, so
+  P V runs in fp16 (P in fp16, 10 bits where bf16 keeps 7) over V converted exactly from e4m3 by a
+  fourth warpgroup (`_convert_v`), which zeroes the keys past the last one; the loader copies V as
+  stored into E4M3_SLOTS staging buffers for it. v_scale scales the output. The conversion in the
+  loader's own warpgroup (its copies then wait on a barrier each) or in the consumers left it
+  1.15-1.2x slower than the bf16 kernel at blocks of 16; in a warpgroup of its own 0.91-1.08x
+  (H200, docs/lab/2026-11-30.md).
 
 Metadata the value checks would refuse stays inside the tensors, as in the Q-block kernel
 (tests/kernels/test_memory_safety.py states the contract): token ranges are clamped into q's rows,
@@ -35,10 +45,10 @@ a sequence whose keys do not cover its queries or overflow its block-table row g
 (`common.keys_ok`), and a block id outside the cache reads zeros (TMA's bounds; the Q-block kernel
 clamps such ids into the cache instead).
 
-Where it runs is `planning.warp_specialized_applies`'s: bf16 or fp16 without softcap, window,
-sinks or an fp8 cache, heads of 64 or 128, cache blocks that divide the tile, layouts TMA can
-read. Gluon has no interpreter mode: on a CPU it is compiled for sm_90 only
-(tests/kernels/test_warp_specialized.py), and it runs on an sm_90 GPU.
+Where it runs is `planning.warp_specialized_applies`'s: bf16 or fp16 queries over a cache of their
+dtype or of OCP e4m3, without softcap, window or sinks, heads of 64 or 128 (128 over e4m3), cache
+blocks that divide the tile, layouts TMA can read. Gluon has no interpreter mode: on a CPU it is
+compiled for sm_90 only (tests/kernels/test_warp_specialized.py), and it runs on an sm_90 GPU.
 """
 
 from __future__ import annotations
@@ -52,6 +62,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+
+from kernels.paged_attention.common import e4m3_top
 
 BLOCK_M = gl.constexpr(128)  # queries per work item: two consumers of 64 rows, wgmma's M per warpgroup
 HALF = gl.constexpr(64)
@@ -67,6 +79,16 @@ MAXNREG = 168  # (2 x 224 + 56) / 3
 # the loader's masked V block goes through registers 8 rows at a time: [8, 128] 16-bit values are 16
 # registers a thread of its one warp, within its LOADER_REGS
 ROWS_PER_STORE = gl.constexpr(8)
+# e4m3 caches: the converter's warpgroup beside them (16 warps, 128 registers each at launch):
+# 2 x 224 + 40 + 24 = 4 x 128, no spill (sm_90 compile, triton 3.6.0, 2026-11-30)
+E4M3_REGS = dict(CONSUMER_REGS=224, CONVERTER_REGS=40, LOADER_REGS=24)
+E4M3_MAXNREG = 128
+# e4m3 caches: 3 stages of K and of fp16 V fit beside q in both types and the staging buffers (224.5 KiB
+# of 227) and took 0.97-1.0x the time of 2 (H200, docs/lab/2026-11-30.md)
+E4M3_STAGES = 3
+E4M3_SLOTS = gl.constexpr(2)  # V's staging buffers, e4m3 as copied: the converter's one behind the loader's
+# the converter's rows a pass: [16, 128] e4m3 in its warpgroup is 16 bytes a thread, in fp16 8 registers
+CONVERT_ROWS = gl.constexpr(16)
 
 
 @gluon.jit
@@ -89,6 +111,21 @@ def locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens):
     count = gl.minimum(gl.maximum(stop, 0), num_tokens) - first
     row = (q_block - (start // BLOCK_M + seq)) * BLOCK_M
     return seq, first, count, row
+
+
+@gluon.jit
+def _rows_to_e4m3(q, q8):
+    """A consumer's rows of q (16-bit, shared) into `q8` (e4m3, shared) for Q K^T, brought into e4m3's
+    range by a power of two as `common.to_range` does: (q8, the exponent q was divided by)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    x = q.load(layout).to(gl.float32)
+    big = gl.max(gl.max(gl.abs(x), axis=1), axis=0)
+    usable = (big > 0.0) & (big < 3.0e38)
+    shift = gl.where(usable, gl.ceil(gl.log2(gl.where(usable, big, 1.0))) - e4m3_top(q8.dtype), 0.0)
+    q8.store((x * gl.exp2(-shift)).to(q8.dtype))
+    fence_async_shared()  # the stores, before Q K^T reads them through the async proxy
+    gl.thread_barrier()  # every warp's rows, before the warpgroup's products
+    return q8, shift
 
 
 @gluon.jit
@@ -117,20 +154,27 @@ def _online_softmax(s, m, total, acc, j, unmasked, positions, kv_len, scale_log2
 
 
 @gluon.jit
-def _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr, out_stride_t,
-             out_stride_h, head, first, count, row, context, kv_len, n_tiles, scale_log2,
-             HALF_INDEX: gl.constexpr):
+def _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr,
+             out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, head, first, count, row, context, kv_len,
+             n_tiles, scale_log2, HALF_INDEX: gl.constexpr):
     """Rows HALF_INDEX * 64.. of the Q-block over every tile: one consumer warpgroup's work."""
     STAGES_: gl.constexpr = k_bufs.type.shape[0]
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     D: gl.constexpr = k_bufs.type.shape[2]
+    K_STEP: gl.constexpr = 256 // k_bufs.dtype.primitive_bitwidth  # wgmma's K, 32 bytes: 16 or 32 values
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, TILE_, 16])
+                                                       instr_shape=[16, TILE_, K_STEP])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, D, 16])
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     q = q_smem.index(HALF_INDEX)
+    mbarrier.wait(q_bar, 0)
+    if k_bufs.dtype != q_smem.dtype:
+        # an e4m3 cache: Q K^T on e4m3 operands, these rows of q brought into e4m3's range by a power
+        # of two (`common.to_range`, exact) that the score scale takes back with K's scale
+        q, shift = _rows_to_e4m3(q, q8_smem.index(HALF_INDEX))
+        scale_log2 = scale_log2 * gl.load(k_scale_ptr) * gl.exp2(shift)
     # the query positions of these rows: the sequence's queries are its last keys
     top = context + row + HALF_INDEX * HALF
     positions = top + gl.arange(0, HALF, rows_s)
@@ -140,7 +184,6 @@ def _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, 
     total = gl.zeros([HALF], gl.float32, rows_s)
     acc = gl.zeros([HALF, D], gl.float32, o_layout)
     zero_s = gl.zeros([HALF, TILE_], gl.float32, s_layout)
-    mbarrier.wait(q_bar, 0)
     # Q K^T of each tile is issued right behind P V of the tile before, and one wait takes both:
     # the first tile's Q K^T before the loop, the last tile's P V after it
     s = zero_s
@@ -152,7 +195,7 @@ def _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, 
     for j in range(n_tiles - 1):
         stage = j % STAGES_
         p16, m, total, acc = _online_softmax(s, m, total, acc, j, unmasked, positions, kv_len, scale_log2,
-                                             q_smem.dtype, o_layout)
+                                             v_bufs.dtype, o_layout)
         mbarrier.wait(v_ready.index(stage), (j // STAGES_) & 1)
         acc = warpgroup_mma(p16, v_bufs.index(stage), acc, is_async=True)
         ahead = (j + 1) % STAGES_
@@ -164,7 +207,7 @@ def _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, 
     if n_tiles > 0:
         last = n_tiles - 1
         p16, m, total, acc = _online_softmax(s, m, total, acc, last, unmasked, positions, kv_len, scale_log2,
-                                             q_smem.dtype, o_layout)
+                                             v_bufs.dtype, o_layout)
         mbarrier.wait(v_ready.index(last % STAGES_), (last // STAGES_) & 1)
         acc = warpgroup_mma(p16, v_bufs.index(last % STAGES_), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=(acc, ))
@@ -172,6 +215,8 @@ def _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, 
     # rows that saw no key (a Q-block given no tiles: `common.keys_ok` failed) are zeros, as the
     # Q-block kernel's
     total_o = gl.expand_dims(gl.convert_layout(total, rows_o), 1)
+    if k_bufs.dtype != q_smem.dtype:
+        acc = acc * gl.load(v_scale_ptr)  # V entered P V as stored: its scale, once here
     o = gl.where(total_o > 0.0, acc / total_o, 0.0)
     local = row + HALF_INDEX * HALF + gl.arange(0, HALF, rows_o)
     cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
@@ -182,26 +227,69 @@ def _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, 
 
 
 @gluon.jit
-def _consume_low(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty,
-                 out_ptr, out_stride_t, out_stride_h, v_cache_ptr, v_stride_row, block_table_ptr, kv_rows,
-                 head, col, first, count, row, context, kv_len, n_tiles, scale_log2):
-    _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr, out_stride_t,
-             out_stride_h, head, first, count, row, context, kv_len, n_tiles, scale_log2, 0)
+def _consume_low(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
+                 v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
+                 v_stride_row, block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count,
+                 row, context, kv_len, n_tiles, scale_log2):
+    _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr,
+             out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, head, first, count, row, context, kv_len,
+             n_tiles, scale_log2, 0)
 
 
 @gluon.jit
-def _consume_high(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty,
-                  out_ptr, out_stride_t, out_stride_h, v_cache_ptr, v_stride_row, block_table_ptr, kv_rows,
-                  head, col, first, count, row, context, kv_len, n_tiles, scale_log2):
-    _consume(q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr, out_stride_t,
-             out_stride_h, head, first, count, row, context, kv_len, n_tiles, scale_log2, 1)
+def _consume_high(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
+                  v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
+                  v_stride_row, block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count,
+                  row, context, kv_len, n_tiles, scale_log2):
+    _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr,
+             out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, head, first, count, row, context, kv_len,
+             n_tiles, scale_log2, 1)
 
 
 @gluon.jit
-def _load(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty,
-          out_ptr, out_stride_t, out_stride_h, v_cache_ptr, v_stride_row, block_table_ptr, kv_rows, head,
-          col, first, count, row, context, kv_len, n_tiles, scale_log2):
-    """The loader: the Q-block once, then K and V a tile at a time, a TMA copy per cache block."""
+def _copy_tile(desc, dest, bar, j, kv_len, kv_rows, block_table_ptr, col, skip_block):
+    """Tile j's cache blocks into `dest` by TMA, completing on `bar`: the blocks past the last key
+    from beyond the cache's rows (TMA's zeros), none for block `skip_block` (-1: none)."""
+    BLOCK: gl.constexpr = desc.block_type.shape[0]
+    PER_TILE: gl.constexpr = dest.type.shape[0] // BLOCK
+    for i in gl.static_range(PER_TILE):
+        logical = j * PER_TILE + i
+        used = logical * BLOCK < kv_len
+        block = gl.load(block_table_ptr + logical, mask=used, other=0)
+        start = gl.where(used, block * BLOCK, kv_rows)  # past the rows: TMA's zeros
+        tma.async_copy_global_to_shared(desc, [start, col], bar, dest.slice(i * BLOCK, BLOCK),
+                                        pred=logical != skip_block)
+
+
+@gluon.jit
+def _copy_q(q_desc, q_smem, q_bar, head, first, row):
+    """The Q-block's two halves, once."""
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [first + row, head * D], q_bar, q_smem.index(0))
+    tma.async_copy_global_to_shared(q_desc, [first + row + HALF, head * D], q_bar, q_smem.index(1))
+
+
+@gluon.jit
+def _copy_k(k_desc, k_bufs, k_ready, k_empty, j, kv_len, kv_rows, block_table_ptr, col):
+    """Tile j of K into its stage, once both consumers have released it."""
+    STAGES_: gl.constexpr = k_bufs.type.shape[0]
+    TILE_: gl.constexpr = k_bufs.type.shape[1]
+    BLOCK: gl.constexpr = k_desc.block_type.shape[0]
+    stage = j % STAGES_
+    mbarrier.wait(k_empty.index(stage), ((j // STAGES_) & 1) ^ 1)  # a fresh barrier passes phase 1
+    mbarrier.expect(k_ready.index(stage), TILE_ // BLOCK * k_desc.block_type.nbytes)
+    _copy_tile(k_desc, k_bufs.index(stage), k_ready.index(stage), j, kv_len, kv_rows, block_table_ptr, col,
+               -1)
+
+
+@gluon.jit
+def _load(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty, v_ready,
+          v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr, v_stride_row,
+          block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count, row, context, kv_len,
+          n_tiles, scale_log2):
+    """The loader of 16-bit caches: the Q-block once, then K and V a tile at a time, a TMA copy per
+    cache block."""
     STAGES_: gl.constexpr = k_bufs.type.shape[0]
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     D: gl.constexpr = k_bufs.type.shape[2]
@@ -209,24 +297,13 @@ def _load(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empt
     PER_TILE: gl.constexpr = TILE_ // BLOCK
     rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [ROWS_PER_STORE // 2, 64 // ROWS_PER_STORE], [1, 1],
                                                  [1, 0])
-    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [first + row, head * D], q_bar, q_smem.index(0))
-    tma.async_copy_global_to_shared(q_desc, [first + row + HALF, head * D], q_bar, q_smem.index(1))
+    _copy_q(q_desc, q_smem, q_bar, head, first, row)
     # the cache block holding the last key, when keys follow it in that block (-1: none)
     last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
     for j in range(n_tiles):
         stage = j % STAGES_
-        phase = (j // STAGES_) & 1
-        mbarrier.wait(k_empty.index(stage), phase ^ 1)  # a fresh barrier passes phase 1: the first lap
-        mbarrier.expect(k_ready.index(stage), PER_TILE * k_desc.block_type.nbytes)
-        for i in gl.static_range(PER_TILE):
-            logical = j * PER_TILE + i
-            used = logical * BLOCK < kv_len
-            block = gl.load(block_table_ptr + logical, mask=used, other=0)
-            start = gl.where(used, block * BLOCK, kv_rows)  # past the rows: TMA's zeros
-            tma.async_copy_global_to_shared(k_desc, [start, col], k_ready.index(stage),
-                                            k_bufs.index(stage).slice(i * BLOCK, BLOCK))
-        mbarrier.wait(v_empty.index(stage), phase ^ 1)
+        _copy_k(k_desc, k_bufs, k_ready, k_empty, j, kv_len, kv_rows, block_table_ptr, col)
+        mbarrier.wait(v_empty.index(stage), ((j // STAGES_) & 1) ^ 1)
         partial_here = (last_partial >= j * PER_TILE) & (last_partial < (j + 1) * PER_TILE)
         if partial_here:
             i_partial = last_partial - j * PER_TILE
@@ -249,30 +326,78 @@ def _load(q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empt
         # one arrival with the bytes of the copies (a constant each way): all but the stored block
         mbarrier.expect(v_ready.index(stage), PER_TILE * v_desc.block_type.nbytes, pred=not partial_here)
         mbarrier.expect(v_ready.index(stage), (PER_TILE - 1) * v_desc.block_type.nbytes, pred=partial_here)
-        for i in gl.static_range(PER_TILE):
-            logical = j * PER_TILE + i
-            used = logical * BLOCK < kv_len
-            block = gl.load(block_table_ptr + logical, mask=used, other=0)
-            start = gl.where(used, block * BLOCK, kv_rows)
-            tma.async_copy_global_to_shared(v_desc, [start, col], v_ready.index(stage),
-                                            v_bufs.index(stage).slice(i * BLOCK, BLOCK),
-                                            pred=logical != last_partial)
+        _copy_tile(v_desc, v_bufs.index(stage), v_ready.index(stage), j, kv_len, kv_rows, block_table_ptr,
+                   col, last_partial)
+
+
+@gluon.jit
+def _load_e4m3(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
+               v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
+               v_stride_row, block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count, row,
+               context, kv_len, n_tiles, scale_log2):
+    """The loader of e4m3 caches (one warp): K as stored, for Q K^T on e4m3, and V as stored into one
+    of the staging buffers that `_convert_v` empties."""
+    TILE_: gl.constexpr = k_bufs.type.shape[1]
+    BLOCK: gl.constexpr = v_desc.block_type.shape[0]
+    SLOTS: gl.constexpr = v8_bufs.type.shape[0]
+    _copy_q(q_desc, q_smem, q_bar, head, first, row)
+    for j in range(n_tiles):
+        _copy_k(k_desc, k_bufs, k_ready, k_empty, j, kv_len, kv_rows, block_table_ptr, col)
+        slot = j % SLOTS
+        mbarrier.wait(v8_empty.index(slot), ((j // SLOTS) & 1) ^ 1)
+        mbarrier.expect(v8_ready.index(slot), TILE_ // BLOCK * v_desc.block_type.nbytes)
+        _copy_tile(v_desc, v8_bufs.index(slot), v8_ready.index(slot), j, kv_len, kv_rows, block_table_ptr,
+                   col, -1)
+
+
+@gluon.jit
+def _convert_v(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
+               v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
+               v_stride_row, block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count, row,
+               context, kv_len, n_tiles, scale_log2):
+    """An e4m3 V tile from its staging buffer into its stage in fp16, for P V (wgmma takes an 8-bit B
+    only K-major, and V's rows are keys): a warpgroup of its own, so that neither the consumers' loop
+    nor the loader's copies wait on it. Keys past the last one are written as zeros: the cache block
+    holding it has stale rows after it, which a zero of P would not cancel if not finite."""
+    STAGES_: gl.constexpr = v_bufs.type.shape[0]
+    TILE_: gl.constexpr = v_bufs.type.shape[1]
+    SLOTS: gl.constexpr = v8_bufs.type.shape[0]
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])  # [16, 128]: 16 bytes a thread
+    for t in range(n_tiles):
+        stage = t % STAGES_
+        slot = t % SLOTS
+        mbarrier.wait(v8_ready.index(slot), (t // SLOTS) & 1)
+        mbarrier.wait(v_empty.index(stage), ((t // STAGES_) & 1) ^ 1)
+        for c in gl.static_range(TILE_ // CONVERT_ROWS):
+            values = v8_bufs.index(slot).slice(c * CONVERT_ROWS, CONVERT_ROWS).load(layout).to(v_bufs.dtype)
+            if (t + 1) * TILE_ > kv_len:
+                keys = t * TILE_ + c * CONVERT_ROWS + gl.arange(0, CONVERT_ROWS, gl.SliceLayout(1, layout))
+                values = gl.where(gl.expand_dims(keys < kv_len, 1), values, 0.0)
+            v_bufs.index(stage).slice(c * CONVERT_ROWS, CONVERT_ROWS).store(values)
+        fence_async_shared()  # the stores, before the products read them through the async proxy
+        mbarrier.arrive(v8_empty.index(slot), count=1)  # after every warp's reads (the arrival syncs them)
+        mbarrier.arrive(v_ready.index(stage), count=1)
 
 
 @gluon.jit
 def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
-                      seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_stride, max_blocks,
-                      out_stride_t, out_stride_h, v_stride_row, kv_rows, scale_log2, GROUP: gl.constexpr,
-                      TILE: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                      LOADER_REGS: gl.constexpr, CAUSAL: gl.constexpr = True):
+                      seq_lens_ptr, k_scale_ptr, v_scale_ptr, num_seqs, num_tokens, num_q_blocks,
+                      block_table_stride, max_blocks, out_stride_t, out_stride_h, v_stride_row, kv_rows,
+                      scale_log2, GROUP: gl.constexpr, TILE: gl.constexpr, STAGES: gl.constexpr,
+                      CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+                      FP8_PRODUCTS: gl.constexpr = False, CONVERTER_REGS: gl.constexpr = 0,
+                      CAUSAL: gl.constexpr = True):
     """Q-block num_q_blocks - 1 - program_id(1) of query head program_id(0) (module docstring).
     The partition functions are one per warpgroup (`_consume_low`, `_consume_high`), not one taking
     the half as an argument: a constant passed through `gl.warp_specialize` arrives as a tensor
     (triton 3.6.0), and the half's Q buffer and row offsets are then computed at run time.
     q_desc: q as [tokens, query heads x D] in boxes of 64 rows; k_desc, v_desc: the caches as
-    [blocks x block size, KV heads x D] rows in boxes of one cache block."""
+    [blocks x block size, KV heads x D] rows in boxes of one cache block. FP8_PRODUCTS: the caches
+    are OCP e4m3 (its name is the Q-block kernel's for a kernel that rounds q to e4m3,
+    `perf.measure.check.rounds_to_e4m3`); k_scale_ptr and v_scale_ptr are then read."""
     D: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK: gl.constexpr = k_desc.block_type.shape[0]
+    gl.static_assert((k_desc.dtype != q_desc.dtype) == FP8_PRODUCTS, "FP8_PRODUCTS: the caches are e4m3")
     head = gl.program_id(0)
     q_block = num_q_blocks - 1 - gl.program_id(1)
     seq, first, count, row = locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens)
@@ -288,45 +413,68 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     n_tiles = gl.where((row >= 0) & (row < count) & keys_fit, gl.cdiv(keys, TILE), 0)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, HALF, D], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(k_desc.dtype, [STAGES, TILE, D], k_desc.layout)
-    v_bufs = gl.allocate_shared_memory(v_desc.dtype, [STAGES, TILE, D], v_desc.layout)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    if FP8_PRODUCTS:
+        # q in e4m3 for Q K^T; V staged as stored, then in fp16 (P V's operands: bf16 P would keep 7 bits)
+        q8_smem = gl.allocate_shared_memory(k_desc.dtype, [2, HALF, D], k_desc.layout)
+        v8_bufs = gl.allocate_shared_memory(v_desc.dtype, [E4M3_SLOTS, TILE, D], v_desc.layout)
+        v_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, TILE, D], q_desc.layout)
+        v8_ready = gl.allocate_shared_memory(gl.int64, [E4M3_SLOTS, 1], mbarrier.MBarrierLayout())
+        v8_empty = gl.allocate_shared_memory(gl.int64, [E4M3_SLOTS, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(E4M3_SLOTS):
+            mbarrier.init(v8_ready.index(i), count=1)
+            mbarrier.init(v8_empty.index(i), count=1)
+    else:
+        q8_smem = q_smem
+        v_bufs = gl.allocate_shared_memory(v_desc.dtype, [STAGES, TILE, D], v_desc.layout)
+        v8_bufs = v_bufs
+        v8_ready = v_ready
+        v8_empty = v_empty
     mbarrier.init(q_bar, count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=2)  # both consumers read every tile
         mbarrier.init(v_empty.index(i), count=2)
-    args = (q_desc, k_desc, v_desc, q_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty,
-            out_ptr, out_stride_t, out_stride_h, v_cache_ptr, v_stride_row,
-            block_table_ptr + seq.to(gl.int64) * block_table_stride, kv_rows, head, (head // GROUP) * D,
-            first, count, row, context, kv_len, n_tiles, scale_log2)
-    gl.warp_specialize([(_consume_low, args), (_consume_high, args), (_load, args)], [4, 1],
-                       [CONSUMER_REGS, LOADER_REGS])
+    args = (q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
+            v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
+            v_stride_row,
+            block_table_ptr + seq.to(gl.int64) * block_table_stride, kv_rows, k_scale_ptr, v_scale_ptr, head,
+            (head // GROUP) * D, first, count, row, context, kv_len, n_tiles, scale_log2)
+    if FP8_PRODUCTS:  # the converter's warpgroup before the loader's warp: setmaxnreg takes whole warpgroups
+        gl.warp_specialize([(_consume_low, args), (_consume_high, args), (_convert_v, args),
+                            (_load_e4m3, args)], [4, 4, 1], [CONSUMER_REGS, CONVERTER_REGS, LOADER_REGS])
+    else:
+        gl.warp_specialize([(_consume_low, args), (_consume_high, args), (_load, args)], [4, 1],
+                           [CONSUMER_REGS, LOADER_REGS])
 
 
 HEAD_SIZES = (64, 128)  # a row of 128 or 256 bytes: the 128-byte swizzle; both compiled for sm_90 on a CPU
+E4M3_HEAD_SIZES = (128,)  # an e4m3 row of 64 bytes would need the 64-byte swizzle: not written
 BLOCK_SIZES = (16, 32, 64, 128)  # whole cache blocks per tile, each a TMA box of >= 8 rows (1 KiB)
 
 
 def descriptors(q, k_cache, v_cache):
     """Host TMA descriptors: q as [tokens, query heads x D] in boxes of 64 rows, each cache as
     [blocks x block size, KV heads x D] in boxes of one cache block (`planning.tma_layout`
-    holds the strides this needs)."""
+    holds the strides this needs); wgmma's 128-byte swizzle for every tile."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     num_tokens, num_q_heads, head_size = q.shape
     num_blocks, block_size, num_kv_heads, _ = k_cache.shape
-    layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)  # wgmma's, every tile
+    q_layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8 * q.element_size(), rank=2)
+    cache_layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8 * k_cache.element_size(),
+                                        rank=2)
     q_desc = TensorDescriptor(q, [num_tokens, num_q_heads * head_size], [q.stride(0), 1],
-                              [HALF.value, head_size], layout)
+                              [HALF.value, head_size], q_layout)
     rows = [num_blocks * block_size, num_kv_heads * head_size]
     return (q_desc,
-            TensorDescriptor(k_cache, rows, [k_cache.stride(1), 1], [block_size, head_size], layout),
-            TensorDescriptor(v_cache, rows, [v_cache.stride(1), 1], [block_size, head_size], layout))
+            TensorDescriptor(k_cache, rows, [k_cache.stride(1), 1], [block_size, head_size], cache_layout),
+            TensorDescriptor(v_cache, rows, [v_cache.stride(1), 1], [block_size, head_size], cache_layout))
 
 
 def q_blocks(num_tokens: int, num_seqs: int) -> int:

@@ -24,10 +24,11 @@ from grid_cases import seed
 
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
-from kernels.inputs import OCP_E4M3
+from kernels.inputs import FNUZ_E4M3, OCP_E4M3
 from kernels.paged_attention import planning
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
+from perf.measure import check
 from perf.measure.check import TOLERANCES
 
 pytest.importorskip("triton.experimental.gluon", reason="this Triton has no Gluon (3.6 and later)")
@@ -55,19 +56,55 @@ def _batch(dtype="bfloat16", head_size=128, block_size=16, fp8=False, **spec):
     return build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
 
 
-@pytest.mark.parametrize("dtype,head_size,block_size", [
-    ("bfloat16", 128, 16), ("float16", 128, 32), ("bfloat16", 64, 64), ("bfloat16", 128, 128)])
-def test_the_planner_takes_the_kernel_on_sm90(hopper, dtype, head_size, block_size):
-    batch = _batch(dtype, head_size, block_size)
+@pytest.mark.parametrize("dtype,head_size,block_size,fp8", [
+    ("bfloat16", 128, 16, False), ("float16", 128, 32, False), ("bfloat16", 64, 64, False),
+    ("bfloat16", 128, 128, False), ("bfloat16", 128, 16, True), ("float16", 128, 64, True)])
+def test_the_planner_takes_the_kernel_on_sm90(hopper, dtype, head_size, block_size, fp8):
+    batch = _batch(dtype, head_size, block_size, fp8)
     assert _kernels(batch) == ["ws_prefill_kernel"]
     assert _kernels(batch, dataclasses.replace(WS, warp_specialized=False)) == ["q_block_kernel"]
 
 
+@pytest.mark.parametrize("dtype,fp8,prompts,kernel", [
+    ("bfloat16", False, (2048,), "ws_prefill_kernel"),
+    ("bfloat16", True, (2048,), "ws_prefill_kernel"),
+    ("bfloat16", True, (1024,) * 8, "ws_prefill_kernel"),
+    ("bfloat16", True, (512,) * 16, "q_block_kernel"),  # short prompts: the rule's bound
+    ("float16", True, (2048,), "q_block_kernel"),  # fp16 queries over e4m3: unmeasured
+])
+def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, prompts, kernel):
+    """[warp-specialized] and [warp-specialized-e4m3] as the tree plans them, with no config hint."""
+    spec = BatchSpec(prompts, prompts, num_q_heads=32, num_kv_heads=8, dtype=dtype, fp8_kv=fp8)
+    batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
+    assert _kernels(batch, config=None) == [kernel]
+
+
+def test_an_e4m3_cache_plans_the_kernel_that_rounds_q_and_reads_the_scales(hopper):
+    """The check's tolerance follows FP8_PRODUCTS (`perf.measure.check.rounds_to_e4m3`), and the
+    scales are the call's own tensors."""
+    batch = _batch(fp8=True)
+    planning.release_buffers()
+    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS,
+                                               vendor="nvidia", num_sms=132, **batch.options)
+    assert check.rounds_to_e4m3([launch.config()])
+    assert launch.args["k_scale_ptr"] is batch.options["k_scale"]
+    assert launch.args["v_scale_ptr"] is batch.options["v_scale"]
+    _, [launch] = VARIANTS["static_grid"].plan(*_batch().args(), out=_batch().new_output(), config=WS,
+                                               vendor="nvidia", num_sms=132)
+    assert not check.rounds_to_e4m3([launch.config()])
+
+
 @pytest.mark.parametrize("change", [
-    dict(head_size=96), dict(head_size=256), dict(block_size=8), dict(block_size=544), dict(fp8=True),
-    dict(sliding_window=37), dict(softcap=20.0), dict(sinks=True)])
+    dict(head_size=96), dict(head_size=256), dict(block_size=8), dict(block_size=544),
+    dict(fp8=True, head_size=64), dict(sliding_window=37), dict(softcap=20.0), dict(sinks=True)])
 def test_what_the_kernel_lacks_keeps_the_q_block_kernel(hopper, change):
     assert _kernels(_batch(**change)) == ["q_block_kernel"]
+
+
+def test_an_fnuz_cache_keeps_the_q_block_kernel(hopper):
+    """The kernel's Q K^T takes OCP e4m3 (Hopper's); FNUZ bytes are decoded in the Q-block kernel."""
+    spec = BatchSpec((5, 300), (40, 700), num_q_heads=8, num_kv_heads=2, dtype="bfloat16", fp8_kv=True)
+    assert _kernels(build_batch(spec, "cpu", fill=False, fp8_dtype=FNUZ_E4M3)) == ["q_block_kernel"]
 
 
 @pytest.mark.parametrize("arch,vendor", [("sm_80", "nvidia"), ("sm_100", "nvidia"), ("gfx942", "amd"),
@@ -120,15 +157,16 @@ from triton.backends.compiler import GPUTarget
 from triton.runtime.jit import mangle_type
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
+from kernels.inputs import OCP_E4M3
 from kernels.paged_attention.heuristics import Config
 from triton.experimental.gluon._runtime import GluonASTSource
 
 platform.current = lambda: platform.Platform("nvidia", "sm_90", "H200", 32, 132)
 facts = {}
-for head, block in ((128, 16), (64, 128)):
+for head, block, fp8 in ((128, 16, False), (64, 128, False), (128, 16, True)):
     spec = BatchSpec((5, 300), (40, 700), num_q_heads=8, num_kv_heads=2, head_size=head, block_size=block,
-                     dtype="bfloat16")
-    batch = build_batch(spec, "cpu", fill=False)
+                     dtype="bfloat16", fp8_kv=fp8)
+    batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     config = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True)
     _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
                                                num_sms=132, config=config, **batch.options)
@@ -139,10 +177,11 @@ for head, block in ((128, 16), (64, 128)):
                               options=dict(num_warps=launch.num_warps, **launch.vendor_options))
     ptx = compiled.asm["ptx"]
     regs = [line.split() for line in ptx.splitlines() if "setmaxnreg" in line]
-    facts[f"{head}/{block}"] = dict(
+    facts[f"{head}/{block}" + ("/e4m3" if fp8 else "")] = dict(
         shared=compiled.metadata.shared, num_warps=compiled.metadata.num_warps,
         setmaxnreg=sorted({r[0].split(".")[1] + " " + r[-1].rstrip(";") for r in regs}),
-        wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"))
+        wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
+        e4m3_wgmma=ptx.count("e4m3.e4m3"), conversions=ptx.count("cvt.rn.f16x2.e4m3x2"))
 print(json.dumps(facts))
 """
 
@@ -158,15 +197,23 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads(done.stdout.strip().splitlines()[-1])
     for shape, f in facts.items():
-        assert f["num_warps"] == 12, (shape, f)  # 4 default + 4 + the loader's warpgroup
+        e4m3 = shape.endswith("e4m3")
+        # 4 default + 4 + the loader's warpgroup, and for e4m3 the converter's before it
+        assert f["num_warps"] == (16 if e4m3 else 12), (shape, f)
         assert f["shared"] <= 227 * 1024, (shape, f)  # an sm_90 SM's shared memory for one block
-        assert f"dec {ws.LOADER_REGS}" in f["setmaxnreg"], (shape, f)  # the loader gives registers up
-        assert f"inc {ws.CONSUMER_REGS}" in f["setmaxnreg"], (shape, f)  # to the consumers
+        regs = ws.E4M3_REGS if e4m3 else dict(CONSUMER_REGS=ws.CONSUMER_REGS, LOADER_REGS=ws.LOADER_REGS)
+        assert f"dec {regs['LOADER_REGS']}" in f["setmaxnreg"], (shape, f)  # the loader gives registers up
+        assert f"inc {regs['CONSUMER_REGS']}" in f["setmaxnreg"], (shape, f)  # to the consumers
+        assert not e4m3 or f"dec {regs['CONVERTER_REGS']}" in f["setmaxnreg"], (shape, f)
         assert f["tma"] > 0, (shape, f)
     # per consumer, Q K^T (head / 16 wgmma over 128 keys) and P V (128 / 16 over the head) twice each:
     # the first tile's Q K^T before the loop, the last tile's P V after it
     assert facts["128/16"]["wgmma"] == 2 * 2 * (128 // 16 + 128 // 16)
     assert facts["64/128"]["wgmma"] == 2 * 2 * (64 // 16 + 128 // 16)
+    # e4m3: Q K^T on e4m3 (K of 32 a wgmma), P V in fp16 over V that the converter turns a pair at a time
+    e4m3 = facts["128/16/e4m3"]
+    assert e4m3["wgmma"] == 2 * 2 * (128 // 32 + 128 // 16) and e4m3["e4m3_wgmma"] == 2 * 2 * (128 // 32)
+    assert e4m3["conversions"] > 0 and facts["128/16"]["conversions"] == 0
 
 
 # (query lens, kv lens) per batch: several Q-blocks per sequence with and without context before the
@@ -178,13 +225,33 @@ GPU_BATCHES = {
     "prompt_1000": ((1000,), (1000,)),
 }
 GPU_CASES = [
-    ("mixed", 8, 2, 128, 16, "bfloat16"),
-    ("mixed", 10, 2, 128, 32, "float16"),
-    ("mixed", 8, 1, 64, 64, "bfloat16"),
-    ("chunk", 4, 4, 128, 128, "bfloat16"),
-    ("prompt_1000", 32, 8, 128, 16, "bfloat16"),
-    ("prompt_1000", 8, 2, 64, 128, "float16"),
+    ("mixed", 8, 2, 128, 16, "bfloat16", False),
+    ("mixed", 10, 2, 128, 32, "float16", False),
+    ("mixed", 8, 1, 64, 64, "bfloat16", False),
+    ("chunk", 4, 4, 128, 128, "bfloat16", False),
+    ("prompt_1000", 32, 8, 128, 16, "bfloat16", False),
+    ("prompt_1000", 8, 2, 64, 128, "float16", False),
+    # OCP e4m3 caches: Q K^T on e4m3, V converted to fp16 by the loader
+    ("mixed", 8, 2, 128, 16, "bfloat16", True),
+    ("mixed", 10, 2, 128, 32, "float16", True),
+    ("chunk", 4, 4, 128, 128, "bfloat16", True),
+    ("prompt_1000", 32, 8, 128, 64, "bfloat16", True),
 ]
+
+
+def _reference(batch, fp8: bool):
+    """The fp32 reference; over an e4m3 cache, of q as the kernel rounds it for Q K^T: to e4m3 after a power
+    of two (per head here, per 64 rows of a head there: e4m3's rounding is the same under any power of two
+    but in its subnormals, 2^-10 of the largest and below), so that the 16-bit tolerance holds. Against q
+    itself, one of a 2k prompt's 8.4 million outputs lay 10 % beyond even `check.FP8_PRODUCTS_TOLERANCE`
+    (NVIDIA H200, 2026-11-30)."""
+    q, *rest = batch.args()
+    if fp8:
+        x = q.float()
+        big = x.abs().amax(dim=(0, 2), keepdim=True).clamp_min(2.0 ** -100)
+        shift = torch.ceil(torch.log2(big)) - 8  # OCP e4m3's largest power of two, `common.e4m3_top`
+        q = ((x * torch.exp2(-shift)).to(OCP_E4M3).float() * torch.exp2(shift)).to(q.dtype)
+    return paged_attention_reference(q, *rest, **batch.options).float()
 
 
 def _on_sm90(device: str) -> None:
@@ -194,44 +261,47 @@ def _on_sm90(device: str) -> None:
         pytest.skip(f"the kernel is sm_90's; this GPU is {platform.current().arch}")
 
 
-@pytest.mark.parametrize("name,q_heads,kv_heads,head_size,block_size,dtype", GPU_CASES)
-def test_the_kernel_matches_the_reference(name, q_heads, kv_heads, head_size, block_size, dtype, device):
+@pytest.mark.parametrize("name,q_heads,kv_heads,head_size,block_size,dtype,fp8", GPU_CASES)
+def test_the_kernel_matches_the_reference(name, q_heads, kv_heads, head_size, block_size, dtype, fp8, device):
     _on_sm90(device)
     query_lens, kv_lens = GPU_BATCHES[name]
     spec = BatchSpec(query_lens, kv_lens, num_q_heads=q_heads, num_kv_heads=kv_heads, head_size=head_size,
-                     block_size=block_size, dtype=dtype,
-                     seed=seed("warp_specialized", name, q_heads, head_size, block_size))
-    batch = build_batch(spec, device, poison=True)
+                     block_size=block_size, dtype=dtype, fp8_kv=fp8,
+                     seed=seed("warp_specialized", name, q_heads, head_size, block_size, fp8))
+    batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     assert _kernels(batch, vendor=None) == ["ws_prefill_kernel"]
     out = batch.new_output()  # NaN: an unwritten element fails
     VARIANTS["static_grid"](*batch.args(), out=out, config=WS, **batch.options)
-    expected = paged_attention_reference(*batch.args(), **batch.options).float()
+    expected = _reference(batch, fp8)
     atol, rtol = TOLERANCES[dtype]  # the correctness grid's
     torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
 
 
-def test_the_trees_prompt_is_the_kernel_on_sm90(device):
-    """As a serving engine calls it: the NVIDIA tree's own choice for a bf16 prompt of 2k tokens."""
+@pytest.mark.parametrize("fp8", [False, True])
+def test_the_trees_prompt_is_the_kernel_on_sm90(fp8, device):
+    """As a serving engine calls it: the NVIDIA tree's own choice for a bf16 prompt of 2k tokens, over a
+    bf16 cache or an OCP e4m3 one."""
     _on_sm90(device)
-    spec = BatchSpec((2048,), (2048,), num_q_heads=32, num_kv_heads=8, dtype="bfloat16", seed=7)
-    batch = build_batch(spec, device, poison=True)
+    spec = BatchSpec((2048,), (2048,), num_q_heads=32, num_kv_heads=8, dtype="bfloat16", fp8_kv=fp8, seed=7)
+    batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     assert _kernels(batch, config=None, vendor=None) == ["ws_prefill_kernel"]
     out = batch.new_output()
     VARIANTS["static_grid"](*batch.args(), out=out, **batch.options)
-    expected = paged_attention_reference(*batch.args(), **batch.options).float()
+    expected = _reference(batch, fp8)
     atol, rtol = TOLERANCES["bfloat16"]
     torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("fp8", [False, True])
 @pytest.mark.parametrize("corruption", ["keys_short_of_queries", "keys_past_the_row"])
-def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, device):
+def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, fp8, device):
     """Metadata the value checks would refuse (they are off, as on the serving path): the sequence
     whose key count fails `common.keys_ok` gets rows of zeros, as from the Q-block kernel, and the
     other sequence of the batch its attention."""
     _on_sm90(device)
-    spec = BatchSpec((300, 129), (300, 463), num_q_heads=8, num_kv_heads=2, dtype="bfloat16",
+    spec = BatchSpec((300, 129), (300, 463), num_q_heads=8, num_kv_heads=2, dtype="bfloat16", fp8_kv=fp8,
                      seed=seed("warp_specialized_keys_ok", corruption))
-    batch = build_batch(spec, device, poison=True)
+    batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     q, k, v, table, cu_seqlens, seq_lens = batch.args()
     corrupt = seq_lens.clone()
     corrupt[0] = 299 if corruption == "keys_short_of_queries" else table.shape[1] * spec.block_size + 1
@@ -239,6 +309,6 @@ def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, device):
     VARIANTS["static_grid"](q, k, v, table, cu_seqlens, corrupt, out=out, config=WS, check_values=False,
                             **batch.options)
     assert torch.equal(out[:300].float(), torch.zeros_like(out[:300].float()))
-    expected = paged_attention_reference(*batch.args(), **batch.options).float()
+    expected = _reference(batch, fp8)
     atol, rtol = TOLERANCES["bfloat16"]
     torch.testing.assert_close(out[300:].float(), expected[300:], atol=atol, rtol=rtol)
