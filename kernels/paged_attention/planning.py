@@ -195,10 +195,9 @@ class WarpSpecializedPlan:
                          kv_rows=num_blocks * block_size,
                          scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * LOG2E.value)
         e4m3 = inputs.is_fp8(k_cache.dtype)
-        regs = ws.E4M3_REGS if e4m3 else dict(CONSUMER_REGS=ws.CONSUMER_REGS, LOADER_REGS=ws.LOADER_REGS)
-        self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE,
-                               STAGES=ws.E4M3_STAGES if e4m3 else ws.STAGES, **regs, FP8_PRODUCTS=e4m3)
-        self.maxnreg = ws.E4M3_MAXNREG if e4m3 else ws.MAXNREG
+        constants, self.maxnreg = ws.launch_constants(e4m3)
+        self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, **constants,
+                               FP8_PRODUCTS=e4m3)
 
     def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,
                  options) -> list[KernelLaunch]:

@@ -86,8 +86,10 @@ E4M3_MAXNREG = 128
 # e4m3 caches: 3 stages of K and of fp16 V fit beside q in both types and the staging buffers (224.5 KiB
 # of 227) and took 0.97-1.0x the time of 2 (H200, docs/lab/2026-11-30.md)
 E4M3_STAGES = 3
-E4M3_SLOTS = gl.constexpr(2)  # V's staging buffers, e4m3 as copied: the converter's one behind the loader's
-# the converter's rows a pass: [16, 128] e4m3 in its warpgroup is 16 bytes a thread, in fp16 8 registers
+# V's staging buffers, e4m3 as copied: the converter's one behind the loader's (2: not timed against 3)
+E4M3_SLOTS = gl.constexpr(2)
+# the converter's rows a pass: [16, 128] e4m3 in its warpgroup is 16 bytes a thread, in fp16 8 registers,
+# within its 40 (not timed against other passes)
 CONVERT_ROWS = gl.constexpr(16)
 
 
@@ -168,9 +170,10 @@ def _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, 
                                                        instr_shape=[16, D, 16])
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    E4M3: gl.constexpr = k_bufs.dtype != q_smem.dtype  # FP8_PRODUCTS: no constant reaches a partition
     q = q_smem.index(HALF_INDEX)
     mbarrier.wait(q_bar, 0)
-    if k_bufs.dtype != q_smem.dtype:
+    if E4M3:
         # an e4m3 cache: Q K^T on e4m3 operands, these rows of q brought into e4m3's range by a power
         # of two (`common.to_range`, exact) that the score scale takes back with K's scale
         q, shift = _rows_to_e4m3(q, q8_smem.index(HALF_INDEX))
@@ -215,7 +218,7 @@ def _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, 
     # rows that saw no key (a Q-block given no tiles: `common.keys_ok` failed) are zeros, as the
     # Q-block kernel's
     total_o = gl.expand_dims(gl.convert_layout(total, rows_o), 1)
-    if k_bufs.dtype != q_smem.dtype:
+    if E4M3:
         acc = acc * gl.load(v_scale_ptr)  # V entered P V as stored: its scale, once here
     o = gl.where(total_o > 0.0, acc / total_o, 0.0)
     local = row + HALF_INDEX * HALF + gl.arange(0, HALF, rows_o)
@@ -475,6 +478,13 @@ def descriptors(q, k_cache, v_cache):
     return (q_desc,
             TensorDescriptor(k_cache, rows, [k_cache.stride(1), 1], [block_size, head_size], cache_layout),
             TensorDescriptor(v_cache, rows, [v_cache.stride(1), 1], [block_size, head_size], cache_layout))
+
+
+def launch_constants(e4m3: bool) -> tuple[dict, int]:
+    """(the kernel's stages and register split, the launch's MAXNREG) for a 16-bit cache or an e4m3 one."""
+    if e4m3:
+        return dict(STAGES=E4M3_STAGES, **E4M3_REGS), E4M3_MAXNREG
+    return dict(STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS), MAXNREG
 
 
 def q_blocks(num_tokens: int, num_seqs: int) -> int:

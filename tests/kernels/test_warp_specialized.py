@@ -202,7 +202,7 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
         # 4 default + 4 + the loader's warpgroup, and for e4m3 the converter's before it
         assert f["num_warps"] == (16 if e4m3 else 12), (shape, f)
         assert f["shared"] <= 227 * 1024, (shape, f)  # an sm_90 SM's shared memory for one block
-        regs = ws.E4M3_REGS if e4m3 else dict(CONSUMER_REGS=ws.CONSUMER_REGS, LOADER_REGS=ws.LOADER_REGS)
+        regs, _ = ws.launch_constants(e4m3)
         assert f"dec {regs['LOADER_REGS']}" in f["setmaxnreg"], (shape, f)  # the loader gives registers up
         assert f"inc {regs['CONSUMER_REGS']}" in f["setmaxnreg"], (shape, f)  # to the consumers
         assert not e4m3 or f"dec {regs['CONVERTER_REGS']}" in f["setmaxnreg"], (shape, f)
