@@ -117,7 +117,7 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     plan = _PLANS.get(key) if key is not None else None
     if plan is None:
         if warp_specialized_applies(q, k_cache, v_cache, block_table, out, config, vendor, options):
-            plan = WarpSpecializedPlan(q, k_cache, block_table, options)
+            plan = WarpSpecializedPlan(q, k_cache, block_table, options, num_sms)
         else:
             plan = _plan(q, k_cache, v_cache, block_table, out, config, persistent, vendor, num_sms,
                          **options)
@@ -175,12 +175,14 @@ class _Plan:
 
 
 class WarpSpecializedPlan:
-    """The launch of `warp_specialized.ws_prefill_kernel` for a call's layout: its grid (query heads x
-    the shapes' bound on Q-blocks, as the Q-block kernel's), scalars and constants; `launches` adds
-    each call's tensors and the TMA descriptors made from them (host objects, a few us). Launched through
-    Triton's JIT dispatch: the Q-block kernel's `CompiledLaunches` binds tensors, not descriptors."""
+    """The launch of `warp_specialized.ws_prefill_kernel` for a call's layout: its grid (a program per SM,
+    persistent over query heads x the shapes' bound on Q-blocks, as the Q-block kernel's), scalars and
+    constants (waves in alternating directions for one sequence: `warp_specialized._nth_item`);
+    `launches` adds each call's tensors and the TMA descriptors made from them (host objects, a few us).
+    Launched through Triton's JIT dispatch: the Q-block kernel's `CompiledLaunches` binds tensors, not
+    descriptors."""
 
-    def __init__(self, q, k_cache, block_table, options: dict):
+    def __init__(self, q, k_cache, block_table, options: dict, num_sms: int):
         from kernels.paged_attention import warp_specialized as ws
 
         self.ws = ws
@@ -189,8 +191,9 @@ class WarpSpecializedPlan:
         num_blocks, block_size, num_kv_heads, _ = k_cache.shape
         scale = options.get("scale")
         q_blocks = ws.q_blocks(num_tokens, num_seqs)
-        self.grid = (num_q_heads, q_blocks)
+        self.grid = (ws.programs(q_blocks * num_q_heads, num_sms),)
         self.args = dict(num_seqs=num_seqs, num_tokens=num_tokens, num_q_blocks=q_blocks,
+                         num_q_heads=num_q_heads, alternate=int(num_seqs == 1),
                          block_table_stride=block_table.stride(0), max_blocks=max_blocks,
                          kv_rows=num_blocks * block_size,
                          scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * LOG2E.value)
@@ -215,7 +218,7 @@ class WarpSpecializedPlan:
 
 # Gluon's kernels need an sm_90 GPU: wgmma, TMA and setmaxnreg are Hopper's (sm_100 has no wgmma)
 WARP_SPECIALIZED_ARCH = "sm_90"
-MAX_GRID_Y = 65535  # CUDA's limit on a grid's y dimension (the warp-specialized kernel's Q-blocks)
+MAX_ITEMS = 2 ** 31 - 1  # the warp-specialized kernel numbers its work items (Q-blocks x heads) in int32
 
 
 def warp_specialized_applies(q, k_cache, v_cache, block_table, out, config: heuristics.Config, vendor: str,
@@ -224,8 +227,8 @@ def warp_specialized_applies(q, k_cache, v_cache, block_table, out, config: heur
     from a CPU, as the static gate plans, never: its compile is tests/kernels/test_warp_specialized.py's)
     with Triton's Gluon, 16-bit q and output of one dtype, caches of that dtype or OCP e4m3 (heads of
     `warp_specialized.E4M3_HEAD_SIZES`), none of softcap, window and sinks, heads and cache blocks the
-    kernel takes (`warp_specialized.HEAD_SIZES`, `.BLOCK_SIZES`), layouts TMA reads (`tma_layout`) and a
-    grid within CUDA's."""
+    kernel takes (`warp_specialized.HEAD_SIZES`, `.BLOCK_SIZES`), layouts TMA reads (`tma_layout`) and work
+    items it can number (MAX_ITEMS)."""
     if not (config.warp_specialized and vendor == "nvidia"
             and platform.current().arch == WARP_SPECIALIZED_ARCH and gluon_available()):
         return False
@@ -238,7 +241,7 @@ def warp_specialized_applies(q, k_cache, v_cache, block_table, out, config: heur
             and k_cache.dtype == v_cache.dtype and (k_cache.dtype == q.dtype or e4m3)
             and q.shape[2] in ws.HEAD_SIZES and k_cache.shape[1] in ws.BLOCK_SIZES
             and tma_layout(q, k_cache, v_cache, block_table, out)
-            and ws.q_blocks(q.shape[0], block_table.shape[0]) <= MAX_GRID_Y)
+            and ws.q_blocks(q.shape[0], block_table.shape[0]) * q.shape[1] <= MAX_ITEMS)
 
 
 def tma_layout(q, k_cache, v_cache, block_table, out) -> bool:

@@ -9,18 +9,25 @@ take the paged loop on sm_90 (docs/lab/2026-11-27.md). Written by hand in Gluon
 unmasked loop, where the Triton loop takes 1.2-1.5x (`perf.lab.warp_specialize`, H200,
 docs/lab/2026-11-30.md), and the anchor's prefills that take it run 0.81-1.01x FlashInfer's time.
 
-The work item is FlashAttention-3's: 128 queries of one query head of one sequence (a Q-block;
-the grid is query heads x Q-blocks, the Q-blocks numbered as `common.find_seq_idx` numbers them
-and launched last first, so the longest causal rows start first), causal at the end of the
-sequence's keys, over tiles of TILE keys.
+The work item is FlashAttention-3's: 128 queries of one query head of one sequence (a Q-block,
+numbered as `common.find_seq_idx` numbers them, the last first, so that the longest causal rows
+start first), causal at the end of the sequence's keys, over tiles of TILE keys. The kernel is
+persistent, as FA3's: a program per SM (shared memory holds one) takes every num_programs-th item
+(`_nth_item`), so that its loader copies the next item's q and first tiles while the consumers finish
+the last one. A program per item, the kernel's first form, paid each item's start: it took 1.14-1.21x
+(8 x 1k), 1.25-1.34x (16 x 512) and 1.02-1.06x (4 x 2k) the persistent kernel's time, bf16 and e4m3
+caches, and single long prompts run even (NVIDIA H200, docs/lab/2026-11-30.md).
 
-- **The loader** (one warp, LOADER_REGS registers) copies the Q-block once, then each tile of K
-  and V into one of STAGES shared buffers, one TMA copy per cache block (a tile of 128 keys is 8
-  copies of the anchor's blocks of 16), completing on the stage's `ready` barrier. Past the
-  sequence's last key it copies from beyond the cache's rows, which TMA fills with zeros. The
-  cache block holding the last key has stale rows after it: K's are masked out of the scores,
-  but a stale V that is not finite would poison P V (0 x inf), so that block of V is read by
-  ordinary masked loads, zeros past the last key, and stored by the loader.
+- **The loader** (one warp, LOADER_REGS registers) finds each work item (`_item`: the binary search
+  over the sequences, the keys, the tiles) and hands it on (`_hand_on`): its numbers into a small
+  shared buffer and its Q-block by TMA, both completing on `q_bar`, once the readers of the last one
+  have arrived on `q_empty`; so the consumers never search. Then each tile of K and V into one of
+  STAGES shared buffers, one TMA copy per cache block (a tile of 128 keys is 8 copies of the anchor's
+  blocks of 16), completing on the stage's `ready` barrier. Past the sequence's last key it copies from
+  beyond the cache's rows, which TMA fills with zeros. The cache block holding the last key has stale
+  rows after it: K's are masked out of the scores, but a stale V that is not finite would poison P V
+  (0 x inf), so that block of V is read by ordinary masked loads, zeros past the last key, and stored
+  by the loader. Past its last item it hands on an item of -1 tiles, which ends the other partitions.
 - **Two consumers** (a warpgroup each, CONSUMER_REGS registers) take 64 of the Q-block's rows
   each: S = Q K^T on wgmma, the causal mask on the tiles that cross the diagonal or the end,
   the online softmax in exp2 (the scale in each exponent's FFMA), O += P V on wgmma with P from
@@ -31,12 +38,13 @@ sequence's keys, over tiles of TILE keys.
   softmax runs while the other's products hold the tensor cores.
 - **An OCP e4m3 cache** (FP8_PRODUCTS; bf16 or fp16 queries): each consumer rounds its rows of q
   to e4m3 once, after a power of two that the score scale takes back with k_scale, and Q K^T runs
-  on e4m3 straight from K's stage. wgmma takes an 8-bit B only K-major and V's rows are keys, so
-  P V runs in fp16 (P in fp16, 10 bits where bf16 keeps 7) over V converted exactly from e4m3 by a
-  fourth warpgroup (`_convert_v`), which zeroes the keys past the last one; the loader copies V as
-  stored into E4M3_SLOTS staging buffers for it. v_scale scales the output. The conversion in the
-  loader's own warpgroup (its copies then wait on a barrier each) or in the consumers left it
-  1.15-1.2x slower than the bf16 kernel at blocks of 16; in a warpgroup of its own 0.91-1.08x
+  on e4m3 straight from K's stage (only the rows of the item's queries set the power, so a
+  sequence's rounding does not depend on the sequence after it). wgmma takes an 8-bit B only K-major
+  and V's rows are keys, so P V runs in fp16 (P in fp16, 10 bits where bf16 keeps 7) over V converted
+  exactly from e4m3 by a fourth warpgroup (`_convert_v`), which zeroes the keys past the last one; the
+  loader copies V as stored into E4M3_SLOTS staging buffers for it. v_scale scales the output. The
+  conversion in the loader's own warpgroup (its copies then wait on a barrier each) or in the consumers
+  left it 1.15-1.2x slower than the bf16 kernel at blocks of 16; in a warpgroup of its own 0.91-1.08x
   (H200, docs/lab/2026-11-30.md).
 
 Metadata the value checks would refuse stays inside the tensors, as in the Q-block kernel
@@ -116,11 +124,14 @@ def locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens):
 
 
 @gluon.jit
-def _rows_to_e4m3(q, q8):
+def _rows_to_e4m3(q, q8, valid):
     """A consumer's rows of q (16-bit, shared) into `q8` (e4m3, shared) for Q K^T, brought into e4m3's
-    range by a power of two as `common.to_range` does: (q8, the exponent q was divided by)."""
+    range by a power of two as `common.to_range` does: (q8, the exponent q was divided by). Only the
+    first `valid` rows are the work item's queries (the rest, the next sequence's or TMA's zeros, are
+    read as zeros), so that no other sequence's magnitudes set the power."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
-    x = q.load(layout).to(gl.float32)
+    rows = gl.arange(0, q.type.shape[0], gl.SliceLayout(1, layout))
+    x = gl.where(gl.expand_dims(rows < valid, 1), q.load(layout).to(gl.float32), 0.0)
     big = gl.max(gl.max(gl.abs(x), axis=1), axis=0)
     usable = (big > 0.0) & (big < 3.0e38)
     shift = gl.where(usable, gl.ceil(gl.log2(gl.where(usable, big, 1.0))) - e4m3_top(q8.dtype), 0.0)
@@ -156,10 +167,89 @@ def _online_softmax(s, m, total, acc, j, unmasked, positions, kv_len, scale_log2
 
 
 @gluon.jit
-def _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr,
-             out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, head, first, count, row, context, kv_len,
-             n_tiles, scale_log2, HALF_INDEX: gl.constexpr):
-    """Rows HALF_INDEX * 64.. of the Q-block over every tile: one consumer warpgroup's work."""
+def _item(w, num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
+          block_table_ptr, block_table_stride, max_blocks, causal, TILE: gl.constexpr, BLOCK: gl.constexpr,
+          D: gl.constexpr):
+    """Work item w: query head w % num_q_heads of Q-block num_q_blocks - 1 - w // num_q_heads (the
+    longest causal rows first, a KV head's query heads side by side). Returns (head, its KV head's
+    first column, the sequence's block-table row, first token, query count, first row in the sequence,
+    keys before the queries, keys, tiles)."""
+    head = w % num_q_heads
+    q_block = num_q_blocks - 1 - w // num_q_heads
+    seq, first, count, row = locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens)
+    count = gl.where(q_block >= 0, count, 0)  # past the last item (`_nth_item`'s last wave): no queries
+    seq_len = gl.load(seq_lens_ptr + seq)
+    kv_len = gl.minimum(gl.maximum(seq_len, 0), max_blocks * BLOCK)
+    # `common.keys_ok`: keys that cover the queries and fit the block-table row, else no tiles
+    keys_fit = (seq_len >= count) & (seq_len <= max_blocks * BLOCK)
+    # the keys before the queries; without the causal mask (a lab's question, never the contract's) the
+    # queries are placed after every key, so that each sees them all
+    context = kv_len - count * causal
+    # the keys the Q-block's last row sees; none for a Q-block of no queries
+    keys = gl.minimum(gl.maximum(context + row + BLOCK_M, 0), kv_len)
+    n_tiles = gl.where((row >= 0) & (row < count) & keys_fit, gl.cdiv(keys, TILE), 0)
+    table = block_table_ptr + seq.to(gl.int64) * block_table_stride
+    return head, (head // group) * D, table, first, count, row, context, kv_len, n_tiles
+
+
+@gluon.jit
+def _nth_item(wave, alternate):
+    """The program's work item in wave `wave` (num_programs items a wave, the last one short): the item of
+    its own lane, or with `alternate` in odd waves the mirrored lane's. The items' work falls with their
+    number within a sequence (the longest causal rows first), so a program that takes the heaviest of
+    one wave takes the lightest of the next: for one sequence 0.96-0.99x the time of waves in one
+    direction (1 x 2k, 8k, 16k); over several sequences, whose items' work rises again at each, 1.01-1.12x
+    (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md): `alternate` is the plan's, for one sequence."""
+    programs = gl.num_programs(0)
+    lane = gl.program_id(0)
+    mirrored = (alternate != 0) & (wave % 2 == 1)
+    return wave * programs + gl.where(mirrored, programs - 1 - lane, lane)
+
+
+INFO = gl.constexpr(8)  # a work item as the loader hands it on: head, first, count, row, context, keys, tiles
+
+
+@gluon.jit
+def _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len, n_tiles):
+    """The loader hands its n-th work item on (`_next_item` takes it), once every reader is done with the
+    last one (q_empty): its numbers into `info`, and its q by TMA, both completing on q_bar. Tiles < 0: no
+    items are left."""
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    layout: gl.constexpr = gl.BlockedLayout([INFO], [32], [1], [0])  # the loader's warp, every lane all
+    field = gl.arange(0, INFO, layout)
+    values = gl.where(field == 0, head, gl.where(field == 1, first, gl.where(field == 2, count, gl.where(
+        field == 3, row, gl.where(field == 4, context, gl.where(field == 5, kv_len, n_tiles))))))
+    mbarrier.wait(q_empty, (n & 1) ^ 1)  # a fresh barrier passes phase 1
+    info.store(values)
+    gl.thread_barrier()  # every lane's stores, before the arrival that publishes them
+    if n_tiles > 0:
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [first + row, head * D], q_bar, q_smem.index(0))
+        tma.async_copy_global_to_shared(q_desc, [first + row + HALF, head * D], q_bar, q_smem.index(1))
+    else:
+        mbarrier.arrive(q_bar, count=1)
+
+
+@gluon.jit
+def _next_item(info, q_bar, n):
+    """The n-th work item the loader handed on (`_hand_on`), once its q has landed: (head, first, count,
+    row, context, kv_len, tiles), in a partition of 4 warps."""
+    mbarrier.wait(q_bar, n & 1)
+    layout: gl.constexpr = gl.BlockedLayout([INFO], [32], [4], [0])  # every thread all of it
+    values = info.load(layout)
+    field = gl.arange(0, INFO, layout)
+    return (gl.sum(gl.where(field == 0, values, 0), axis=0), gl.sum(gl.where(field == 1, values, 0), axis=0),
+            gl.sum(gl.where(field == 2, values, 0), axis=0), gl.sum(gl.where(field == 3, values, 0), axis=0),
+            gl.sum(gl.where(field == 4, values, 0), axis=0), gl.sum(gl.where(field == 5, values, 0), axis=0),
+            gl.sum(gl.where(field == 6, values, 0), axis=0))
+
+
+@gluon.jit
+def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_empty, v_ready, v_empty,
+             out_ptr, out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, scale_log2,
+             HALF_INDEX: gl.constexpr):
+    """Rows HALF_INDEX * 64.. of each work item the loader hands on, over every tile: one consumer
+    warpgroup's work."""
     STAGES_: gl.constexpr = k_bufs.type.shape[0]
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     D: gl.constexpr = k_bufs.type.shape[2]
@@ -171,82 +261,94 @@ def _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, 
     rows_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     rows_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     E4M3: gl.constexpr = k_bufs.dtype != q_smem.dtype  # FP8_PRODUCTS: no constant reaches a partition
-    q = q_smem.index(HALF_INDEX)
-    mbarrier.wait(q_bar, 0)
-    if E4M3:
-        # an e4m3 cache: Q K^T on e4m3 operands, these rows of q brought into e4m3's range by a power
-        # of two (`common.to_range`, exact) that the score scale takes back with K's scale
-        q, shift = _rows_to_e4m3(q, q8_smem.index(HALF_INDEX))
-        scale_log2 = scale_log2 * gl.load(k_scale_ptr) * gl.exp2(shift)
-    # the query positions of these rows: the sequence's queries are its last keys
-    top = context + row + HALF_INDEX * HALF
-    positions = top + gl.arange(0, HALF, rows_s)
-    # tiles before `unmasked` hold only keys every row sees
-    unmasked = gl.minimum(top + 1, kv_len) // TILE_
-    m = gl.full([HALF], float("-inf"), gl.float32, rows_s)
-    total = gl.zeros([HALF], gl.float32, rows_s)
-    acc = gl.zeros([HALF, D], gl.float32, o_layout)
-    zero_s = gl.zeros([HALF, TILE_], gl.float32, s_layout)
-    # Q K^T of each tile is issued right behind P V of the tile before, and one wait takes both:
-    # the first tile's Q K^T before the loop, the last tile's P V after it
-    s = zero_s
-    if n_tiles > 0:
-        mbarrier.wait(k_ready.index(0), 0)
-        s = warpgroup_mma(q, k_bufs.index(0).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        s = warpgroup_mma_wait(0, deps=(s, ))
-        mbarrier.arrive(k_empty.index(0), count=1)
-    for j in range(n_tiles - 1):
-        stage = j % STAGES_
-        p16, m, total, acc = _online_softmax(s, m, total, acc, j, unmasked, positions, kv_len, scale_log2,
-                                             v_bufs.dtype, o_layout)
-        mbarrier.wait(v_ready.index(stage), (j // STAGES_) & 1)
-        acc = warpgroup_mma(p16, v_bufs.index(stage), acc, is_async=True)
-        ahead = (j + 1) % STAGES_
-        mbarrier.wait(k_ready.index(ahead), ((j + 1) // STAGES_) & 1)
-        s = warpgroup_mma(q, k_bufs.index(ahead).permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        s, acc = warpgroup_mma_wait(0, deps=(s, acc))
-        mbarrier.arrive(v_empty.index(stage), count=1)
-        mbarrier.arrive(k_empty.index(ahead), count=1)
-    if n_tiles > 0:
-        last = n_tiles - 1
-        p16, m, total, acc = _online_softmax(s, m, total, acc, last, unmasked, positions, kv_len, scale_log2,
-                                             v_bufs.dtype, o_layout)
-        mbarrier.wait(v_ready.index(last % STAGES_), (last // STAGES_) & 1)
-        acc = warpgroup_mma(p16, v_bufs.index(last % STAGES_), acc, is_async=True)
-        acc = warpgroup_mma_wait(0, deps=(acc, ))
-        mbarrier.arrive(v_empty.index(last % STAGES_), count=1)
-    # rows that saw no key (a Q-block given no tiles: `common.keys_ok` failed) are zeros, as the
-    # Q-block kernel's
-    total_o = gl.expand_dims(gl.convert_layout(total, rows_o), 1)
-    if E4M3:
-        acc = acc * gl.load(v_scale_ptr)  # V entered P V as stored: its scale, once here
-    o = gl.where(total_o > 0.0, acc / total_o, 0.0)
-    local = row + HALF_INDEX * HALF + gl.arange(0, HALF, rows_o)
-    cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
-    tokens = (first + local).to(gl.int64)
-    offsets = gl.expand_dims(tokens * out_stride_t, 1) + head * out_stride_h + gl.expand_dims(cols, 0)
-    rows_here = gl.expand_dims((local >= 0) & (local < count), 1)
-    gl.store(out_ptr + offsets, o.to(out_ptr.dtype.element_ty), mask=rows_here)
+    done = 0  # tiles of the earlier work items: the stages' barriers count on
+    n = 0
+    head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
+    while n_tiles >= 0:
+        # the query positions of these rows: the sequence's queries are its last keys
+        top = context + row + HALF_INDEX * HALF
+        positions = top + gl.arange(0, HALF, rows_s)
+        # tiles before `unmasked` hold only keys every row sees
+        unmasked = gl.minimum(top + 1, kv_len) // TILE_
+        m = gl.full([HALF], float("-inf"), gl.float32, rows_s)
+        total = gl.zeros([HALF], gl.float32, rows_s)
+        acc = gl.zeros([HALF, D], gl.float32, o_layout)
+        if n_tiles > 0:
+            q = q_smem.index(HALF_INDEX)
+            scale = scale_log2
+            if E4M3:
+                # an e4m3 cache: Q K^T on e4m3 operands, these rows of q brought into e4m3's range by a
+                # power of two (`common.to_range`, exact) that the score scale takes back with K's scale;
+                # q's buffer is free for the next work item's once both consumers have rounded it
+                q, shift = _rows_to_e4m3(q, q8_smem.index(HALF_INDEX), count - row - HALF_INDEX * HALF)
+                mbarrier.arrive(q_empty, count=1)
+                scale = scale * gl.load(k_scale_ptr) * gl.exp2(shift)
+            zero_s = gl.zeros([HALF, TILE_], gl.float32, s_layout)
+            # Q K^T of each tile is issued right behind P V of the tile before, and one wait takes both:
+            # the first tile's Q K^T before the loop, the last tile's P V after it
+            first_stage = done % STAGES_
+            mbarrier.wait(k_ready.index(first_stage), (done // STAGES_) & 1)
+            s = warpgroup_mma(q, k_bufs.index(first_stage).permute((1, 0)), zero_s, use_acc=False,
+                              is_async=True)
+            s = warpgroup_mma_wait(0, deps=(s, ))
+            mbarrier.arrive(k_empty.index(first_stage), count=1)
+            for j in range(n_tiles - 1):
+                t = done + j
+                stage = t % STAGES_
+                p16, m, total, acc = _online_softmax(s, m, total, acc, j, unmasked, positions, kv_len, scale,
+                                                     v_bufs.dtype, o_layout)
+                mbarrier.wait(v_ready.index(stage), (t // STAGES_) & 1)
+                acc = warpgroup_mma(p16, v_bufs.index(stage), acc, is_async=True)
+                ahead = (t + 1) % STAGES_
+                mbarrier.wait(k_ready.index(ahead), ((t + 1) // STAGES_) & 1)
+                s = warpgroup_mma(q, k_bufs.index(ahead).permute((1, 0)), zero_s, use_acc=False,
+                                  is_async=True)
+                s, acc = warpgroup_mma_wait(0, deps=(s, acc))
+                mbarrier.arrive(v_empty.index(stage), count=1)
+                mbarrier.arrive(k_empty.index(ahead), count=1)
+            if not E4M3:
+                mbarrier.arrive(q_empty, count=1)  # the last Q K^T has read q
+            last = n_tiles - 1
+            t = done + last
+            p16, m, total, acc = _online_softmax(s, m, total, acc, last, unmasked, positions, kv_len, scale,
+                                                 v_bufs.dtype, o_layout)
+            mbarrier.wait(v_ready.index(t % STAGES_), (t // STAGES_) & 1)
+            acc = warpgroup_mma(p16, v_bufs.index(t % STAGES_), acc, is_async=True)
+            acc = warpgroup_mma_wait(0, deps=(acc, ))
+            mbarrier.arrive(v_empty.index(t % STAGES_), count=1)
+            if E4M3:
+                acc = acc * gl.load(v_scale_ptr)  # V entered P V as stored: its scale, once here
+            done += n_tiles
+        else:
+            mbarrier.arrive(q_empty, count=1)  # no q to read
+        # rows that saw no key (a work item given no tiles: `common.keys_ok` failed) are zeros, as the
+        # Q-block kernel's
+        total_o = gl.expand_dims(gl.convert_layout(total, rows_o), 1)
+        o = gl.where(total_o > 0.0, acc / total_o, 0.0)
+        local = row + HALF_INDEX * HALF + gl.arange(0, HALF, rows_o)
+        cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
+        tokens = (first + local).to(gl.int64)
+        offsets = gl.expand_dims(tokens * out_stride_t, 1) + head * out_stride_h + gl.expand_dims(cols, 0)
+        rows_here = gl.expand_dims((local >= 0) & (local < count), 1)
+        gl.store(out_ptr + offsets, o.to(out_ptr.dtype.element_ty), mask=rows_here)
+        n += 1
+        head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
 
 
 @gluon.jit
-def _consume_low(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
-                 v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
-                 v_stride_row, block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count,
-                 row, context, kv_len, n_tiles, scale_log2):
-    _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr,
-             out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, head, first, count, row, context, kv_len,
-             n_tiles, scale_log2, 0)
+def _consume_low(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+                 k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
+                 v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+    _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_empty, v_ready, v_empty,
+             out_ptr, out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, scale_log2, 0)
 
 
 @gluon.jit
-def _consume_high(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
-                  v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
-                  v_stride_row, block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count,
-                  row, context, kv_len, n_tiles, scale_log2):
-    _consume(q_smem, q8_smem, k_bufs, v_bufs, q_bar, k_ready, k_empty, v_ready, v_empty, out_ptr,
-             out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, head, first, count, row, context, kv_len,
-             n_tiles, scale_log2, 1)
+def _consume_high(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+                  k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
+                  v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+    _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_empty, v_ready, v_empty,
+             out_ptr, out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, scale_log2, 1)
 
 
 @gluon.jit
@@ -265,34 +367,24 @@ def _copy_tile(desc, dest, bar, j, kv_len, kv_rows, block_table_ptr, col, skip_b
 
 
 @gluon.jit
-def _copy_q(q_desc, q_smem, q_bar, head, first, row):
-    """The Q-block's two halves, once."""
-    D: gl.constexpr = q_desc.block_type.shape[1]
-    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [first + row, head * D], q_bar, q_smem.index(0))
-    tma.async_copy_global_to_shared(q_desc, [first + row + HALF, head * D], q_bar, q_smem.index(1))
-
-
-@gluon.jit
-def _copy_k(k_desc, k_bufs, k_ready, k_empty, j, kv_len, kv_rows, block_table_ptr, col):
-    """Tile j of K into its stage, once both consumers have released it."""
+def _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, block_table_ptr, col):
+    """Tile j of K, the program's t-th, into its stage once both consumers have released it."""
     STAGES_: gl.constexpr = k_bufs.type.shape[0]
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     BLOCK: gl.constexpr = k_desc.block_type.shape[0]
-    stage = j % STAGES_
-    mbarrier.wait(k_empty.index(stage), ((j // STAGES_) & 1) ^ 1)  # a fresh barrier passes phase 1
+    stage = t % STAGES_
+    mbarrier.wait(k_empty.index(stage), ((t // STAGES_) & 1) ^ 1)  # a fresh barrier passes phase 1
     mbarrier.expect(k_ready.index(stage), TILE_ // BLOCK * k_desc.block_type.nbytes)
     _copy_tile(k_desc, k_bufs.index(stage), k_ready.index(stage), j, kv_len, kv_rows, block_table_ptr, col,
                -1)
 
 
 @gluon.jit
-def _load(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty, v_ready,
-          v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr, v_stride_row,
-          block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count, row, context, kv_len,
-          n_tiles, scale_log2):
-    """The loader of 16-bit caches: the Q-block once, then K and V a tile at a time, a TMA copy per
-    cache block."""
+def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
+          k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
+          v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+    """The loader of 16-bit caches: the program's work items in turn, each handed on with its Q-block
+    (`_hand_on`), then K and V a tile at a time, a TMA copy per cache block."""
     STAGES_: gl.constexpr = k_bufs.type.shape[0]
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     D: gl.constexpr = k_bufs.type.shape[2]
@@ -300,64 +392,95 @@ def _load(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_ba
     PER_TILE: gl.constexpr = TILE_ // BLOCK
     rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [ROWS_PER_STORE // 2, 64 // ROWS_PER_STORE], [1, 1],
                                                  [1, 0])
-    _copy_q(q_desc, q_smem, q_bar, head, first, row)
-    # the cache block holding the last key, when keys follow it in that block (-1: none)
-    last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
-    for j in range(n_tiles):
-        stage = j % STAGES_
-        _copy_k(k_desc, k_bufs, k_ready, k_empty, j, kv_len, kv_rows, block_table_ptr, col)
-        mbarrier.wait(v_empty.index(stage), ((j // STAGES_) & 1) ^ 1)
-        partial_here = (last_partial >= j * PER_TILE) & (last_partial < (j + 1) * PER_TILE)
-        if partial_here:
-            i_partial = last_partial - j * PER_TILE
-            block = gl.load(block_table_ptr + last_partial)
-            # read only a block of the cache: an id past it (corrupt metadata) stores zeros, as TMA's
-            # copies of such ids do
-            in_cache = (block >= 0) & (block < kv_rows // BLOCK)
-            for i in gl.static_range(PER_TILE):
-                if i == i_partial:
-                    for c in gl.static_range(BLOCK // ROWS_PER_STORE):
-                        r = c * ROWS_PER_STORE + gl.arange(0, ROWS_PER_STORE, gl.SliceLayout(1, rows_layout))
-                        d = gl.arange(0, D, gl.SliceLayout(0, rows_layout))
-                        rows = (block * BLOCK + r).to(gl.int64)
-                        keep = gl.expand_dims((last_partial * BLOCK + r < kv_len) & in_cache, 1)
-                        values = gl.load(v_cache_ptr + gl.expand_dims(rows * v_stride_row, 1) + col
-                                         + gl.expand_dims(d, 0), mask=keep, other=0.0)
-                        v_bufs.index(stage).slice(i * BLOCK + c * ROWS_PER_STORE,
-                                                  ROWS_PER_STORE).store(values)
-            fence_async_shared()  # the stores, before the products read them through the async proxy
-        # one arrival with the bytes of the copies (a constant each way): all but the stored block
-        mbarrier.expect(v_ready.index(stage), PER_TILE * v_desc.block_type.nbytes, pred=not partial_here)
-        mbarrier.expect(v_ready.index(stage), (PER_TILE - 1) * v_desc.block_type.nbytes, pred=partial_here)
-        _copy_tile(v_desc, v_bufs.index(stage), v_ready.index(stage), j, kv_len, kv_rows, block_table_ptr,
-                   col, last_partial)
+    (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
+     block_table_stride, max_blocks, causal, alternate) = work
+    done = 0
+    n = 0
+    for wave in range(gl.cdiv(num_q_blocks * num_q_heads, gl.num_programs(0))):
+        w = _nth_item(wave, alternate)
+        head, col, table, first, count, row, context, kv_len, n_tiles = _item(
+            w, num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
+            block_table_ptr, block_table_stride, max_blocks, causal, TILE_, BLOCK, D)
+        if (row >= 0) & (row < count):  # a Q-block of queries: the gaps in the numbering are not handed on
+            _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
+                     n_tiles)
+            n += 1
+        # the cache block holding the last key, when keys follow it in that block (-1: none)
+        last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
+        for j in range(n_tiles):
+            t = done + j
+            stage = t % STAGES_
+            _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, table, col)
+            mbarrier.wait(v_empty.index(stage), ((t // STAGES_) & 1) ^ 1)
+            partial_here = (last_partial >= j * PER_TILE) & (last_partial < (j + 1) * PER_TILE)
+            if partial_here:
+                i_partial = last_partial - j * PER_TILE
+                block = gl.load(table + last_partial)
+                # read only a block of the cache: an id past it (corrupt metadata) stores zeros, as TMA's
+                # copies of such ids do
+                in_cache = (block >= 0) & (block < kv_rows // BLOCK)
+                for i in gl.static_range(PER_TILE):
+                    if i == i_partial:
+                        for c in gl.static_range(BLOCK // ROWS_PER_STORE):
+                            r = c * ROWS_PER_STORE + gl.arange(0, ROWS_PER_STORE,
+                                                               gl.SliceLayout(1, rows_layout))
+                            d = gl.arange(0, D, gl.SliceLayout(0, rows_layout))
+                            rows = (block * BLOCK + r).to(gl.int64)
+                            keep = gl.expand_dims((last_partial * BLOCK + r < kv_len) & in_cache, 1)
+                            values = gl.load(v_cache_ptr + gl.expand_dims(rows * v_stride_row, 1) + col
+                                             + gl.expand_dims(d, 0), mask=keep, other=0.0)
+                            v_bufs.index(stage).slice(i * BLOCK + c * ROWS_PER_STORE,
+                                                      ROWS_PER_STORE).store(values)
+                fence_async_shared()  # the stores, before the products read them through the async proxy
+            # one arrival with the bytes of the copies (a constant each way): all but the stored block
+            mbarrier.expect(v_ready.index(stage), PER_TILE * v_desc.block_type.nbytes, pred=not partial_here)
+            mbarrier.expect(v_ready.index(stage), (PER_TILE - 1) * v_desc.block_type.nbytes,
+                            pred=partial_here)
+            _copy_tile(v_desc, v_bufs.index(stage), v_ready.index(stage), j, kv_len, kv_rows, table, col,
+                       last_partial)
+        done += n_tiles
+    _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1)  # no items left
 
 
 @gluon.jit
-def _load_e4m3(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
-               v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
-               v_stride_row, block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count, row,
-               context, kv_len, n_tiles, scale_log2):
-    """The loader of e4m3 caches (one warp): K as stored, for Q K^T on e4m3, and V as stored into one
-    of the staging buffers that `_convert_v` empties."""
+def _load_e4m3(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+               k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
+               v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+    """The loader of e4m3 caches (one warp): the program's work items in turn, each handed on with its
+    Q-block, then K as stored, for Q K^T on e4m3, and V as stored into one of the staging buffers that
+    `_convert_v` empties."""
     TILE_: gl.constexpr = k_bufs.type.shape[1]
+    D: gl.constexpr = k_bufs.type.shape[2]
     BLOCK: gl.constexpr = v_desc.block_type.shape[0]
     SLOTS: gl.constexpr = v8_bufs.type.shape[0]
-    _copy_q(q_desc, q_smem, q_bar, head, first, row)
-    for j in range(n_tiles):
-        _copy_k(k_desc, k_bufs, k_ready, k_empty, j, kv_len, kv_rows, block_table_ptr, col)
-        slot = j % SLOTS
-        mbarrier.wait(v8_empty.index(slot), ((j // SLOTS) & 1) ^ 1)
-        mbarrier.expect(v8_ready.index(slot), TILE_ // BLOCK * v_desc.block_type.nbytes)
-        _copy_tile(v_desc, v8_bufs.index(slot), v8_ready.index(slot), j, kv_len, kv_rows, block_table_ptr,
-                   col, -1)
+    (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
+     block_table_stride, max_blocks, causal, alternate) = work
+    done = 0
+    n = 0
+    for wave in range(gl.cdiv(num_q_blocks * num_q_heads, gl.num_programs(0))):
+        w = _nth_item(wave, alternate)
+        head, col, table, first, count, row, context, kv_len, n_tiles = _item(
+            w, num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
+            block_table_ptr, block_table_stride, max_blocks, causal, TILE_, BLOCK, D)
+        if (row >= 0) & (row < count):
+            _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
+                     n_tiles)
+            n += 1
+        for j in range(n_tiles):
+            t = done + j
+            _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, table, col)
+            slot = t % SLOTS
+            mbarrier.wait(v8_empty.index(slot), ((t // SLOTS) & 1) ^ 1)
+            mbarrier.expect(v8_ready.index(slot), TILE_ // BLOCK * v_desc.block_type.nbytes)
+            _copy_tile(v_desc, v8_bufs.index(slot), v8_ready.index(slot), j, kv_len, kv_rows, table, col, -1)
+        done += n_tiles
+    _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1)  # no items left
 
 
 @gluon.jit
-def _convert_v(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
-               v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
-               v_stride_row, block_table_ptr, kv_rows, k_scale_ptr, v_scale_ptr, head, col, first, count, row,
-               context, kv_len, n_tiles, scale_log2):
+def _convert_v(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+               k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
+               v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
     """An e4m3 V tile from its staging buffer into its stage in fp16, for P V (wgmma takes an 8-bit B
     only K-major, and V's rows are keys): a warpgroup of its own, so that neither the consumers' loop
     nor the loader's copies wait on it. Keys past the last one are written as zeros: the cache block
@@ -366,57 +489,57 @@ def _convert_v(q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs,
     TILE_: gl.constexpr = v_bufs.type.shape[1]
     SLOTS: gl.constexpr = v8_bufs.type.shape[0]
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])  # [16, 128]: 16 bytes a thread
-    for t in range(n_tiles):
-        stage = t % STAGES_
-        slot = t % SLOTS
-        mbarrier.wait(v8_ready.index(slot), (t // SLOTS) & 1)
-        mbarrier.wait(v_empty.index(stage), ((t // STAGES_) & 1) ^ 1)
-        for c in gl.static_range(TILE_ // CONVERT_ROWS):
-            values = v8_bufs.index(slot).slice(c * CONVERT_ROWS, CONVERT_ROWS).load(layout).to(v_bufs.dtype)
-            if (t + 1) * TILE_ > kv_len:
-                keys = t * TILE_ + c * CONVERT_ROWS + gl.arange(0, CONVERT_ROWS, gl.SliceLayout(1, layout))
-                values = gl.where(gl.expand_dims(keys < kv_len, 1), values, 0.0)
-            v_bufs.index(stage).slice(c * CONVERT_ROWS, CONVERT_ROWS).store(values)
-        fence_async_shared()  # the stores, before the products read them through the async proxy
-        mbarrier.arrive(v8_empty.index(slot), count=1)  # after every warp's reads (the arrival syncs them)
-        mbarrier.arrive(v_ready.index(stage), count=1)
+    done = 0
+    n = 0
+    head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
+    while n_tiles >= 0:
+        mbarrier.arrive(q_empty, count=1)  # the item's numbers are read
+        for j in range(n_tiles):
+            t = done + j
+            stage = t % STAGES_
+            slot = t % SLOTS
+            mbarrier.wait(v8_ready.index(slot), (t // SLOTS) & 1)
+            mbarrier.wait(v_empty.index(stage), ((t // STAGES_) & 1) ^ 1)
+            for c in gl.static_range(TILE_ // CONVERT_ROWS):
+                rows = v8_bufs.index(slot).slice(c * CONVERT_ROWS, CONVERT_ROWS)
+                values = rows.load(layout).to(v_bufs.dtype)
+                if (j + 1) * TILE_ > kv_len:
+                    keys = j * TILE_ + c * CONVERT_ROWS + gl.arange(0, CONVERT_ROWS,
+                                                                     gl.SliceLayout(1, layout))
+                    values = gl.where(gl.expand_dims(keys < kv_len, 1), values, 0.0)
+                v_bufs.index(stage).slice(c * CONVERT_ROWS, CONVERT_ROWS).store(values)
+            fence_async_shared()  # the stores, before the products read them through the async proxy
+            mbarrier.arrive(v8_empty.index(slot), count=1)  # after every warp's reads (the arrival syncs)
+            mbarrier.arrive(v_ready.index(stage), count=1)
+        done += n_tiles
+        n += 1
+        head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
 
 
 @gluon.jit
 def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
-                      seq_lens_ptr, k_scale_ptr, v_scale_ptr, num_seqs, num_tokens, num_q_blocks,
+                      seq_lens_ptr, k_scale_ptr, v_scale_ptr, num_seqs, num_tokens, num_q_blocks, num_q_heads,
                       block_table_stride, max_blocks, out_stride_t, out_stride_h, v_stride_row, kv_rows,
-                      scale_log2, GROUP: gl.constexpr, TILE: gl.constexpr, STAGES: gl.constexpr,
+                      scale_log2, alternate, GROUP: gl.constexpr, TILE: gl.constexpr, STAGES: gl.constexpr,
                       CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
                       FP8_PRODUCTS: gl.constexpr = False, CONVERTER_REGS: gl.constexpr = 0,
                       CAUSAL: gl.constexpr = True):
-    """Q-block num_q_blocks - 1 - program_id(1) of query head program_id(0) (module docstring).
-    The partition functions are one per warpgroup (`_consume_low`, `_consume_high`), not one taking
-    the half as an argument: a constant passed through `gl.warp_specialize` arrives as a tensor
-    (triton 3.6.0), and the half's Q buffer and row offsets are then computed at run time.
+    """Work items program_id(0), + num_programs(0), ... of num_q_blocks x num_q_heads (module docstring;
+    `_item` numbers them). The partition functions are one per warpgroup (`_consume_low`,
+    `_consume_high`), not one taking the half as an argument: a constant passed through
+    `gl.warp_specialize` arrives as a tensor (triton 3.6.0), and the half's Q buffer and row offsets
+    are then computed at run time.
     q_desc: q as [tokens, query heads x D] in boxes of 64 rows; k_desc, v_desc: the caches as
     [blocks x block size, KV heads x D] rows in boxes of one cache block. FP8_PRODUCTS: the caches
     are OCP e4m3 (its name is the Q-block kernel's for a kernel that rounds q to e4m3,
     `perf.measure.check.rounds_to_e4m3`); k_scale_ptr and v_scale_ptr are then read."""
     D: gl.constexpr = q_desc.block_type.shape[1]
-    BLOCK: gl.constexpr = k_desc.block_type.shape[0]
     gl.static_assert((k_desc.dtype != q_desc.dtype) == FP8_PRODUCTS, "FP8_PRODUCTS: the caches are e4m3")
-    head = gl.program_id(0)
-    q_block = num_q_blocks - 1 - gl.program_id(1)
-    seq, first, count, row = locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens)
-    seq_len = gl.load(seq_lens_ptr + seq)
-    kv_len = gl.minimum(gl.maximum(seq_len, 0), max_blocks * BLOCK)
-    # `common.keys_ok`: keys that cover the queries and fit the block-table row, else no tiles
-    keys_fit = (seq_len >= count) & (seq_len <= max_blocks * BLOCK)
-    # the keys before the queries; without the causal mask (a lab's question, never the contract's) the
-    # queries are placed after every key, so that each sees them all
-    context = kv_len - count if CAUSAL else kv_len
-    # the keys the Q-block's last row sees; none for a Q-block of no queries
-    keys = gl.minimum(gl.maximum(context + row + BLOCK_M, 0), kv_len)
-    n_tiles = gl.where((row >= 0) & (row < count) & keys_fit, gl.cdiv(keys, TILE), 0)
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, HALF, D], q_desc.layout)
     k_bufs = gl.allocate_shared_memory(k_desc.dtype, [STAGES, TILE, D], k_desc.layout)
+    info = gl.allocate_shared_memory(gl.int32, [INFO], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -438,16 +561,18 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
         v8_ready = v_ready
         v8_empty = v_empty
     mbarrier.init(q_bar, count=1)
+    mbarrier.init(q_empty, count=3 if FP8_PRODUCTS else 2)  # the consumers, and the converter, read the item
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(k_empty.index(i), count=2)  # both consumers read every tile
         mbarrier.init(v_empty.index(i), count=2)
-    args = (q_desc, k_desc, v_desc, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, k_ready, k_empty,
-            v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
-            v_stride_row,
-            block_table_ptr + seq.to(gl.int64) * block_table_stride, kv_rows, k_scale_ptr, v_scale_ptr, head,
-            (head // GROUP) * D, first, count, row, context, kv_len, n_tiles, scale_log2)
+    # what the loader needs to number and place its work items (`_item`)
+    work = (num_q_heads, GROUP, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
+            block_table_ptr, block_table_stride, max_blocks, 1 if CAUSAL else 0, alternate)
+    args = (q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
+            k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
+            v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work)
     if FP8_PRODUCTS:  # the converter's warpgroup before the loader's warp: setmaxnreg takes whole warpgroups
         gl.warp_specialize([(_consume_low, args), (_consume_high, args), (_convert_v, args),
                             (_load_e4m3, args)], [4, 4, 1], [CONSUMER_REGS, CONVERTER_REGS, LOADER_REGS])
@@ -485,6 +610,12 @@ def launch_constants(e4m3: bool) -> tuple[dict, int]:
     if e4m3:
         return dict(STAGES=E4M3_STAGES, **E4M3_REGS), E4M3_MAXNREG
     return dict(STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS), MAXNREG
+
+
+def programs(items: int, num_sms: int) -> int:
+    """The grid: a program per SM (shared memory holds one), each taking every num_sms-th work item,
+    so that a program's copies for its next item run under its epilogue; never more than the items."""
+    return max(1, min(items, num_sms))
 
 
 def q_blocks(num_tokens: int, num_seqs: int) -> int:

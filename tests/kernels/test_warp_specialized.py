@@ -313,3 +313,24 @@ def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, fp8, device):
     expected = _reference(batch, fp8)
     atol, rtol = TOLERANCES["bfloat16"]
     torch.testing.assert_close(out[300:].float(), expected[300:], atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_a_sequences_output_does_not_depend_on_its_batch(fp8, device):
+    """A Q-block's 128 rows of q run past its sequence's last query into the next sequence's; those rows must
+    not change its output. Over an e4m3 cache they would set the power of two q is rounded under (the next
+    sequence's q here is 1000 times larger), so the output of the sequence alone and within the batch must
+    be the same bits."""
+    _on_sm90(device)
+    spec = BatchSpec((100, 200), (100, 300), num_q_heads=8, num_kv_heads=2, dtype="bfloat16", fp8_kv=fp8,
+                     seed=seed("warp_specialized_batch_invariance", fp8))
+    batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
+    q, k, v, table, cu_seqlens, seq_lens = batch.args()
+    q[100:] *= 1000
+    assert _kernels(batch, vendor=None) == ["ws_prefill_kernel"]
+    together = batch.new_output()
+    VARIANTS["static_grid"](q, k, v, table, cu_seqlens, seq_lens, out=together, config=WS, **batch.options)
+    alone = torch.full_like(together[:100], float("nan"))
+    VARIANTS["static_grid"](q[:100], k, v, table[:1], cu_seqlens[:2], seq_lens[:1], out=alone, config=WS,
+                            **batch.options)
+    assert torch.equal(together[:100], alone)
