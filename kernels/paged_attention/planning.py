@@ -193,7 +193,7 @@ class WarpSpecializedPlan:
         q_blocks = ws.q_blocks(num_tokens, num_seqs)
         self.grid = (ws.programs(q_blocks * num_q_heads, num_sms),)
         self.args = dict(num_seqs=num_seqs, num_tokens=num_tokens, num_q_blocks=q_blocks,
-                         num_q_heads=num_q_heads, alternate=int(num_seqs == 1),
+                         num_q_heads=num_q_heads, alternate=int(ws.alternates(num_seqs)),
                          block_table_stride=block_table.stride(0), max_blocks=max_blocks,
                          kv_rows=num_blocks * block_size,
                          scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * LOG2E.value)

@@ -199,7 +199,7 @@ def _nth_item(wave, alternate):
     number within a sequence (the longest causal rows first), so a program that takes the heaviest of
     one wave takes the lightest of the next: for one sequence 0.96-0.99x the time of waves in one
     direction (1 x 2k, 8k, 16k); over several sequences, whose items' work rises again at each, 1.01-1.12x
-    (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md): `alternate` is the plan's, for one sequence."""
+    (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md): `alternate` is the plan's (`alternates`)."""
     programs = gl.num_programs(0)
     lane = gl.program_id(0)
     mirrored = (alternate != 0) & (wave % 2 == 1)
@@ -610,6 +610,17 @@ def launch_constants(e4m3: bool) -> tuple[dict, int]:
     if e4m3:
         return dict(STAGES=E4M3_STAGES, **E4M3_REGS), E4M3_MAXNREG
     return dict(STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS), MAXNREG
+
+
+# Waves alternate direction (`_nth_item`) in batches of up to this many sequences: H200 2026-11-30, one
+# sequence 0.96-0.99x the time of one direction, 4-32 sequences 1.01-1.12x; 2 x 2k in one direction 1.038x
+# the time of a program per item (pr gate), a model of the waves 0.96x alternating (docs/lab/2026-11-30.md)
+ALTERNATE_SEQS = 2
+
+
+def alternates(num_seqs: int) -> bool:
+    """Whether a batch of num_seqs sequences takes its waves in alternating directions."""
+    return num_seqs <= ALTERNATE_SEQS
 
 
 def programs(items: int, num_sms: int) -> int:

@@ -95,6 +95,23 @@ def test_an_e4m3_cache_plans_the_kernel_that_rounds_q_and_reads_the_scales(hoppe
     assert not check.rounds_to_e4m3([launch.config()])
 
 
+@pytest.mark.parametrize("prompts,alternate", [((2048,), 1), ((2048, 2048), 1), ((2048,) * 4, 0),
+                                               ((300,), 1)])
+@pytest.mark.parametrize("num_sms", [132, 7])
+def test_the_kernel_is_persistent_a_program_per_sm(hopper, prompts, alternate, num_sms):
+    """A program per SM and never more than the work items (query heads x the Q-blocks' bound); the waves
+    alternate direction for batches of up to `warp_specialized.ALTERNATE_SEQS` sequences."""
+    spec = BatchSpec(prompts, prompts, num_q_heads=8, num_kv_heads=2, dtype="bfloat16")
+    batch = build_batch(spec, "cpu", fill=False)
+    planning.release_buffers()
+    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS,
+                                               vendor="nvidia", num_sms=num_sms)
+    items = (sum(prompts) // 128 + len(prompts)) * 8
+    assert launch.args["num_q_blocks"] * launch.args["num_q_heads"] == items
+    assert launch.grid == (min(items, num_sms),)
+    assert launch.args["alternate"] == alternate
+
+
 @pytest.mark.parametrize("change", [
     dict(head_size=96), dict(head_size=256), dict(block_size=8), dict(block_size=544),
     dict(fp8=True, head_size=64), dict(sliding_window=37), dict(softcap=20.0), dict(sinks=True)])
