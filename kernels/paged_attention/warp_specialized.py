@@ -613,8 +613,8 @@ def launch_constants(e4m3: bool) -> tuple[dict, int]:
 
 
 # Waves alternate direction (`_nth_item`) in batches of up to this many sequences: H200 2026-11-30, one
-# sequence 0.96-0.99x the time of one direction, 4-32 sequences 1.01-1.12x; 2 x 2k in one direction 1.038x
-# the time of a program per item (pr gate), a model of the waves 0.96x alternating (docs/lab/2026-11-30.md)
+# sequence 0.96-0.99x the time of one direction, 4-32 sequences 1.01-1.12x; 2 x 2k 1.038x the time of a
+# program per item in one direction, 1.010x alternating (pr gates, docs/lab/2026-11-30.md)
 ALTERNATE_SEQS = 2
 
 
