@@ -3,12 +3,13 @@
 cache a converter warpgroup too) on NVIDIA sm_90.
 
 Where the planner and the NVIDIA tree take it (plans only, with the platform stood in for: dtypes,
-fp8 formats, heads, blocks, features, layouts, addresses, GPUs), what it compiles to for sm_90 on a
-CPU (the register split, the products and copies it was written for, shared memory within an SM's),
-then on an sm_90 GPU the kernel against the fp32 reference over awkward batches, 16-bit and e4m3
-caches: several Q-blocks per sequence, contexts before the queries, decodes and partial Q-blocks,
-every cache block size it takes, the last cache block partly filled, outputs and unowned cache slots
-poisoned (NaN). Gluon has no interpreter mode, so on a CPU the last part is skipped.
+fp8 formats, heads, blocks, features, layouts, addresses, GPUs) and its persistent grid, what it
+compiles to for sm_90 on a CPU (the register split, the products and copies it was written for,
+shared memory within an SM's), then on an sm_90 GPU the kernel against the fp32 reference over
+awkward batches, 16-bit and e4m3 caches: several Q-blocks per sequence, contexts before the queries,
+decodes and partial Q-blocks, every cache block size it takes, the last cache block partly filled,
+outputs and unowned cache slots poisoned (NaN); and a sequence's output the same bits alone and in a
+batch. Gluon has no interpreter mode, so on a CPU the last part is skipped.
 """
 
 from __future__ import annotations
