@@ -167,13 +167,22 @@ def _online_softmax(s, m, total, acc, j, unmasked, positions, kv_len, scale_log2
 
 
 @gluon.jit
-def _item(w, num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
-          block_table_ptr, block_table_stride, max_blocks, causal, TILE: gl.constexpr, BLOCK: gl.constexpr,
-          D: gl.constexpr):
-    """Work item w: query head w % num_q_heads of Q-block num_q_blocks - 1 - w // num_q_heads (the
-    longest causal rows first, a KV head's query heads side by side). Returns (head, its KV head's
-    first column, the sequence's block-table row, first token, query count, first row in the sequence,
-    keys before the queries, keys, tiles)."""
+def _waves(work):
+    """How many waves of num_programs work items the grid's items make (`work`: the kernel's tuple)."""
+    num_q_heads = work[0]
+    num_q_blocks = work[6]
+    return gl.cdiv(num_q_blocks * num_q_heads, gl.num_programs(0))
+
+
+@gluon.jit
+def _item(wave, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
+    """The program's work item of wave `wave` (`_nth_item`), w: query head w % num_q_heads of Q-block
+    num_q_blocks - 1 - w // num_q_heads (the longest causal rows first, a KV head's query heads side by
+    side). Returns (head, its KV head's first column, the sequence's block-table row, first token, query
+    count, first row in the sequence, keys before the queries, keys, tiles)."""
+    (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
+     block_table_stride, max_blocks, causal, alternate) = work
+    w = _nth_item(wave, alternate)
     head = w % num_q_heads
     q_block = num_q_blocks - 1 - w // num_q_heads
     seq, first, count, row = locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens)
@@ -392,15 +401,10 @@ def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs
     PER_TILE: gl.constexpr = TILE_ // BLOCK
     rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [ROWS_PER_STORE // 2, 64 // ROWS_PER_STORE], [1, 1],
                                                  [1, 0])
-    (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
-     block_table_stride, max_blocks, causal, alternate) = work
     done = 0
     n = 0
-    for wave in range(gl.cdiv(num_q_blocks * num_q_heads, gl.num_programs(0))):
-        w = _nth_item(wave, alternate)
-        head, col, table, first, count, row, context, kv_len, n_tiles = _item(
-            w, num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
-            block_table_ptr, block_table_stride, max_blocks, causal, TILE_, BLOCK, D)
+    for wave in range(_waves(work)):
+        head, col, table, first, count, row, context, kv_len, n_tiles = _item(wave, work, TILE_, BLOCK, D)
         if (row >= 0) & (row < count):  # a Q-block of queries: the gaps in the numbering are not handed on
             _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
                      n_tiles)
@@ -453,15 +457,10 @@ def _load_e4m3(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8
     D: gl.constexpr = k_bufs.type.shape[2]
     BLOCK: gl.constexpr = v_desc.block_type.shape[0]
     SLOTS: gl.constexpr = v8_bufs.type.shape[0]
-    (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
-     block_table_stride, max_blocks, causal, alternate) = work
     done = 0
     n = 0
-    for wave in range(gl.cdiv(num_q_blocks * num_q_heads, gl.num_programs(0))):
-        w = _nth_item(wave, alternate)
-        head, col, table, first, count, row, context, kv_len, n_tiles = _item(
-            w, num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
-            block_table_ptr, block_table_stride, max_blocks, causal, TILE_, BLOCK, D)
+    for wave in range(_waves(work)):
+        head, col, table, first, count, row, context, kv_len, n_tiles = _item(wave, work, TILE_, BLOCK, D)
         if (row >= 0) & (row < count):
             _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
                      n_tiles)
