@@ -176,8 +176,8 @@ class _Plan:
 
 class WarpSpecializedPlan:
     """The launch of `warp_specialized.ws_prefill_kernel` for a call's layout: its grid (a program per SM,
-    persistent over query heads x the shapes' bound on Q-blocks, as the Q-block kernel's), scalars and
-    constants (waves in alternating directions for one sequence: `warp_specialized._nth_item`);
+    persistent over query heads x the shapes' bound on Q-blocks, as the Q-block kernel's, drawing work
+    items from the device's `ticket_counters`), scalars and constants;
     `launches` adds each call's tensors and the TMA descriptors made from them (host objects, a few us).
     Launched through Triton's JIT dispatch: the Q-block kernel's `CompiledLaunches` binds tensors, not
     descriptors."""
@@ -193,7 +193,7 @@ class WarpSpecializedPlan:
         q_blocks = ws.q_blocks(num_tokens, num_seqs)
         self.grid = (ws.programs(q_blocks * num_q_heads, num_sms),)
         self.args = dict(num_seqs=num_seqs, num_tokens=num_tokens, num_q_blocks=q_blocks,
-                         num_q_heads=num_q_heads, alternate=int(ws.alternates(num_seqs)),
+                         num_q_heads=num_q_heads, tickets_ptr=ticket_counters(q.device),
                          block_table_stride=block_table.stride(0), max_blocks=max_blocks,
                          kv_rows=num_blocks * block_size,
                          scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * LOG2E.value)
@@ -557,8 +557,19 @@ def arrival_counts(num_seqs: int, num_kv_heads: int, device) -> torch.Tensor:
     return _BUFFERS[key]
 
 
+def ticket_counters(device) -> torch.Tensor:
+    """The warp-specialized kernel's two int32 counters (the next work item's ticket, the programs done
+    drawing: `warp_specialized._ticket`), zeroed once per device and kept: each launch leaves them at 0
+    again (its last program zeroes them), so a captured graph replays on them. As with `arrival_counts`,
+    launches on concurrent streams would share them: run them on one stream."""
+    key = ("tickets", str(torch.device(device)))
+    if key not in _BUFFERS:
+        _BUFFERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return _BUFFERS[key]
+
+
 def release_buffers() -> None:
-    """Drop the persistent grid's segment buffers and arrival counts (only once no captured
-    graph uses them), and the plans that hold them."""
+    """Drop the persistent grid's segment buffers, arrival counts and ticket counters (only once no
+    captured graph uses them), and the plans that hold them."""
     _BUFFERS.clear()
     _PLANS.clear()

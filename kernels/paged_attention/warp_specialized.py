@@ -12,11 +12,14 @@ docs/lab/2026-11-30.md), and the anchor's prefills that take it run 0.81-1.01x F
 The work item is FlashAttention-3's: 128 queries of one query head of one sequence (a Q-block,
 numbered as `common.find_seq_idx` numbers them, the last first, so that the longest causal rows
 start first), causal at the end of the sequence's keys, over tiles of TILE keys. The kernel is
-persistent, as FA3's: a program per SM (shared memory holds one) takes every num_programs-th item
-(`_nth_item`), so that its loader copies the next item's q and first tiles while the consumers finish
-the last one. A program per item, the kernel's first form, paid each item's start: it took 1.14-1.21x
-(8 x 1k), 1.25-1.34x (16 x 512) and 1.02-1.06x (4 x 2k) the persistent kernel's time, bf16 and e4m3
-caches, and single long prompts run even (NVIDIA H200, docs/lab/2026-11-30.md).
+persistent, as FA3's: a program per SM (shared memory holds one) takes its own program id's item first,
+then draws the next from a counter (`_ticket`, FA3's dynamic scheduler), so that its loader copies the
+next item's q and first tiles while the consumers finish the last one, and the items in flight are always
+the next ones in the numbering, as a program per item would run them. A program per item, the kernel's
+first form, paid each item's start (8 x 1k 1.10-1.12x, 4 x 2k 1.05-1.09x, 2 x 2k 1.04x the time of this
+one, bf16 and e4m3); taking every num_programs-th item instead of drawing took 1.11x its time on a long
+mixed batch (32 x 32k) and 1.04x on a mixed batch of chunks, but 0.91-0.97x on batches of equal short
+prompts (8 x 1k, 16 x 512) and 0.94x on a mixed batch over e4m3 (NVIDIA H200, docs/lab/2026-11-30.md).
 
 - **The loader** (one warp, LOADER_REGS registers) finds each work item (`_item`: the binary search
   over the sequences, the keys, the tiles) and hands it on (`_hand_on`): its numbers into a small
@@ -167,26 +170,16 @@ def _online_softmax(s, m, total, acc, j, unmasked, positions, kv_len, scale_log2
 
 
 @gluon.jit
-def _waves(work):
-    """How many waves of num_programs work items the grid's items make (`work`: the kernel's tuple)."""
-    num_q_heads = work[0]
-    num_q_blocks = work[6]
-    return gl.cdiv(num_q_blocks * num_q_heads, gl.num_programs(0))
-
-
-@gluon.jit
-def _item(wave, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
-    """The program's work item of wave `wave` (`_nth_item`), w: query head w % num_q_heads of Q-block
-    num_q_blocks - 1 - w // num_q_heads (the longest causal rows first, a KV head's query heads side by
-    side). Returns (head, its KV head's first column, the sequence's block-table row, first token, query
-    count, first row in the sequence, keys before the queries, keys, tiles)."""
+def _item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
+    """Work item w: query head w % num_q_heads of Q-block num_q_blocks - 1 - w // num_q_heads (the
+    longest causal rows first, a KV head's query heads side by side). Returns (head, its KV head's
+    first column, the sequence's block-table row, first token, query count, first row in the sequence,
+    keys before the queries, keys, tiles)."""
     (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
-     block_table_stride, max_blocks, causal, alternate) = work
-    w = _nth_item(wave, alternate)
+     block_table_stride, max_blocks, causal, tickets_ptr) = work
     head = w % num_q_heads
     q_block = num_q_blocks - 1 - w // num_q_heads
     seq, first, count, row = locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens)
-    count = gl.where(q_block >= 0, count, 0)  # past the last item (`_nth_item`'s last wave): no queries
     seq_len = gl.load(seq_lens_ptr + seq)
     kv_len = gl.minimum(gl.maximum(seq_len, 0), max_blocks * BLOCK)
     # `common.keys_ok`: keys that cover the queries and fit the block-table row, else no tiles
@@ -202,17 +195,33 @@ def _item(wave, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
 
 
 @gluon.jit
-def _nth_item(wave, alternate):
-    """The program's work item in wave `wave` (num_programs items a wave, the last one short): the item of
-    its own lane, or with `alternate` in odd waves the mirrored lane's. The items' work falls with their
-    number within a sequence (the longest causal rows first), so a program that takes the heaviest of
-    one wave takes the lightest of the next: for one sequence 0.96-0.99x the time of waves in one
-    direction (1 x 2k, 8k, 16k); over several sequences, whose items' work rises again at each, 1.01-1.12x
-    (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md): `alternate` is the plan's (`alternates`)."""
-    programs = gl.num_programs(0)
-    lane = gl.program_id(0)
-    mirrored = (alternate != 0) & (wave % 2 == 1)
-    return wave * programs + gl.where(mirrored, programs - 1 - lane, lane)
+def _items(work):
+    """How many work items the grid has: query heads x the bound on Q-blocks."""
+    return work[6] * work[0]
+
+
+@gluon.jit
+def _ticket(work, n_tiles, step, drawn, STAGES_: gl.constexpr):
+    """The number of the program's next work item, drawn from the counter at `step` (0: before the item's
+    first tile's copies, j + 1: before tile j's) if that is STAGES_ tiles before the item's end (at 0 for
+    an item of no more tiles), else `drawn`. There the loader waits on the consumers anyway, so the
+    atomic's latency passes under their last tiles, and the drawn item waits on this program only for
+    them. Drawn as the item started, it waited for the whole item: a mixed batch of chunks took 1.09x the
+    time of a program per item, against 0.98x drawn here (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md)."""
+    if step == gl.maximum(n_tiles - STAGES_, -1) + 1:
+        drawn = gl.num_programs(0) + gl.atomic_add(work[11], 1)
+    return drawn
+
+
+@gluon.jit
+def _leave(work):
+    """Counts a program out once its last ticket came back past the items; the last program out zeroes
+    both counters (every other one has drawn its last ticket), so the next launch, and a graph's next
+    replay, start from zero (`planning.ticket_counters`)."""
+    tickets_ptr = work[11]
+    if gl.atomic_add(tickets_ptr + 1, 1) == gl.num_programs(0) - 1:
+        gl.atomic_xchg(tickets_ptr, 0)
+        gl.atomic_xchg(tickets_ptr + 1, 0)
 
 
 INFO = gl.constexpr(8)  # a work item as the loader hands it on: head, first, count, row, context, keys, tiles
@@ -403,15 +412,19 @@ def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs
                                                  [1, 0])
     done = 0
     n = 0
-    for wave in range(_waves(work)):
-        head, col, table, first, count, row, context, kv_len, n_tiles = _item(wave, work, TILE_, BLOCK, D)
+    w = gl.program_id(0)
+    while w < _items(work):
+        head, col, table, first, count, row, context, kv_len, n_tiles = _item(w, work, TILE_, BLOCK, D)
         if (row >= 0) & (row < count):  # a Q-block of queries: the gaps in the numbering are not handed on
             _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
                      n_tiles)
             n += 1
         # the cache block holding the last key, when keys follow it in that block (-1: none)
         last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
+        # every item draws once (an item of no tiles at once), before the loop or in it
+        following = _ticket(work, n_tiles, 0, _items(work), STAGES_)
         for j in range(n_tiles):
+            following = _ticket(work, n_tiles, j + 1, following, STAGES_)
             t = done + j
             stage = t % STAGES_
             _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, table, col)
@@ -443,6 +456,8 @@ def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs
             _copy_tile(v_desc, v_bufs.index(stage), v_ready.index(stage), j, kv_len, kv_rows, table, col,
                        last_partial)
         done += n_tiles
+        w = following
+    _leave(work)
     _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1)  # no items left
 
 
@@ -453,19 +468,23 @@ def _load_e4m3(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8
     """The loader of e4m3 caches (one warp): the program's work items in turn, each handed on with its
     Q-block, then K as stored, for Q K^T on e4m3, and V as stored into one of the staging buffers that
     `_convert_v` empties."""
+    STAGES_: gl.constexpr = k_bufs.type.shape[0]
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     D: gl.constexpr = k_bufs.type.shape[2]
     BLOCK: gl.constexpr = v_desc.block_type.shape[0]
     SLOTS: gl.constexpr = v8_bufs.type.shape[0]
     done = 0
     n = 0
-    for wave in range(_waves(work)):
-        head, col, table, first, count, row, context, kv_len, n_tiles = _item(wave, work, TILE_, BLOCK, D)
+    w = gl.program_id(0)
+    while w < _items(work):
+        head, col, table, first, count, row, context, kv_len, n_tiles = _item(w, work, TILE_, BLOCK, D)
         if (row >= 0) & (row < count):
             _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
                      n_tiles)
             n += 1
+        following = _ticket(work, n_tiles, 0, _items(work), STAGES_)
         for j in range(n_tiles):
+            following = _ticket(work, n_tiles, j + 1, following, STAGES_)
             t = done + j
             _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, table, col)
             slot = t % SLOTS
@@ -473,6 +492,8 @@ def _load_e4m3(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8
             mbarrier.expect(v8_ready.index(slot), TILE_ // BLOCK * v_desc.block_type.nbytes)
             _copy_tile(v_desc, v8_bufs.index(slot), v8_ready.index(slot), j, kv_len, kv_rows, table, col, -1)
         done += n_tiles
+        w = following
+    _leave(work)
     _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1)  # no items left
 
 
@@ -519,13 +540,14 @@ def _convert_v(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8
 def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
                       seq_lens_ptr, k_scale_ptr, v_scale_ptr, num_seqs, num_tokens, num_q_blocks, num_q_heads,
                       block_table_stride, max_blocks, out_stride_t, out_stride_h, v_stride_row, kv_rows,
-                      scale_log2, alternate, GROUP: gl.constexpr, TILE: gl.constexpr, STAGES: gl.constexpr,
+                      scale_log2, tickets_ptr, GROUP: gl.constexpr, TILE: gl.constexpr, STAGES: gl.constexpr,
                       CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
                       FP8_PRODUCTS: gl.constexpr = False, CONVERTER_REGS: gl.constexpr = 0,
                       CAUSAL: gl.constexpr = True):
-    """Work items program_id(0), + num_programs(0), ... of num_q_blocks x num_q_heads (module docstring;
-    `_item` numbers them). The partition functions are one per warpgroup (`_consume_low`,
-    `_consume_high`), not one taking the half as an argument: a constant passed through
+    """Work items of num_q_blocks x num_q_heads, program_id(0)'s first, then as drawn from the two int32
+    counters at tickets_ptr (zeros, left zeros: `_ticket`, `_leave`; `_item` numbers the items). The
+    partition functions are one per warpgroup (`_consume_low`, `_consume_high`), not one taking the half
+    as an argument: a constant passed through
     `gl.warp_specialize` arrives as a tensor (triton 3.6.0), and the half's Q buffer and row offsets
     are then computed at run time.
     q_desc: q as [tokens, query heads x D] in boxes of 64 rows; k_desc, v_desc: the caches as
@@ -568,7 +590,7 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
         mbarrier.init(v_empty.index(i), count=2)
     # what the loader needs to number and place its work items (`_item`)
     work = (num_q_heads, GROUP, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
-            block_table_ptr, block_table_stride, max_blocks, 1 if CAUSAL else 0, alternate)
+            block_table_ptr, block_table_stride, max_blocks, 1 if CAUSAL else 0, tickets_ptr)
     args = (q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
             k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
             v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work)
@@ -611,19 +633,8 @@ def launch_constants(e4m3: bool) -> tuple[dict, int]:
     return dict(STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS), MAXNREG
 
 
-# Waves alternate direction (`_nth_item`) in batches of up to this many sequences: H200 2026-11-30, one
-# sequence 0.96-0.99x the time of one direction, 4-32 sequences 1.01-1.12x; 2 x 2k 1.038x the time of a
-# program per item in one direction, 1.010x alternating (pr gates, docs/lab/2026-11-30.md)
-ALTERNATE_SEQS = 2
-
-
-def alternates(num_seqs: int) -> bool:
-    """Whether a batch of num_seqs sequences takes its waves in alternating directions."""
-    return num_seqs <= ALTERNATE_SEQS
-
-
 def programs(items: int, num_sms: int) -> int:
-    """The grid: a program per SM (shared memory holds one), each taking every num_sms-th work item,
+    """The grid: a program per SM (shared memory holds one), each drawing work items in turn (`_ticket`),
     so that a program's copies for its next item run under its epilogue; never more than the items."""
     return max(1, min(items, num_sms))
 

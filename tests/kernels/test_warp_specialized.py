@@ -96,12 +96,11 @@ def test_an_e4m3_cache_plans_the_kernel_that_rounds_q_and_reads_the_scales(hoppe
     assert not check.rounds_to_e4m3([launch.config()])
 
 
-@pytest.mark.parametrize("prompts,alternate", [((2048,), 1), ((2048, 2048), 1), ((2048,) * 4, 0),
-                                               ((300,), 1)])
+@pytest.mark.parametrize("prompts", [(2048,), (2048, 2048), (2048,) * 4, (300,)])
 @pytest.mark.parametrize("num_sms", [132, 7])
-def test_the_kernel_is_persistent_a_program_per_sm(hopper, prompts, alternate, num_sms):
-    """A program per SM and never more than the work items (query heads x the Q-blocks' bound); the waves
-    alternate direction for batches of up to `warp_specialized.ALTERNATE_SEQS` sequences."""
+def test_the_kernel_is_persistent_a_program_per_sm(hopper, prompts, num_sms):
+    """A program per SM and never more than the work items (query heads x the Q-blocks' bound), drawing
+    items from the device's two ticket counters, zeroed and shared by every plan on the device."""
     spec = BatchSpec(prompts, prompts, num_q_heads=8, num_kv_heads=2, dtype="bfloat16")
     batch = build_batch(spec, "cpu", fill=False)
     planning.release_buffers()
@@ -110,7 +109,9 @@ def test_the_kernel_is_persistent_a_program_per_sm(hopper, prompts, alternate, n
     items = (sum(prompts) // 128 + len(prompts)) * 8
     assert launch.args["num_q_blocks"] * launch.args["num_q_heads"] == items
     assert launch.grid == (min(items, num_sms),)
-    assert launch.args["alternate"] == alternate
+    tickets = launch.args["tickets_ptr"]
+    assert tickets.dtype == torch.int32 and tickets.tolist() == [0, 0]
+    assert tickets is planning.ticket_counters(batch.args()[0].device)
 
 
 @pytest.mark.parametrize("change", [
@@ -352,3 +353,42 @@ def test_a_sequences_output_does_not_depend_on_its_batch(fp8, device):
     VARIANTS["static_grid"](q[:100], k, v, table[:1], cu_seqlens[:2], seq_lens[:1], out=alone, config=WS,
                             **batch.options)
     assert torch.equal(together[:100], alone)
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_the_tickets_start_from_zero_at_every_launch_and_replay(fp8, device):
+    """The programs draw work items from two counters that the last program zeroes (`_leave`): a count left
+    behind would skip items at the next launch, leaving its rows unwritten. Three eager calls and three
+    replays of a captured graph, each into a poisoned output, over more items than SMs and items of unequal
+    work; the counters read zero after each."""
+    _on_sm90(device)
+    spec = BatchSpec((1000, 700, 1), (1000, 900, 1500), num_q_heads=32, num_kv_heads=8, dtype="bfloat16",
+                     fp8_kv=fp8, seed=seed("warp_specialized_tickets", fp8))
+    batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
+    planning.release_buffers()
+    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS,
+                                               **batch.options)
+    assert launch.name == "ws_prefill_kernel"
+    assert launch.args["num_q_blocks"] * launch.args["num_q_heads"] > 2 * launch.grid[0]
+    tickets = planning.ticket_counters(device)
+    expected = _reference(batch, fp8)
+    atol, rtol = TOLERANCES["bfloat16"]
+    out = batch.new_output()
+
+    def call():
+        VARIANTS["static_grid"](*batch.args(), out=out, config=WS, **batch.options)
+
+    for _ in range(3):
+        out.fill_(float("nan"))
+        call()
+        torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
+        assert tickets.tolist() == [0, 0]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(3):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
+        assert tickets.tolist() == [0, 0]
