@@ -185,7 +185,10 @@ def render_table(res, ours: str = "static_grid", against: tuple[str, ...] = ()) 
     wall = any(r.get("clock") == "wall-clock" for r in res.measurements())
     lines = [f"Measured on {env.get('gpu')} ({env.get('arch')}, {env.get('num_sms')} SMs), driver "
              f"{env.get('driver') or '–'}, torch {env.get('torch')}, triton {env.get('triton')}, "
-             f"{str(env.get('time', ''))[:10]}, commit {str(env.get('commit') or '–')[:8]}; suite "
+             f"{str(env.get('time', ''))[:10]}, commit {str(env.get('commit') or '–')[:8]}"
+             # a dirty checkout's records name the kernels they ran by their digest (results.kernels_tree)
+             + (f" with uncommitted changes (kernels/ digest {env.get('kernels_tree') or '–'})"
+                if env.get("dirty") else "") + "; suite "
              f"`{head.get('suite')}`, {head.get('repeats')} repeats x up to {head.get('samples')} samples. "
              f"Cells: median latency in ms, {' / '.join(metrics)} (perf.measure.timing: device events, L2 "
              f"flushed before every sample; graph: one CUDA/HIP-graph replay), the median of the repeats' "

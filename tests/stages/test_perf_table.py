@@ -95,6 +95,18 @@ def test_table_shows_every_variant_and_peer_and_ours_over_the_best_peer(tmp_path
     assert f"- `flashinfer_paged`, {PREFILL}: flashinfer refused: no" in lines
 
 
+def test_the_header_names_a_dirty_checkouts_kernels_by_their_digest(tmp_path, monkeypatch):
+    """Records of uncommitted kernels carry the commit they sit on: the table's first line says so, and
+    names the kernels/ digest that ran, so that a table is never read as that commit's."""
+    clean = report.render_table(results.load(write_fixture(tmp_path / "clean.jsonl")))
+    assert "commit 01234567; suite" in clean.splitlines()[0]
+    monkeypatch.setitem(ENV, "dirty", True)
+    monkeypatch.setitem(ENV, "kernels_tree", "31f8c1516611b05a")
+    dirty = report.render_table(results.load(write_fixture(tmp_path / "dirty.jsonl")))
+    assert ("commit 01234567 with uncommitted changes (kernels/ digest 31f8c1516611b05a); suite "
+            in dirty.splitlines()[0])
+
+
 def test_against_a_named_peer_that_is_not_the_fastest(tmp_path):
     """`--against flashinfer_paged`: its own table over the scenarios it ran, beside the one
     against the fastest peer (sdpa_cudnn is faster on the prefill and is what that one uses);
