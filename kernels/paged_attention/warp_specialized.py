@@ -7,7 +7,7 @@ Why a second kernel: on Hopper the Triton kernel's software pipeline stalls on `
 take the paged loop on sm_90 (docs/lab/2026-11-27.md). Written by hand in Gluon
 (`triton.experimental.gluon`, Triton >= 3.6) it takes 0.85-0.88x FlashInfer's time on the lab's
 unmasked loop, where the Triton loop takes 1.2-1.5x (`perf.lab.warp_specialize`, H200,
-docs/lab/2026-11-30.md), and the anchor's prefills that take it run 0.81-1.01x FlashInfer's time.
+docs/lab/2026-11-30.md), and the anchor's prefills that take it run 0.80-0.92x FlashInfer's time.
 
 The work item is FlashAttention-3's: 128 queries of one query head of one sequence (a Q-block,
 numbered as `common.find_seq_idx` numbers them, the last first, so that the longest causal rows
