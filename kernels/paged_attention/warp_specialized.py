@@ -208,8 +208,9 @@ def _ticket(work, n_tiles, step, drawn, STAGES_: gl.constexpr):
     atomic's latency passes under their last tiles, and the drawn item waits on this program only for
     them. Drawn as the item started, it waited for the whole item: a mixed batch of chunks took 1.09x the
     time of a program per item, against 0.98x drawn here (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md)."""
+    tickets_ptr = work[11]
     if step == gl.maximum(n_tiles - STAGES_, -1) + 1:
-        drawn = gl.num_programs(0) + gl.atomic_add(work[11], 1)
+        drawn = gl.num_programs(0) + gl.atomic_add(tickets_ptr, 1)
     return drawn
 
 
@@ -398,18 +399,61 @@ def _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, block_table
 
 
 @gluon.jit
+def _copy_v(v_desc, v_bufs, v_ready, v_empty, j, t, kv_len, kv_rows, table, col, last_partial, v_cache_ptr,
+            v_stride_row):
+    """Tile j of a 16-bit V into its stage, a TMA copy per cache block, but the block holding the last key
+    (`last_partial`, -1: none), which the loader's warp reads by masked loads (zeros past the last key) and
+    stores (module docstring)."""
+    STAGES_: gl.constexpr = v_bufs.type.shape[0]
+    TILE_: gl.constexpr = v_bufs.type.shape[1]
+    D: gl.constexpr = v_bufs.type.shape[2]
+    BLOCK: gl.constexpr = v_desc.block_type.shape[0]
+    PER_TILE: gl.constexpr = TILE_ // BLOCK
+    rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [ROWS_PER_STORE // 2, 64 // ROWS_PER_STORE], [1, 1],
+                                                 [1, 0])
+    stage = t % STAGES_
+    mbarrier.wait(v_empty.index(stage), ((t // STAGES_) & 1) ^ 1)
+    partial_here = (last_partial >= j * PER_TILE) & (last_partial < (j + 1) * PER_TILE)
+    if partial_here:
+        i_partial = last_partial - j * PER_TILE
+        block = gl.load(table + last_partial)
+        # read only a block of the cache: an id past it (corrupt metadata) stores zeros, as TMA's
+        # copies of such ids do
+        in_cache = (block >= 0) & (block < kv_rows // BLOCK)
+        for i in gl.static_range(PER_TILE):
+            if i == i_partial:
+                for c in gl.static_range(BLOCK // ROWS_PER_STORE):
+                    r = c * ROWS_PER_STORE + gl.arange(0, ROWS_PER_STORE,
+                                                       gl.SliceLayout(1, rows_layout))
+                    d = gl.arange(0, D, gl.SliceLayout(0, rows_layout))
+                    rows = (block * BLOCK + r).to(gl.int64)
+                    keep = gl.expand_dims((last_partial * BLOCK + r < kv_len) & in_cache, 1)
+                    values = gl.load(v_cache_ptr + gl.expand_dims(rows * v_stride_row, 1) + col
+                                     + gl.expand_dims(d, 0), mask=keep, other=0.0)
+                    v_bufs.index(stage).slice(i * BLOCK + c * ROWS_PER_STORE,
+                                              ROWS_PER_STORE).store(values)
+        fence_async_shared()  # the stores, before the products read them through the async proxy
+    # one arrival with the bytes of the copies (a constant each way): all but the stored block
+    mbarrier.expect(v_ready.index(stage), PER_TILE * v_desc.block_type.nbytes, pred=not partial_here)
+    mbarrier.expect(v_ready.index(stage), (PER_TILE - 1) * v_desc.block_type.nbytes,
+                    pred=partial_here)
+    _copy_tile(v_desc, v_bufs.index(stage), v_ready.index(stage), j, kv_len, kv_rows, table, col,
+               last_partial)
+
+
+@gluon.jit
 def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
           k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
           v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
-    """The loader of 16-bit caches: the program's work items in turn, each handed on with its Q-block
-    (`_hand_on`), then K and V a tile at a time, a TMA copy per cache block."""
+    """The loader (one warp): the program's work items in turn, each handed on with its Q-block (`_hand_on`),
+    then K and V a tile at a time, a TMA copy per cache block. Over an e4m3 cache K as stored, for Q K^T on
+    e4m3, and V as stored into one of the staging buffers that `_convert_v` empties."""
+    E4M3: gl.constexpr = k_desc.dtype != q_desc.dtype
     STAGES_: gl.constexpr = k_bufs.type.shape[0]
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     D: gl.constexpr = k_bufs.type.shape[2]
     BLOCK: gl.constexpr = k_desc.block_type.shape[0]
-    PER_TILE: gl.constexpr = TILE_ // BLOCK
-    rows_layout: gl.constexpr = gl.BlockedLayout([1, 8], [ROWS_PER_STORE // 2, 64 // ROWS_PER_STORE], [1, 1],
-                                                 [1, 0])
+    SLOTS: gl.constexpr = v8_bufs.type.shape[0]
     done = 0
     n = 0
     w = gl.program_id(0)
@@ -426,71 +470,16 @@ def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs
         for j in range(n_tiles):
             following = _ticket(work, n_tiles, j + 1, following, STAGES_)
             t = done + j
-            stage = t % STAGES_
             _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, table, col)
-            mbarrier.wait(v_empty.index(stage), ((t // STAGES_) & 1) ^ 1)
-            partial_here = (last_partial >= j * PER_TILE) & (last_partial < (j + 1) * PER_TILE)
-            if partial_here:
-                i_partial = last_partial - j * PER_TILE
-                block = gl.load(table + last_partial)
-                # read only a block of the cache: an id past it (corrupt metadata) stores zeros, as TMA's
-                # copies of such ids do
-                in_cache = (block >= 0) & (block < kv_rows // BLOCK)
-                for i in gl.static_range(PER_TILE):
-                    if i == i_partial:
-                        for c in gl.static_range(BLOCK // ROWS_PER_STORE):
-                            r = c * ROWS_PER_STORE + gl.arange(0, ROWS_PER_STORE,
-                                                               gl.SliceLayout(1, rows_layout))
-                            d = gl.arange(0, D, gl.SliceLayout(0, rows_layout))
-                            rows = (block * BLOCK + r).to(gl.int64)
-                            keep = gl.expand_dims((last_partial * BLOCK + r < kv_len) & in_cache, 1)
-                            values = gl.load(v_cache_ptr + gl.expand_dims(rows * v_stride_row, 1) + col
-                                             + gl.expand_dims(d, 0), mask=keep, other=0.0)
-                            v_bufs.index(stage).slice(i * BLOCK + c * ROWS_PER_STORE,
-                                                      ROWS_PER_STORE).store(values)
-                fence_async_shared()  # the stores, before the products read them through the async proxy
-            # one arrival with the bytes of the copies (a constant each way): all but the stored block
-            mbarrier.expect(v_ready.index(stage), PER_TILE * v_desc.block_type.nbytes, pred=not partial_here)
-            mbarrier.expect(v_ready.index(stage), (PER_TILE - 1) * v_desc.block_type.nbytes,
-                            pred=partial_here)
-            _copy_tile(v_desc, v_bufs.index(stage), v_ready.index(stage), j, kv_len, kv_rows, table, col,
-                       last_partial)
-        done += n_tiles
-        w = following
-    _leave(work)
-    _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1)  # no items left
-
-
-@gluon.jit
-def _load_e4m3(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-               k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
-               v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
-    """The loader of e4m3 caches (one warp): the program's work items in turn, each handed on with its
-    Q-block, then K as stored, for Q K^T on e4m3, and V as stored into one of the staging buffers that
-    `_convert_v` empties."""
-    STAGES_: gl.constexpr = k_bufs.type.shape[0]
-    TILE_: gl.constexpr = k_bufs.type.shape[1]
-    D: gl.constexpr = k_bufs.type.shape[2]
-    BLOCK: gl.constexpr = v_desc.block_type.shape[0]
-    SLOTS: gl.constexpr = v8_bufs.type.shape[0]
-    done = 0
-    n = 0
-    w = gl.program_id(0)
-    while w < _items(work):
-        head, col, table, first, count, row, context, kv_len, n_tiles = _item(w, work, TILE_, BLOCK, D)
-        if (row >= 0) & (row < count):
-            _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
-                     n_tiles)
-            n += 1
-        following = _ticket(work, n_tiles, 0, _items(work), STAGES_)
-        for j in range(n_tiles):
-            following = _ticket(work, n_tiles, j + 1, following, STAGES_)
-            t = done + j
-            _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, table, col)
-            slot = t % SLOTS
-            mbarrier.wait(v8_empty.index(slot), ((t // SLOTS) & 1) ^ 1)
-            mbarrier.expect(v8_ready.index(slot), TILE_ // BLOCK * v_desc.block_type.nbytes)
-            _copy_tile(v_desc, v8_bufs.index(slot), v8_ready.index(slot), j, kv_len, kv_rows, table, col, -1)
+            if E4M3:
+                slot = t % SLOTS
+                mbarrier.wait(v8_empty.index(slot), ((t // SLOTS) & 1) ^ 1)
+                mbarrier.expect(v8_ready.index(slot), TILE_ // BLOCK * v_desc.block_type.nbytes)
+                _copy_tile(v_desc, v8_bufs.index(slot), v8_ready.index(slot), j, kv_len, kv_rows, table, col,
+                           -1)
+            else:
+                _copy_v(v_desc, v_bufs, v_ready, v_empty, j, t, kv_len, kv_rows, table, col, last_partial,
+                        v_cache_ptr, v_stride_row)
         done += n_tiles
         w = following
     _leave(work)
@@ -596,7 +585,7 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
             v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work)
     if FP8_PRODUCTS:  # the converter's warpgroup before the loader's warp: setmaxnreg takes whole warpgroups
         gl.warp_specialize([(_consume_low, args), (_consume_high, args), (_convert_v, args),
-                            (_load_e4m3, args)], [4, 4, 1], [CONSUMER_REGS, CONVERTER_REGS, LOADER_REGS])
+                            (_load, args)], [4, 4, 1], [CONSUMER_REGS, CONVERTER_REGS, LOADER_REGS])
     else:
         gl.warp_specialize([(_consume_low, args), (_consume_high, args), (_load, args)], [4, 1],
                            [CONSUMER_REGS, LOADER_REGS])
