@@ -538,12 +538,17 @@ def segment_buffers(num_tokens: int, num_q_heads: int, segments: int, head_size_
 _BUFFERS: dict[tuple, tuple[torch.Tensor, ...] | torch.Tensor] = {}
 
 
+def _kept(key: tuple, make):
+    """`_BUFFERS[key]`, made by `make()` on the first call: kept for the graphs that capture it."""
+    if key not in _BUFFERS:
+        _BUFFERS[key] = make()
+    return _BUFFERS[key]
+
+
 def persistent_buffers(num_tokens: int, num_q_heads: int, segments: int, head_size_padded: int,
                        device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    key = (str(torch.device(device)), num_tokens, num_q_heads, segments, head_size_padded)
-    if key not in _BUFFERS:
-        _BUFFERS[key] = segment_buffers(num_tokens, num_q_heads, segments, head_size_padded, device)
-    return _BUFFERS[key]
+    return _kept((str(torch.device(device)), num_tokens, num_q_heads, segments, head_size_padded),
+                 lambda: segment_buffers(num_tokens, num_q_heads, segments, head_size_padded, device))
 
 
 def arrival_counts(num_seqs: int, num_kv_heads: int, device) -> torch.Tensor:
@@ -551,10 +556,8 @@ def arrival_counts(num_seqs: int, num_kv_heads: int, device) -> torch.Tensor:
     zeroed on the first call of a shape and kept: each launch leaves them at 0 again, so a
     captured graph replays on them. Launches of one shape on concurrent streams would share
     them (as they share `persistent_buffers`): run such batches on one stream."""
-    key = ("arrivals", str(torch.device(device)), num_seqs, num_kv_heads)
-    if key not in _BUFFERS:
-        _BUFFERS[key] = torch.zeros(num_seqs * num_kv_heads, dtype=torch.int32, device=device)
-    return _BUFFERS[key]
+    return _kept(("arrivals", str(torch.device(device)), num_seqs, num_kv_heads),
+                 lambda: torch.zeros(num_seqs * num_kv_heads, dtype=torch.int32, device=device))
 
 
 def ticket_counters(device) -> torch.Tensor:
@@ -562,10 +565,8 @@ def ticket_counters(device) -> torch.Tensor:
     drawing: `warp_specialized._ticket`), zeroed once per device and kept: each launch leaves them at 0
     again (its last program zeroes them), so a captured graph replays on them. As with `arrival_counts`,
     launches on concurrent streams would share them: run them on one stream."""
-    key = ("tickets", str(torch.device(device)))
-    if key not in _BUFFERS:
-        _BUFFERS[key] = torch.zeros(2, dtype=torch.int32, device=device)
-    return _BUFFERS[key]
+    return _kept(("tickets", str(torch.device(device))),
+                 lambda: torch.zeros(2, dtype=torch.int32, device=device))
 
 
 def release_buffers() -> None:

@@ -536,9 +536,8 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     """Work items of num_q_blocks x num_q_heads, program_id(0)'s first, then as drawn from the two int32
     counters at tickets_ptr (zeros, left zeros: `_ticket`, `_leave`; `_item` numbers the items). The
     partition functions are one per warpgroup (`_consume_low`, `_consume_high`), not one taking the half
-    as an argument: a constant passed through
-    `gl.warp_specialize` arrives as a tensor (triton 3.6.0), and the half's Q buffer and row offsets
-    are then computed at run time.
+    as an argument: a constant passed through `gl.warp_specialize` arrives as a tensor (triton 3.6.0), and
+    the half's Q buffer and row offsets are then computed at run time.
     q_desc: q as [tokens, query heads x D] in boxes of 64 rows; k_desc, v_desc: the caches as
     [blocks x block size, KV heads x D] rows in boxes of one cache block. FP8_PRODUCTS: the caches
     are OCP e4m3 (its name is the Q-block kernel's for a kernel that rounds q to e4m3,
