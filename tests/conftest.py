@@ -56,6 +56,8 @@ os.environ["PAGED_ATTENTION_CHECK_VALUES"] = "1"  # kernels.inputs.CHECK_VALUES_
 DEVICE = "cuda" if HAS_GPU else "cpu"
 POOL = devices.export_pool() if HAS_GPU else None  # the controller: the GPUs its workers are dealt
 NO_GPU_REASON = "no CUDA/ROCm GPU: Triton's interpreter runs only the cpu_subset of the grid"
+CPU_ONLY_REASON = ("what a machine without a GPU does (Triton's interpreter in this process): "
+                   "this process runs on a GPU, so the premise does not hold here")
 
 
 def pytest_report_header(config):
@@ -165,6 +167,10 @@ def pytest_collection_modifyitems(config, items):
     if config.getoption("grid_plan"):
         _apply_grid_plan(config, items)
     if HAS_GPU:
+        skip_cpu = pytest.mark.skip(reason=CPU_ONLY_REASON)
+        for item in items:
+            if item.get_closest_marker("no_gpu"):
+                item.add_marker(skip_cpu)
         return
     skip_full = pytest.mark.skip(reason=NO_GPU_REASON)
     skip_gpu = pytest.mark.skip(reason="needs a CUDA/ROCm GPU (none found)")

@@ -26,6 +26,11 @@ import functools
 import numpy as np
 import pytest
 
+# A child process run as on a machine without a GPU, on any machine: the GPUs hidden from torch
+# (`perf.vendor.on_gpu` then says no), and with CPU_ONLY Triton's interpreter on.
+NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
+CPU_ONLY = {**NO_GPU, "TRITON_INTERPRET": "1"}
+
 NUMPY_BREAKS_INTERPRETER = tuple(int(x) for x in np.__version__.split(".")[:2]) >= (2, 4)
 
 needs_interpreter = pytest.mark.skipif(

@@ -15,6 +15,7 @@ handle.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -81,6 +82,7 @@ def paged_prefill() -> dict:
 
     import kernels
     from kernels.batch import build_batch
+    from kernels.paged_attention import heuristics
     from perf import scenarios
     from perf.static import plan
     from perf.thresholds import load_thresholds
@@ -89,7 +91,10 @@ def paged_prefill() -> dict:
     spec = next(s for s in scenarios.suite("anchor") if s.name == PREFILL).spec()
     batch = build_batch(spec, "cpu", fill=False)
     variant = kernels.VARIANTS["static_grid"]
-    launches = plan.plan_as_if_on(target, variant, batch, out=torch.empty_like(batch.q))
+    # the Q-block kernel's config: on an sm_90 host the tree plans this prefill on the Gluon kernel
+    chosen = heuristics.choose(target.vendor, heuristics.features_from_spec(spec, target.facts.num_sms))
+    launches = plan.plan_as_if_on(target, variant, batch, out=torch.empty_like(batch.q),
+                                  config=dataclasses.replace(chosen, warp_specialized=False))
     launch = next(x for x in launches if x.name.startswith("q_block"))
     signature, constexprs, attrs, options = plan.bind(launch, target)
     compiled = triton.compile(ASTSource(launch.kernel, signature, constexprs, attrs),

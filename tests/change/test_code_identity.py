@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+from interpreter_support import NO_GPU
 
 from perf.change import keys
 from perf.ci import grid
@@ -155,10 +156,11 @@ def planted(tmp_path_factory):
 
 
 def _plan(repo, base: str, head: str, out, vendor: str = "nvidia") -> tuple[dict, str]:
+    # as on a machine without a GPU, on any machine: a GPU here would refuse the other vendor's plan
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
     done = subprocess.run([sys.executable, "-m", "perf", "gate", "--plan-only", "--suite", "smoke",
                            "--variants", VARIANTS, "--vendor", vendor, "--base-ref", base, "--head-ref", head,
-                           "--out", str(out)], cwd=repo, env=dict(env, PYTHONPATH=str(repo)),
+                           "--out", str(out)], cwd=repo, env=dict(env, **NO_GPU, PYTHONPATH=str(repo)),
                           capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((out / "plan.json").read_text()), done.stdout.strip()

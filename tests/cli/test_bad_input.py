@@ -11,6 +11,7 @@ rewrites it, and the doc test fails when it differs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,10 +19,11 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-from perf import cli, files
+from perf import cli, files, vendor
 from perf.errors import ConfigError
 
 pytestmark = pytest.mark.slow  # starts processes
@@ -41,6 +43,7 @@ class Case:
     needle: str  # a part of the one line that must name the argument, file or rule
     code: int = 2
     setup: Callable[[Path], None] | None = None
+    no_gpu: bool = False  # run as on a machine without a GPU, on any machine (`perf.vendor.on_gpu` says no)
 
 
 def _write(name: str, text: str | bytes) -> Callable[[Path], None]:
@@ -191,14 +194,15 @@ CASES = [
 
     # commands that must not start
     Case("commands", "`run --vendor nvidia` on a machine without a GPU",
-         lambda t: ["run", "--vendor", "nvidia", "--out", str(t / "r.jsonl")], "GPU"),
+         lambda t: ["run", "--vendor", "nvidia", "--out", str(t / "r.jsonl")], "GPU", no_gpu=True),
     Case("commands", "`run` of a GPU-sized suite on a machine without a GPU",
-         lambda t: ["run", "--out", str(t / "r.jsonl")], "--suite smoke"),
+         lambda t: ["run", "--out", str(t / "r.jsonl")], "--suite smoke", no_gpu=True),
     Case("commands", "`run --metrics graph` on a machine without a GPU",
-         lambda t: ["run", "--suite", "smoke", "--metrics", "graph", "--out", str(t / "r.jsonl")], "graph"),
+         lambda t: ["run", "--suite", "smoke", "--metrics", "graph", "--out", str(t / "r.jsonl")], "graph",
+         no_gpu=True),
     Case("commands", "`gate --suite smoke --metrics graph` on a machine without a GPU",
          lambda t: ["gate", "--suite", "smoke", "--metrics", "graph", "--base-ref", "HEAD",
-                    "--out", str(t / "ab")], "graph"),
+                    "--out", str(t / "ab")], "graph", no_gpu=True),
     Case("commands", "`host-cost --variants nave`", lambda t: ["host-cost", "--variants", "nave"], "nave"),
     Case("commands", "`calibrate --suite bogus`", lambda t: ["calibrate", "--suite", "bogus"], "bogus"),
     Case("commands", "`toolchain --variants nave`",
@@ -370,9 +374,11 @@ def run_case(case: Case, tmp: Path, capsys) -> tuple[int, str]:
     if case.needle == "being written by":  # another run holds the output
         holder = files.lock(str(tmp / "r.jsonl"))
         holder.__enter__()
+    no_gpu = mock.patch.object(vendor, "on_gpu", lambda: False) if case.no_gpu else contextlib.nullcontext()
     try:
         try:
-            code = cli.main(argv)
+            with no_gpu:
+                code = cli.main(argv)
         except SystemExit as e:  # argparse's own exit
             code = e.code
     finally:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from interpreter_support import needs_interpreter
+from interpreter_support import CPU_ONLY, needs_interpreter
 from throwaway_repo import harness_repo
 
 from perf import results, scenarios
@@ -26,9 +26,7 @@ pytestmark = pytest.mark.slow  # starts processes
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-# These tests exercise the CPU path (interpreter, no GPU) on every machine, GPU runners too.
-CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
-
+# These tests exercise the CPU path (interpreter, no GPU: CPU_ONLY) on every machine, GPU runners too.
 
 def _perf(*args: str, cwd: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
     env = dict(os.environ, **CPU_ONLY, **(env or {}), PYTHONPATH=cwd)

@@ -389,7 +389,8 @@ def test_every_call_of_a_kept_plan_reads_its_own_tensors(variant, split, device)
 FP8_VARIANTS = [name for name, v in VARIANTS.items() if "fp8_kv" in v.features]
 
 
-@triton.jit
+# as the kernels take them (common.NO_SPECIALIZE): a count of 1 made a constant has no `.to` (sm_90 compile)
+@triton.jit(do_not_specialize=["num_seqs", "num_tokens"])
 def _locate_kernel(cu_seqlens_q_ptr, out_ptr, num_seqs, num_tokens, BLOCK_Q: tl.constexpr,
                    DECODE_LAYOUT: tl.constexpr):
     q_block = tl.program_id(0)

@@ -243,6 +243,8 @@ GPU_BATCHES = {
     "mixed": ((300, 1, 129, 17, 64), (300, 1328, 463, 17, 1000)),
     "chunk": ((129,), (463,)),
     "prompt_1000": ((1000,), (1000,)),
+    # whole Q-blocks only: a gap in the numbering after every sequence, the last one trimmed
+    "whole_blocks": ((256, 128, 384, 128), (1000, 128, 700, 2000)),
 }
 GPU_CASES = [
     ("mixed", 8, 2, 128, 16, "bfloat16", False),
@@ -251,11 +253,13 @@ GPU_CASES = [
     ("chunk", 4, 4, 128, 128, "bfloat16", False),
     ("prompt_1000", 32, 8, 128, 16, "bfloat16", False),
     ("prompt_1000", 8, 2, 64, 128, "float16", False),
+    ("whole_blocks", 8, 2, 128, 16, "bfloat16", False),
     # OCP e4m3 caches: Q K^T on e4m3, V converted to fp16 by the loader
     ("mixed", 8, 2, 128, 16, "bfloat16", True),
     ("mixed", 10, 2, 128, 32, "float16", True),
     ("chunk", 4, 4, 128, 128, "bfloat16", True),
     ("prompt_1000", 32, 8, 128, 64, "bfloat16", True),
+    ("whole_blocks", 8, 2, 128, 16, "bfloat16", True),
 ]
 
 

@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 
 import pytest
-from interpreter_support import needs_interpreter
+from interpreter_support import CPU_ONLY, needs_interpreter
 
 from perf import results
 from perf.checkout import ROOT
@@ -23,7 +23,6 @@ from perf.latency.worker import PROTOCOL
 
 pytestmark = pytest.mark.slow  # starts processes
 
-CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
 
 
 @needs_interpreter

@@ -19,7 +19,7 @@ import time
 
 import pytest
 import yaml
-from interpreter_support import needs_interpreter
+from interpreter_support import CPU_ONLY, needs_interpreter
 from throwaway_repo import harness_repo
 
 from perf import cli
@@ -31,7 +31,6 @@ from perf.verdicts import Finding, Verdict
 pytestmark = pytest.mark.slow  # starts processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
 TINY = "tiny/decode/batch1-kv16/block16"  # a smoke-suite scenario: the interpreter may bisect it
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from interpreter_support import NO_GPU
 
 from perf import why
 from tests.throwaway_repo import git, harness_repo
@@ -49,7 +50,7 @@ def planted(tmp_path_factory):
 
 def _why(repo, base: str, head: str, scenario: str, out) -> tuple[subprocess.CompletedProcess, dict, str]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(repo)
+    env.update(NO_GPU, PYTHONPATH=str(repo))  # as on a machine without a GPU: static explanations only
     done = subprocess.run([sys.executable, "-m", "perf", "why", "--base-ref", base, "--head-ref", head,
                            "--scenarios", scenario, "--out", str(out),
                            "--cache-dir", os.path.join(ROOT, ".perf-cache", "compile")],
@@ -196,7 +197,10 @@ def test_red_cases_are_the_failing_and_warning_latency_cases_worst_first():
 
 
 def test_the_gate_section_explains_red_cases_and_never_breaks_the_gate(tmp_path, monkeypatch):
+    from perf import vendor
     from perf.thresholds import load_thresholds
+
+    monkeypatch.setattr(vendor, "on_gpu", lambda: False)  # as on a machine without a GPU: nothing profiled
 
     th = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
     roots = {"base": "B", "head": "H"}

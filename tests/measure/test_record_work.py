@@ -11,11 +11,11 @@ from perf.scenarios import Scenario
 TINY = "tiny/decode/batch1-kv16/block16"
 
 
-def test_a_ready_case_knows_its_batchs_work():
+def test_a_ready_case_knows_its_batchs_work(device):
     import kernels
 
     scenario = Scenario.parse(TINY)
-    case = make_case(kernels, "static_grid", scenario, "cpu")
+    case = make_case(kernels, "static_grid", scenario, device)
     assert case.skip is None, case.skip
     assert case.work == roofline.work(case.keep[0].spec) == roofline.work(scenario.spec())
     assert case.work["bytes"] > 0 and case.work["flops"] > 0

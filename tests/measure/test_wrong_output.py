@@ -21,7 +21,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from interpreter_support import needs_interpreter
+from interpreter_support import CPU_ONLY, needs_interpreter
 
 from perf import results
 from perf.checkout import ROOT
@@ -34,7 +34,6 @@ from perf.verdicts import Finding, Verdict, exit_code, wrong_output
 
 pytestmark = pytest.mark.slow  # starts processes
 
-CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"}
 values = st.floats(-4, 4, allow_nan=False, width=32) | st.just(float("nan"))
 
 

@@ -353,6 +353,7 @@ def _keys(res: results.Results) -> tuple[set, set]:
     return (set(res.medians()), {(r["kind"], r["variant"], r["scenario"], r["reason"]) for r in res.skips()})
 
 
+@pytest.mark.no_gpu
 def test_sharded_smoke_run_merges_to_the_cases_of_an_unsharded_run(tmp_path, monkeypatch):
     """Runner 1/2 and 2/2 of the smoke suite, the larger part over two interpreter workers (stand-in
     GPUs), merged by the merge job's code: the same (variant, scenario, metric) keys and skips as

@@ -135,6 +135,7 @@ def test_no_gpu_no_limit_and_a_failed_measurement_says_why(cache):
     assert no_uuid["cached"] is False and not cache.exists()  # measured for the run, nothing to key it by
 
 
+@pytest.mark.no_gpu
 def test_a_results_environment_in_the_interpreter_holds_no_limits_and_why():
     env = results.environment()
     assert env["limits"] is None and env["fingerprint_why"]["limits"]

@@ -25,7 +25,7 @@ from importlib import metadata
 import numpy as np
 import pytest
 import yaml
-from interpreter_support import needs_interpreter
+from interpreter_support import CPU_ONLY, NO_GPU, needs_interpreter
 
 from perf import results, toolchain
 from perf.checkout import ROOT
@@ -42,7 +42,6 @@ FAKE = "9.9.0"
 REAL_TRITON = os.path.dirname(importlib.util.find_spec("triton").origin)
 TH = load_thresholds(os.path.join(ROOT, "thresholds.yaml"))
 ENV = {"vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3", "triton": "3.6.0"}
-CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
 pytestmark = pytest.mark.slow  # starts processes
 
 # The stand-in's triton/__init__.py: the installed Triton's code (its folder appended to the
@@ -229,7 +228,7 @@ def test_newest_release_and_prerelease():
 def _perf(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     return subprocess.run([sys.executable, "-m", "perf", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=dict(env, PYTHONPATH=ROOT, **CPU_ONLY))
+                          timeout=timeout, env=dict(env, PYTHONPATH=ROOT, **NO_GPU))
 
 
 BAD = [
@@ -258,7 +257,7 @@ def test_static_gate_compiles_under_both_tritons(installed_fake, tmp_path):
     tc, root = installed_fake
     out = tmp_path / "static"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=ROOT, **{toolchain.CACHE_ENV: root}, **CPU_ONLY)
+    env.update(PYTHONPATH=ROOT, **{toolchain.CACHE_ENV: root}, **NO_GPU)
     # Compile time is a measurement: one cold compile of 0.2 CPU s per side, here under pytest's
     # load rather than the gate's (A/B ratios of 1.28 were seen), so its verdict is out of this
     # test (perf.verdicts.compile_time_rule has its own tests). What is tested: which Triton each
@@ -375,6 +374,7 @@ def _fake_worker(calls: list, effect: float):
     return run_process
 
 
+@pytest.mark.no_gpu  # the interpreter's run sizes: 2 processes a side can never be significant
 def test_latency_gate_alternates_sides_under_their_tritons(tmp_path, monkeypatch, capsys):
     fake = toolchain.Toolchain(FAKE, str(tmp_path / "tc"))
     monkeypatch.setattr(toolchain, "ensure", lambda spec, **kw: fake)
@@ -403,6 +403,7 @@ def test_latency_gate_alternates_sides_under_their_tritons(tmp_path, monkeypatch
     assert gate["identity"]["toolchain"] == f"triton=={FAKE}"
 
 
+@pytest.mark.no_gpu
 def test_latency_gate_measures_the_named_commit_under_both_tritons(tmp_path, monkeypatch):
     """`--head-ref C` with `--toolchain`: both sides run commit C's kernels (the nightly's toolchain
     A/B names the step's commit, which need not be the checkout's), never this checkout's."""
@@ -451,7 +452,7 @@ def test_worker_measures_one_side_only(tmp_path):
            "tiny/decode/*", "--variants", "static_grid", "--metrics", "eager", "--repeats", "2",
            "--samples", "1", "--side", "head"]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, **CPU_ONLY, TRITON_INTERPRET="1", PYTHONPATH=ROOT))
+                         env=dict(os.environ, **CPU_ONLY, PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr[-2000:]
     events = [json.loads(x[len(PROTOCOL):]) for x in out.stdout.splitlines() if x.startswith(PROTOCOL)]
     assert events[-1]["event"] == "done" and events[-1]["pairs"] == 2
