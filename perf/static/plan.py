@@ -12,6 +12,7 @@ and keyed by Triton's own compile cache key, so identical specializations compil
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 from typing import Any
@@ -78,13 +79,41 @@ def plan_as_if_on(target: Target, variant, batch, *, num_sms: int | None = None,
     sized for its SM/CU count (`num_sms`: another count than the target's product, e.g. the
     GPU a gate runs on), through the kernels' own `vendor=` / `num_sms=` hints. `out`: the
     output buffer (default: a new one); `hints`: further host-side hints the call passes
-    (the latency gate's `max_seqlen_q` / `max_seqlen_k`, perf/change/latency.py)."""
+    (the latency gate's `max_seqlen_q` / `max_seqlen_k`, perf/change/latency.py).
+
+    What the planner decides by the GPU in its own process (the Gluon kernel is sm_90's) follows the
+    process only on the target's own architecture: on a GPU of another one (an H100 planning sm_100)
+    the active kernels' `platform.current()` is a CPU's while it plans, as from a CPU (CI), where the
+    platform stays as it is."""
     import torch
 
     out = torch.empty_like(batch.q) if out is None else out
-    _, launches = variant.plan(*batch.args(), out=out, vendor=target.vendor,
-                               num_sms=num_sms or target.facts.num_sms, **batch.options, **hints)
+    with _off_target_as_from_a_cpu(target):
+        _, launches = variant.plan(*batch.args(), out=out, vendor=target.vendor,
+                                   num_sms=num_sms or target.facts.num_sms, **batch.options, **hints)
     return launches
+
+
+@contextlib.contextmanager
+def _off_target_as_from_a_cpu(target: Target):
+    """Where this process runs on a GPU of another architecture than `target`, the active kernels'
+    `platform.current()` is a CPU's while planning, as CI plans (`plan_as_if_on`)."""
+    try:
+        from kernels import platform
+    except ImportError:  # a checkout without it plans by its hints alone
+        yield
+        return
+    here = platform.current()
+    if here.vendor == "cpu" or here.arch == target.name:
+        yield
+        return
+    current = platform.current
+    cpu = platform.Platform("cpu", "interpreter", "Triton interpreter", 32, 0)  # as `current()` without a GPU
+    platform.current = lambda: cpu
+    try:
+        yield
+    finally:
+        platform.current = current
 
 
 def fp8_format(target: Target) -> dict:

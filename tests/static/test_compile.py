@@ -96,6 +96,27 @@ def test_plans_follow_the_target_vendors_heuristics(targets):
     assert planned["gfx950"]["constexprs"] == planned["gfx942"]["constexprs"]
 
 
+@pytest.mark.parametrize("host", [platform.Platform("nvidia", "sm_90", "NVIDIA H200", 32, 132),
+                                  platform.Platform("nvidia", "sm_100", "NVIDIA B200", 32, 148),
+                                  platform.Platform("amd", "gfx942", "AMD Instinct MI300X", 64, 304),
+                                  platform.Platform("cpu", "interpreter", "Triton interpreter", 32, 0)],
+                         ids=lambda p: p.arch)
+def test_a_plan_as_if_on_a_target_takes_the_gluon_kernel_only_for_sm90_on_sm90(monkeypatch, targets, host):
+    """The static gate's plan of a prefill for each target (`plan_as_if_on`), on each kind of host: the
+    Gluon kernel (sm_90's) only for sm_90 planned on an sm_90 GPU, as it runs there; every other pair
+    the Q-block kernel, as planned from a CPU in CI (an sm_90 host once planned it for sm_100 too)."""
+    from kernels.paged_attention import planning
+
+    monkeypatch.setattr(platform, "current", lambda: host)
+    batch = build_batch(BatchSpec((2048,), (2048,), num_q_heads=32, num_kv_heads=8), "cpu", fill=False)
+    for target in targets.values():
+        planning.release_buffers()
+        names = [x.name for x in plan.plan_as_if_on(target, VARIANTS["static_grid"], batch)]
+        gluon = host.arch == target.name == "sm_90" and planning.gluon_available()
+        assert ("ws_prefill_kernel" in names) == gluon, (target.name, names)
+        assert platform.current() is host  # given back
+
+
 def test_a_gluon_kernel_is_compiled_from_gluon_source():
     """The warp-specialized prefill is a Gluon kernel: its IR is built by Gluon's source, the Q-block
     kernel's by Triton's (what `triton.compile` gets in the static gate and the change keys)."""
