@@ -628,8 +628,8 @@ def programs(items: int, num_sms: int) -> int:
 
 
 def q_blocks(num_tokens: int, num_seqs: int) -> int:
-    """The grid's Q-blocks: `common.find_seq_idx`'s bound, one more per sequence for its partial block. Its
-    gaps cost no time that was measurable: taken out three ways (numbered without them, trimmed at the
-    end, skipped a Q-block at a time), a batch of chunks where they are a fifth of the items stayed within
-    0.3 % or got slower (NVIDIA H200, docs/lab/2026-11-30.md)."""
+    """The grid's Q-blocks: `common.find_seq_idx`'s bound, one more per sequence for its partial block. On
+    a batch of chunks where its gaps are a fifth of the items, taking them out three ways (numbered
+    without them, trimmed at the end, skipped a Q-block at a time) gained nothing (NVIDIA H200,
+    docs/lab/2026-11-30.md)."""
     return num_tokens // BLOCK_M.value + num_seqs
