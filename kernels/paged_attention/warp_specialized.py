@@ -30,7 +30,8 @@ prompts (8 x 1k, 16 x 512) and 0.94x on a mixed batch over e4m3 (NVIDIA H200, do
   beyond the cache's rows, which TMA fills with zeros. The cache block holding the last key has stale
   rows after it: K's are masked out of the scores, but a stale V that is not finite would poison P V
   (0 x inf), so that block of V is read by ordinary masked loads, zeros past the last key, and stored
-  by the loader. Past its last item it hands on an item of -1 tiles, which ends the other partitions.
+  by the loader, in an item's last tile only (`_copy_kv`: in the tile loop it spilled). Past its last
+  item it hands on an item of -1 tiles, which ends the other partitions.
 - **Two consumers** (a warpgroup each, CONSUMER_REGS registers) take 64 of the Q-block's rows
   each: S = Q K^T on wgmma, the causal mask on the tiles that cross the diagonal or the end,
   the online softmax in exp2 (the scale in each exponent's FFMA), O += P V on wgmma with P from
@@ -83,7 +84,8 @@ STAGES = 2  # K and V buffers: 2 x 2 x 32 KiB and Q 32 KiB, 160 KiB of an SM's 2
 # Registers per thread (setmaxnreg): the kernel's average MAXNREG over 3 warpgroups is split into
 # two consumers and a loader. FA3's split for two consumers is 240 / 24; the loader here also stages
 # the last V block through registers (sm_90 compile, triton 3.6.0, 2026-11-30: 240 / 24 spilled 312 B
-# of stack, 232 / 40 112 B, 216 / 72 32 B in the consumers; 224 / 56 8-16 B)
+# of stack, 232 / 40 112 B, 216 / 72 32 B in the consumers; 224 / 56 8-16 B; with the persistent loop
+# 72-216 B in the loader's tile loop, none since `_copy_kv` took that block out of it)
 CONSUMER_REGS = 224
 LOADER_REGS = 56
 MAXNREG = 168  # (2 x 224 + 56) / 3
@@ -400,10 +402,10 @@ def _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, block_table
 
 @gluon.jit
 def _copy_v(v_desc, v_bufs, v_ready, v_empty, j, t, kv_len, kv_rows, table, col, last_partial, v_cache_ptr,
-            v_stride_row):
-    """Tile j of a 16-bit V into its stage, a TMA copy per cache block, but the block holding the last key
-    (`last_partial`, -1: none), which the loader's warp reads by masked loads (zeros past the last key) and
-    stores (module docstring)."""
+            v_stride_row, LAST: gl.constexpr):
+    """Tile j of a 16-bit V into its stage, a TMA copy per cache block. In an item's LAST tile, not the block
+    holding the sequence's last key (`last_partial`, -1: none): the loader's warp reads that one by masked
+    loads (zeros past the last key) and stores it (module docstring)."""
     STAGES_: gl.constexpr = v_bufs.type.shape[0]
     TILE_: gl.constexpr = v_bufs.type.shape[1]
     D: gl.constexpr = v_bufs.type.shape[2]
@@ -413,6 +415,10 @@ def _copy_v(v_desc, v_bufs, v_ready, v_empty, j, t, kv_len, kv_rows, table, col,
                                                  [1, 0])
     stage = t % STAGES_
     mbarrier.wait(v_empty.index(stage), ((t // STAGES_) & 1) ^ 1)
+    if not LAST:  # no tile but an item's last holds the block of the sequence's last key (`_copy_kv`)
+        mbarrier.expect(v_ready.index(stage), PER_TILE * v_desc.block_type.nbytes)
+        _copy_tile(v_desc, v_bufs.index(stage), v_ready.index(stage), j, kv_len, kv_rows, table, col, -1)
+        return
     partial_here = (last_partial >= j * PER_TILE) & (last_partial < (j + 1) * PER_TILE)
     if partial_here:
         i_partial = last_partial - j * PER_TILE
@@ -442,6 +448,29 @@ def _copy_v(v_desc, v_bufs, v_ready, v_empty, j, t, kv_len, kv_rows, table, col,
 
 
 @gluon.jit
+def _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, t, kv_len, kv_rows, table, col, last_partial,
+             v_cache_ptr, v_stride_row, LAST: gl.constexpr):
+    """Tile j of K and V, the program's t-th. LAST: the item's last tile, the only one that can hold the
+    block of the sequence's last key, whose masked copy through registers (`_copy_v`) is compiled there
+    alone: inside the tile loop it made the loader's warp spill (72-216 B of stack for heads of 128, blocks
+    of 16-128; sm_90 compile, triton 3.6.0, 2026-11-30), none there since."""
+    k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty = bars
+    E4M3: gl.constexpr = k_desc.dtype != v_bufs.dtype  # V converted to fp16 for P V (`_convert_v`)
+    TILE_: gl.constexpr = k_bufs.type.shape[1]
+    BLOCK: gl.constexpr = k_desc.block_type.shape[0]
+    SLOTS: gl.constexpr = v8_bufs.type.shape[0]
+    _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, table, col)
+    if E4M3:
+        slot = t % SLOTS
+        mbarrier.wait(v8_empty.index(slot), ((t // SLOTS) & 1) ^ 1)
+        mbarrier.expect(v8_ready.index(slot), TILE_ // BLOCK * v_desc.block_type.nbytes)
+        _copy_tile(v_desc, v8_bufs.index(slot), v8_ready.index(slot), j, kv_len, kv_rows, table, col, -1)
+    else:
+        _copy_v(v_desc, v_bufs, v_ready, v_empty, j, t, kv_len, kv_rows, table, col, last_partial,
+                v_cache_ptr, v_stride_row, LAST)
+
+
+@gluon.jit
 def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
           k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
           v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
@@ -453,7 +482,7 @@ def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     D: gl.constexpr = k_bufs.type.shape[2]
     BLOCK: gl.constexpr = k_desc.block_type.shape[0]
-    SLOTS: gl.constexpr = v8_bufs.type.shape[0]
+    bars = (k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty)
     done = 0
     n = 0
     w = gl.program_id(0)
@@ -467,19 +496,17 @@ def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs
         last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
         # every item draws once (an item of no tiles at once), before the loop or in it
         following = _ticket(work, n_tiles, 0, _items(work), STAGES_)
-        for j in range(n_tiles):
+        # a 16-bit V: the last tile peeled off (`_copy_kv`), so the loop never holds it; e4m3's, converted
+        # elsewhere, took 0.997-1.022x the time so (H200, docs/lab/2026-11-30.md) and keeps one loop
+        peeled = 0 if E4M3 else 1
+        for j in range(n_tiles - peeled):
             following = _ticket(work, n_tiles, j + 1, following, STAGES_)
-            t = done + j
-            _copy_k(k_desc, k_bufs, k_ready, k_empty, j, t, kv_len, kv_rows, table, col)
-            if E4M3:
-                slot = t % SLOTS
-                mbarrier.wait(v8_empty.index(slot), ((t // SLOTS) & 1) ^ 1)
-                mbarrier.expect(v8_ready.index(slot), TILE_ // BLOCK * v_desc.block_type.nbytes)
-                _copy_tile(v_desc, v8_bufs.index(slot), v8_ready.index(slot), j, kv_len, kv_rows, table, col,
-                           -1)
-            else:
-                _copy_v(v_desc, v_bufs, v_ready, v_empty, j, t, kv_len, kv_rows, table, col, last_partial,
-                        v_cache_ptr, v_stride_row)
+            _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, done + j, kv_len, kv_rows, table, col,
+                     last_partial, v_cache_ptr, v_stride_row, E4M3)
+        if not E4M3 and n_tiles > 0:
+            following = _ticket(work, n_tiles, n_tiles, following, STAGES_)
+            _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, n_tiles - 1, done + n_tiles - 1, kv_len,
+                     kv_rows, table, col, last_partial, v_cache_ptr, v_stride_row, True)
         done += n_tiles
         w = following
     _leave(work)
