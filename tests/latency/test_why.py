@@ -48,9 +48,12 @@ def planted(tmp_path_factory):
     return repo
 
 
-def _why(repo, base: str, head: str, scenario: str, out) -> tuple[subprocess.CompletedProcess, dict, str]:
+def _why(repo, base: str, head: str, scenario: str, out, *, gpu: bool = False
+         ) -> tuple[subprocess.CompletedProcess, dict, str]:
+    """`perf why` in a child process: as on a machine without a GPU (static explanations only) unless
+    `gpu`, which keeps this machine's GPUs for device time per kernel."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(NO_GPU, PYTHONPATH=str(repo))  # as on a machine without a GPU: static explanations only
+    env.update({} if gpu else NO_GPU, PYTHONPATH=str(repo))
     done = subprocess.run([sys.executable, "-m", "perf", "why", "--base-ref", base, "--head-ref", head,
                            "--scenarios", scenario, "--out", str(out),
                            "--cache-dir", os.path.join(ROOT, ".perf-cache", "compile")],
@@ -276,7 +279,7 @@ def test_both_planted_changes_with_device_time_on_a_gpu(planted, tmp_path, capsy
     time comes from its re-measure processes' records; the sections are printed (-s)."""
     for name, (base, head, scenario) in {"heuristic": ("HEAD~2", "HEAD~1", SHORT),
                                          "kernel edit": ("HEAD~1", "HEAD", DECODE)}.items():
-        _, doc, md = _why(planted, base, head, scenario, tmp_path / name.replace(" ", "-"))
+        _, doc, md = _why(planted, base, head, scenario, tmp_path / name.replace(" ", "-"), gpu=True)
         [case] = doc["cases"]
         dt = case["device_time"]
         assert "skipped" not in dt, dt
