@@ -85,7 +85,7 @@ STAGES = 2  # K and V buffers: 2 x 2 x 32 KiB and Q 32 KiB, 160 KiB of an SM's 2
 # two consumers and a loader. FA3's split for two consumers is 240 / 24; the loader here also stages
 # the last V block through registers (sm_90 compile, triton 3.6.0, 2026-11-30: 240 / 24 spilled 312 B
 # of stack, 232 / 40 112 B, 216 / 72 32 B in the consumers; 224 / 56 8-16 B; with the persistent loop
-# 72-216 B in the loader's tile loop, none since `_copy_kv` took that block out of it)
+# 72-216 B, spilling in the loader's tile loop, none there since `_copy_kv` took that block out of it)
 CONSUMER_REGS = 224
 LOADER_REGS = 56
 MAXNREG = 168  # (2 x 224 + 56) / 3
@@ -452,8 +452,8 @@ def _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, t, kv_len, kv_row
              v_cache_ptr, v_stride_row, LAST: gl.constexpr):
     """Tile j of K and V, the program's t-th. LAST: the item's last tile, the only one that can hold the
     block of the sequence's last key, whose masked copy through registers (`_copy_v`) is compiled there
-    alone: inside the tile loop it made the loader's warp spill (72-216 B of stack for heads of 128, blocks
-    of 16-128; sm_90 compile, triton 3.6.0, 2026-11-30), none there since."""
+    alone: inside the tile loop it made the loader's warp spill there (stack of 72 B for heads of 128 over
+    blocks of 16, 96 B over 64, 216 B over 128; sm_90 compile, triton 3.6.0, 2026-11-30), and none since."""
     k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty = bars
     E4M3: gl.constexpr = k_desc.dtype != v_bufs.dtype  # V converted to fp16 for P V (`_convert_v`)
     TILE_: gl.constexpr = k_bufs.type.shape[1]
