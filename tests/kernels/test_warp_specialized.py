@@ -239,7 +239,7 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     assert e4m3["wgmma"] == 2 * 2 * (128 // 32 + 128 // 16) and e4m3["e4m3_wgmma"] == 2 * 2 * (128 // 32)
     assert e4m3["conversions"] > 0 and facts["128/16"]["conversions"] == 0
     # the loader's copy of the block of a sequence's last key through registers, compiled inside its tile
-    # loop, spilled 72 B of stack for heads of 128 over blocks of 16 (and 1-2 % of a prefill's time);
+    # loop, spilled 72 B of stack for heads of 128 over blocks of 16 (and cost 1-5 % of a prefill's time);
     # compiled in the item's last tile alone (`_copy_kv`), 16 B, none of it in the loop
     assert facts["128/16"]["stack"] <= 16 and facts["64/128"]["stack"] <= 8 and e4m3["stack"] <= 8, facts
 
