@@ -213,6 +213,7 @@ def plan_side(variants: list[str], scenarios: list, targets: list[Target],
     entries: list[dict] = []
     jobs: dict[str, Job] = {}
     from kernels.batch import build_batch
+    from perf.measure.cases import host_hints
 
     for target in targets:
         batches = {s.name: build_batch(s.spec(), "cpu", fill=False, **fp8_format(target)) for s in scenarios}
@@ -225,8 +226,9 @@ def plan_side(variants: list[str], scenarios: list, targets: list[Target],
                     entries.append({**base, "status": "skip", "kernel": "",
                                     "error": f"variant {name!r} is not registered in this checkout"})
                     continue
-                try:
-                    launches = plan_as_if_on(target, variant, batches[scenario.name])
+                try:  # with the host hints the harness passes: the launches the latency gate times
+                    launches = plan_as_if_on(target, variant, batches[scenario.name],
+                                             **host_hints(variant, scenario.spec()))
                 except NotImplementedError as e:
                     entries.append({**base, "status": "skip", "kernel": "", "error": str(e)})
                     continue

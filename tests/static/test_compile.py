@@ -518,3 +518,22 @@ def test_not_comparable_base_reports_without_failing(thresholds, targets):
     findings = gate.compare({"comparable": False}, head, thresholds)
     [f] = [f for f in findings if f.metric.endswith("vgpr_spills")]
     assert f.verdict is Verdict.OK and f.note.startswith("base not comparable; would be fail")
+
+
+def test_each_case_is_planned_with_the_host_hints_the_harness_passes(targets):
+    """The static gate compiles what the latency gate times: each case planned with the host hints a
+    serving engine passes (`cases.host_hints`). A multi-token decode is where they change the plan
+    (without them, 64-row Q-blocks in tiles of 128 that spilled 168 B on sm_90)."""
+    from perf.measure.cases import host_hints
+
+    scenario = Scenario.parse("llama3-8b/decode/batch4-kv1024-q5/block16/bf16")
+    target = targets["sm_90"]
+    entries, _ = plan.plan_side(["static_grid"], [scenario], [target], named=True)
+    batch = build_batch(scenario.spec(), "cpu", fill=False)
+    hints = host_hints(VARIANTS["static_grid"], scenario.spec())
+    assert set(hints) == {"max_seqlen_q", "max_seqlen_k"}
+    variant = VARIANTS["static_grid"]
+    hinted = [launch.config() for launch in plan.plan_as_if_on(target, variant, batch, **hints)]
+    bare = [launch.config() for launch in plan.plan_as_if_on(target, variant, batch)]
+    assert hinted != bare  # else this case would not tell the two apart
+    assert [e["config"] for e in entries] == hinted
