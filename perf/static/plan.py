@@ -105,7 +105,8 @@ def _off_target_as_from_a_cpu(target: Target):
         yield
         return
     current = platform.current
-    cpu = platform.Platform("cpu", "interpreter", "Triton interpreter", 32, 0)  # as `current()` without a GPU
+    # what `current()` returns without a GPU, written out: a base checkout's platform module is the one active
+    cpu = platform.Platform("cpu", "interpreter", "Triton interpreter", 32, 0)
     platform.current = lambda: cpu
     try:
         yield
