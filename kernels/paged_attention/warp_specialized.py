@@ -48,8 +48,9 @@ prompts (8 x 1k, 16 x 512) and 0.94x on a mixed batch over e4m3 (NVIDIA H200, do
   exactly from e4m3 by a fourth warpgroup (`_convert_v`), which zeroes the keys past the last one; the
   loader copies V as stored into E4M3_SLOTS staging buffers for it. v_scale scales the output. The
   conversion in the loader's own warpgroup (its copies then wait on a barrier each) or in the consumers
-  left it 1.15-1.2x slower than the bf16 kernel at blocks of 16; in a warpgroup of its own 0.91-1.08x
-  (H200, docs/lab/2026-11-30.md).
+  left it 1.15-1.2x slower than the bf16 kernel at blocks of 16; in a warpgroup of its own 0.91-1.08x.
+  Rounding q there too, instead of in each consumer, lost 1.03-1.09x: the next item's V then waits
+  behind it (H200, docs/lab/2026-11-30.md).
 
 Metadata the value checks would refuse stays inside the tensors, as in the Q-block kernel
 (tests/kernels/test_memory_safety.py states the contract): token ranges are clamped into q's rows,
@@ -284,6 +285,10 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
     E4M3: gl.constexpr = k_bufs.dtype != q_smem.dtype  # FP8_PRODUCTS: no constant reaches a partition
     done = 0  # tiles of the earlier work items: the stages' barriers count on
     n = 0
+    if E4M3:  # the scales once: loaded at each work item, each load's latency held up its start and its end
+        # (latency gate, 3 processes: 0.993-0.998x the time, NVIDIA H200, docs/lab/2026-11-30.md)
+        k_scale = gl.load(k_scale_ptr)
+        v_scale = gl.load(v_scale_ptr)
     head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
     while n_tiles >= 0:
         # the query positions of these rows: the sequence's queries are its last keys
@@ -303,7 +308,7 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
                 # q's buffer is free for the next work item's once both consumers have rounded it
                 q, shift = _rows_to_e4m3(q, q8_smem.index(HALF_INDEX), count - row - HALF_INDEX * HALF)
                 mbarrier.arrive(q_empty, count=1)
-                scale = scale * gl.load(k_scale_ptr) * gl.exp2(shift)
+                scale = scale * k_scale * gl.exp2(shift)
             zero_s = gl.zeros([HALF, TILE_], gl.float32, s_layout)
             # Q K^T of each tile is issued right behind P V of the tile before, and one wait takes both:
             # the first tile's Q K^T before the loop, the last tile's P V after it
@@ -338,7 +343,7 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
             acc = warpgroup_mma_wait(0, deps=(acc, ))
             mbarrier.arrive(v_empty.index(t % STAGES_), count=1)
             if E4M3:
-                acc = acc * gl.load(v_scale_ptr)  # V entered P V as stored: its scale, once here
+                acc = acc * v_scale  # V entered P V as stored: its scale, once here
             done += n_tiles
         else:
             mbarrier.arrive(q_empty, count=1)  # no q to read
