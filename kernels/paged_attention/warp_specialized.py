@@ -273,8 +273,8 @@ def _take_rounded(info, q_bar, q_empty, q_smem, q8_smem, n, HALF_INDEX: gl.const
     (`_rows_to_e4m3`) if it has tiles; then q's buffer is free for the loader (q_empty). Returns its numbers
     and the exponent.
     Taken under the last P V of the item before, not at the item's start, where the tensor cores waited
-    for it: 0.976-0.991x the time on the e4m3 rows, outputs the same bits (NVIDIA H200, one process,
-    docs/lab/2026-11-30.md)."""
+    for it: 0.977-0.995x the time of rounding there on the e4m3 rows, outputs the same bits (NVIDIA H200,
+    one process, docs/lab/2026-11-30.md)."""
     head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
     shift = 0.0
     if n_tiles > 0:
