@@ -133,7 +133,7 @@ def locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens):
 @gluon.jit
 def _rows_to_e4m3(q, q8, valid):
     """A consumer's rows of q (16-bit, shared) into `q8` (e4m3, shared) for Q K^T, brought into e4m3's
-    range by a power of two as `common.to_range` does: (q8, the exponent q was divided by). Only the
+    range by a power of two as `common.to_range` does; returns the exponent q was divided by. Only the
     first `valid` rows are the work item's queries (the rest, the next sequence's or TMA's zeros, are
     read as zeros), so that no other sequence's magnitudes set the power."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
@@ -145,7 +145,7 @@ def _rows_to_e4m3(q, q8, valid):
     q8.store((x * gl.exp2(-shift)).to(q8.dtype))
     fence_async_shared()  # the stores, before Q K^T reads them through the async proxy
     gl.thread_barrier()  # every warp's rows, before the warpgroup's products
-    return q8, shift
+    return shift
 
 
 @gluon.jit
@@ -278,8 +278,8 @@ def _take_rounded(info, q_bar, q_empty, q_smem, q8_smem, n, HALF_INDEX: gl.const
     head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
     shift = 0.0
     if n_tiles > 0:
-        _, shift = _rows_to_e4m3(q_smem.index(HALF_INDEX), q8_smem.index(HALF_INDEX),
-                                 count - row - HALF_INDEX * HALF)
+        shift = _rows_to_e4m3(q_smem.index(HALF_INDEX), q8_smem.index(HALF_INDEX),
+                              count - row - HALF_INDEX * HALF)
     mbarrier.arrive(q_empty, count=1)
     return head, first, count, row, context, kv_len, n_tiles, shift
 
