@@ -134,12 +134,14 @@ def locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens):
 def _rows_to_e4m3(q, q8, valid):
     """A consumer's rows of q (16-bit, shared) into `q8` (e4m3, shared) for Q K^T, brought into e4m3's
     range by a power of two as `common.to_range` does; returns the exponent q was divided by. Only the
-    first `valid` rows are the work item's queries (the rest, the next sequence's or TMA's zeros, are
-    read as zeros), so that no other sequence's magnitudes set the power."""
+    first `valid` rows are the work item's queries, and only their row maxima set the power, so that no
+    other sequence's magnitudes do. The rest (the next sequence's, or TMA's zeros) are rounded too,
+    saturating: a row of S, P and O reads only its own row of q, and their outputs are never stored.
+    Masking the row maxima, not every element, took 60 selects a thread off each item's start."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     rows = gl.arange(0, q.type.shape[0], gl.SliceLayout(1, layout))
-    x = gl.where(gl.expand_dims(rows < valid, 1), q.load(layout).to(gl.float32), 0.0)
-    big = gl.max(gl.max(gl.abs(x), axis=1), axis=0)
+    x = q.load(layout).to(gl.float32)
+    big = gl.max(gl.where(rows < valid, gl.max(gl.abs(x), axis=1), 0.0), axis=0)
     usable = (big > 0.0) & (big < 3.0e38)
     shift = gl.where(usable, gl.ceil(gl.log2(gl.where(usable, big, 1.0))) - e4m3_top(q8.dtype), 0.0)
     q8.store((x * gl.exp2(-shift)).to(q8.dtype))
