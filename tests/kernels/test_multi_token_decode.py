@@ -84,8 +84,10 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
         if rows > heuristics.MULTI_TOKEN_TILE64_ROWS and f.head_size >= 128:
             assert c.tile_size <= 64
         deep = rows > heuristics.MULTI_TOKEN_TILE64_ROWS  # [multi-token-deep] (bf16 caches here)
+        # [long-segment-ahead]: the others whose segments hold >= 16k keys read the block table ahead
+        long = not deep and kv >= heuristics.MULTI_TOKEN_LONG_SEGMENT_KEYS * c.num_segments
         knobs = (c.read_ahead, c.block_vector, c.num_stages)
-        assert knobs == ((True, True, 3) if deep else (False, False, 2))
+        assert knobs == ((True, True, 3) if deep else (True, False, 3) if long else (False, False, 2))
         if "short decode, split" not in c.source:  # [multi-token-segments], else [short-split]'s
             per_sm = (heuristics.MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep
                       else heuristics.MULTI_TOKEN_PROGRAMS_PER_SM)
@@ -96,6 +98,23 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
     assert changed >= 50
     amd = heuristics.choose("amd", _features(1, 8, 8192))
     assert amd.num_segments == 1 and "multi-token" not in amd.source  # AMD: unchanged, unmeasured
+
+
+@pytest.mark.parametrize("seqs,q,kv,ahead", [
+    (16, 2, 32768, True), (16, 5, 32768, True), (16, 8, 32768, True), (32, 4, 32768, True),
+    (8, 2, 65536, True), (32, 2, 16384, True),
+    (64, 2, 8192, False), (16, 4, 8192, False), (4, 2, 32768, False), (16, 1, 32768, False)])
+def test_multi_token_segments_of_16k_keys_read_the_block_table_a_tile_ahead(split_on, seqs, q, kv, ahead):
+    """[long-segment-ahead]: 2-8 queries a sequence whose KV segments hold >= 16k keys, including the
+    decode-sized Q-blocks of 2-4 queries, read the block table a tile ahead in 3 stages; fewer keys a
+    segment, one query, and fp8 caches (unmeasured) keep 2 stages."""
+    f = _features(seqs, q, kv)
+    c = heuristics.choose("nvidia", f)
+    assert (c.read_ahead, c.num_stages) == ((True, 3) if ahead else (False, 2))
+    assert ahead == (q > 1 and kv >= heuristics.MULTI_TOKEN_LONG_SEGMENT_KEYS * c.num_segments)
+    assert ("segments of >= 16k keys" in c.source) == ahead
+    fp8 = heuristics.choose("nvidia", dataclasses.replace(f, fp8_kv=True))
+    assert "segments of >= 16k keys" not in fp8.source
 
 
 def test_on_the_decode_rules_are_unchanged_for_one_query(split_on):
