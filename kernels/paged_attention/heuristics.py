@@ -369,13 +369,14 @@ MULTI_TOKEN_TILE64_ROWS = 32
 # 0.98x on gpt-oss-20b 16 x 8k, 5 queries; a quarter of the segments lost 1.12-1.41x (round3.md). All of it
 # against the tree before: 1.05-1.15x on the 15 spec-decode rows it changes (round4-others.md)
 MULTI_TOKEN_DEEP_PROGRAMS_PER_SM = 1
-# [long-segment-ahead] H200 2026-11-30: the multi-token decodes under bf16 caches that [multi-token-deep]
-# leaves (Q-blocks of <= 32 rows) read the block table a tile ahead in 3 stages where their KV segments hold
-# >= 16k keys: 1.01-1.04x on the four llama3-8b 16 x 32k rows (2 segments), whose ratio to FlashInfer 0.7.4
-# went from 1.007-1.015 to 0.997-1.002 (2 and 4 queries; `perf run`, 2-3 processes), 1.017-1.039x on eight
-# such shapes off the suites (1-4 segments of 16k-32k keys). With 8k keys a segment it won 0.2-1.1 % on seven
-# 64 x 8k rows and lost 0.4-1.3 % on qwen2.5-7b's two; 4k: 0.999-1.028x (19 rows); fewer: 1.05-1.38x (31 rows)
-# (one process, 5 rounds; docs/data/candidates-h200-2026-11-30/multi-token-read-ahead.md)
+# [long-segment-ahead] H200 2026-11-30: the multi-token decodes under 16-bit caches (bf16 measured), heads of
+# <= 128, that [multi-token-deep] leaves (Q-blocks of <= 32 rows) read the block table a tile ahead in 3
+# stages where their KV segments hold >= 16k keys: 1.01-1.04x on the four llama3-8b 16 x 32k rows (2
+# segments), whose ratio to FlashInfer 0.7.4 went from 1.007-1.015 to 0.997-1.002 (2 and 4 queries; `perf
+# run`, 2-3 processes), 1.017-1.039x on eight such shapes off the suites (1-4 segments of 16k-32k keys).
+# With 8k keys a segment it won 0.2-1.1 % on seven 64 x 8k rows and lost 0.4-1.3 % on qwen2.5-7b's two; 4k:
+# 0.999-1.028x (19 rows); fewer: 1.05-1.38x (31 rows) (one process, 5 rounds;
+# docs/data/candidates-h200-2026-11-30/multi-token-read-ahead.md)
 MULTI_TOKEN_LONG_SEGMENT_KEYS = 16384
 
 
@@ -609,7 +610,7 @@ def _nvidia_branches(f: Features) -> Config:
                     else multi_token_segments(f, tile, DECODE_PROGRAMS_PER_SM) if spread
                     else num_segments(f, tile, fill_sms=True))  # resolved here: the source names what runs
         # [long-segment-ahead] H200 2026-11-30, 1.01-1.04x: tune --suite spec-decode --scenarios '*6-kv32*'
-        long_segments = (f.max_query_len > 1 and not (deep or f.fp8_kv)
+        long_segments = (f.max_query_len > 1 and not (deep or wide or f.fp8_kv) and f.dtype != "float32"
                          and f.visible_kv_len >= MULTI_TOKEN_LONG_SEGMENT_KEYS * segments)
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))

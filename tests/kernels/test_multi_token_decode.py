@@ -107,14 +107,15 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
 def test_multi_token_segments_of_16k_keys_read_the_block_table_a_tile_ahead(split_on, seqs, q, kv, ahead):
     """[long-segment-ahead]: 2-8 queries a sequence whose KV segments hold >= 16k keys, including the
     decode-sized Q-blocks of 2-4 queries, read the block table a tile ahead in 3 stages; fewer keys a
-    segment, one query, and fp8 caches (unmeasured) keep 2 stages."""
+    segment and one query keep 2 stages, and so do the unmeasured fp8 and fp32 caches and heads of 256."""
     f = _features(seqs, q, kv)
     c = heuristics.choose("nvidia", f)
     assert (c.read_ahead, c.num_stages) == ((True, 3) if ahead else (False, 2))
     assert ahead == (q > 1 and kv >= heuristics.MULTI_TOKEN_LONG_SEGMENT_KEYS * c.num_segments)
     assert ("segments of >= 16k keys" in c.source) == ahead
-    fp8 = heuristics.choose("nvidia", dataclasses.replace(f, fp8_kv=True))
-    assert "segments of >= 16k keys" not in fp8.source
+    for other in (dict(fp8_kv=True), dict(dtype="float32"), dict(head_size=256)):  # unmeasured: as before
+        unmeasured = heuristics.choose("nvidia", dataclasses.replace(f, **other))
+        assert "segments of >= 16k keys" not in unmeasured.source
 
 
 def test_on_the_decode_rules_are_unchanged_for_one_query(split_on):
