@@ -137,7 +137,7 @@ def _rows_to_e4m3(q, q8, valid):
     first `valid` rows are the work item's queries, and only their row maxima set the power, so that no
     other sequence's magnitudes do. The rest (the next sequence's, or TMA's zeros) are rounded too,
     saturating: a row of S, P and O reads only its own row of q, and their outputs are never stored.
-    Masking the row maxima, not every element, took 60 selects a thread off each item's start."""
+    Masking the row maxima, not every element, took 60 selects a thread off each item's rounding."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     rows = gl.arange(0, q.type.shape[0], gl.SliceLayout(1, layout))
     x = q.load(layout).to(gl.float32)
