@@ -23,9 +23,10 @@ def _module(tmp_path, text: str, name: str = "candidate.py") -> str:
 
 
 def _same_kernel(tmp_path):
-    """A candidate whose q_block_kernel is the tree's own: it must compute the same bits."""
-    text = "from kernels.paged_attention.common import q_block_kernel\n"
-    return source_ab.load_candidate(_module(tmp_path, text))
+    """A candidate as the tool's users make one, a copy of the tree's module, unedited: its q_block_kernel
+    is a kernel of its own (so a launch shows which one it runs) that must compute the same bits."""
+    with open(common.__file__) as f:
+        return source_ab.load_candidate(_module(tmp_path, f.read(), "common_copy.py"))
 
 
 @pytest.mark.parametrize("text, name, message", [
@@ -43,8 +44,9 @@ def test_only_the_kernels_the_candidate_defines_are_swapped(tmp_path):
     candidate = _same_kernel(tmp_path)
     planned = source_ab._Planned(Scenario.parse(SCENARIO).spec(), DEVICE)
     launches, kernels = source_ab.swapped(planned.launches, candidate)
-    assert kernels == ["q_block_kernel"]
-    assert [x.kernel for x in launches] == [candidate.q_block_kernel for _ in launches]
+    assert kernels == ["q_block_kernel"] and candidate.q_block_kernel is not common.q_block_kernel
+    assert all(x.kernel is candidate.q_block_kernel for x in launches)
+    assert all(x.kernel is common.q_block_kernel for x in planned.launches)
     assert [x.args for x in launches] == [x.args for x in planned.launches]
     # copies: the planner's cached launches are never edited through them
     assert all(a.args is not b.args for a, b in zip(launches, planned.launches))
