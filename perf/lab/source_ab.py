@@ -7,9 +7,10 @@ scenario (perf/scenarios.py) the production entry plans its launches as a call w
 (static_grid, the heuristics' configuration, the harness's host hints); the candidate's call runs
 the same launches, but each one whose kernel the candidate defines under the same name runs the
 candidate's kernel. So only the edited kernel differs, on the arguments and constants the tree
-gives it. `--twin`: over an e4m3 cache, also the tree's call on the same lengths over the 16-bit
-cache of q's dtype (a scenario's lengths are drawn from its name, so the 16-bit scenario of the
-same name is another batch and no twin).
+gives it. `--twin`: over an e4m3 cache, also the tree's call and the candidate's on the same lengths
+over the 16-bit cache of q's dtype (a scenario's lengths are drawn from its name, so the 16-bit
+scenario of the same name is another batch and no twin): an edit that touches both paths is judged
+by its own e4m3 / 16-bit ratio, not by the tree's.
 
 Each call is checked on a poisoned output against the fp32 reference (twice: a kernel's counters
 must come back to zero), and the candidate's output is compared bit for bit with the tree's;
@@ -34,7 +35,7 @@ from perf.errors import ConfigError
 
 ROUNDS = 11  # unmeasured default: what the lab's one-process A/Bs of 2026-11-30 ran
 SAMPLES = 25  # per round and call; unmeasured default, as perf run's
-TREE, CANDIDATE, TWIN = "tree", "candidate", "twin"
+TREE, CANDIDATE, TWIN, CANDIDATE_TWIN = "tree", "candidate", "twin", "candidate twin"
 
 
 def load_candidate(path: str):
@@ -147,12 +148,20 @@ def measure_scenario(name: str, candidate, twin: bool, rounds: int, samples: int
     sync = torch.cuda.synchronize if device == "cuda" else None
     planning.release_buffers()  # the last scenario's persistent buffers
     planned = _Planned(spec, device)
-    swapped_launches, kernels = swapped(planned.launches, candidate)
-    calls = [_Call(TREE, planned, planned.launches), _Call(CANDIDATE, planned, swapped_launches)]
+    row = {"kernels": [], "refused": {}, "max_error": {}}
+    calls = [_Call(TREE, planned, planned.launches)]
+    try:
+        swapped_launches, row["kernels"] = swapped(planned.launches, candidate)
+        calls.append(_Call(CANDIDATE, planned, swapped_launches))
+    except ConfigError as exc:  # this scenario's plan runs none of its kernels: the others still run
+        row["refused"][CANDIDATE] = str(exc)
     if twin:
         other = _Planned(twin_spec(spec), device)
         calls.append(_Call(TWIN, other, other.launches))
-    row = {"kernels": kernels, "refused": {}, "max_error": {}}
+        try:
+            calls.append(_Call(CANDIDATE_TWIN, other, swapped(other.launches, candidate)[0]))
+        except ConfigError:  # the 16-bit plan runs none of the candidate's kernels: no twin of its own
+            pass
     outputs = {}
     for call in calls:
         found = call.check(sync)
@@ -162,9 +171,10 @@ def measure_scenario(name: str, candidate, twin: bool, rounds: int, samples: int
             row["refused"][call.label] = check.wrong_reason(found, "before timing")
             continue
         row["max_error"][call.label] = found.max_error
-        outputs[call.label] = planned.out.clone() if call.planned is planned else None
-    if outputs.get(TREE) is not None and outputs.get(CANDIDATE) is not None:
-        row["same_bits"] = bool(torch.equal(outputs[TREE], outputs[CANDIDATE]))
+        outputs[call.label] = call.planned.out.clone()
+    for key, (a, b) in {"same_bits": (TREE, CANDIDATE), "twin_same_bits": (TWIN, CANDIDATE_TWIN)}.items():
+        if a in outputs and b in outputs:
+            row[key] = bool(torch.equal(outputs[a], outputs[b]))
     ready = [call for call in calls if call.label not in row["refused"]]
     graphs = {}
     if timer is None:
@@ -188,6 +198,8 @@ def measure_scenario(name: str, candidate, twin: bool, rounds: int, samples: int
         row["candidate_over_tree"] = ratio_summary(times[CANDIDATE], times[TREE])
     if TREE in times and TWIN in times:
         row["tree_over_twin"] = ratio_summary(times[TREE], times[TWIN])
+    if CANDIDATE in times and CANDIDATE_TWIN in times:
+        row["candidate_over_its_twin"] = ratio_summary(times[CANDIDATE], times[CANDIDATE_TWIN])
     return row
 
 
@@ -199,17 +211,19 @@ def render(doc: dict) -> str:
     lines = [f"`{doc['candidate']['path']}` (sha256 {doc['candidate']['sha256']}) against the tree on "
              f"{doc['gpu']}: graph replay, L2 flushed, median of {doc['rounds']} rounds' medians (ms); "
              "ratios: the median of the rounds' ratios [their range]; twin: the tree on the same lengths "
-             "over the 16-bit cache.", "",
+             "over the 16-bit cache, the candidate's twin the candidate there.", "",
              "| scenario | kernels | tree ms | candidate ms | candidate / tree | same bits | twin ms | "
-             "tree / twin | note |", "|---|---|---|---|---|---|---|---|---|"]
+             "tree / twin | candidate's twin ms | candidate / its twin | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in doc["rows"].items():
         ms = r.get("ms", {})
-        cell = {k: f"{ms[k]:.4f}" if k in ms else "–" for k in (TREE, CANDIDATE, TWIN)}
+        cell = {k: f"{ms[k]:.4f}" if k in ms else "–" for k in (TREE, CANDIDATE, TWIN, CANDIDATE_TWIN)}
         note = "; ".join(f"{k}: {v}" for k, v in r.get("refused", {}).items())
         errors = ", ".join(f"{k} {v:.3g}" for k, v in r.get("max_error", {}).items())
         lines.append(f"| {name} | {', '.join(r.get('kernels', []))} | {cell[TREE]} | {cell[CANDIDATE]} | "
                      f"{ratio(r.get('candidate_over_tree'))} | {r.get('same_bits', '–')} | {cell[TWIN]} | "
-                     f"{ratio(r.get('tree_over_twin'))} | {note or 'max error ' + errors} |")
+                     f"{ratio(r.get('tree_over_twin'))} | {cell[CANDIDATE_TWIN]} | "
+                     f"{ratio(r.get('candidate_over_its_twin'))} | {note or 'max error ' + errors} |")
     return "\n".join(lines) + "\n"
 
 
@@ -218,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("candidate", help="a copy of a module of kernels/ with an edit")
     p.add_argument("scenarios", help="comma-separated scenario names (perf/scenarios.py)")
     p.add_argument("--twin", action="store_true",
-                   help="also the tree on the same lengths over the 16-bit cache (e4m3 scenarios)")
+                   help="also the tree and the candidate on the same lengths over the 16-bit cache "
+                        "(e4m3 scenarios)")
     p.add_argument("--rounds", type=int, default=ROUNDS)
     p.add_argument("--samples", type=int, default=SAMPLES)
     p.add_argument("--out", default=os.path.join("results", "source_ab"))

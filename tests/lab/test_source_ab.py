@@ -73,10 +73,11 @@ def test_ratios_are_taken_round_for_round():
 
 
 def _timer(order: list):
-    """A stand-in for the graph timer: the tree 1.0 ms, the candidate 1.1, the twin 0.9."""
+    """A stand-in for the graph timer: the tree 1.0 ms, the candidate 1.1, the twin 0.9, the candidate's
+    twin 1.0."""
     def timer(call, samples):
         order.append(call.label)
-        return {"tree": 1.0, "candidate": 1.1, "twin": 0.9}[call.label]
+        return {"tree": 1.0, "candidate": 1.1, "twin": 0.9, "candidate twin": 1.0}[call.label]
     return timer
 
 
@@ -107,17 +108,39 @@ def test_a_wrong_candidate_is_reported_and_never_timed(tmp_path, monkeypatch):
     assert set(order) == {"tree"} and list(row["ms"]) == ["tree"]
 
 
-def test_the_twin_is_timed_beside_the_tree_on_an_e4m3_scenario(tmp_path):
+def test_the_twins_are_timed_beside_the_tree_on_an_e4m3_scenario(tmp_path):
+    """The tree and the candidate each over the 16-bit cache too: a candidate's e4m3 / 16-bit ratio is its
+    own."""
     order = []
     name = "tiny/decode/batch1-kv16/block16/fp8"
     row = source_ab.measure_scenario(name, _same_kernel(tmp_path), True, 2, 5, DEVICE, _timer(order))
-    assert order == ["tree", "candidate", "twin", "twin", "candidate", "tree"]
+    calls = ["tree", "candidate", "twin", "candidate twin"]
+    assert order == calls + calls[::-1]
     assert row["tree_over_twin"]["median"] == pytest.approx(1.0 / 0.9)
-    assert row["same_bits"] is True and set(row["max_error"]) == {"tree", "candidate", "twin"}
+    assert row["candidate_over_its_twin"]["median"] == pytest.approx(1.1)
+    assert row["same_bits"] is True and row["twin_same_bits"] is True and set(row["max_error"]) == set(calls)
     text = source_ab.render({"candidate": {"path": "c.py", "sha256": "0" * 16}, "gpu": "cpu", "rounds": 2,
                              "rows": {name: row}})
     assert (f"| {name} | q_block_kernel | 1.0000 | 1.1000 | 1.1000 [1.1000, 1.1000] | True | 0.9000 | "
-            "1.1111 [1.1111, 1.1111] |") in text
+            "1.1111 [1.1111, 1.1111] | 1.0000 | 1.1000 [1.1000, 1.1000] |") in text
+
+
+def test_the_candidates_twin_is_left_out_where_the_16_bit_plan_runs_none_of_its_kernels(tmp_path,
+                                                                                         monkeypatch):
+    real = source_ab.swapped
+    planned_twins = []
+
+    def only_e4m3(launches, candidate):
+        if launches and launches[0].args["k_cache_ptr"].element_size() == 2:
+            planned_twins.append(launches)
+            raise ConfigError("defines none of the planned kernels")
+        return real(launches, candidate)
+    monkeypatch.setattr(source_ab, "swapped", only_e4m3)
+    order = []
+    row = source_ab.measure_scenario("tiny/decode/batch1-kv16/block16/fp8", _same_kernel(tmp_path), True, 2,
+                                     5, DEVICE, _timer(order))
+    assert planned_twins and "candidate twin" not in order and "candidate_over_its_twin" not in row
+    assert row["tree_over_twin"]["median"] == pytest.approx(1.0 / 0.9) and "twin_same_bits" not in row
 
 
 def test_the_tree_kernel_the_candidates_copy_is_common_q_block_kernel():
@@ -137,3 +160,13 @@ def test_the_command_checks_its_arguments_before_it_looks_for_a_gpu(tmp_path):
     if not HAS_GPU:
         with pytest.raises(ConfigError, match="no GPU visible"):
             source_ab.main([candidate, "tiny/decode/batch1-kv16/block16", "--out", str(tmp_path / "out")])
+
+
+def test_a_scenario_whose_plan_runs_none_of_the_candidates_kernels_is_reported_and_the_run_goes_on(tmp_path):
+    """A Gluon candidate beside a scenario the planner gives the Triton kernel: the row says so, the tree is
+    still timed, and the other scenarios of the run are not lost."""
+    unrelated = source_ab.load_candidate(_module(tmp_path, "def q_block_kernel():\n    pass\n", "plain.py"))
+    order = []
+    row = source_ab.measure_scenario(SCENARIO, unrelated, False, 2, 5, DEVICE, _timer(order))
+    assert row["refused"]["candidate"].endswith("defines none of the planned kernels (q_block_kernel)")
+    assert set(order) == {"tree"} and row["kernels"] == [] and "candidate_over_tree" not in row
