@@ -192,7 +192,8 @@ class Config:
     # K-major there) and P V in fp16 (V converted, as `pv_fp16`): FP8_PRODUCTS with PV_FP16
     # (`planning.kernel_constexprs`). Against `fp8_products` it leaves out the e4m3 P V, whose V
     # is MN-major in the cache. The NVIDIA fp8 prefill branch sets it ([fp8-qk-e4m3]: H200 2026-11-29,
-    # 1.16-1.43x)
+    # 1.16-1.43x). The Gluon kernel over e4m3 rounds q to one e4m3 part where it is set, else to two
+    # (`warp_specialized.launch_constants`, Q_PARTS; [ws-e4m3-fp16])
     qk_e4m3: bool = False
     # a split launch's reduction as a programmatic dependent of the attention kernel (NVIDIA's
     # programmatic dependent launch, sm_90 and later: `launch_pdl`): each attention program lets it
@@ -506,10 +507,11 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
 
 def warp_specialized_prefill(f: Features) -> bool:
     """[warp-specialized]: a prefill of long contexts, or of prompts of >= WARP_SPECIALIZED_PROMPT queries,
-    over a 16-bit cache or ([warp-specialized-e4m3]) an fp8 one under bf16 queries, through the Gluon kernel
+    over a 16-bit cache or an fp8 one ([warp-specialized-e4m3] under bf16 queries, [ws-e4m3-fp16] under
+    fp16 queries: q in two e4m3 parts, `Config.qk_e4m3` left off), through the Gluon kernel
     (`Config.warp_specialized`; where it applies, the planner's call: an sm_90 GPU, no softcap, window or
     sinks, an OCP e4m3 cache, `planning.warp_specialized_applies`)."""
-    return (not f.window and f.head_size <= 128 and (not f.fp8_kv or f.dtype == "bfloat16")
+    return (not f.window and f.head_size <= 128
             and (f.visible_kv_len >= WARP_SPECIALIZED_KEYS
                  or min(f.visible_kv_len, f.avg_query_len) >= WARP_SPECIALIZED_PROMPT))
 
@@ -718,7 +720,11 @@ def _nvidia_branches(f: Features) -> Config:
                     + ("; the warp-specialized Gluon kernel over e4m3: H200 2026-11-30, 0.65-0.89x"
                        if ws else ""))
     # [warp-specialized] H200 2026-11-30, 1.06-1.33x: tune --suite anchor --scenarios '*/prefill/*'
+    # [ws-e4m3-fp16] H200 2026-11-30, 1.37-1.91x: tune --suite nightly --scenarios '*/block16/fp8'
     ws_source = "; the warp-specialized Gluon kernel: H200 2026-11-30, 1.06-1.33x" if ws else ""
+    if ws and f.fp8_kv:
+        ws_source = ("; the warp-specialized Gluon kernel over e4m3, q in two e4m3 parts: H200 2026-11-30, "
+                     "1.37-1.91x")
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
     if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
         return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,

@@ -117,7 +117,7 @@ def plan_q_blocks(q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, *, o
     plan = _PLANS.get(key) if key is not None else None
     if plan is None:
         if warp_specialized_applies(q, k_cache, v_cache, block_table, out, config, vendor, options):
-            plan = WarpSpecializedPlan(q, k_cache, block_table, options, num_sms)
+            plan = WarpSpecializedPlan(q, k_cache, block_table, options, num_sms, config)
         else:
             plan = _plan(q, k_cache, v_cache, block_table, out, config, persistent, vendor, num_sms,
                          **options)
@@ -182,7 +182,7 @@ class WarpSpecializedPlan:
     Launched through Triton's JIT dispatch: the Q-block kernel's `CompiledLaunches` binds tensors, not
     descriptors."""
 
-    def __init__(self, q, k_cache, block_table, options: dict, num_sms: int):
+    def __init__(self, q, k_cache, block_table, options: dict, num_sms: int, config: heuristics.Config):
         from kernels.paged_attention import warp_specialized as ws
 
         self.ws = ws
@@ -198,7 +198,8 @@ class WarpSpecializedPlan:
                          kv_rows=num_blocks * block_size,
                          scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * LOG2E.value)
         e4m3 = inputs.is_fp8(k_cache.dtype)
-        constants, self.maxnreg = ws.launch_constants(e4m3)
+        # Q K^T over e4m3 on q rounded once (`Config.qk_e4m3`), else on q in two e4m3 parts (bf16's 8 bits)
+        constants, self.maxnreg = ws.launch_constants(e4m3, q_parts=1 if config.qk_e4m3 else 2)
         self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, **constants,
                                FP8_PRODUCTS=e4m3)
 

@@ -39,7 +39,11 @@ prompts (8 x 1k, 16 x 512) and 0.94x on a mixed batch over e4m3 (NVIDIA H200, do
   (the first Q K^T before the loop, the last P V after it): 0.85-0.95x the time of waiting on
   each product (H200, docs/lab/2026-11-30.md). Each consumer arrives on a stage's `empty`
   barriers once its products have read the buffers. Nothing else orders the consumers, so one's
-  softmax runs while the other's products hold the tensor cores.
+  softmax runs while the other's products hold the tensor cores. A work item of at most 64 queries (a
+  decode in a mixed batch, a sequence's last Q-block) leaves the second consumer no rows: it only passes
+  each stage on, in order, and the first has the SM's tensor cores and issue slots to itself: mixed
+  batches of 16 sequences up to 4k keys 0.95-0.98x the time, bf16 and e4m3, the same bits (H200,
+  docs/lab/2026-11-30.md).
 - **An OCP e4m3 cache** (FP8_PRODUCTS; bf16 or fp16 queries): each consumer rounds its rows of q
   to e4m3 once, after a power of two that the score scale takes back with k_scale (the next item's
   while the last P V of the item before runs, `_take_rounded`), and Q K^T runs
@@ -51,7 +55,12 @@ prompts (8 x 1k, 16 x 512) and 0.94x on a mixed batch over e4m3 (NVIDIA H200, do
   conversion in the loader's own warpgroup (its copies then wait on a barrier each) or in the consumers
   left it 1.15-1.2x slower than the bf16 kernel at blocks of 16; in a warpgroup of its own 0.91-1.08x.
   Rounding q there too, instead of in each consumer, lost 1.03-1.09x: the next item's V then waits
-  behind it (H200, docs/lab/2026-11-30.md).
+  behind it (H200, docs/lab/2026-11-30.md). One e4m3 part keeps 4 significant bits of q, and over
+  scenario-sized batches the outputs' largest error reaches the e4m3 tolerance (fp16 queries: 0.139 and
+  0.154 on 2 of 9 prefills, beyond it; H200, docs/lab/2026-11-30.md); with `Q_PARTS` 2 (the planner's
+  choice under fp16 queries) q goes into two parts, the second what the first's rounding lost, and Q K^T
+  accumulates both: 8 bits, bf16's, for twice the e4m3 products (2 stages then fit, 1.12-1.14x the time
+  of one part).
 
 Metadata the value checks would refuse stays inside the tensors, as in the Q-block kernel
 (tests/kernels/test_memory_safety.py states the contract): token ranges are clamped into q's rows,
@@ -101,6 +110,9 @@ E4M3_MAXNREG = 128
 # e4m3 caches: 3 stages of K and of fp16 V fit beside q in both types and the staging buffers (224.5 KiB
 # of 227) and took 0.97-1.0x the time of 2 (H200, docs/lab/2026-11-30.md)
 E4M3_STAGES = 3
+# e4m3 caches with q in two parts (Q_PARTS 2): 3 stages do not fit beside the second part (240.5 KiB of 227);
+# 2 stages took 0.90-0.99x the time of 3 over one staging buffer (H200, two processes, docs/lab/2026-11-30.md)
+E4M3_TWO_PART_STAGES = 2
 # V's staging buffers, e4m3 as copied: the converter's one behind the loader's (2: not timed against 3)
 E4M3_SLOTS = gl.constexpr(2)
 # the converter's rows a pass: [16, 128] e4m3 in its warpgroup is 16 bytes a thread, in fp16 8 registers,
@@ -131,11 +143,13 @@ def locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens):
 
 
 @gluon.jit
-def _rows_to_e4m3(q, q8, valid):
-    """A consumer's rows of q (16-bit, shared) into `q8` (e4m3, shared) for Q K^T, brought into e4m3's
-    range by a power of two as `common.to_range` does; returns the exponent q was divided by. Only the
-    first `valid` rows are the work item's queries, and only their row maxima set the power, so that no
-    other sequence's magnitudes do. The rest (the next sequence's, or TMA's zeros) are rounded too,
+def _rows_to_e4m3(q, q8_smem, HALF_INDEX: gl.constexpr, valid):
+    """A consumer's rows of q (16-bit, shared) into its e4m3 part(s) in `q8_smem` for Q K^T (`_q_parts`),
+    brought into e4m3's range by a power of two as `common.to_range` does; returns the exponent q was
+    divided by. In two parts, the second is what rounding to the first lost, rounded again: together 8
+    significant bits of each value (bf16's) where one e4m3 part keeps 4 (`ws_prefill_kernel`'s Q_PARTS).
+    Only the first `valid` rows are the work item's queries, and only their row maxima set the power, so
+    that no other sequence's magnitudes do. The rest (the next sequence's, or TMA's zeros) are rounded too,
     saturating: a row of S, P and O reads only its own row of q, and their outputs are never stored.
     Masking the row maxima, not every element, took 60 selects a thread off each item's rounding."""
     layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
@@ -143,8 +157,13 @@ def _rows_to_e4m3(q, q8, valid):
     x = q.load(layout).to(gl.float32)
     big = gl.max(gl.where(rows < valid, gl.max(gl.abs(x), axis=1), 0.0), axis=0)
     usable = (big > 0.0) & (big < 3.0e38)
-    shift = gl.where(usable, gl.ceil(gl.log2(gl.where(usable, big, 1.0))) - e4m3_top(q8.dtype), 0.0)
-    q8.store((x * gl.exp2(-shift)).to(q8.dtype))
+    shift = gl.where(usable, gl.ceil(gl.log2(gl.where(usable, big, 1.0))) - e4m3_top(q8_smem.dtype), 0.0)
+    x = x * gl.exp2(-shift)
+    rounded = x.to(q8_smem.dtype)
+    PARTS: gl.constexpr = q8_smem.type.shape[0] // 2
+    q8_smem.index(HALF_INDEX * PARTS).store(rounded)
+    if PARTS == 2:
+        q8_smem.index(HALF_INDEX * PARTS + 1).store((x - rounded.to(gl.float32)).to(q8_smem.dtype))
     fence_async_shared()  # the stores, before Q K^T reads them through the async proxy
     gl.thread_barrier()  # every warp's rows, before the warpgroup's products
     return shift
@@ -272,18 +291,28 @@ def _next_item(info, q_bar, n):
 @gluon.jit
 def _take_rounded(info, q_bar, q_empty, q_smem, q8_smem, n, HALF_INDEX: gl.constexpr):
     """The n-th work item (`_next_item`) over an e4m3 cache, its half of q rounded into q8_smem
-    (`_rows_to_e4m3`) if it has tiles; then q's buffer is free for the loader (q_empty). Returns its numbers
+    (`_rows_to_e4m3`) if it has tiles and queries in that half; then q's buffer is free for the loader
+    (q_empty). Returns its numbers
     and the exponent.
     Taken under the last P V of the item before, not at the item's start, where the tensor cores waited
     for it: 0.977-0.995x the time of rounding there on the e4m3 rows, outputs the same bits (NVIDIA H200,
     one process, docs/lab/2026-11-30.md)."""
     head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
     shift = 0.0
-    if n_tiles > 0:
-        shift = _rows_to_e4m3(q_smem.index(HALF_INDEX), q8_smem.index(HALF_INDEX),
-                              count - row - HALF_INDEX * HALF)
+    if (n_tiles > 0) & (count - row - HALF_INDEX * HALF > 0):
+        shift = _rows_to_e4m3(q_smem.index(HALF_INDEX), q8_smem, HALF_INDEX, count - row - HALF_INDEX * HALF)
     mbarrier.arrive(q_empty, count=1)
     return head, first, count, row, context, kv_len, n_tiles, shift
+
+
+@gluon.jit
+def _q_parts(q, q_rest, k, zero_s, q8_smem):
+    """Q K^T issued on wgmma: over e4m3 q in two parts (`_rows_to_e4m3`) the second accumulates onto the
+    first, twice the e4m3 products, as many as one in 16 bits."""
+    s = warpgroup_mma(q, k, zero_s, use_acc=False, is_async=True)
+    if q8_smem.type.shape[0] == 4:
+        s = warpgroup_mma(q_rest, k, s, is_async=True)
+    return s
 
 
 @gluon.jit
@@ -323,21 +352,24 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
         m = gl.full([HALF], float("-inf"), gl.float32, rows_s)
         total = gl.zeros([HALF], gl.float32, rows_s)
         acc = gl.zeros([HALF, D], gl.float32, o_layout)
-        if n_tiles > 0:
+        mine = count - row - HALF_INDEX * HALF  # rows of this half that are the item's queries
+        if (n_tiles > 0) & (mine > 0):
             q = q_smem.index(HALF_INDEX)
+            q_rest = q
             scale = scale_log2
             if E4M3:
                 # an e4m3 cache: Q K^T on e4m3 operands, these rows of q brought into e4m3's range by a
                 # power of two (`common.to_range`, exact) that the score scale takes back with K's scale
-                q = q8_smem.index(HALF_INDEX)
+                PARTS: gl.constexpr = q8_smem.type.shape[0] // 2
+                q = q8_smem.index(HALF_INDEX * PARTS)
+                q_rest = q8_smem.index(HALF_INDEX * PARTS + PARTS - 1)
                 scale = scale * k_scale * gl.exp2(shift)
             zero_s = gl.zeros([HALF, TILE_], gl.float32, s_layout)
             # Q K^T of each tile is issued right behind P V of the tile before, and one wait takes both:
             # the first tile's Q K^T before the loop, the last tile's P V after it
             first_stage = done % STAGES_
             mbarrier.wait(k_ready.index(first_stage), (done // STAGES_) & 1)
-            s = warpgroup_mma(q, k_bufs.index(first_stage).permute((1, 0)), zero_s, use_acc=False,
-                              is_async=True)
+            s = _q_parts(q, q_rest, k_bufs.index(first_stage).permute((1, 0)), zero_s, q8_smem)
             s = warpgroup_mma_wait(0, deps=(s, ))
             mbarrier.arrive(k_empty.index(first_stage), count=1)
             for j in range(n_tiles - 1):
@@ -349,8 +381,7 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
                 acc = warpgroup_mma(p16, v_bufs.index(stage), acc, is_async=True)
                 ahead = (t + 1) % STAGES_
                 mbarrier.wait(k_ready.index(ahead), ((t + 1) // STAGES_) & 1)
-                s = warpgroup_mma(q, k_bufs.index(ahead).permute((1, 0)), zero_s, use_acc=False,
-                                  is_async=True)
+                s = _q_parts(q, q_rest, k_bufs.index(ahead).permute((1, 0)), zero_s, q8_smem)
                 s, acc = warpgroup_mma_wait(0, deps=(s, acc))
                 mbarrier.arrive(v_empty.index(stage), count=1)
                 mbarrier.arrive(k_empty.index(ahead), count=1)
@@ -372,6 +403,14 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
                 acc = acc * v_scale  # V entered P V as stored: its scale, once here
             done += n_tiles
         else:
+            # none of these rows is a query (an item of <= 64: a decode, a sequence's last Q-block), or no
+            # tiles: the stages pass through this consumer's hands, in order, without a product
+            for t in range(done, done + n_tiles):
+                mbarrier.wait(k_ready.index(t % STAGES_), (t // STAGES_) & 1)
+                mbarrier.arrive(k_empty.index(t % STAGES_), count=1)
+                mbarrier.wait(v_ready.index(t % STAGES_), (t // STAGES_) & 1)
+                mbarrier.arrive(v_empty.index(t % STAGES_), count=1)
+            done += n_tiles
             if E4M3:
                 (next_head, next_first, next_count, next_row, next_context, next_kv_len, next_tiles,
                  next_shift) = _take_rounded(info, q_bar, q_empty, q_smem, q8_smem, n + 1, HALF_INDEX)
@@ -598,7 +637,7 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
                       scale_log2, tickets_ptr, GROUP: gl.constexpr, TILE: gl.constexpr, STAGES: gl.constexpr,
                       CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
                       FP8_PRODUCTS: gl.constexpr = False, CONVERTER_REGS: gl.constexpr = 0,
-                      CAUSAL: gl.constexpr = True):
+                      CAUSAL: gl.constexpr = True, Q_PARTS: gl.constexpr = 1):
     """Work items of num_q_blocks x num_q_heads, program_id(0)'s first, then as drawn from the two int32
     counters at tickets_ptr (zeros, left zeros: `_ticket`, `_leave`; `_item` numbers the items). The
     partition functions are one per warpgroup (`_consume_low`, `_consume_high`), not one taking the half
@@ -607,7 +646,9 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     q_desc: q as [tokens, query heads x D] in boxes of 64 rows; k_desc, v_desc: the caches as
     [blocks x block size, KV heads x D] rows in boxes of one cache block. FP8_PRODUCTS: the caches
     are OCP e4m3 (its name is the Q-block kernel's for a kernel that rounds q to e4m3,
-    `perf.measure.check.rounds_to_e4m3`); k_scale_ptr and v_scale_ptr are then read."""
+    `perf.measure.check.rounds_to_e4m3`); k_scale_ptr and v_scale_ptr are then read. Q_PARTS (e4m3 caches):
+    q rounded to one e4m3 part for Q K^T, or split into two whose products add up (`_rows_to_e4m3`): Q K^T
+    then as exact as in 16 bits, over the same e4m3 K."""
     D: gl.constexpr = q_desc.block_type.shape[1]
     gl.static_assert((k_desc.dtype != q_desc.dtype) == FP8_PRODUCTS, "FP8_PRODUCTS: the caches are e4m3")
     q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, HALF, D], q_desc.layout)
@@ -621,7 +662,7 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     if FP8_PRODUCTS:
         # q in e4m3 for Q K^T; V staged as stored, then in fp16 (P V's operands: bf16 P would keep 7 bits)
-        q8_smem = gl.allocate_shared_memory(k_desc.dtype, [2, HALF, D], k_desc.layout)
+        q8_smem = gl.allocate_shared_memory(k_desc.dtype, [2 * Q_PARTS, HALF, D], k_desc.layout)
         v8_bufs = gl.allocate_shared_memory(v_desc.dtype, [E4M3_SLOTS, TILE, D], v_desc.layout)
         v_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, TILE, D], q_desc.layout)
         v8_ready = gl.allocate_shared_memory(gl.int64, [E4M3_SLOTS, 1], mbarrier.MBarrierLayout())
@@ -680,10 +721,12 @@ def descriptors(q, k_cache, v_cache):
             TensorDescriptor(v_cache, rows, [v_cache.stride(1), 1], [block_size, head_size], cache_layout))
 
 
-def launch_constants(e4m3: bool) -> tuple[dict, int]:
-    """(the kernel's stages and register split, the launch's MAXNREG) for a 16-bit cache or an e4m3 one."""
+def launch_constants(e4m3: bool, q_parts: int = 1) -> tuple[dict, int]:
+    """(the kernel's stages, register split and q's e4m3 parts, the launch's MAXNREG) for a 16-bit cache or
+    an e4m3 one (q rounded to one e4m3 part, or split into two: `ws_prefill_kernel`'s Q_PARTS)."""
     if e4m3:
-        return dict(STAGES=E4M3_STAGES, **E4M3_REGS), E4M3_MAXNREG
+        stages = E4M3_STAGES if q_parts == 1 else E4M3_TWO_PART_STAGES
+        return dict(STAGES=stages, Q_PARTS=q_parts, **E4M3_REGS), E4M3_MAXNREG
     return dict(STAGES=STAGES, CONSUMER_REGS=CONSUMER_REGS, LOADER_REGS=LOADER_REGS), MAXNREG
 
 

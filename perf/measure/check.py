@@ -39,6 +39,12 @@ TOLERANCES = {"float16": (3e-3, 3e-3), "bfloat16": (1.5e-2, 1e-2), "float32": (3
 # and a rtol of 2^-4. Measured in the interpreter (tests/kernels/test_fp8_products.py, 2026-11-28):
 # the largest error 0.10, the largest past rtol 0.052, so atol keeps a margin of 2.4.
 FP8_PRODUCTS_TOLERANCE = (2.0 ** -3, 2.0 ** -4)
+# q split into two e4m3 parts for Q K^T (the warp-specialized kernel's Q_PARTS 2; P V in fp16): together 8
+# significant bits of q, bf16's, so bf16's tolerance whatever the output's dtype. fp16 outputs so computed
+# miss fp16's (3e-3) at 0.0044-0.0059 and meet bf16's with a margin of 2.5 (NVIDIA H200, 2026-11-30, fp16
+# prefills of 1-8 sequences of 1k-8k and mixed batches over e4m3); q rounded to one part reached 0.139-0.154
+# on two of nine of those, beyond FP8_PRODUCTS_TOLERANCE.
+Q_PARTS_TOLERANCE = TOLERANCES["bfloat16"]
 WRONG = "wrong output"  # the start of every reason recorded for a wrong output
 # Scores of one chunk of the reference: heads x queries x keys fp32 values (a causal prefill of
 # 8192 tokens at once would need 8.6 GB per tensor for 32 heads). Unmeasured default: 2**28
@@ -76,20 +82,25 @@ def failed(why: str) -> Check:
 def tolerance(dtype, launches=()) -> tuple[float, float]:
     """(atol, rtol) for an output of `dtype` (a torch dtype or its name, e.g. "float16"), or
     FP8_PRODUCTS_TOLERANCE where one of the call's planned `launches` (`KernelLaunch.config()`
-    dicts) rounds operands to e4m3: the heuristics may choose it (`Config.qk_e4m3`), so the check
-    follows the plan, not the scenario."""
+    dicts) rounds operands to e4m3, at least Q_PARTS_TOLERANCE where one splits q into two e4m3 parts:
+    the heuristics may choose either (`Config.qk_e4m3`), so the check follows the plan, not the
+    scenario."""
     name = str(dtype).removeprefix("torch.")
     if name not in TOLERANCES:
         raise ValueError(f"no tolerance for outputs of {name}; known: {', '.join(TOLERANCES)}")
     if rounds_to_e4m3(launches):
         return FP8_PRODUCTS_TOLERANCE
+    if any(launch.get("constexprs", {}).get("Q_PARTS", 1) == 2 for launch in launches):
+        return tuple(max(a, b) for a, b in zip(TOLERANCES[name], Q_PARTS_TOLERANCE))
     return TOLERANCES[name]
 
 
 def rounds_to_e4m3(launches) -> bool:
     """Whether a planned launch (a `KernelLaunch.config()` dict) multiplies e4m3 operands that the
-    kernel rounded itself: its FP8_PRODUCTS constant (`Config.fp8_products`, `Config.qk_e4m3`)."""
-    return any(bool(launch.get("constexprs", {}).get("FP8_PRODUCTS")) for launch in launches)
+    kernel rounded itself: its FP8_PRODUCTS constant (`Config.fp8_products`, `Config.qk_e4m3`), q in one
+    e4m3 part (the warp-specialized kernel's Q_PARTS 2 is held to Q_PARTS_TOLERANCE)."""
+    return any(bool(c.get("FP8_PRODUCTS")) and c.get("Q_PARTS", 1) == 1
+               for c in (launch.get("constexprs", {}) for launch in launches))
 
 
 def compare(out, expected, atol: float, rtol: float) -> Check:

@@ -37,6 +37,7 @@ pytest.importorskip("triton.experimental.gluon", reason="this Triton has no Gluo
 pytestmark = pytest.mark.slow  # the sm_90 compile starts a process: it must not see the interpreter's env
 
 WS = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True)
+WS_ROUNDED = dataclasses.replace(WS, qk_e4m3=True)  # over e4m3: q rounded to one e4m3 part, not two
 HOPPER = platform.Platform("nvidia", "sm_90", "NVIDIA H200", 32, 132)
 
 
@@ -67,28 +68,40 @@ def test_the_planner_takes_the_kernel_on_sm90(hopper, dtype, head_size, block_si
     assert _kernels(batch, dataclasses.replace(WS, warp_specialized=False)) == ["q_block_kernel"]
 
 
-@pytest.mark.parametrize("dtype,fp8,prompts,kernel", [
-    ("bfloat16", False, (2048,), "ws_prefill_kernel"),
-    ("bfloat16", True, (2048,), "ws_prefill_kernel"),
-    ("bfloat16", True, (1024,) * 8, "ws_prefill_kernel"),
-    ("bfloat16", True, (512,) * 16, "q_block_kernel"),  # short prompts: the rule's bound
-    ("float16", True, (2048,), "q_block_kernel"),  # fp16 queries over e4m3: unmeasured
+@pytest.mark.parametrize("dtype,fp8,prompts,kernel,q_parts", [
+    ("bfloat16", False, (2048,), "ws_prefill_kernel", None),
+    ("bfloat16", True, (2048,), "ws_prefill_kernel", 1),
+    ("bfloat16", True, (1024,) * 8, "ws_prefill_kernel", 1),
+    ("bfloat16", True, (512,) * 16, "q_block_kernel", None),  # short prompts: the rule's bound
+    ("float16", True, (2048,), "ws_prefill_kernel", 2),  # fp16 queries over e4m3: q in two parts
 ])
-def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, prompts, kernel):
-    """[warp-specialized] and [warp-specialized-e4m3] as the tree plans them, with no config hint."""
+def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, prompts, kernel, q_parts):
+    """[warp-specialized], [warp-specialized-e4m3] and [ws-e4m3-fp16] as the tree plans them, with no
+    config hint."""
     spec = BatchSpec(prompts, prompts, num_q_heads=32, num_kv_heads=8, dtype=dtype, fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
-    assert _kernels(batch, config=None) == [kernel]
+    planning.release_buffers()
+    _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
+                                               num_sms=132, **batch.options)
+    assert [x.name for x in launches] == [kernel]
+    assert launches[0].constexprs.get("Q_PARTS") == q_parts
 
 
 def test_an_e4m3_cache_plans_the_kernel_that_rounds_q_and_reads_the_scales(hopper):
-    """The check's tolerance follows FP8_PRODUCTS (`perf.measure.check.rounds_to_e4m3`), and the
-    scales are the call's own tensors."""
+    """The check's tolerance follows the plan (`perf.measure.check.tolerance`): q rounded to one e4m3 part
+    is held to FP8_PRODUCTS_TOLERANCE, q in two parts (8 bits, bf16's) to bf16's tolerance whatever the
+    output's dtype; and the scales are the call's own tensors."""
     batch = _batch(fp8=True)
     planning.release_buffers()
-    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS,
+    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS_ROUNDED,
                                                vendor="nvidia", num_sms=132, **batch.options)
-    assert check.rounds_to_e4m3([launch.config()])
+    assert launch.constexprs["Q_PARTS"] == 1 and check.rounds_to_e4m3([launch.config()])
+    _, [two] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS,
+                                            vendor="nvidia", num_sms=132, **batch.options)
+    assert two.constexprs["Q_PARTS"] == 2 and not check.rounds_to_e4m3([two.config()])
+    assert check.tolerance("float16", [two.config()]) == check.TOLERANCES["bfloat16"]
+    assert check.tolerance("bfloat16", [two.config()]) == check.TOLERANCES["bfloat16"]
+    assert check.tolerance("float16", [launch.config()]) == check.FP8_PRODUCTS_TOLERANCE
     assert launch.args["k_scale_ptr"] is batch.options["k_scale"]
     assert launch.args["v_scale_ptr"] is batch.options["v_scale"]
     _, [launch] = VARIANTS["static_grid"].plan(*_batch().args(), out=_batch().new_output(), config=WS,
@@ -184,11 +197,12 @@ from triton.experimental.gluon._runtime import GluonASTSource
 
 platform.current = lambda: platform.Platform("nvidia", "sm_90", "H200", 32, 132)
 facts = {}
-for head, block, fp8 in ((128, 16, False), (64, 128, False), (128, 16, True)):
+for head, block, fp8, parts in ((128, 16, False, 1), (64, 128, False, 1), (128, 16, True, 1),
+                                (128, 16, True, 2)):
     spec = BatchSpec((5, 300), (40, 700), num_q_heads=8, num_kv_heads=2, head_size=head, block_size=block,
                      dtype="bfloat16", fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
-    config = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True)
+    config = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True, qk_e4m3=parts == 1)
     _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
                                                num_sms=132, config=config, **batch.options)
     signature = {name: mangle_type(value) for name, value in launch.args.items()}
@@ -200,7 +214,7 @@ for head, block, fp8 in ((128, 16, False), (64, 128, False), (128, 16, True)):
                                   options=dict(num_warps=launch.num_warps, **launch.vendor_options))
     ptx = compiled.asm["ptx"]
     regs = [line.split() for line in ptx.splitlines() if "setmaxnreg" in line]
-    facts[f"{head}/{block}" + ("/e4m3" if fp8 else "")] = dict(
+    facts[f"{head}/{block}" + ("/e4m3" if fp8 else "") + ("x2" if parts == 2 else "")] = dict(
         shared=compiled.metadata.shared, num_warps=compiled.metadata.num_warps,
         setmaxnreg=sorted({r[0].split(".")[1] + " " + r[-1].rstrip(";") for r in regs}),
         wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
@@ -221,11 +235,11 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads(done.stdout.strip().splitlines()[-1])
     for shape, f in facts.items():
-        e4m3 = shape.endswith("e4m3")
+        e4m3 = "e4m3" in shape
         # 4 default + 4 + the loader's warpgroup, and for e4m3 the converter's before it
         assert f["num_warps"] == (16 if e4m3 else 12), (shape, f)
         assert f["shared"] <= 227 * 1024, (shape, f)  # an sm_90 SM's shared memory for one block
-        regs, _ = ws.launch_constants(e4m3)
+        regs, _ = ws.launch_constants(e4m3, q_parts=2 if shape.endswith("x2") else 1)
         assert f"dec {regs['LOADER_REGS']}" in f["setmaxnreg"], (shape, f)  # the loader gives registers up
         assert f"inc {regs['CONSUMER_REGS']}" in f["setmaxnreg"], (shape, f)  # to the consumers
         assert not e4m3 or f"dec {regs['CONVERTER_REGS']}" in f["setmaxnreg"], (shape, f)
@@ -238,10 +252,17 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     e4m3 = facts["128/16/e4m3"]
     assert e4m3["wgmma"] == 2 * 2 * (128 // 32 + 128 // 16) and e4m3["e4m3_wgmma"] == 2 * 2 * (128 // 32)
     assert e4m3["conversions"] > 0 and facts["128/16"]["conversions"] == 0
+    # q in two e4m3 parts: twice Q K^T's e4m3 wgmma, P V as before
+    two = facts["128/16/e4m3x2"]
+    assert two["wgmma"] == 2 * 2 * (2 * 128 // 32 + 128 // 16)
+    assert two["e4m3_wgmma"] == 2 * 2 * (2 * 128 // 32)
     # the loader's copy of the block of a sequence's last key through registers, compiled inside its tile
     # loop, spilled 72 B of stack for heads of 128 over blocks of 16 (and cost 1-5 % of a prefill's time);
-    # compiled in the item's last tile alone (`_copy_kv`), 16 B, none of it in the loop
-    assert facts["128/16"]["stack"] <= 16 and facts["64/128"]["stack"] <= 8 and e4m3["stack"] <= 8, facts
+    # compiled in the item's last tile alone (`_copy_kv`), 16 B, none of it in the loop; over e4m3 16 B
+    # since a consumer with no rows of an item passes its stages on: values of the item, outside the tile loop
+    assert facts["128/16"]["stack"] <= 16 and facts["64/128"]["stack"] <= 8 and e4m3["stack"] <= 16, facts
+    # two parts: 32 B, also outside the tile loop (sm_90 SASS, triton 3.6.0, 2026-11-30)
+    assert two["stack"] <= 32, facts
 
 
 # (query lens, kv lens) per batch: several Q-blocks per sequence with and without context before the
@@ -262,7 +283,7 @@ GPU_CASES = [
     ("prompt_1000", 32, 8, 128, 16, "bfloat16", False),
     ("prompt_1000", 8, 2, 64, 128, "float16", False),
     ("whole_blocks", 8, 2, 128, 16, "bfloat16", False),
-    # OCP e4m3 caches: Q K^T on e4m3, V converted to fp16 by the loader
+    # OCP e4m3 caches: Q K^T on e4m3, V converted to fp16 by the converter
     ("mixed", 8, 2, 128, 16, "bfloat16", True),
     ("mixed", 10, 2, 128, 32, "float16", True),
     ("chunk", 4, 4, 128, 128, "bfloat16", True),
@@ -271,14 +292,15 @@ GPU_CASES = [
 ]
 
 
-def _reference(batch, fp8: bool):
-    """The fp32 reference; over an e4m3 cache, of q as the kernel rounds it for Q K^T: to e4m3 after a power
+def _reference(batch, q_rounded: bool):
+    """The fp32 reference; where the kernel rounds q to one e4m3 part for Q K^T (over an e4m3 cache,
+    `Config.qk_e4m3`), of q as the kernel rounds it: to e4m3 after a power
     of two (per head here, per 64 rows of a head there: e4m3's rounding is the same under any power of two
     but in its subnormals, 2^-10 of the largest and below), so that the 16-bit tolerance holds. Against q
     itself, one of a 2k prompt's 8.4 million outputs lay 10 % beyond even `check.FP8_PRODUCTS_TOLERANCE`
     (NVIDIA H200, 2026-11-30)."""
     q, *rest = batch.args()
-    if fp8:
+    if q_rounded:
         x = q.float()
         big = x.abs().amax(dim=(0, 2), keepdim=True).clamp_min(2.0 ** -100)
         shift = torch.ceil(torch.log2(big)) - 8  # OCP e4m3's largest power of two, `common.e4m3_top`
@@ -293,18 +315,25 @@ def _on_sm90(device: str) -> None:
         pytest.skip(f"the kernel is sm_90's; this GPU is {platform.current().arch}")
 
 
-@pytest.mark.parametrize("name,q_heads,kv_heads,head_size,block_size,dtype,fp8", GPU_CASES)
-def test_the_kernel_matches_the_reference(name, q_heads, kv_heads, head_size, block_size, dtype, fp8, device):
+# each e4m3 case twice: q rounded to one e4m3 part (against a reference of q so rounded), and in two
+GPU_RUNS = ([case + ("",) for case in GPU_CASES if not case[-1]]
+            + [case + (q,) for case in GPU_CASES if case[-1] for q in ("q in one part", "q in two parts")])
+
+
+@pytest.mark.parametrize("name,q_heads,kv_heads,head_size,block_size,dtype,fp8,q_parts", GPU_RUNS)
+def test_the_kernel_matches_the_reference(name, q_heads, kv_heads, head_size, block_size, dtype, fp8, q_parts,
+                                          device):
     _on_sm90(device)
+    config = WS_ROUNDED if q_parts == "q in one part" else WS
     query_lens, kv_lens = GPU_BATCHES[name]
     spec = BatchSpec(query_lens, kv_lens, num_q_heads=q_heads, num_kv_heads=kv_heads, head_size=head_size,
                      block_size=block_size, dtype=dtype, fp8_kv=fp8,
                      seed=seed("warp_specialized", name, q_heads, head_size, block_size, fp8))
     batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
-    assert _kernels(batch, vendor=None) == ["ws_prefill_kernel"]
+    assert _kernels(batch, config, vendor=None) == ["ws_prefill_kernel"]
     out = batch.new_output()  # NaN: an unwritten element fails
-    VARIANTS["static_grid"](*batch.args(), out=out, config=WS, **batch.options)
-    expected = _reference(batch, fp8)
+    VARIANTS["static_grid"](*batch.args(), out=out, config=config, **batch.options)
+    expected = _reference(batch, q_rounded=config is WS_ROUNDED and fp8)
     atol, rtol = TOLERANCES[dtype]  # the correctness grid's
     torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
 
@@ -319,7 +348,7 @@ def test_the_trees_prompt_is_the_kernel_on_sm90(fp8, device):
     assert _kernels(batch, config=None, vendor=None) == ["ws_prefill_kernel"]
     out = batch.new_output()
     VARIANTS["static_grid"](*batch.args(), out=out, **batch.options)
-    expected = _reference(batch, fp8)
+    expected = _reference(batch, q_rounded=fp8)  # the tree: bf16 q over e4m3 rounded to one part
     atol, rtol = TOLERANCES["bfloat16"]
     torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
 
@@ -341,7 +370,7 @@ def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, fp8, device):
     VARIANTS["static_grid"](q, k, v, table, cu_seqlens, corrupt, out=out, config=WS, check_values=False,
                             **batch.options)
     assert torch.equal(out[:300].float(), torch.zeros_like(out[:300].float()))
-    expected = _reference(batch, fp8)
+    expected = _reference(batch, q_rounded=False)  # WS: over e4m3, q in two parts
     atol, rtol = TOLERANCES["bfloat16"]
     torch.testing.assert_close(out[300:].float(), expected[300:], atol=atol, rtol=rtol)
 
@@ -383,7 +412,7 @@ def test_the_tickets_start_from_zero_at_every_launch_and_replay(fp8, device):
     assert launch.name == "ws_prefill_kernel"
     assert launch.args["num_q_blocks"] * launch.args["num_q_heads"] > 2 * launch.grid[0]
     tickets = planning.ticket_counters(device)
-    expected = _reference(batch, fp8)
+    expected = _reference(batch, q_rounded=False)  # WS: over e4m3, q in two parts
     atol, rtol = TOLERANCES["bfloat16"]
     out = batch.new_output()
 
