@@ -37,7 +37,9 @@ TOLERANCES = {"float16": (3e-3, 3e-3), "bfloat16": (1.5e-2, 1e-2), "float32": (3
 # output is a P-weighted mean of V: P's rounding moves it by up to 2^-4 of the |V| it averages, Q's
 # every score and so the weights; with the grid's unit-variance data (|V| < 4.5) an atol of 2^-3
 # and a rtol of 2^-4. Measured in the interpreter (tests/kernels/test_fp8_products.py, 2026-11-28):
-# the largest error 0.10, the largest past rtol 0.052, so atol keeps a margin of 2.4.
+# the largest error 0.10, the largest past rtol 0.052, so atol keeps a margin of 2.4. Over scenario-sized
+# batches on the GPU, q rounded to one e4m3 part alone reached 0.139-0.154, past it on 3 of 46 batches
+# (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md): no margin left there.
 FP8_PRODUCTS_TOLERANCE = (2.0 ** -3, 2.0 ** -4)
 # q split into two e4m3 parts for Q K^T (the warp-specialized kernel's Q_PARTS 2; P V in fp16): together 8
 # significant bits of q, bf16's, so bf16's tolerance whatever the output's dtype. fp16 outputs so computed
