@@ -114,7 +114,7 @@ class _Scenario:
         self.spec = scenario.spec()
         self.batch = build_batch(self.spec, device)
         self.hints = {"max_seqlen_q": max(self.spec.query_lens), "max_seqlen_k": max(self.spec.kv_lens)}
-        self.expected = None  # the fp32 reference's output for the batch (perf.measure.check)
+        self.expected = None  # the batch's fp32 reference outputs (perf.measure.check.Reference)
         self.tried: dict[str, tuple] = {}  # config key -> (config, ms or None, error)
 
     def plan(self, cfg):
@@ -141,8 +141,9 @@ class _Scenario:
                 if self.expected is None:
                     self.expected = reference_for(self.batch)
                 sync = torch.cuda.synchronize if out.is_cuda else None
-                found = check.check_call(fn, out, self.expected, sync,
-                                         check.tolerance(out.dtype, [launch.config() for launch in launches]))
+                configs = [launch.config() for launch in launches]
+                found = check.check_call(fn, out, self.expected.of(configs), sync,
+                                         check.tolerance(out.dtype, configs))
                 if not found.ok:
                     self.tried[key] = (cfg, None, check.wrong_reason(found, "before timing"))
                     return None

@@ -169,20 +169,27 @@ def round_e4m3_like_gpus() -> bool:
     return True
 
 
-def planned_tolerance(variant, batch, out) -> tuple[float, float]:
-    """The tolerance of the call as its variant plans it (`perf.measure.check.tolerance`: the
-    dtype's, or the e4m3 operands' where the heuristics or a `config` hint in the batch's
-    options chose them, `Config.qk_e4m3`); the interpreter then rounds to e4m3 as GPUs do."""
+def planned_check(variant, batch, out, **hints) -> tuple:
+    """(the reference output, (atol, rtol)) a call of `variant` on `batch` (with `hints`, e.g. a
+    `config`) is held to as the variant plans it (`perf.measure.check.Reference.of`, `.tolerance`: the
+    reference of q rounded to e4m3 where the heuristics or the `config` round it, `Config.qk_e4m3`, and
+    the tolerance of its operands); the interpreter then rounds to e4m3 as GPUs do. Called before the
+    call, while the batch holds the values it reads."""
     from kernels import platform
+    from kernels.reference import paged_attention_reference
     from perf.measure import check
 
     launches = []
     if hasattr(variant, "plan"):
         try:
-            _, planned = variant.plan(*batch.args(), out=out, **batch.options)
+            _, planned = variant.plan(*batch.args(), out=out, **batch.options, **hints)
         except NotImplementedError:
             planned = []  # the call raises it again, and the test skips
         launches = [launch.config() for launch in planned]
-    if check.rounds_to_e4m3(launches) and platform.interpreter_active():
-        round_e4m3_like_gpus()
-    return check.tolerance(batch.q.dtype, launches)
+    q, *rest = batch.args()
+    if check.rounds_q_to_e4m3(launches):
+        if platform.interpreter_active():
+            round_e4m3_like_gpus()
+        q = check.e4m3_rounded(q, batch.k_cache.dtype)
+    expected = paged_attention_reference(q, *rest, **batch.options)
+    return expected, check.tolerance(batch.q.dtype, launches)

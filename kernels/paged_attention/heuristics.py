@@ -255,8 +255,8 @@ class Config:
 
     @property
     def e4m3_operands(self) -> bool:
-        """Whether a product rounds q (and with `fp8_products` P) to e4m3: its outputs are checked
-        with `perf.measure.check.FP8_PRODUCTS_TOLERANCE` where the planner applies it."""
+        """Whether a product rounds q (and with `fp8_products` P) to e4m3: where the planner applies it,
+        its outputs are checked against the reference of q so rounded (`perf.measure.check.Reference`)."""
         return self.fp8_products or self.qk_e4m3
 
     def block_q(self, queries_per_kv: int) -> int:

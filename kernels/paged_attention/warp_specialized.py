@@ -55,12 +55,12 @@ prompts (8 x 1k, 16 x 512) and 0.94x on a mixed batch over e4m3 (NVIDIA H200, do
   conversion in the loader's own warpgroup (its copies then wait on a barrier each) or in the consumers
   left it 1.15-1.2x slower than the bf16 kernel at blocks of 16; in a warpgroup of its own 0.91-1.08x.
   Rounding q there too, instead of in each consumer, lost 1.03-1.09x: the next item's V then waits
-  behind it (H200, docs/lab/2026-11-30.md). One e4m3 part keeps 4 significant bits of q, and over
-  scenario-sized batches the outputs' largest error reaches the e4m3 tolerance (fp16 queries: 0.139 and
-  0.154 on 2 of 9 prefills, beyond it; H200, docs/lab/2026-11-30.md); with `Q_PARTS` 2 (the planner's
-  choice under fp16 queries) q goes into two parts, the second what the first's rounding lost, and Q K^T
-  accumulates both: 8 bits, bf16's, for twice the e4m3 products (2 stages then fit, 1.12-1.14x the time
-  of one part).
+  behind it (H200, docs/lab/2026-11-30.md). One e4m3 part keeps 4 significant bits of q (the check holds
+  such a launch to the reference of q so rounded, `perf.measure.check.e4m3_rounded`); against q itself,
+  over scenario-sized batches, the outputs' largest error reached 0.139-0.154 (H200,
+  docs/lab/2026-11-30.md). With `Q_PARTS` 2 (the planner's choice under fp16 queries) q goes into two
+  parts, the second what the first's rounding lost, and Q K^T accumulates both: 8 bits, bf16's, for twice
+  the e4m3 products (2 stages then fit, 1.12-1.14x the time of one part).
 
 Metadata the value checks would refuse stays inside the tensors, as in the Q-block kernel
 (tests/kernels/test_memory_safety.py states the contract): token ranges are clamped into q's rows,
@@ -645,8 +645,8 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     the half's Q buffer and row offsets are then computed at run time.
     q_desc: q as [tokens, query heads x D] in boxes of 64 rows; k_desc, v_desc: the caches as
     [blocks x block size, KV heads x D] rows in boxes of one cache block. FP8_PRODUCTS: the caches
-    are OCP e4m3 (its name is the Q-block kernel's for a kernel that rounds q to e4m3,
-    `perf.measure.check.rounds_to_e4m3`); k_scale_ptr and v_scale_ptr are then read. Q_PARTS (e4m3 caches):
+    are OCP e4m3 (its name is the Q-block kernel's for a kernel that takes q through e4m3,
+    `perf.measure.check.rounds_q_to_e4m3`); k_scale_ptr and v_scale_ptr are then read. Q_PARTS (e4m3 caches):
     q rounded to one e4m3 part for Q K^T, or split into two whose products add up (`_rows_to_e4m3`): Q K^T
     then as exact as in 16 bits, over the same e4m3 K."""
     D: gl.constexpr = q_desc.block_type.shape[1]

@@ -111,9 +111,14 @@ class _Scenario:
 
         return check.tolerance(self.spec.dtype, [launch.config() for launch in self.planned(label)])
 
+    def held_to(self, label: str, expected) -> tuple:
+        """(the reference output, (atol, rtol)) a candidate's output is checked with, as its plan calls
+        for (`check.Reference.of`, `check.tolerance`); `expected` the batch's `check.Reference`."""
+        return expected.of([launch.config() for launch in self.planned(label)]), self.tolerance(label)
+
     def ready(self, peers: list[str], device: str) -> tuple[list, object]:
         """[(label, fn, out)] of the candidates and peers whose output matches the fp32
-        reference (out None for a peer), and that reference."""
+        reference (out None for a peer), and the batch's `check.Reference`."""
         import torch
 
         from kernels.batch import build_batch
@@ -133,7 +138,8 @@ class _Scenario:
             def fn(config=config, out=out):
                 self.variant(*self.batch.args(), out=out, config=config, **self.batch.options, **self.hints)
             try:
-                found = check.check_call(fn, out, expected, torch.cuda.synchronize, self.tolerance(label))
+                reference, tolerance = self.held_to(label, expected)
+                found = check.check_call(fn, out, reference, torch.cuda.synchronize, tolerance)
             except Exception as exc:  # fails to compile or launch: reported, not timed
                 self.refused[label] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
                 continue
@@ -241,8 +247,9 @@ def measure(plan: dict, rounds: int, samples: int, peers: list[str], threads: in
                 times[label].append(timing.time_graph(fn, samples=samples, graph=graphs[label]).median)
         for label, _, out in ready:  # the output of the timed graph, checked again
             if out is not None:
-                found = check.check_call(graphs[label].replay, out, expected, torch.cuda.synchronize,
-                                         case.tolerance(label))
+                reference, tolerance = case.held_to(label, expected)
+                found = check.check_call(graphs[label].replay, out, reference, torch.cuda.synchronize,
+                                         tolerance)
                 if not found.ok:
                     case.refused[label] = check.wrong_reason(found, "after timing")
                     times.pop(label)

@@ -109,8 +109,9 @@ class _Planned:
         hints = host_hints(variant, spec)
         planned = variant.plan(*self.batch.args(), out=self.out, **self.batch.options, **hints)[1]
         self.launches = [_copy(x) for x in planned]
-        self.expected = reference_for(self.batch)
-        self.tolerance = check.tolerance(spec.dtype, [x.config() for x in self.launches])
+        configs = [x.config() for x in self.launches]
+        self.expected = reference_for(self.batch).of(configs)  # the reference output it is held to
+        self.tolerance = check.tolerance(spec.dtype, configs)
 
 
 @dataclasses.dataclass

@@ -238,7 +238,9 @@ class Pairs:
     def _head_against_base(self, cases: dict, scenario: str, when: str, metric: str | None = None,
                            timed: set | None = None) -> None:
         """Head's output against base's (both on the same tensors, their last calls; after timing
-        those of `metric` in `timed` only): beyond the tolerances, an error on head's side."""
+        those of `metric` in `timed` only): beyond the tolerances, an error on head's side. Not where
+        one side rounds q to e4m3 and the other does not: they then differ by that rounding, which no
+        fixed tolerance holds (perf/measure/check.py), and each was checked against its reference."""
         if len(self.measured) != 2 or "head" not in self.writers:
             return
         for v, head in cases["head"].items():
@@ -247,6 +249,8 @@ class Pairs:
             base = cases["base"][v]
             if head.out is None or base.out is None or head.fn is None or base.fn is None:
                 continue
+            if check.rounds_q_to_e4m3(head.config) != check.rounds_q_to_e4m3(base.config):
+                continue  # q rounded to e4m3 on one side only: each was held to its own reference
             # e4m3 operands on either side (its plan): as far from the other side as from the reference
             tolerance = check.tolerance(base.out.dtype, [*head.config, *base.config])
             found = check.compare(head.out, base.out, *tolerance)

@@ -48,12 +48,12 @@ class Case:
     broken: set = field(default_factory=set)  # metrics that raised once: recorded, not retried
     keep: tuple = ()  # the batch and output the call points into
     plans: dict = field(default_factory=dict)  # metric -> timing.Plan
-    expected: object = None  # the fp32 reference's output for the batch (perf/measure/check.py)
+    expected: object = None  # the batch's fp32 reference outputs (check.Reference)
     work: dict = field(default_factory=dict)  # {"bytes", "flops"} of the batch (perf/roofline.py), in records
     inputs: dict = field(default_factory=dict)  # check.fingerprint of the batch before the first call
     launches: tuple | None = None  # the kernels one call plans (check.LaunchLog); None: a peer's case
     logs: dict = field(default_factory=dict)  # metric -> check.LaunchLog of its timed calls
-    other: tuple | None = None  # (q values, their reference) for check.other_values, made at recheck
+    other: tuple | None = None  # (q values, their check.Reference) for check.other_values, made at recheck
 
     @property
     def out(self):
@@ -65,6 +65,11 @@ class Case:
         """The (atol, rtol) its output is checked with: its dtype's, or that of the e4m3 operands
         its plan multiplies (`check.tolerance`); None for a peer's case."""
         return None if self.out is None else check.tolerance(self.out.dtype, self.config)
+
+    @property
+    def reference(self):
+        """The reference output its output is held to (`check.Reference.of` its plan); None without one."""
+        return None if self.expected is None else self.expected.of(self.config)
 
 
 def takes(variant, option: str) -> bool:
@@ -84,18 +89,18 @@ def host_hints(variant, spec) -> dict:
 
 
 def reference_for(batch):
-    """The fp32 reference's output for `batch` (None without a batch), by the `kernels` active
-    now (perf/checkout.py): computed once per scenario and shared by its cases."""
+    """The fp32 reference outputs for `batch` (`check.Reference`; None without a batch), by the
+    `kernels` active now (perf/checkout.py): computed once per scenario and shared by its cases."""
     if batch is None:
         return None
     from kernels.reference import paged_attention_reference
 
-    return check.reference_output(paged_attention_reference, batch)
+    return check.references(paged_attention_reference, batch)
 
 
 def make_case(kernels, variant_name: str, scenario, device: str, batch=None, expected=None) -> Case:
     """Validate, compile and check one (variant, scenario); `batch` is shared by the variants,
-    `expected` (its reference output, `reference_for`) too; computed here when not given.
+    `expected` (its reference outputs, `reference_for`) too; computed here when not given.
 
     Call it with the `kernels` of the side being prepared active (perf/checkout.py)."""
     from kernels.batch import build_batch
@@ -133,7 +138,8 @@ def make_case(kernels, variant_name: str, scenario, device: str, batch=None, exp
                         skip="output has NaN/Inf (unwritten or wrong): not timed", kind="error")
         expected = reference_for(batch) if expected is None else expected
         with log.recording():
-            found = check.check_call(log.wrap(fn), out, expected, None, check.tolerance(out.dtype, config))
+            found = check.check_call(log.wrap(fn), out, expected.of(config), None,
+                                     check.tolerance(out.dtype, config))
         found = (log.verdict("before timing") or check.changed_inputs(inputs, check.input_tensors(batch))
                  or found)
         if not found.ok:
@@ -171,12 +177,12 @@ def recheck(case: Case, metrics) -> list[tuple[str, check.Check]]:
         log = case.logs.get(metric)
         bad = check.changed_inputs(case.inputs, check.input_tensors(batch)) if case.inputs else None
         bad = bad or (log.verdict("while timed") if log is not None else None)
-        if bad is None and check.check_call(call, case.out, case.expected, sync, case.tolerance).ok:
+        if bad is None and check.check_call(call, case.out, case.reference, sync, case.tolerance).ok:
             bad = _with_other_values(case, call, sync)
         # last, whatever failed before: the output of the inputs it was timed on, which the gate
         # compares with base's (left holding the other values' output, that comparison named a
         # difference of inputs as head's error)
-        last = check.check_call(call, case.out, case.expected, sync, case.tolerance)
+        last = check.check_call(call, case.out, case.reference, sync, case.tolerance)
         found.append((metric, bad or last))
     return found
 
@@ -188,7 +194,7 @@ def _with_other_values(case: Case, call, sync) -> check.Check | None:
     if case.other is None:
         case.other = _other_for(batch)
     with check.other_values(batch, case.other[0]):
-        found = check.check_call(call, case.out, case.other[1], sync, case.tolerance)
+        found = check.check_call(call, case.out, case.other[1].of(case.config), sync, case.tolerance)
     if found.ok:
         return None
     return check.failed(f"with other values in the same input buffers: {found.describe()}")

@@ -22,8 +22,9 @@ from perf.peers import PEERS, PREFIX, PeerUnavailable, setup_for_batch
 
 def make_case(name: str, scenario, device: str, batch=None, expected=None) -> Case:
     """A Case for peer `name` on `scenario`: set up, called once (library initialization,
-    autotuning, lazy loading: not timed) and its output checked (`expected`: the reference's
-    output for `batch`, computed here when not given), or skipped with the reason."""
+    autotuning, lazy loading: not timed) and its output checked (`expected`: the reference outputs
+    for `batch`, `check.Reference`, computed here when not given: a peer is held to the reference
+    of q itself), or skipped with the reason."""
     spec = scenario.spec()
     case_name = PREFIX + name
     try:
@@ -38,7 +39,8 @@ def make_case(name: str, scenario, device: str, batch=None, expected=None) -> Ca
                 from kernels.batch import build_batch
 
                 expected = reference_for(batch if batch is not None else build_batch(spec, device))
-            found = check.compare(result, expected, *check.tolerance(expected.dtype)) \
+            exact = expected.exact
+            found = check.compare(result, exact, *check.tolerance(exact.dtype)) \
                 if isinstance(result, torch.Tensor) else None
             if found is None or not found.ok:
                 why = (check.wrong_reason(found, "before timing") if found is not None else

@@ -39,7 +39,6 @@ from grid_cases import (
     FORCED_CONFIGS,
     FORCED_FEATURES,
     FORCED_VARIANTS,
-    FP8_PRODUCTS_TOLERANCE,
     MODELS,
     forced_spec,
     fp8_dtype,
@@ -53,8 +52,7 @@ from interpreter_support import (
     interpreter_reads_fnuz,
     interpreter_reads_ocp_nan,
     needs_interpreter,
-    planned_tolerance,
-    round_e4m3_like_gpus,
+    planned_check,
 )
 
 from kernels import VARIANTS, platform
@@ -97,12 +95,11 @@ def test_matches_reference(variant, model, head_size, block_size, case, dtype, f
     batch = make_batch(matches_spec(model, head_size, block_size, case, dtype, feature), feature, device)
     assert batch.k_cache.dtype == (fp8_dtype(feature) if batch.spec.fp8_kv else batch.q.dtype)
     out = batch.new_output()  # NaN-poisoned: an unwritten element fails below
-    atol, rtol = planned_tolerance(VARIANTS[variant], batch, out)
+    expected, (atol, rtol) = planned_check(VARIANTS[variant], batch, out)
     try:
         VARIANTS[variant](*batch.args(), out=out, **batch.options)
     except NotImplementedError as exc:
         pytest.skip(str(exc))
-    expected = paged_attention_reference(*batch.args(), **batch.options)
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
@@ -130,13 +127,9 @@ def test_every_variant_runs_in_interpreter(variant):
 def test_forced_config_matches_reference(variant, config_name, feature, device):
     config = FORCED_CONFIGS[config_name][0]
     batch = make_batch(forced_spec(config_name, feature), feature, device)
-    fp8_products = config.e4m3_operands and batch.spec.fp8_kv  # an OCP cache: the knob applies
-    if fp8_products and platform.interpreter_active():
-        round_e4m3_like_gpus()
     out = batch.new_output()
+    expected, (atol, rtol) = planned_check(VARIANTS[variant], batch, out, config=config)
     VARIANTS[variant](*batch.args(), out=out, config=config, **batch.options)
-    expected = paged_attention_reference(*batch.args(), **batch.options)
-    atol, rtol = FP8_PRODUCTS_TOLERANCE if fp8_products else (3e-3, 3e-3)
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import pytest
 import torch
 from grid_cases import make_spec, seed
+from interpreter_support import planned_check
 
 from kernels import VARIANTS, platform
 from kernels.batch import build_batch
@@ -22,7 +23,6 @@ from kernels.inputs import FNUZ_E4M3, OCP_E4M3
 from kernels.paged_attention import planning
 from kernels.paged_attention.heuristics import Config
 from kernels.reference import paged_attention_reference
-from perf.measure import check
 
 BOTH = dict(v_pairs=True, k_pairs=True)
 
@@ -180,8 +180,8 @@ def test_the_nvidia_trees_fp8_decodes_with_bf16_queries_match_the_reference(case
     planned = launches[0].constexprs
     decode_sized = planned["BLOCK_M"] <= planning.PAIRS_MAX_BLOCK_M
     assert planned["V_PAIRS"] is decode_sized is (case == "decode_batch")
+    # as the plan calls for: a prefill row's Q K^T on e4m3 ([fp8-qk-e4m3]) against the reference of q
+    # rounded to e4m3 (`check.Reference.of`, `check.tolerance`)
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out)
     VARIANTS["static_grid"](*batch.args(), out=out, **batch.options)
-    expected = paged_attention_reference(*batch.args(), **batch.options).float()
-    # the tolerance the plan calls for: a prefill row's Q K^T on e4m3 ([fp8-qk-e4m3]) rounds q
-    atol, rtol = check.tolerance(out.dtype, [launch.config() for launch in launches])
-    torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)

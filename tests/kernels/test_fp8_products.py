@@ -11,13 +11,14 @@ compiles to on sm_90, gfx942 and gfx950: tests/kernels/test_fp8_pv_compile.py.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 from grid_cases import FP8_PRODUCTS_TOLERANCE, make_spec, seed
-from interpreter_support import needs_interpreter, round_e4m3_like_gpus
+from interpreter_support import needs_interpreter, planned_check, round_e4m3_like_gpus
 
 from kernels import VARIANTS, platform
 from kernels.batch import build_batch
@@ -134,14 +135,17 @@ def test_fp8_products_match_the_reference(config_name, model, head_size, block_s
     # P V in fp16 exactly where Q K^T alone is on e4m3
     assert launches[0].constexprs["PV_FP16"] is config.qk_e4m3
     out = batch.new_output()  # NaN: an unwritten element fails
+    # against the reference of q rounded to e4m3, as the kernel rounds it; P on e4m3 within
+    # FP8_PRODUCTS_TOLERANCE, P in fp16 (`qk_e4m3`) within 16-bit products' tolerance
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, config=config)
+    assert (atol, rtol) == (FP8_PRODUCTS_TOLERANCE if config.fp8_products else check.TOLERANCES["bfloat16"])
     VARIANTS["static_grid"](*batch.args(), out=out, config=config, **batch.options)
-    expected = paged_attention_reference(*batch.args(), **batch.options)
-    atol, rtol = FP8_PRODUCTS_TOLERANCE
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
-    exact = batch.new_output()  # the same kernel without the knob: P and Q rounding are the difference
+    # the same kernel without the knob, against the reference of q itself: the rounding is the difference
+    exact, of_q = batch.new_output(), paged_attention_reference(*batch.args(), **batch.options).float()
     without = dataclasses.replace(config, fp8_products=False, qk_e4m3=False)
     VARIANTS["static_grid"](*batch.args(), out=exact, config=without, **batch.options)
-    assert (out.float() - expected.float()).abs().max() > (exact.float() - expected.float()).abs().max()
+    assert (out.float() - of_q).abs().max() > (exact.float() - of_q).abs().max()
 
 
 @needs_interpreter
@@ -151,7 +155,8 @@ def test_the_nvidia_trees_fp8_prefill_puts_q_kt_on_e4m3_and_matches_the_referenc
                                                                                    device):
     """The production path as a serving engine calls it (NVIDIA's tree, bf16 queries over an OCP
     e4m3 cache, a prefill past the short-prefill branch): [fp8-qk-e4m3] plans Q K^T on e4m3 and
-    P V in fp16, and the output is checked with the tolerance its plan calls for (`check.tolerance`).
+    P V in fp16, and the output is checked as its plan calls for: against the reference of q rounded to
+    e4m3, with bf16's tolerance (`check.Reference.of`, `check.tolerance`).
     The interpreter runs it in bf16 here: q reaches the products as e4m3, P and V as fp16."""
     spec = make_spec(model, head_size, 16, case, "bfloat16", "fp8_kv", seed=seed("qk_e4m3", model, case))
     batch = build_batch(spec, device, poison=True, fp8_dtype=OCP_E4M3)
@@ -160,10 +165,9 @@ def test_the_nvidia_trees_fp8_prefill_puts_q_kt_on_e4m3_and_matches_the_referenc
     _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=out, **hints, **batch.options)
     attention = launches[0].constexprs
     assert attention["FP8_PRODUCTS"] and attention["PV_FP16"] and not attention["QK_FP16"]
-    assert check.tolerance(out.dtype, [L.config() for L in launches]) == FP8_PRODUCTS_TOLERANCE
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, **hints)
+    assert (atol, rtol) == check.TOLERANCES["bfloat16"]  # q rounded as the reference rounds it, P in fp16
     VARIANTS["static_grid"](*batch.args(), out=out, **hints, **batch.options)
-    expected = paged_attention_reference(*batch.args(), **batch.options)
-    atol, rtol = FP8_PRODUCTS_TOLERANCE
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
@@ -196,3 +200,70 @@ def test_queries_reach_e4m3_scaled_by_a_power_of_two(scale):
     bound = torch.maximum(scaled.abs() * 2.0 ** -4, torch.full_like(scaled, 2.0 ** -10))
     assert ((y.float() - scaled).abs() <= bound).all()
     assert e4m3_top(tl.float8e4b8) == 7.0 and e4m3_top(tl.float8e4nv) == 8.0
+
+
+def _block_rounded(x, fp8_dtype):
+    """q rounded as `common.to_range` rounds a Q-block, in torch: one power of two for the whole block."""
+    top = e4m3_top(tl.float8e4b8 if fp8_dtype == FNUZ_E4M3 else tl.float8e4nv)
+    big = x.float().abs().max()
+    shift = torch.ceil(torch.log2(big)) - top if big > 0 else torch.tensor(0.0)
+    return (x.float() * 2.0 ** -shift).to(fp8_dtype).float() * 2.0 ** shift, shift
+
+
+def _same_but_in_the_blocks_subnormals(reference, kernel, x, shift, fp8_dtype):
+    """`check.e4m3_rounded` (`reference`, a power of two per row) is the kernels' q (`kernel`, one per
+    block, 2^shift) wherever the block's scale keeps an element among e4m3's normals; below, the two
+    differ by at most half the kernel's smallest subnormal step."""
+    normal = 2.0 ** (-6 if fp8_dtype == OCP_E4M3 else -7)  # e4m3's smallest normal: OCP 2^-6, FNUZ 2^-7
+    subnormal_step = normal * 2.0 ** -3
+    scaled = x.float().abs() * 2.0 ** -shift
+    among_normals = scaled >= normal
+    assert torch.equal(reference.float()[among_normals], kernel[among_normals])
+    assert ((reference.float() - kernel).abs()[~among_normals] <= subnormal_step * 2.0 ** shift).all()
+
+
+if importlib.util.find_spec("hypothesis") is not None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    _BLOCKS = dict(rows=st.integers(1, 16), exponent=st.integers(-20, 12), spread=st.integers(0, 24),
+                   seed=st.integers(0, 2**31 - 1), dtype=st.sampled_from([torch.float16, torch.bfloat16]))
+
+    def _block(rows, exponent, spread, seed, dtype, cols=64):
+        """Rows of unit-variance values times 2^exponent, each row's magnitude 2^-(0..spread) of that."""
+        gen = torch.Generator().manual_seed(seed)
+        row_scale = 2.0 ** -torch.randint(0, spread + 1, (rows, 1), generator=gen).float()
+        return (torch.randn(rows, cols, generator=gen) * row_scale * 2.0 ** exponent).to(dtype)
+
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True)
+    @given(fnuz=st.booleans(), **_BLOCKS)
+    def test_the_checks_rounded_q_is_the_kernels_whatever_rows_share_a_power(fnuz, rows, exponent, spread,
+                                                                             seed, dtype):
+        """The reference of q rounded to e4m3 (`check.e4m3_rounded`, one power of two per row) against
+        q as the Q-block kernel rounds it (one power of two per Q-block, `common.to_range`, here in
+        torch), in either e4m3 format, over blocks whose rows differ in magnitude by up to 2^24."""
+        fp8_dtype = FNUZ_E4M3 if fnuz else OCP_E4M3
+        x = _block(rows, exponent, spread, seed, dtype)
+        kernel, shift = _block_rounded(x, fp8_dtype)
+        reference = check.e4m3_rounded(x, fp8_dtype)
+        assert reference.dtype == x.dtype
+        _same_but_in_the_blocks_subnormals(reference, kernel, x, shift, fp8_dtype)
+
+    @needs_interpreter
+    @settings(max_examples=25, deadline=None, database=None, derandomize=True)
+    @given(**_BLOCKS)
+    def test_the_checks_rounded_q_is_what_the_kernels_to_range_makes(rows, exponent, spread, seed, dtype):
+        """The same against the kernels' own `to_range` and conversion, run in Triton's interpreter
+        (OCP e4m3, rounding as GPUs do; fp16 blocks: the interpreter cannot hold bf16 tensors here)."""
+        x = _block(rows, exponent, spread, seed, torch.float16)
+        padded = torch.zeros(16, 64, dtype=torch.float16)
+        padded[:rows] = x
+        y, s = torch.empty(16, 64, dtype=OCP_E4M3), torch.empty(1)
+        _quantize[(1,)](padded, y, s, 16, 64)
+        kernel = y.float()[:rows] * 2.0 ** s.item()
+        _same_but_in_the_blocks_subnormals(check.e4m3_rounded(x, OCP_E4M3), kernel, x, s.item(), OCP_E4M3)
+else:
+    @pytest.mark.skip(reason="hypothesis is not installed (the project's `test` extra has it: "
+                             "pip install -e .[test])")
+    def test_the_checks_rounded_q_is_the_kernels_whatever_rows_share_a_power():
+        pass

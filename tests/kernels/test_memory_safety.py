@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -31,11 +30,10 @@ import torch
 import triton
 import triton.language as tl
 from grid_cases import FORCED_CONFIGS
-from interpreter_support import NUMPY_BREAKS_INTERPRETER, needs_interpreter, planned_tolerance
+from interpreter_support import NUMPY_BREAKS_INTERPRETER, needs_interpreter, planned_check
 
 from kernels import VARIANTS
 from kernels.batch import BatchSpec, build_batch
-from kernels.reference import paged_attention_reference
 
 pytestmark = pytest.mark.slow  # the interpreter runs every case
 
@@ -213,10 +211,9 @@ def corrupt(batch, corruptions) -> tuple[set[int], set[int], set[int]]:
 
 def run_corrupted(variant: str, spec: BatchSpec, config: str | None, corruptions, device) -> None:
     batch = build_batch(spec, device, poison=True)
-    want = paged_attention_reference(*batch.args(), **batch.options)
     hints = {"config": FORCED_CONFIGS[config][0]} if config else {}
     out = batch.new_output()
-    atol, rtol = planned_tolerance(VARIANTS[variant], replace(batch, options={**batch.options, **hints}), out)
+    want, (atol, rtol) = planned_check(VARIANTS[variant], batch, out, **hints)
     touched, moved, keyless = corrupt(batch, corruptions)
     with bounded_memory() if INTERPRETED else contextlib.nullcontext([]) as violations:
         VARIANTS[variant](*batch.args(), out=out, check_values=False, **batch.options, **hints)

@@ -23,13 +23,13 @@ import sys
 import pytest
 import torch
 from grid_cases import seed
+from interpreter_support import planned_check
 
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
 from kernels.inputs import FNUZ_E4M3, OCP_E4M3
 from kernels.paged_attention import planning
 from kernels.paged_attention.heuristics import Config
-from kernels.reference import paged_attention_reference
 from perf.measure import check
 from perf.measure.check import TOLERANCES
 
@@ -88,25 +88,25 @@ def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, 
 
 
 def test_an_e4m3_cache_plans_the_kernel_that_rounds_q_and_reads_the_scales(hopper):
-    """The check's tolerance follows the plan (`perf.measure.check.tolerance`): q rounded to one e4m3 part
-    is held to FP8_PRODUCTS_TOLERANCE, q in two parts (8 bits, bf16's) to bf16's tolerance whatever the
-    output's dtype; and the scales are the call's own tensors."""
+    """The check follows the plan (`perf.measure.check.Reference.of`, `.tolerance`): q rounded to one e4m3
+    part against the reference of q so rounded, in two parts (8 bits, bf16's) against q itself, both to
+    bf16's tolerance whatever the output's dtype (P V in fp16); and the scales are the call's own tensors."""
     batch = _batch(fp8=True)
     planning.release_buffers()
     _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS_ROUNDED,
                                                vendor="nvidia", num_sms=132, **batch.options)
-    assert launch.constexprs["Q_PARTS"] == 1 and check.rounds_to_e4m3([launch.config()])
+    assert launch.constexprs["Q_PARTS"] == 1 and check.rounds_q_to_e4m3([launch.config()])
     _, [two] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS,
                                             vendor="nvidia", num_sms=132, **batch.options)
-    assert two.constexprs["Q_PARTS"] == 2 and not check.rounds_to_e4m3([two.config()])
+    assert two.constexprs["Q_PARTS"] == 2 and not check.rounds_q_to_e4m3([two.config()])
     assert check.tolerance("float16", [two.config()]) == check.TOLERANCES["bfloat16"]
     assert check.tolerance("bfloat16", [two.config()]) == check.TOLERANCES["bfloat16"]
-    assert check.tolerance("float16", [launch.config()]) == check.FP8_PRODUCTS_TOLERANCE
+    assert check.tolerance("float16", [launch.config()]) == check.TOLERANCES["bfloat16"]
     assert launch.args["k_scale_ptr"] is batch.options["k_scale"]
     assert launch.args["v_scale_ptr"] is batch.options["v_scale"]
     _, [launch] = VARIANTS["static_grid"].plan(*_batch().args(), out=_batch().new_output(), config=WS,
                                                vendor="nvidia", num_sms=132)
-    assert not check.rounds_to_e4m3([launch.config()])
+    assert not check.rounds_q_to_e4m3([launch.config()])
 
 
 @pytest.mark.parametrize("prompts", [(2048,), (2048, 2048), (2048,) * 4, (300,)])
@@ -292,22 +292,6 @@ GPU_CASES = [
 ]
 
 
-def _reference(batch, q_rounded: bool):
-    """The fp32 reference; where the kernel rounds q to one e4m3 part for Q K^T (over an e4m3 cache,
-    `Config.qk_e4m3`), of q as the kernel rounds it: to e4m3 after a power
-    of two (per head here, per 64 rows of a head there: e4m3's rounding is the same under any power of two
-    but in its subnormals, 2^-10 of the largest and below), so that the 16-bit tolerance holds. Against q
-    itself, one of a 2k prompt's 8.4 million outputs lay 10 % beyond even `check.FP8_PRODUCTS_TOLERANCE`
-    (NVIDIA H200, 2026-11-30)."""
-    q, *rest = batch.args()
-    if q_rounded:
-        x = q.float()
-        big = x.abs().amax(dim=(0, 2), keepdim=True).clamp_min(2.0 ** -100)
-        shift = torch.ceil(torch.log2(big)) - 8  # OCP e4m3's largest power of two, `common.e4m3_top`
-        q = ((x * torch.exp2(-shift)).to(OCP_E4M3).float() * torch.exp2(shift)).to(q.dtype)
-    return paged_attention_reference(q, *rest, **batch.options).float()
-
-
 def _on_sm90(device: str) -> None:
     if device == "cpu":
         pytest.skip("Gluon has no interpreter mode: the kernel runs on an sm_90 GPU only")
@@ -332,11 +316,12 @@ def test_the_kernel_matches_the_reference(name, q_heads, kv_heads, head_size, bl
     batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     assert _kernels(batch, config, vendor=None) == ["ws_prefill_kernel"]
     out = batch.new_output()  # NaN: an unwritten element fails
+    # as the check holds it: q in one e4m3 part against the reference of q so rounded, in two parts
+    # (8 bits) against q itself, both to bf16's tolerance at least; over 16-bit caches the grid's
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, config=config)
+    assert (atol, rtol) == TOLERANCES["bfloat16" if fp8 else dtype]
     VARIANTS["static_grid"](*batch.args(), out=out, config=config, **batch.options)
-    expected = _reference(batch, q_rounded=config is WS_ROUNDED and fp8)
-    # the correctness grid's; q in two e4m3 parts (8 bits) as the check holds it, to bf16's
-    atol, rtol = TOLERANCES["bfloat16" if fp8 and config is WS else dtype]
-    torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
 @pytest.mark.parametrize("fp8", [False, True])
@@ -348,10 +333,11 @@ def test_the_trees_prompt_is_the_kernel_on_sm90(fp8, device):
     batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     assert _kernels(batch, config=None, vendor=None) == ["ws_prefill_kernel"]
     out = batch.new_output()
+    # the tree: bf16 q over e4m3 rounded to one part, against the reference of q so rounded
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out)
+    assert (atol, rtol) == TOLERANCES["bfloat16"]
     VARIANTS["static_grid"](*batch.args(), out=out, **batch.options)
-    expected = _reference(batch, q_rounded=fp8)  # the tree: bf16 q over e4m3 rounded to one part
-    atol, rtol = TOLERANCES["bfloat16"]
-    torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
 @pytest.mark.parametrize("fp8", [False, True])
@@ -368,12 +354,11 @@ def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, fp8, device):
     corrupt = seq_lens.clone()
     corrupt[0] = 299 if corruption == "keys_short_of_queries" else table.shape[1] * spec.block_size + 1
     out = batch.new_output()
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, config=WS)  # q in two parts
     VARIANTS["static_grid"](q, k, v, table, cu_seqlens, corrupt, out=out, config=WS, check_values=False,
                             **batch.options)
     assert torch.equal(out[:300].float(), torch.zeros_like(out[:300].float()))
-    expected = _reference(batch, q_rounded=False)  # WS: over e4m3, q in two parts
-    atol, rtol = TOLERANCES["bfloat16"]
-    torch.testing.assert_close(out[300:].float(), expected[300:], atol=atol, rtol=rtol)
+    torch.testing.assert_close(out[300:].float(), expected[300:].float(), atol=atol, rtol=rtol)
 
 
 @pytest.mark.parametrize("fp8", [False, True])
@@ -413,9 +398,8 @@ def test_the_tickets_start_from_zero_at_every_launch_and_replay(fp8, device):
     assert launch.name == "ws_prefill_kernel"
     assert launch.args["num_q_blocks"] * launch.args["num_q_heads"] > 2 * launch.grid[0]
     tickets = planning.ticket_counters(device)
-    expected = _reference(batch, q_rounded=False)  # WS: over e4m3, q in two parts
-    atol, rtol = TOLERANCES["bfloat16"]
     out = batch.new_output()
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, config=WS)  # q in two parts
 
     def call():
         VARIANTS["static_grid"](*batch.args(), out=out, config=WS, **batch.options)
@@ -423,7 +407,7 @@ def test_the_tickets_start_from_zero_at_every_launch_and_replay(fp8, device):
     for _ in range(3):
         out.fill_(float("nan"))
         call()
-        torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
+        torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
         assert tickets.tolist() == [0, 0]
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -432,5 +416,5 @@ def test_the_tickets_start_from_zero_at_every_launch_and_replay(fp8, device):
         out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
-        torch.testing.assert_close(out.float(), expected, atol=atol, rtol=rtol)
+        torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
         assert tickets.tolist() == [0, 0]

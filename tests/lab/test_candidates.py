@@ -50,11 +50,12 @@ def test_every_candidate_is_planned_from_an_unfilled_batch_and_a_bad_one_is_refu
     assert {stages for stages, *_ in attention} == {2, 3}
 
 
-def test_candidates_on_e4m3_operands_are_checked_with_the_fp8_products_tolerance(tmp_path):
-    """Both products on e4m3, or Q K^T alone (the NVIDIA tree's own choice here, [fp8-qk-e4m3], and so
-    `s2`'s): q is rounded to e4m3, so the check takes FP8_PRODUCTS_TOLERANCE; both products in fp16
-    their dtype's; the plan decides, as in `perf run` (qk16 on the Q-block kernel: on an sm_90 host the
-    tree plans this prefill on the Gluon kernel, which rounds q to e4m3 as well)."""
+def test_candidates_are_held_to_the_reference_and_tolerance_their_plan_calls_for(tmp_path):
+    """Q K^T alone on e4m3 (the NVIDIA tree's own choice here, [fp8-qk-e4m3], and so `s2`'s): q is
+    rounded to e4m3, so the check takes the reference of q so rounded and bf16's tolerance; both products
+    on e4m3 (`f8`) FP8_PRODUCTS_TOLERANCE for P's rounding too; both in fp16 (`qk16`) the reference of q
+    itself and their dtype's. The plan decides, as in `perf run` (qk16 on the Q-block kernel: on an sm_90
+    host the tree plans this prefill on the Gluon kernel, which rounds q to e4m3 as well)."""
     name = "llama3-8b/prefill/batch4-kv2048/block16/fp8/bf16"
     plan = candidates.load_plan(_plan(tmp_path, f"""{name}:
   f8: {{fp8_products: true, qk_e4m3: false}}
@@ -64,8 +65,11 @@ def test_candidates_on_e4m3_operands_are_checked_with_the_fp8_products_tolerance
     with mock.patch.object(planning, "resolve_target", return_value=("nvidia", 132)):
         case = candidates._Scenario(name, plan[name], "cpu")
     assert case.configs["default"].qk_e4m3 and not case.refused
-    assert {case.tolerance(label) for label in ("default", "f8", "s2")} == {check.FP8_PRODUCTS_TOLERANCE}
-    assert case.tolerance("qk16") == check.TOLERANCES["bfloat16"]
+    references = check.Reference(exact="q itself", q_rounded="q rounded")
+    bf16 = check.TOLERANCES["bfloat16"]
+    assert case.held_to("default", references) == case.held_to("s2", references) == ("q rounded", bf16)
+    assert case.held_to("qk16", references) == ("q itself", bf16)
+    assert case.held_to("f8", references) == ("q rounded", check.FP8_PRODUCTS_TOLERANCE)
 
 
 def _cases(plan: dict) -> list:

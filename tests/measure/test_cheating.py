@@ -197,7 +197,7 @@ def test_after_a_failure_on_other_values_the_output_left_is_the_timed_inputs():
     inputs reported as head's error)."""
     case, writer = measured(WrongOnOtherValues())
     wrong_after_timing(writer, "with other values in the same input buffers: max error")
-    assert check.compare(case.out, case.expected, *case.tolerance).ok
+    assert check.compare(case.out, case.reference, *case.tolerance).ok
 
 
 class PrescalesQ(Honest):

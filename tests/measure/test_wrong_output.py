@@ -102,6 +102,35 @@ def test_the_chunked_reference_is_the_reference(scenario, monkeypatch):
     torch.testing.assert_close(chunked, whole, atol=1e-3, rtol=1e-3)
 
 
+def test_a_plan_that_rounds_q_to_e4m3_is_held_to_the_reference_of_q_so_rounded():
+    """`check.references`: over an fp8 cache the reference of q itself and of q rounded to the cache's
+    e4m3 (`check.e4m3_rounded`), each what a plan calls for (`Reference.of`); over a 16-bit cache only
+    the first, and a plan that rounds q there is refused."""
+    from kernels.batch import build_batch
+    from kernels.reference import paged_attention_reference
+    from perf.scenarios import Scenario
+
+    rounds_q = [{"kernel": "q_block_kernel", "constexprs": {"FP8_PRODUCTS": True, "PV_FP16": True}}]
+    two_parts = [{"kernel": "ws_prefill_kernel", "constexprs": {"FP8_PRODUCTS": True, "Q_PARTS": 2}}]
+    batch = build_batch(Scenario.parse("tiny/prefill/batch2-kv24-var/block16/fp8").spec(), "cpu")
+    refs = check.references(paged_attention_reference, batch)
+    rounded = check.e4m3_rounded(batch.q, batch.k_cache.dtype)
+    assert not torch.equal(rounded, batch.q)
+    q, *rest = batch.args()
+    assert torch.equal(refs.of(rounds_q), paged_attention_reference(rounded, *rest, **batch.options))
+    assert torch.equal(refs.of([]), paged_attention_reference(q, *rest, **batch.options))
+    assert refs.of(two_parts) is refs.exact and not torch.equal(refs.exact, refs.q_rounded)
+    # the tolerances: P V in fp16 bf16's at least; P on e4m3 too (no PV_FP16, the Q-block kernels) wider
+    assert check.tolerance("float16", rounds_q) == check.tolerance("float16", two_parts) == (1.5e-2, 1e-2)
+    p_too = [{"kernel": "q_block_kernel", "constexprs": {"FP8_PRODUCTS": True, "PV_FP16": False}}]
+    assert check.tolerance("float16", p_too) == check.FP8_PRODUCTS_TOLERANCE and refs.of(p_too) is refs.q_rounded
+    sixteen = check.references(paged_attention_reference, build_batch(
+        Scenario.parse("tiny/prefill/batch2-kv24-var/block16").spec(), "cpu"))
+    assert sixteen.q_rounded is None
+    with pytest.raises(ValueError, match="not fp8"):
+        sixteen.of(rounds_q)
+
+
 def _finding(verdict=Verdict.IMPROVED, ratio=0.5) -> Finding:
     return Finding("latency", "nvidia", "H100", "naive", "s", "eager", 1.0, 0.5, ratio, 0.4, 0.6, 1e-3,
                    "warn > 1.03, fail > 1.05", verdict, "faster beyond the fail threshold, significant")
@@ -247,19 +276,23 @@ def test_head_is_compared_with_base():
     base_out = torch.zeros(4, dtype=torch.float16)
     near, far = base_out + 1e-3, base_out + 0.5
 
-    def cases(head_out, head_config=()):
+    def cases(head_out, head_config=(), base_config=()):
         case = lambda out, config=(): types.SimpleNamespace(out=out, fn=lambda: None, config=list(config))  # noqa: E731
-        return {"base": {"v": case(base_out)}, "head": {"v": case(head_out, head_config)}}
+        return {"base": {"v": case(base_out, base_config)}, "head": {"v": case(head_out, head_config)}}
     me = types.SimpleNamespace(measured=("base", "head"), writers={"head": _Writer()})
     worker.Pairs._head_against_base(me, cases(near), "s", "before timing")
     assert me.writers["head"].skips == []
-    # a side whose plan rounds operands to e4m3 (`Config.qk_e4m3`) is held to FP8_PRODUCTS_TOLERANCE: 0.1
-    # passes it, 0.5 does not
+    # sides whose plans round q and P to e4m3 (`Config.fp8_products`) are held to FP8_PRODUCTS_TOLERANCE:
+    # 0.1 passes it, 0.5 does not
     e4m3 = [{"kernel": "q_block_kernel", "constexprs": {"FP8_PRODUCTS": True}}]
-    worker.Pairs._head_against_base(me, cases(base_out + 0.1, e4m3), "s", "before timing")
+    worker.Pairs._head_against_base(me, cases(base_out + 0.1, e4m3, e4m3), "s", "before timing")
     assert me.writers["head"].skips == []
     worker.Pairs._head_against_base(me, cases(base_out + 0.1), "s", "before timing")
     assert len(me.writers["head"].skips) == 1
+    worker.Pairs._head_against_base(me, cases(far, e4m3, e4m3), "s", "after timing", "graph")
+    assert len(me.writers["head"].skips) == 2
+    # q rounded to e4m3 on one side only: they differ by that rounding, and each was held to its own
+    # reference, so they are not compared
     worker.Pairs._head_against_base(me, cases(far, e4m3), "s", "after timing", "graph")
     assert len(me.writers["head"].skips) == 2
     me.writers["head"].skips.clear()

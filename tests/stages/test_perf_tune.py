@@ -11,6 +11,7 @@ import torch
 
 from kernels.paged_attention.heuristics import Config
 from perf import tune
+from perf.measure import check
 from perf.measure.timing import Samples
 from perf.scenarios import Scenario
 
@@ -60,13 +61,14 @@ def test_stage_candidates_around_the_best_so_far():
 
 def test_a_wrong_configuration_is_never_chosen(monkeypatch):
     """Every configuration is checked against the fp32 reference (here q itself) within the tolerance
-    its plan calls for: one whose plan rounds operands to e4m3 (FP8_PRODUCTS) gets the wider one."""
+    its plan calls for; one whose plan rounds q to e4m3 (FP8_PRODUCTS, P V in fp16) against the
+    reference of q so rounded (here q + 0.05), within bf16's."""
     class Launch:
         def __init__(self, q, out, cfg):
             self.q, self.out, self.cfg = q, out, cfg
 
         def config(self):
-            return {"constexprs": {"FP8_PRODUCTS": self.cfg.qk_e4m3}}
+            return {"constexprs": {"FP8_PRODUCTS": self.cfg.qk_e4m3, "PV_FP16": self.cfg.qk_e4m3}}
 
         def __call__(self):  # tile 16 stands for a broken configuration: it computes garbage
             self.out.copy_(self.q * (3.0 if self.cfg.tile_size == 16 else 1.0)
@@ -87,17 +89,19 @@ def test_a_wrong_configuration_is_never_chosen(monkeypatch):
         return Samples((1.0, 1.0, 1.0))
 
     monkeypatch.setattr("perf.measure.timing.time_graph", time_graph)
-    monkeypatch.setattr("perf.measure.cases.reference_for", lambda batch: batch.q.float())
+    monkeypatch.setattr("perf.measure.cases.reference_for",
+                        lambda batch: check.Reference(batch.q.float(), batch.q.float() + 0.05))
     s = tune._Scenario(kernels, Scenario.parse("tiny/decode/batch2-kv32/block16"), "cpu")
     assert s.measure(BASE) == 1.0
     assert s.measure(dataclasses.replace(BASE, tile_size=128)) == 1.0
     assert s.measure(dataclasses.replace(BASE, tile_size=16)) is None
     assert s.measure(dataclasses.replace(BASE, num_warps=8)) is None
     assert s.measure(dataclasses.replace(BASE, tile_size=32)) is None  # 0.05 off: beyond fp16's tolerance
-    assert s.measure(dataclasses.replace(BASE, tile_size=32, qk_e4m3=True)) == 1.0  # within e4m3's
+    assert s.measure(dataclasses.replace(BASE, tile_size=32, qk_e4m3=True)) == 1.0  # q rounded: its reference
+    assert s.measure(dataclasses.replace(BASE, tile_size=128, qk_e4m3=True)) is None  # q itself: not it
     errors = sorted(err for _, ms, err in s.tried.values() if ms is None)
     assert errors[0] == "RuntimeError: out of resources: shared memory"
-    assert [e.split(":")[0] for e in errors[1:]] == ["wrong output before timing"] * 2
+    assert [e.split(":")[0] for e in errors[1:]] == ["wrong output before timing"] * 3
     assert len(timed) == 3  # only the three good ones were timed
 
 
