@@ -123,7 +123,8 @@ def test_a_plan_that_rounds_q_to_e4m3_is_held_to_the_reference_of_q_so_rounded()
     # the tolerances: P V in fp16 bf16's at least; P on e4m3 too (no PV_FP16, the Q-block kernels) wider
     assert check.tolerance("float16", rounds_q) == check.tolerance("float16", two_parts) == (1.5e-2, 1e-2)
     p_too = [{"kernel": "q_block_kernel", "constexprs": {"FP8_PRODUCTS": True, "PV_FP16": False}}]
-    assert check.tolerance("float16", p_too) == check.FP8_PRODUCTS_TOLERANCE and refs.of(p_too) is refs.q_rounded
+    assert check.tolerance("float16", p_too) == check.FP8_PRODUCTS_TOLERANCE
+    assert refs.of(p_too) is refs.q_rounded
     sixteen = check.references(paged_attention_reference, build_batch(
         Scenario.parse("tiny/prefill/batch2-kv24-var/block16").spec(), "cpu"))
     assert sixteen.q_rounded is None
