@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from perf.errors import ConfigError
 
 STAGES = ("tile_warps", "stages", "read_ahead", "addressing", "edge_tile", "segments", "fused_reduce",
-          "reduce_by_query", "pdl_reduce", "programs", "seq_items", "decode_layout", "pv_fp16", "qk_fp16",
-          "qk_e4m3", "pairs", "warp_specialized")
+          "reduce_by_query", "pdl_reduce", "reduce_warps", "programs", "seq_items", "decode_layout",
+          "pv_fp16", "qk_fp16", "qk_e4m3", "pairs", "warp_specialized")
 SAMPLES = 60  # per configuration; unmeasured default carried over from the first sweep (H200, 2026-11-21)
 BUDGET_MS = 40.0  # a slow configuration gets fewer samples (at least timing.MIN_SAMPLES); unmeasured default
 
@@ -85,6 +85,8 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False, ocp_e4m3: 
         return [C(best, reduce_by_query=r) for r in (False, True)]
     if stage == "pdl_reduce" and decode and best.num_segments > 1 and not best.fused_reduce:
         return [C(best, pdl_reduce=r) for r in (False, True)]
+    if stage == "reduce_warps" and decode and best.num_segments > 1 and not best.fused_reduce:
+        return [C(best, reduce_warps=w) for w in (1, 2, 4)]
     if stage == "programs":  # 0: one program per work item of the shapes' bound, not persistent
         return [C(best, programs_per_sm=p) for p in (0, 1, 2, 3, 4)]
     if stage == "seq_items" and decode:
@@ -100,7 +102,10 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False, ocp_e4m3: 
     if stage == "pairs" and ocp_e4m3:  # V, K as 16-bit pairs of dims, each and both
         return [C(best, v_pairs=v, k_pairs=k) for v in (False, True) for k in (False, True)]
     if stage == "warp_specialized" and not decode:  # the Gluon prefill kernel (sm_90) or the Q-block kernel
-        return [C(best, warp_specialized=w) for w in (False, True)]
+        # and over e4m3 where `qk_e4m3` is off, that kernel's q in one e4m3 part and in two
+        rounded = [C(best, warp_specialized=True, ws_q_rounded=not best.ws_q_rounded)] if (
+            ocp_e4m3 and not best.qk_e4m3) else []
+        return [C(best, warp_specialized=w) for w in (False, True)] + rounded
     return []
 
 
@@ -188,7 +193,8 @@ def _short(c: dict) -> str:
             + (" qk16" if c.get("qk_fp16") else "") + (" qk8" if c.get("qk_e4m3") else "")
             + (" rq" if c.get("reduce_by_query") else "") + (" pdl" if c.get("pdl_reduce") else "")
             + (" vp" if c.get("v_pairs") else "") + (" kp" if c.get("k_pairs") else "")
-            + (" ws" if c.get("warp_specialized") else ""))
+            + (" ws" if c.get("warp_specialized") else "") + (" q1" if c.get("ws_q_rounded") else "")
+            + (f" rw{c['reduce_warps']}" if c.get("reduce_warps", 4) != 4 else ""))
 
 
 def render(env: dict, results: dict) -> str:

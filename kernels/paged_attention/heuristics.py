@@ -123,13 +123,14 @@ CONFIG_INTS = (
     ("num_stages", 1, MAX_STAGES, False), ("programs_per_sm", 0, MAX_PROGRAMS_PER_SM, False),
     ("max_programs", 0, MAX_PROGRAMS, False), ("edge_tile", 0, MAX_TILE, False),
     ("waves_per_eu", 0, MAX_WAVES_PER_EU, False), ("matrix_instr_nonkdim", 0, 32, False),
+    ("reduce_warps", 1, MAX_WARPS, True),
 )
 # AMD's MFMA instruction sizes Triton can be asked for (0: its own choice); triton 3.6.0's AMD
 # accelerate-matmul pass takes 4, 16 or 32 ("enforcedNonKDim")
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
                 "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3", "pdl_reduce",
-                "v_pairs", "k_pairs", "warp_specialized")
+                "v_pairs", "k_pairs", "warp_specialized", "ws_q_rounded")
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,8 @@ class Config:
     # K-major there) and P V in fp16 (V converted, as `pv_fp16`): FP8_PRODUCTS with PV_FP16
     # (`planning.kernel_constexprs`). Against `fp8_products` it leaves out the e4m3 P V, whose V
     # is MN-major in the cache. The NVIDIA fp8 prefill branch sets it ([fp8-qk-e4m3]: H200 2026-11-29,
-    # 1.16-1.43x). The Gluon kernel over e4m3 rounds q to one e4m3 part where it is set, else to two
-    # (`warp_specialized.launch_constants`, Q_PARTS; [ws-e4m3-fp16])
+    # 1.16-1.43x). The Gluon kernel over e4m3 rounds q to one e4m3 part where it (or `ws_q_rounded`) is
+    # set, else to two (`warp_specialized.launch_constants`, Q_PARTS; [ws-e4m3-fp16])
     qk_e4m3: bool = False
     # a split launch's reduction as a programmatic dependent of the attention kernel (NVIDIA's
     # programmatic dependent launch, sm_90 and later: `launch_pdl`): each attention program lets it
@@ -217,6 +218,13 @@ class Config:
     # block_m, tile and pipeline fields above are then that kernel's own. The planner ignores it
     # where that kernel does not apply (`planning.warp_specialized_applies`)
     warp_specialized: bool = False
+    # that kernel over e4m3 rounds q to one e4m3 part, as under `qk_e4m3`, which the Q-block kernel would
+    # also take (under fp16 queries it spilled there: static gate, sm_90); the Q-block kernel ignores this
+    # one. The NVIDIA tree sets it under fp16 queries ([ws-fp16-q-rounded])
+    ws_q_rounded: bool = False
+    # warps of each program of a split launch's reduction (`common.reduce_segments_kernel`: one item's
+    # segments, a few KB); 4 was Triton's default, the NVIDIA tree sets 1 where it won ([reduce-one-warp])
+    reduce_warps: int = 4
     waves_per_eu: int = 0  # AMD only; 0 leaves the compiler's choice
     matrix_instr_nonkdim: int = 0  # AMD only; 0 leaves the compiler's choice
     source: str = ""
@@ -507,8 +515,9 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
 
 def warp_specialized_prefill(f: Features) -> bool:
     """[warp-specialized]: a prefill of long contexts, or of prompts of >= WARP_SPECIALIZED_PROMPT queries,
-    over a 16-bit cache or an fp8 one ([warp-specialized-e4m3] under bf16 queries, [ws-e4m3-fp16] under
-    fp16 queries: q in two e4m3 parts, `Config.qk_e4m3` left off), through the Gluon kernel
+    over a 16-bit cache or an fp8 one ([warp-specialized-e4m3] under bf16 queries, [ws-e4m3-fp16] and
+    [ws-fp16-q-rounded] under fp16 queries: q rounded to one e4m3 part by `Config.ws_q_rounded`, which the
+    Q-block kernel ignores), through the Gluon kernel
     (`Config.warp_specialized`; where it applies, the planner's call: an sm_90 GPU, no softcap, window or
     sinks, an OCP e4m3 cache, `planning.warp_specialized_applies`)."""
     return (not f.window and f.head_size <= 128
@@ -561,7 +570,22 @@ def _fit(f: Features, block_m: int, tile_size: int, fill_sms: bool = False, segm
 def _nvidia(f: Features) -> Config:
     # [pdl-reduce] H200 2026-11-29, 1.00-1.05x: tune --suite spec-decode --scenarios '*batch1-kv1024-q8/*'
     # [e4m3-pairs] H200 2026-11-30, fp8 decodes 1.04-1.20x: tune --suite anchor --scenarios '*decode*fp8*'
-    return replace(_nvidia_branches(f), pdl_reduce=True, v_pairs=True)
+    # [reduce-one-warp] H200 2026-11-30, 1.00-1.09x: tune --suite spec-decode --scenarios '*4-kv1024-q5/*'
+    config = _nvidia_branches(f)
+    return replace(config, pdl_reduce=True, v_pairs=True, reduce_warps=reduce_warps(f, config))
+
+
+def reduce_warps(f: Features, config: Config) -> int:
+    """[reduce-one-warp]: warps of the reduction's programs. NVIDIA H200 2026-11-30: one warp, not 4, took
+    0.92-1.00x the time of 20 split decodes, as persistent programs and one program per merge alike
+    (docs/lab/2026-11-30.md). Kept at 4: heads over 128 (gemma2-9b 1.01x slower with one), and fewer merges
+    than SMs over segments in tiles of MIN_TILE keys ([short-split]: 1 x 512, 16-71 merges, 1.03-1.19x
+    slower; 1136 merges 0.97x), whose attention programs end too soon to hide a merge by one warp."""
+    queries = f.max_query_len if config.reduce_by_query else 1  # merges per (sequence, query head)
+    merges = f.num_seqs * f.num_kv_heads * f.queries_per_kv * queries
+    if next_pow2(f.head_size) > 128 or (config.tile_size <= MIN_TILE and merges < f.num_sms):
+        return 4
+    return 1
 
 
 def _nvidia_branches(f: Features) -> Config:
@@ -721,14 +745,17 @@ def _nvidia_branches(f: Features) -> Config:
                        if ws else ""))
     # [warp-specialized] H200 2026-11-30, 1.06-1.33x: tune --suite anchor --scenarios '*/prefill/*'
     # [ws-e4m3-fp16] H200 2026-11-30, 1.37-1.91x: tune --suite nightly --scenarios '*/block16/fp8'
+    # [ws-fp16-q-rounded] H200 2026-11-30, 1.12-1.19x: tune --suite nightly --scenarios '*/block16/fp8'
     ws_source = "; the warp-specialized Gluon kernel: H200 2026-11-30, 1.06-1.33x" if ws else ""
-    if ws and f.fp8_kv:
-        ws_source = ("; the warp-specialized Gluon kernel over e4m3, q in two e4m3 parts: H200 2026-11-30, "
-                     "1.37-1.91x")
+    q_rounded = ws and f.fp8_kv  # fp16 queries: bf16's returned above
+    if q_rounded:
+        ws_source = ("; the warp-specialized Gluon kernel over e4m3: H200 2026-11-30, 1.37-1.91x; q rounded "
+                     "to one e4m3 part: H200 2026-11-30, 1.12-1.19x")
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
     if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
         return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,
                     block_vector=True, offsets_32=True, edge_tile=32, warp_specialized=ws,
+                    ws_q_rounded=q_rounded,
                     source="nvidia/prefill: up to 2k keys per Q-block, 64 rows, 4 warps, tile 64, "
                     "3 stages: H200 2026-11-28, 1.05-1.20x" + ws_source)
     # [prefill-tile] H200 2026-11-21, 1.13-1.25x: tune --suite tune --scenarios '*prefill*'
@@ -740,6 +767,7 @@ def _nvidia_branches(f: Features) -> Config:
     return _fit(f, 128, 128, num_warps=8, num_stages=3 if deep else 2,
                 programs_per_sm=0 if fast and not f.window else 2,
                 read_ahead=True, block_vector=fast, offsets_32=fast, edge_tile=edge, warp_specialized=ws,
+                ws_q_rounded=q_rounded,
                 source="nvidia/prefill: sweep H200 2026-11-21, 1.13-1.25x over tile 64; "
                 "read-ahead: H100 2026-11-23, 1.2-1.3x"
                 + ("; fast addressing" + ("" if f.window else ", a program per item")

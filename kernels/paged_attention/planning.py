@@ -198,8 +198,10 @@ class WarpSpecializedPlan:
                          kv_rows=num_blocks * block_size,
                          scale_log2=(head_size ** -0.5 if scale is None else float(scale)) * LOG2E.value)
         e4m3 = inputs.is_fp8(k_cache.dtype)
-        # Q K^T over e4m3 on q rounded once (`Config.qk_e4m3`), else on q in two e4m3 parts (bf16's 8 bits)
-        constants, self.maxnreg = ws.launch_constants(e4m3, q_parts=1 if config.qk_e4m3 else 2)
+        # Q K^T over e4m3 on q rounded once (`Config.qk_e4m3`, `.ws_q_rounded`), else on q in two e4m3
+        # parts (bf16's 8 bits)
+        rounded = config.qk_e4m3 or config.ws_q_rounded
+        constants, self.maxnreg = ws.launch_constants(e4m3, q_parts=1 if rounded else 2)
         self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, **constants,
                                FP8_PRODUCTS=e4m3)
 
@@ -518,7 +520,7 @@ def reduce_launch(grid, q, cu_seqlens_q, out, buffers, config: heuristics.Config
                         HEAD_SIZE_PADDED=next_pow2(q.shape[2]), PERSISTENT=persistent,
                         TOKEN_OFFSETS_32=token_offsets_32(q, out, config.num_segments),
                         BY_QUERY=config.reduce_by_query, WAIT_PRIMARY=pdl),
-        num_warps=4,  # a few KB per (sequence, head): Triton's default suffices (unmeasured)
+        num_warps=config.reduce_warps,
         num_stages=1,
         vendor_options={"launch_pdl": True} if pdl else {},
     )

@@ -233,6 +233,24 @@ def test_few_short_decodes_split_into_segments_of_two_tiles():
     assert amd.tile_size == choose("amd", _features(1, 1, 4096)).tile_size
 
 
+def test_split_launches_merge_in_one_warp_where_it_was_measured_faster():
+    """[reduce-one-warp], H200 lab: the reduction's programs in one warp (0.92-1.00x of 4 on 20 split
+    decodes); 4 for heads over 128 and for fewer merges than SMs over segments in tiles of 16 keys (1 x 512
+    1.03-1.19x slower with one; 16 x 512 of falcon-7b's 71 query heads 0.97x); AMD keeps Triton's default."""
+    def warps(seqs, q, kv, vendor="nvidia", **kw):
+        return choose(vendor, _features(seqs, q, kv, **kw)).reduce_warps
+    assert warps(32, 1, 4096) == 1  # 2 segments
+    assert warps(4, 5, 1024) == 1 and warps(1, 8, 8192) == 1  # multi-token decodes, merged by query
+    assert warps(1, 1, 4096) == 1  # 32 segments in tiles of 128
+    assert warps(1, 1, 512) == 4  # 16 segments in tiles of 16, 32 merges
+    assert warps(16, 1, 512, queries_per_kv=8) == 1  # tiles of 16, 1024 merges
+    assert warps(1, 1, 4096, head_size=256) == 4
+    assert warps(32, 1, 4096, vendor="amd") == 4
+    for seqs, q, kv in itertools.product([1, 4, 32], [1, 2, 8], [256, 512, 4096]):
+        c = choose("nvidia", _features(seqs, q, kv))
+        assert c.reduce_warps in (1, 4)
+
+
 def test_many_short_decodes_take_tile_64_two_warps_four_programs_per_sm():
     """H100 lab: 64-128 sequences of 128-2048 keys (>= 3 work items per SM), 1.02-1.33x with
     tile 64, 2 warps, 4 programs per SM, one segment each (2 segments lost 1.5-4 % at 2048

@@ -302,3 +302,22 @@ def test_int32_offsets_only_where_every_cache_offset_fits():
     assert not planning.kernel_constexprs(q, huge, huge, q, config, True, "nvidia")["OFFSETS_32"]
     off = dataclasses.replace(config, offsets_32=False)
     assert not planning.kernel_constexprs(q, small, small, q, off, True, "nvidia")["OFFSETS_32"]
+
+
+
+@pytest.mark.parametrize("vendor,variant,warps", [
+    ("nvidia", "static_grid", 1), ("nvidia", "flex_tile", 1),  # the NVIDIA tree's [reduce-one-warp]
+    ("amd", "static_grid", 4), ("nvidia", "parallel", 4),  # the AMD tree's, parallel's: Triton's default
+])
+def test_the_reduction_runs_with_the_configurations_warps(vendor, variant, warps):
+    spec = BatchSpec((1,) * 4, (8192,) * 4, num_q_heads=32, num_kv_heads=8, dtype="bfloat16")
+    batch = build_batch(spec, "cpu", fill=False)
+    planning.release_buffers()
+    _, launches = VARIANTS[variant].plan(*batch.args(), out=batch.new_output(), vendor=vendor, num_sms=132,
+                                         **batch.options)
+    [reduce] = [launch for launch in launches if launch.kernel is reduce_segments_kernel]
+    assert reduce.num_warps == warps
+    _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), num_sms=132,
+                                               config=heuristics.Config(16, 128, 4, num_warps=4, num_stages=2,
+                                                                        reduce_warps=2), **batch.options)
+    assert [launch.num_warps for launch in launches if launch.kernel is reduce_segments_kernel] == [2]

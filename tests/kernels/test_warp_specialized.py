@@ -38,6 +38,7 @@ pytestmark = pytest.mark.slow  # the sm_90 compile starts a process: it must not
 
 WS = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True)
 WS_ROUNDED = dataclasses.replace(WS, qk_e4m3=True)  # over e4m3: q rounded to one e4m3 part, not two
+WS_Q_ROUNDED = dataclasses.replace(WS, ws_q_rounded=True)  # the same, which the Q-block kernel ignores
 HOPPER = platform.Platform("nvidia", "sm_90", "NVIDIA H200", 32, 132)
 
 
@@ -73,11 +74,12 @@ def test_the_planner_takes_the_kernel_on_sm90(hopper, dtype, head_size, block_si
     ("bfloat16", True, (2048,), "ws_prefill_kernel", 1),
     ("bfloat16", True, (1024,) * 8, "ws_prefill_kernel", 1),
     ("bfloat16", True, (512,) * 16, "q_block_kernel", None),  # short prompts: the rule's bound
-    ("float16", True, (2048,), "ws_prefill_kernel", 2),  # fp16 queries over e4m3: q in two parts
+    ("float16", True, (2048,), "ws_prefill_kernel", 1),  # fp16 queries over e4m3: `ws_q_rounded`
+    ("float16", True, (512,) * 16, "q_block_kernel", None),
 ])
 def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, prompts, kernel, q_parts):
-    """[warp-specialized], [warp-specialized-e4m3] and [ws-e4m3-fp16] as the tree plans them, with no
-    config hint."""
+    """[warp-specialized], [warp-specialized-e4m3], [ws-e4m3-fp16] and [ws-fp16-q-rounded] as the tree plans
+    them, with no config hint."""
     spec = BatchSpec(prompts, prompts, num_q_heads=32, num_kv_heads=8, dtype=dtype, fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     planning.release_buffers()
@@ -107,6 +109,24 @@ def test_an_e4m3_cache_plans_the_kernel_that_rounds_q_and_reads_the_scales(hoppe
     _, [launch] = VARIANTS["static_grid"].plan(*_batch().args(), out=_batch().new_output(), config=WS,
                                                vendor="nvidia", num_sms=132)
     assert not check.rounds_q_to_e4m3([launch.config()])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_ws_q_rounded_rounds_q_in_the_kernel_alone(hopper, dtype):
+    """`Config.ws_q_rounded`: the Gluon kernel rounds q to one e4m3 part, as under `qk_e4m3`; the Q-block
+    kernel, where the Gluon kernel does not apply (here: asked for without it), plans as without the flag."""
+    batch = _batch(dtype, fp8=True)
+
+    def plan(config):
+        planning.release_buffers()
+        return VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=config,
+                                            vendor="nvidia", num_sms=132, **batch.options)[1]
+    [launch] = plan(WS_Q_ROUNDED)
+    assert launch.name == "ws_prefill_kernel" and launch.constexprs["Q_PARTS"] == 1
+    assert check.rounds_q_to_e4m3([launch.config()])
+    qblock = dataclasses.replace(WS, warp_specialized=False)
+    assert ([x.config() for x in plan(dataclasses.replace(qblock, ws_q_rounded=True))]
+            == [x.config() for x in plan(qblock)])
 
 
 @pytest.mark.parametrize("prompts", [(2048,), (2048, 2048), (2048,) * 4, (300,)])
@@ -308,7 +328,8 @@ GPU_RUNS = ([case + ("",) for case in GPU_CASES if not case[-1]]
 def test_the_kernel_matches_the_reference(name, q_heads, kv_heads, head_size, block_size, dtype, fp8, q_parts,
                                           device):
     _on_sm90(device)
-    config = WS_ROUNDED if q_parts == "q in one part" else WS
+    # q in one part: by `qk_e4m3` under bf16 queries, by `ws_q_rounded` (the tree's) under fp16 ones
+    config = (WS_ROUNDED if dtype == "bfloat16" else WS_Q_ROUNDED) if q_parts == "q in one part" else WS
     query_lens, kv_lens = GPU_BATCHES[name]
     spec = BatchSpec(query_lens, kv_lens, num_q_heads=q_heads, num_kv_heads=kv_heads, head_size=head_size,
                      block_size=block_size, dtype=dtype, fp8_kv=fp8,
@@ -324,16 +345,16 @@ def test_the_kernel_matches_the_reference(name, q_heads, kv_heads, head_size, bl
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
-@pytest.mark.parametrize("fp8", [False, True])
-def test_the_trees_prompt_is_the_kernel_on_sm90(fp8, device):
-    """As a serving engine calls it: the NVIDIA tree's own choice for a bf16 prompt of 2k tokens, over a
-    bf16 cache or an OCP e4m3 one."""
+@pytest.mark.parametrize("dtype,fp8", [("bfloat16", False), ("bfloat16", True), ("float16", True)])
+def test_the_trees_prompt_is_the_kernel_on_sm90(dtype, fp8, device):
+    """As a serving engine calls it: the NVIDIA tree's own choice for a prompt of 2k tokens, over a 16-bit
+    cache or an OCP e4m3 one."""
     _on_sm90(device)
-    spec = BatchSpec((2048,), (2048,), num_q_heads=32, num_kv_heads=8, dtype="bfloat16", fp8_kv=fp8, seed=7)
+    spec = BatchSpec((2048,), (2048,), num_q_heads=32, num_kv_heads=8, dtype=dtype, fp8_kv=fp8, seed=7)
     batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     assert _kernels(batch, config=None, vendor=None) == ["ws_prefill_kernel"]
     out = batch.new_output()
-    # the tree: bf16 q over e4m3 rounded to one part, against the reference of q so rounded
+    # the tree: q over e4m3 rounded to one part, against the reference of q so rounded
     expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out)
     assert (atol, rtol) == TOLERANCES["bfloat16"]
     VARIANTS["static_grid"](*batch.args(), out=out, **batch.options)

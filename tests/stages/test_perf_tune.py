@@ -49,6 +49,9 @@ def test_stage_candidates_around_the_best_so_far():
     assert [c.pdl_reduce for c in tune.candidates("pdl_reduce", BASE, True)] == [False, True]
     assert tune.candidates("pdl_reduce", whole, True) == []  # no reduction launched
     assert tune.candidates("pdl_reduce", dataclasses.replace(BASE, fused_reduce=True), True) == []
+    assert [c.reduce_warps for c in tune.candidates("reduce_warps", BASE, True)] == [1, 2, 4]
+    assert tune.candidates("reduce_warps", whole, True) == []  # no reduction launched
+    assert tune.candidates("reduce_warps", dataclasses.replace(BASE, fused_reduce=True), True) == []
     assert [c.qk_e4m3 for c in tune.candidates("qk_e4m3", BASE, False, pv_fp16=True)] == [False, True]
     assert tune.candidates("qk_e4m3", BASE, False) == []  # a cache its e4m3 product does not apply to
     assert tune.candidates("qk_e4m3", dataclasses.replace(BASE, fp8_products=True), False, pv_fp16=True) == []
@@ -57,6 +60,14 @@ def test_stage_candidates_around_the_best_so_far():
     assert tune.candidates("pairs", BASE, True) == []  # a cache that is not OCP e4m3: no pairs to read
     assert [c.warp_specialized for c in tune.candidates("warp_specialized", BASE, False)] == [False, True]
     assert tune.candidates("warp_specialized", BASE, True) == []  # a prefill kernel: decodes keep theirs
+    # over e4m3 (fp16 queries: `qk_e4m3` off) also the Gluon kernel's q in the other number of e4m3 parts
+    assert [(c.warp_specialized, c.ws_q_rounded) for c in tune.candidates(
+        "warp_specialized", BASE, False, ocp_e4m3=True)] == [(False, False), (True, False), (True, True)]
+    rounded = dataclasses.replace(BASE, ws_q_rounded=True)
+    assert [(c.warp_specialized, c.ws_q_rounded) for c in tune.candidates(
+        "warp_specialized", rounded, False, ocp_e4m3=True)] == [(False, True), (True, True), (True, False)]
+    assert len(tune.candidates("warp_specialized", dataclasses.replace(BASE, qk_e4m3=True), False,
+                               ocp_e4m3=True)) == 2  # bf16 queries: `qk_e4m3` rounds q on either kernel
 
 
 def test_a_wrong_configuration_is_never_chosen(monkeypatch):
