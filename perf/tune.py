@@ -83,9 +83,10 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False, ocp_e4m3: 
         return [C(best, fused_reduce=f) for f in (False, True)]
     if stage == "reduce_by_query" and decode and best.num_segments > 1 and not best.fused_reduce:
         return [C(best, reduce_by_query=r) for r in (False, True)]
-    if stage == "pdl_reduce" and decode and best.num_segments > 1 and not best.fused_reduce:
+    # a split launch's reduction, multi-token decodes' too (their rules' labs: not `decode`, all queries 1)
+    if stage == "pdl_reduce" and best.num_segments > 1 and not best.fused_reduce:
         return [C(best, pdl_reduce=r) for r in (False, True)]
-    if stage == "reduce_warps" and decode and best.num_segments > 1 and not best.fused_reduce:
+    if stage == "reduce_warps" and best.num_segments > 1 and not best.fused_reduce:
         return [C(best, reduce_warps=w) for w in (1, 2, 4)]
     if stage == "programs":  # 0: one program per work item of the shapes' bound, not persistent
         return [C(best, programs_per_sm=p) for p in (0, 1, 2, 3, 4)]

@@ -50,6 +50,9 @@ def test_stage_candidates_around_the_best_so_far():
     assert tune.candidates("pdl_reduce", whole, True) == []  # no reduction launched
     assert tune.candidates("pdl_reduce", dataclasses.replace(BASE, fused_reduce=True), True) == []
     assert [c.reduce_warps for c in tune.candidates("reduce_warps", BASE, True)] == [1, 2, 4]
+    # multi-token decodes split too (not `decode`: a query length above 1), as their rules' labs measure
+    assert [c.reduce_warps for c in tune.candidates("reduce_warps", BASE, False)] == [1, 2, 4]
+    assert [c.pdl_reduce for c in tune.candidates("pdl_reduce", BASE, False)] == [False, True]
     assert tune.candidates("reduce_warps", whole, True) == []  # no reduction launched
     assert tune.candidates("reduce_warps", dataclasses.replace(BASE, fused_reduce=True), True) == []
     assert [c.qk_e4m3 for c in tune.candidates("qk_e4m3", BASE, False, pv_fp16=True)] == [False, True]
