@@ -72,6 +72,8 @@ from pathlib import Path
 import outputs_capture as capture
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from interpreter_support import NUMPY_BREAKS_INTERPRETER
 from outputs_capture import Case, Group
 
@@ -323,6 +325,18 @@ def golden_text(case: Case, got: dict, where: dict) -> str:
     if got["files"]:
         parts.append(capture.normalise(got["files"], where, case.measured).rstrip("\n"))
     return "\n".join(parts) + "\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(minutes=st.floats(0, 9999, allow_nan=False),
+       what=st.text(st.characters(min_codepoint=32, max_codepoint=126)))  # a printable line's rest
+def test_the_heartbeat_is_dropped_however_long_a_command_runs(minutes, what):
+    """The gate's heartbeat (perf/latency/progress.py), printed every 15 s, is dropped however many a slow
+    machine prints, and the event lines beside it stay."""
+    where = {"paths": {}, "commits": {}, "versions": {}, "host": "a-host-named-nowhere"}
+    heartbeat = f"[{minutes:5.1f} min] still measuring: {what}"
+    event = f"[{minutes:5.1f} min] process 1/2: done"
+    assert capture.normalise(f"{heartbeat}\n{event}\n{heartbeat}\n", where) == "[<dur>] process 1/2: done\n"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
