@@ -27,6 +27,9 @@ from it), a broken thresholds file, a header-only results file, a file that is n
 
 Normalisation, in this order (tests/outputs_capture.py `normalise`); everything else is kept
 verbatim (wording, column headers, verdict words, exit codes, file names, counts of cases):
+- progress lines said every few seconds (the gate's "still measuring", perf run's per-repeat
+  lines, the static gate's "compiling N/M", each side's own compile progress): dropped first, as
+  printed, since their number depends on the machine's speed;
 - paths: the group's repository copy <repo>, its scratch folder <out>, its TMPDIR <tmp>, the
   fixtures <fixtures>, the capture's folder <work>, this checkout <root>, the interpreter
   <python>, its prefix <venv>; temporary folders' random names under <tmp> become <rand>;
@@ -36,9 +39,7 @@ verbatim (wording, column headers, verdict words, exit codes, file names, counts
 - dates and times <datetime>, <date>, <time> (also rich's elapsed 0:00:03); durations
   ("1.4 s", "0.2 minutes", the gate's "[  0.1 min]") <dur>;
 - the static gate's split of compiles between its two sides, which race for them ("compiled
-  <n> (base) + <n> (head)"); each side's own progress lines are dropped (they interleave);
-- progress lines said every few seconds (the gate's "still measuring", perf run's per-repeat
-  lines, the static gate's "compiling N/M"): dropped, their number depends on the machine's speed;
+  <n> (base) + <n> (head)");
 - cases whose numbers are measurements: "floats" (the static gate: compile times) masks every
   decimal number <n> but the thresholds (`warn > 1.1`); "latency" (what the interpreter
   timed) also every number alone in a table cell (latencies print as integers from 1000 ms),
