@@ -387,6 +387,12 @@ MULTI_TOKEN_DEEP_PROGRAMS_PER_SM = 1
 # 0.999-1.028x (19 rows); fewer: 1.05-1.38x (31 rows) (one process, 5 rounds;
 # docs/data/candidates-h200-2026-11-30/multi-token-read-ahead.md)
 MULTI_TOKEN_LONG_SEGMENT_KEYS = 16384
+# [filled-segment-ahead] H200 2026-11-30: the same from 8k keys a segment where items x segments reach
+# MULTI_TOKEN_FILLED_ITEMS_PER_SM per SM: the seven 64 x 8k spec-decode rows of 8 KV heads (512 items),
+# latency gate 0.991-0.997 (pass), the nightly's 64 x 8k of lengths drawn 0.977; qwen2.5-7b's (4 KV heads,
+# 256 items) lost 0.4-1.3 % above and keep 2 stages (docs/lab/2026-11-30.md)
+MULTI_TOKEN_FILLED_SEGMENT_KEYS = 8192
+MULTI_TOKEN_FILLED_ITEMS_PER_SM = 3
 
 
 def multi_token_rows(f: Features) -> int:
@@ -406,6 +412,12 @@ def multi_token_segments(f: Features, tile_size: int,
     per tile (16 x 4 KV heads on 132 SMs: 4 at 2 programs per SM; 64 x 4: 1)."""
     by_items = _pow2_floor(programs_per_sm * f.num_sms // f.kv_items)
     return max(1, min(by_items, _pow2_floor(visible_tiles(f, tile_size)), MAX_SEGMENTS))
+
+
+def fp8_wide_segments(f: Features) -> int:
+    """[fp8-wide-tiles]: 2 segments where twice the items fit FP8_WIDE_PROGRAMS_PER_SM programs per SM,
+    else 1."""
+    return 2 if 2 * f.kv_items <= FP8_WIDE_PROGRAMS_PER_SM * f.num_sms else 1
 
 
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
@@ -467,15 +479,21 @@ NARROW_HEAD_MAX_ROWS = 32  # the largest Q-block that won (gpt-oss-20b, 4 querie
 # [filled-one-segment] H200 2026-11-28: decodes of 256 and 512 items on 132 SMs (1.94 and 3.88 per SM)
 # ran fastest whole: bf16 4k-8k keys 1.04-1.05x, fp8 (qk16) 1.08-1.12x over 2-4 segments; 1.0-1.9 unmeasured
 FILLED_ITEMS_PER_SM = 1.9
-# [fp8-two-segments] H200 2026-11-29: fp8 decodes of FILLED_ITEMS_PER_SM up to FP8_MANY_ITEMS_PER_SM items
-# per SM take the many-items shape in 2 segments (read ahead, 3 stages) from this many visible keys: 32
-# sequences (1.94 per SM) x 2k, 4k, 8k 0.944x, 0.909x, 0.891x the read-ahead alone; shorter unmeasured
-FP8_TWO_SEGMENT_MIN_KEYS = 2048
 # [decode-segments] H200 2026-11-29: bf16/fp16 decodes (heads <= 128) that `num_segments` splits take the
 # largest power of two keeping work items x segments within this many programs per SM, not [segments]' 4-8
 # per SM: 26 of 27 changed rows 1.01-1.25x (round15-decode-segments.md); 16 x 4k of lengths drawn 1.01x
 # slower, heads of 256 (gemma2-9b, tiles of 64) 1.085x slower: they keep [segments]; fp8, windows unmeasured
 DECODE_PROGRAMS_PER_SM = 2
+# [fp8-wide-tiles] H200 2026-11-30: fp8 decodes (heads of 128, >= 2k keys) of FP8_WIDE_MIN_ITEMS_PER_SM up to
+# FP8_WIDE_PROGRAMS_PER_SM items per SM in tiles of 128, 4 warps, 3 stages, a program per item (2 segments
+# where twice the items still fit): 32 x 2k, 4k (blocks 16, 32), 8k 0.936-0.967x the tiles of 64 in 2
+# segments, 16 x 8k 0.82x its 8 segments, 48 x 4k 0.99x; 64 x 4k (3.9 per SM) 1.28x slower
+# (docs/lab/2026-11-30.md). 72 KiB of shared memory a program (sm_90 compile) leave room for 3 per SM; the
+# fewest items measured: 128 on 132 SMs; the fewest keys: 2k (16 x 2k ties). It replaces [fp8-two-segments]
+# (tiles of 64, 2 warps, 2 segments from 1.9 items per SM)
+FP8_WIDE_PROGRAMS_PER_SM = 3
+FP8_WIDE_MIN_ITEMS_PER_SM = 0.9
+FP8_WIDE_MIN_KEYS = 2048
 
 
 def short_split(f: Features) -> tuple[int, int] | None:
@@ -606,11 +624,11 @@ def _nvidia_branches(f: Features) -> Config:
         crowded_fp8 = f.fp8_kv and not rows and f.kv_items >= FP8_MANY_ITEMS_PER_SM * f.num_sms
         # [fp8-read-ahead] H200 2026-11-29, 1.09-1.28x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
         ahead_fp8 = f.fp8_kv and f.head_size == 128 and not (rows or narrow or short or split)
-        # [fp8-two-segments] H200 2026-11-29, 1.06-1.12x: tune --suite anchor --scenarios '*32-kv8*fp8*'
-        pair_fp8 = (ahead_fp8 and not crowded_fp8 and f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
-                    and f.visible_kv_len >= FP8_TWO_SEGMENT_MIN_KEYS)
+        # [fp8-wide-tiles] H200 2026-11-30, 1.01-1.24x: tune --suite anchor --scenarios '*decode*fp8*'
+        wide_fp8 = (ahead_fp8 and FP8_WIDE_MIN_ITEMS_PER_SM * f.num_sms <= f.kv_items
+                    <= FP8_WIDE_PROGRAMS_PER_SM * f.num_sms and f.visible_kv_len >= FP8_WIDE_MIN_KEYS)
         many_short = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
-        many = many_short or (crowded_fp8 or pair_fp8) and not (narrow or short or wide)
+        many = many_short or crowded_fp8 and not (wide_fp8 or narrow or short or wide)
         # [multi-token-segments] H200 2026-11-28, 1.1-2.1x: tune --suite spec-decode --scenarios 'qwen2.5*'
         wide_rows = rows > MULTI_TOKEN_TILE64_ROWS and f.head_size >= 128
         # [multi-token-deep] H200 2026-11-29, 1.05-1.15x: tune --suite spec-decode --scenarios '*-kv8192-q8/*'
@@ -628,16 +646,20 @@ def _nvidia_branches(f: Features) -> Config:
         filled = f.kv_items >= FILLED_ITEMS_PER_SM * f.num_sms
         # [decode-segments] H200 2026-11-29, 1.01-1.25x: tune --suite anchor --scenarios '*/batch8-kv8192/*'
         # (a decode [segments] keeps whole stays whole: unmeasured there)
-        spread = not (split or rows or pair_fp8 or many or filled or f.fp8_kv or f.window or narrow or short
+        spread = not (split or rows or many or filled or f.fp8_kv or f.window or narrow or short
                       or wide) and num_segments(f, tile, fill_sms=True) > 1
         segments = (split[1] if split else multi_token_segments(
             f, tile, MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep else MULTI_TOKEN_PROGRAMS_PER_SM)
-            if rows else 2 if pair_fp8 else 1 if many or filled
+            if rows else fp8_wide_segments(f) if wide_fp8 else 1 if many or filled
                     else multi_token_segments(f, tile, DECODE_PROGRAMS_PER_SM) if spread
                     else num_segments(f, tile, fill_sms=True))  # resolved here: the source names what runs
         # [long-segment-ahead] H200 2026-11-30, 1.01-1.04x: tune --suite spec-decode --scenarios '*6-kv32*'
-        long_segments = (f.max_query_len > 1 and not (deep or wide or f.fp8_kv) and f.dtype != "float32"
-                         and f.visible_kv_len >= MULTI_TOKEN_LONG_SEGMENT_KEYS * segments)
+        # [filled-segment-ahead] H200 2026-11-30, 1.00-1.02x: tune --suite spec-decode --scenarios '*64-kv8*'
+        ahead_16bit = f.max_query_len > 1 and not (deep or wide or f.fp8_kv) and f.dtype != "float32"
+        long_segments = ahead_16bit and f.visible_kv_len >= MULTI_TOKEN_LONG_SEGMENT_KEYS * segments
+        filled_segments = (ahead_16bit and not (long_segments or ahead_narrow)
+                           and f.visible_kv_len >= MULTI_TOKEN_FILLED_SEGMENT_KEYS * segments
+                           and f.kv_items * segments >= MULTI_TOKEN_FILLED_ITEMS_PER_SM * f.num_sms)
         # [int32-offsets] H100 2026-11-24, 1.00-1.10x; fp8 H200 11-28 1.08x: tune --scenarios 'qwen2.5-7b/*'
         int32 = not (short or f.window or f.head_size != next_pow2(f.head_size))
         # [fp8-qk16] H200 2026-11-28, 1.29-1.39x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
@@ -650,9 +672,12 @@ def _nvidia_branches(f: Features) -> Config:
         decode_layout = f.num_seqs > 1 and not seq_items
         return _fit(f, block_m, tile, fill_sms=True, segments=segments,
                     num_warps=2 if short or many else 4,
-                    num_stages=3 if deep or narrow_head or ahead_fp8 or long_segments else 2,
-                    programs_per_sm=4 if short or many else 0 if narrow else 2,
-                    read_ahead=deep or ahead_fp8 or ahead_narrow or long_segments, block_vector=deep,
+                    num_stages=(3 if deep or narrow_head or ahead_fp8 or long_segments or filled_segments
+                                else 2),
+                    programs_per_sm=(4 if short or many else 0 if narrow
+                                     else FP8_WIDE_PROGRAMS_PER_SM if wide_fp8 else 2),
+                    read_ahead=deep or ahead_fp8 or ahead_narrow or long_segments or filled_segments,
+                    block_vector=deep,
                     seq_items=seq_items, decode_layout=decode_layout,
                     offsets_32=int32, qk_fp16=qk16, reduce_by_query=by_query,
                     source="nvidia/decode: sweep H200 2026-11-21, 1.07-1.88x over tile 64"
@@ -667,11 +692,11 @@ def _nvidia_branches(f: Features) -> Config:
                     + ("; many short items, tile 64, 2 warps: H100 2026-11-23, 1.02-1.33x"
                        if many_short else "")
                     + ("; fp8, many items, tile 64, 2 warps: H200 2026-11-29, 1.04-1.08x"
-                       if many and not (many_short or pair_fp8) else "")
+                       if many and not many_short else "")
                     + ("; fp8, the block table read a tile ahead, 3 stages: H200 2026-11-29, 1.09-1.28x"
                        if ahead_fp8 else "")
-                    + ("; fp8, 1.9-2.5 items per SM of >= 2k keys, 2 segments: H200 2026-11-29, 1.06-1.12x"
-                       if pair_fp8 else "")
+                    + ("; fp8, 1-3 items per SM of >= 2k keys, tiles of 128, 4 warps, 3 programs per SM: "
+                       "H200 2026-11-30, 1.01-1.24x" if wide_fp8 else "")
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
                        if int32 else "")
                     + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else "")
@@ -691,7 +716,9 @@ def _nvidia_branches(f: Features) -> Config:
                     + ("; their multi-token Q-blocks read the block table a tile ahead: H200 2026-11-29, "
                        "1.05-1.21x" if ahead_narrow else "")
                     + ("; segments of >= 16k keys read the block table a tile ahead, 3 stages: H200 "
-                       "2026-11-30, 1.01-1.04x" if long_segments else ""))
+                       "2026-11-30, 1.01-1.04x" if long_segments else "")
+                    + ("; segments of >= 8k keys, 3 items per SM, read the block table a tile ahead, "
+                       "3 stages: H200 2026-11-30, 1.00-1.02x" if filled_segments else ""))
     if f.max_query_len <= 64:
         # [short-prefill] Q-block 64 unmeasured; tile: H100 2026-11-23, 2x: tune --scenarios '*/batch8-kv16/*'
         return _fit(f, 64, min(64 if wide else 128, max(MIN_TILE, next_pow2(f.visible_kv_len))),

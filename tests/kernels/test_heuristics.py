@@ -272,16 +272,15 @@ def test_many_short_decodes_take_tile_64_two_warps_four_programs_per_sm():
 
 def test_fp8_decodes_of_many_items_take_that_shape_at_any_length():
     """H200 lab 2026-11-29: fp8 caches take tile 64, 2 warps, 4 programs per SM, one segment from
-    FP8_MANY_ITEMS_PER_SM (48 x 4k: 384 items, 1.08x; 64 x 8k, 128 x 4k 1.04-1.05x); 32 x 8k (256
-    items) lost with it whole, and takes it in 2 segments ([fp8-two-segments]); bf16 caches of 4k
-    keys keep the decode default."""
+    FP8_MANY_ITEMS_PER_SM (64 x 8k, 128 x 4k 1.04-1.05x) where [fp8-wide-tiles] (up to 3 items per
+    SM) does not take them; bf16 caches of 4k keys keep the decode default."""
     def knobs(seqs, kv, fp8=True, **kw):
         f = dataclasses.replace(_features(seqs, 1, kv, **kw), fp8_kv=fp8)
         c = choose("nvidia", f)
         return c.tile_size, c.num_warps, c.programs_per_sm, c.num_segments, c.qk_fp16
-    assert knobs(48, 4096) == knobs(64, 8192) == knobs(128, 4096) == (64, 2, 4, 1, True)
+    assert knobs(64, 8192) == knobs(128, 4096) == knobs(56, 4096) == (64, 2, 4, 1, True)
     assert knobs(64, 4096, block_size=32) == (64, 2, 4, 1, True)
-    assert knobs(32, 8192) == (64, 2, 4, 2, True)  # 1.94 items per SM: below the bound, 2 segments
+    assert knobs(48, 1024) == (64, 2, 4, 1, True)  # 2.9 per SM of fewer keys than [fp8-wide-tiles]' 2k
     assert knobs(64, 4096, fp8=False)[:3] == (128, 4, 2)  # bf16: [many-items] stops at 2048 keys
     assert knobs(64, 4096, head_size=256)[1:3] == (4, 2)  # head 256 keeps its own branch
     f8 = dataclasses.replace(_features(16, 8, 8192), fp8_kv=True)  # multi-token: unmeasured, unchanged
@@ -297,12 +296,12 @@ def test_fp8_decodes_read_the_block_table_ahead_in_three_stages():
     def knobs(seqs, kv, fp8=True, vendor="nvidia", q=1, **kw):
         c = choose(vendor, dataclasses.replace(_features(seqs, q, kv, **kw), fp8_kv=fp8))
         return c.read_ahead, c.num_stages, c.tile_size, c.num_warps, c.programs_per_sm, c.num_segments
-    for seqs, kv in ((64, 4096), (64, 8192), (128, 4096), (48, 4096)):
+    for seqs, kv in ((64, 4096), (64, 8192), (128, 4096)):
         assert knobs(seqs, kv) == (True, 3, 64, 2, 4, 1)
         assert knobs(seqs, kv, block_size=32) == knobs(seqs, kv, dtype="float16") == (True, 3, 64, 2, 4, 1)
-    for kv in (2048, 4096, 8192):  # 256 items: 1.94 per SM
-        assert knobs(32, kv) == (True, 3, 64, 2, 4, 2)
-    assert knobs(32, 1024)[:4] == (True, 3, 128, 4)  # below FP8_TWO_SEGMENT_MIN_KEYS: one program each
+    for kv in (2048, 4096, 8192):  # 256 items: 1.94 per SM, [fp8-wide-tiles]
+        assert knobs(32, kv) == (True, 3, 128, 4, 3, 1)
+    assert knobs(32, 1024)[:4] == (True, 3, 128, 4)  # below FP8_WIDE_MIN_KEYS: one program each
     assert knobs(16, 1024)[:4] == (True, 3, 128, 4)
     assert knobs(64, 4096, fp8=False)[:2] == (False, 2)  # bf16 caches: unchanged
     assert knobs(16, 4096, window=128)[:2] == (False, 2)  # narrow window: lost
@@ -311,6 +310,49 @@ def test_fp8_decodes_read_the_block_table_ahead_in_three_stages():
     assert knobs(128, 64)[:2] == (False, 2)  # short context
     assert knobs(1, 1024)[:2] == (False, 2)  # launch-bound, split
     assert knobs(64, 4096, vendor="amd")[:2] == (False, 2)
+
+
+@pytest.mark.parametrize("seqs,kv,segments", [
+    (16, 8192, 2), (16, 4096, 2), (16, 2048, 2), (24, 4096, 2), (32, 2048, 1), (32, 4096, 1), (32, 32768, 1),
+    (40, 4096, 1), (48, 4096, 1)])
+def test_fp8_decodes_of_one_to_three_items_per_sm_take_wide_tiles(seqs, kv, segments):
+    """[fp8-wide-tiles]: fp8 decodes of heads of 128 with FP8_WIDE_MIN_ITEMS_PER_SM to
+    FP8_WIDE_PROGRAMS_PER_SM items per SM (128-396 on 132 SMs) and >= 2k keys: tiles of 128, 4 warps,
+    3 stages read ahead, a program per item, in 2 segments where twice the items fit 3 per SM (H200
+    2026-11-30: 32 x 4k 0.956x, 16 x 8k 0.82x, 48 x 4k 0.986x). Every program fits on the GPU at once."""
+    f = dataclasses.replace(_features(seqs, 1, kv), fp8_kv=True)
+    c = choose("nvidia", f)
+    assert (c.tile_size, c.num_warps, c.num_stages, c.read_ahead) == (128, 4, 3, True)
+    assert (c.num_segments, c.programs_per_sm) == (segments, heuristics.FP8_WIDE_PROGRAMS_PER_SM)
+    assert f.kv_items * c.num_segments <= c.programs_per_sm * f.num_sms
+    assert "tiles of 128, 4 warps, 3 programs per SM" in c.source
+    assert choose("nvidia", dataclasses.replace(f, block_size=32)).num_segments == segments
+
+
+@pytest.mark.parametrize("case", ["few", "many", "short", "head64", "bf16", "amd", "multi-token"])
+def test_fp8_wide_tiles_leave_what_they_were_not_measured_on(case):
+    """Fewer than 0.9 items per SM (8 x 8k: 64), more than 3 (64 x 4k lost 1.28x), fewer than 2k keys,
+    other heads, bf16 caches, AMD and multi-token decodes keep their rules."""
+    seqs, kv, q, vendor = {"few": (8, 8192, 1, "nvidia"), "many": (64, 4096, 1, "nvidia"),
+                           "short": (32, 1024, 1, "nvidia"), "multi-token": (32, 4096, 8, "nvidia"),
+                           "amd": (32, 4096, 1, "amd")}.get(case, (32, 4096, 1, "nvidia"))
+    kw = {"head64": dict(head_size=64)}.get(case, {})
+    f = dataclasses.replace(_features(seqs, q, kv, **kw), fp8_kv=case != "bf16")
+    assert "tiles of 128, 4 warps, 3 programs per SM" not in choose(vendor, f).source
+
+
+@pytest.mark.parametrize("seqs,q,kv,heads,ahead", [
+    (64, 2, 8192, 8, True), (64, 8, 8192, 8, True), (64, 5, 8192, 8, True),
+    (64, 2, 8192, 4, False),  # qwen2.5-7b's 256 items: lost 0.4-1.3 %
+    (64, 2, 4096, 8, False), (32, 2, 8192, 8, False), (64, 1, 8192, 8, False)])
+def test_multi_token_segments_of_8k_keys_filling_the_sms_read_ahead(seqs, q, kv, heads, ahead):
+    """[filled-segment-ahead]: 2-8 queries a sequence, segments of >= 8k keys and >= 3 items x segments per
+    SM: the block table a tile ahead, 3 stages (H200 2026-11-30, latency gate 0.991-0.997 on seven 64 x 8k
+    rows). Fewer items, fewer keys and one-query decodes keep 2 stages."""
+    f = dataclasses.replace(_features(seqs, q, kv), num_kv_heads=heads)
+    c = choose("nvidia", f)
+    assert (c.read_ahead, c.num_stages) == ((True, 3) if ahead else (False, 2))
+    assert ("segments of >= 8k keys, 3 items per SM" in c.source) == ahead
 
 
 def test_decodes_of_narrow_heads_in_tiles_of_128_take_a_third_stage():

@@ -84,8 +84,11 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
         if rows > heuristics.MULTI_TOKEN_TILE64_ROWS and f.head_size >= 128:
             assert c.tile_size <= 64
         deep = rows > heuristics.MULTI_TOKEN_TILE64_ROWS  # [multi-token-deep] (bf16 caches here)
-        # [long-segment-ahead]: the others whose segments hold >= 16k keys read the block table ahead
-        long = not deep and kv >= heuristics.MULTI_TOKEN_LONG_SEGMENT_KEYS * c.num_segments
+        # [long-segment-ahead]: the others whose segments hold >= 16k keys read the block table ahead,
+        # [filled-segment-ahead] from 8k keys where items x segments reach 3 per SM (heads <= 64: their own)
+        filled = (kv >= heuristics.MULTI_TOKEN_FILLED_SEGMENT_KEYS * c.num_segments and f.head_size > 64
+                  and f.kv_items * c.num_segments >= heuristics.MULTI_TOKEN_FILLED_ITEMS_PER_SM * NUM_SMS)
+        long = not deep and (kv >= heuristics.MULTI_TOKEN_LONG_SEGMENT_KEYS * c.num_segments or filled)
         knobs = (c.read_ahead, c.block_vector, c.num_stages)
         assert knobs == ((True, True, 3) if deep else (True, False, 3) if long else (False, False, 2))
         if "short decode, split" not in c.source:  # [multi-token-segments], else [short-split]'s
@@ -103,7 +106,7 @@ def test_on_multi_token_decodes_hold_their_queries_in_one_q_block_and_split(spli
 @pytest.mark.parametrize("seqs,q,kv,ahead", [
     (16, 2, 32768, True), (16, 5, 32768, True), (16, 8, 32768, True), (32, 4, 32768, True),
     (8, 2, 65536, True), (32, 2, 16384, True),
-    (64, 2, 8192, False), (16, 4, 8192, False), (4, 2, 32768, False), (16, 1, 32768, False)])
+    (32, 2, 8192, False), (16, 4, 8192, False), (4, 2, 32768, False), (16, 1, 32768, False)])
 def test_multi_token_segments_of_16k_keys_read_the_block_table_a_tile_ahead(split_on, seqs, q, kv, ahead):
     """[long-segment-ahead]: 2-8 queries a sequence whose KV segments hold >= 16k keys, including the
     decode-sized Q-blocks of 2-4 queries, read the block table a tile ahead in 3 stages; fewer keys a
