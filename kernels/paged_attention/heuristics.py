@@ -415,9 +415,10 @@ def multi_token_segments(f: Features, tile_size: int,
 
 
 def fp8_wide_segments(f: Features) -> int:
-    """[fp8-wide-tiles]: 2 segments where twice the items fit FP8_WIDE_PROGRAMS_PER_SM programs per SM,
-    else 1."""
-    return 2 if 2 * f.kv_items <= FP8_WIDE_PROGRAMS_PER_SM * f.num_sms else 1
+    """[fp8-wide-tiles]: the most segments (a power of two) whose programs all fit at once,
+    FP8_WIDE_PROGRAMS_PER_SM per SM; 0 where the items alone do not."""
+    fit = FP8_WIDE_PROGRAMS_PER_SM * f.num_sms // max(1, f.kv_items)
+    return min(_pow2_floor(fit), MAX_SEGMENTS) if fit else 0
 
 
 def num_segments(f: Features, tile_size: int, target_programs_per_sm: int = 4,
@@ -484,15 +485,14 @@ FILLED_ITEMS_PER_SM = 1.9
 # per SM: 26 of 27 changed rows 1.01-1.25x (round15-decode-segments.md); 16 x 4k of lengths drawn 1.01x
 # slower, heads of 256 (gemma2-9b, tiles of 64) 1.085x slower: they keep [segments]; fp8, windows unmeasured
 DECODE_PROGRAMS_PER_SM = 2
-# [fp8-wide-tiles] H200 2026-11-30: fp8 decodes (heads of 128, >= 2k keys) of FP8_WIDE_MIN_ITEMS_PER_SM up to
-# FP8_WIDE_PROGRAMS_PER_SM items per SM in tiles of 128, 4 warps, 3 stages, a program per item (2 segments
-# where twice the items still fit): 32 x 2k, 4k (blocks 16, 32), 8k 0.936-0.967x the tiles of 64 in 2
-# segments, 16 x 8k 0.82x its 8 segments, 48 x 4k 0.99x; 64 x 4k (3.9 per SM) 1.28x slower
-# (docs/lab/2026-11-30.md). 72 KiB of shared memory a program (sm_90 compile) leave room for 3 per SM; the
-# fewest items measured: 128 on 132 SMs; the fewest keys: 2k (16 x 2k ties). It replaces [fp8-two-segments]
-# (tiles of 64, 2 warps, 2 segments from 1.9 items per SM)
+# [fp8-wide-tiles] H200 2026-11-30: fp8 decodes (heads of 128) of up to FP8_WIDE_PROGRAMS_PER_SM items per SM
+# in tiles of 128, 4 warps, 3 stages, every program on the GPU at once (`fp8_wide_segments`), where each
+# segment keeps >= FP8_WIDE_MIN_KEYS keys: 32 x 2k, 4k (blocks 16, 32), 8k 0.936-0.967x the tiles of 64 in 2
+# segments, 16 x 8k 0.82x its 8 segments, 8 x 8k, 12 x 8k, 4 x 32k (4-8 segments) 0.84-0.85x, 48 x 4k 0.99x;
+# 64 x 4k (3.9 per SM) 1.28x slower; segments of 1k keys tie or lose (8 x 4k in 4: 1.01x, in 2: 1.12x)
+# (docs/lab/2026-11-30.md). 72 KiB of shared memory a program (sm_90 compile) leave room for 3 per SM. It
+# replaces [fp8-two-segments] (tiles of 64, 2 warps, 2 segments from 1.9 items per SM)
 FP8_WIDE_PROGRAMS_PER_SM = 3
-FP8_WIDE_MIN_ITEMS_PER_SM = 0.9
 FP8_WIDE_MIN_KEYS = 2048
 
 
@@ -625,8 +625,7 @@ def _nvidia_branches(f: Features) -> Config:
         # [fp8-read-ahead] H200 2026-11-29, 1.09-1.28x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
         ahead_fp8 = f.fp8_kv and f.head_size == 128 and not (rows or narrow or short or split)
         # [fp8-wide-tiles] H200 2026-11-30, 1.01-1.24x: tune --suite anchor --scenarios '*decode*fp8*'
-        wide_fp8 = (ahead_fp8 and FP8_WIDE_MIN_ITEMS_PER_SM * f.num_sms <= f.kv_items
-                    <= FP8_WIDE_PROGRAMS_PER_SM * f.num_sms and f.visible_kv_len >= FP8_WIDE_MIN_KEYS)
+        wide_fp8 = ahead_fp8 and 0 < fp8_wide_segments(f) * FP8_WIDE_MIN_KEYS <= f.visible_kv_len
         many_short = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
         many = many_short or crowded_fp8 and not (wide_fp8 or narrow or short or wide)
         # [multi-token-segments] H200 2026-11-28, 1.1-2.1x: tune --suite spec-decode --scenarios 'qwen2.5*'
@@ -695,8 +694,8 @@ def _nvidia_branches(f: Features) -> Config:
                        if many and not many_short else "")
                     + ("; fp8, the block table read a tile ahead, 3 stages: H200 2026-11-29, 1.09-1.28x"
                        if ahead_fp8 else "")
-                    + ("; fp8, 1-3 items per SM of >= 2k keys, tiles of 128, 4 warps, 3 programs per SM: "
-                       "H200 2026-11-30, 1.01-1.24x" if wide_fp8 else "")
+                    + ("; fp8, <= 3 items per SM, segments of >= 2k keys, tiles of 128, 4 warps, "
+                       "3 programs per SM: H200 2026-11-30, 1.01-1.24x" if wide_fp8 else "")
                     + ("; int32 offsets: H100 2026-11-24, 1.00-1.10x"
                        if int32 else "")
                     + ("; decode layout: H100 2026-11-24, 1.00-1.01x" if decode_layout else "")
