@@ -112,10 +112,14 @@ FORCED_CONFIGS = {  # name -> (Config, block_size)
     "two_warps_tile16_seg16_seq_items": (Config(16, 16, 16, num_warps=2, num_stages=2, programs_per_sm=4,
                                                 seq_items=True), 16),
     "two_warps_tile64_seg2": (Config(16, 64, 2, num_warps=2, num_stages=2, programs_per_sm=4), 16),
-    # the NVIDIA fp8 decode's shape ([fp8-read-ahead], [fp8-two-segments]): that one, read a tile
-    # ahead in 3 stages, by sequence items
+    # the NVIDIA fp8 decode's shapes ([fp8-read-ahead]): that one, read a tile ahead in 3 stages, by
+    # sequence items ([fp8-many-items]; in 2 segments as [fp8-two-segments] ran it), and tiles of 128,
+    # 4 warps, 3 programs per SM, segments, V as pairs ([fp8-wide-tiles])
     "two_warps_tile64_seg2_read_ahead_stages3": (
         Config(16, 64, 2, num_warps=2, num_stages=3, programs_per_sm=4, read_ahead=True, seq_items=True), 16),
+    "tile128_seg4_read_ahead_stages3_pairs": (
+        Config(16, 128, 4, num_warps=4, num_stages=3, programs_per_sm=3, read_ahead=True, seq_items=True,
+               v_pairs=True), 16),
     "fused_reduce_seg3": (Config(16, 32, 3, num_warps=4, num_stages=2, fused_reduce=True), 16),
     # one block id per cache block of a tile ([blocks, block, D] copies) with int32 offsets:
     # the NVIDIA prefill shape with 3 stages; without the read-ahead, in int64, split; blocks

@@ -625,7 +625,8 @@ def _nvidia_branches(f: Features) -> Config:
         # [fp8-read-ahead] H200 2026-11-29, 1.09-1.28x: tune --scenarios 'llama3-8b/decode/batch64-kv4096/*'
         ahead_fp8 = f.fp8_kv and f.head_size == 128 and not (rows or narrow or short or split)
         # [fp8-wide-tiles] H200 2026-11-30, 1.01-1.24x: tune --suite anchor --scenarios '*decode*fp8*'
-        wide_fp8 = ahead_fp8 and 0 < fp8_wide_segments(f) * FP8_WIDE_MIN_KEYS <= f.visible_kv_len
+        wide_segments = fp8_wide_segments(f) if ahead_fp8 else 0
+        wide_fp8 = 0 < wide_segments * FP8_WIDE_MIN_KEYS <= f.visible_kv_len
         many_short = crowded and not (narrow or short or wide) and f.visible_kv_len <= MANY_ITEMS_MAX_KEYS
         many = many_short or crowded_fp8 and not (wide_fp8 or narrow or short or wide)
         # [multi-token-segments] H200 2026-11-28, 1.1-2.1x: tune --suite spec-decode --scenarios 'qwen2.5*'
@@ -649,7 +650,7 @@ def _nvidia_branches(f: Features) -> Config:
                       or wide) and num_segments(f, tile, fill_sms=True) > 1
         segments = (split[1] if split else multi_token_segments(
             f, tile, MULTI_TOKEN_DEEP_PROGRAMS_PER_SM if deep else MULTI_TOKEN_PROGRAMS_PER_SM)
-            if rows else fp8_wide_segments(f) if wide_fp8 else 1 if many or filled
+            if rows else wide_segments if wide_fp8 else 1 if many or filled
                     else multi_token_segments(f, tile, DECODE_PROGRAMS_PER_SM) if spread
                     else num_segments(f, tile, fill_sms=True))  # resolved here: the source names what runs
         # [long-segment-ahead] H200 2026-11-30, 1.01-1.04x: tune --suite spec-decode --scenarios '*6-kv32*'
