@@ -97,6 +97,7 @@ def explain_side(kernels, name: str, batch, target, num_sms: int, cache) -> dict
     import torch
 
     from perf.change import keys as launch_keys
+    from perf.change import side as change_side
     from perf.measure.cases import host_hints
     from perf.static import build, plan
 
@@ -105,6 +106,8 @@ def explain_side(kernels, name: str, batch, target, num_sms: int, cache) -> dict
         return {"status": "missing", "reason": f"variant {name!r} is not registered in this checkout"}
     hints = host_hints(variant, batch.spec)
     chosen: list = []
+    # what the runner plans (the Gluon kernel is sm_90's), as the change plan does, on any host
+    previous = change_side.as_if_on(kernels.platform, target, num_sms)
     try:
         out = torch.empty_like(batch.q)
         with recording_choices(chosen):
@@ -118,6 +121,8 @@ def explain_side(kernels, name: str, batch, target, num_sms: int, cache) -> dict
         return {"status": "skip", "reason": str(e)}
     except Exception as e:  # a planner that breaks: said, not a crash of the explanation
         return {"status": "error", "reason": f"plan failed: {type(e).__name__}: {e}".splitlines()[0][:300]}
+    finally:
+        kernels.platform.current = previous
     results, _ = build.compile_all(jobs, cache, 1, quiet=True)  # in this process: the active side's kernels
     for key, job in zip(keys, jobs):
         r = results[job.key]

@@ -226,8 +226,9 @@ MAX_ITEMS = 2 ** 31 - 1  # the warp-specialized kernel numbers its work items (Q
 
 def warp_specialized_applies(q, k_cache, v_cache, block_table, out, config: heuristics.Config, vendor: str,
                              options: dict) -> bool:
-    """Where `Config.warp_specialized` plans the Gluon kernel: an sm_90 GPU in this process (planned
-    from a CPU, as the static gate plans, never: its compile is tests/kernels/test_warp_specialized.py's)
+    """Where `Config.warp_specialized` plans the Gluon kernel: an sm_90 GPU in this process, or one stood in
+    for it (the latency gate's change plan on a CPU; the static gate plans from a CPU without it: its
+    compile is tests/kernels/test_warp_specialized.py's)
     with Triton's Gluon, 16-bit q and output of one dtype, caches of that dtype or OCP e4m3 (heads of
     `warp_specialized.E4M3_HEAD_SIZES`), none of softcap, window and sinks, heads and cache blocks the
     kernel takes (`warp_specialized.HEAD_SIZES`, `.BLOCK_SIZES`), layouts TMA reads (`tma_layout`) and work

@@ -58,14 +58,6 @@ def cases_module(root: str, checkout_side=None):
     return module
 
 
-def as_if_on(platform, target, num_sms: int) -> None:
-    """Make `platform.current()` (a side's kernels/platform.py module) the runner's GPU: a test
-    calls without the `vendor=`/`num_sms=` hints, so its planner asks the platform (outside what a
-    plan may change: the same on both sides, and checked against the GPU by pytest)."""
-    here = platform.Platform(target.vendor, target.name, target.facts.device_name, target.warp_size, num_sms)
-    platform.current = lambda: here
-
-
 def only(cases: list, globs: str | None) -> list:
     """The cases whose node ids match one of `--only`'s comma-separated fnmatch globs (all without)."""
     patterns = [g.strip() for g in (globs or "").split(",") if g.strip()]
@@ -87,7 +79,7 @@ def refuse_device_queries() -> None:
     """Each `torch.cuda` function raises when code under `SELECTABLE` calls it in this process: a
     planner asking the device would read this CPU where the runner has a GPU and plan what the
     runner does not run; its case then fails to plan, so it runs. (kernels/platform.py, outside
-    `SELECTABLE`, answers as the runner's GPU: `as_if_on`.) A tripwire for direct calls; what it
+    `SELECTABLE`, answers as the runner's GPU: `side.as_if_on`.) A tripwire for direct calls; what it
     cannot see is in docs/latency.md."""
     import functools
     import inspect
@@ -237,7 +229,7 @@ def plan_cases(args: argparse.Namespace) -> list[dict]:
         if platform is None:
             raise ConfigError(f"{checkout_side.root}: kernels/platform.py is missing; the grid plan needs "
                               f"the device's platform to plan as the tests call")
-        as_if_on(platform, target, args.num_sms)
+        side.as_if_on(platform, target, args.num_sms)  # the tests call unhinted: they ask the platform
     modules = {s: cases_module(args.head, checkout_side) for s, checkout_side in sides.items()}
     variants = list(getattr(sides["head"].kernels, "VARIANTS", {}))  # the head's tests collect the head's
     cases = only(modules["head"].keyed_cases(variants), args.only)

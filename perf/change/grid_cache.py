@@ -63,7 +63,7 @@ def compile_cases(args: argparse.Namespace) -> dict:
 
     index, count = parse_shard(args.shard)
     target = side.target_of(args)
-    grid.as_if_on(platform, target, args.num_sms)  # the tests call unhinted: as the grid plan
+    side.as_if_on(platform, target, args.num_sms)  # the tests call unhinted: as the grid plan
     cases_mod = grid.cases_module(ROOT)
     pristine = grid.Pristine([m for n, m in sys.modules.items() if n.split(".")[0] == "kernels"])
     cases = cases_mod.keyed_cases(list(kernels.VARIANTS))

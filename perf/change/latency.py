@@ -8,6 +8,11 @@ launches) and not timed. Both checkouts' kernels are loaded side by side in one 
 on the runner's target, with the host hints the gate's call passes (`max_seqlen_q` /
 `max_seqlen_k`).
 
+Each side's `platform.current()` answers as the runner's GPU while it plans (`side.as_if_on`), so a
+planner that asks the platform (the Gluon kernel is planned only on sm_90) plans on a CPU what the runner
+launches; a plan made as from a CPU compared the Q-block kernel on both sides where the runner launches the
+Gluon kernel, and called a change to it identical.
+
 `python -m perf gate --plan-only` writes the plan (a plan of kind "latency", `plan.json`:
 perf/change/plan.py); the gate plans first by default (perf/latency/ab.py, which reads this
 module as `changes`) or reads one (`--plan FILE`, `read_plan`, `check_plan`).
@@ -99,6 +104,9 @@ def plan_cases(args) -> list[dict]:
     code = keys.Code(target)
     chosen = scenarios.select(scenarios.suite(args.suite), args.scenarios)
     sides = {s: checkout.load_side(getattr(args, s), f"kernels_plan_{s}") for s in ("base", "head")}
+    for checkout_side in sides.values():  # what the runner plans, Gluon's sm_90 kernel included
+        if "kernels.platform" in checkout_side.modules:
+            side.as_if_on(checkout_side.modules["kernels.platform"], target, args.num_sms)
     if args.variants:
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     else:  # as the gate's workers: the head's, then any only the base has

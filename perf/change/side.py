@@ -77,6 +77,18 @@ def runner_target(thresholds, vendor: str, on_gpu: bool) -> Runner:
     return Runner(t, num_sms, t.name, f"{t.name} ({device}, {num_sms} SMs/CUs)")
 
 
+def as_if_on(platform, target, num_sms: int):
+    """Make `platform.current()` (a side's kernels/platform.py module) the runner's GPU, and return the
+    `current` it replaces. A planner that asks the platform (the Gluon kernel is sm_90's, planned only
+    where `current()` is an sm_90 GPU) then plans on this CPU what the runner plans: a plan made as from
+    a CPU would compare kernels the runner never launches and call its own changes identical. The same
+    on both sides, outside what a change may move."""
+    here = platform.Platform(target.vendor, target.name, target.facts.device_name, target.warp_size, num_sms)
+    previous = platform.current
+    platform.current = lambda: here
+    return previous
+
+
 # --------------------------------------------------------------------------- the parent's side
 
 

@@ -124,11 +124,15 @@ COMMENT = "# a comment only: the program is the same\n"
 HELPER = ('\n\n@triton.jit\ndef _unused_helper(x):\n    """Added, never called."""\n    return x * 2\n')
 
 
+def _head(repo) -> str:
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def _commit(repo, edit, message: str) -> str:
     edit(str(repo))
     git(repo, "commit", "-qam", message)
-    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return _head(repo)
 
 
 def _insert(root: str, text: str, before: str) -> None:
@@ -146,8 +150,7 @@ def planted(tmp_path_factory):
     kernel's lines move); c3 LOG2E, a literal every attention kernel reads, one float32 ulp lower (the
     plant's kernel-wide change: a float64 ulp was the same float32, the same code)."""
     repo = harness_repo(tmp_path_factory.mktemp("identity") / "repo")
-    shas = [subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                           check=True).stdout.strip()]
+    shas = [_head(repo)]
     shas.append(_commit(repo, lambda root: _insert(root, COMMENT, "@triton.jit"), "a comment"))
     shas.append(_commit(repo, lambda root: _insert(root, HELPER.lstrip("\n") + "\n\n", "@triton.jit"),
                         "an unused helper"))
@@ -155,11 +158,13 @@ def planted(tmp_path_factory):
     return repo, shas
 
 
-def _plan(repo, base: str, head: str, out, vendor: str = "nvidia") -> tuple[dict, str]:
+def _plan(repo, base: str, head: str, out, vendor: str = "nvidia", suite: str = "smoke",
+          variants: str = VARIANTS, scenarios: str | None = None) -> tuple[dict, str]:
     # as on a machine without a GPU, on any machine: a GPU here would refuse the other vendor's plan
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
-    done = subprocess.run([sys.executable, "-m", "perf", "gate", "--plan-only", "--suite", "smoke",
-                           "--variants", VARIANTS, "--vendor", vendor, "--base-ref", base, "--head-ref", head,
+    done = subprocess.run([sys.executable, "-m", "perf", "gate", "--plan-only", "--suite", suite,
+                           "--variants", variants, "--vendor", vendor, "--base-ref", base, "--head-ref", head,
+                           *(["--scenarios", scenarios] if scenarios else []),
                            "--out", str(out)], cwd=repo, env=dict(env, **NO_GPU, PYTHONPATH=str(repo)),
                           capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -198,3 +203,53 @@ def test_a_kernels_constant_plans_its_cases_and_runs_the_grid(planted, tmp_path)
                for r in doc["measure"]), doc["measure"]
     d = _grid(repo, c2, c3)
     assert d.run and d.changed == (plant.TARGET.replace(os.sep, "/"),)
+
+
+# --- the kernel the runner launches, planned from a CPU ------------------------------------------------
+
+GLUON = os.path.join("kernels", "paged_attention", "warp_specialized.py")
+EXPONENT = "p = gl.exp2(s * scale_log2 - "  # the online softmax's exponent, every 16-bit Gluon prefill's
+
+
+def _scale_the_exponent(root: str) -> None:
+    """The Gluon kernel's exponent scaled by one float32 ulp above 1: other code in that kernel alone."""
+    path = os.path.join(root, GLUON)
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    assert source.count(EXPONENT) == 1
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(source.replace(EXPONENT, "p = gl.exp2(s * (scale_log2 * 1.0000001) - "))
+
+
+@pytest.fixture(scope="module")
+def gluon_planted(tmp_path_factory):
+    """c0; c1 the Gluon prefill kernel's exponent changed (no other file)."""
+    pytest.importorskip("triton.experimental.gluon", reason="this Triton has no Gluon (3.6 and later)")
+    repo = harness_repo(tmp_path_factory.mktemp("gluon") / "repo")
+    return repo, (_head(repo), _commit(repo, _scale_the_exponent, "the Gluon kernel's exponent"))
+
+
+PREFILL = "llama3-8b/prefill/batch1-kv2048/block16/bf16"  # the Gluon kernel's on sm_90
+DECODE = "llama3-8b/decode/batch8-kv1024/block16/bf16"  # the Q-block kernel's
+
+
+def test_a_change_to_the_gluon_kernel_is_timed_where_the_runner_launches_it(gluon_planted, tmp_path):
+    """Planned from a CPU for an sm_90 runner, the prefill the runner sends through the Gluon kernel is
+    timed (a plan made as from a CPU compared the Q-block kernel on both sides and called it identical);
+    the decode, which never reaches that kernel, is not."""
+    repo, (c0, c1) = gluon_planted
+    doc, line = _plan(repo, c0, c1, tmp_path, suite="anchor", variants="static_grid",
+                      scenarios=f"{PREFILL},{DECODE}")
+    assert doc["target"] == "sm_90" and line.startswith("1 of 2 cases to time"), line
+    [timed] = doc["measure"]
+    assert timed["scenario"] == PREFILL
+    assert timed["why"] == ("launch 0 (ws_prefill_kernel): compiled kernel differs "
+                            "(its machine code, line info stripped)")
+    assert [r["scenario"] for r in doc["unchanged"]] == [DECODE]
+
+
+def test_an_amd_runner_never_launches_the_gluon_kernel(gluon_planted, tmp_path):
+    repo, (c0, c1) = gluon_planted
+    doc, _ = _plan(repo, c0, c1, tmp_path, vendor="amd", suite="anchor", variants="static_grid",
+                   scenarios=PREFILL)
+    assert doc["counts"] == {"measure": 0, "unchanged": 1}, doc["measure"]

@@ -407,7 +407,7 @@ def test_xdist_workers_apply_the_controllers_decision_before_loadgroup_renames_i
 
 KEYS_CHECK = r'''
 import dataclasses, sys, torch
-from perf.change import grid, keys
+from perf.change import grid, keys, side
 from perf.static import plan
 from perf.thresholds import load_thresholds
 grid.defined_memory()
@@ -419,7 +419,7 @@ sys.path.insert(0, "tests")
 import grid_cases
 
 (target,) = plan.load_targets(load_thresholds("thresholds.yaml"), only="sm_90")
-grid.as_if_on(platform, target, 132)
+side.as_if_on(platform, target, 132)
 cases = {(c.config, c.variant): c for c in grid_cases.keyed_cases(list(kernels.VARIANTS))
          if c.feature == "none"}
 pristine = grid.Pristine([m for n, m in sys.modules.items() if n.split(".")[0] == "kernels"])

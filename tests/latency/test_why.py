@@ -421,3 +421,13 @@ def test_alternation_is_the_measuring_loops_abba():
     seen = []
     why.alternate(["base", "head"], 4, seen.append)
     assert seen == ["base", "head", "head", "base", "base", "head", "head", "base"]
+
+
+def test_an_sm90_prefill_is_explained_with_the_kernel_the_runner_launches(planted, tmp_path):
+    """From a CPU, the prefill an sm_90 runner sends through the Gluon kernel is explained with that kernel
+    on both sides (its platform stood in, as the change plan's), not with the Q-block kernel a CPU plans."""
+    _, doc, _ = _why(planted, "HEAD~2", "HEAD~1", "llama3-8b/prefill/batch2-kv2048/block16", tmp_path)
+    [case] = doc["cases"]
+    for side in ("base", "head"):
+        assert [launch["kernel"] for launch in case[side]["launches"]] == ["ws_prefill_kernel"], case[side]
+        assert case[side]["launches"][0]["compile_status"] == "ok", case[side]["launches"][0]
