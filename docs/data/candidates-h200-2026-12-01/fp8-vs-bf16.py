@@ -7,7 +7,6 @@ import torch
 from kernels import VARIANTS
 from kernels.batch import build_batch
 from kernels.inputs import OCP_E4M3
-from kernels.paged_attention import planning
 from kernels.reference import paged_attention_reference
 from perf.measure import timing
 from perf.measure.cases import host_hints
@@ -36,10 +35,6 @@ for name in names:
             err = min(err, (out.float() - refq).abs().max().item())
         errs[label] = err
         calls[label] = timing.capture_graph(call)
-        if os.environ.get("DIRECT"):  # the planned launches alone, as the earlier one-process runs timed them
-            planning.release_buffers()
-            _, launches = v.plan(*batch.args(), out=out, **batch.options, **hints)
-            calls[label + "-launch"] = timing.capture_graph(lambda L=launches: [l() for l in L])
         keep.append((batch, out))
     t0 = timing.time_graph(None, samples=3, graph=calls["bf16"]).median
     samples = max(5, min(25, int(300 / max(t0, 0.01))))
@@ -48,9 +43,6 @@ for name in names:
         for label in (list(calls) if rnd % 2 == 0 else list(reversed(list(calls)))):
             times[label].append(timing.time_graph(None, samples=samples, graph=calls[label]).median)
     logs = [math.log(a / b) for a, b in zip(times["fp8"], times["bf16"])]
-    if "fp8-launch" in times:
-        print(proc, name, "launches alone fp8/bf16", round(math.exp(statistics.fmean(
-            [math.log(a / b) for a, b in zip(times["fp8-launch"], times["bf16-launch"])])), 4), flush=True)
     rows[name] = dict(ms={k: statistics.median(t) for k, t in times.items()}, max_error=errs, rounds=times,
                       log_ratios=logs)
     print(proc, name, {k: round(statistics.median(t), 4) for k, t in times.items()},
