@@ -135,13 +135,18 @@ def _commit(repo, edit, message: str) -> str:
     return _head(repo)
 
 
-def _insert(root: str, text: str, before: str) -> None:
-    path = os.path.join(root, plant.TARGET)
+def _replace(root: str, file: str, old: str, new: str) -> None:
+    """`old`'s first occurrence in `file` of the checkout at `root` replaced by `new`."""
+    path = os.path.join(root, file)
     with open(path, encoding="utf-8") as f:
         source = f.read()
-    assert before in source
+    assert old in source, f"{file} changed: update the planted edit ({old.strip()[:40]!r})"
     with open(path, "w", encoding="utf-8") as f:
-        f.write(source.replace(before, text + before, 1))
+        f.write(source.replace(old, new, 1))
+
+
+def _insert(root: str, text: str, before: str) -> None:
+    _replace(root, plant.TARGET, before, text + before)
 
 
 @pytest.fixture(scope="module")
@@ -213,12 +218,7 @@ EXPONENT = "p = gl.exp2(s * scale_log2 - "  # the online softmax's exponent, eve
 
 def _scale_the_exponent(root: str) -> None:
     """The Gluon kernel's exponent scaled by one float32 ulp above 1: other code in that kernel alone."""
-    path = os.path.join(root, GLUON)
-    with open(path, encoding="utf-8") as f:
-        source = f.read()
-    assert source.count(EXPONENT) == 1
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(source.replace(EXPONENT, "p = gl.exp2(s * (scale_log2 * 1.0000001) - "))
+    _replace(root, GLUON, EXPONENT, "p = gl.exp2(s * (scale_log2 * 1.0000001) - ")
 
 
 @pytest.fixture(scope="module")
