@@ -415,10 +415,11 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
             else:
                 mbarrier.arrive(q_empty, count=1)  # no q to read
         # rows that saw no key (a work item given no tiles: `common.keys_ok` failed) are zeros, as the
-        # Q-block kernel's: their accumulator is zeros, and so is their factor. One reciprocal a row: `acc / total`
-        # was a div.full.f32 an element (sm_90 SASS: 3 FMUL, 2 of them range fixes, and a select each, 250
-        # instructions a consumer thread each work item); 0.965-0.989x the time on the bf16 rows, the same bits,
-        # and 0.970-0.995x on the e4m3 rows (NVIDIA H200, one process, docs/lab/2026-12-01.md)
+        # Q-block kernel's: their accumulator is zeros, and so is their factor. One reciprocal a row:
+        # `acc / total` was a div.full.f32 an element (sm_90 SASS: 3 FMUL, 2 of them range fixes, and a
+        # select each, 250 instructions a consumer thread each work item); 0.965-0.989x the time on the bf16
+        # rows, the same bits, and 0.970-0.995x on the e4m3 rows (NVIDIA H200, one process,
+        # docs/lab/2026-12-01.md)
         total_o = gl.convert_layout(total, rows_o)
         inverse = gl.where(total_o > 0.0, 1.0 / total_o, 0.0)
         if E4M3:

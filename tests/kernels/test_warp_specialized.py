@@ -279,11 +279,12 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     # the loader's copy of the block of a sequence's last key through registers, compiled inside its tile
     # loop, spilled 72 B of stack for heads of 128 over blocks of 16 (and cost 1-5 % of a prefill's time);
     # compiled in the item's last tile alone (`_copy_kv`), 16 B, none of it in the loop; over e4m3 16 B
-    # since a consumer with no rows of an item passes its stages on: values of the item, outside the tile loop.
-    # Since the output is scaled by one reciprocal a row, 24 B for 128/16: values stored before the partitions
-    # start, loaded once in them; no spill in any tile loop (sm_90 SASS, triton 3.6.0, 2026-12-01)
+    # since a consumer with no rows of an item passes its stages on: values of the item, outside the tile
+    # loop. Since the output is scaled by one reciprocal a row, 24 B for 128/16: values stored before the
+    # partitions start, loaded once in them; no spill in any tile loop (sm_90 SASS, triton 3.6.0, 2026-12-01)
     assert facts["128/16"]["stack"] <= 24 and facts["64/128"]["stack"] <= 8 and e4m3["stack"] <= 16, facts
-    # two parts: 32 B, 48 B with the reciprocal, outside the tile loops too (sm_90 SASS, triton 3.6.0, 2026-12-01)
+    # two parts: 32 B, 48 B with the reciprocal, outside the tile loops too (sm_90 SASS, triton 3.6.0,
+    # 2026-12-01)
     assert two["stack"] <= 48, facts
 
 
