@@ -204,7 +204,7 @@ def test_a_plan_kept_for_aligned_tensors_is_not_reused_for_unaligned_ones(hopper
 
 
 COMPILE = """
-import contextlib, io, json, os, re
+import contextlib, io, json, os, re, subprocess, tempfile
 os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"  # ptxas -v: the stack frame, where spills go
 import triton
 from triton.backends.compiler import GPUTarget
@@ -216,6 +216,30 @@ from kernels.paged_attention.heuristics import Config
 from triton.experimental.gluon._runtime import GluonASTSource
 
 platform.current = lambda: platform.Platform("nvidia", "sm_90", "H200", 32, 132)
+
+
+def tile_loops(cubin):
+    # the SASS loops that issue wgmma (HGMMA, QGMMA) and store nothing to global memory: a consumer's tile
+    # loop (a work item's loop, and the other ranges ptxas's block layout makes of it, also store the
+    # output), each as its local-memory stores and loads (spills); cuobjdump from Triton's own wheel
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    code = [(int(a, 16), text) for a, text in re.findall(r"/\\*([0-9a-f]{4,})\\*/\\s+([^;]*);", sass)]
+    index = {a: i for i, (a, _) in enumerate(code)}
+    loops = []
+    for i, (a, text) in enumerate(code):
+        target = re.search(r"BRA .*0x([0-9a-f]+)", text)
+        if target and int(target.group(1), 16) < a and int(target.group(1), 16) in index:
+            first = index[int(target.group(1), 16)]
+            body = [t for _, t in code[first:i + 1]]
+            if any("GMMA" in t for t in body) and not any("STG" in t for t in body):
+                loops.append(sum(("STL" in t) or ("LDL" in t) for t in body))
+    return loops
+
+
 facts = {}
 for head, block, fp8, parts in ((128, 16, False, 1), (64, 128, False, 1), (128, 16, True, 1),
                                 (128, 16, True, 2)):
@@ -239,7 +263,8 @@ for head, block, fp8, parts in ((128, 16, False, 1), (64, 128, False, 1), (128, 
         setmaxnreg=sorted({r[0].split(".")[1] + " " + r[-1].rstrip(";") for r in regs}),
         wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
         e4m3_wgmma=ptx.count("e4m3.e4m3"), conversions=ptx.count("cvt.rn.f16x2.e4m3x2"),
-        stack=int(re.search(r"(\\d+) bytes stack frame", log.getvalue()).group(1)))
+        stack=int(re.search(r"(\\d+) bytes stack frame", log.getvalue()).group(1)),
+        tile_loop_spills=tile_loops(compiled.asm["cubin"]))
 print(json.dumps(facts))
 """
 
@@ -286,6 +311,10 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     # two parts: 32 B, 48 B with the reciprocal, outside the tile loops too (sm_90 SASS, triton 3.6.0,
     # 2026-12-01)
     assert two["stack"] <= 48, facts
+    # what the stack bounds stand for: both consumers' tile loops found, none spilling
+    for shape, f in facts.items():
+        spills = f["tile_loop_spills"]
+        assert len(spills) == 2 and not any(spills), (shape, spills)
 
 
 # (query lens, kv lens) per batch: several Q-blocks per sequence with and without context before the
