@@ -508,6 +508,9 @@ def normalise(text: str, where: dict, measured: str = "") -> str:
     text = re.sub(r"compiled \d+ \(base\) \+ \d+ \(head\)", "compiled <n> (base) + <n> (head)", text)
     if measured:  # not the thresholds a verdict applies: those are settings
         text = re.sub(r"(?<![\w.<])(?<!warn > )(?<!fail > )\d+\.\d+(?:e[+-]?\d+)?(?![\w.])", "<n>", text)
+        # a compile time is CPU seconds in clock ticks (10 ms): 1 s prints as "1", 9999.5 s as "1e+04"
+        text = re.sub(r"(?m)^[|│].*[|│] +compile_time +[|│].*$", lambda row: re.sub(
+            r"([|│] +)\d+(?:\.\d+)?(?:e[+-]?\d+)?(?= +[|│])", r"\1<n>", row.group(0)), text)
     if measured == "latency":
         text = re.sub(r"([|│] +)\d+(?:\.\d+)?(?:e[+-]?\d+)?(?= +[|│])", r"\1<n>", text)
         text = re.sub(r"(?:slower, significant, within|faster beyond) the warn threshold(?:, significant)?; ",

@@ -41,8 +41,10 @@ verbatim (wording, column headers, verdict words, exit codes, file names, counts
 - the static gate's split of compiles between its two sides, which race for them ("compiled
   <n> (base) + <n> (head)");
 - cases whose numbers are measurements: "floats" (the static gate: compile times) masks every
-  decimal number <n> but the thresholds (`warn > 1.1`); "latency" (what the interpreter
-  timed) also every number alone in a table cell (latencies print as integers from 1000 ms),
+  decimal number <n> but the thresholds (`warn > 1.1`), and every number alone in a compile_time
+  row's cells (CPU seconds in 10 ms clock ticks: a whole second prints as "1"); "latency" (what
+  the interpreter timed) also every number alone in a table cell (latencies print as integers from
+  1000 ms),
   the lengths of `samples` lists (a time budget decides them), and the note an A/A run's noise
   earns when it happens to be significant ("slower, significant, within the warn threshold");
   in both, the rows of every Markdown table are sorted (findings are listed by their ratio);
@@ -338,6 +340,23 @@ def test_the_heartbeat_is_dropped_however_long_a_command_runs(minutes, what):
     heartbeat = f"[{minutes:5.1f} min] still measuring: {what}"
     event = f"[{minutes:5.1f} min] process 1/2: done"
     assert capture.normalise(f"{heartbeat}\n{event}\n{heartbeat}\n", where) == "[<dur>] process 1/2: done\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.integers(0, 10 ** 6), head=st.integers(0, 10 ** 6))  # CPU seconds in 10 ms clock ticks
+def test_a_compile_time_row_reads_alike_whatever_its_seconds(base, head):
+    """The static gate's compile-time row (perf/report.py's numbers) normalises to one text for any
+    compile CPU seconds, whole ones ("1", "12") and exponents ("1e+04") too: a decimal-only mask let a
+    whole second through."""
+    from perf.report import _num
+
+    where = {"paths": {}, "commits": {}, "versions": {}, "host": "a-host-named-nowhere"}
+    ratio = head / base if base else None
+    rest = "– | – | warn > 99, fail > 100 (uncalibrated: compile.compile_time) | cold compile |"
+    row = "| ok | nvidia | sm_90 | static_grid | * | compile_time | {} | {} | {} | " + rest
+    masked = row.format("<n>", "<n>", "<n>" if base else "–") + "\n"
+    text = row.format(_num(base / 100), _num(head / 100), _num(ratio))
+    assert capture.normalise(text, where, "floats") == masked
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
