@@ -457,6 +457,7 @@ DROP_LINES = (  # progress said every few seconds: how many lines depends on the
 # rich's table borders: a line holding one is a table row, its padding follows the masked numbers
 BOX = re.compile(r"[│┃┏┓┗┛┡┩└┘┌┐╇╈┳┻┼╋┠┨┯┷┿╂├┤┬┴]")
 RULE = re.compile(r"([━─═])\1+")
+CELL_NUMBER = re.compile(r"([|│] +)\d+(?:\.\d+)?(?:e[+-]?\d+)?(?= +[|│])")  # a number alone in a table cell
 
 
 def placeholders(work: Path, group: str, commits: dict[str, str]) -> dict:
@@ -509,10 +510,10 @@ def normalise(text: str, where: dict, measured: str = "") -> str:
     if measured:  # not the thresholds a verdict applies: those are settings
         text = re.sub(r"(?<![\w.<])(?<!warn > )(?<!fail > )\d+\.\d+(?:e[+-]?\d+)?(?![\w.])", "<n>", text)
         # a compile time is CPU seconds in clock ticks (10 ms): 1 s prints as "1", 9999.5 s as "1e+04"
-        text = re.sub(r"(?m)^[|│].*[|│] +compile_time +[|│].*$", lambda row: re.sub(
-            r"([|│] +)\d+(?:\.\d+)?(?:e[+-]?\d+)?(?= +[|│])", r"\1<n>", row.group(0)), text)
+        text = re.sub(r"(?m)^[|│].*[|│] +compile_time +[|│].*$",
+                      lambda row: CELL_NUMBER.sub(r"\1<n>", row.group(0)), text)
     if measured == "latency":
-        text = re.sub(r"([|│] +)\d+(?:\.\d+)?(?:e[+-]?\d+)?(?= +[|│])", r"\1<n>", text)
+        text = CELL_NUMBER.sub(r"\1<n>", text)
         text = re.sub(r"(?:slower, significant, within|faster beyond) the warn threshold(?:, significant)?; ",
                       "", text)  # the significance of an A/A run's noise
         text = re.sub(r"(?m)^(\s*samples: \[lists of )\d+(?:, \d+)*", r"\1<n>", text)  # within a time budget

@@ -44,8 +44,7 @@ verbatim (wording, column headers, verdict words, exit codes, file names, counts
   decimal number <n> but the thresholds (`warn > 1.1`), and every number alone in a compile_time
   row's cells (CPU seconds in 10 ms clock ticks: a whole second prints as "1"); "latency" (what
   the interpreter timed) also every number alone in a table cell (latencies print as integers from
-  1000 ms),
-  the lengths of `samples` lists (a time budget decides them), and the note an A/A run's noise
+  1000 ms), the lengths of `samples` lists (a time budget decides them), and the note an A/A run's noise
   earns when it happens to be significant ("slower, significant, within the warn threshold");
   in both, the rows of every Markdown table are sorted (findings are listed by their ratio);
 - rich tables: runs of spaces and of rule characters collapsed to one, the centred title
