@@ -885,9 +885,11 @@ def attend_rows(
         tl.store(segm_out_ptr + slot[:, None] * HEAD_SIZE_PADDED + dims[None, :], acc,
                  mask=row_mask[:, None])
     else:
-        l_i = tl.where(l_i > 0.0, l_i, 1.0)
+        # [q-block-reciprocal] one reciprocal a row, not a div.full.f32 an element (a range check, two
+        # scalings and a product each): H200 2026-12-01, short prefills 0.976-0.991x (docs/lab/2026-12-01.md)
+        inverse = 1.0 / tl.where(l_i > 0.0, l_i, 1.0)
         tl.store(out_ptr + token[:, None] * stride_o_token + head[:, None] * stride_o_head + dims[None, :],
-                 (acc / l_i[:, None]).to(out_ptr.dtype.element_ty),
+                 (acc * inverse[:, None]).to(out_ptr.dtype.element_ty),
                  mask=row_mask[:, None] & dim_mask[None, :])
 
 
