@@ -1,6 +1,8 @@
 """Per-kernel device time of the public entry's graph replay (torch.profiler/CUPTI; 20 replays, each after an L2
 flush) beside the whole replay timed as the gates time it, NVIDIA H200, 2026-12-01. Run from the repository root:
-`python kernel-times.py SCENARIO[,SCENARIO...]`; writes $OUT/diag.json (kernel-times.json)."""
+`python kernel-times.py SCENARIO[,SCENARIO...]`; writes $OUT/diag.json (kernel-times.json). The harness's own
+per-kernel timer is `perf.why.kernel_times` (eager calls, mean per kernel); this script replays the graph the gates
+time, after a flush, and keeps each kernel's start and end within a replay, which that one does not."""
 import json, os, sys, collections, torch
 from kernels import VARIANTS
 from kernels.batch import build_batch
