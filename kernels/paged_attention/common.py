@@ -886,11 +886,21 @@ def attend_rows(
                  mask=row_mask[:, None])
     else:
         # [q-block-reciprocal] one reciprocal a row, not a div.full.f32 an element (a range check, two
-        # scalings and a product each): H200 2026-12-01, short prefills 0.976-0.991x (docs/lab/2026-12-01.md)
-        inverse = 1.0 / tl.where(l_i > 0.0, l_i, 1.0)
-        tl.store(out_ptr + token[:, None] * stride_o_token + head[:, None] * stride_o_head + dims[None, :],
-                 (acc * inverse[:, None]).to(out_ptr.dtype.element_ty),
-                 mask=row_mask[:, None] & dim_mask[None, :])
+        # scalings and a product each): H200 2026-12-01, short prefills 0.976-0.991x (docs/lab/2026-12-01.md).
+        # Not where tile and block do not divide each other (blocks of 544): there ptxas laid the whole kernel
+        # out anew (572 of the tile loop's 731 sm_90 instructions differ) and the mixed 32 x 32k over blocks
+        # of 544 took 1.064x as long (H200 2026-12-01, nightly latency gate): those divide, as before.
+        UNEVEN_BLOCKS: tl.constexpr = BLOCK_SIZE % TILE_SIZE != 0 and TILE_SIZE % BLOCK_SIZE != 0
+        if UNEVEN_BLOCKS:
+            l_i = tl.where(l_i > 0.0, l_i, 1.0)
+        else:
+            inverse = 1.0 / tl.where(l_i > 0.0, l_i, 1.0)
+        out_ptrs = out_ptr + token[:, None] * stride_o_token + head[:, None] * stride_o_head + dims[None, :]
+        if UNEVEN_BLOCKS:
+            o = acc / l_i[:, None]
+        else:
+            o = acc * inverse[:, None]
+        tl.store(out_ptrs, o.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & dim_mask[None, :])
 
 
 @triton.jit
