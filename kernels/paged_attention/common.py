@@ -891,6 +891,7 @@ def attend_rows(
         # out anew (572 of the tile loop's 731 sm_90 instructions differ) and the mixed 32 x 32k over blocks
         # of 544 took 1.064x as long (H200 2026-12-01, nightly latency gate): those divide, as before.
         UNEVEN_BLOCKS: tl.constexpr = BLOCK_SIZE % TILE_SIZE != 0 and TILE_SIZE % BLOCK_SIZE != 0
+        # Two branches, not one: each side keeps the operation order (so the code) it was gated with.
         if UNEVEN_BLOCKS:
             l_i = tl.where(l_i > 0.0, l_i, 1.0)
         else:
