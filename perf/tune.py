@@ -102,7 +102,14 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False, ocp_e4m3: 
         return [C(best, qk_e4m3=f) for f in (False, True)]
     if stage == "pairs" and ocp_e4m3:  # V, K as 16-bit pairs of dims, each and both
         return [C(best, v_pairs=v, k_pairs=k) for v in (False, True) for k in (False, True)]
-    if stage == "warp_specialized" and not decode:  # the Gluon prefill kernel (sm_90) or the Q-block kernel
+    if stage == "warp_specialized" and decode:  # decodes over OCP e4m3: the Gluon kernel's token items
+        # (`Config.ws_token_items`), q in two e4m3 parts and in one, or the Q-block kernel
+        if not ocp_e4m3 or best.fp8_products:
+            return []
+        tokens = C(best, warp_specialized=True, ws_token_items=True)
+        return [C(best, warp_specialized=False, ws_token_items=False), tokens,
+                C(tokens, qk_e4m3=not best.qk_e4m3)]
+    if stage == "warp_specialized":  # the Gluon prefill kernel (sm_90) or the Q-block kernel
         # and over e4m3 where `qk_e4m3` is off, that kernel's q in one e4m3 part and in two
         rounded = [C(best, warp_specialized=True, ws_q_rounded=not best.ws_q_rounded)] if (
             ocp_e4m3 and not best.qk_e4m3) else []
@@ -195,6 +202,7 @@ def _short(c: dict) -> str:
             + (" rq" if c.get("reduce_by_query") else "") + (" pdl" if c.get("pdl_reduce") else "")
             + (" vp" if c.get("v_pairs") else "") + (" kp" if c.get("k_pairs") else "")
             + (" ws" if c.get("warp_specialized") else "") + (" q1" if c.get("ws_q_rounded") else "")
+            + (" tok" if c.get("ws_token_items") else "")
             + (f" rw{c['reduce_warps']}" if c.get("reduce_warps", 4) != 4 else ""))
 
 

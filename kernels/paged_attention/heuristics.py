@@ -130,7 +130,7 @@ CONFIG_INTS = (
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
                 "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3", "pdl_reduce",
-                "v_pairs", "k_pairs", "warp_specialized", "ws_q_rounded")
+                "v_pairs", "k_pairs", "warp_specialized", "ws_q_rounded", "ws_token_items")
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,10 @@ class Config:
     # also take (under fp16 queries it spilled there: static gate, sm_90); the Q-block kernel ignores this
     # one. The NVIDIA tree sets it under fp16 queries ([ws-fp16-q-rounded])
     ws_q_rounded: bool = False
+    # with `warp_specialized`, a decode over an OCP e4m3 cache: that kernel's work item is one token's query
+    # heads of one KV head (a row each, one consumer warpgroup; `warp_specialized._token_item`), not a
+    # Q-block of one query head. The planner ignores it where it does not apply (`planning.token_items_apply`)
+    ws_token_items: bool = False
     # warps of each program of a split launch's reduction (`common.reduce_segments_kernel`: one item's
     # segments, a few KB); 4 was Triton's default, the NVIDIA tree sets 1 where it won ([reduce-one-warp])
     reduce_warps: int = 4

@@ -191,7 +191,9 @@ class WarpSpecializedPlan:
         num_blocks, block_size, num_kv_heads, _ = k_cache.shape
         scale = options.get("scale")
         q_blocks = ws.q_blocks(num_tokens, num_seqs)
-        self.grid = (ws.programs(q_blocks * num_q_heads, num_sms),)
+        self.token_items = config.ws_token_items  # `warp_specialized_applies` checked they apply
+        items = num_tokens * num_kv_heads if self.token_items else q_blocks * num_q_heads
+        self.grid = (ws.programs(items, num_sms),)
         self.args = dict(num_seqs=num_seqs, num_tokens=num_tokens, num_q_blocks=q_blocks,
                          num_q_heads=num_q_heads, tickets_ptr=ticket_counters(q.device),
                          block_table_stride=block_table.stride(0), max_blocks=max_blocks,
@@ -201,13 +203,14 @@ class WarpSpecializedPlan:
         # Q K^T over e4m3 on q rounded once (`Config.qk_e4m3`, `.ws_q_rounded`), else on q in two e4m3
         # parts (bf16's 8 bits)
         rounded = config.qk_e4m3 or config.ws_q_rounded
-        constants, self.maxnreg = ws.launch_constants(e4m3, q_parts=1 if rounded else 2)
+        constants, self.maxnreg = ws.launch_constants(e4m3, q_parts=1 if rounded else 2,
+                                                      token_items=self.token_items)
         self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, **constants,
                                FP8_PRODUCTS=e4m3)
 
     def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,
                  options) -> list[KernelLaunch]:
-        q_desc, k_desc, v_desc = self.ws.descriptors(q, k_cache, v_cache)
+        q_desc, k_desc, v_desc = self.ws.descriptors(q, k_cache, v_cache, self.token_items)
         dummy = placeholder(q.device)  # the scales of a 16-bit cache, never read
         scales = {name: options.get(name) if options.get(name) is not None else dummy
                   for name in ("k_scale", "v_scale")}
@@ -241,11 +244,25 @@ def warp_specialized_applies(q, k_cache, v_cache, block_table, out, config: heur
     if options.get("softcap") or options.get("sliding_window") or options.get("sinks") is not None:
         return False
     e4m3 = k_cache.dtype == inputs.OCP_E4M3 and q.shape[2] in ws.E4M3_HEAD_SIZES
+    if config.ws_token_items and not token_items_apply(q, k_cache, e4m3):
+        return False
     return (q.dtype in (torch.bfloat16, torch.float16) and out.dtype == q.dtype
             and k_cache.dtype == v_cache.dtype and (k_cache.dtype == q.dtype or e4m3)
             and q.shape[2] in ws.HEAD_SIZES and k_cache.shape[1] in ws.BLOCK_SIZES
             and tma_layout(q, k_cache, v_cache, block_table, out)
             and ws.q_blocks(q.shape[0], block_table.shape[0]) * q.shape[1] <= MAX_ITEMS)
+
+
+def token_items_apply(q, k_cache, e4m3: bool) -> bool:
+    """Where the Gluon kernel can take `Config.ws_token_items`: an e4m3 cache it takes, a KV head's query
+    heads within `warp_specialized.TOKEN_MAX_GROUP` (its shared memory's bound), q's tokens one after another
+    (its rows then one TMA tensor of [tokens x query heads, D]: `warp_specialized.descriptors`), and work
+    items it can number (MAX_ITEMS)."""
+    from kernels.paged_attention import warp_specialized as ws
+
+    num_tokens, num_q_heads, head_size = q.shape
+    return (e4m3 and num_q_heads // k_cache.shape[2] <= ws.TOKEN_MAX_GROUP
+            and q.stride(0) == num_q_heads * head_size and num_tokens * k_cache.shape[2] <= MAX_ITEMS)
 
 
 def tma_layout(q, k_cache, v_cache, block_table, out) -> bool:

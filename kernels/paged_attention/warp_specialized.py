@@ -1,5 +1,6 @@
 """The prefill warp-specialized for NVIDIA sm_90, in Gluon: a TMA loader warp and two consumer warpgroups,
-and over an e4m3 cache a converter warpgroup.
+and over an e4m3 cache a converter warpgroup; and the same kernel's decode form over an e4m3 cache, in token
+items (below).
 
 Why a second kernel: on Hopper the Triton kernel's software pipeline stalls on `bar.sync` for
 27-29 % of its samples in a long prefill, FlashAttention-3's warp-specialized kernel for 3 %
@@ -68,6 +69,16 @@ a sequence whose keys do not cover its queries or overflow its block-table row g
 (`common.keys_ok`), and a block id outside the cache reads zeros (TMA's bounds; the Q-block kernel
 clamps such ids into the cache instead).
 
+**Token items** (`Config.ws_token_items`, TOKEN_ITEMS; a decode over an OCP e4m3 cache, set by no branch):
+a work item is one token's query heads of one KV head (`_token_item`), a program per item up to the SMs,
+so that a decode of about one item per SM streams its keys through TMA with no segments and no reduction.
+A TMA stream of those bytes alone reaches 87-95 % of the copy limit at a program an item (NVIDIA H200,
+docs/lab/2026-12-01.md), where the Q-block kernel's split decode reaches 72 %. One consumer warpgroup takes
+the products transposed (`_consume_tokens`), the converter turns V to fp16 in passes of TOKEN_CONVERT_ROWS
+(`_convert_v_tokens`), and the loader reads each block id once for its K and its V (`_copy_token_tile`). On
+the H200 it runs even with the Q-block kernel over q in two e4m3 parts and 0.95-0.97x its time over q in
+one (`qk_e4m3`), on the 134 MB decodes; decodes of two items a program 1.06-1.11x (docs/kernels.md).
+
 Where it runs is `planning.warp_specialized_applies`'s: bf16 or fp16 queries over a cache of their
 dtype or of OCP e4m3, without softcap, window or sinks, heads of 64 or 128 (128 over e4m3), cache
 blocks that divide the tile, layouts TMA can read. Gluon has no interpreter mode: on a CPU it is
@@ -113,6 +124,18 @@ E4M3_STAGES = 3
 # e4m3 caches with q in two parts (Q_PARTS 2): 3 stages do not fit beside the second part (240.5 KiB of 227);
 # 2 stages took 0.90-0.99x the time of 3 over one staging buffer (H200, two processes, docs/lab/2026-11-30.md)
 E4M3_TWO_PART_STAGES = 2
+# e4m3 decodes in token items (`Config.ws_token_items`): 3 stages of K and fp16 V and 3 staging buffers beside
+# q's rows and its e4m3 parts, within 227 KiB for groups of up to TOKEN_MAX_GROUP heads (sm_90 compile,
+# triton 3.6.0, 2026-12-01: 16 heads 213 KiB); 4 stages of K, 4 or 5 buffers and 2 fp16 stages took the same
+# time (NVIDIA H200, docs/lab/2026-12-01.md)
+TOKEN_STAGES = 3
+TOKEN_SLOTS = gl.constexpr(3)
+TOKEN_MAX_GROUP = 16
+# its converter: passes of 32 rows in 128 registers a thread (passes of 16 in 40: 1.01-1.03x the time, of 8:
+# 1.6x; NVIDIA H200, docs/lab/2026-12-01.md)
+TOKEN_CONVERT_ROWS = gl.constexpr(32)
+# (the consumer, the default partition, takes the rest: 3 x E4M3_MAXNREG - 128 - 24 = 232; sm_90 PTX)
+TOKEN_REGS = dict(CONSUMER_REGS=224, CONVERTER_REGS=128, LOADER_REGS=24)
 # V's staging buffers, e4m3 as copied: the converter's one behind the loader's (2: not timed against 3)
 E4M3_SLOTS = gl.constexpr(2)
 # the converter's rows a pass: [16, 128] e4m3 in its warpgroup is 16 bytes a thread, in fp16 8 registers,
@@ -220,8 +243,54 @@ def _item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
 
 
 @gluon.jit
-def _items(work):
-    """How many work items the grid has: query heads x the bound on Q-blocks."""
+def _token_item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
+    """Work item w of a decode launch (TOKEN_ITEMS): the query heads of KV head w % num_kv_heads at token
+    w // num_kv_heads, a row each, over the keys its query sees. Returned as `_item`'s tuple, read so:
+    `first` the token, `count` the group's heads (none for a token outside every sequence), `row`
+    0, `context` the query's position (the keys before it), `head` the group's first query head. Its
+    sequence is guessed first (a decode batch's token t is sequence t), and searched only where the guess
+    is wrong: the search's dependent loads would otherwise hold up the item's first copies."""
+    (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
+     block_table_stride, max_blocks, causal, tickets_ptr) = work
+    num_kv_heads = num_q_heads // group
+    token = w // num_kv_heads
+    kv_head = w % num_kv_heads
+    guess = gl.minimum(token, num_seqs - 1)
+    start = gl.load(cu_seqlens_q_ptr + guess)
+    stop = gl.load(cu_seqlens_q_ptr + guess + 1)
+    seq = guess
+    if (token < start) | (token >= stop):
+        lo = 0
+        hi = num_seqs
+        while lo < hi:  # the last sequence that starts at or before the token
+            mid = (lo + hi) // 2
+            if gl.load(cu_seqlens_q_ptr + mid) <= token:
+                lo = mid + 1
+            else:
+                hi = mid
+        seq = gl.maximum(lo - 1, 0)
+        start = gl.load(cu_seqlens_q_ptr + seq)
+        stop = gl.load(cu_seqlens_q_ptr + seq + 1)
+    queries = stop - start
+    seq_len = gl.load(seq_lens_ptr + seq)
+    kv_len = gl.minimum(gl.maximum(seq_len, 0), max_blocks * BLOCK)
+    # `common.keys_ok`: keys that cover the queries and fit the block-table row, else no tiles
+    keys_fit = (seq_len >= queries) & (seq_len <= max_blocks * BLOCK)
+    position = kv_len - queries * causal + token - start
+    keys = gl.minimum(gl.maximum(position + 1, 0), kv_len)
+    inside = (token >= start) & (token < stop) & (token < num_tokens)
+    n_tiles = gl.where(inside & keys_fit, gl.cdiv(keys, TILE), 0)
+    table = block_table_ptr + seq.to(gl.int64) * block_table_stride
+    return (kv_head * group, kv_head * D, table, token, gl.where(inside, group, 0), 0, position, kv_len,
+            n_tiles)
+
+
+@gluon.jit
+def _items(work, TOKEN_ITEMS: gl.constexpr):
+    """How many work items the grid has: query heads x the bound on Q-blocks, or for TOKEN_ITEMS tokens x
+    KV heads."""
+    if TOKEN_ITEMS:
+        return work[5] * (work[0] // work[1])
     return work[6] * work[0]
 
 
@@ -254,10 +323,13 @@ INFO = gl.constexpr(8)  # a work item as the loader hands it on: head, first, co
 
 
 @gluon.jit
-def _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len, n_tiles):
+def _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len, n_tiles,
+             num_q_heads, TOKEN_ITEMS: gl.constexpr):
     """The loader hands its n-th work item on (`_next_item` takes it), once every reader is done with the
     last one (q_empty): its numbers into `info`, and its q by TMA, both completing on q_bar. Tiles < 0: no
-    items are left."""
+    items are left. TOKEN_ITEMS: q is [tokens x query heads, D] rows,
+    the item's one box of `token_rows` from its group's first head on (the group's heads, then whatever
+    follows, never stored)."""
     D: gl.constexpr = q_desc.block_type.shape[1]
     layout: gl.constexpr = gl.BlockedLayout([INFO], [32], [1], [0])  # the loader's warp, every lane all
     field = gl.arange(0, INFO, layout)
@@ -266,7 +338,10 @@ def _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, c
     mbarrier.wait(q_empty, (n & 1) ^ 1)  # a fresh barrier passes phase 1
     info.store(values)
     gl.thread_barrier()  # every lane's stores, before the arrival that publishes them
-    if n_tiles > 0:
+    if TOKEN_ITEMS and n_tiles > 0:
+        mbarrier.expect(q_bar, q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [first * num_q_heads + head, 0], q_bar, q_smem.index(0))
+    elif n_tiles > 0:
         mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [first + row, head * D], q_bar, q_smem.index(0))
         tma.async_copy_global_to_shared(q_desc, [first + row + HALF, head * D], q_bar, q_smem.index(1))
@@ -456,6 +531,89 @@ def _consume_high(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs,
 
 
 @gluon.jit
+def _consume_tokens(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+                    k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
+                    out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2,
+                    work):
+    """The consumer of token items (`_token_item`; one warpgroup). Its products are transposed, the keys as
+    wgmma's M and the item's ROWS query heads as its N (FlashInfer's and TensorRT-LLM's decode under
+    grouped heads), so that a group of 7 heads costs a tile of 8 columns, not 64 rows: S^T = K Q^T on e4m3
+    (K and q both K-major as stored), the online softmax down each column, O^T += V^T P^T in fp16, V^T
+    read from the converter's stage as it lies and P^T through shared memory (wgmma's B). Two consumers of
+    alternate tiles, merged at the item's end, took 1.01-1.02x the time of one (NVIDIA H200,
+    docs/lab/2026-12-01.md)."""
+    STAGES_: gl.constexpr = k_bufs.type.shape[0]
+    TILE_: gl.constexpr = k_bufs.type.shape[1]
+    D: gl.constexpr = k_bufs.type.shape[2]
+    ROWS: gl.constexpr = q8_smem.type.shape[1]
+    PARTS: gl.constexpr = q8_smem.type.shape[0] // 2
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, ROWS, 32])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, ROWS, 16])
+    heads_s: gl.constexpr = gl.SliceLayout(0, s_layout)
+    heads_o: gl.constexpr = gl.SliceLayout(0, o_layout)
+    p_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    p_smem = gl.allocate_shared_memory(gl.float16, [ROWS, TILE_], p_layout)
+    k_scale = gl.load(k_scale_ptr)
+    v_scale = gl.load(v_scale_ptr)
+    done = 0
+    n = 0
+    head, first, count, row, context, kv_len, n_tiles, shift = _take_rounded(info, q_bar, q_empty, q_smem,
+                                                                             q8_smem, n, 0)
+    while n_tiles >= 0:
+        seen = gl.minimum(context + 1, kv_len)  # the keys the token's query sees
+        unmasked = seen // TILE_  # tiles before it hold only such keys
+        scale = scale_log2 * k_scale * gl.exp2(shift)
+        q_t = q8_smem.index(0).permute((1, 0))
+        q_rest_t = q8_smem.index(PARTS - 1).permute((1, 0))
+        m = gl.full([ROWS], float("-inf"), gl.float32, heads_s)
+        sums = gl.zeros([TILE_, ROWS], gl.float32, s_layout)  # each thread's part of the row sums
+        acc = gl.zeros([D, ROWS], gl.float32, o_layout)
+        zero_s = gl.zeros([TILE_, ROWS], gl.float32, s_layout)
+        for j in range(n_tiles):
+            t = done + j
+            stage = t % STAGES_
+            mbarrier.wait(k_ready.index(stage), (t // STAGES_) & 1)
+            s = warpgroup_mma(k_bufs.index(stage), q_t, zero_s, use_acc=False, is_async=True)
+            if PARTS == 2:
+                s = warpgroup_mma(k_bufs.index(stage), q_rest_t, s, is_async=True)
+            s = warpgroup_mma_wait(0, deps=(s, ))
+            mbarrier.arrive(k_empty.index(stage), count=1)
+            if j >= unmasked:
+                keys = j * TILE_ + gl.arange(0, TILE_, gl.SliceLayout(1, s_layout))
+                s = gl.where(gl.expand_dims(keys < seen, 1), s, float("-inf"))
+            m_new = gl.maximum(m, gl.max(s, axis=0) * scale)
+            m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+            p = gl.exp2(s * scale - gl.expand_dims(m_use, 0))
+            alpha = gl.exp2(m - m_use)
+            sums = sums * gl.expand_dims(alpha, 0) + p
+            acc = acc * gl.expand_dims(gl.convert_layout(alpha, heads_o), 0)
+            m = m_new
+            p_smem.permute((1, 0)).store(p.to(gl.float16))
+            fence_async_shared()  # the stores, before the product reads them through the async proxy
+            gl.thread_barrier()  # every warp's keys, before the warpgroup's product
+            mbarrier.wait(v_ready.index(stage), (t // STAGES_) & 1)
+            acc = warpgroup_mma(v_bufs.index(stage).permute((1, 0)), p_smem.permute((1, 0)), acc,
+                                is_async=True)
+            acc = warpgroup_mma_wait(0, deps=(acc, ))
+            mbarrier.arrive(v_empty.index(stage), count=1)
+        done += n_tiles
+        # rows of zeros where no key was seen (their sums are zeros), as the Q-block kernel's
+        total = gl.convert_layout(gl.sum(sums, axis=0), heads_o)
+        inverse = gl.where(total > 0.0, 1.0 / total, 0.0) * v_scale
+        o = acc * gl.expand_dims(inverse, 0)
+        dims = gl.arange(0, D, gl.SliceLayout(1, o_layout))
+        heads = gl.arange(0, ROWS, heads_o)
+        offsets = (first.to(gl.int64) * out_stride_t + gl.expand_dims((head + heads) * out_stride_h, 0)
+                   + gl.expand_dims(dims, 1))
+        gl.store(out_ptr + offsets, o.to(out_ptr.dtype.element_ty), mask=gl.expand_dims(heads < count, 0))
+        n += 1
+        head, first, count, row, context, kv_len, n_tiles, shift = _take_rounded(info, q_bar, q_empty, q_smem,
+                                                                                 q8_smem, n, 0)
+
+
+@gluon.jit
 def _copy_tile(desc, dest, bar, j, kv_len, kv_rows, block_table_ptr, col, skip_block):
     """Tile j's cache blocks into `dest` by TMA, completing on `bar`: the blocks past the last key
     from beyond the cache's rows (TMA's zeros), none for block `skip_block` (-1: none)."""
@@ -531,6 +689,35 @@ def _copy_v(v_desc, v_bufs, v_ready, v_empty, j, t, kv_len, kv_rows, table, col,
 
 
 @gluon.jit
+def _copy_token_tile(k_desc, v_desc, k_bufs, v8_bufs, bars, t, j, kv_len, kv_rows, table, col):
+    """Tile j of a token item, the program's t-th, of an e4m3 K and V as stored: K into its stage and V into
+    its staging buffer, once both are free; each block's id read alone (past the last key, the rows past the
+    cache's: TMA's zeros) and its K and V copied by TMA at once. Ids read a tile ahead as one vector per
+    tile, then taken out of it one by one, took 1.05-1.10x the time over blocks of 16 (0.98-1.00x over 32):
+    the loader's warp then fell behind the stream (NVIDIA H200, docs/lab/2026-12-01.md)."""
+    k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty = bars
+    STAGES_: gl.constexpr = k_bufs.type.shape[0]
+    SLOTS: gl.constexpr = v8_bufs.type.shape[0]
+    BLOCK: gl.constexpr = k_desc.block_type.shape[0]
+    PER_TILE: gl.constexpr = k_bufs.type.shape[1] // BLOCK
+    stage = t % STAGES_
+    slot = t % SLOTS
+    mbarrier.wait(k_empty.index(stage), ((t // STAGES_) & 1) ^ 1)  # a fresh barrier passes phase 1
+    mbarrier.wait(v8_empty.index(slot), ((t // SLOTS) & 1) ^ 1)
+    mbarrier.expect(k_ready.index(stage), PER_TILE * k_desc.block_type.nbytes)
+    mbarrier.expect(v8_ready.index(slot), PER_TILE * v_desc.block_type.nbytes)
+    for i in gl.static_range(PER_TILE):
+        logical = j * PER_TILE + i
+        used = logical * BLOCK < kv_len
+        block = gl.load(table + logical, mask=used, other=0)
+        start = gl.where(used, block * BLOCK, kv_rows)
+        tma.async_copy_global_to_shared(k_desc, [start, col], k_ready.index(stage),
+                                        k_bufs.index(stage).slice(i * BLOCK, BLOCK))
+        tma.async_copy_global_to_shared(v_desc, [start, col], v8_ready.index(slot),
+                                        v8_bufs.index(slot).slice(i * BLOCK, BLOCK))
+
+
+@gluon.jit
 def _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, t, kv_len, kv_rows, table, col, last_partial,
              v_cache_ptr, v_stride_row, LAST: gl.constexpr):
     """Tile j of K and V, the program's t-th. LAST: the item's last tile, the only one that can hold the
@@ -557,6 +744,24 @@ def _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, t, kv_len, kv_row
 def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
           k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
           v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+    _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+                k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row, kv_rows,
+                work, False)
+
+
+@gluon.jit
+def _load_tokens(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+                 k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
+                 v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+    _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+                k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row, kv_rows,
+                work, True)
+
+
+@gluon.jit
+def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+                k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row, kv_rows,
+                work, TOKEN_ITEMS: gl.constexpr):
     """The loader (one warp): the program's work items in turn, each handed on with its Q-block (`_hand_on`),
     then K and V a tile at a time, a TMA copy per cache block. Over an e4m3 cache K as stored, for Q K^T on
     e4m3, and V as stored into one of the staging buffers that `_convert_v` empties."""
@@ -569,19 +774,31 @@ def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs
     done = 0
     n = 0
     w = gl.program_id(0)
-    while w < _items(work):
-        head, col, table, first, count, row, context, kv_len, n_tiles = _item(w, work, TILE_, BLOCK, D)
+    while w < _items(work, TOKEN_ITEMS):
+        if TOKEN_ITEMS:
+            head, col, table, first, count, row, context, kv_len, n_tiles = _token_item(w, work, TILE_, BLOCK,
+                                                                                         D)
+        else:
+            head, col, table, first, count, row, context, kv_len, n_tiles = _item(w, work, TILE_, BLOCK, D)
         if (row >= 0) & (row < count):  # a Q-block of queries: the gaps in the numbering are not handed on
             _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
-                     n_tiles)
+                     n_tiles, work[0], TOKEN_ITEMS)
             n += 1
         # the cache block holding the last key, when keys follow it in that block (-1: none)
         last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
         # every item draws once (an item of no tiles at once), before the loop or in it
-        following = _ticket(work, n_tiles, 0, _items(work), STAGES_)
+        following = _ticket(work, n_tiles, 0, _items(work, TOKEN_ITEMS), STAGES_)
         # a 16-bit V: the last tile peeled off (`_copy_kv`), so the loop never holds it; e4m3's, converted
         # elsewhere, took 0.997-1.022x the time so (H200, docs/lab/2026-11-30.md) and keeps one loop
         peeled = 0 if E4M3 else 1
+        if TOKEN_ITEMS:
+            # a block id read once for its K and V (`_copy_token_tile`): a token item's loader copies at the
+            # stream's pace, where a Q-block's consumers leave it time
+            for j in range(n_tiles):
+                following = _ticket(work, n_tiles, j + 1, following, STAGES_)
+                _copy_token_tile(k_desc, v_desc, k_bufs, v8_bufs, bars, done + j, j, kv_len, kv_rows, table,
+                                 col)
+            peeled = n_tiles  # no tile left for the loop below
         for j in range(n_tiles - peeled):
             following = _ticket(work, n_tiles, j + 1, following, STAGES_)
             _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, done + j, kv_len, kv_rows, table, col,
@@ -593,17 +810,32 @@ def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs
         done += n_tiles
         w = following
     _leave(work)
-    _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1)  # no items left
+    _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1, 0, TOKEN_ITEMS)  # no items left
 
 
 @gluon.jit
 def _convert_v(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
                k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
                v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+    _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_ready, v8_empty, CONVERT_ROWS)
+
+
+@gluon.jit
+def _convert_v_tokens(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+                      k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
+                      out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2,
+                    work):
+    _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_ready, v8_empty,
+                   TOKEN_CONVERT_ROWS)
+
+
+@gluon.jit
+def _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_ready, v8_empty,
+                   ROWS: gl.constexpr):
     """An e4m3 V tile from its staging buffer into its stage in fp16, for P V (wgmma takes an 8-bit B
     only K-major, and V's rows are keys): a warpgroup of its own, so that neither the consumers' loop
     nor the loader's copies wait on it. Keys past the last one are written as zeros: the cache block
-    holding it has stale rows after it, which a zero of P would not cancel if not finite."""
+    holding it has stale rows after it, which a zero of P would not cancel if not finite. ROWS a pass."""
     STAGES_: gl.constexpr = v_bufs.type.shape[0]
     TILE_: gl.constexpr = v_bufs.type.shape[1]
     SLOTS: gl.constexpr = v8_bufs.type.shape[0]
@@ -619,14 +851,14 @@ def _convert_v(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8
             slot = t % SLOTS
             mbarrier.wait(v8_ready.index(slot), (t // SLOTS) & 1)
             mbarrier.wait(v_empty.index(stage), ((t // STAGES_) & 1) ^ 1)
-            for c in gl.static_range(TILE_ // CONVERT_ROWS):
-                rows = v8_bufs.index(slot).slice(c * CONVERT_ROWS, CONVERT_ROWS)
+            for c in gl.static_range(TILE_ // ROWS):
+                rows = v8_bufs.index(slot).slice(c * ROWS, ROWS)
                 values = rows.load(layout).to(v_bufs.dtype)
                 if (j + 1) * TILE_ > kv_len:
-                    keys = j * TILE_ + c * CONVERT_ROWS + gl.arange(0, CONVERT_ROWS,
+                    keys = j * TILE_ + c * ROWS + gl.arange(0, ROWS,
                                                                      gl.SliceLayout(1, layout))
                     values = gl.where(gl.expand_dims(keys < kv_len, 1), values, 0.0)
-                v_bufs.index(stage).slice(c * CONVERT_ROWS, CONVERT_ROWS).store(values)
+                v_bufs.index(stage).slice(c * ROWS, ROWS).store(values)
             fence_async_shared()  # the stores, before the products read them through the async proxy
             mbarrier.arrive(v8_empty.index(slot), count=1)  # after every warp's reads (the arrival syncs)
             mbarrier.arrive(v_ready.index(stage), count=1)
@@ -642,7 +874,8 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
                       scale_log2, tickets_ptr, GROUP: gl.constexpr, TILE: gl.constexpr, STAGES: gl.constexpr,
                       CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
                       FP8_PRODUCTS: gl.constexpr = False, CONVERTER_REGS: gl.constexpr = 0,
-                      CAUSAL: gl.constexpr = True, Q_PARTS: gl.constexpr = 1):
+                      CAUSAL: gl.constexpr = True, Q_PARTS: gl.constexpr = 1,
+                      TOKEN_ITEMS: gl.constexpr = False):
     """Work items of num_q_blocks x num_q_heads, program_id(0)'s first, then as drawn from the two int32
     counters at tickets_ptr (zeros, left zeros: `_ticket`, `_leave`; `_item` numbers the items). The
     partition functions are one per warpgroup (`_consume_low`, `_consume_high`), not one taking the half
@@ -653,10 +886,17 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     are OCP e4m3 (its name is the Q-block kernel's for a kernel that takes q through e4m3,
     `perf.measure.check.rounds_q_to_e4m3`); k_scale_ptr and v_scale_ptr are then read. Q_PARTS (e4m3 caches):
     q rounded to one e4m3 part for Q K^T, or split into two whose products add up (`_rows_to_e4m3`): Q K^T
-    then as exact as in 16 bits, over the same e4m3 K."""
+    then as exact as in 16 bits, over the same e4m3 K.
+    TOKEN_ITEMS (a decode over an e4m3 cache): work items of num_tokens x KV heads (`_token_item`), the
+    query heads of one KV head at one token as the rows, q_desc then q as [tokens x query heads, D] in boxes
+    of `token_rows`; one consumer (`_consume_tokens`), the converter and the loader."""
     D: gl.constexpr = q_desc.block_type.shape[1]
     gl.static_assert((k_desc.dtype != q_desc.dtype) == FP8_PRODUCTS, "FP8_PRODUCTS: the caches are e4m3")
-    q_smem = gl.allocate_shared_memory(q_desc.dtype, [2, HALF, D], q_desc.layout)
+    gl.static_assert(FP8_PRODUCTS or not TOKEN_ITEMS, "TOKEN_ITEMS: written for e4m3 caches only")
+    Q_ROWS: gl.constexpr = q_desc.block_type.shape[0]  # 64, or a token item's ROWS heads
+    q_smem = gl.allocate_shared_memory(q_desc.dtype, [1 if TOKEN_ITEMS else 2, Q_ROWS, D], q_desc.layout)
+    SLOTS: gl.constexpr = TOKEN_SLOTS if TOKEN_ITEMS else E4M3_SLOTS  # V's staging buffers (e4m3)
+    CONSUMERS: gl.constexpr = 1 if TOKEN_ITEMS else 2
     k_bufs = gl.allocate_shared_memory(k_desc.dtype, [STAGES, TILE, D], k_desc.layout)
     info = gl.allocate_shared_memory(gl.int32, [INFO], gl.SwizzledSharedLayout(1, 1, 1, [0]))
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -667,12 +907,12 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     if FP8_PRODUCTS:
         # q in e4m3 for Q K^T; V staged as stored, then in fp16 (P V's operands: bf16 P would keep 7 bits)
-        q8_smem = gl.allocate_shared_memory(k_desc.dtype, [2 * Q_PARTS, HALF, D], k_desc.layout)
-        v8_bufs = gl.allocate_shared_memory(v_desc.dtype, [E4M3_SLOTS, TILE, D], v_desc.layout)
+        q8_smem = gl.allocate_shared_memory(k_desc.dtype, [2 * Q_PARTS, Q_ROWS, D], k_desc.layout)
+        v8_bufs = gl.allocate_shared_memory(v_desc.dtype, [SLOTS, TILE, D], v_desc.layout)
         v_bufs = gl.allocate_shared_memory(gl.float16, [STAGES, TILE, D], q_desc.layout)
-        v8_ready = gl.allocate_shared_memory(gl.int64, [E4M3_SLOTS, 1], mbarrier.MBarrierLayout())
-        v8_empty = gl.allocate_shared_memory(gl.int64, [E4M3_SLOTS, 1], mbarrier.MBarrierLayout())
-        for i in gl.static_range(E4M3_SLOTS):
+        v8_ready = gl.allocate_shared_memory(gl.int64, [SLOTS, 1], mbarrier.MBarrierLayout())
+        v8_empty = gl.allocate_shared_memory(gl.int64, [SLOTS, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(SLOTS):
             mbarrier.init(v8_ready.index(i), count=1)
             mbarrier.init(v8_empty.index(i), count=1)
     else:
@@ -682,19 +922,23 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
         v8_ready = v_ready
         v8_empty = v_empty
     mbarrier.init(q_bar, count=1)
-    mbarrier.init(q_empty, count=3 if FP8_PRODUCTS else 2)  # the consumers, and the converter, read the item
+    # the consumers, and the converter, read the item
+    mbarrier.init(q_empty, count=CONSUMERS + (1 if FP8_PRODUCTS else 0))
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(k_empty.index(i), count=2)  # both consumers read every tile
-        mbarrier.init(v_empty.index(i), count=2)
+        mbarrier.init(k_empty.index(i), count=CONSUMERS)  # every consumer reads every tile
+        mbarrier.init(v_empty.index(i), count=CONSUMERS)
     # what the loader needs to number and place its work items (`_item`)
     work = (num_q_heads, GROUP, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
             block_table_ptr, block_table_stride, max_blocks, 1 if CAUSAL else 0, tickets_ptr)
     args = (q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
             k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
             v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work)
-    if FP8_PRODUCTS:  # the converter's warpgroup before the loader's warp: setmaxnreg takes whole warpgroups
+    if TOKEN_ITEMS:
+        gl.warp_specialize([(_consume_tokens, args), (_convert_v_tokens, args), (_load_tokens, args)], [4, 1],
+                           [CONVERTER_REGS, LOADER_REGS])
+    elif FP8_PRODUCTS:  # the converter's warpgroup before the loader's warp: setmaxnreg takes whole ones
         gl.warp_specialize([(_consume_low, args), (_consume_high, args), (_convert_v, args),
                             (_load, args)], [4, 4, 1], [CONSUMER_REGS, CONVERTER_REGS, LOADER_REGS])
     else:
@@ -707,8 +951,9 @@ E4M3_HEAD_SIZES = (128,)  # an e4m3 row of 64 bytes would need the 64-byte swizz
 BLOCK_SIZES = (16, 32, 64, 128)  # whole cache blocks per tile, each a TMA box of >= 8 rows (1 KiB)
 
 
-def descriptors(q, k_cache, v_cache):
-    """Host TMA descriptors: q as [tokens, query heads x D] in boxes of 64 rows, each cache as
+def descriptors(q, k_cache, v_cache, token_items: bool = False):
+    """Host TMA descriptors: q as [tokens, query heads x D] in boxes of 64 rows (`token_items`: as
+    [tokens x query heads, D], its rows one after another: `planning.token_items_apply`), each cache as
     [blocks x block size, KV heads x D] in boxes of one cache block (`planning.tma_layout`
     holds the strides this needs); wgmma's 128-byte swizzle for every tile."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -718,17 +963,30 @@ def descriptors(q, k_cache, v_cache):
     q_layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8 * q.element_size(), rank=2)
     cache_layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8 * k_cache.element_size(),
                                         rank=2)
-    q_desc = TensorDescriptor(q, [num_tokens, num_q_heads * head_size], [q.stride(0), 1],
-                              [HALF.value, head_size], q_layout)
+    if token_items:
+        q_desc = TensorDescriptor(q, [num_tokens * num_q_heads, head_size], [q.stride(1), 1],
+                                  [token_rows(num_q_heads // num_kv_heads), head_size], q_layout)
+    else:
+        q_desc = TensorDescriptor(q, [num_tokens, num_q_heads * head_size], [q.stride(0), 1],
+                                  [HALF.value, head_size], q_layout)
     rows = [num_blocks * block_size, num_kv_heads * head_size]
     return (q_desc,
             TensorDescriptor(k_cache, rows, [k_cache.stride(1), 1], [block_size, head_size], cache_layout),
             TensorDescriptor(v_cache, rows, [v_cache.stride(1), 1], [block_size, head_size], cache_layout))
 
 
-def launch_constants(e4m3: bool, q_parts: int = 1) -> tuple[dict, int]:
+def token_rows(group: int) -> int:
+    """A token item's rows (wgmma's N of its transposed products, `_consume_tokens`): the group's query heads
+    and up to a power of two after them, at least 8 (wgmma's least N, and an 8-row swizzle atom)."""
+    return max(8, 1 << (group - 1).bit_length())
+
+
+def launch_constants(e4m3: bool, q_parts: int = 1, token_items: bool = False) -> tuple[dict, int]:
     """(the kernel's stages, register split and q's e4m3 parts, the launch's MAXNREG) for a 16-bit cache or
-    an e4m3 one (q rounded to one e4m3 part, or split into two: `ws_prefill_kernel`'s Q_PARTS)."""
+    an e4m3 one (q rounded to one e4m3 part, or split into two: `ws_prefill_kernel`'s Q_PARTS), and for an
+    e4m3 decode's token items (TOKEN_ITEMS)."""
+    if token_items:
+        return dict(STAGES=TOKEN_STAGES, Q_PARTS=q_parts, TOKEN_ITEMS=True, **TOKEN_REGS), E4M3_MAXNREG
     if e4m3:
         stages = E4M3_STAGES if q_parts == 1 else E4M3_TWO_PART_STAGES
         return dict(STAGES=stages, Q_PARTS=q_parts, **E4M3_REGS), E4M3_MAXNREG

@@ -9,7 +9,10 @@ shared memory within an SM's), then on an sm_90 GPU the kernel against the fp32 
 awkward batches, 16-bit and e4m3 caches: several Q-blocks per sequence, contexts before the queries,
 decodes and partial Q-blocks, every cache block size it takes, the last cache block partly filled,
 outputs and unowned cache slots poisoned (NaN); and a sequence's output the same bits alone and in a
-batch. Gluon has no interpreter mode, so on a CPU the last part is skipped.
+batch. The same for its decode form over e4m3, `Config.ws_token_items` (a work item a token's query heads of
+one KV head): where the planner takes it, what it compiles to, and on the GPU decodes of awkward groups,
+blocks, contexts and query counts against the reference. Gluon has no interpreter mode, so on a CPU the GPU
+parts are skipped.
 """
 
 from __future__ import annotations
@@ -241,12 +244,18 @@ def tile_loops(cubin):
 
 
 facts = {}
-for head, block, fp8, parts in ((128, 16, False, 1), (64, 128, False, 1), (128, 16, True, 1),
-                                (128, 16, True, 2)):
-    spec = BatchSpec((5, 300), (40, 700), num_q_heads=8, num_kv_heads=2, head_size=head, block_size=block,
-                     dtype="bfloat16", fp8_kv=fp8)
+# (head, block, e4m3 cache, q's e4m3 parts, query heads a KV head: token items, `Config.ws_token_items`)
+for head, block, fp8, parts, tokens in ((128, 16, False, 1, 0), (64, 128, False, 1, 0), (128, 16, True, 1, 0),
+                                        (128, 16, True, 2, 0), (128, 16, True, 2, 7), (128, 16, True, 1, 16)):
+    if tokens:  # a decode
+        spec = BatchSpec((1, 1), (300, 700), num_q_heads=4 * tokens, num_kv_heads=4, head_size=head,
+                         block_size=block, dtype="bfloat16", fp8_kv=fp8)
+    else:
+        spec = BatchSpec((5, 300), (40, 700), num_q_heads=8, num_kv_heads=2, head_size=head, block_size=block,
+                         dtype="bfloat16", fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
-    config = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True, qk_e4m3=parts == 1)
+    config = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True, qk_e4m3=parts == 1,
+                    ws_token_items=bool(tokens))
     _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
                                                num_sms=132, config=config, **batch.options)
     signature = {name: mangle_type(value) for name, value in launch.args.items()}
@@ -258,12 +267,13 @@ for head, block, fp8, parts in ((128, 16, False, 1), (64, 128, False, 1), (128, 
                                   options=dict(num_warps=launch.num_warps, **launch.vendor_options))
     ptx = compiled.asm["ptx"]
     regs = [line.split() for line in ptx.splitlines() if "setmaxnreg" in line]
-    facts[f"{head}/{block}" + ("/e4m3" if fp8 else "") + ("x2" if parts == 2 else "")] = dict(
+    facts[f"{head}/{block}" + ("/e4m3" if fp8 else "") + ("x2" if parts == 2 else "")
+          + (f"/tokens{tokens}" if tokens else "")] = dict(
         shared=compiled.metadata.shared, num_warps=compiled.metadata.num_warps,
         setmaxnreg=sorted({r[0].split(".")[1] + " " + r[-1].rstrip(";") for r in regs}),
         wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
         e4m3_wgmma=ptx.count("e4m3.e4m3"), conversions=ptx.count("cvt.rn.f16x2.e4m3x2"),
-        stack=int(re.search(r"(\\d+) bytes stack frame", log.getvalue()).group(1)),
+        stack=int(m.group(1)) if (m := re.search(r"(\\d+) bytes stack frame", log.getvalue())) else 0,
         tile_loop_spills=tile_loops(compiled.asm["cubin"]))
 print(json.dumps(facts))
 """
@@ -279,6 +289,7 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     facts = json.loads(done.stdout.strip().splitlines()[-1])
+    tokens = {shape: facts.pop(shape) for shape in list(facts) if "tokens" in shape}
     for shape, f in facts.items():
         e4m3 = "e4m3" in shape
         # 4 default + 4 + the loader's warpgroup, and for e4m3 the converter's before it
@@ -315,6 +326,19 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     for shape, f in facts.items():
         spills = f["tile_loop_spills"]
         assert len(spills) == 2 and not any(spills), (shape, spills)
+    # token items (a decode): the consumer's, the converter's and the loader's warpgroups, shared memory
+    # within an SM's for the largest group taken (16 heads), and the products transposed: S^T on e4m3 (M 64
+    # and K 32: a tile of 128 keys and a head of 128, 2 x 4 a part) and O^T in fp16 (M 64 and K 16: 2 x 8),
+    # in the one consumer's tile loop, which spills nothing
+    for shape, f in tokens.items():
+        regs, _ = ws.launch_constants(True, q_parts=2 if "x2" in shape else 1, token_items=True)
+        assert f["num_warps"] == 12 and f["shared"] <= 227 * 1024 and f["tma"] > 0, (shape, f)
+        assert f"dec {regs['LOADER_REGS']}" in f["setmaxnreg"], (shape, f)
+        assert f"inc {regs['CONVERTER_REGS']}" in f["setmaxnreg"], (shape, f)
+        assert f["tile_loop_spills"] == [0], (shape, f)
+    two, one = tokens["128/16/e4m3x2/tokens7"], tokens["128/16/e4m3/tokens16"]
+    assert two["e4m3_wgmma"] == 2 * 2 * 4 and one["e4m3_wgmma"] == 2 * 4
+    assert two["wgmma"] - two["e4m3_wgmma"] == one["wgmma"] - one["e4m3_wgmma"] == 2 * 8
 
 
 # (query lens, kv lens) per batch: several Q-blocks per sequence with and without context before the
@@ -471,3 +495,109 @@ def test_the_tickets_start_from_zero_at_every_launch_and_replay(fp8, device):
         torch.cuda.synchronize()
         torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
         assert tickets.tolist() == [0, 0]
+
+
+# `Config.ws_token_items`: a decode over an OCP e4m3 cache, a work item per (token, KV head) whose rows are
+# the KV head's query heads
+WS_TOKENS = dataclasses.replace(WS, ws_token_items=True)
+WS_TOKENS_ROUNDED = dataclasses.replace(WS_TOKENS, qk_e4m3=True)
+
+
+def _decode(group=7, block_size=16, dtype="bfloat16", query_lens=(1, 1, 1), kv_lens=(300, 1, 4097), **spec):
+    spec = BatchSpec(query_lens, kv_lens, num_q_heads=2 * group, num_kv_heads=2, head_size=128,
+                     block_size=block_size, dtype=dtype, fp8_kv=True, **spec)
+    return build_batch(spec, "cpu", fill=False, fp8_dtype=OCP_E4M3)
+
+
+@pytest.mark.parametrize("num_sms", [132, 3])
+def test_token_items_plan_a_program_per_item_up_to_the_sms(hopper, num_sms):
+    batch = _decode()
+    planning.release_buffers()
+    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS_TOKENS,
+                                               vendor="nvidia", num_sms=num_sms, **batch.options)
+    assert launch.name == "ws_prefill_kernel" and launch.constexprs["TOKEN_ITEMS"]
+    assert launch.grid == (min(3 * 2, num_sms),)  # tokens x KV heads
+    assert launch.constexprs["Q_PARTS"] == 2 and not check.rounds_q_to_e4m3([launch.config()])
+    plan = planning.WarpSpecializedPlan(batch.q, batch.k_cache, batch.args()[3], batch.options, 132,
+                                        WS_TOKENS)
+    q_desc = plan.launches(*batch.args(), batch.new_output(), batch.options)[0].args["q_desc"]
+    assert list(q_desc.shape) == [3 * 14, 128] and list(q_desc.block_shape) == [8, 128]  # 7 heads: 8 rows
+
+
+@pytest.mark.parametrize("change", [dict(fp8=False), dict(group=17), dict(padded_tokens=True)])
+def test_what_token_items_lack_keeps_the_q_block_kernel(hopper, change):
+    """A 16-bit cache (the kernel's token items are written for e4m3), a group of more query heads than
+    the kernel's shared memory holds (`warp_specialized.TOKEN_MAX_GROUP`), and q's tokens apart (its rows are
+    one TMA tensor of tokens x heads)."""
+    if change.get("fp8") is False:
+        spec = BatchSpec((1, 1), (300, 17), num_q_heads=14, num_kv_heads=2, dtype="bfloat16")
+        batch = build_batch(spec, "cpu", fill=False)
+    else:
+        batch = _decode(group=change.get("group", 7))
+    q, *rest = batch.args()
+    if change.get("padded_tokens"):
+        q = torch.empty(q.shape[0], q.shape[1] + 2, q.shape[2], dtype=q.dtype)[:, :q.shape[1]]
+    planning.release_buffers()
+    _, launches = VARIANTS["static_grid"].plan(q, *rest, out=torch.empty_like(batch.q), config=WS_TOKENS,
+                                               vendor="nvidia", num_sms=132, **batch.options)
+    assert [x.name for x in launches] == ["q_block_kernel"]
+
+
+# decodes over e4m3: groups of 4, 5, 7 and 8 query heads (the group's 64 rows hold the next group's heads
+# after its own), contexts of 1 key, of a partial last block and past a tile, every cache block size the
+# kernel takes, and sequences of several queries (each token its own item, at its own position)
+TOKEN_CASES = [
+    (7, 16, "bfloat16", (1, 1, 1), (300, 1, 4097)),
+    (5, 32, "float16", (1, 1, 1, 1), (129, 2000, 17, 640)),
+    (4, 64, "bfloat16", (1, 3, 1), (1000, 40, 128)),
+    (8, 128, "bfloat16", (1, 1), (255, 3000)),
+    (16, 16, "bfloat16", (1, 1, 1), (2048, 5, 129)),
+    (7, 16, "float16", (2, 1, 4), (700, 33, 130)),
+]
+
+
+@pytest.mark.parametrize("q_parts", ["q in one part", "q in two parts"])
+@pytest.mark.parametrize("group,block_size,dtype,query_lens,kv_lens", TOKEN_CASES)
+def test_token_items_match_the_reference(group, block_size, dtype, query_lens, kv_lens, q_parts, device):
+    _on_sm90(device)
+    config = WS_TOKENS_ROUNDED if q_parts == "q in one part" else WS_TOKENS
+    spec = BatchSpec(query_lens, kv_lens, num_q_heads=2 * group, num_kv_heads=2, head_size=128,
+                     block_size=block_size, dtype=dtype, fp8_kv=True,
+                     seed=seed("warp_specialized_tokens", group, block_size, dtype, len(kv_lens)))
+    batch = build_batch(spec, device, poison=True, fp8_dtype=OCP_E4M3)
+    assert _kernels(batch, config, vendor=None) == ["ws_prefill_kernel"]
+    out = batch.new_output()  # NaN: an unwritten element fails
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, config=config)
+    VARIANTS["static_grid"](*batch.args(), out=out, config=config, **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+
+
+def test_token_items_give_a_sequence_failing_keys_ok_rows_of_zeros_and_leave_the_tickets_at_zero(device):
+    """A sequence whose keys fall short of its queries gets rows of zeros, the others their attention; a
+    captured graph replays it, the counters back at zero after each launch."""
+    _on_sm90(device)
+    spec = BatchSpec((1, 2, 1), (300, 463, 90), num_q_heads=14, num_kv_heads=2, dtype="bfloat16", fp8_kv=True,
+                     seed=seed("warp_specialized_tokens_keys_ok"))
+    batch = build_batch(spec, device, poison=True, fp8_dtype=OCP_E4M3)
+    q, k, v, table, cu_seqlens, seq_lens = batch.args()
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, batch.new_output(),
+                                           config=WS_TOKENS)
+    corrupt = seq_lens.clone()
+    corrupt[1] = 1  # two queries over one key
+    out = batch.new_output()
+
+    def call():
+        VARIANTS["static_grid"](q, k, v, table, cu_seqlens, corrupt, out=out, config=WS_TOKENS,
+                                check_values=False, **batch.options)
+
+    call()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(2):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out[1:3].float(), torch.zeros_like(out[1:3].float()))
+        torch.testing.assert_close(out[[0, 3]].float(), expected[[0, 3]].float(), atol=atol, rtol=rtol)
+        assert planning.ticket_counters(device).tolist() == [0, 0]

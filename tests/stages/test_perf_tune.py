@@ -62,7 +62,13 @@ def test_stage_candidates_around_the_best_so_far():
         (False, False), (False, True), (True, False), (True, True)]
     assert tune.candidates("pairs", BASE, True) == []  # a cache that is not OCP e4m3: no pairs to read
     assert [c.warp_specialized for c in tune.candidates("warp_specialized", BASE, False)] == [False, True]
-    assert tune.candidates("warp_specialized", BASE, True) == []  # a prefill kernel: decodes keep theirs
+    assert tune.candidates("warp_specialized", BASE, True) == []  # a 16-bit decode keeps the Q-block kernel
+    # a decode over OCP e4m3: the Gluon kernel's token items, q in two e4m3 parts and in one
+    assert [(c.warp_specialized, c.ws_token_items, c.qk_e4m3) for c in tune.candidates(
+        "warp_specialized", BASE, True, ocp_e4m3=True)] == [(False, False, False), (True, True, False),
+                                                             (True, True, True)]
+    assert tune.candidates("warp_specialized", dataclasses.replace(BASE, fp8_products=True), True,
+                           ocp_e4m3=True) == []
     # over e4m3 (fp16 queries: `qk_e4m3` off) also the Gluon kernel's q in the other number of e4m3 parts
     assert [(c.warp_specialized, c.ws_q_rounded) for c in tune.candidates(
         "warp_specialized", BASE, False, ocp_e4m3=True)] == [(False, False), (True, False), (True, True)]
