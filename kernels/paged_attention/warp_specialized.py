@@ -255,7 +255,7 @@ def _token_item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexp
     num_kv_heads = num_q_heads // group
     token = w // num_kv_heads
     kv_head = w % num_kv_heads
-    guess = gl.minimum(token, num_seqs - 1)
+    guess = gl.maximum(gl.minimum(token, num_seqs - 1), 0)
     start = gl.load(cu_seqlens_q_ptr + guess)
     stop = gl.load(cu_seqlens_q_ptr + guess + 1)
     seq = guess
