@@ -97,7 +97,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from kernels.paged_attention.common import e4m3_top
+from kernels.paged_attention.common import e4m3_top, next_pow2
 
 BLOCK_M = gl.constexpr(128)  # queries per work item: two consumers of 64 rows, wgmma's M per warpgroup
 HALF = gl.constexpr(64)
@@ -327,9 +327,8 @@ def _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, c
              num_q_heads, TOKEN_ITEMS: gl.constexpr):
     """The loader hands its n-th work item on (`_next_item` takes it), once every reader is done with the
     last one (q_empty): its numbers into `info`, and its q by TMA, both completing on q_bar. Tiles < 0: no
-    items are left. TOKEN_ITEMS: q is [tokens x query heads, D] rows,
-    the item's one box of `token_rows` from its group's first head on (the group's heads, then whatever
-    follows, never stored)."""
+    items are left. TOKEN_ITEMS: q is [tokens x query heads, D] rows, the item's one box of `token_rows`
+    from its group's first head on (the group's heads, then whatever follows, never stored)."""
     D: gl.constexpr = q_desc.block_type.shape[1]
     layout: gl.constexpr = gl.BlockedLayout([INFO], [32], [1], [0])  # the loader's warp, every lane all
     field = gl.arange(0, INFO, layout)
@@ -784,13 +783,10 @@ def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v
             _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
                      n_tiles, work[0], TOKEN_ITEMS)
             n += 1
-        # the cache block holding the last key, when keys follow it in that block (-1: none)
+        # the cache block holding the last key, when keys follow it in that block (-1: none; a 16-bit V's)
         last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
         # every item draws once (an item of no tiles at once), before the loop or in it
         following = _ticket(work, n_tiles, 0, _items(work, TOKEN_ITEMS), STAGES_)
-        # a 16-bit V: the last tile peeled off (`_copy_kv`), so the loop never holds it; e4m3's, converted
-        # elsewhere, took 0.997-1.022x the time so (H200, docs/lab/2026-11-30.md) and keeps one loop
-        peeled = 0 if E4M3 else 1
         if TOKEN_ITEMS:
             # a block id read once for its K and V (`_copy_token_tile`): a token item's loader copies at the
             # stream's pace, where a Q-block's consumers leave it time
@@ -798,15 +794,18 @@ def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v
                 following = _ticket(work, n_tiles, j + 1, following, STAGES_)
                 _copy_token_tile(k_desc, v_desc, k_bufs, v8_bufs, bars, done + j, j, kv_len, kv_rows, table,
                                  col)
-            peeled = n_tiles  # no tile left for the loop below
-        for j in range(n_tiles - peeled):
-            following = _ticket(work, n_tiles, j + 1, following, STAGES_)
-            _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, done + j, kv_len, kv_rows, table, col,
-                     last_partial, v_cache_ptr, v_stride_row, E4M3)
-        if not E4M3 and n_tiles > 0:
-            following = _ticket(work, n_tiles, n_tiles, following, STAGES_)
-            _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, n_tiles - 1, done + n_tiles - 1, kv_len,
-                     kv_rows, table, col, last_partial, v_cache_ptr, v_stride_row, True)
+        else:
+            # a 16-bit V: the last tile peeled off (`_copy_kv`), so the loop never holds it; e4m3's, converted
+            # elsewhere, took 0.997-1.022x the time so (H200, docs/lab/2026-11-30.md) and keeps one loop
+            peeled = 0 if E4M3 else 1
+            for j in range(n_tiles - peeled):
+                following = _ticket(work, n_tiles, j + 1, following, STAGES_)
+                _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, done + j, kv_len, kv_rows, table,
+                         col, last_partial, v_cache_ptr, v_stride_row, E4M3)
+            if not E4M3 and n_tiles > 0:
+                following = _ticket(work, n_tiles, n_tiles, following, STAGES_)
+                _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, n_tiles - 1, done + n_tiles - 1,
+                         kv_len, kv_rows, table, col, last_partial, v_cache_ptr, v_stride_row, True)
         done += n_tiles
         w = following
     _leave(work)
@@ -824,7 +823,7 @@ def _convert_v(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8
 def _convert_v_tokens(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
                       k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
                       out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2,
-                    work):
+                      work):
     _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_ready, v8_empty,
                    TOKEN_CONVERT_ROWS)
 
@@ -855,8 +854,7 @@ def _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_r
                 rows = v8_bufs.index(slot).slice(c * ROWS, ROWS)
                 values = rows.load(layout).to(v_bufs.dtype)
                 if (j + 1) * TILE_ > kv_len:
-                    keys = j * TILE_ + c * ROWS + gl.arange(0, ROWS,
-                                                                     gl.SliceLayout(1, layout))
+                    keys = j * TILE_ + c * ROWS + gl.arange(0, ROWS, gl.SliceLayout(1, layout))
                     values = gl.where(gl.expand_dims(keys < kv_len, 1), values, 0.0)
                 v_bufs.index(stage).slice(c * ROWS, ROWS).store(values)
             fence_async_shared()  # the stores, before the products read them through the async proxy
@@ -978,7 +976,7 @@ def descriptors(q, k_cache, v_cache, token_items: bool = False):
 def token_rows(group: int) -> int:
     """A token item's rows (wgmma's N of its transposed products, `_consume_tokens`): the group's query heads
     and up to a power of two after them, at least 8 (wgmma's least N, and an 8-row swizzle atom)."""
-    return max(8, 1 << (group - 1).bit_length())
+    return max(8, next_pow2(group))
 
 
 def launch_constants(e4m3: bool, q_parts: int = 1, token_items: bool = False) -> tuple[dict, int]:

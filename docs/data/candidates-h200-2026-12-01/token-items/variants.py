@@ -20,9 +20,7 @@ for name in sys.argv[1].split(","):
     spec = scenarios.Scenario.parse(name).spec()
     b = build_batch(spec, "cuda"); v = VARIANTS["static_grid"]; h = host_hints(v, spec)
     out = b.new_output()
-    tree_cfg = None
     fns = {"tree": (orig, lambda: v(*b.args(), out=out, **b.options, **h))}
-    _, [l0, *_] = v.plan(*b.args(), out=out, **b.options)
     for label, m in mods.items():
         for rounded in (False, True):
             cfg = heuristics.Config(128, 128, 1, num_warps=4, num_stages=2, warp_specialized=True,
