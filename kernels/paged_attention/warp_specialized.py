@@ -243,6 +243,16 @@ def _item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
 
 
 @gluon.jit
+def _prefetch(ptr):
+    """ptr's line fetched into L1, not waited for: a load of it later waits only for what is left of the
+    trip. On the token items' fp8 decodes the loader's first copies were issued 1.6 us after its start,
+    where a stream that reads no metadata but the block ids issues them at 0.9 (NVIDIA H200,
+    docs/lab/2026-12-01.md)."""
+    gl.inline_asm_elementwise("prefetch.global.L1 [$1]; mov.u32 $0, 0;", "=r,l", [ptr], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@gluon.jit
 def _token_item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
     """Work item w of a decode launch (TOKEN_ITEMS): the query heads of KV head w % num_kv_heads at token
     w // num_kv_heads, a row each, over the keys its query sees. Returned as `_item`'s tuple, read so:
@@ -256,6 +266,10 @@ def _token_item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexp
     token = w // num_kv_heads
     kv_head = w % num_kv_heads
     guess = gl.maximum(gl.minimum(token, num_seqs - 1), 0)
+    # the guessed sequence's length and first block ids fetched beside cu_seqlens_q's, so that their loads
+    # here and in the first tile's copies wait on one round trip, not three (`_prefetch`)
+    _prefetch(seq_lens_ptr + guess)
+    _prefetch(block_table_ptr + guess.to(gl.int64) * block_table_stride)
     start = gl.load(cu_seqlens_q_ptr + guess)
     stop = gl.load(cu_seqlens_q_ptr + guess + 1)
     seq = guess
@@ -295,16 +309,22 @@ def _items(work, TOKEN_ITEMS: gl.constexpr):
 
 
 @gluon.jit
-def _ticket(work, n_tiles, step, drawn, STAGES_: gl.constexpr):
+def _ticket(work, n_tiles, step, drawn, items, STAGES_: gl.constexpr):
     """The number of the program's next work item, drawn from the counter at `step` (0: before the item's
     first tile's copies, j + 1: before tile j's) if that is STAGES_ tiles before the item's end (at 0 for
     an item of no more tiles), else `drawn`. There the loader waits on the consumers anyway, so the
     atomic's latency passes under their last tiles, and the drawn item waits on this program only for
     them. Drawn as the item started, it waited for the whole item: a mixed batch of chunks took 1.09x the
-    time of a program per item, against 0.98x drawn here (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md)."""
+    time of a program per item, against 0.98x drawn here (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md).
+    A grid of a program per item (`programs`) draws nothing: every ticket would be past the `items`.
+    The draw is relaxed: a ticket orders no memory (an item's inputs are only read), and `_leave`'s
+    acquire-release arrival orders the program's draws before the counters are zeroed. Drawn acquire-release,
+    it was a GPU-scope fence in the loader's warp between two tiles' copies, which waited under the stream:
+    with the prefetches of `_token_item` and `_load_items` 0.97-0.99x the time on the token items' fp8
+    decodes (NVIDIA H200, docs/lab/2026-12-01.md)."""
     tickets_ptr = work[11]
-    if step == gl.maximum(n_tiles - STAGES_, -1) + 1:
-        drawn = gl.num_programs(0) + gl.atomic_add(tickets_ptr, 1)
+    if (step == gl.maximum(n_tiles - STAGES_, -1) + 1) & (gl.num_programs(0) < items):
+        drawn = gl.num_programs(0) + gl.atomic_add(tickets_ptr, 1, sem="relaxed")
     return drawn
 
 
@@ -772,8 +792,9 @@ def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v
     bars = (k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty)
     done = 0
     n = 0
+    items = _items(work, TOKEN_ITEMS)
     w = gl.program_id(0)
-    while w < _items(work, TOKEN_ITEMS):
+    while w < items:
         if TOKEN_ITEMS:
             head, col, table, first, count, row, context, kv_len, n_tiles = _token_item(w, work, TILE_, BLOCK,
                                                                                          D)
@@ -786,12 +807,12 @@ def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v
         # the cache block holding the last key, when keys follow it in that block (-1: none; a 16-bit V's)
         last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
         # every item draws once (an item of no tiles at once), before the loop or in it
-        following = _ticket(work, n_tiles, 0, _items(work, TOKEN_ITEMS), STAGES_)
+        following = _ticket(work, n_tiles, 0, items, items, STAGES_)
         if TOKEN_ITEMS:
             # a block id read once for its K and V (`_copy_token_tile`): a token item's loader copies at the
             # stream's pace, where a Q-block's consumers leave it time
             for j in range(n_tiles):
-                following = _ticket(work, n_tiles, j + 1, following, STAGES_)
+                following = _ticket(work, n_tiles, j + 1, following, items, STAGES_)
                 _copy_token_tile(k_desc, v_desc, k_bufs, v8_bufs, bars, done + j, j, kv_len, kv_rows, table,
                                  col)
         else:
@@ -799,11 +820,11 @@ def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v
             # elsewhere, took 0.997-1.022x the time so (H200, docs/lab/2026-11-30.md) and keeps one loop
             peeled = 0 if E4M3 else 1
             for j in range(n_tiles - peeled):
-                following = _ticket(work, n_tiles, j + 1, following, STAGES_)
+                following = _ticket(work, n_tiles, j + 1, following, items, STAGES_)
                 _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, done + j, kv_len, kv_rows, table,
                          col, last_partial, v_cache_ptr, v_stride_row, E4M3)
             if not E4M3 and n_tiles > 0:
-                following = _ticket(work, n_tiles, n_tiles, following, STAGES_)
+                following = _ticket(work, n_tiles, n_tiles, following, items, STAGES_)
                 _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, n_tiles - 1, done + n_tiles - 1,
                          kv_len, kv_rows, table, col, last_partial, v_cache_ptr, v_stride_row, True)
         done += n_tiles
