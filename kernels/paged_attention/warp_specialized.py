@@ -76,8 +76,8 @@ A TMA stream of those bytes alone reaches 87-95 % of the copy limit at a program
 docs/lab/2026-12-01.md), where the Q-block kernel's split decode reaches 72 %. One consumer warpgroup takes
 the products transposed (`_consume_tokens`), the converter turns V to fp16 in passes of TOKEN_CONVERT_ROWS
 (`_convert_v_tokens`), and the loader reads each block id once for its K and its V (`_copy_token_tile`). On
-the H200 it runs even with the Q-block kernel over q in two e4m3 parts and 0.95-0.97x its time over q in
-one (`qk_e4m3`), on the 134 MB decodes; decodes of two items a program 1.06-1.11x (docs/kernels.md).
+the H200 it takes 0.98-0.99x the Q-block kernel's time over q in two e4m3 parts and 0.93-0.94x over q in
+one (`qk_e4m3`), on the 134 MB decodes; decodes of two items a program 1.03-1.09x (docs/kernels.md).
 
 Where it runs is `planning.warp_specialized_applies`'s: bf16 or fp16 queries over a cache of their
 dtype or of OCP e4m3, without softcap, window or sinks, heads of 64 or 128 (128 over e4m3), cache
@@ -245,9 +245,9 @@ def _item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
 @gluon.jit
 def _prefetch(ptr):
     """ptr's line fetched into L1, not waited for: a load of it later waits only for what is left of the
-    trip. On the token items' fp8 decodes the loader's first copies were issued 1.6 us after its start,
-    where a stream that reads no metadata but the block ids issues them at 0.9 (NVIDIA H200,
-    docs/lab/2026-12-01.md)."""
+    trip. On the token items' fp8 decodes the loader's first copies went out 2.0 us after its start, 1.7
+    with these prefetches (0.994x the time), where a stream that reads no metadata but the block ids issues
+    them at 0.9 (NVIDIA H200, stamped, docs/lab/2026-12-01.md)."""
     gl.inline_asm_elementwise("prefetch.global.L1 [$1]; mov.u32 $0, 0;", "=r,l", [ptr], dtype=gl.int32,
                               is_pure=False, pack=1)
 
@@ -320,8 +320,8 @@ def _ticket(work, n_tiles, step, drawn, items, STAGES_: gl.constexpr):
     The draw is relaxed: a ticket orders no memory (an item's inputs are only read), and `_leave`'s
     acquire-release arrival orders the program's draws before the counters are zeroed. Drawn acquire-release,
     it was a GPU-scope fence in the loader's warp between two tiles' copies, which waited under the stream:
-    with the prefetches of `_token_item` and `_load_items` 0.97-0.99x the time on the token items' fp8
-    decodes (NVIDIA H200, docs/lab/2026-12-01.md)."""
+    relaxed, 0.987x the time on the token items' fp8 decodes, and with `_token_item`'s prefetches
+    0.975-0.985x; the Gluon prefills 0.983-1.000x (NVIDIA H200, docs/lab/2026-12-01.md)."""
     tickets_ptr = work[11]
     if (step == gl.maximum(n_tiles - STAGES_, -1) + 1) & (gl.num_programs(0) < items):
         drawn = gl.num_programs(0) + gl.atomic_add(tickets_ptr, 1, sem="relaxed")

@@ -273,6 +273,8 @@ for head, block, fp8, parts, tokens in ((128, 16, False, 1, 0), (64, 128, False,
         setmaxnreg=sorted({r[0].split(".")[1] + " " + r[-1].rstrip(";") for r in regs}),
         wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
         e4m3_wgmma=ptx.count("e4m3.e4m3"), conversions=ptx.count("cvt.rn.f16x2.e4m3x2"),
+        adds={sem: ptx.count(f"atom.global.gpu.{sem}.add") for sem in ("relaxed", "acq_rel")},
+        prefetches=ptx.count("prefetch.global.L1"),
         stack=int(m.group(1)) if (m := re.search(r"(\\d+) bytes stack frame", log.getvalue())) else 0,
         tile_loop_spills=tile_loops(compiled.asm["cubin"]))
 print(json.dumps(facts))
@@ -326,6 +328,10 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     for shape, f in facts.items():
         spills = f["tile_loop_spills"]
         assert len(spills) == 2 and not any(spills), (shape, spills)
+    # the loader's ticket draws relaxed (`_ticket`: acquire-release, each was a GPU-scope fence between two
+    # tiles' copies), the program's count-out acquire-release (`_leave`), in every form
+    for shape, f in {**facts, **tokens}.items():
+        assert f["adds"]["relaxed"] >= 1 and f["adds"]["acq_rel"] == 1, (shape, f["adds"])
     # token items (a decode): the consumer's, the converter's and the loader's warpgroups, shared memory
     # within an SM's for the largest group taken (16 heads), and the products transposed: S^T on e4m3 (M 64
     # and K 32: a tile of 128 keys and a head of 128, 2 x 4 a part) and O^T in fp16 (M 64 and K 16: 2 x 8),
@@ -336,6 +342,7 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
         assert f"dec {regs['LOADER_REGS']}" in f["setmaxnreg"], (shape, f)
         assert f"inc {regs['CONVERTER_REGS']}" in f["setmaxnreg"], (shape, f)
         assert f["tile_loop_spills"] == [0], (shape, f)
+        assert f["prefetches"] == 2, (shape, f)  # the guessed sequence's length and block ids (`_token_item`)
     two, one = tokens["128/16/e4m3x2/tokens7"], tokens["128/16/e4m3/tokens16"]
     assert two["e4m3_wgmma"] == 2 * 2 * 4 and one["e4m3_wgmma"] == 2 * 4
     assert two["wgmma"] - two["e4m3_wgmma"] == one["wgmma"] - one["e4m3_wgmma"] == 2 * 8
