@@ -126,8 +126,8 @@ E4M3_STAGES = 3
 E4M3_TWO_PART_STAGES = 2
 # e4m3 decodes in token items (`Config.ws_token_items`): 3 stages of K and fp16 V and 3 staging buffers beside
 # q's rows and its e4m3 parts, within 227 KiB for groups of up to TOKEN_MAX_GROUP heads (sm_90 compile,
-# triton 3.6.0, 2026-12-01: 16 heads 213 KiB); 4 stages of K, 4 or 5 buffers and 2 fp16 stages took the same
-# time (NVIDIA H200, docs/lab/2026-12-01.md)
+# triton 3.6.0, 2026-12-01: 16 heads 213 KiB); 5 stages of K, 4 buffers and 2 fp16 stages took 1.01-1.04x the
+# time (NVIDIA H200, 2026-12-01 night, one process, the plans cleared between forms; docs/lab/2026-12-01.md)
 TOKEN_STAGES = 3
 TOKEN_SLOTS = gl.constexpr(3)
 TOKEN_MAX_GROUP = 16
