@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # device: the nightly's changed rows gated in slices of one CPU-made plan (gate-nightly-plan.json beside this
-# script, copied to the repository root), each slice a gate process, its report copied to $OUT as it ends.
+# script, or $PLAN), each slice a gate process, its report and log copied to $OUT as it ends.
 # Usage: bash gate_chunks.sh 0:13 13:25 ...  (slices of the plan's rows to time, in order); where HEAD is no
 # longer the plan's head (37c5331), HEAD_REF=37c5331 checks that out as head.
 set -u
 export PYTHONPATH=.
+PLAN=${PLAN:-$(dirname "$0")/gate-nightly-plan.json}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
 for chunk in "$@"; do
-  rows=$(python3 - "$chunk" <<'PY'
+  rows=$(python3 - "$chunk" "$PLAN" <<'PY'
 import json, sys
 lo, hi = map(int, sys.argv[1].split(":"))
-print(",".join(r["scenario"] for r in json.load(open("gate-nightly-plan.json"))["measure"][lo:hi]))
+print(",".join(r["scenario"] for r in json.load(open(sys.argv[2]))["measure"][lo:hi]))
 PY
 )
   d=/tmp/gate-$chunk
   start=$(date +%s)
   echo "== chunk $chunk: $rows" >> "$OUT/log.txt"
   python3 -m perf gate --base-ref b5a716c --suite nightly --variants static_grid --metrics graph \
-      --plan gate-nightly-plan.json ${HEAD_REF:+--head-ref "$HEAD_REF"} --scenarios "$rows" --out "$d" >> "$OUT/log.txt" 2>&1
+      --plan "$PLAN" ${HEAD_REF:+--head-ref "$HEAD_REF"} --scenarios "$rows" --out "$d" >> "$OUT/log.txt" 2>&1
   echo "chunk $chunk rc=$? $(( $(date +%s) - start ))s" >> "$OUT/gpu.txt"
   n=${chunk/:/-}
   cp "$d/report.md" "$OUT/gate-$n.md"
