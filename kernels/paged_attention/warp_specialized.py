@@ -316,7 +316,8 @@ def _ticket(work, n_tiles, step, drawn, items, STAGES_: gl.constexpr):
     atomic's latency passes under their last tiles, and the drawn item waits on this program only for
     them. Drawn as the item started, it waited for the whole item: a mixed batch of chunks took 1.09x the
     time of a program per item, against 0.98x drawn here (NVIDIA H200, 2026-11-30, docs/lab/2026-11-30.md).
-    A grid of a program per item (`programs`) draws nothing: every ticket would be past the `items`.
+    A grid of at least a program per item (`gl.num_programs(0) >= items`) draws nothing: every ticket would
+    be past the last item.
     The draw is relaxed: a ticket orders no memory (an item's inputs are only read), and `_leave`'s
     acquire-release arrival orders the program's draws before the counters are zeroed. Drawn acquire-release,
     it was a GPU-scope fence in the loader's warp between two tiles' copies, which waited under the stream:
