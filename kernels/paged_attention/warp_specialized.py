@@ -77,7 +77,8 @@ docs/lab/2026-12-01.md), where the Q-block kernel's split decode reaches 72 %. O
 the products transposed (`_consume_tokens`), the converter turns V to fp16 in passes of TOKEN_CONVERT_ROWS
 (`_convert_v_tokens`), and the loader reads each block id once for its K and its V (`_copy_token_tile`). On
 the H200 it takes 0.98-0.99x the Q-block kernel's time over q in two e4m3 parts and 0.93-0.94x over q in
-one (`qk_e4m3`), on the 134 MB decodes; decodes of two items a program 1.03-1.09x (docs/kernels.md).
+one (`qk_e4m3`), on the 134 MB decodes; decodes of two items a program 1.03-1.09x (docs/kernels.md). Since the
+converter's lanes run down the rows (`_convert_tiles`) 0.89-0.92x over q in one (docs/lab/2026-12-02.md).
 
 Where it runs is `planning.warp_specialized_applies`'s: bf16 or fp16 queries over a cache of their
 dtype or of OCP e4m3, without softcap, window or sinks, heads of 64 or 128 (128 over e4m3), cache
@@ -132,7 +133,7 @@ TOKEN_STAGES = 3
 TOKEN_SLOTS = gl.constexpr(3)
 TOKEN_MAX_GROUP = 16
 # its converter: passes of 32 rows in 128 registers a thread (passes of 16 in 40: 1.01-1.03x the time, of 8:
-# 1.6x; NVIDIA H200, docs/lab/2026-12-01.md)
+# 1.6x; NVIDIA H200, docs/lab/2026-12-01.md; of 64 since its lanes run down the rows 0.996-1.008x, 12-02)
 TOKEN_CONVERT_ROWS = gl.constexpr(32)
 # (the consumer, the default partition, takes the rest: 3 x E4M3_MAXNREG - 128 - 24 = 232; sm_90 PTX)
 TOKEN_REGS = dict(CONSUMER_REGS=224, CONVERTER_REGS=128, LOADER_REGS=24)
@@ -860,7 +861,13 @@ def _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_r
     STAGES_: gl.constexpr = v_bufs.type.shape[0]
     TILE_: gl.constexpr = v_bufs.type.shape[1]
     SLOTS: gl.constexpr = v8_bufs.type.shape[0]
-    layout: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])  # [16, 128]: 16 bytes a thread
+    # [16, 128] a rep, 16 bytes a thread; a warp's lanes down 8 rows, then across 4 column groups: each
+    # quarter warp's 16-byte accesses (one row each) then meet 8 bank groups of the 128-byte swizzle, e4m3
+    # read and fp16 written. Lanes across a row first wrote each quarter warp's fp16 into both halves of one
+    # row (a row of 256 bytes): 2-way conflicts on all its stores, 8 wavefronts a store for 4 (ncu, NVIDIA
+    # H200, 2026-12-02); so placed the e4m3 prefills took 0.96-0.98x the time and the token items 0.96-0.98x
+    # (docs/lab/2026-12-02.md)
+    layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [2, 2], [0, 1])
     done = 0
     n = 0
     head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)

@@ -321,9 +321,10 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     # loop. Since the output is scaled by one reciprocal a row, 24 B for 128/16: values stored before the
     # partitions start, loaded once in them; no spill in any tile loop (sm_90 SASS, triton 3.6.0, 2026-12-01)
     assert facts["128/16"]["stack"] <= 24 and facts["64/128"]["stack"] <= 8 and e4m3["stack"] <= 16, facts
-    # two parts: 32 B, 48 B with the reciprocal, outside the tile loops too (sm_90 SASS, triton 3.6.0,
-    # 2026-12-01)
-    assert two["stack"] <= 48, facts
+    # two parts: 32 B, 48 B with the reciprocal, 56 B since the converter's lanes run down the rows (ptxas
+    # allocates the consumers' registers anew; two more values of an item), outside the tile loops too (sm_90
+    # SASS, triton 3.6.0, 2026-12-01 and 2026-12-02)
+    assert two["stack"] <= 56, facts
     # what the stack bounds stand for: both consumers' tile loops found, none spilling
     for shape, f in facts.items():
         spills = f["tile_loop_spills"]
