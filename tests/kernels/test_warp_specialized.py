@@ -210,15 +210,15 @@ COMPILE = """
 import contextlib, io, json, os, re, subprocess, tempfile
 os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"  # ptxas -v: the stack frame, where spills go
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.runtime.jit import mangle_type
 from kernels import VARIANTS, platform
 from kernels.batch import BatchSpec, build_batch
 from kernels.inputs import OCP_E4M3
 from kernels.paged_attention.heuristics import Config
-from triton.experimental.gluon._runtime import GluonASTSource
+from perf.static import plan
+from perf.thresholds import load_thresholds
 
 platform.current = lambda: platform.Platform("nvidia", "sm_90", "H200", 32, 132)
+SM90 = next(t for t in plan.load_targets(load_thresholds()) if t.name == "sm_90")
 
 
 def tile_loops(cubin):
@@ -244,31 +244,34 @@ def tile_loops(cubin):
 
 
 facts = {}
-# (head, block, e4m3 cache, q's e4m3 parts, query heads a KV head: token items, `Config.ws_token_items`)
-for head, block, fp8, parts, tokens in ((128, 16, False, 1, 0), (64, 128, False, 1, 0), (128, 16, True, 1, 0),
-                                        (128, 16, True, 2, 0), (128, 16, True, 2, 7), (128, 16, True, 1, 16)):
+# (head, block, e4m3 cache, q's e4m3 parts, query heads a KV head: token items, `Config.ws_token_items`,
+# sequences: one makes the JIT take the batch's counts equal to 1 as constants)
+for head, block, fp8, parts, tokens, seqs in (
+        (128, 16, False, 1, 0, 2), (64, 128, False, 1, 0, 2), (128, 16, True, 1, 0, 2),
+        (128, 16, True, 2, 0, 2), (128, 16, True, 2, 7, 2), (128, 16, True, 1, 16, 2),
+        (128, 16, False, 1, 0, 1), (128, 16, True, 2, 7, 1)):
     if tokens:  # a decode
-        spec = BatchSpec((1, 1), (300, 700), num_q_heads=4 * tokens, num_kv_heads=4, head_size=head,
-                         block_size=block, dtype="bfloat16", fp8_kv=fp8)
+        spec = BatchSpec((1, 1)[:seqs], (300, 700)[:seqs], num_q_heads=4 * tokens, num_kv_heads=4,
+                         head_size=head, block_size=block, dtype="bfloat16", fp8_kv=fp8)
     else:
-        spec = BatchSpec((5, 300), (40, 700), num_q_heads=8, num_kv_heads=2, head_size=head, block_size=block,
-                         dtype="bfloat16", fp8_kv=fp8)
+        spec = BatchSpec((5, 300)[:seqs], (40, 700)[:seqs], num_q_heads=8, num_kv_heads=2, head_size=head,
+                         block_size=block, dtype="bfloat16", fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     config = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True, qk_e4m3=parts == 1,
                     ws_token_items=bool(tokens))
     _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
                                                num_sms=132, config=config, **batch.options)
-    signature = {name: mangle_type(value) for name, value in launch.args.items()}
-    signature.update(dict.fromkeys(launch.constexprs, "constexpr"))
+    # specialized as the launcher specializes it (ints equal to 1 as constants, alignments): an i32 signature
+    # compiled a form whose launch of such a value failed in the GPU's compile (a lab knob, 2026-12-02)
+    signature, constexprs, attrs, options = plan.bind(launch, SM90)
     log = io.StringIO()
     with contextlib.redirect_stdout(log):
-        compiled = triton.compile(GluonASTSource(launch.kernel, signature, launch.constexprs),
-                                  target=GPUTarget("cuda", 90, 32),
-                                  options=dict(num_warps=launch.num_warps, **launch.vendor_options))
+        compiled = triton.compile(plan.source(launch.kernel, signature, constexprs, attrs),
+                                  target=SM90.gpu_target(), options=options.__dict__)
     ptx = compiled.asm["ptx"]
     regs = [line.split() for line in ptx.splitlines() if "setmaxnreg" in line]
     facts[f"{head}/{block}" + ("/e4m3" if fp8 else "") + ("x2" if parts == 2 else "")
-          + (f"/tokens{tokens}" if tokens else "")] = dict(
+          + (f"/tokens{tokens}" if tokens else "") + ("/one" if seqs == 1 else "")] = dict(
         shared=compiled.metadata.shared, num_warps=compiled.metadata.num_warps,
         setmaxnreg=sorted({r[0].split(".")[1] + " " + r[-1].rstrip(";") for r in regs}),
         wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
