@@ -94,9 +94,9 @@ def words(cache):
     return cache.view(torch.int32)
 
 
-def candidates(name: str, segments=SEGMENTS, tiles=TILES, warps_=WARPS, stages_=STAGES) -> dict:
+def candidates(name: str, segments=SEGMENTS, tiles=TILES, warps=WARPS, stages=STAGES) -> dict:
     """label -> callable over one scenario's batch, and the bytes a decode must read. The dense
-    reader runs at 3 stages only, where 3 is among `stages_` (the bound the paged grid is read
+    reader runs at 3 stages only, where 3 is among `stages` (the bound the paged grid is read
     against)."""
     import torch
 
@@ -110,7 +110,7 @@ def candidates(name: str, segments=SEGMENTS, tiles=TILES, warps_=WARPS, stages_=
     k, v = words(batch.k_cache), words(batch.v_cache)
     num_blocks, block_size, heads, row_words = k.shape
     items = spec.num_seqs * heads
-    sums = torch.empty(items * max(segments), dtype=torch.int32, device="cuda")
+    xors = torch.empty(items * max(segments), dtype=torch.int32, device="cuda")  # a program's XOR each
     lens = batch.seq_lens
     longest = max(spec.kv_lens)
     # as many bytes per (sequence, KV head), contiguous; what they hold does not change a read
@@ -120,16 +120,16 @@ def candidates(name: str, segments=SEGMENTS, tiles=TILES, warps_=WARPS, stages_=
     hints = host_hints(VARIANTS["static_grid"], spec)
     found = {"static_grid": lambda: VARIANTS["static_grid"](*batch.args(), out=out, **batch.options, **hints)}
     table = batch.block_table
-    paged = (k, v, table, lens, sums, k.stride(0), k.stride(1), k.stride(2), table.stride(0))
-    dense = (dense_k, dense_v, table, lens, sums, longest * row_words, 0, 0, 0)
-    for segs, tile, warps, stages in itertools.product(segments, tiles, warps_, stages_):
+    paged = (k, v, table, lens, xors, k.stride(0), k.stride(1), k.stride(2), table.stride(0))
+    dense = (dense_k, dense_v, table, lens, xors, longest * row_words, 0, 0, 0)
+    for segs, tile, nw, ns in itertools.product(segments, tiles, warps, stages):
         seg_keys = segment_keys(longest, segs, tile)
-        for label, args, is_paged in ((f"paged s{segs} t{tile} w{warps} st{stages}", paged, True),
-                                      (f"dense s{segs} t{tile} w{warps} st{stages}", dense, False)):
-            if is_paged or stages == 3:
+        for label, args, is_paged in ((f"paged s{segs} t{tile} w{nw} st{ns}", paged, True),
+                                      (f"dense s{segs} t{tile} w{nw} st{ns}", dense, False)):
+            if is_paged or ns == 3:
                 found[label] = functools.partial(
                     read_kv_kernel[(items * segs,)], *args, heads, items, seg_keys, BLOCK_SIZE=block_size,
-                    TILE=tile, WORDS=row_words, PAGED=is_paged, STAGES=stages, num_warps=warps)
+                    TILE=tile, WORDS=row_words, PAGED=is_paged, STAGES=ns, num_warps=nw)
     return found, roofline.kv_read_bytes(spec), spec
 
 
