@@ -133,31 +133,24 @@ def candidates(name: str, segments=SEGMENTS, tiles=TILES, warps=WARPS, stages=ST
     return found, roofline.kv_read_bytes(spec), spec
 
 
-def _counts(text: str) -> tuple[int, ...]:
-    """'1,2,4' -> (1, 2, 4): positive integers, for argparse."""
-    try:
-        found = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        found = ()
-    if not found or min(found) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
-    return found
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perf.lab.gather_ceiling", description=__doc__.split("\n")[0])
     p.add_argument("scenarios", nargs="*", default=DECODES)
-    grid = (("--segments", SEGMENTS, "segments an item"), ("--tiles", TILES, "keys a tile"),
-            ("--warps", WARPS, "warps a program"), ("--stages", STAGES, "pipeline stages"))
+    grid = (("--segments", SEGMENTS, "counts of segments an item"), ("--tiles", TILES, "tiles (keys)"),
+            ("--warps", WARPS, "counts of warps a program"),
+            ("--stages", STAGES, "counts of pipeline stages"))
     for flag, default, what in grid:
-        p.add_argument(flag, type=_counts, default=default, metavar="N,N",
-                       help=f"{what} to time, comma-separated (default {','.join(map(str, default))})")
+        p.add_argument(flag, default=",".join(map(str, default)), metavar="N,N",
+                       help=f"the {what} to time, comma-separated (default %(default)s)")
     p.add_argument("--samples", type=int, default=25)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--out", default=os.path.join("results", "gather_ceiling"))
     args = p.parse_args(argv)
-    from perf import files, roofline, vendor
+    from perf import files, lab, roofline, vendor
     from perf.errors import ConfigError
+
+    grid_values = [lab.counts(getattr(args, flag[2:]), flag, what, ",".join(map(str, default)))
+                   for flag, default, what in grid]
     from perf.measure import timing
 
     if not vendor.on_gpu():
@@ -170,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = {}
     rng = random.Random(0)
     for name in args.scenarios:
-        found, kv_bytes, spec = candidates(name, args.segments, args.tiles, args.warps, args.stages)
+        found, kv_bytes, spec = candidates(name, *grid_values)
         graphs = {label: timing.capture_graph(fn) for label, fn in found.items()}
         times: dict[str, list[float]] = {label: [] for label in found}
         for _ in range(args.rounds):

@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from perf import files, git
+from perf import files, git, lab
 from perf.errors import EXIT_FAIL, EXIT_OK, ConfigError
 from perf.nightly.selection import ROOT, Selection
 from perf.process import child_env
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> dict:
     from perf import vendor as vendor_mod
     from perf.nightly import selection, shard
 
-    counts = _counts(args.gpus)
+    counts = lab.counts(args.gpus, "--gpus", "GPU counts")
     pool = devices.host_pool()
     if pool is None and not args.allow_cpu:
         raise ConfigError("no GPU visible to torch: the scaling is measured on a host of several GPUs "
@@ -252,13 +252,6 @@ def run(args: argparse.Namespace) -> dict:
     if plot(doc, os.path.join(out, "scaling.png")) is None:
         print("note: no plot (matplotlib is not installed); the table is scaling.md", flush=True)
     return doc
-
-
-def _counts(text: str) -> list[int]:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts) or len(set(parts)) != len(parts):
-        raise ConfigError(f"--gpus {text}: expected distinct GPU counts, e.g. 1,2,4")
-    return [int(p) for p in parts]
 
 
 def one_main(gpus: int, out: str) -> int:

@@ -5,15 +5,15 @@ words, and a segment past an item's last key reads nothing), so its time is the 
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pytest
 import torch
 from interpreter_support import needs_interpreter
 
 from kernels.batch import BatchSpec, build_batch
-from perf.lab.gather_ceiling import _counts, read_kv_kernel, segment_keys, words
+from perf import lab
+from perf.errors import ConfigError
+from perf.lab.gather_ceiling import main, read_kv_kernel, segment_keys, words
 
 
 @needs_interpreter
@@ -54,8 +54,9 @@ def test_the_reader_takes_every_word_each_sequence_holds(paged, segments):
                 assert parts[seg, s * heads:(s + 1) * heads].tolist() == [0] * heads
 
 
-def test_the_grid_options_take_positive_integers_only():
-    assert _counts("1,2,8") == (1, 2, 8)
-    for bad in ("", "0", "1,,2", "x", "-4"):
-        with pytest.raises(argparse.ArgumentTypeError):
-            _counts(bad)
+@pytest.mark.parametrize("bad", ["", "0", "1,,2", "2,2", "2,02", "x", "-4", "1.5"])
+def test_a_grid_option_takes_distinct_positive_integers_only(bad):
+    """Refused before anything needs a GPU: one line naming the option."""
+    with pytest.raises(ConfigError, match="--tiles .*expected distinct tiles"):
+        main(["--tiles", bad])
+    assert lab.counts("32, 64", "--tiles", "tiles") == (32, 64)

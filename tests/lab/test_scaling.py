@@ -3,6 +3,7 @@ comparison, its resume, and a run over one and two interpreter workers (stand-in
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def test_the_comparison_names_what_a_run_lost_or_gained():
 @pytest.mark.parametrize("text", ["", "0,2", "1,1", "two", "1,-2"])
 def test_bad_gpu_counts_are_refused(text):
     with pytest.raises(ConfigError, match="expected distinct GPU counts"):
-        scaling._counts(text)
+        scaling.run(argparse.Namespace(gpus=text))  # refused before anything else is read
 
 
 def test_a_damaged_table_is_refused_and_another_selections_is_not_kept(tmp_path):
