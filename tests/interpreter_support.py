@@ -84,49 +84,6 @@ def interpreter_reads_ocp_nan() -> bool:
     return bool(out.isnan().all())
 
 
-def launch_patch_once() -> bool:
-    """Triton 3.6's interpreter patches triton.language for a launch (`GridExecutor`) and again on
-    every device-function call inside it (`InterpretedFunction.__call__` -> `_patch_lang`), with the
-    same interpreter builder, thousands of times a launch. Here each function is patched once per
-    launch: its first call does what the interpreter does, the repeats (which would set the same
-    attributes to equivalent wrappers again) are skipped. Measured on this 2-core CPU (2026-11-28):
-    a naive MQA case of tests/kernels/test_correctness.py spent 6.2 of its 19 s in the repeats.
-    Returns False (nothing installed) where the interpreter is not the one this knows, so a Triton
-    that changes it runs as it is."""
-    from triton.runtime import interpreter
-
-    real = getattr(interpreter, "_patch_lang", None)
-    if real is None or getattr(real, "_once", False) or not hasattr(interpreter, "GridExecutor"):
-        return False
-    launches: list[set] = []  # per running launch: the functions patched in it
-
-    class _LaunchScope:
-        def __init__(self, scope):
-            self.scope = scope
-
-        def restore(self):
-            launches.pop()
-            self.scope.restore()
-
-    class _Nothing:
-        def restore(self):
-            pass
-
-    def patch_lang(fn):
-        if not launches:  # a launch starts: its scope is restored when it ends
-            scope = _LaunchScope(real(fn))
-            launches.append({fn})
-            return scope
-        if fn not in launches[-1]:  # a device function's first call in this launch
-            launches[-1].add(fn)
-            real(fn)
-        return _Nothing()
-
-    patch_lang._once = True
-    interpreter._patch_lang = patch_lang
-    return True
-
-
 def round_e4m3_like_gpus() -> bool:
     """Make the interpreter's conversions to OCP e4m3 (fp8e4nv) round as GPUs do (to nearest
     even, saturating at +-448: sm_90's cvt.rn.satfinite.e4m3x2.f32), through torch's conversion.

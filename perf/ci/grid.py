@@ -43,7 +43,7 @@ from perf.ci.github import github_output
 TESTS = tuple(f"tests/kernels/test_{name}.py" for name in (
     "batch", "correctness", "graph_replay", "inputs", "multi_token_decode", "planning", "platform",
     "reference", "warp_specialize", "window_poison", "inputs_refused", "fp8_products", "memory_safety",
-    "pdl", "e4m3_pairs", "warp_specialized"))
+    "pdl", "e4m3_pairs", "warp_specialized", "interpreter"))
 # Repository files the grid's modules import (tests/ci/test_grid_inputs.py traces them).
 IMPORTED = ("kernels/*", "tests/conftest.py", "tests/interpreter_support.py", "tests/grid_cases.py",
             "tests/triton_compiles.py", "perf/__init__.py", "perf/devices.py", "perf/vendor.py",
