@@ -7,9 +7,9 @@ same interpreter builder: the repeats set the same attributes to equivalent wrap
 thousands of times a launch, and scan the language modules each time (`inspect.getmembers`).
 Here each function is patched once per launch: the launch's patch is restored when it ends, a
 device function's first call in it does what the interpreter does, its repeats are skipped.
-Measured on a 2-core CPU (2026-12-02): `perf run --suite smoke --no-resume` 33-37 s before,
-18-23 s after; the naive kernel's 936 programs of that suite spent 17.5 of their 43 s in the
-repeats (cProfile).
+Measured on a 2-core CPU (2026-12-02): `perf run --suite smoke --no-resume` 33-39 s before,
+18-26 s after (four runs each); the naive kernel's 936 programs of that suite spent 17.5 of
+their 43 s in the repeats (cProfile).
 
 Installed by `kernels` on import when the interpreter is active, so every process that runs the
 kernels on a CPU has it: the tests, `perf` commands and the workers they start. Where the
