@@ -42,7 +42,7 @@ from kernels.paged_attention import flex_tile, naive, parallel, qblock, static_g
 from kernels.variant import Variant
 
 if platform.interpreter_active():
-    interpreter.patch_lang_once_per_launch()  # its docstring: the interpreter's repeats skipped
+    interpreter.install()  # its docstring: work Triton's interpreter does for nothing, skipped
 
 HINTS = frozenset({"max_seqlen_q", "max_seqlen_k", "vendor", "num_sms", "config"})
 _UNTUNED_HINTS = HINTS - {"config"}  # accepted by variants without heuristics; change nothing

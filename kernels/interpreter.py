@@ -1,22 +1,41 @@
-"""Triton's interpreter as the kernels run under it (TRITON_INTERPRET=1): its language patched
-once a launch, not once a device-function call.
+"""Triton's interpreter as the kernels run under it (TRITON_INTERPRET=1): the same results for
+less work, in two places where Triton 3.6's interpreter computes what nothing uses.
 
-Triton 3.6's interpreter patches triton.language for a launch (`GridExecutor`) and again on
-every device-function call inside it (`InterpretedFunction.__call__` -> `_patch_lang`), with the
-same interpreter builder: the repeats set the same attributes to equivalent wrappers again,
-thousands of times a launch, and scan the language modules each time (`inspect.getmembers`).
-Here each function is patched once per launch: the launch's patch is restored when it ends, a
-device function's first call in it does what the interpreter does, its repeats are skipped.
-Measured on a 2-core CPU (2026-12-02): `perf run --suite smoke --no-resume` 33-39 s before,
-18-26 s after (four runs each); the naive kernel's 936 programs of that suite spent 17.5 of
-their 43 s in the repeats (cProfile).
+- Its language is patched once a launch, not once a device-function call. The interpreter
+  patches triton.language for a launch (`GridExecutor`) and again on every device-function call
+  inside it (`InterpretedFunction.__call__` -> `_patch_lang`), with the same interpreter builder:
+  the repeats set the same attributes to equivalent wrappers again, thousands of times a launch,
+  and scan the language modules each time (`inspect.getmembers`). Here each function is patched
+  once per launch: the launch's patch is restored when it ends, a device function's first call in
+  it does what the interpreter does, its repeats are skipped. Measured on a 2-core CPU
+  (2026-12-02): `perf run --suite smoke --no-resume` 33-39 s before, 18-26 s after (four runs
+  each); the naive kernel's 936 programs of that suite spent 17.5 of their 43 s in the repeats.
+- Its integer-overflow checks are skipped, since it never asserts them. For every add, sub and
+  mul of integers narrower than 64 bits Triton's language (`binary_op_sanitize_overflow_impl`)
+  redoes the operation in int64 and compares it with the type's range, then hands the result to
+  `device_assert`, which returns at once unless the builder's options say `debug`; the
+  interpreter's builder is made with `InterpreterOptions()` (debug off) and nothing sets it. So an
+  int32 overflow wraps unreported either way (tests/kernels/test_interpreter.py shows it, and
+  fails the day an interpreter asserts). Measured on the same CPU (2026-12-02): the checks were 3.4
+  of the static_grid kernel's 9.2 s on the smoke suite (cProfile), and the whole suite's run took
+  21.8-24.1 s with them, 14.1-15.3 s without; the tests that run the kernels in their own process
+  (the correctness grid's CPU subset, memory safety, fp8 products, multi-token decode, window
+  poison; `pytest -n 2`) 310-317 user CPU s with them, 190-227 without (two runs each, alternated).
 
-Installed by `kernels` on import when the interpreter is active, so every process that runs the
-kernels on a CPU has it: the tests, `perf` commands and the workers they start. Where the
-interpreter is not the one this knows, nothing is installed and Triton runs as it is.
+Installed by `kernels` on import when the interpreter is active (`install`), so every process
+that runs the kernels on a CPU has it: the tests, `perf` commands and the workers they start.
+Where the interpreter is not the one this knows, nothing is installed and Triton runs as it is.
 """
 
 from __future__ import annotations
+
+import dataclasses
+
+
+def install() -> None:
+    """Both of the module docstring's savings, wherever this interpreter has what they change."""
+    patch_lang_once_per_launch()
+    skip_unasserted_overflow_checks()
 
 
 def patch_lang_once_per_launch() -> bool:
@@ -54,4 +73,19 @@ def patch_lang_once_per_launch() -> bool:
     patch_lang.once_per_launch = True
     patch_lang.__wrapped__ = real
     interpreter._patch_lang = patch_lang
+    return True
+
+
+def skip_unasserted_overflow_checks() -> bool:
+    """Turn off the interpreter builder's `sanitize_overflow` while its `debug` is off (then the
+    checks' `device_assert` asserts nothing); False where nothing changed (already off, debug on,
+    or an interpreter without that builder and those options)."""
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if not (dataclasses.is_dataclass(options) and getattr(options, "sanitize_overflow", False) is True
+            and getattr(options, "debug", True) is False):
+        return False
+    builder.options = dataclasses.replace(options, sanitize_overflow=False)
     return True

@@ -47,7 +47,7 @@ if not HAS_GPU:
     if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError("triton was imported before TRITON_INTERPRET=1 could be set")
     os.environ["TRITON_INTERPRET"] = "1"
-    import kernels  # noqa: F401  (kernels/interpreter.py: its patching once a launch, before any test's kernel)
+    import kernels  # noqa: F401  (kernels/interpreter.py: what it skips, installed before any test's kernel)
 
 os.environ["PAGED_ATTENTION_CHECK_VALUES"] = "1"  # kernels.inputs.CHECK_VALUES_ENV
 

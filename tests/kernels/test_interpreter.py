@@ -1,14 +1,20 @@
 """kernels/interpreter.py: Triton's interpreter patches its language once a launch, computes what
-it computed before, and leaves triton.language as it found it, a failed launch included."""
+it computed before, and leaves triton.language as it found it, a failed launch included; its
+integer-overflow checks, which it computes and never asserts, are skipped, with the same results."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 import torch
 import triton
 import triton.language as tl
 from interpreter_support import needs_interpreter
+from triton.language.semantic import TritonSemantic
 from triton.runtime import interpreter
+from triton.runtime.errors import InterpreterError
 
 pytestmark = [pytest.mark.no_gpu, needs_interpreter]  # the interpreter runs in this process
 
@@ -49,6 +55,14 @@ def _language() -> list[dict]:
     return [dict(vars(module)) for module in (tl, tl.tensor, tl.math)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def first_launch():
+    """A process's first launch leaves two names in tl.tensor's own namespace that were inherited
+    before (`__repr__`, which Triton restores by setting it; `__annotations__`, which Python makes
+    when read): made here, so that what the tests compare does not depend on which test ran first."""
+    _launch(torch.randn(PROGRAMS * N))
+
+
 @pytest.fixture
 def patches(monkeypatch):
     """How many times the interpreter's own patching ran (its `_patch_lang_core`, once a call)."""
@@ -63,13 +77,18 @@ def patches(monkeypatch):
     return count
 
 
-def test_kernels_install_it_and_it_is_installed_once():
+def test_kernels_install_both_and_each_is_installed_once():
     # conftest.py imports the kernels with the interpreter on, as `perf` does (perf.vendor), and
     # nothing else installs it
     assert getattr(interpreter._patch_lang, "once_per_launch", False)
     from kernels.interpreter import patch_lang_once_per_launch
 
     assert patch_lang_once_per_launch() is False  # a second call wraps nothing again
+    from kernels.interpreter import skip_unasserted_overflow_checks
+
+    options = interpreter.interpreter_builder.options
+    assert options.sanitize_overflow is False and options.debug is False
+    assert skip_unasserted_overflow_checks() is False  # already off
 
 
 def test_once_a_launch_computes_what_every_call_did(monkeypatch, patches):
@@ -96,3 +115,69 @@ def test_a_failed_launch_restores_the_language_and_the_next_patches_again(patche
     assert _language() == before
     patches[0] = 0
     assert torch.isfinite(_launch(x)).all() and patches[0] == 3 and _language() == before
+
+
+@triton.jit
+def _overflowing_kernel(x_ptr, o_ptr, n, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)  # int32
+    tl.store(o_ptr + offs, x * n + x)  # 2**20 * 2**14 wraps in int32
+
+
+OVERFLOW_X, OVERFLOW_N = [1 << 20, 3, -5, 7], 1 << 14
+
+
+def _overflow_launch() -> torch.Tensor:
+    x = torch.tensor(OVERFLOW_X, dtype=torch.int32)
+    out = torch.full_like(x, -1)
+    _overflowing_kernel[(1,)](x, out, OVERFLOW_N, N=len(OVERFLOW_X))
+    return out
+
+
+@pytest.fixture
+def asserts(monkeypatch):
+    """Calls of the language's `device_assert` (where the overflow checks end) and of the builder's
+    `create_assert` (what it calls when it asserts)."""
+    count = {"device_assert": 0, "create_assert": 0}
+
+    def counting(owner, name):
+        real = getattr(owner, name)
+
+        def counted(*args, **kwargs):
+            count[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+    counting(TritonSemantic, "device_assert")
+    counting(type(interpreter.interpreter_builder), "create_assert")
+    return count
+
+
+def _options(monkeypatch, **changes):
+    builder = interpreter.interpreter_builder
+    monkeypatch.setattr(builder, "options", dataclasses.replace(builder.options, **changes))
+
+
+def test_the_interpreter_computes_the_overflow_checks_and_asserts_none(monkeypatch, asserts):
+    wrapped = (np.array(OVERFLOW_X, dtype=np.int64) * OVERFLOW_N + OVERFLOW_X).astype(np.int32)
+    assert wrapped[0] != (1 << 34) + (1 << 20)  # the kernel does overflow int32
+    skipped = _overflow_launch()
+    assert asserts == {"device_assert": 0, "create_assert": 0}
+    _options(monkeypatch, sanitize_overflow=True)  # Triton's own options: the checks computed
+    checked = _overflow_launch()
+    # If this fails, the interpreter asserts its overflow checks now: skipping them would hide an
+    # overflow, and kernels/interpreter.py must leave them on.
+    assert asserts["device_assert"] == 2 and asserts["create_assert"] == 0, asserts  # the mul and the add
+    assert checked.tolist() == skipped.tolist() == wrapped.tolist()
+
+
+def test_with_debug_on_the_checks_assert_and_are_not_skipped(monkeypatch, asserts):
+    from kernels.interpreter import skip_unasserted_overflow_checks
+
+    _options(monkeypatch, sanitize_overflow=True, debug=True)
+    assert skip_unasserted_overflow_checks() is False
+    assert interpreter.interpreter_builder.options.sanitize_overflow is True
+    with pytest.raises(InterpreterError, match="int32 overflow detected for operation mul"):
+        _overflow_launch()
+    assert asserts["create_assert"] == 1
