@@ -8,7 +8,6 @@ then releases it. Run from the repository root on an sm_90 GPU; writes $OUT/cpas
 import itertools
 import json
 import os
-import sys
 
 import torch
 from triton.experimental import gluon
@@ -16,7 +15,6 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__)))
 
 
 @gluon.jit
