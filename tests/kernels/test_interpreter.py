@@ -1,6 +1,8 @@
 """kernels/interpreter.py: Triton's interpreter patches its language once a launch, computes what
 it computed before, and leaves triton.language as it found it, a failed launch included; its
-integer-overflow checks, which it computes and never asserts, are skipped, with the same results."""
+integer-overflow checks, which it computes and never asserts, are skipped, with the same results;
+a `tl.tuple`'s type made on first read is the type its constructor made, and the dtype table built
+once answers what the table built per call answers."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from interpreter_support import needs_interpreter
 from triton.language.semantic import TritonSemantic
 from triton.runtime import interpreter
@@ -98,6 +102,15 @@ def test_kernels_install_both_and_each_is_installed_once():
     assert skip_unasserted_overflow_checks() is False  # already off
 
 
+def test_kernels_install_the_lazy_tuple_types_and_the_dtype_table_once():
+    from kernels.interpreter import build_dtype_table_once, type_tuples_when_read
+
+    tuple_cls = tl.core.tuple
+    assert isinstance(vars(tuple_cls)["type"], property) and hasattr(tuple_cls.__init__, "__wrapped__")
+    assert interpreter._get_np_dtype.table is not None and hasattr(interpreter._get_np_dtype, "__wrapped__")
+    assert type_tuples_when_read() is False and build_dtype_table_once() is False  # nothing wrapped twice
+
+
 def test_once_a_launch_computes_what_every_call_did(monkeypatch, patches):
     x = torch.randn(PROGRAMS * N)
     before = _language()
@@ -178,3 +191,50 @@ def test_with_debug_on_the_checks_assert_and_are_not_skipped(monkeypatch, assert
     with pytest.raises(InterpreterError, match="int32 overflow detected for operation mul"):
         _overflow_launch()
     assert asserts["create_assert"] == 1
+
+
+# --- tuples typed when read, the dtype table built once ------------------------------------------
+
+# (`tl.core`, not an import of it: the interpreter patches each language module a kernel's module holds)
+_NAMES = [*tl.dtype.SINT_TYPES, *tl.dtype.UINT_TYPES, *tl.dtype.FP_TYPES, "void"]
+SCALARS = [tl.dtype(name) for name in _NAMES]
+_shapes = st.lists(st.sampled_from([1, 2, 16, 64, 128]), min_size=1, max_size=2)
+_types = st.one_of(st.sampled_from(SCALARS), st.builds(tl.pointer_type, st.sampled_from(SCALARS[:-1])),
+                   st.builds(tl.block_type, st.sampled_from(SCALARS[:-1]), _shapes))
+# what a tuple holds in a kernel: Python numbers, dtypes, constexprs, tensors and tuples of them
+_leaves = st.one_of(st.integers(-2**40, 2**40), st.floats(allow_nan=False), st.sampled_from(SCALARS),
+                    st.builds(tl.core.constexpr, st.integers(0, 1024)),
+                    st.builds(lambda ty: tl.tensor(None, ty), _types))
+_values = st.recursive(_leaves, lambda inner: st.builds(tl.core.tuple, st.lists(inner, max_size=3)),
+                       max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(_values, max_size=5), fields=st.none() | st.just("named"))
+def test_a_tuple_typed_on_first_read_has_the_type_its_constructor_made(values, fields):
+    eager = tl.core._type_for_tuple_values(values)
+    lazy = tl.core.tuple(values)
+    assert "_made_type" not in vars(lazy)  # nothing made until read
+    assert lazy.type == eager and str(lazy.type) == str(eager) and lazy.type is lazy.type
+    names = [f"f{i}" for i in range(len(values))]
+    given_type = tl.core._type_for_tuple_values(values, names if fields else None)
+    typed = tl.core.tuple(values, given_type)  # a type given: the constructor's own path, kept as given
+    assert typed.type is given_type
+    if values:  # the one method that changes the values types the tuple again, as it did
+        typed._setitem(0, 7)
+        assert typed.type == tl.core._type_for_tuple_values([7, *values[1:]], given_type.fields)
+        assert typed.type.fields == given_type.fields
+
+
+@settings(max_examples=200, deadline=None)
+@given(tt=_types)
+def test_the_dtype_table_built_once_answers_as_the_one_built_per_call(tt):
+    real = interpreter._get_np_dtype.__wrapped__
+
+    def answer(get):
+        try:
+            return get(tt)
+        except Exception as e:  # void, and what else the real table lacks: the same error
+            return type(e)
+
+    assert answer(interpreter._get_np_dtype) == answer(real)
