@@ -71,7 +71,15 @@ def defined_memory() -> None:
     import torch
     import torch.utils.deterministic
 
-    torch.use_deterministic_algorithms(True, warn_only=True)  # CPU planning: only the fill matters
+    # CPU planning: only the fill matters, which torch does while its deterministic flag is on.
+    # torch.use_deterministic_algorithms sets inductor's config beside that flag, importing
+    # torch._inductor (and torch._dynamo and sympy with it: 1.4 CPU s a planning process, 2-core
+    # CPU, torch 2.13, 2026-12-03) for a compiler this process never runs: the flag is set alone
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if set_flag is None:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        set_flag(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = True
 
 

@@ -411,6 +411,9 @@ from perf.change import grid, keys, side
 from perf.static import plan
 from perf.thresholds import load_thresholds
 grid.defined_memory()
+assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+assert torch.empty(64).isnan().all() and (torch.empty(8, dtype=torch.int32) == 2**31 - 1).all()  # the fill
+assert "torch._inductor" not in sys.modules  # a compiler's config nothing here uses (grid.defined_memory)
 grid.refuse_device_queries()
 import kernels
 from kernels import launch, platform
