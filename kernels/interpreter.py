@@ -26,7 +26,8 @@ the same thing again.
   shape as a `tl.tuple`, whose constructor builds its `tuple_type` at once, the type's name string
   included; almost no shape's type is ever read. Made on first read from the same values, the
   type is the one the constructor made: the only method that changes a tuple's values
-  (`_setitem`) sets its type itself, and nothing else in Triton writes `values`.
+  (`_setitem`) sets its type itself, nothing else in Triton writes `values`, and no value's own
+  `type` is reassigned after it is made (Triton 3.6.0's language and interpreter, searched).
 - The interpreter's table of Triton dtypes to NumPy dtypes is built once, not on every call of
   `_get_np_dtype` (once for every value it makes). Measured on a 2-core CPU (2026-12-03,
   cProfile, the 46 forced-config correctness cases of the static_grid kernel, 54 s): tuples'
@@ -148,8 +149,8 @@ def build_dtype_table_once() -> bool:
 
     def _get_np_dtype(tt_dtype):
         scalar = tt_dtype.element_ty if isinstance(tt_dtype, tl.block_type) else tt_dtype
-        if isinstance(scalar, tl.pointer_type) or type(scalar) is not tl.dtype:
-            return real(tt_dtype)  # pointers and any other kind: as Triton does
+        if type(scalar) is not tl.dtype:  # pointers and any other kind of type: as Triton does
+            return real(tt_dtype)
         found = table.get(scalar.name)
         if found is None:
             found = table[scalar.name] = real(scalar)
