@@ -1,0 +1,5 @@
+# One device call on `nvidia-h200` (2026-12-03, about 09:00 UTC, main 1cade8c), with carry [".fi/flush"]:
+# the script ran from that scratch folder as .fi/flush/flushmodes.py.
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+python -c "import torch,triton;print(torch.__version__,triton.__version__)"   # 2.11.0+cu130 3.6.0
+PYTHONPATH=. timeout 560 python .fi/flush/flushmodes.py
