@@ -46,6 +46,9 @@ from perf.vendor import on_gpu
 
 # triton's get_empty_cache_for_benchmark size: more than the H100's 50 MB L2; the MI300X's
 # 256 MB Infinity Cache is flushed only in part (the same as triton.testing.do_bench there).
+# Zeroed, so L2 is left dirty: a memory-bound call pays up to 37 MB of write-back (up to 5 %
+# of a decode); a read after it would spare that but slowed L2-held prefills up to 2 % (H200,
+# 2026-12-03, docs/lab/2026-12-03.md): neither is neutral, and zeroing is do_bench's.
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 MIN_SAMPLES = 5  # per repeat, however long the call
 # Shortest sample. Measured on an H100 (2026-11-22, perf/measure/timing_check.py): a lone
