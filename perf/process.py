@@ -18,7 +18,8 @@ An interrupt raised while a module imports can land in C++ that called back into
 `entry` reaches its boundary prints a traceback (a side process of `perf compile`, stopped in
 `import perf.git` on a cold start, 2-core CI machine, 2026-11-27). So while a module imports,
 or before the boundary, the signal is sent again every DEFER_S seconds, DEFER_MAX times at most,
-and raised once neither holds. Every `python -m perf...` module calls `entry`.
+and raised once neither holds. Every `python -m perf...` module calls `entry`. What an interrupt
+cuts half-way (a finalizer of an object it left half-made, a thread) says nothing after it.
 
 Standard library only (with perf.errors): perf/__init__.py imports it before anything else.
 """
@@ -69,8 +70,23 @@ def _importing(frame) -> bool:
     return False
 
 
+def _quiet_aftermath() -> None:
+    """From an interrupt on, what it cut half-way is not reported beside the boundary's one line.
+    A KeyboardInterrupt lands at any bytecode, so it can leave an object half-made whose finalizer
+    then fails (multiprocessing's `Finalize`, cut between its weak reference and its key: "Exception
+    ignored in: <Finalize object, dead> ... no attribute '_key'", from a `perf compile` side stopped
+    on the 2-core CI machine, 2026-12-04), or a thread whose shared state it tore down fails in its
+    own. Both reach stderr through sys.unraisablehook and threading.excepthook, which say nothing
+    after the interrupt; with --debug (PERF_DEBUG) they still speak."""
+    if os.environ.get(DEBUG_ENV, "") in ("", "0"):
+        sys.unraisablehook = lambda unraisable: None
+        threading.excepthook = lambda args: None
+
+
 def on_signal(signum, frame) -> None:
     global _interrupted, _deferred
+    if not _interrupted:
+        _quiet_aftermath()
     _interrupted = True
     _forget_resource_tracker()
     if (_importing(frame) or not _entered) and _deferred < DEFER_MAX:

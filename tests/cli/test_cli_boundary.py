@@ -344,6 +344,48 @@ def test_an_interrupt_during_an_import_is_raised_once_the_import_is_over(tmp_pat
     assert err == "interrupted: stopped; what finished is kept\n"
 
 
+_TORN = """
+    import os, signal, threading, time, weakref
+    from perf import process
+
+    class Torn:  # multiprocessing.util.Finalize's order: a weak reference whose callback is
+        def __init__(self, obj):  # the object itself, then the key that callback reads
+            self._ref = weakref.ref(obj, self)
+            os.kill(os.getpid(), signal.SIGINT)  # the interrupt lands between the two
+            time.sleep(5)
+            self._key = 1
+
+        def __call__(self, ref):
+            del self._key
+
+    class Obj:
+        pass
+
+    def main(argv):
+        try:
+            Torn(Obj())
+        finally:  # a thread that fails once the interrupt tore down what it uses
+            t = threading.Thread(target=lambda: 1 / 0)
+            t.start()
+            t.join()
+    process.entry(main)
+"""
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_what_an_interrupt_cut_half_way_says_nothing_unless_debugging(debug):
+    """A compile side stopped while multiprocessing built a Finalize printed "Exception ignored in:
+    <Finalize object, dead>" and its traceback beside the interrupt's one line."""
+    p = _python(_TORN, *(["--debug"] if debug else []))
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    if debug:  # the torn finalizer and the thread did fail: only their reports were held back
+        failed = ("Exception ignored in", "no attribute '_key'", "ZeroDivisionError")
+        assert all(said in err for said in failed), err
+    else:
+        assert err == "interrupted: stopped; what finished is kept\n", err
+
+
 ENTRY_POINTS = [  # `python -m MODULE ARGS` -> what its one line says
     ("perf.latency.bisect --make-demo-range FILE/x", "--make-demo-range FILE/x: FILE is a file, not a"),
     ("perf.static.probe", "usage: python -m perf.static.probe SPEC"),
