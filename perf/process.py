@@ -70,6 +70,11 @@ def _importing(frame) -> bool:
     return False
 
 
+def _debugging() -> bool:
+    """--debug or PERF_DEBUG=1: tracebacks and what an interrupt cut half-way are shown."""
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
 def _quiet_aftermath() -> None:
     """From an interrupt on, what it cut half-way is not reported beside the boundary's one line.
     A KeyboardInterrupt lands at any bytecode, so it can leave an object half-made whose finalizer
@@ -78,7 +83,7 @@ def _quiet_aftermath() -> None:
     on the 2-core CI machine, 2026-12-04), or a thread whose shared state it tore down fails in its
     own. Both reach stderr through sys.unraisablehook and threading.excepthook, which say nothing
     after the interrupt; with --debug (PERF_DEBUG) they still speak."""
-    if os.environ.get(DEBUG_ENV, "") in ("", "0"):
+    if not _debugging():
         sys.unraisablehook = lambda unraisable: None
         threading.excepthook = lambda args: None
 
@@ -211,7 +216,7 @@ def reader_gone() -> int:
 def boundary(fn: Callable[[], int | None], *, debug: bool = False, quiet_interrupt: bool = False) -> int:
     """Run `fn` and turn whatever it raises into an exit code and at most one line on stderr
     (the module docstring says which); never raises."""
-    debug = debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    debug = debug or _debugging()
     quiet_interrupt = quiet_interrupt or _quiet_interrupt
     try:
         code = _exit_code(fn())

@@ -364,7 +364,7 @@ _TORN = """
     def main(argv):
         try:
             Torn(Obj())
-        finally:  # a thread that fails once the interrupt tore down what it uses
+        finally:  # a thread that fails after the interrupt
             t = threading.Thread(target=lambda: 1 / 0)
             t.start()
             t.join()
