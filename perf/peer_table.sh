@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The peers table of docs/peers.md in one command, on one NVIDIA GPU: ours (static_grid)
-# against FlashInfer and vLLM's Triton unified attention over the `anchor` suite (the paper's
+# against FlashInfer (its paged wrappers, and for decodes the XQA kernel it ships) and vLLM's
+# Triton unified attention over the `anchor` suite (the paper's
 # 17 cases, multi-token decodes, fp8 prefills), CUDA-graph replay medians. `perf run` checks
 # every output before it times it (perf/measure); a peer that cannot run a case, or runs it
 # wrong, is left out of that row with the reason under the table.
@@ -63,7 +64,7 @@ if [ -n "$vllm" ]; then  # the archive holds vllm/ (the kernel files and stand-i
 fi
 export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-peers=flashinfer_paged,vllm_unified
+peers=flashinfer_paged,flashinfer_xqa,vllm_unified
 runs=()
 for i in $(seq 1 "$processes"); do
   echo "== process $i of $processes: python -m perf run --suite $suite --metrics $metrics" >&2

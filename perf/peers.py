@@ -5,8 +5,9 @@ A peer is measured beside the variants, in the same interleaved rounds, as a cas
 `perf run --peers` and the nightly both go through `resolve` (auto | none | a,b).
 
 Two kinds of peers:
-- Batch peers read a scenario's own batch. flashinfer and vLLM's Triton unified attention
-  read the very cache tensors and block table the kernels read (no copy); flash_attn 2
+- Batch peers read a scenario's own batch. flashinfer (its paged wrappers, and for decodes
+  TensorRT-LLM's XQA kernel it ships) and vLLM's Triton unified attention read the very cache
+  tensors and block table the kernels read (no copy); flash_attn 2
   reads a copy paged at 256 tokens (its minimum page size); aiter reads dense varlen
   copies. A library that is not installed is left out with a note.
 - Dense PyTorch SDPA (cuDNN, flash, memory-efficient backends) on contiguous copies, "dense,
@@ -42,6 +43,7 @@ FLASHINFER_WORKSPACE_BYTES = 128 * 1024 * 1024  # the size flashinfer's docstrin
 # on. flashinfer's docstring says only "faster for large group size"; SGLang's mini-sglang
 # FlashInfer backend uses >= 4. Unmeasured here.
 FLASHINFER_TENSOR_CORE_MIN_GROUP = 4
+XQA_PAGE_SIZES = (16, 32, 64, 128)  # the page sizes flashinfer 0.7.4's `xqa` docstring allows
 # Where vLLM keeps its Triton unified attention, newest first (it moved into v1/).
 VLLM_UNIFIED_MODULES = ("vllm.v1.attention.ops.triton_unified_attention",
                         "vllm.attention.ops.triton_unified_attention")
@@ -92,20 +94,25 @@ class Peer:
     # head_size]) for the batch it was given, so it can be checked against the fp32 reference
     # (perf/measure/peer_cases.py); dense peers run copies of other tensors and are not checked.
     checked: bool = False
+    # Over an OCP e4m3 cache it rounds q and P to e4m3 for its products (FlashAttention-3's fp8 path,
+    # TensorRT-LLM's XQA): held to the fp8 products' tolerance against q itself, as a launch of ours
+    # that rounds P is (perf/measure/check.py FP8_PRODUCTS_TOLERANCE), not to the output dtype's.
+    e4m3_products: bool = False
 
 
 PEERS: dict[str, Peer] = {}
 
 # The libraries `--peers auto` measures per vendor ("% of SOTA": the fastest of them).
 VENDOR_PEERS = {
-    "nvidia": ("sdpa_cudnn", "sdpa_flash", "flash_attn_paged", "flashinfer_paged", "vllm_unified"),
+    "nvidia": ("sdpa_cudnn", "sdpa_flash", "flash_attn_paged", "flashinfer_paged", "flashinfer_xqa",
+               "vllm_unified"),
     "amd": ("sdpa_flash", "sdpa_efficient", "aiter_varlen", "vllm_unified"),
 }
 
 
-def register(name: str, label: str, module: str, dense: bool = False):
+def register(name: str, label: str, module: str, dense: bool = False, e4m3_products: bool = False):
     def wrap(setup):
-        PEERS[name] = Peer(name, label, module, setup, dense, checked=not dense)
+        PEERS[name] = Peer(name, label, module, setup, dense, checked=not dense, e4m3_products=e4m3_products)
         return setup
     return wrap
 
@@ -412,6 +419,48 @@ def _flashinfer_paged(batch, device: str):
     _refused("flashinfer", run)
     return run, (f"flashinfer {library_version('flashinfer')}: {note}"
                  + (", fp8 cache with per-tensor k/v scales" if scales else "")
+                 + f"; the kernels' cache in place, page size {spec.block_size}, NHD")
+
+
+@register("flashinfer_xqa", "flashinfer XQA decode (TensorRT-LLM's, paged, block table)", "flashinfer",
+          e4m3_products=True)
+def _flashinfer_xqa(batch, device: str):
+    """TensorRT-LLM's XQA decode as FlashInfer ships it (`xqa_batch_decode_with_kv_cache`): on
+    sm_90 over an OCP e4m3 cache its Hopper kernel (wgmma, TMA, split sequences merged in the
+    kernel), the decode serving engines built on TensorRT-LLM run; one query per sequence here."""
+    import torch
+
+    spec = batch.spec
+    try:
+        from flashinfer.decode import xqa_batch_decode_with_kv_cache
+    except ImportError as exc:
+        raise PeerUnavailable(f"flashinfer has no XQA decode here: {exc}") from exc
+    b = batch
+    cache = b.k_cache.dtype
+    _batch_checks(spec, "flashinfer XQA", {
+        "prefill or multi-token decode": any(q != 1 for q in spec.query_lens)
+        and "one query per sequence is what this peer times",
+        "softcap": spec.softcap and "its kernel caps no logits",
+        "sliding window": spec.sliding_window and "this peer passes none on",
+        "sinks": spec.sinks and "this peer passes none on",
+        f"{cache} cache": cache not in (b.q.dtype, torch.float8_e4m3fn)
+        and "its caches are the queries' dtype or OCP e4m3",
+        f"page size {spec.block_size}": spec.block_size not in XQA_PAGE_SIZES
+        and f"pages of {XQA_PAGE_SIZES}",
+        "strided caches": not (b.k_cache.is_contiguous() and b.v_cache.is_contiguous())
+        and "it reads the NHD layout dense"})
+    # zeros before its first use: the semaphores of its split sequences
+    workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+    seq_lens = b.seq_lens.to(torch.uint32)  # its kernel's type, made once as an engine keeps it
+    scales = (float(b.options["k_scale"]), float(b.options["v_scale"])) if spec.fp8_kv else (1.0, 1.0)
+
+    def run(keep=(workspace, seq_lens)):
+        return xqa_batch_decode_with_kv_cache(
+            b.q, (b.k_cache, b.v_cache), workspace, b.block_table, seq_lens, max(spec.kv_lens),
+            bmm1_scale=b.options["scale"] * scales[0], bmm2_scale=scales[1], kv_layout="NHD")
+    _refused("flashinfer XQA", run)
+    return run, (f"flashinfer {library_version('flashinfer')}: XQA decode"
+                 + (", fp8 cache with per-tensor k/v scales, q and P rounded to e4m3" if spec.fp8_kv else "")
                  + f"; the kernels' cache in place, page size {spec.block_size}, NHD")
 
 

@@ -7,7 +7,8 @@ timed region; a first untimed call), `detach` drops them. `perf run --peers` and
 nightly both go through `perf.peers.resolve` (auto | none | a,b) and `attach`.
 
 The first call's output is checked against the fp32 reference on the same batch (the
-variants' tolerances, perf/measure/check.py): a peer whose output is wrong is recorded as
+variants' tolerances, perf/measure/check.py; the fp8 products' for a peer that rounds q and P to
+e4m3 over an e4m3 cache, `Peer.e4m3_products`): a peer whose output is wrong is recorded as
 an error with the max error and never timed, so it drops out of every table. Dense peers
 (copies of other tensors) say in their layout note that their output is not checked.
 """
@@ -40,7 +41,9 @@ def make_case(name: str, scenario, device: str, batch=None, expected=None) -> Ca
 
                 expected = reference_for(batch if batch is not None else build_batch(spec, device))
             exact = expected.exact
-            found = check.compare(result, exact, *check.tolerance(exact.dtype)) \
+            products = PEERS[name].e4m3_products and spec.fp8_kv
+            found = check.compare(result, exact, *(check.FP8_PRODUCTS_TOLERANCE if products
+                                                   else check.tolerance(exact.dtype))) \
                 if isinstance(result, torch.Tensor) else None
             if found is None or not found.ok:
                 why = (check.wrong_reason(found, "before timing") if found is not None else

@@ -264,6 +264,117 @@ def test_flashinfer_fp8_cache_with_its_scales(fake_flashinfer, monkeypatch):
     assert note.startswith("flashinfer 0.7.2.post1: ") and "per-tensor k/v scales" in note
 
 
+# --- flashinfer's XQA decode (TensorRT-LLM's kernel) on the kernels' cache ---------------------------
+
+
+@pytest.fixture
+def fake_xqa(monkeypatch):
+    """flashinfer with only `decode.xqa_batch_decode_with_kv_cache`, recording each call."""
+    calls = []
+
+    def xqa_batch_decode_with_kv_cache(query, kv_cache, workspace, block_tables, seq_lens, max_seq_len,
+                                       **kw):
+        calls.append(dict(query=query, kv_cache=kv_cache, workspace=workspace, block_tables=block_tables,
+                          seq_lens=seq_lens, max_seq_len=max_seq_len, **kw))
+        return torch.empty_like(query)
+
+    mod, decode = types.ModuleType("flashinfer"), types.ModuleType("flashinfer.decode")
+    decode.xqa_batch_decode_with_kv_cache = xqa_batch_decode_with_kv_cache
+    mod.decode, mod.__version__ = decode, "0.7.4"
+    monkeypatch.setitem(sys.modules, "flashinfer", mod)
+    monkeypatch.setitem(sys.modules, "flashinfer.decode", decode)
+    monkeypatch.setattr(peers, "FLASHINFER_WORKSPACE_BYTES", 4096)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    return calls
+
+
+def test_xqa_decodes_the_kernels_cache_in_place_with_the_scales_folded(fake_xqa):
+    """One query per sequence over an OCP e4m3 cache: the kernels' q, caches and block table as they
+    are, the lengths in XQA's uint32, k_scale folded into the score's scale and v_scale into the
+    output's, the workspace zeroed before its first use (XQA's semaphores)."""
+    batch = _batch("qwen2.5-7b/decode/batch3-kv40-var/block16/fp8/bf16")
+    fn, label, note = peers.setup_for_batch("flashinfer_xqa", batch.spec, "cpu", batch)
+    fn()
+    first, timed = fake_xqa  # the untimed first call (a refusal is a note), then the timed one
+    assert timed.keys() == first.keys()
+    assert timed["query"] is batch.q and timed["block_tables"] is batch.block_table
+    assert timed["kv_cache"][0] is batch.k_cache and timed["kv_cache"][1] is batch.v_cache
+    assert timed["seq_lens"].dtype == torch.uint32
+    assert timed["seq_lens"].tolist() == batch.seq_lens.tolist() and timed["seq_lens"] is first["seq_lens"]
+    assert timed["max_seq_len"] == max(batch.spec.kv_lens) and timed["kv_layout"] == "NHD"
+    scale, k_scale, v_scale = (float(batch.options[k]) for k in ("scale", "k_scale", "v_scale"))
+    assert timed["bmm1_scale"] == pytest.approx(scale * k_scale) and timed["bmm2_scale"] == v_scale
+    assert k_scale != v_scale  # the two scales go to their own products
+    assert timed["workspace"].dtype == torch.uint8 and not timed["workspace"].any()
+    assert "XQA" in label and note.startswith("flashinfer 0.7.4: XQA decode") and "rounded to e4m3" in note
+    assert peers.PEERS["flashinfer_xqa"].e4m3_products
+
+
+def test_xqa_over_a_cache_of_the_queries_dtype_has_unit_scales(fake_xqa):
+    batch = _batch("llama3-8b/decode/batch2-kv32/block32")
+    _, _, note = peers.setup_for_batch("flashinfer_xqa", batch.spec, "cpu", batch)
+    (call,) = fake_xqa
+    assert call["bmm1_scale"] == batch.options["scale"] and call["bmm2_scale"] == 1.0
+    assert "e4m3" not in note and "page size 32" in note
+
+
+@pytest.mark.parametrize("name, why", [
+    ("llama3-8b/prefill/batch2-kv32/block16", "prefill or multi-token decode"),
+    ("qwen2.5-7b/decode/batch2-kv64-q2/block16", "prefill or multi-token decode"),
+    ("gemma2-9b/decode/batch2-kv64/block16/softcap50", "softcap"),
+    ("llama3-8b/decode/batch2-kv64/block16/window16", "sliding window"),
+    ("gpt-oss-20b/decode/batch2-kv64/block16/sinks", "sinks"),
+    ("llama3-8b/decode/batch2-kv64/block8", "page size 8"),
+])
+def test_xqa_refuses_what_this_peer_does_not_time(fake_xqa, name, why):
+    batch = _batch(name)
+    with pytest.raises(peers.PeerUnavailable, match=f"flashinfer XQA has no {why} \\("):
+        peers.setup_for_batch("flashinfer_xqa", batch.spec, "cpu", batch)
+    assert not fake_xqa  # refused before any call
+
+
+def test_xqa_refuses_an_fnuz_cache_it_would_read_as_another_format(fake_xqa):
+    from kernels.batch import build_batch
+    from kernels.inputs import FP8_FORMATS
+
+    fnuz = [d for d in FP8_FORMATS if d is not torch.float8_e4m3fn]
+    batch = build_batch(Scenario.parse("llama3-8b/decode/batch2-kv32/block16/fp8/bf16").spec(), "cpu",
+                        fp8_dtype=fnuz[0])
+    with pytest.raises(peers.PeerUnavailable, match="its caches are the queries' dtype or OCP e4m3"):
+        peers.setup_for_batch("flashinfer_xqa", batch.spec, "cpu", batch)
+
+
+def test_a_flashinfer_without_xqa_is_a_note(monkeypatch):
+    mod = types.ModuleType("flashinfer")
+    monkeypatch.setitem(sys.modules, "flashinfer", mod)
+    monkeypatch.setitem(sys.modules, "flashinfer.decode", types.ModuleType("flashinfer.decode"))
+    batch = _batch("llama3-8b/decode/batch2-kv32/block16")
+    with pytest.raises(peers.PeerUnavailable, match="flashinfer has no XQA decode here"):
+        peers.setup_for_batch("flashinfer_xqa", batch.spec, "cpu", batch)
+
+
+@pytest.mark.parametrize("fp8, off, timed", [(True, 0.1, True), (True, 0.2, False), (False, 0.1, False)])
+def test_a_peer_rounding_its_products_to_e4m3_is_held_to_their_tolerance(monkeypatch, fp8, off, timed):
+    """Over an e4m3 cache a peer that rounds q and P to e4m3 (XQA, FlashAttention-3's fp8 path) is held
+    to the fp8 products' tolerance against q itself, as a launch of ours that rounds P is; over a
+    cache of the queries' dtype, and beyond that tolerance, an error that large is a wrong output."""
+    from kernels.reference import paged_attention_reference
+    from perf.measure import check, peer_cases
+
+    def shifted(batch, device):
+        return (lambda: paged_attention_reference(*batch.args(), **batch.options) + off), "shifted"
+
+    assert check.FP8_PRODUCTS_TOLERANCE[0] == 0.125  # 0.1 inside, 0.2 outside (rtol adds < 2^-4 here)
+    monkeypatch.setitem(peers.PEERS, "rounds", peers.Peer("rounds", "rounds", "torch", shifted, checked=True,
+                                                          e4m3_products=True))
+    scenario = Scenario.parse("tiny/decode/batch2-kv16/block16" + ("/fp8/bf16" if fp8 else "/bf16"))
+    case = peer_cases.make_case("rounds", scenario, "cpu")
+    assert (case.fn is not None) == timed, case.skip
+    if not timed:
+        assert case.kind == "error" and case.skip.startswith(check.WRONG)
+
+
 def test_library_versions_from_metadata_module_or_unknown(monkeypatch):
     assert peers.library_version("torch") == __import__("importlib.metadata").metadata.version("torch")
     fake = types.ModuleType("flashinfer")
