@@ -452,12 +452,14 @@ def _flashinfer_xqa(batch, device: str):
     # zeros before its first use: the semaphores of its split sequences
     workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=device)
     seq_lens = b.seq_lens.to(torch.uint32)  # its kernel's type, made once as an engine keeps it
-    scales = (float(b.options["k_scale"]), float(b.options["v_scale"])) if spec.fp8_kv else (1.0, 1.0)
+    k_scale, v_scale = ((float(b.options["k_scale"]), float(b.options["v_scale"])) if spec.fp8_kv
+                        else (1.0, 1.0))
+    score_scale, longest = b.options["scale"] * k_scale, max(spec.kv_lens)  # once, not per timed call
 
     def run(keep=(workspace, seq_lens)):
         return xqa_batch_decode_with_kv_cache(
-            b.q, (b.k_cache, b.v_cache), workspace, b.block_table, seq_lens, max(spec.kv_lens),
-            bmm1_scale=b.options["scale"] * scales[0], bmm2_scale=scales[1], kv_layout="NHD")
+            b.q, (b.k_cache, b.v_cache), workspace, b.block_table, seq_lens, longest,
+            bmm1_scale=score_scale, bmm2_scale=v_scale, kv_layout="NHD")
     _refused("flashinfer XQA", run)
     return run, (f"flashinfer {library_version('flashinfer')}: XQA decode"
                  + (", fp8 cache with per-tensor k/v scales, q and P rounded to e4m3" if spec.fp8_kv else "")
