@@ -22,7 +22,7 @@ for heads in (4, 8):
                 launch = SimpleNamespace(kernel=probe.page_kernel, num_warps=4, num_stages=3, vendor_options={},
                     args=dict(k_desc=kd, v_desc=vd, table_ptr=table, table_stride=8, out_ptr=out, kv_heads=heads,
                               keys=4096, block_size=block, tiles=tiles),
-                    constexprs=dict(STAGES=stages, MODE=probe.MODES[mode], HEADS=heads))
+                    constexprs=dict(STAGES=stages, MODE=probe.MODES[mode], HEADS=probe.together(mode, heads)))
                 try:
                     sig, cx, attrs, options = plan.bind(launch, SM90)
                     log = io.StringIO()

@@ -5,7 +5,9 @@ head) item is one program's? Programs a run: sequences x KV heads in every form,
 - head: a program an item (sequence, KV head), a [BLOCK, D] box of its head's column a cache block (as today);
 - page: a program a (sequence, key segment), the sequence's keys in `heads` segments; a stage's keys copied as
   `heads` [R, D] boxes, one a head, issued back to back, so a block's bytes are asked for together;
-- page3d: as page, but one [R, heads, D] box a block (3D descriptor): a copy a block, not one a head.
+- page3d: as page, but one [R, heads, D] box a block (3D descriptor): a copy a block, not one a head;
+- pair: a program a (sequence, pair of adjacent KV heads, half of the keys), a box a head, a block's two boxes
+  issued back to back (256 adjacent bytes a key).
 
 A loader warp copies into STAGES buffers of 128 rows of K and of V (32 KiB a stage in every form); the consumer
 warpgroup waits on each, converts V to fp16 and sums it (its programs' sums add up to the cache's: every V byte
@@ -39,10 +41,10 @@ def _loader(k_desc, v_desc, k_bufs, v_bufs, ready, empty, cfg, table_ptr, table_
         col = part * D
         first = 0
         KEYS_A_TILE: gl.constexpr = ROWS_C
-    else:
-        col = 0
+    else:  # HEADS heads read together: a group of them, its keys in HEADS segments
+        col = (part // HEADS) * HEADS * D
         KEYS_A_TILE: gl.constexpr = ROWS_C // HEADS
-        first = part * (keys // kv_heads)
+        first = (part % HEADS) * (keys // HEADS)
     NBYTES: gl.constexpr = ROWS_C * D
     for t in range(tiles):
         stage = t % STAGES
@@ -58,12 +60,12 @@ def _loader(k_desc, v_desc, k_bufs, v_bufs, ready, empty, cfg, table_ptr, table_
                                                 k_bufs.index(stage).slice(i * R, R))
                 tma.async_copy_global_to_shared(v_desc, [row, col], ready.index(stage),
                                                 v_bufs.index(stage).slice(i * R, R))
-            elif MODE == 1:
+            elif MODE != 2:
                 for h in gl.static_range(HEADS):
-                    tma.async_copy_global_to_shared(k_desc, [row, h * D], ready.index(stage),
+                    tma.async_copy_global_to_shared(k_desc, [row, col + h * D], ready.index(stage),
                                                     k_bufs.index(stage).slice((i * HEADS + h) * R, R))
                 for h in gl.static_range(HEADS):
-                    tma.async_copy_global_to_shared(v_desc, [row, h * D], ready.index(stage),
+                    tma.async_copy_global_to_shared(v_desc, [row, col + h * D], ready.index(stage),
                                                     v_bufs.index(stage).slice((i * HEADS + h) * R, R))
             else:
                 tma.async_copy_global_to_shared(k_desc, [row, 0, 0], ready.index(stage),
@@ -121,15 +123,19 @@ def page_kernel(k_desc, v_desc, table_ptr, table_stride, out_ptr, kv_heads, keys
     gl.warp_specialize([(_consumer, args), (_loader, args)], [1], [48])
 
 
-MODES = {"head": 0, "page": 1, "page3d": 2}
+MODES = {"head": 0, "page": 1, "page3d": 2, "pair": 3}
+
+
+def together(mode, heads):
+    """KV heads a program reads of each cache block."""
+    return {"head": 1, "pair": 2}.get(mode, heads)
 
 
 def form(mode, heads, block, keys):
     """(R, TILES): rows a box, tiles a program."""
-    if mode == "head":
-        return min(block, ROWS), keys // ROWS
-    keys_a_tile = ROWS // heads
-    return min(block, keys_a_tile), (keys // heads) // keys_a_tile
+    g = together(mode, heads)
+    keys_a_tile = ROWS // g
+    return min(block, keys_a_tile), (keys // g) // keys_a_tile
 
 
 def descs(k, v, mode, r):
@@ -149,7 +155,7 @@ def launcher(k, v, table, out, mode, heads, keys, block, stages):
     kd, vd = descs(k, v, mode, r)
     programs = table.shape[0] * heads
     return lambda: page_kernel[(programs,)](kd, vd, table, table.stride(0), out, heads, keys, block, tiles,
-                                           STAGES=stages, MODE=MODES[mode], HEADS=heads, num_warps=4)
+                                           STAGES=stages, MODE=MODES[mode], HEADS=together(mode, heads), num_warps=4)
 
 
 def main():
@@ -159,9 +165,9 @@ def main():
     tag = sys.argv[1] if len(sys.argv) > 1 else "1"
     lim = roofline.measure_limits()
     rows = []
-    stage_list = [int(x) for x in os.environ.get("STAGES", "3,4").split(",")]
-    # qwen2.5-7b 32 x 4k (4 KV heads), llama3-8b 16 x 4k (8): 134 MB; llama3-8b 32 x 4k: 268 MB
-    for seqs, keys, heads in ((32, 4096, 4), (16, 4096, 8), (32, 4096, 8)):
+    stage_list = [int(x) for x in os.environ.get("STAGES", "3").split(",")]
+    # qwen2.5-7b 32 x 4k (4 KV heads), llama3-8b 16 x 4k (8): 134 MB; llama3-8b 32 x 4k: 268 MB; 32 x 8k: 537 MB
+    for seqs, keys, heads in ((32, 4096, 4), (16, 4096, 8), (32, 4096, 8), (32, 8192, 8)):
         for block in (16, 32):
             nb = seqs * keys // block
             torch.manual_seed(0)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Lab, one device call: the whole-page TMA stream probe, two processes.
-# The device call: nvidia-h200, 2026-12-04 06:43-06:44 UTC, main 23e88a5; the probe ran from the scratch folder .fi/page/ as probe.py
+# The device calls: nvidia-h200, 2026-12-04 06:43-06:44 UTC (head, page, page3d at 3 and 4 stages) and 06:59-07:00 (pair added, the 537 MB row, 3 stages: page_probe_3/4.json), main 23e88a5 and 9fdc465; the probe ran from the scratch folder .fi/page/ as probe.py
 set -u
 export PYTHONPATH=$PWD
 { nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.max.sm --format=csv; git log -1 --format=%h; } > $OUT/gpu.txt
