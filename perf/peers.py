@@ -456,7 +456,7 @@ def _flashinfer_xqa(batch, device: str):
                         else (1.0, 1.0))
     score_scale, longest = b.options["scale"] * k_scale, max(spec.kv_lens)  # once, not per timed call
 
-    def run(keep=(workspace, seq_lens)):
+    def run():
         return xqa_batch_decode_with_kv_cache(
             b.q, (b.k_cache, b.v_cache), workspace, b.block_table, seq_lens, longest,
             bmm1_scale=score_scale, bmm2_scale=v_scale, kv_layout="NHD")
