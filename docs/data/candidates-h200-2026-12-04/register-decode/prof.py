@@ -1,0 +1,18 @@
+"""One launch of a register-decode form for ncu (run under ncu with -k regex:reg_decode)."""
+import os, sys
+import torch
+sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe
+from kernels.batch import build_batch
+from perf import scenarios
+spec = scenarios.Scenario.parse(os.environ.get("SCENARIO", "qwen2.5-7b/decode/batch32-kv4096/block16/fp8/bf16")).spec()
+batch = build_batch(spec, "cuda")
+out = batch.new_output()
+for form in probe.FORMS:
+    run = probe.Reg(batch, *form)
+    run(out); torch.cuda.synchronize()
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    for _ in range(2):
+        flush.zero_(); run(out)
+    torch.cuda.synchronize()
