@@ -1,14 +1,18 @@
 """Compile the register decode's forms (W:PV_FP8:DEPTH:KEYS[:ASYNC[:FENCE]]) for sm_90 on the CPU: registers, spills,
-PTX instruction counts. Ran as `.fi/reg/compile.py` beside the probe as `probe.py`; output: compile-sm90.txt."""
-import contextlib, io, os, re, sys, itertools
+PTX instruction counts. Ran as `.fi/reg/compile.py` beside the probe as `probe.py` (runs from this folder too); output: compile-sm90.txt."""
+import contextlib, importlib.util, io, os, re, sys
 from types import SimpleNamespace
 import torch, triton
 sys.path.insert(0, os.getcwd())
 os.environ.update(TRITON_ALWAYS_COMPILE="1", TRITON_DUMP_PTXAS_LOG="1")
 from perf.static import plan
 from perf.thresholds import load_thresholds
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import probe
+here = os.path.dirname(os.path.abspath(__file__))
+_path = next(os.path.join(here, f) for f in ("probe.py", "register-decode-probe.py")
+             if os.path.exists(os.path.join(here, f)))  # the scratch copy's name, or this folder's
+_spec = importlib.util.spec_from_file_location("probe", _path)
+probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe)
 SM90 = next(t for t in plan.load_targets(load_thresholds()) if t.name == "sm_90")
 forms = [tuple(int(x) for x in f.split(":")) for f in (sys.argv[1:] or ["4:0:2:16", "8:0:2:16"])]
 for W, pv8, depth, keys, *rest in forms:
@@ -28,7 +32,7 @@ for W, pv8, depth, keys, *rest in forms:
         try:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 c = triton.compile(plan.source(launch.kernel, sig, cx, attrs), target=SM90.gpu_target(), options=options.__dict__)
-        except Exception as e:
+        except Exception:
             import traceback; traceback.print_exc()
             continue
         ptxlog = log.getvalue()

@@ -1,9 +1,13 @@
 """One launch of a register-decode form for ncu (run under ncu with -k regex:reg_decode)."""
-import os, sys
+import importlib.util, os, sys
 import torch
 sys.path.insert(0, os.getcwd())
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import probe
+here = os.path.dirname(os.path.abspath(__file__))
+_path = next(os.path.join(here, f) for f in ("probe.py", "register-decode-probe.py")
+             if os.path.exists(os.path.join(here, f)))  # the scratch copy's name, or this folder's
+_spec = importlib.util.spec_from_file_location("probe", _path)
+probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(probe)
 from kernels.batch import build_batch
 from perf import scenarios
 spec = scenarios.Scenario.parse(os.environ.get("SCENARIO", "qwen2.5-7b/decode/batch32-kv4096/block16/fp8/bf16")).spec()

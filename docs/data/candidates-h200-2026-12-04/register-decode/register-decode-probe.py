@@ -8,14 +8,15 @@ after a power of two); V as the B operand of O = P V, each thread 16 contiguous 
 permuted, undone at the store). sm_90 has no e4m3 mma.sync (ptxas converts both operands of one, every step), so K
 and V are converted to fp16 in registers. A form is W:PV_FP8:DEPTH:KEYS[:ASYNC[:FENCE]]: DEPTH + 1 buffers in a
 ring, each refilled DEPTH + 1 steps ahead right after its step (registers: reg_decode; cp.async into shared buffers
-with ASYNC: reg_decode_async); FENCE puts each step and its refill in a branch of its own. Whole steps run unmasked
+with ASYNC: reg_decode_async); FENCE puts each step and its refill in a branch of its own. The PV_FP8 forms (P
+rounded to e4m3, V kept e4m3) compiled with spills at 255 registers and were never timed. Whole steps run unmasked
 (a prefetch past them reads the last whole step again, its keys masked out of the scores), the partial last step
 after the loop, masked.
 
 Run from the repository root on an sm_90 GPU: checks each form against an fp32 reference on a poisoned output
 (small batches of uneven lengths first, then each timed batch), then times it beside the production entry and the
 token items (graph replay, L2 flushed, ROUNDS rounds); writes $OUT/reg-<TAG>.json. compile-sm90.py compiles the
-forms for sm_90 on the CPU (it imports this file as `probe`)."""
+forms for sm_90 on the CPU."""
 import json
 import math
 import os
