@@ -135,15 +135,16 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("TRITON_INTERPRET=1 is set: compile-calibrate compiles real kernels; unset it")
     path = args.write or compile_calibration_path(th.path)
     files.check_output(path, "--write" if args.write else "calibration")
-    this = machine()
-    refuse_replacing(path, this, args.force)  # before minutes of compiling
     import triton
 
     import kernels
 
+    # every argument checked before the file's machine, so that a bad one is refused alike on any CPU
     targets = plan.load_targets(th, args.targets, kernels.VARIANTS)
     scenarios = validate.scenarios(args.suite, args.scenarios)
     variants = validate.variants(args.variants, kernels.VARIANTS)
+    this = machine()
+    refuse_replacing(path, this, args.force)  # before minutes of compiling
     cannot = build.probe_targets(targets, build.DiskCache(None))
     for name, why in cannot.items():
         print(report.cannot_compile_line(name, triton.__version__, why) + "; not calibrated", file=sys.stderr)

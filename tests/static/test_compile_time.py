@@ -177,6 +177,22 @@ def test_another_machines_calibration_is_replaced_only_with_force(tmp_path):
     assert "Some Other CPU" in path.read_text()
 
 
+@pytest.mark.parametrize("args,says", [
+    (["--targets", "sm_1"], "--targets 'sm_1': sm_1 not in thresholds.yaml"),
+    (["--suite", "bogus"], "no suite 'bogus'"),
+    (["--variants", "nave"], "nave"),
+    (["--scenarios", "nothing*"], "nothing*"),
+])
+def test_a_bad_argument_is_refused_before_the_files_machine(tmp_path, args, says):
+    """The refusal of a bad argument is the same on every CPU: it does not wait behind the check of the
+    calibration's machine (a --targets refusal once did, and read as another error on another CPU)."""
+    path = tmp_path / "compile-time.yaml"
+    path.write_text(yaml.safe_dump(_calibration(machine="Some Other CPU (64 CPUs)")))
+    done = _cli("compile-calibrate", "--write", str(path), *args, "--repeats", "2")
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert "Some Other CPU" not in done.stderr and "Some Other CPU" in path.read_text()
+
+
 def test_calibrate_writes_a_file_the_gate_reads(tmp_path):
     """Two A/A pairs of real cold compiles of one launch (sm_90), into a file of this machine."""
     path = tmp_path / "compile-time.yaml"
