@@ -12,7 +12,8 @@ operand: thread (g, t) reads 16 contiguous bytes (dims 16g..16g+15, O^T's rows p
   register (thread (g, t) holds keys 2t, 2t + 1, 2t + 8, 2t + 9 of query g), no data moved;
 - QKS=1: S^T = K q^T (K the A operand, q^T the B operand, 8 mma a step where S took 16), P^T moved across lanes.
 
-A form is W:QKS:DEPTH[:EARLY]: DEPTH + 1 register buffers in an unrolled ring, each warp's block ids read a ring
+A form is W:QKS:DEPTH[:EARLY]: DEPTH + 1 register buffers in an unrolled ring (a negative DEPTH: `regt_decode_async`,
+S^T, each warp's steps copied by `cp.async` into -DEPTH slots of shared memory), each warp's block ids read a ring
 ahead (`block-ids-ahead.diff`: the first call's probe read them with each refill); EARLY (1, the forms timed)
 converts V to fp16 in its load's layout and then pairs the keys' halves, 0 pairs the bytes first (more instructions
 on the CPU). Whole steps run unmasked (a prefetch past them reads the last whole step again, its keys masked out of
@@ -27,7 +28,7 @@ import os
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 
 
 @gluon.jit
@@ -76,7 +77,7 @@ def _word_rows(first, kin, n, table, blk, s_kb, s_kp, head_off, BLOCK: gl.conste
 
 @gluon.jit
 def _ka_words(k_ptr, table, base, n, blk, s_kb, s_kp, head_off, BLOCK: gl.constexpr, W: gl.constexpr,
-              KAW: gl.constexpr, MASKED: gl.constexpr):
+              KAW: gl.constexpr, MASKED: gl.constexpr, POINTERS: gl.constexpr = False):
     """K words for S^T's A operand, [W, 2 (r), 8 (g), 4 (t), 8 (c)]: thread (g, t) keys g + 8r, bytes 32t..32t+31."""
     WL: gl.constexpr = gl.SliceLayout(5, KAW)
     L4: gl.constexpr = gl.SliceLayout(4, WL)
@@ -85,7 +86,9 @@ def _ka_words(k_ptr, table, base, n, blk, s_kb, s_kp, head_off, BLOCK: gl.conste
     row, ok = _word_rows(first, kin, n, table, blk, s_kb, s_kp, head_off, BLOCK, MASKED)  # [W, 2, 8, 1]
     off = _idx(4, WL, 5, 3) * 8 + _idx(8, WL, 5, 4)
     ptr = k_ptr.to(gl.pointer_type(gl.int32), bitcast=True) + gl.expand_dims(row, 4) + off
-    if MASKED:
+    if POINTERS:
+        res = ptr
+    elif MASKED:
         res = gl.load(ptr, mask=gl.expand_dims(ok, 4) & (off >= 0), other=0)
     else:
         res = gl.load(ptr)
@@ -129,7 +132,7 @@ def _kb_operand(words, W: gl.constexpr, KBW: gl.constexpr, KB: gl.constexpr):
 
 @gluon.jit
 def _va_words(v_ptr, table, base, n, blk, s_kb, s_kp, head_off, BLOCK: gl.constexpr, W: gl.constexpr,
-              VAW: gl.constexpr, MASKED: gl.constexpr):
+              VAW: gl.constexpr, MASKED: gl.constexpr, POINTERS: gl.constexpr = False):
     """V words for O^T's A operand, [W, 2 (j), 4 (t), 2 (i), 8 (g), 4]: thread (g, t) keys 8j + 2t + i, bytes
     16g..16g+15."""
     WL: gl.constexpr = gl.SliceLayout(6, VAW)
@@ -139,7 +142,9 @@ def _va_words(v_ptr, table, base, n, blk, s_kb, s_kp, head_off, BLOCK: gl.conste
     row, ok = _word_rows(first, kin, n, table, blk, s_kb, s_kp, head_off, BLOCK, MASKED)  # [W, 2, 4, 2]
     off = _idx(8, WL, 6, 4) * 4 + _idx(4, WL, 6, 5)
     ptr = v_ptr.to(gl.pointer_type(gl.int32), bitcast=True) + gl.expand_dims(gl.expand_dims(row, 4), 5) + off
-    if MASKED:
+    if POINTERS:
+        res = ptr
+    elif MASKED:
         res = gl.load(ptr, mask=gl.expand_dims(gl.expand_dims(ok, 4), 5) & (off >= 0), other=0)
     else:
         res = gl.load(ptr)
@@ -266,6 +271,28 @@ def _ring_step(qop, kw, vw, bk, bv, base, refill, ring, bound, lim, scale, m, lt
 
 
 @gluon.jit
+def _scaled(q, qk_scale):
+    """q in fp16 after a power of two, and the score scale that takes it back (log2 domain)."""
+    amax = gl.max(gl.max(gl.max(gl.abs(q), axis=2), axis=1), axis=0)
+    pw = gl.exp2(gl.floor(gl.log2(16384.0 / gl.maximum(amax, 1e-30))))
+    return (q * pw).to(gl.float16), qk_scale / pw
+
+
+@gluon.jit
+def _qt_operand(q_ptr, seq, head, s_qt, s_qh, qk_scale, GROUP: gl.constexpr, W: gl.constexpr, QOP: gl.constexpr):
+    """q^T, S^T's B operand [W, 128 (k), 8]: k = 16c + 8h + 2t + i holds dim 32t + 4c + 2h + i (K's A operand's
+    order); `_scaled`."""
+    kk = gl.arange(0, 128, gl.SliceLayout(1, gl.SliceLayout(0, QOP)))
+    qc = gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(0, QOP)))
+    dim_of_k = (kk // 2 % 4) * 32 + (kk // 16) * 4 + (kk // 8 % 2) * 2 + kk % 2
+    q_off = gl.expand_dims(dim_of_k, 1) + gl.expand_dims((head * GROUP + qc) * s_qh, 0)
+    q_mask = gl.expand_dims(gl.expand_dims(dim_of_k >= 0, 1) & gl.expand_dims(qc < GROUP, 0), 0) & \
+        (gl.zeros([W, 128, 8], gl.int32, QOP) == 0)
+    q = gl.load(q_ptr + seq * s_qt + gl.expand_dims(q_off, 0), mask=q_mask, other=0.0).to(gl.float32)
+    return _scaled(q, qk_scale)
+
+
+@gluon.jit
 def regt_decode(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
                 s_qt, s_qh, s_kb, s_kp, s_kh, s_bt, s_ot, s_oh, kv_heads, qk_scale, v_scale,
                 GROUP: gl.constexpr, BLOCK: gl.constexpr, W: gl.constexpr, QKS: gl.constexpr,
@@ -291,14 +318,7 @@ def regt_decode(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
                                             [5, 4, 3, 1, 2, 0])
         KOP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
         QOP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
-        # q^T [W, 128 (k), 8]: k = 16c + 8h + 2t + i holds dim 32t + 4c + 2h + i (K's A operand's order)
-        kk = gl.arange(0, 128, gl.SliceLayout(1, gl.SliceLayout(0, QOP)))
-        qc = gl.arange(0, 8, gl.SliceLayout(0, gl.SliceLayout(0, QOP)))
-        dim_of_k = (kk // 2 % 4) * 32 + (kk // 16) * 4 + (kk // 8 % 2) * 2 + kk % 2
-        q_off = gl.expand_dims(dim_of_k, 1) + gl.expand_dims((head * GROUP + qc) * s_qh, 0)
-        q_mask = gl.expand_dims(gl.expand_dims(dim_of_k >= 0, 1) & gl.expand_dims(qc < GROUP, 0), 0) & \
-            (gl.zeros([W, 128, 8], gl.int32, QOP) == 0)
-        q = gl.load(q_ptr + seq * s_qt + gl.expand_dims(q_off, 0), mask=q_mask, other=0.0).to(gl.float32)
+        qop, scale = _qt_operand(q_ptr, seq, head, s_qt, s_qh, qk_scale, GROUP, W, QOP)
         lt = gl.zeros([W, 16, 8], gl.float32, MMA)
     else:
         KW: gl.constexpr = gl.BlockedLayout([1, 1, 1, 8, 4], [1, 8, 4, 1, 1], [W, 1, 1, 1, 1], [4, 3, 2, 1, 0])
@@ -311,11 +331,8 @@ def regt_decode(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
         q_mask = gl.expand_dims(gl.expand_dims(rows < GROUP, 0), 2) & (gl.zeros([W, 16, 128], gl.int32, QOP) == 0)
         q = gl.load(gl.expand_dims(gl.expand_dims(q_rows, 0), 2) + gl.expand_dims(gl.expand_dims(dim_of_k, 0), 0),
                     mask=q_mask, other=0.0).to(gl.float32)
+        qop, scale = _scaled(q, qk_scale)
         lt = gl.split(gl.permute(gl.reshape(gl.zeros([W, 16, 16], gl.float32, MMA), [W, 2, 8, 16]), [0, 2, 3, 1]))[0]
-    amax = gl.max(gl.max(gl.max(gl.abs(q), axis=2), axis=1), axis=0)
-    pw = gl.exp2(gl.floor(gl.log2(16384.0 / gl.maximum(amax, 1e-30))))
-    qop = (q * pw).to(gl.float16)
-    scale = qk_scale / pw  # log2 domain
 
     m = gl.full([W, 8], -1.0e30, gl.float32, gl.SliceLayout(1, MMA))
     acc = gl.zeros([W, 128, 8], gl.float32, MMA)
@@ -355,6 +372,80 @@ def regt_decode(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
     _finish(m, lt, acc, out_ptr, seq, head, s_ot, s_oh, v_scale, GROUP, W, QKS)
 
 
+@gluon.jit
+def _refill(k_ring, v_ring, slot, k_ptr, v_ptr, table, at, n, s_kb, s_kp, head_off, BLOCK: gl.constexpr,
+            W: gl.constexpr, KW: gl.constexpr, VAW: gl.constexpr):
+    """The step at `at` copied (cp.async, 16 bytes a copy) into ring slot `slot`, as one commit group."""
+    bk, bv = _blocks(table, at, n, BLOCK, W, 1, KW, VAW)
+    kp = _ka_words(k_ptr, table, at, n, bk, s_kb, s_kp, head_off, BLOCK, W, KW, False, True)
+    vp = _va_words(v_ptr, table, at, n, bv, s_kb, s_kp, head_off, BLOCK, W, VAW, False, True)
+    async_copy.async_copy_global_to_shared(k_ring.index(slot), kp)
+    async_copy.async_copy_global_to_shared(v_ring.index(slot), vp)
+    async_copy.commit_group()
+
+
+@gluon.jit
+def regt_decode_async(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
+                      s_qt, s_qh, s_kb, s_kp, s_kh, s_bt, s_ot, s_oh, kv_heads, qk_scale, v_scale,
+                      GROUP: gl.constexpr, BLOCK: gl.constexpr, W: gl.constexpr, R: gl.constexpr):
+    """regt_decode (S^T = K q^T) with each warp's steps copied by cp.async into a ring of R slots of shared memory,
+    R - 1 steps ahead (no registers held by a copy in flight); each thread reads back the words it copied (no
+    barrier). The sequence's block ids are prefetched into L1 first: each refill reads its block id again."""
+    gl.static_assert(GROUP <= 8)
+    item = gl.program_id(0)
+    seq = item // kv_heads
+    head = item % kv_heads
+    n = gl.load(lens_ptr + seq)
+    table = table_ptr + seq.to(gl.int64) * s_bt
+    head_off = head * s_kh
+
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1, 1], instr_shape=[1, 16, 8])
+    VA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+    PB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
+    VAW: gl.constexpr = gl.BlockedLayout([1, 2, 1, 2, 1, 4, 4], [1, 1, 4, 1, 8, 1, 1], [W, 1, 1, 1, 1, 1, 1],
+                                         [6, 5, 2, 3, 4, 1, 0])
+    KW: gl.constexpr = gl.BlockedLayout([1, 2, 1, 1, 8, 4], [1, 1, 8, 4, 1, 1], [W, 1, 1, 1, 1, 1],
+                                        [5, 4, 3, 1, 2, 0])
+    KOP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+    QOP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
+    qop, scale = _qt_operand(q_ptr, seq, head, s_qt, s_qh, qk_scale, GROUP, W, QOP)
+
+    # the sequence's block ids into L1, a 128-byte line a thread
+    PL: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+    lines = gl.arange(0, 32 * W, PL) * 32
+    gl.inline_asm_elementwise("prefetch.global.L1 [$1]; mov.u32 $0, 0;", "=r,l", [table + lines], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+    FLAT_K: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[4, 3, 2, 1, 0])
+    FLAT_V: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[5, 4, 3, 2, 1, 0])
+    k_ring = gl.allocate_shared_memory(gl.int32, [R, W, 2, 8, 4, 8], FLAT_K)
+    v_ring = gl.allocate_shared_memory(gl.int32, [R, W, 2, 4, 2, 8, 4], FLAT_V)
+
+    m = gl.full([W, 8], -1.0e30, gl.float32, gl.SliceLayout(1, MMA))
+    acc = gl.zeros([W, 128, 8], gl.float32, MMA)
+    lt = gl.zeros([W, 16, 8], gl.float32, MMA)
+    step = 16 * W
+    full_end = n // step * step
+    lim = gl.maximum(full_end - step, 0)
+    for i in gl.static_range(R):
+        _refill(k_ring, v_ring, i, k_ptr, v_ptr, table, gl.minimum(i * step, lim), n, s_kb, s_kp, head_off, BLOCK,
+                W, KW, VAW)
+    for j in range(0, full_end // step):
+        slot = j % R
+        async_copy.wait_group(R - 1)
+        kw = k_ring.index(slot).load(gl.SliceLayout(5, KW))
+        vw = v_ring.index(slot).load(gl.SliceLayout(6, VAW))
+        m, lt, acc = _step(qop, kw, vw, j * step, full_end, scale, m, lt, acc, W, 1, KW, KOP, VAW, VA, PB, MMA, 1)
+        _refill(k_ring, v_ring, slot, k_ptr, v_ptr, table, gl.minimum((j + R) * step, lim), n, s_kb, s_kp,
+                head_off, BLOCK, W, KW, VAW)
+    async_copy.wait_group(0)
+    if full_end < n:
+        bk, bv = _blocks(table, full_end, n, BLOCK, W, 1, KW, VAW)
+        kt, vt = _kv(k_ptr, v_ptr, table, full_end, n, bk, bv, s_kb, s_kp, head_off, BLOCK, W, 1, KW, VAW, True)
+        m, lt, acc = _step(qop, kt, vt, full_end, n, scale, m, lt, acc, W, 1, KW, KOP, VAW, VA, PB, MMA, 1)
+    _finish(m, lt, acc, out_ptr, seq, head, s_ot, s_oh, v_scale, GROUP, W, 1)
+
+
 class Reg:
     """One form of regt_decode over a paged decode batch (one query a sequence, e4m3 cache)."""
 
@@ -369,10 +460,15 @@ class Reg:
         opts = batch.options
         self.qk_scale = opts["scale"] * float(opts.get("k_scale", torch.ones(1)).item()) * math.log2(math.e)
         self.v_scale = float(opts.get("v_scale", torch.ones(1)).item())
-        self.kw = dict(GROUP=self.group, BLOCK=k.shape[1], W=warps, QKS=qks, DEPTH=depth, EARLY=early,
-                       num_warps=warps)
-        self.label = f"regt w{warps} qks{qks} d{depth}" + ("" if early else " late")
-        self.kernel = regt_decode
+        if depth < 0:  # regt_decode_async with -depth slots (S^T)
+            self.kw = dict(GROUP=self.group, BLOCK=k.shape[1], W=warps, R=-depth, num_warps=warps)
+            self.label = f"regt w{warps} cp.async r{-depth}"
+            self.kernel = regt_decode_async
+        else:
+            self.kw = dict(GROUP=self.group, BLOCK=k.shape[1], W=warps, QKS=qks, DEPTH=depth, EARLY=early,
+                           num_warps=warps)
+            self.label = f"regt w{warps} qks{qks} d{depth}" + ("" if early else " late")
+            self.kernel = regt_decode
 
     def __call__(self, out):
         b, k = self.batch, self.batch.k_cache
