@@ -1,6 +1,7 @@
-"""Compile regt_decode's forms (W:QKS:DEPTH:EARLY; a negative DEPTH: regt_decode_async with -DEPTH slots) for sm_90
-on the CPU: registers, spills, SASS instruction counts (the whole kernel, and its steps' loop). Ran as
-`.fi/regt/compile.py` beside the probe as `probe.py` (runs from this folder too); output: compile-sm90.txt."""
+"""Compile regt_decode's forms (W:QKS:DEPTH:EARLY; a negative DEPTH: regt_decode_ring with -DEPTH slots; QKS 2:
+regt_decode_ring with DEPTH slots, its copies in inline PTX) for sm_90 on the CPU: registers, spills, SASS
+instruction counts (the whole kernel, and its steps' loop). Ran as `.fi/regt/compile.py` beside the probe as
+`probe.py` (runs from this folder too); output: compile-sm90.txt."""
 import contextlib
 import importlib.util
 import io
@@ -32,13 +33,15 @@ for W, qks, depth, early in forms:
     for group, block in ((7, 16),):
         k = torch.zeros(64, block, 4, 128, dtype=torch.float8_e4m3fn)
         q = torch.zeros(4, 28, 128, dtype=torch.bfloat16)
-        launch = SimpleNamespace(kernel=probe.regt_decode_async if depth < 0 else probe.regt_decode, num_warps=W,
+        launch = SimpleNamespace(kernel=probe.regt_decode_ring if qks == 2 or depth < 0 else probe.regt_decode,
+                                 num_warps=W,
                                  num_stages=1, vendor_options={},
             args=dict(q_ptr=q, k_ptr=k, v_ptr=k, table_ptr=torch.zeros(4, 8, dtype=torch.int32),
                       lens_ptr=torch.zeros(4, dtype=torch.int32), out_ptr=q, s_qt=28 * 128, s_qh=128,
                       s_kb=block * 512, s_kp=512, s_kh=128, s_bt=8, s_ot=28 * 128, s_oh=128, kv_heads=4,
                       qk_scale=0.1, v_scale=1.0),
-            constexprs=dict(GROUP=group, BLOCK=block, W=W, R=-depth) if depth < 0 else
+            constexprs=dict(GROUP=group, BLOCK=block, W=W, R=depth, ASM=True) if qks == 2 else
+            dict(GROUP=group, BLOCK=block, W=W, R=-depth, ASM=False) if depth < 0 else
             dict(GROUP=group, BLOCK=block, W=W, QKS=qks, DEPTH=depth, EARLY=early))
         sig, cx, attrs, options = plan.bind(launch, SM90)
         log = io.StringIO()
@@ -67,5 +70,5 @@ for W, qks, depth, early in forms:
                  if int(to, 16) < int(at, 16)]
         loop = max(loops) if loops else 0
         print(f"{name}: regs {regs} spills {spills} shared {c.metadata.shared} loop {loop} "
-              f"({loop / max(depth + 1, 1):.0f} a step of 16 keys) sass {len(ops)} "
+              f"({loop / (1 if qks == 2 or depth < 0 else depth + 1):.0f} a step of 16 keys) sass {len(ops)} "
               + " ".join(f"{k} {v}" for k, v in cnt.most_common(18)), flush=True)

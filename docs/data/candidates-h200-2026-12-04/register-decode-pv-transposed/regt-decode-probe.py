@@ -12,15 +12,15 @@ operand: thread (g, t) reads 16 contiguous bytes (dims 16g..16g+15, O^T's rows p
   register (thread (g, t) holds keys 2t, 2t + 1, 2t + 8, 2t + 9 of query g), no data moved;
 - QKS=1: S^T = K q^T (K the A operand, q^T the B operand, 8 mma a step where S took 16), P^T moved across lanes.
 
-A form is W:QKS:DEPTH[:EARLY]: DEPTH + 1 register buffers in an unrolled ring (a negative DEPTH: `regt_decode_async`,
-S^T, each warp's steps copied by `cp.async` into -DEPTH slots of shared memory), each warp's block ids read a ring
-ahead (`block-ids-ahead.diff`: the first call's probe read them with each refill); EARLY (1, the forms timed)
-converts V to fp16 in its load's layout and then pairs the keys' halves, 0 pairs the bytes first (more instructions
-on the CPU). Whole steps run unmasked (a prefetch past them reads the last whole step again, its keys masked out of
-the scores), the partial last step after the loop, masked. Run from the repository root on an sm_90 GPU: checks each
-form against an fp32 reference on a poisoned output (small batches of uneven lengths first, then each timed batch),
-then times it beside the production entry and the token items (graph replay, L2 flushed, ROUNDS rounds); writes
-$OUT/regt-<TAG>.json."""
+A form is W:QKS:DEPTH[:EARLY]: DEPTH + 1 register buffers in an unrolled ring (a negative DEPTH: `regt_decode_ring`,
+S^T, each warp's steps copied by `cp.async` into -DEPTH slots of shared memory; QKS 2: the same with DEPTH slots and
+the copies in inline PTX: `regt_decode_ring`), each warp's block ids read a ring ahead (`block-ids-ahead.diff`: the
+first call's probe read them with each refill); EARLY (1, the forms timed) converts V to fp16 in its load's layout
+and then pairs the keys' halves, 0 pairs the bytes first (more instructions on the CPU). Whole steps run unmasked (a
+prefetch past them reads the last whole step again, its keys masked out of the scores), the partial last step after
+the loop, masked. Run from the repository root on an sm_90 GPU: checks each form against an fp32 reference on a
+poisoned output (small batches of uneven lengths first, then each timed batch), then times it beside the production
+entry and the token items (graph replay, L2 flushed, ROUNDS rounds); writes $OUT/regt-<TAG>.json."""
 import json
 import math
 import os
@@ -373,10 +373,20 @@ def regt_decode(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
 
 
 @gluon.jit
-def _refill(k_ring, v_ring, slot, k_ptr, v_ptr, table, at, n, s_kb, s_kp, head_off, BLOCK: gl.constexpr,
+def _prefetch_table(table, W: gl.constexpr):
+    """The sequence's first 32 x W x 32 block ids into L1, a 128-byte line a thread: each refill reads its block id
+    again."""
+    PL: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+    lines = gl.arange(0, 32 * W, PL) * 32
+    gl.inline_asm_elementwise("prefetch.global.L1 [$1]; mov.u32 $0, 0;", "=r,l", [table + lines], dtype=gl.int32,
+                              is_pure=False, pack=1)
+
+
+@gluon.jit
+def _refill(k_ring, v_ring, slot, k_ptr, v_ptr, table, at, n, bk, bv, s_kb, s_kp, head_off, BLOCK: gl.constexpr,
             W: gl.constexpr, KW: gl.constexpr, VAW: gl.constexpr):
-    """The step at `at` copied (cp.async, 16 bytes a copy) into ring slot `slot`, as one commit group."""
-    bk, bv = _blocks(table, at, n, BLOCK, W, 1, KW, VAW)
+    """The step at `at` (block ids bk, bv) copied (cp.async, 16 bytes a copy) into ring slot `slot`, as one commit
+    group."""
     kp = _ka_words(k_ptr, table, at, n, bk, s_kb, s_kp, head_off, BLOCK, W, KW, False, True)
     vp = _va_words(v_ptr, table, at, n, bv, s_kb, s_kp, head_off, BLOCK, W, VAW, False, True)
     async_copy.async_copy_global_to_shared(k_ring.index(slot), kp)
@@ -384,13 +394,92 @@ def _refill(k_ring, v_ring, slot, k_ptr, v_ptr, table, at, n, s_kb, s_kp, head_o
     async_copy.commit_group()
 
 
+@gluon.constexpr_function
+def _wait_asm(pending):
+    return f"cp.async.wait_group {pending}; mov.b32 $0, 0;"
+
+
+_COPY_ASM = gl.constexpr("{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $4; "
+                         "cp.async.cg.shared.global [a], [$8], 16; mov.b32 $0, 0; mov.b32 $1, 0; mov.b32 $2, 0; "
+                         "mov.b32 $3, 0; }")
+_READ_ASM = gl.constexpr("{ .reg .u32 a; mov.u32 a, global_smem; add.u32 a, a, $4; "
+                         "ld.shared.v4.b32 {$0, $1, $2, $3}, [a]; }")
+
+
 @gluon.jit
-def regt_decode_async(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
-                      s_qt, s_qh, s_kb, s_kp, s_kh, s_bt, s_ot, s_oh, kv_heads, qk_scale, v_scale,
-                      GROUP: gl.constexpr, BLOCK: gl.constexpr, W: gl.constexpr, R: gl.constexpr):
+def _thread_op(asm: gl.constexpr, W: gl.constexpr):
+    """asm run once by every thread (a tensor of one element a thread)."""
+    one = gl.zeros([32 * W], gl.int32, gl.BlockedLayout([1], [32], [W], [0]))
+    gl.inline_asm_elementwise(asm, "=r,r", [one], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _slot_addresses(slot, W: gl.constexpr, KW: gl.constexpr, VAW: gl.constexpr):
+    """Each word's byte address in the ring for this thread's copies: a slot is W warps x 4 KiB (K's 2 KiB, then
+    V's), a warp's part 4 chunks of 512 bytes for each, lane l's 16 bytes at 16l of each chunk."""
+    KL: gl.constexpr = gl.SliceLayout(5, KW)
+    w = _idx(W, KL, 5, 0)
+    kaddr = slot * (W * 4096) + w * 4096 + (_idx(2, KL, 5, 1) * 2 + _idx(8, KL, 5, 4) // 4) * 512 + \
+        (_idx(8, KL, 5, 2) * 4 + _idx(4, KL, 5, 3)) * 16 + (_idx(8, KL, 5, 4) % 4) * 4
+    VL: gl.constexpr = gl.SliceLayout(6, VAW)
+    vaddr = slot * (W * 4096) + _idx(W, VL, 6, 0) * 4096 + 2048 + (_idx(2, VL, 6, 1) * 2 + _idx(2, VL, 6, 3)) * 512 + \
+        (_idx(8, VL, 6, 4) * 4 + _idx(4, VL, 6, 2)) * 16 + _idx(4, VL, 6, 5) * 4
+    return kaddr, vaddr
+
+
+@gluon.jit
+def _asm_refill(slot, k_ptr, v_ptr, table, at, n, bk, bv, s_kb, s_kp, head_off, BLOCK: gl.constexpr,
+                W: gl.constexpr, KW: gl.constexpr, VAW: gl.constexpr):
+    """The step at `at` (block ids bk, bv) copied by this thread's own cp.async (16 bytes each) into its part of ring
+    slot `slot`: one commit group, out of Triton's sight (no barrier: each thread reads back only its own copies)."""
+    kp = _ka_words(k_ptr, table, at, n, bk, s_kb, s_kp, head_off, BLOCK, W, KW, False, True)
+    vp = _va_words(v_ptr, table, at, n, bv, s_kb, s_kp, head_off, BLOCK, W, VAW, False, True)
+    kaddr, vaddr = _slot_addresses(slot, W, KW, VAW)
+    gl.inline_asm_elementwise(_COPY_ASM, "=r,=r,=r,=r,r,r,r,r,l,l,l,l", [kaddr, kp.to(gl.int64, bitcast=True)],
+                              dtype=gl.int32, is_pure=False, pack=4)
+    gl.inline_asm_elementwise(_COPY_ASM, "=r,=r,=r,=r,r,r,r,r,l,l,l,l", [vaddr, vp.to(gl.int64, bitcast=True)],
+                              dtype=gl.int32, is_pure=False, pack=4)
+    _thread_op("cp.async.commit_group; mov.b32 $0, 0;", W)
+
+
+@gluon.jit
+def _ring_refill(ASM: gl.constexpr, k_ring, v_ring, slot, k_ptr, v_ptr, table, at, n, bk, bv, s_kb, s_kp, head_off,
+                 BLOCK: gl.constexpr, W: gl.constexpr, KW: gl.constexpr, VAW: gl.constexpr):
+    if ASM:
+        _asm_refill(slot, k_ptr, v_ptr, table, at, n, bk, bv, s_kb, s_kp, head_off, BLOCK, W, KW, VAW)
+    else:
+        _refill(k_ring, v_ring, slot, k_ptr, v_ptr, table, at, n, bk, bv, s_kb, s_kp, head_off, BLOCK, W, KW, VAW)
+
+
+@gluon.jit
+def _ring_read(ASM: gl.constexpr, k_ring, v_ring, slot, R: gl.constexpr, W: gl.constexpr, KW: gl.constexpr,
+               VAW: gl.constexpr):
+    """The words of ring slot `slot`, once this thread's copies into it have landed."""
+    if ASM:
+        _thread_op(_wait_asm(R - 1), W)
+        kaddr, vaddr = _slot_addresses(slot, W, KW, VAW)
+        kw = gl.inline_asm_elementwise(_READ_ASM, "=r,=r,=r,=r,r,r,r,r", [kaddr], dtype=gl.int32, is_pure=False,
+                                       pack=4)
+        vw = gl.inline_asm_elementwise(_READ_ASM, "=r,=r,=r,=r,r,r,r,r", [vaddr], dtype=gl.int32, is_pure=False,
+                                       pack=4)
+    else:
+        async_copy.wait_group(R - 1)
+        kw = k_ring.index(slot).load(gl.SliceLayout(5, KW))
+        vw = v_ring.index(slot).load(gl.SliceLayout(6, VAW))
+    return kw, vw
+
+
+@gluon.jit
+def regt_decode_ring(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
+                     s_qt, s_qh, s_kb, s_kp, s_kh, s_bt, s_ot, s_oh, kv_heads, qk_scale, v_scale,
+                     GROUP: gl.constexpr, BLOCK: gl.constexpr, W: gl.constexpr, R: gl.constexpr, ASM: gl.constexpr):
     """regt_decode (S^T = K q^T) with each warp's steps copied by cp.async into a ring of R slots of shared memory,
-    R - 1 steps ahead (no registers held by a copy in flight); each thread reads back the words it copied (no
-    barrier). The sequence's block ids are prefetched into L1 first: each refill reads its block id again."""
+    R - 1 steps ahead (no registers held by a copy in flight); each thread reads back the words it copied. The
+    sequence's block ids are prefetched into L1 first: each refill reads its block id again, before the step.
+    Without ASM the copies, waits and reads are Triton's (`async_copy`, shared memory descriptors), and Triton puts
+    two CTA barriers in each step. With ASM they are inline PTX (cp.async.cg, cp.async.wait_group, ld.shared.v4),
+    out of Triton's sight, and no barrier is in the loop: each thread copies 16-byte pieces of its own operands into
+    its own part of the ring (reserved by an allocation Triton places at global_smem + 0, zeroed once)."""
     gl.static_assert(GROUP <= 8)
     item = gl.program_id(0)
     seq = item // kv_heads
@@ -410,16 +499,18 @@ def regt_decode_async(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
     QOP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
     qop, scale = _qt_operand(q_ptr, seq, head, s_qt, s_qh, qk_scale, GROUP, W, QOP)
 
-    # the sequence's block ids into L1, a 128-byte line a thread
-    PL: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
-    lines = gl.arange(0, 32 * W, PL) * 32
-    gl.inline_asm_elementwise("prefetch.global.L1 [$1]; mov.u32 $0, 0;", "=r,l", [table + lines], dtype=gl.int32,
-                              is_pure=False, pack=1)
-
-    FLAT_K: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[4, 3, 2, 1, 0])
-    FLAT_V: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[5, 4, 3, 2, 1, 0])
-    k_ring = gl.allocate_shared_memory(gl.int32, [R, W, 2, 8, 4, 8], FLAT_K)
-    v_ring = gl.allocate_shared_memory(gl.int32, [R, W, 2, 4, 2, 8, 4], FLAT_V)
+    _prefetch_table(table, W)
+    if ASM:
+        RL: gl.constexpr = gl.BlockedLayout([4], [32], [W], [0])
+        k_ring = gl.allocate_shared_memory(gl.int32, [R * W * 1024], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        k_ring.store(gl.zeros([R * W * 1024], gl.int32, RL))
+        v_ring = k_ring
+        gl.thread_barrier()
+    else:
+        k_ring = gl.allocate_shared_memory(gl.int32, [R, W, 2, 8, 4, 8],
+                                           gl.SwizzledSharedLayout(1, 1, 1, order=[4, 3, 2, 1, 0]))
+        v_ring = gl.allocate_shared_memory(gl.int32, [R, W, 2, 4, 2, 8, 4],
+                                           gl.SwizzledSharedLayout(1, 1, 1, order=[5, 4, 3, 2, 1, 0]))
 
     m = gl.full([W, 8], -1.0e30, gl.float32, gl.SliceLayout(1, MMA))
     acc = gl.zeros([W, 128, 8], gl.float32, MMA)
@@ -428,17 +519,24 @@ def regt_decode_async(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
     full_end = n // step * step
     lim = gl.maximum(full_end - step, 0)
     for i in gl.static_range(R):
-        _refill(k_ring, v_ring, i, k_ptr, v_ptr, table, gl.minimum(i * step, lim), n, s_kb, s_kp, head_off, BLOCK,
-                W, KW, VAW)
+        at = gl.minimum(i * step, lim)
+        bk, bv = _blocks(table, at, n, BLOCK, W, 1, KW, VAW)
+        _ring_refill(ASM, k_ring, v_ring, i, k_ptr, v_ptr, table, at, n, bk, bv, s_kb, s_kp, head_off, BLOCK, W, KW,
+                     VAW)
     for j in range(0, full_end // step):
         slot = j % R
-        async_copy.wait_group(R - 1)
-        kw = k_ring.index(slot).load(gl.SliceLayout(5, KW))
-        vw = v_ring.index(slot).load(gl.SliceLayout(6, VAW))
+        at = gl.minimum((j + R) * step, lim)
+        bk, bv = _blocks(table, at, n, BLOCK, W, 1, KW, VAW)  # read before the step
+        kw, vw = _ring_read(ASM, k_ring, v_ring, slot, R, W, KW, VAW)
         m, lt, acc = _step(qop, kw, vw, j * step, full_end, scale, m, lt, acc, W, 1, KW, KOP, VAW, VA, PB, MMA, 1)
-        _refill(k_ring, v_ring, slot, k_ptr, v_ptr, table, gl.minimum((j + R) * step, lim), n, s_kb, s_kp,
-                head_off, BLOCK, W, KW, VAW)
-    async_copy.wait_group(0)
+        _ring_refill(ASM, k_ring, v_ring, slot, k_ptr, v_ptr, table, at, n, bk, bv, s_kb, s_kp, head_off, BLOCK, W,
+                     KW, VAW)
+    if ASM:
+        _thread_op("cp.async.wait_all; mov.b32 $0, 0;", W)
+        # every warp's copies landed before any warp's merge scratch (Triton may place it over the ring) is written
+        gl.thread_barrier()
+    else:
+        async_copy.wait_group(0)
     if full_end < n:
         bk, bv = _blocks(table, full_end, n, BLOCK, W, 1, KW, VAW)
         kt, vt = _kv(k_ptr, v_ptr, table, full_end, n, bk, bv, s_kb, s_kp, head_off, BLOCK, W, 1, KW, VAW, True)
@@ -460,10 +558,11 @@ class Reg:
         opts = batch.options
         self.qk_scale = opts["scale"] * float(opts.get("k_scale", torch.ones(1)).item()) * math.log2(math.e)
         self.v_scale = float(opts.get("v_scale", torch.ones(1)).item())
-        if depth < 0:  # regt_decode_async with -depth slots (S^T)
-            self.kw = dict(GROUP=self.group, BLOCK=k.shape[1], W=warps, R=-depth, num_warps=warps)
-            self.label = f"regt w{warps} cp.async r{-depth}"
-            self.kernel = regt_decode_async
+        if qks == 2 or depth < 0:  # regt_decode_ring: QKS 2 its copies in inline PTX (depth slots), else -depth
+            slots = depth if qks == 2 else -depth
+            self.kw = dict(GROUP=self.group, BLOCK=k.shape[1], W=warps, R=slots, ASM=qks == 2, num_warps=warps)
+            self.label = f"regt w{warps} {'asm' if qks == 2 else 'cp.async'} r{slots}"
+            self.kernel = regt_decode_ring
         else:
             self.kw = dict(GROUP=self.group, BLOCK=k.shape[1], W=warps, QKS=qks, DEPTH=depth, EARLY=early,
                            num_warps=warps)
