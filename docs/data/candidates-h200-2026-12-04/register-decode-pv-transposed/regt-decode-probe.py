@@ -21,7 +21,6 @@ prefetch past them reads the last whole step again, its keys masked out of the s
 the loop, masked. Run from the repository root on an sm_90 GPU: checks each form against an fp32 reference on a
 poisoned output (small batches of uneven lengths first, then each timed batch), then times it beside the production
 entry and the token items (graph replay, L2 flushed, ROUNDS rounds); writes $OUT/regt-<TAG>.json."""
-import json
 import math
 import os
 
@@ -76,6 +75,18 @@ def _word_rows(first, kin, n, table, blk, s_kb, s_kp, head_off, BLOCK: gl.conste
 
 
 @gluon.jit
+def _fetch(ptr, mask, MASKED: gl.constexpr, POINTERS: gl.constexpr = False):
+    """The words at ptr (zeros where a masked step's mask is off), or with POINTERS the pointers (for cp.async)."""
+    if POINTERS:
+        res = ptr
+    elif MASKED:
+        res = gl.load(ptr, mask=mask, other=0)
+    else:
+        res = gl.load(ptr)
+    return res
+
+
+@gluon.jit
 def _ka_words(k_ptr, table, base, n, blk, s_kb, s_kp, head_off, BLOCK: gl.constexpr, W: gl.constexpr,
               KAW: gl.constexpr, MASKED: gl.constexpr, POINTERS: gl.constexpr = False):
     """K words for S^T's A operand, [W, 2 (r), 8 (g), 4 (t), 8 (c)]: thread (g, t) keys g + 8r, bytes 32t..32t+31."""
@@ -86,13 +97,8 @@ def _ka_words(k_ptr, table, base, n, blk, s_kb, s_kp, head_off, BLOCK: gl.conste
     row, ok = _word_rows(first, kin, n, table, blk, s_kb, s_kp, head_off, BLOCK, MASKED)  # [W, 2, 8, 1]
     off = _idx(4, WL, 5, 3) * 8 + _idx(8, WL, 5, 4)
     ptr = k_ptr.to(gl.pointer_type(gl.int32), bitcast=True) + gl.expand_dims(row, 4) + off
-    if POINTERS:
-        res = ptr
-    elif MASKED:
-        res = gl.load(ptr, mask=gl.expand_dims(ok, 4) & (off >= 0), other=0)
-    else:
-        res = gl.load(ptr)
-    return res
+    return _fetch(ptr, gl.expand_dims(ok, 4) & (off >= 0), MASKED, POINTERS)
+
 
 @gluon.jit
 def _ka_operand(words, W: gl.constexpr, KAW: gl.constexpr, KA: gl.constexpr):
@@ -115,11 +121,8 @@ def _kb_words(k_ptr, table, base, n, blk, s_kb, s_kp, head_off, BLOCK: gl.conste
     w = _idx(8, WL, 4, 3)
     off = _idx(4, WL, 4, 2) * 4 + (w // 4) * 16 + w % 4
     ptr = k_ptr.to(gl.pointer_type(gl.int32), bitcast=True) + gl.expand_dims(row, 3) + off
-    if MASKED:
-        res = gl.load(ptr, mask=gl.expand_dims(ok, 3) & (off >= 0), other=0)
-    else:
-        res = gl.load(ptr)
-    return res
+    return _fetch(ptr, gl.expand_dims(ok, 3) & (off >= 0), MASKED)
+
 
 @gluon.jit
 def _kb_operand(words, W: gl.constexpr, KBW: gl.constexpr, KB: gl.constexpr):
@@ -142,13 +145,8 @@ def _va_words(v_ptr, table, base, n, blk, s_kb, s_kp, head_off, BLOCK: gl.conste
     row, ok = _word_rows(first, kin, n, table, blk, s_kb, s_kp, head_off, BLOCK, MASKED)  # [W, 2, 4, 2]
     off = _idx(8, WL, 6, 4) * 4 + _idx(4, WL, 6, 5)
     ptr = v_ptr.to(gl.pointer_type(gl.int32), bitcast=True) + gl.expand_dims(gl.expand_dims(row, 4), 5) + off
-    if POINTERS:
-        res = ptr
-    elif MASKED:
-        res = gl.load(ptr, mask=gl.expand_dims(gl.expand_dims(ok, 4), 5) & (off >= 0), other=0)
-    else:
-        res = gl.load(ptr)
-    return res
+    return _fetch(ptr, gl.expand_dims(gl.expand_dims(ok, 4), 5) & (off >= 0), MASKED, POINTERS)
+
 
 @gluon.jit
 def _va_operand(words, W: gl.constexpr, VAW: gl.constexpr, VA: gl.constexpr, EARLY: gl.constexpr):
@@ -293,35 +291,54 @@ def _qt_operand(q_ptr, seq, head, s_qt, s_qh, qk_scale, GROUP: gl.constexpr, W: 
 
 
 @gluon.jit
+def _item(lens_ptr, table_ptr, s_bt, s_kh, kv_heads):
+    """This program's (sequence, KV head): its sequence, head, length, block-table row and head offset."""
+    item = gl.program_id(0)
+    seq = item // kv_heads
+    head = item % kv_heads
+    return seq, head, gl.load(lens_ptr + seq), table_ptr + seq.to(gl.int64) * s_bt, head * s_kh
+
+
+@gluon.constexpr_function
+def _mma_layout(W):
+    """mma.sync (MMA v2) over [W, ...]: each warp its own products."""
+    return gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1, 1], instr_shape=[1, 16, 8])
+
+
+@gluon.constexpr_function
+def _v_bytes_layout(W):
+    """V's bytes [W, j, t, i, g, w, b]: thread (g, t) (lane 4g + t) keys 8j + 2t + i, bytes 16g + 4w + b."""
+    return gl.BlockedLayout([1, 2, 1, 2, 1, 4, 4], [1, 1, 4, 1, 8, 1, 1], [W, 1, 1, 1, 1, 1, 1], [6, 5, 2, 3, 4, 1, 0])
+
+
+@gluon.constexpr_function
+def _k_bytes_layout(W, QKS):
+    """K's bytes. QKS: [W, r, g, t, c, b], thread (g, t) keys 8r + g, bytes 32t + 4c + b; else [W, 16 keys, t, w, b],
+    thread (g, t) keys g, g + 8, bytes 16t.. and 64 + 16t.. (the afternoon's)."""
+    if QKS:
+        return gl.BlockedLayout([1, 2, 1, 1, 8, 4], [1, 1, 8, 4, 1, 1], [W, 1, 1, 1, 1, 1], [5, 4, 3, 1, 2, 0])
+    return gl.BlockedLayout([1, 1, 1, 8, 4], [1, 8, 4, 1, 1], [W, 1, 1, 1, 1], [4, 3, 2, 1, 0])
+
+
+@gluon.jit
 def regt_decode(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
                 s_qt, s_qh, s_kb, s_kp, s_kh, s_bt, s_ot, s_oh, kv_heads, qk_scale, v_scale,
                 GROUP: gl.constexpr, BLOCK: gl.constexpr, W: gl.constexpr, QKS: gl.constexpr,
                 DEPTH: gl.constexpr, EARLY: gl.constexpr):
     gl.static_assert(DEPTH >= 0 and DEPTH <= 2)
     gl.static_assert(GROUP <= 8)
-    item = gl.program_id(0)
-    seq = item // kv_heads
-    head = item % kv_heads
-    n = gl.load(lens_ptr + seq)
-    table = table_ptr + seq.to(gl.int64) * s_bt
-    head_off = head * s_kh
-
-    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1, 1], instr_shape=[1, 16, 8])
+    seq, head, n, table, head_off = _item(lens_ptr, table_ptr, s_bt, s_kh, kv_heads)
+    MMA: gl.constexpr = _mma_layout(W)
     VA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     PB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
-    # V's bytes [W, j, t, i, g, w, b]: thread (g, t) (lane 4g + t) keys 8j + 2t + i, bytes 16g + 4w + b
-    VAW: gl.constexpr = gl.BlockedLayout([1, 2, 1, 2, 1, 4, 4], [1, 1, 4, 1, 8, 1, 1], [W, 1, 1, 1, 1, 1, 1],
-                                         [6, 5, 2, 3, 4, 1, 0])
+    VAW: gl.constexpr = _v_bytes_layout(W)
+    KW: gl.constexpr = _k_bytes_layout(W, QKS)
     if QKS:
-        # K's bytes [W, r, g, t, c, b]: thread (g, t) keys 8r + g, bytes 32t + 4c + b
-        KW: gl.constexpr = gl.BlockedLayout([1, 2, 1, 1, 8, 4], [1, 1, 8, 4, 1, 1], [W, 1, 1, 1, 1, 1],
-                                            [5, 4, 3, 1, 2, 0])
         KOP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
         QOP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
         qop, scale = _qt_operand(q_ptr, seq, head, s_qt, s_qh, qk_scale, GROUP, W, QOP)
         lt = gl.zeros([W, 16, 8], gl.float32, MMA)
     else:
-        KW: gl.constexpr = gl.BlockedLayout([1, 1, 1, 8, 4], [1, 8, 4, 1, 1], [W, 1, 1, 1, 1], [4, 3, 2, 1, 0])
         KOP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
         QOP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
         rows = gl.arange(0, 16, gl.SliceLayout(0, gl.SliceLayout(2, QOP)))
@@ -481,20 +498,12 @@ def regt_decode_ring(q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, out_ptr,
     out of Triton's sight, and no barrier is in the loop: each thread copies 16-byte pieces of its own operands into
     its own part of the ring (reserved by an allocation Triton places at global_smem + 0, zeroed once)."""
     gl.static_assert(GROUP <= 8)
-    item = gl.program_id(0)
-    seq = item // kv_heads
-    head = item % kv_heads
-    n = gl.load(lens_ptr + seq)
-    table = table_ptr + seq.to(gl.int64) * s_bt
-    head_off = head * s_kh
-
-    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1, 1], instr_shape=[1, 16, 8])
+    seq, head, n, table, head_off = _item(lens_ptr, table_ptr, s_bt, s_kh, kv_heads)
+    MMA: gl.constexpr = _mma_layout(W)
     VA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     PB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
-    VAW: gl.constexpr = gl.BlockedLayout([1, 2, 1, 2, 1, 4, 4], [1, 1, 4, 1, 8, 1, 1], [W, 1, 1, 1, 1, 1, 1],
-                                         [6, 5, 2, 3, 4, 1, 0])
-    KW: gl.constexpr = gl.BlockedLayout([1, 2, 1, 1, 8, 4], [1, 1, 8, 4, 1, 1], [W, 1, 1, 1, 1, 1],
-                                        [5, 4, 3, 1, 2, 0])
+    VAW: gl.constexpr = _v_bytes_layout(W)
+    KW: gl.constexpr = _k_bytes_layout(W, 1)
     KOP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     QOP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
     qop, scale = _qt_operand(q_ptr, seq, head, s_qt, s_qh, qk_scale, GROUP, W, QOP)
@@ -578,8 +587,8 @@ class Reg:
 
 
 def _register_decode():
-    """The afternoon's register-decode probe (its fp32 reference and its check are this probe's too), loaded from
-    its folder: this probe runs from the repository root."""
+    """The afternoon's register-decode probe, whose checks and timing (`small_checks`, `main`, the fp32 reference)
+    this probe runs with its own forms; loaded from its folder: this probe runs from the repository root."""
     import importlib.util
 
     path = "docs/data/candidates-h200-2026-12-04/register-decode/register-decode-probe.py"
@@ -589,88 +598,12 @@ def _register_decode():
     return module
 
 
-_afternoon = _register_decode()
-reference = _afternoon.reference
-check = _afternoon.check
-
-
 FORMS = [tuple(int(x) for x in f.split(":")) for f in
          os.environ.get("FORMS", "16:1:0:1,8:1:1:1").split(",")]
 
 
-def small_checks():
-    from kernels.batch import BatchSpec, build_batch
-
-    for group, lens, block in ((7, (300, 700, 1, 129), 16), (4, (256, 1024, 77), 32), (7, (512, 512), 16),
-                               (4, (4096, 33), 16)):
-        spec = BatchSpec((1,) * len(lens), lens, num_q_heads=4 * group, num_kv_heads=4, head_size=128,
-                         block_size=block, dtype="bfloat16", fp8_kv=True)
-        batch = build_batch(spec, "cuda")
-        ref = reference(batch)
-        for form in FORMS:
-            run = Reg(batch, *form)
-            err = check(run, batch, ref)
-            print(f"check group {group} lens {lens} block {block} {run.label}: max error {err:.4f}", flush=True)
-
-
 def main():
-    import dataclasses
-
-    from kernels import VARIANTS
-    from kernels.batch import build_batch
-    from kernels.paged_attention import heuristics, planning
-    from perf import roofline, scenarios
-    from perf.measure import timing
-    from perf.measure.cases import host_hints
-
-    out_dir = os.environ.get("OUT", "/tmp")
-    names = os.environ.get("SCENARIOS", "qwen2.5-7b/decode/batch32-kv4096/block16/fp8/bf16").split(",")
-    rounds = int(os.environ.get("ROUNDS", "5"))
-    small_checks()
-    lim = roofline.measure_limits()
-    doc = {"gpu": torch.cuda.get_device_name(), "copy_tb_s": lim.copy_tb_s, "rows": []}
-    vendor, sms = planning.resolve_target()
-    for name in names:
-        spec = scenarios.Scenario.parse(name).spec()
-        batch = build_batch(spec, "cuda")
-        refs = {0: reference(batch), "q1": reference(batch, round_q=True)}
-        limit = roofline.limit_ms(spec, lim)
-        out = batch.new_output()
-        variant = VARIANTS["static_grid"]
-        hints = host_hints(variant, spec)
-        default = heuristics.choose(vendor, heuristics.features_from_spec(spec, sms))
-        tokens = dataclasses.replace(default, warp_specialized=True, ws_token_items=True, qk_e4m3=True)
-        calls = {"tree": lambda: variant(*batch.args(), out=out, **batch.options, **hints),
-                 "tokens-q1": lambda: variant(*batch.args(), out=out, config=tokens, **batch.options, **hints)}
-        errors = {}
-        for label, fn in list(calls.items()):
-            out.fill_(float("nan"))
-            fn()
-            torch.cuda.synchronize()
-            errors[label] = (out.float() - refs["q1" if label == "tokens-q1" else 0]).abs().max().item()
-        for form in FORMS:
-            run = Reg(batch, *form)
-            try:
-                errors[run.label] = check(run, batch, refs[0])
-            except Exception as e:  # reported, not timed
-                print(f"{name} {run.label}: failed {repr(e)[:300]}", flush=True)
-                continue
-            calls[run.label] = lambda run=run: run(out)
-        graphs = {label: timing.capture_graph(fn) for label, fn in calls.items()}
-        times = {label: [] for label in calls}
-        for r in range(rounds):
-            order = list(calls) if r % 2 == 0 else list(reversed(calls))
-            for label in order:
-                times[label].append(timing.time_graph(calls[label], samples=25, graph=graphs[label]).median)
-        for label, t in times.items():
-            ms = sorted(t)[len(t) // 2]
-            row = dict(scenario=name, label=label, ms=ms, pct=100 * limit / ms, rounds=t, max_error=errors[label])
-            doc["rows"].append(row)
-            print(f"{name} {label}: {ms * 1e3:.2f} us, {row['pct']:.1f} %, max error {errors[label]:.4f}", flush=True)
-        with open(os.path.join(out_dir, f"regt-{os.environ.get('TAG', 'all')}.json"), "w") as f:
-            json.dump(doc, f, indent=1)
-        del graphs
-        torch.cuda.empty_cache()
+    _register_decode().main(Reg, FORMS, "regt")
 
 
 if __name__ == "__main__":

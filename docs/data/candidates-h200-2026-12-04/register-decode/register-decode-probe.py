@@ -428,8 +428,11 @@ FORMS = [tuple(int(x) for x in f.split(":")) for f in
          os.environ.get("FORMS", "4:0:2:16,8:0:1:16,8:0:2:16,4:0:3:16").split(",")]
 
 
-def small_checks():
+def small_checks(reg=None, forms=None):
+    """Each form (`forms` of the probe class `reg`: this probe's, or the P V transposed probe's) on small batches."""
     from kernels.batch import BatchSpec, build_batch
+
+    reg, forms = reg or Reg, forms or FORMS
 
     for group, lens, block in ((7, (300, 700, 1, 129), 16), (4, (256, 1024, 77), 32), (7, (512, 512), 16),
                                (4, (4096, 33), 16)):
@@ -437,13 +440,14 @@ def small_checks():
                          block_size=block, dtype="bfloat16", fp8_kv=True)
         batch = build_batch(spec, "cuda")
         refs = {0: reference(batch), 1: reference(batch, round_p=True), "q1": reference(batch, round_q=True)}
-        for form in FORMS:
-            run = Reg(batch, *form)
-            err = check(run, batch, refs[run.kw["PV_FP8"]])
+        for form in forms:
+            run = reg(batch, *form)
+            err = check(run, batch, refs[run.kw.get("PV_FP8", 0)])
             print(f"check group {group} lens {lens} block {block} {run.label}: max error {err:.4f}", flush=True)
 
 
-def main():
+def main(reg=None, forms=None, prefix="reg"):
+    """Checks, then times each form beside the tree and the token items; writes $OUT/<prefix>-<TAG>.json."""
     import dataclasses
 
     from kernels import VARIANTS
@@ -456,7 +460,8 @@ def main():
     out_dir = os.environ.get("OUT", "/tmp")
     names = os.environ.get("SCENARIOS", "qwen2.5-7b/decode/batch32-kv4096/block16/fp8/bf16").split(",")
     rounds = int(os.environ.get("ROUNDS", "5"))
-    small_checks()
+    reg, forms = reg or Reg, forms or FORMS
+    small_checks(reg, forms)
     lim = roofline.measure_limits()
     doc = {"gpu": torch.cuda.get_device_name(), "copy_tb_s": lim.copy_tb_s, "rows": []}
     vendor, sms = planning.resolve_target()
@@ -478,10 +483,10 @@ def main():
             fn()
             torch.cuda.synchronize()
             errors[label] = (out.float() - refs["q1" if label == "tokens-q1" else 0]).abs().max().item()
-        for form in FORMS:
-            run = Reg(batch, *form)
+        for form in forms:
+            run = reg(batch, *form)
             try:
-                errors[run.label] = check(run, batch, refs[run.kw["PV_FP8"]])
+                errors[run.label] = check(run, batch, refs[run.kw.get("PV_FP8", 0)])
             except Exception as e:  # reported, not timed
                 print(f"{name} {run.label}: failed {repr(e)[:300]}", flush=True)
                 continue
@@ -497,7 +502,7 @@ def main():
             row = dict(scenario=name, label=label, ms=ms, pct=100 * limit / ms, rounds=t, max_error=errors[label])
             doc["rows"].append(row)
             print(f"{name} {label}: {ms * 1e3:.2f} us, {row['pct']:.1f} %, max error {errors[label]:.4f}", flush=True)
-        with open(os.path.join(out_dir, f"reg-{os.environ.get('TAG', 'all')}.json"), "w") as f:
+        with open(os.path.join(out_dir, f"{prefix}-{os.environ.get('TAG', 'all')}.json"), "w") as f:
             json.dump(doc, f, indent=1)
         del graphs
         torch.cuda.empty_cache()
