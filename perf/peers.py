@@ -6,8 +6,9 @@ A peer is measured beside the variants, in the same interleaved rounds, as a cas
 
 Two kinds of peers:
 - Batch peers read a scenario's own batch. flashinfer (its paged wrappers, and for decodes
-  TensorRT-LLM's XQA kernel it ships) and vLLM's Triton unified attention read the very cache
-  tensors and block table the kernels read (no copy); flash_attn 2
+  TensorRT-LLM's XQA kernel it ships), FlashAttention-3 (its Hopper kernels, sm_90 only) and
+  vLLM's Triton unified attention read the very cache tensors and block table the kernels read
+  (no copy); flash_attn 2
   reads a copy paged at 256 tokens (its minimum page size); aiter reads dense varlen
   copies. A library that is not installed is left out with a note.
 - Dense PyTorch SDPA (cuDNN, flash, memory-efficient backends) on contiguous copies, "dense,
@@ -29,6 +30,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +62,8 @@ VLLM_SOFTMAX_SEGMENTS = 16
 VLLM_FP8_PER_TENSOR = 1
 # The package (distribution) names the peers' versions are read under (`library_version`).
 DISTRIBUTIONS = {"flashinfer": ("flashinfer-python", "flashinfer"), "vllm": ("vllm",),
-                 "flash_attn": ("flash-attn", "flash_attn"), "aiter": ("amd-aiter", "aiter")}
+                 "flash_attn": ("flash-attn", "flash_attn"), "aiter": ("amd-aiter", "aiter"),
+                 "flash_attn_interface": ("flash_attn_3", "flash-attn-3")}
 
 
 class PeerUnavailable(Exception):
@@ -104,8 +107,8 @@ PEERS: dict[str, Peer] = {}
 
 # The libraries `--peers auto` measures per vendor ("% of SOTA": the fastest of them).
 VENDOR_PEERS = {
-    "nvidia": ("sdpa_cudnn", "sdpa_flash", "flash_attn_paged", "flashinfer_paged", "flashinfer_xqa",
-               "vllm_unified"),
+    "nvidia": ("sdpa_cudnn", "sdpa_flash", "flash_attn_paged", "flash_attn_3", "flashinfer_paged",
+               "flashinfer_xqa", "vllm_unified"),
     "amd": ("sdpa_flash", "sdpa_efficient", "aiter_varlen", "vllm_unified"),
 }
 
@@ -422,6 +425,16 @@ def _flashinfer_paged(batch, device: str):
                  + f"; the kernels' cache in place, page size {spec.block_size}, NHD")
 
 
+def queries_dtype_or_ocp_e4m3(batch) -> dict[str, Any]:
+    """`_batch_checks`' entry for a library whose caches are the queries' dtype or OCP e4m3 (XQA,
+    FlashAttention-3): an FNUZ cache's bytes would be read as another format."""
+    import torch
+
+    cache = batch.k_cache.dtype
+    return {f"{cache} cache": cache not in (batch.q.dtype, torch.float8_e4m3fn)
+            and "its caches are the queries' dtype or OCP e4m3"}
+
+
 @register("flashinfer_xqa", "flashinfer XQA decode (TensorRT-LLM's, paged, block table)", "flashinfer",
           e4m3_products=True)
 def _flashinfer_xqa(batch, device: str):
@@ -436,15 +449,13 @@ def _flashinfer_xqa(batch, device: str):
     except ImportError as exc:
         raise PeerUnavailable(f"flashinfer has no XQA decode here: {exc}") from exc
     b = batch
-    cache = b.k_cache.dtype
     _batch_checks(spec, "flashinfer XQA", {
         "prefill or multi-token decode": any(q != 1 for q in spec.query_lens)
         and "one query per sequence is what this peer times",
         "softcap": spec.softcap and "its kernel caps no logits",
         "sliding window": spec.sliding_window and "this peer passes none on",
         "sinks": spec.sinks and "this peer passes none on",
-        f"{cache} cache": cache not in (b.q.dtype, torch.float8_e4m3fn)
-        and "its caches are the queries' dtype or OCP e4m3",
+        **queries_dtype_or_ocp_e4m3(b),
         f"page size {spec.block_size}": spec.block_size not in XQA_PAGE_SIZES
         and f"pages of {XQA_PAGE_SIZES}",
         "strided caches": not (b.k_cache.is_contiguous() and b.v_cache.is_contiguous())
@@ -464,6 +475,102 @@ def _flashinfer_xqa(batch, device: str):
     return run, (f"flashinfer {library_version('flashinfer')}: XQA decode"
                  + (", fp8 cache with per-tensor k/v scales, q and P rounded to e4m3" if spec.fp8_kv else "")
                  + f"; the kernels' cache in place, page size {spec.block_size}, NHD")
+
+
+def e4m3_q_scale(q) -> float:
+    """A static per-tensor scale that puts q within OCP e4m3's range: 1 (vLLM's default `q_scale`, the
+    rounding one cast) where it fits, else the power of two that brings its largest value under
+    e4m3's. Chosen once per batch, as an engine's calibrated scale is."""
+    import torch
+
+    top = torch.finfo(torch.float8_e4m3fn).max
+    largest = float(q.abs().amax())
+    return 1.0 if largest <= top else 2.0 ** math.ceil(math.log2(largest / top))
+
+
+def flash_attn_3_build_lacks(spec) -> dict[str, Any]:
+    """What the installed FlashAttention-3 was built without (`flash_attn_config.CONFIG`, which its
+    setup.py writes from FLASH_ATTENTION_DISABLE_*) that `spec` needs: a build without a feature
+    would run the batch without it (no softcap, no window), not refuse it. Nothing where the build
+    wrote no config."""
+    try:
+        from flash_attn_config import CONFIG
+        off = {k.removeprefix("FLASHATTENTION_DISABLE_"): bool(v) for k, v in CONFIG["build_flags"].items()}
+    except (ImportError, KeyError, TypeError, AttributeError):
+        return {}
+    why = "this build has none"
+    dims = [d for d in (64, 96, 128, 192, 256) if not off.get(f"HDIM{d}") and d >= spec.head_size]
+    return {"softcap": spec.softcap and off.get("SOFTCAP") and why,
+            "sliding window": spec.sliding_window and off.get("LOCAL") and why,
+            "fp8 cache": spec.fp8_kv and off.get("FP8") and why,
+            "fp16": spec.dtype == "float16" and not spec.fp8_kv and off.get("FP16") and why,
+            f"head size {spec.head_size}": not dims and why}
+
+
+def flash_attn_3_call(batch, device: str, num_splits: int = 0):
+    """(call, round_q) for FlashAttention-3 on `batch`: `call(q)` runs `flash_attn_with_kvcache` on
+    queries as `round_q(batch.q)` makes them (over an OCP e4m3 cache its kernels take q in e4m3 too:
+    rounded with `e4m3_q_scale`, the scales passed on as its descales; else q itself). Its
+    scheduler metadata is made here, once (an engine makes it once a step for all its layers);
+    `num_splits` 0 is its own heuristic's choice. PeerUnavailable where it cannot run the batch."""
+    import torch
+
+    spec = batch.spec
+    try:
+        import flash_attn_interface as fa3
+    except ImportError as exc:
+        raise PeerUnavailable(f"flash_attn_3 does not import: {exc}") from exc
+    b = batch
+    cache = b.k_cache.dtype
+    _batch_checks(spec, "FlashAttention-3", {
+        "sinks": spec.sinks and "its kvcache entry takes no sink logits",
+        **queries_dtype_or_ocp_e4m3(b), **flash_attn_3_build_lacks(spec)})
+    per_head = (spec.num_seqs, spec.num_kv_heads)  # its descales' shape
+    q_scale = e4m3_q_scale(b.q) if spec.fp8_kv else 1.0
+    descales = {}
+    if spec.fp8_kv:
+        descales = dict(q_descale=torch.full(per_head, q_scale, dtype=torch.float32, device=device),
+                        k_descale=b.options["k_scale"].float().expand(per_head),
+                        v_descale=b.options["v_scale"].float().expand(per_head))
+    longest_q, longest_kv = max(spec.query_lens), max(spec.kv_lens)
+    shared = dict(cache_seqlens=b.seq_lens, page_table=b.block_table, cu_seqlens_q=b.cu_seqlens_q,
+                  max_seqlen_q=longest_q, causal=True, window_size=_window(spec), softcap=spec.softcap or 0.0,
+                  num_splits=num_splits)
+    try:  # planning: host work and a small kernel, outside the timed region
+        metadata = fa3.get_scheduler_metadata(
+            spec.num_seqs, longest_q, longest_kv, spec.num_q_heads, spec.num_kv_heads, spec.head_size,
+            b.seq_lens, qkv_dtype=cache if spec.fp8_kv else b.q.dtype, cu_seqlens_q=b.cu_seqlens_q,
+            page_size=spec.block_size, causal=True, window_size=shared["window_size"],
+            has_softcap=bool(spec.softcap), num_splits=num_splits)
+    except (RuntimeError, ValueError, TypeError, NotImplementedError) as exc:
+        raise PeerUnavailable(f"FlashAttention-3 refused: {str(exc).splitlines()[0][:160]}") from exc
+
+    def round_q(q):
+        if not spec.fp8_kv:
+            return q
+        return (q if q_scale == 1.0 else q * (1.0 / q_scale)).to(torch.float8_e4m3fn)
+
+    def call(q):
+        return fa3.flash_attn_with_kvcache(q, b.k_cache, b.v_cache, softmax_scale=b.options["scale"],
+                                           scheduler_metadata=metadata, **shared, **descales)
+    return call, round_q
+
+
+@register("flash_attn_3", "FlashAttention-3 (paged, page table)", "flash_attn_interface", e4m3_products=True)
+def _flash_attn_3(batch, device: str):
+    """FlashAttention-3's Hopper kernels as a serving engine calls them (vLLM's FlashAttention
+    backend): `flash_attn_with_kvcache` over the kernels' cache in place, the queries varlen
+    (`cu_seqlens_q`), causal, its scheduler metadata made outside the timed call; over an e4m3
+    cache each call rounds q to e4m3 first, as that backend does (`flash_attn_3_call`)."""
+    call, round_q = flash_attn_3_call(batch, device)
+
+    def run():
+        return call(round_q(batch.q))
+    _refused("FlashAttention-3", run)
+    return run, (f"flash_attn_3 {library_version('flash_attn_interface')}: flash_attn_with_kvcache"
+                 + (", fp8 cache with per-tensor k/v scales, q rounded to e4m3 in the call"
+                    if batch.spec.fp8_kv else "")
+                 + f"; the kernels' cache in place, page size {batch.spec.block_size}, NHD")
 
 
 @register("vllm_unified", "vLLM Triton unified attention (paged, block table)", "vllm")

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import math
 import sys
 import types
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from perf import peers, results
 from perf.errors import ConfigError
@@ -352,6 +355,125 @@ def test_a_flashinfer_without_xqa_is_a_note(monkeypatch):
     batch = _batch("llama3-8b/decode/batch2-kv32/block16")
     with pytest.raises(peers.PeerUnavailable, match="flashinfer has no XQA decode here"):
         peers.setup_for_batch("flashinfer_xqa", batch.spec, "cpu", batch)
+
+
+# --- FlashAttention-3 (its Hopper kernels) on the kernels' cache ---------------------------------------
+
+
+@pytest.fixture
+def fake_fa3(monkeypatch):
+    """`flash_attn_interface` with its scheduler metadata and `flash_attn_with_kvcache`, recording calls."""
+    calls = {"metadata": [], "attention": []}
+    mod = types.ModuleType("flash_attn_interface")
+
+    def get_scheduler_metadata(*args, **kw):
+        calls["metadata"].append((args, kw))
+        return torch.zeros(4, dtype=torch.int32)
+
+    def flash_attn_with_kvcache(q, k_cache, v_cache, **kw):
+        calls["attention"].append(dict(q=q, k_cache=k_cache, v_cache=v_cache, **kw))
+        return torch.empty(q.shape, dtype=torch.bfloat16)
+
+    mod.get_scheduler_metadata, mod.flash_attn_with_kvcache = get_scheduler_metadata, flash_attn_with_kvcache
+    monkeypatch.setitem(sys.modules, "flash_attn_interface", mod)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    return calls
+
+
+def test_fa3_reads_the_kernels_cache_in_place_and_rounds_q_in_each_call(fake_fa3):
+    """Over an OCP e4m3 cache: the kernels' caches, block table, lengths and cu_seqlens_q as they are,
+    causal, its metadata made once at setup and passed on; each call rounds the batch's q to e4m3 as it
+    is at that call (a peer that rounded it once would not time that rounding), with the q, k and v
+    scales as per-(sequence, KV head) descales."""
+    batch = _batch("qwen2.5-7b/decode/batch3-kv40-var/block16/fp8/bf16")
+    fn, label, note = peers.setup_for_batch("flash_attn_3", batch.spec, "cpu", batch)
+    batch.q.mul_(2)  # the timed call reads q as it is now
+    fn()
+    (args, kw), = fake_fa3["metadata"]  # once, at setup
+    assert args[:6] == (3, 1, max(batch.spec.kv_lens), 28, 4, 128) and kw["page_size"] == 16
+    assert kw["qkv_dtype"] == torch.float8_e4m3fn and kw["causal"] and kw["num_splits"] == 0
+    first, timed = fake_fa3["attention"]
+    assert timed["k_cache"] is batch.k_cache and timed["v_cache"] is batch.v_cache
+    assert timed["page_table"] is batch.block_table and timed["cache_seqlens"] is batch.seq_lens
+    assert timed["cu_seqlens_q"] is batch.cu_seqlens_q and timed["max_seqlen_q"] == 1 and timed["causal"]
+    assert timed["scheduler_metadata"] is first["scheduler_metadata"]
+    assert timed["q"].dtype == torch.float8_e4m3fn
+    assert torch.equal(timed["q"].float(), batch.q.to(torch.float8_e4m3fn).float())  # scale 1: q fits
+    k_scale, v_scale = (float(batch.options[k]) for k in ("k_scale", "v_scale"))
+    for name, value in (("q_descale", 1.0), ("k_descale", k_scale), ("v_descale", v_scale)):
+        assert timed[name].shape == (3, 4) and torch.all(timed[name] == value), name
+    assert timed["softmax_scale"] == batch.options["scale"] and timed["window_size"] == (-1, -1)
+    assert "FlashAttention-3" in label and "q rounded to e4m3 in the call" in note
+    assert peers.PEERS["flash_attn_3"].e4m3_products and "flash_attn_3" in peers.VENDOR_PEERS["nvidia"]
+
+
+def test_fa3_over_a_cache_of_the_queries_dtype_takes_q_as_it_is(fake_fa3):
+    batch = _batch("llama3-8b/prefill/batch2-kv32/block16/window16")
+    _, _, note = peers.setup_for_batch("flash_attn_3", batch.spec, "cpu", batch)
+    (call,) = fake_fa3["attention"]
+    assert call["q"] is batch.q and not {"q_descale", "k_descale", "v_descale"} & set(call)
+    assert call["max_seqlen_q"] == max(batch.spec.query_lens) and call["window_size"] == (15, 0)
+    assert "e4m3" not in note
+
+
+def test_fa3_forced_splits_reach_its_metadata_and_its_call(fake_fa3):
+    batch = _batch("llama3-8b/decode/batch2-kv32/block16/fp8/bf16")
+    call, round_q = peers.flash_attn_3_call(batch, "cpu", num_splits=4)
+    call(round_q(batch.q))
+    (_, kw), = fake_fa3["metadata"]
+    assert kw["num_splits"] == 4 and fake_fa3["attention"][0]["num_splits"] == 4
+
+
+@pytest.mark.parametrize("name, fnuz, why", [
+    ("gpt-oss-20b/decode/batch2-kv64/block16/sinks", False, "sinks"),
+    ("llama3-8b/decode/batch2-kv32/block16/fp8/bf16", True, "its caches are the queries' dtype or OCP e4m3"),
+])
+def test_fa3_refuses_what_it_would_compute_otherwise(fake_fa3, name, fnuz, why):
+    from kernels.batch import build_batch
+    from kernels.inputs import FP8_FORMATS
+
+    other = [d for d in FP8_FORMATS if d is not torch.float8_e4m3fn][0] if fnuz else None
+    batch = build_batch(Scenario.parse(name).spec(), "cpu", **({"fp8_dtype": other} if fnuz else {}))
+    with pytest.raises(peers.PeerUnavailable, match=f"FlashAttention-3 has no .*{why}"):
+        peers.setup_for_batch("flash_attn_3", batch.spec, "cpu", batch)
+    assert not fake_fa3["metadata"] and not fake_fa3["attention"]
+
+
+@pytest.mark.parametrize("name, flag, feature", [
+    ("gemma2-9b/decode/batch2-kv64/block16/softcap50", "SOFTCAP", "softcap"),
+    ("llama3-8b/decode/batch2-kv64/block16/window16", "LOCAL", "sliding window"),
+    ("llama3-8b/decode/batch2-kv32/block16/fp8/bf16", "FP8", "fp8 cache"),
+    ("llama3-8b/decode/batch2-kv32/block16", "HDIM128", "head size 128"),
+])
+def test_fa3_refuses_what_its_build_left_out(fake_fa3, monkeypatch, name, flag, feature):
+    """A FlashAttention-3 built without a feature would run the batch without it (no softcap, no window):
+    the flags its setup.py writes (`flash_attn_config`) refuse it instead; the same build takes batches that
+    need none of them."""
+    config = types.ModuleType("flash_attn_config")
+    flags = {f"FLASHATTENTION_DISABLE_{f}": f in (flag, "HDIM192", "HDIM256") for f in
+             ("SOFTCAP", "LOCAL", "FP8", "FP16", "HDIM64", "HDIM96", "HDIM128", "HDIM192", "HDIM256")}
+    config.CONFIG = {"build_flags": flags}
+    monkeypatch.setitem(sys.modules, "flash_attn_config", config)
+    batch = _batch(name)
+    why = f"FlashAttention-3 has no {feature} \\(this build has none\\)"
+    with pytest.raises(peers.PeerUnavailable, match=why):
+        peers.setup_for_batch("flash_attn_3", batch.spec, "cpu", batch)
+    # what needs none of it runs: a head of 128, or of 64 where 128 is left out
+    plain = _batch("gpt-oss-20b/decode/batch2-kv64/block16" if flag == "HDIM128"
+                   else "llama3-8b/decode/batch2-kv32/block16")
+    peers.setup_for_batch("flash_attn_3", plain.spec, "cpu", plain)
+
+
+@given(st.floats(min_value=1e-3, max_value=1e30, allow_nan=False))
+def test_the_e4m3_q_scale_keeps_q_in_range_and_is_one_or_a_power_of_two(largest):
+    q = torch.tensor([-largest, largest / 3], dtype=torch.float32)
+    scale = peers.e4m3_q_scale(q)
+    top = torch.finfo(torch.float8_e4m3fn).max
+    assert scale == 1.0 or (scale > 1 and math.log2(scale).is_integer())
+    assert float(q.abs().max()) / scale <= top  # never rounded to NaN
+    assert scale == 1.0 or float(q.abs().max()) / scale > top / 2  # the largest power of two that fits
+    assert torch.isfinite((q / scale).to(torch.float8_e4m3fn).float()).all()
 
 
 @pytest.mark.parametrize("fp8, off, timed", [(True, 0.1, True), (True, 0.2, False), (False, 0.1, False)])
