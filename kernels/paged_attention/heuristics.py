@@ -49,6 +49,11 @@ FP8_SHORT_PREFILL_KEYS = 256
 # kept loop (0.85-0.95x of the first's time where both ran), unmeasured
 WARP_SPECIALIZED_KEYS = 4096
 WARP_SPECIALIZED_PROMPT = 1024
+# [ws-short-prompts] H200 2026-12-04, three processes: batches of alike whole prompts, heads of 128, 16-bit
+# caches, take the Gluon kernel from (queries a prompt, sequences) on: 512 x 4-32 0.85-0.94x, 256 x 16-64
+# 0.91-0.95x; lost at 256 x 8 (1.03x), 128 x 32 (1.02x), heads of 64 (1.21x); 1 x 512 even, 128 x 64-128
+# 0.98-0.99x; 257-511 queries, 9-15 sequences at 256, chunks and fp8 caches unmeasured
+WS_SHORT_PROMPTS = ((512, 4), (256, 16))
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -536,15 +541,35 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
 
 
 def warp_specialized_prefill(f: Features) -> bool:
-    """[warp-specialized]: a prefill of long contexts, or of prompts of >= WARP_SPECIALIZED_PROMPT queries,
+    """[warp-specialized]: a prefill of long contexts or of prompts of >= WARP_SPECIALIZED_PROMPT queries
+    (`long_prefill`), or ([ws-short-prompts]) a batch of shorter alike prompts (`short_prompts_prefill`),
     over a 16-bit cache or an fp8 one ([warp-specialized-e4m3] under bf16 queries, [ws-e4m3-fp16] and
     [ws-fp16-q-rounded] under fp16 queries: q rounded to one e4m3 part by `Config.ws_q_rounded`, which the
     Q-block kernel ignores), through the Gluon kernel
     (`Config.warp_specialized`; where it applies, the planner's call: an sm_90 GPU, no softcap, window or
     sinks, an OCP e4m3 cache, `planning.warp_specialized_applies`)."""
+    return long_prefill(f) or short_prompts_prefill(f)
+
+
+def long_prefill(f: Features) -> bool:
+    """[warp-specialized]'s first bounds: long contexts, or prompts of >= WARP_SPECIALIZED_PROMPT queries."""
     return (not f.window and f.head_size <= 128
             and (f.visible_kv_len >= WARP_SPECIALIZED_KEYS
                  or min(f.visible_kv_len, f.avg_query_len) >= WARP_SPECIALIZED_PROMPT))
+
+
+def short_prompts_prefill(f: Features) -> bool:
+    """[ws-short-prompts]: a batch of whole prompts of alike lengths (no sequence sees more keys than the
+    longest prompt has queries, counted in KV granules as `kv_len_class` does; the mean prompt at least 3/4
+    of the longest, so decodes are a small share), heads of 128 over a 16-bit cache, of at least
+    WS_SHORT_PROMPTS' queries a prompt and sequences. Exact where the call passes `max_seqlen_q` and
+    `max_seqlen_k` (vLLM does); from shapes alone the bounds leave it off."""
+    def granules(n: int) -> int:
+        return -(-n // KV_GRANULE)
+    return (f.head_size == 128 and not f.fp8_kv and not f.window
+            and granules(f.max_kv_len) <= granules(f.max_query_len)
+            and 4 * f.avg_query_len >= 3 * f.max_query_len
+            and any(f.avg_query_len >= q and f.num_seqs >= n for q, n in WS_SHORT_PROMPTS))
 
 
 def causal_edge_tile(f: Features, block_m: int, tile_size: int) -> int:
@@ -777,7 +802,10 @@ def _nvidia_branches(f: Features) -> Config:
     # [warp-specialized] H200 2026-11-30, 1.06-1.33x: tune --suite anchor --scenarios '*/prefill/*'
     # [ws-e4m3-fp16] H200 2026-11-30, 1.37-1.91x: tune --suite nightly --scenarios '*/block16/fp8'
     # [ws-fp16-q-rounded] H200 2026-11-30, 1.12-1.19x: tune --suite nightly --scenarios '*/block16/fp8'
+    # [ws-short-prompts] H200 2026-12-04, 0.85-0.95x: tune --suite anchor --scenarios '*/batch16-kv512/*'
     ws_source = "; the warp-specialized Gluon kernel: H200 2026-11-30, 1.06-1.33x" if ws else ""
+    if ws and not long_prefill(f):
+        ws_source = "; the Gluon kernel for a batch of short prompts: H200 2026-12-04, 0.85-0.95x"
     q_rounded = ws and f.fp8_kv  # fp16 queries: bf16's returned above
     if q_rounded:
         ws_source = ("; the warp-specialized Gluon kernel over e4m3: H200 2026-11-30, 1.37-1.91x; q rounded "

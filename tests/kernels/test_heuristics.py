@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernels.batch import BatchSpec, build_batch
 from kernels.paged_attention import heuristics
@@ -570,12 +572,54 @@ def test_choices_read_the_kv_length_only_through_its_class(chooser):
     def pick(f):
         return parallel.choose("nvidia", f) if chooser == "parallel" else choose(chooser, f)
     for seqs, q_len, qpk, head, window in itertools.product(
-            [1, 128], [1, 17, 200], [1, 8], [128, 256], [0, 100, 890]):
+            [1, 128], [1, 17, 200, 512], [1, 8], [128, 256], [0, 100, 890]):
         chosen = {}
         for kv_len in range(q_len, 2100):
             f = _features(seqs, q_len, kv_len, queries_per_kv=qpk, head_size=head, window=window)
             c = pick(f)
             assert chosen.setdefault(heuristics.kv_len_class(kv_len, q_len, window), c) == c, f
+
+
+@pytest.mark.parametrize("prompts, kv, head, fp8, on", [
+    ((512,) * 4, None, 128, False, True),  # 0.935x (H200 2026-12-04)
+    ((512,) * 32, None, 128, False, True),  # 0.845x
+    ((256,) * 16, None, 128, False, True),  # 0.947x
+    ((256,) * 64, None, 128, False, True),  # 0.912x
+    ((256,) * 8, None, 128, False, False),  # lost 1.026x
+    ((128,) * 128, None, 128, False, False),  # 0.975x, 128 x 32 lost 1.022x: not taken
+    ((512,), None, 128, False, False),  # even
+    ((256,) * 32, None, 64, False, False),  # heads of 64 lost 1.21x
+    ((256,) * 32, None, 128, True, False),  # fp8 caches: unmeasured
+    ((512,) * 12 + (1,) * 4, (512,) * 12 + (4096,) * 4, 128, False, False),  # decodes of long contexts
+    ((512,) * 16, (2048,) * 16, 128, False, False),  # chunks over a context: unmeasured
+    ((512,) * 8 + (128,) * 8, None, 128, False, False),  # unlike lengths: unmeasured
+])
+def test_batches_of_short_prompts_take_the_gluon_kernel_where_measured(prompts, kv, head, fp8, on):
+    """[ws-short-prompts] as the tree reads a call with vLLM's hints, on the measured points and off
+    beyond them; from shapes alone (no hints) never."""
+    spec = BatchSpec(prompts, kv or prompts, num_q_heads=32, num_kv_heads=8, head_size=head, fp8_kv=fp8,
+                     dtype="bfloat16")
+    batch = build_batch(spec, "cpu", fill=False)
+    hinted = features_from_call(batch.q, batch.k_cache, batch.block_table, max_seqlen_q=max(prompts),
+                                max_seqlen_k=max(kv or prompts))
+    assert heuristics.short_prompts_prefill(hinted) == on
+    assert choose("nvidia", hinted).warp_specialized == (on or heuristics.long_prefill(hinted))
+    assert not heuristics.short_prompts_prefill(features_from_call(batch.q, batch.k_cache, batch.block_table))
+
+
+@given(st.lists(st.integers(1, 2048), min_size=1, max_size=64), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_short_prompts_never_fire_from_shapes_alone_or_where_decodes_dominate(lengths, hinted):
+    """Without `max_seqlen_q` the longest prompt's bound (every token but one a sequence) is far from the
+    mean: the rule stays off, whatever the batch; with it, a batch whose mean prompt is under 3/4 of the
+    longest stays off."""
+    num_tokens = sum(lengths)
+    f = Features(num_seqs=len(lengths), num_tokens=num_tokens,
+                 max_query_len=max(lengths) if hinted else num_tokens - len(lengths) + 1,
+                 max_kv_len=max(lengths), avg_kv_len=float(max(lengths)), decode_share=0.0, queries_per_kv=4,
+                 num_kv_heads=8, head_size=128, block_size=16, dtype="bfloat16", fp8_kv=False, num_sms=132)
+    if heuristics.short_prompts_prefill(f):
+        assert hinted and 4 * num_tokens >= 3 * len(lengths) * max(lengths) and len(lengths) >= 4
 
 
 def test_decode_only_batch_is_recognised_from_shapes():

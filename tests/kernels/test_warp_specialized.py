@@ -76,18 +76,21 @@ def test_the_planner_takes_the_kernel_on_sm90(hopper, dtype, head_size, block_si
     ("bfloat16", False, (2048,), "ws_prefill_kernel", None),
     ("bfloat16", True, (2048,), "ws_prefill_kernel", 1),
     ("bfloat16", True, (1024,) * 8, "ws_prefill_kernel", 1),
-    ("bfloat16", True, (512,) * 16, "q_block_kernel", None),  # short prompts: the rule's bound
+    ("bfloat16", True, (512,) * 16, "q_block_kernel", None),  # short prompts over e4m3: the rule's bound
+    ("bfloat16", False, (512,) * 16, "ws_prefill_kernel", None),  # [ws-short-prompts]
+    ("bfloat16", False, (128,) * 64, "q_block_kernel", None),  # prompts below its bound
     ("float16", True, (2048,), "ws_prefill_kernel", 1),  # fp16 queries over e4m3: `ws_q_rounded`
     ("float16", True, (512,) * 16, "q_block_kernel", None),
 ])
 def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, prompts, kernel, q_parts):
-    """[warp-specialized], [warp-specialized-e4m3], [ws-e4m3-fp16] and [ws-fp16-q-rounded] as the tree plans
-    them, with no config hint."""
+    """[warp-specialized], [warp-specialized-e4m3], [ws-e4m3-fp16], [ws-fp16-q-rounded] and [ws-short-prompts]
+    as the tree plans them, with no config hint (the lengths hinted, as vLLM passes them)."""
     spec = BatchSpec(prompts, prompts, num_q_heads=32, num_kv_heads=8, dtype=dtype, fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     planning.release_buffers()
     _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
-                                               num_sms=132, **batch.options)
+                                               num_sms=132, max_seqlen_q=max(prompts),
+                                               max_seqlen_k=max(prompts), **batch.options)
     assert [x.name for x in launches] == [kernel]
     assert launches[0].constexprs.get("Q_PARTS") == q_parts
 
