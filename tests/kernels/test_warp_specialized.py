@@ -436,6 +436,23 @@ def test_the_trees_prompt_is_the_kernel_on_sm90(dtype, fp8, device):
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("prompts,q_heads,kv_heads,dtype", [
+    ((520,) * 4, 32, 8, "bfloat16"), ((300,) * 16, 28, 4, "bfloat16"), ((257,) * 17, 32, 8, "float16"),
+])
+def test_the_trees_batch_of_short_prompts_is_the_kernel_on_sm90(prompts, q_heads, kv_heads, dtype, device):
+    """[ws-short-prompts] as a serving engine calls it (the lengths hinted, as vLLM passes them): alike
+    prompts of lengths no tile divides, poisoned, against the fp32 reference."""
+    _on_sm90(device)
+    spec = BatchSpec(prompts, prompts, num_q_heads=q_heads, num_kv_heads=kv_heads, dtype=dtype, seed=11)
+    batch = build_batch(spec, device, poison=True)
+    hints = dict(max_seqlen_q=max(prompts), max_seqlen_k=max(prompts))
+    assert _kernels(batch, config=None, vendor=None, **hints) == ["ws_prefill_kernel"]
+    out = batch.new_output()
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, **hints)
+    VARIANTS["static_grid"](*batch.args(), out=out, **hints, **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+
+
 @pytest.mark.parametrize("fp8", [False, True])
 @pytest.mark.parametrize("corruption", ["keys_short_of_queries", "keys_past_the_row"])
 def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, fp8, device):
