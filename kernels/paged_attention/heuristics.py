@@ -52,7 +52,8 @@ WARP_SPECIALIZED_PROMPT = 1024
 # [ws-short-prompts] H200 2026-12-04, three processes: batches of alike whole prompts, heads of 128, 16-bit
 # caches, take the Gluon kernel from (queries a prompt, sequences) on: 512 x 4-32 0.85-0.94x, 256 x 16-64
 # 0.91-0.95x; lost at 256 x 8 (1.03x), 128 x 32 (1.02x), heads of 64 (1.21x); 1 x 512 even, 128 x 64-128
-# 0.98-0.99x; 257-511 queries, 9-15 sequences at 256, chunks and fp8 caches unmeasured
+# 0.98-0.99x; bf16 measured, fp16 (the same bytes), 257-511 queries, 9-15 sequences at 256, chunks and fp8
+# caches unmeasured
 WS_SHORT_PROMPTS = ((512, 4), (256, 16))
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
