@@ -39,6 +39,10 @@ EDGE_HALF_MAX_KEYS = 1024  # [causal-edge] H100 2026-11-24: half won to 1k keys,
 # [short-prefill-rows] H200 2026-11-28: Q-blocks of 64 rows, 4 warps, tile 64, 3 stages won to 2k keys per
 # Q-block (1.05-1.20x, mixed chunks 1.20x) and lost at 8k and 16k (1.08-1.09x slower); 2k-8k unmeasured
 SHORT_PREFILL_KEYS = 2048
+# [short-prompt-tile] H200 2026-12-04, three processes: those Q-blocks in tiles of 32 where they see <= 256
+# keys (bf16, heads of 128, not the Gluon kernel's): 0.958-0.990x on 1 x 256, 8 x 256, 32 / 64 / 128 x 128;
+# 512 keys lost 1.01-1.03x, heads of 64 1.01-1.02x; 129-255 keys at 1-16 sequences, fp16, fp8 unmeasured
+SHORT_PROMPT_TILE_KEYS = 256
 # [fp8-short-prefill] H200 2026-11-29: fp8 prefills (Q K^T on e4m3) of up to this many keys per Q-block take
 # the short-prefill shape: 32 x 256 1.18x over 128 rows; 8 x 1k 0.99x, 4 x 2k 0.90x; 257-1023 unmeasured
 FP8_SHORT_PREFILL_KEYS = 256
@@ -813,11 +817,15 @@ def _nvidia_branches(f: Features) -> Config:
                      "to one e4m3 part: H200 2026-11-30, 1.12-1.19x")
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
     if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
-        return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,
-                    block_vector=True, offsets_32=True, edge_tile=32, warp_specialized=ws,
+        # [short-prompt-tile] H200 2026-12-04, 0.96-0.99x: tune --suite anchor --scenarios '*/batch64-kv128/*'
+        narrow = (not ws and not f.fp8_kv and f.dtype == "bfloat16" and f.head_size == 128
+                  and prefill_q_block_keys(f, 64) <= SHORT_PROMPT_TILE_KEYS)
+        return _fit(f, 64, 32 if narrow else 64, num_warps=4, num_stages=3, programs_per_sm=0,
+                    read_ahead=True, block_vector=True, offsets_32=True, edge_tile=32, warp_specialized=ws,
                     ws_q_rounded=q_rounded,
                     source="nvidia/prefill: up to 2k keys per Q-block, 64 rows, 4 warps, tile 64, "
-                    "3 stages: H200 2026-11-28, 1.05-1.20x" + ws_source)
+                    "3 stages: H200 2026-11-28, 1.05-1.20x" + ws_source
+                    + ("; tiles of 32 up to 256 keys: H200 2026-12-04, 0.96-0.99x" if narrow else ""))
     # [prefill-tile] H200 2026-11-21, 1.13-1.25x: tune --suite tune --scenarios '*prefill*'
     # [read-ahead] H100 2026-11-23, 1.14-1.30x: tune --suite tune --scenarios '*prefill*'
     # [causal-edge] H100 2026-11-24, 1.02-1.09x: tune --scenarios 'llama3-8b/prefill/batch8-kv1024/*'
