@@ -622,6 +622,26 @@ def test_short_prompts_never_fire_from_shapes_alone_or_where_decodes_dominate(le
         assert hinted and 4 * num_tokens >= 3 * len(lengths) * max(lengths) and len(lengths) >= 4
 
 
+@pytest.mark.parametrize("prompts", [(128,) * 3, (100, 200, 37)])
+def test_short_prompts_in_tiles_of_32_match_the_reference(prompts, device):
+    """[short-prompt-tile]: the NVIDIA tree's choice for bf16 prompts of <= 256 keys (64 rows, tiles of 32,
+    the causal edge of 32), poisoned, against the fp32 reference: on a GPU in bf16 as chosen, in the
+    interpreter (which has no bf16) the same launch configuration over fp16."""
+    from interpreter_support import planned_check
+
+    from kernels import VARIANTS
+
+    dtype = "float16" if device == "cpu" else "bfloat16"
+    spec = BatchSpec(prompts, prompts, num_q_heads=8, num_kv_heads=2, head_size=128, dtype=dtype, seed=5)
+    chosen = choose("nvidia", features_from_spec(dataclasses.replace(spec, dtype="bfloat16"), 132))
+    assert chosen.tile_size == 32 and chosen.block_m == 64 and not chosen.warp_specialized
+    batch = build_batch(spec, device, poison=True)
+    out = batch.new_output()  # NaN: an unwritten element fails
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, config=chosen)
+    VARIANTS["static_grid"](*batch.args(), out=out, config=chosen, **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+
+
 def test_decode_only_batch_is_recognised_from_shapes():
     b = build_batch(BatchSpec((1, 1, 1), (40, 9, 300), num_q_heads=8, num_kv_heads=2, head_size=64))
     f = features_from_call(b.q, b.k_cache, b.block_table)
