@@ -816,16 +816,17 @@ def _nvidia_branches(f: Features) -> Config:
         ws_source = ("; the warp-specialized Gluon kernel over e4m3: H200 2026-11-30, 1.37-1.91x; q rounded "
                      "to one e4m3 part: H200 2026-11-30, 1.12-1.19x")
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
-    if fast and not f.window and prefill_q_block_keys(f, 64) <= SHORT_PREFILL_KEYS:
+    short_keys = prefill_q_block_keys(f, 64)
+    if fast and not f.window and short_keys <= SHORT_PREFILL_KEYS:
         # [short-prompt-tile] H200 2026-12-04, 0.96-0.99x: tune --suite anchor --scenarios '*/batch64-kv128/*'
-        narrow = (not ws and not f.fp8_kv and f.dtype == "bfloat16" and f.head_size == 128
-                  and prefill_q_block_keys(f, 64) <= SHORT_PROMPT_TILE_KEYS)
-        return _fit(f, 64, 32 if narrow else 64, num_warps=4, num_stages=3, programs_per_sm=0,
+        short_tile = (not ws and not f.fp8_kv and f.dtype == "bfloat16" and f.head_size == 128
+                      and short_keys <= SHORT_PROMPT_TILE_KEYS)
+        return _fit(f, 64, 32 if short_tile else 64, num_warps=4, num_stages=3, programs_per_sm=0,
                     read_ahead=True, block_vector=True, offsets_32=True, edge_tile=32, warp_specialized=ws,
                     ws_q_rounded=q_rounded,
                     source="nvidia/prefill: up to 2k keys per Q-block, 64 rows, 4 warps, tile 64, "
                     "3 stages: H200 2026-11-28, 1.05-1.20x" + ws_source
-                    + ("; tiles of 32 up to 256 keys: H200 2026-12-04, 0.96-0.99x" if narrow else ""))
+                    + ("; tiles of 32 up to 256 keys: H200 2026-12-04, 0.96-0.99x" if short_tile else ""))
     # [prefill-tile] H200 2026-11-21, 1.13-1.25x: tune --suite tune --scenarios '*prefill*'
     # [read-ahead] H100 2026-11-23, 1.14-1.30x: tune --suite tune --scenarios '*prefill*'
     # [causal-edge] H100 2026-11-24, 1.02-1.09x: tune --scenarios 'llama3-8b/prefill/batch8-kv1024/*'

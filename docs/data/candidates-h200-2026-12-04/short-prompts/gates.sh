@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# [ws-short-prompts] on nvidia-h200: the Gluon kernel's GPU tests (its batches of short prompts among them), then
-# the latency gates of the working tree against f840965 (the device's git is at main, f840965, whose kernels are
-# those of c6e3f0a, the rule's parent; the change is uncommitted there) over the anchor, pr and nightly suites
-# (static_grid, graph replay); on the CPU their change plans time 2, 0 and 0 cases. --gates-only: no tests.
+# [ws-short-prompts] and [short-prompt-tile] on nvidia-h200: GPU tests, then the latency gates of the working tree
+# against f840965 over the anchor, pr and nightly suites (static_grid, graph replay). The device's git is at main,
+# f840965, before both rules; the change is uncommitted there. Three calls ran it:
+#   gates.sh                the Gluon kernel's GPU tests, then the gates of [ws-short-prompts] alone (its change
+#                           plans on the CPU: 2, 0 and 0 cases): gpu-tests.txt, gate-*.md
+#   gates.sh --gates-only   the gates: the first call's had named c6e3f0a, which the device's git lacks
+#   TAG=2 K="tiles_of_32 or short_prompts" FILES="tests/kernels/test_heuristics.py tests/kernels/test_warp_specialized.py"
+#   gates.sh                with [short-prompt-tile] too (plans: 3, 0 and 0): gpu-tests2.txt, gate2-*.md
 set -u
 export PYTHONPATH=$PWD
+tag=${TAG:-}
 t0=$(date +%s)
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
-git log --oneline -1 >> "$OUT/gpu.txt"
-[ "${1:-}" = "--gates-only" ] || timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadgroup \
-  tests/kernels/test_warp_specialized.py 2>&1 | tail -4 > "$OUT/gpu-tests.txt"
-cat "$OUT/gpu-tests.txt"; echo "tests done at $(( $(date +%s) - t0 )) s"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gpu$tag.txt"
+git log --oneline -1 >> "$OUT/gpu$tag.txt"
+if [ "${1:-}" != "--gates-only" ]; then
+  # shellcheck disable=SC2086  # FILES: test files, one word each
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadgroup \
+    ${FILES:-tests/kernels/test_warp_specialized.py} ${K:+-k "$K"} 2>&1 | tail -4 > "$OUT/gpu-tests$tag.txt"
+  cat "$OUT/gpu-tests$tag.txt"
+fi
+echo "tests done at $(( $(date +%s) - t0 )) s"
 for s in anchor pr nightly; do
   timeout $(( 570 - ($(date +%s) - t0) )) python3 -m perf gate --base-ref f840965 --allow-dirty --suite $s \
     --variants static_grid --metrics graph --out /tmp/gate-$s > "/tmp/gate-$s.log" 2>&1
   echo "gate $s rc=$? at $(( $(date +%s) - t0 )) s"
-  cp /tmp/gate-$s/report.md "$OUT/gate-$s.md" 2>/dev/null
+  cp /tmp/gate-$s/report.md "$OUT/gate$tag-$s.md" 2>/dev/null
   tail -n 3 "/tmp/gate-$s.log"
 done
