@@ -59,6 +59,14 @@ WARP_SPECIALIZED_PROMPT = 1024
 # 0.98-0.99x; bf16 measured, fp16 (the same bytes), 257-511 queries, 9-15 sequences at 256, chunks and fp8
 # caches unmeasured
 WS_SHORT_PROMPTS = ((512, 4), (256, 16))
+# [ws-large-batches] H200 2026-12-04, three processes and the pr / nightly gates: prefill batches, heads of
+# 128, of >= 4096 tokens and >= 256 queries a sequence on average take the Gluon kernel: decodes beside
+# prompts 0.76-0.99x, chunks of 256-512 after 1k-2k keys 0.74-0.84x, unlike lengths 0.83-0.98x (one 1.013x:
+# 64 prompts of up to 512), GQA 1, 5 and 7 0.76-0.98x, e4m3 under bf16 queries 0.73-0.88x; means of 79-165
+# queries beside decodes lost 1.01-1.41x (llama2-7b's GQA 1 won 0.91x), 8 x 256 1.026x: below the bounds;
+# fp16 over e4m3 unmeasured
+WS_BATCH_TOKENS = 4096
+WS_BATCH_MEAN_QUERIES = 256
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
 # vendor specifications), used when neither a `num_sms` hint nor a device says otherwise.
 # The trees branch on the vendor, never on the architecture: a B200 (sm_100, 148 SMs) takes
@@ -547,13 +555,14 @@ def prefill_q_block_keys(f: Features, block_m: int) -> int:
 
 def warp_specialized_prefill(f: Features) -> bool:
     """[warp-specialized]: a prefill of long contexts or of prompts of >= WARP_SPECIALIZED_PROMPT queries
-    (`long_prefill`), or ([ws-short-prompts]) a batch of shorter alike prompts (`short_prompts_prefill`),
-    over a 16-bit cache or an fp8 one ([warp-specialized-e4m3] under bf16 queries, [ws-e4m3-fp16] and
+    (`long_prefill`), ([ws-short-prompts]) a batch of shorter alike prompts (`short_prompts_prefill`) or
+    ([ws-large-batches]) a batch of many queries, chunks or decodes among them (`large_prefill_batch`), over
+    a 16-bit cache or an fp8 one ([warp-specialized-e4m3] under bf16 queries, [ws-e4m3-fp16] and
     [ws-fp16-q-rounded] under fp16 queries: q rounded to one e4m3 part by `Config.ws_q_rounded`, which the
     Q-block kernel ignores), through the Gluon kernel
     (`Config.warp_specialized`; where it applies, the planner's call: an sm_90 GPU, no softcap, window or
     sinks, an OCP e4m3 cache, `planning.warp_specialized_applies`)."""
-    return long_prefill(f) or short_prompts_prefill(f)
+    return long_prefill(f) or short_prompts_prefill(f) or large_prefill_batch(f)
 
 
 def long_prefill(f: Features) -> bool:
@@ -575,6 +584,16 @@ def short_prompts_prefill(f: Features) -> bool:
             and granules(f.max_kv_len) <= granules(f.max_query_len)
             and 4 * f.avg_query_len >= 3 * f.max_query_len
             and any(f.avg_query_len >= q and f.num_seqs >= n for q, n in WS_SHORT_PROMPTS))
+
+
+def large_prefill_batch(f: Features) -> bool:
+    """[ws-large-batches]: a prefill batch of heads of 128 (no window) of >= WS_BATCH_TOKENS tokens and >=
+    WS_BATCH_MEAN_QUERIES queries a sequence on average, over a 16-bit cache or, under bf16 queries, an e4m3
+    one. Whole prompts, chunks after a context and decodes beside them alike: the Gluon kernel's 128-query
+    blocks gain on the prompts' many queries more than they spend on the decodes' one (a block each); a
+    low mean is many decodes or short prompts, where they spend more. Both counts are exact from shapes."""
+    return (f.head_size == 128 and not f.window and (not f.fp8_kv or f.dtype == "bfloat16")
+            and f.num_tokens >= WS_BATCH_TOKENS and f.avg_query_len >= WS_BATCH_MEAN_QUERIES)
 
 
 def causal_edge_tile(f: Features, block_m: int, tile_size: int) -> int:
@@ -787,14 +806,18 @@ def _nvidia_branches(f: Features) -> Config:
     # [fp8-qk-e4m3] H200 2026-11-29, 1.16-1.43x: tune --suite anchor --scenarios '*/fp8/*'
     # (`qk_fp16` stays for the caches whose e4m3 products do not apply: `planning.kernel_constexprs`)
     # [warp-specialized-e4m3] H200 2026-11-30, 0.65-0.89x: tune --suite anchor --scenarios '*/fp8/*'
+    # ([ws-large-batches] over e4m3: H200 2026-12-04, 0.73-0.88x: docs/kernels.md's row names the lab's plan)
     ws = warp_specialized_prefill(f)
     if f.fp8_kv and f.dtype == "bfloat16":  # fp16 queries: new ptxas spills with it (static gate)
         # [fp8-short-prefill] H200 2026-11-29, 1.18x: tune --suite anchor --scenarios '*/batch32-kv256/*'
         if not f.window and prefill_q_block_keys(f, 64) <= FP8_SHORT_PREFILL_KEYS:
             return _fit(f, 64, 64, num_warps=4, num_stages=3, programs_per_sm=0, read_ahead=True,
                         block_vector=True, offsets_32=True, edge_tile=32, qk_fp16=True, qk_e4m3=True,
+                        warp_specialized=ws,
                         source="nvidia/prefill fp8: up to 256 keys per Q-block, 64 rows, 4 warps, tile 64, "
-                        "3 stages, Q K^T on e4m3: H200 2026-11-29, 1.18x")
+                        "3 stages, Q K^T on e4m3: H200 2026-11-29, 1.18x"
+                        + ("; the Gluon kernel over e4m3 for a large batch: H200 2026-12-04, 0.88x"
+                           if ws else ""))
         edge = causal_edge_tile(f, 128, 128)
         return _fit(f, 128, 128, num_warps=8, num_stages=3, programs_per_sm=0 if not f.window else 2,
                     read_ahead=True, block_vector=True, offsets_32=True, edge_tile=edge, qk_fp16=True,
@@ -803,14 +826,18 @@ def _nvidia_branches(f: Features) -> Config:
                     f"products in fp16, causal edge in tiles of {edge}: H200 2026-11-28, 1.20-1.32x; "
                     "Q K^T on e4m3, P V in fp16: H200 2026-11-29, 1.16-1.43x"
                     + ("; the warp-specialized Gluon kernel over e4m3: H200 2026-11-30, 0.65-0.89x"
+                       + ("" if long_prefill(f) else "; for a large batch: H200 2026-12-04, 0.73-0.78x")
                        if ws else ""))
     # [warp-specialized] H200 2026-11-30, 1.06-1.33x: tune --suite anchor --scenarios '*/prefill/*'
     # [ws-e4m3-fp16] H200 2026-11-30, 1.37-1.91x: tune --suite nightly --scenarios '*/block16/fp8'
     # [ws-fp16-q-rounded] H200 2026-11-30, 1.12-1.19x: tune --suite nightly --scenarios '*/block16/fp8'
     # [ws-short-prompts] H200 2026-12-04, 0.85-0.95x: tune --suite anchor --scenarios '*/batch16-kv512/*'
+    # [ws-large-batches] H200 2026-12-04, 0.74-0.99x: tune --suite pr --scenarios '*/batch16-kv1024-var/*'
     ws_source = "; the warp-specialized Gluon kernel: H200 2026-11-30, 1.06-1.33x" if ws else ""
     if ws and not long_prefill(f):
-        ws_source = "; the Gluon kernel for a batch of short prompts: H200 2026-12-04, 0.85-0.95x"
+        ws_source = ("; the Gluon kernel for a batch of short prompts: H200 2026-12-04, 0.85-0.95x"
+                     if short_prompts_prefill(f)
+                     else "; the Gluon kernel for a large batch: H200 2026-12-04, 0.74-0.99x")
     q_rounded = ws and f.fp8_kv  # fp16 queries: bf16's returned above
     if q_rounded:
         ws_source = ("; the warp-specialized Gluon kernel over e4m3: H200 2026-11-30, 1.37-1.91x; q rounded "

@@ -589,37 +589,77 @@ def test_choices_read_the_kv_length_only_through_its_class(chooser):
     ((128,) * 128, None, 128, False, False),  # 0.975x, 128 x 32 lost 1.022x: not taken
     ((512,), None, 128, False, False),  # even
     ((256,) * 32, None, 64, False, False),  # heads of 64 lost 1.21x
-    ((256,) * 32, None, 128, True, False),  # fp8 caches: unmeasured
+    ((256,) * 32, None, 128, True, False),  # fp8 caches: [ws-large-batches]
     ((512,) * 12 + (1,) * 4, (512,) * 12 + (4096,) * 4, 128, False, False),  # decodes of long contexts
-    ((512,) * 16, (2048,) * 16, 128, False, False),  # chunks over a context: unmeasured
-    ((512,) * 8 + (128,) * 8, None, 128, False, False),  # unlike lengths: unmeasured
+    ((512,) * 16, (2048,) * 16, 128, False, False),  # chunks over a context: [ws-large-batches]
+    ((512,) * 8 + (128,) * 8, None, 128, False, False),  # unlike lengths: [ws-large-batches]
 ])
 def test_batches_of_short_prompts_take_the_gluon_kernel_where_measured(prompts, kv, head, fp8, on):
     """[ws-short-prompts] as the tree reads a call with vLLM's hints, on the measured points and off
-    beyond them; from shapes alone (no hints) never."""
+    beyond them (where [ws-large-batches] may take the batch); from shapes alone (no hints) never."""
     spec = BatchSpec(prompts, kv or prompts, num_q_heads=32, num_kv_heads=8, head_size=head, fp8_kv=fp8,
                      dtype="bfloat16")
     batch = build_batch(spec, "cpu", fill=False)
     hinted = features_from_call(batch.q, batch.k_cache, batch.block_table, max_seqlen_q=max(prompts),
                                 max_seqlen_k=max(kv or prompts))
     assert heuristics.short_prompts_prefill(hinted) == on
-    assert choose("nvidia", hinted).warp_specialized == (on or heuristics.long_prefill(hinted))
+    assert choose("nvidia", hinted).warp_specialized == (
+        on or heuristics.long_prefill(hinted) or heuristics.large_prefill_batch(hinted))
     assert not heuristics.short_prompts_prefill(features_from_call(batch.q, batch.k_cache, batch.block_table))
 
 
-@given(st.lists(st.integers(1, 2048), min_size=1, max_size=64), st.booleans())
-@settings(max_examples=200, deadline=None)
-def test_short_prompts_never_fire_from_shapes_alone_or_where_decodes_dominate(lengths, hinted):
-    """Without `max_seqlen_q` the longest prompt's bound (every token but one a sequence) is far from the
-    mean: the rule stays off, whatever the batch; with it, a batch whose mean prompt is under 3/4 of the
-    longest stays off."""
-    num_tokens = sum(lengths)
-    f = Features(num_seqs=len(lengths), num_tokens=num_tokens,
-                 max_query_len=max(lengths) if hinted else num_tokens - len(lengths) + 1,
-                 max_kv_len=max(lengths), avg_kv_len=float(max(lengths)), decode_share=0.0, queries_per_kv=4,
-                 num_kv_heads=8, head_size=128, block_size=16, dtype="bfloat16", fp8_kv=False, num_sms=132)
-    if heuristics.short_prompts_prefill(f):
-        assert hinted and 4 * num_tokens >= 3 * len(lengths) * max(lengths) and len(lengths) >= 4
+@pytest.mark.parametrize("queries, keys, q_heads, kv_heads, head, dtype, fp8, on", [
+    # H200 2026-12-04, the Gluon kernel's time over the tree's before the rule
+    ((1024,) * 8 + (1,) * 8, (1024,) * 16, 32, 8, 128, "bfloat16", False, True),  # 0.83x
+    ((1024,) * 16 + (1,) * 48, (1024,) * 64, 32, 8, 128, "bfloat16", False, True),  # 3 decodes a prompt 0.99x
+    ((512,) * 8 + (1,) * 8, (512,) * 16, 32, 8, 128, "bfloat16", False, True),  # 0.98x
+    ((1024,) * 16 + (1,) * 16, (1024,) * 32, 28, 4, 128, "bfloat16", False, True),  # qwen2.5-7b 0.84x
+    ((256,) * 16, (2048,) * 16, 32, 8, 128, "bfloat16", False, True),  # chunks 0.75x
+    ((512,) * 8, (512,) * 8, 32, 8, 128, "bfloat16", True, True),  # e4m3 0.78x
+    ((256,) * 32, (256,) * 32, 32, 8, 128, "bfloat16", True, True),  # e4m3 0.88x
+    ((256,) * 32, (256,) * 32, 32, 8, 128, "float16", True, False),  # fp16 queries over e4m3: unmeasured
+    ((256,) * 16 + (1,) * 16, (2048,) * 32, 32, 8, 128, "bfloat16", False, False),  # mean 128: 0.91-1.006x
+    ((300,) * 32 + (1,) * 32, (512,) * 64, 32, 8, 128, "float16", False, False),  # mean 159 lost 1.13x
+    ((256,) * 8, (256,) * 8, 32, 8, 128, "bfloat16", False, False),  # 2048 tokens: lost 1.026x
+    ((128,) * 32, (128,) * 32, 32, 8, 128, "bfloat16", False, False),  # prompts of 128: lost 1.022x
+    ((256,) * 32, (256,) * 32, 64, 8, 64, "bfloat16", False, False),  # heads of 64: lost 1.21x
+])
+def test_large_batches_take_the_gluon_kernel_where_measured(queries, keys, q_heads, kv_heads, head, dtype,
+                                                            fp8, on):
+    """[ws-large-batches] on at the measured points (decodes beside prompts, chunks, e4m3 under bf16
+    queries), off where the Gluon kernel lost or was not measured; alike with vLLM's hints and from shapes
+    alone, since it reads only counts the shapes hold."""
+    spec = BatchSpec(queries, keys, num_q_heads=q_heads, num_kv_heads=kv_heads, head_size=head, fp8_kv=fp8,
+                     dtype=dtype)
+    batch = build_batch(spec, "cpu", fill=False)
+    hinted = features_from_call(batch.q, batch.k_cache, batch.block_table, max_seqlen_q=max(queries),
+                                max_seqlen_k=max(keys))
+    assert heuristics.large_prefill_batch(hinted) == on
+    assert heuristics.large_prefill_batch(features_from_call(batch.q, batch.k_cache, batch.block_table)) == on
+    if on:
+        assert choose("nvidia", hinted).warp_specialized
+
+
+@given(st.lists(st.integers(1, 4096), min_size=1, max_size=96), st.booleans(), st.integers(1, 8192))
+@settings(max_examples=300, deadline=None)
+def test_large_batches_read_only_what_the_shapes_hold(lengths, fp8, context):
+    """The rule's answer is the same with vLLM's hints and without (the longest lengths only bound from
+    shapes), whatever the contexts; where it fires, the batch has >= WS_BATCH_TOKENS tokens and its prompts
+    hold >= WS_BATCH_MEAN_QUERIES queries per sequence, decodes counted."""
+    num_tokens, kv = sum(lengths), max(max(lengths), context)
+
+    def features(hinted: bool) -> Features:
+        return Features(num_seqs=len(lengths), num_tokens=num_tokens,
+                        max_query_len=max(lengths) if hinted else num_tokens - len(lengths) + 1,
+                        max_kv_len=kv if hinted else 16 * -(-kv // 16) * 2, avg_kv_len=float(kv),
+                        decode_share=0.0, queries_per_kv=4, num_kv_heads=8, head_size=128, block_size=16,
+                        dtype="bfloat16", fp8_kv=fp8, num_sms=132)
+    on = heuristics.large_prefill_batch(features(True))
+    assert heuristics.large_prefill_batch(features(False)) == on
+    if on:
+        assert num_tokens >= heuristics.WS_BATCH_TOKENS
+        assert num_tokens >= heuristics.WS_BATCH_MEAN_QUERIES * len(lengths)
+        assert choose("nvidia", features(True)).warp_specialized
 
 
 @pytest.mark.parametrize("prompts", [(128,) * 3, (100, 200, 37)])

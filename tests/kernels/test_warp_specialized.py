@@ -76,15 +76,17 @@ def test_the_planner_takes_the_kernel_on_sm90(hopper, dtype, head_size, block_si
     ("bfloat16", False, (2048,), "ws_prefill_kernel", None),
     ("bfloat16", True, (2048,), "ws_prefill_kernel", 1),
     ("bfloat16", True, (1024,) * 8, "ws_prefill_kernel", 1),
-    ("bfloat16", True, (512,) * 16, "q_block_kernel", None),  # short prompts over e4m3: the rule's bound
+    ("bfloat16", True, (512,) * 16, "ws_prefill_kernel", 1),  # [ws-large-batches] over e4m3
+    ("bfloat16", True, (512,) * 4, "q_block_kernel", None),  # short prompts over e4m3, too few tokens
     ("bfloat16", False, (512,) * 16, "ws_prefill_kernel", None),  # [ws-short-prompts]
     ("bfloat16", False, (128,) * 64, "q_block_kernel", None),  # prompts below its bound
     ("float16", True, (2048,), "ws_prefill_kernel", 1),  # fp16 queries over e4m3: `ws_q_rounded`
-    ("float16", True, (512,) * 16, "q_block_kernel", None),
+    ("float16", True, (512,) * 16, "q_block_kernel", None),  # fp16 queries over e4m3: unmeasured
 ])
 def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, prompts, kernel, q_parts):
-    """[warp-specialized], [warp-specialized-e4m3], [ws-e4m3-fp16], [ws-fp16-q-rounded] and [ws-short-prompts]
-    as the tree plans them, with no config hint (the lengths hinted, as vLLM passes them)."""
+    """[warp-specialized], [warp-specialized-e4m3], [ws-e4m3-fp16], [ws-fp16-q-rounded], [ws-short-prompts]
+    and [ws-large-batches] as the tree plans them, with no config hint (the lengths hinted, as vLLM passes
+    them)."""
     spec = BatchSpec(prompts, prompts, num_q_heads=32, num_kv_heads=8, dtype=dtype, fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     planning.release_buffers()
@@ -446,6 +448,30 @@ def test_the_trees_batch_of_short_prompts_is_the_kernel_on_sm90(prompts, q_heads
     spec = BatchSpec(prompts, prompts, num_q_heads=q_heads, num_kv_heads=kv_heads, dtype=dtype, seed=11)
     batch = build_batch(spec, device, poison=True)
     hints = dict(max_seqlen_q=max(prompts), max_seqlen_k=max(prompts))
+    assert _kernels(batch, config=None, vendor=None, **hints) == ["ws_prefill_kernel"]
+    out = batch.new_output()
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, **hints)
+    VARIANTS["static_grid"](*batch.args(), out=out, **hints, **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("queries,keys,q_heads,kv_heads,dtype,fp8", [
+    ((1000, 1, 1000, 1, 1000, 1, 1000, 1, 1000, 1), (1000, 900, 1000, 37, 1000, 1500, 1000, 900, 1000, 2000),
+     28, 4, "bfloat16", False),  # decodes beside prompts
+    ((300,) * 14, (1500, 1200, 301, 1999) * 3 + (300, 700), 32, 8, "bfloat16", False),  # chunks, contexts
+    ((700, 257, 1100, 1, 400, 900, 650, 1, 300, 1), (700, 257, 1100, 64, 400, 1000, 650, 129, 300, 500),
+     32, 8, "float16", False),  # unlike lengths, decodes among them
+    ((300,) * 14 + (1,) * 2, (300,) * 14 + (1000, 77), 32, 8, "bfloat16", True),  # over e4m3, q rounded
+])
+def test_the_trees_large_batches_are_the_kernel_on_sm90(queries, keys, q_heads, kv_heads, dtype, fp8, device):
+    """[ws-large-batches] as a serving engine calls it (the lengths hinted, as vLLM passes them): decodes,
+    chunks and whole prompts of lengths no tile divides in one batch, poisoned, against the fp32 reference
+    (over e4m3, of q rounded as the kernel rounds it: `perf.measure.check`)."""
+    _on_sm90(device)
+    spec = BatchSpec(queries, keys, num_q_heads=q_heads, num_kv_heads=kv_heads, dtype=dtype, fp8_kv=fp8,
+                     seed=13)
+    batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
+    hints = dict(max_seqlen_q=max(queries), max_seqlen_k=max(keys))
     assert _kernels(batch, config=None, vendor=None, **hints) == ["ws_prefill_kernel"]
     out = batch.new_output()
     expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, **hints)
