@@ -438,35 +438,44 @@ def test_the_trees_prompt_is_the_kernel_on_sm90(dtype, fp8, device):
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
-@pytest.mark.parametrize("prompts,q_heads,kv_heads,dtype", [
-    ((520,) * 4, 32, 8, "bfloat16"), ((300,) * 16, 28, 4, "bfloat16"), ((257,) * 17, 32, 8, "float16"),
-])
-def test_the_trees_batch_of_short_prompts_is_the_kernel_on_sm90(prompts, q_heads, kv_heads, dtype, device):
-    """[ws-short-prompts] as a serving engine calls it (the lengths hinted, as vLLM passes them): alike
-    prompts of lengths no tile divides, poisoned, against the fp32 reference."""
-    _on_sm90(device)
-    spec = BatchSpec(prompts, prompts, num_q_heads=q_heads, num_kv_heads=kv_heads, dtype=dtype, seed=11)
-    batch = build_batch(spec, device, poison=True)
-    hints = dict(max_seqlen_q=max(prompts), max_seqlen_k=max(prompts))
-    assert _kernels(batch, config=None, vendor=None, **hints) == ["ws_prefill_kernel"]
-    out = batch.new_output()
-    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, **hints)
-    VARIANTS["static_grid"](*batch.args(), out=out, **hints, **batch.options)
-    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
-
-
-@pytest.mark.parametrize("queries,keys,q_heads,kv_heads,dtype,fp8", [
+# (queries, keys, query heads, KV heads, dtype, e4m3 cache): batches the tree gives the Gluon kernel, of
+# lengths no tile divides
+PROMPT_BATCHES = [
+    ((520,) * 4, (520,) * 4, 32, 8, "bfloat16", False),  # [ws-short-prompts]: alike whole prompts
+    ((300,) * 16, (300,) * 16, 28, 4, "bfloat16", False),
+    ((257,) * 17, (257,) * 17, 32, 8, "float16", False),
+    # [ws-large-batches]
     ((1000, 1, 1000, 1, 1000, 1, 1000, 1, 1000, 1), (1000, 900, 1000, 37, 1000, 1500, 1000, 900, 1000, 2000),
      28, 4, "bfloat16", False),  # decodes beside prompts
     ((300,) * 14, (1500, 1200, 301, 1999) * 3 + (300, 700), 32, 8, "bfloat16", False),  # chunks, contexts
     ((700, 257, 1100, 1, 400, 900, 650, 1, 300, 1), (700, 257, 1100, 64, 400, 1000, 650, 129, 300, 500),
      32, 8, "float16", False),  # unlike lengths, decodes among them
     ((300,) * 14 + (1,) * 2, (300,) * 14 + (1000, 77), 32, 8, "bfloat16", True),  # over e4m3, q rounded
-])
-def test_the_trees_large_batches_are_the_kernel_on_sm90(queries, keys, q_heads, kv_heads, dtype, fp8, device):
-    """[ws-large-batches] as a serving engine calls it (the lengths hinted, as vLLM passes them): decodes,
-    chunks and whole prompts of lengths no tile divides in one batch, poisoned, against the fp32 reference
-    (over e4m3, of q rounded as the kernel rounds it: `perf.measure.check`)."""
+]
+
+
+@pytest.mark.parametrize("queries,keys,q_heads,kv_heads,dtype,fp8", PROMPT_BATCHES)
+def test_the_tree_plans_the_kernel_for_batches_of_prompts(hopper, queries, keys, q_heads, kv_heads, dtype,
+                                                          fp8):
+    """The GPU test below, planned on any machine as on sm_90: the tree's choice with vLLM's hints is the
+    Gluon kernel, over e4m3 with q rounded to one part."""
+    spec = BatchSpec(queries, keys, num_q_heads=q_heads, num_kv_heads=kv_heads, dtype=dtype, fp8_kv=fp8)
+    batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
+    planning.release_buffers()
+    _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
+                                               num_sms=132, max_seqlen_q=max(queries),
+                                               max_seqlen_k=max(keys), **batch.options)
+    assert [x.name for x in launches] == ["ws_prefill_kernel"]
+    assert launches[0].constexprs.get("Q_PARTS") == (1 if fp8 else None)
+
+
+@pytest.mark.parametrize("queries,keys,q_heads,kv_heads,dtype,fp8", PROMPT_BATCHES)
+def test_the_trees_batches_of_prompts_are_the_kernel_on_sm90(queries, keys, q_heads, kv_heads, dtype, fp8,
+                                                             device):
+    """[ws-short-prompts] and [ws-large-batches] as a serving engine calls them (the lengths hinted, as vLLM
+    passes them): alike prompts, and decodes, chunks and whole prompts in one batch, of lengths no tile
+    divides, poisoned, against the fp32 reference (over e4m3, of q rounded as the kernel rounds it:
+    `perf.measure.check`)."""
     _on_sm90(device)
     spec = BatchSpec(queries, keys, num_q_heads=q_heads, num_kv_heads=kv_heads, dtype=dtype, fp8_kv=fp8,
                      seed=13)

@@ -7,6 +7,11 @@
 #   gates.sh --gates-only   the gates: the first call's had named c6e3f0a, which the device's git lacks
 #   TAG=2 K="tiles_of_32 or short_prompts" FILES="tests/kernels/test_heuristics.py tests/kernels/test_warp_specialized.py"
 #   gates.sh                with [short-prompt-tile] too (plans: 3, 0 and 0): gpu-tests2.txt, gate2-*.md
+# BASE (default f840965) and SUITES (default "anchor pr nightly") name another base and suites: [ws-large-batches]
+# (main 3645557 on the device) ran it twice, its files in ../mixed-prompts/, with
+#   BASE=3645557 SUITES="pr nightly" FILES="tests/kernels/test_warp_specialized.py tests/kernels/test_heuristics.py"
+#   and TAG unset for the rule's first bounds (plans 5 of 27, 14 of 186; the gates failed), TAG=2 for the kept
+#   bounds (plans 3 and 10); the anchor's plan was 0 of 27 both times, so it was not gated.
 set -u
 export PYTHONPATH=$PWD
 tag=${TAG:-}
@@ -15,13 +20,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >
 git log --oneline -1 >> "$OUT/gpu$tag.txt"
 if [ "${1:-}" != "--gates-only" ]; then
   # shellcheck disable=SC2086  # FILES: test files, one word each
-  timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadgroup \
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -n 8 --dist loadgroup \
     ${FILES:-tests/kernels/test_warp_specialized.py} ${K:+-k "$K"} 2>&1 | tail -4 > "$OUT/gpu-tests$tag.txt"
   cat "$OUT/gpu-tests$tag.txt"
 fi
 echo "tests done at $(( $(date +%s) - t0 )) s"
-for s in anchor pr nightly; do
-  timeout $(( 570 - ($(date +%s) - t0) )) python3 -m perf gate --base-ref f840965 --allow-dirty --suite $s \
+for s in ${SUITES:-anchor pr nightly}; do
+  timeout $(( 570 - ($(date +%s) - t0) )) python3 -m perf gate --base-ref "${BASE:-f840965}" --allow-dirty --suite $s \
     --variants static_grid --metrics graph --out /tmp/gate-$s > "/tmp/gate-$s.log" 2>&1
   echo "gate $s rc=$? at $(( $(date +%s) - t0 )) s"
   cp /tmp/gate-$s/report.md "$OUT/gate$tag-$s.md" 2>/dev/null
