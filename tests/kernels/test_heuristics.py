@@ -608,6 +608,21 @@ def test_batches_of_short_prompts_take_the_gluon_kernel_where_measured(prompts, 
     assert not heuristics.short_prompts_prefill(features_from_call(batch.q, batch.k_cache, batch.block_table))
 
 
+@given(st.lists(st.integers(1, 2048), min_size=1, max_size=64), st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_short_prompts_never_fire_from_shapes_alone_or_where_decodes_dominate(lengths, hinted):
+    """Without `max_seqlen_q` the longest prompt's bound (every token but one a sequence) is far from the
+    mean: the rule stays off, whatever the batch; with it, a batch whose mean prompt is under 3/4 of the
+    longest stays off."""
+    num_tokens = sum(lengths)
+    f = Features(num_seqs=len(lengths), num_tokens=num_tokens,
+                 max_query_len=max(lengths) if hinted else num_tokens - len(lengths) + 1,
+                 max_kv_len=max(lengths), avg_kv_len=float(max(lengths)), decode_share=0.0, queries_per_kv=4,
+                 num_kv_heads=8, head_size=128, block_size=16, dtype="bfloat16", fp8_kv=False, num_sms=132)
+    if heuristics.short_prompts_prefill(f):
+        assert hinted and 4 * num_tokens >= 3 * len(lengths) * max(lengths) and len(lengths) >= 4
+
+
 @pytest.mark.parametrize("queries, keys, q_heads, kv_heads, head, dtype, fp8, on", [
     # H200 2026-12-04, the Gluon kernel's time over the tree's before the rule
     ((1024,) * 8 + (1,) * 8, (1024,) * 16, 32, 8, 128, "bfloat16", False, True),  # 0.83x
