@@ -62,9 +62,9 @@ WS_SHORT_PROMPTS = ((512, 4), (256, 16))
 # [ws-large-batches] H200 2026-12-04, three processes and the pr / nightly gates: prefill batches, heads of
 # 128, of >= 4096 tokens and >= 256 queries a sequence on average take the Gluon kernel: decodes beside
 # prompts 0.76-0.99x, chunks of 256-512 after 1k-2k keys 0.74-0.84x, unlike lengths 0.83-0.98x (one 1.013x:
-# 64 prompts of up to 512), GQA 1, 5 and 7 0.76-0.98x, e4m3 under bf16 queries 0.73-0.88x; means of 79-165
-# queries beside decodes lost 1.01-1.41x (llama2-7b's GQA 1 won 0.91x), 8 x 256 1.026x: below the bounds;
-# fp16 over e4m3 unmeasured
+# 64 prompts of up to 512), GQA 1, 5 and 7 0.76-0.98x, e4m3 under bf16 queries 0.73-0.88x, under fp16 (q
+# rounded) 0.43-0.70x; means of 79-165 queries beside decodes lost 1.01-1.41x (llama2-7b's GQA 1 won 0.91x),
+# 8 x 256 1.026x: below the bounds
 WS_BATCH_TOKENS = 4096
 WS_BATCH_MEAN_QUERIES = 256
 # SMs / CUs of the products the trees are written for (H100 SXM: 132 SMs, MI300X: 304 CUs,
@@ -588,11 +588,12 @@ def short_prompts_prefill(f: Features) -> bool:
 
 def large_prefill_batch(f: Features) -> bool:
     """[ws-large-batches]: a prefill batch of heads of 128 (no window) of >= WS_BATCH_TOKENS tokens and >=
-    WS_BATCH_MEAN_QUERIES queries a sequence on average, over a 16-bit cache or, under bf16 queries, an e4m3
-    one. Whole prompts, chunks after a context and decodes beside them alike: the Gluon kernel's 128-query
-    blocks gain on the prompts' many queries more than they spend on the decodes' one (a block each); a
-    low mean is many decodes or short prompts, where they spend more. Both counts are exact from shapes."""
-    return (f.head_size == 128 and not f.window and (not f.fp8_kv or f.dtype == "bfloat16")
+    WS_BATCH_MEAN_QUERIES queries a sequence on average, over a 16-bit cache or an e4m3 one (under fp16
+    queries q rounded to one e4m3 part, as [ws-fp16-q-rounded] does). Whole prompts, chunks after a context
+    and decodes beside them alike: the Gluon kernel's 128-query blocks gain on the prompts' many queries more
+    than they spend on the decodes' one (a block each); a low mean is many decodes or short prompts, where
+    they spend more. Both counts are exact from shapes."""
+    return (f.head_size == 128 and not f.window
             and f.num_tokens >= WS_BATCH_TOKENS and f.avg_query_len >= WS_BATCH_MEAN_QUERIES)
 
 
@@ -841,7 +842,8 @@ def _nvidia_branches(f: Features) -> Config:
     q_rounded = ws and f.fp8_kv  # fp16 queries: bf16's returned above
     if q_rounded:
         ws_source = ("; the warp-specialized Gluon kernel over e4m3: H200 2026-11-30, 1.37-1.91x; q rounded "
-                     "to one e4m3 part: H200 2026-11-30, 1.12-1.19x")
+                     "to one e4m3 part: H200 2026-11-30, 1.12-1.19x"
+                     + ("" if long_prefill(f) else "; for a large batch: H200 2026-12-04, 0.43-0.70x"))
     # [short-prefill-rows] H200 2026-11-28, 1.05-1.20x: tune --suite anchor --scenarios '*/batch32-kv256/*'
     short_keys = prefill_q_block_keys(f, 64)
     if fast and not f.window and short_keys <= SHORT_PREFILL_KEYS:

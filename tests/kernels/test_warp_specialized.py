@@ -81,7 +81,8 @@ def test_the_planner_takes_the_kernel_on_sm90(hopper, dtype, head_size, block_si
     ("bfloat16", False, (512,) * 16, "ws_prefill_kernel", None),  # [ws-short-prompts]
     ("bfloat16", False, (128,) * 64, "q_block_kernel", None),  # prompts below its bound
     ("float16", True, (2048,), "ws_prefill_kernel", 1),  # fp16 queries over e4m3: `ws_q_rounded`
-    ("float16", True, (512,) * 16, "q_block_kernel", None),  # fp16 queries over e4m3: unmeasured
+    ("float16", True, (512,) * 16, "ws_prefill_kernel", 1),  # [ws-large-batches], q rounded
+    ("float16", True, (512,) * 4, "q_block_kernel", None),  # too few tokens
 ])
 def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, prompts, kernel, q_parts):
     """[warp-specialized], [warp-specialized-e4m3], [ws-e4m3-fp16], [ws-fp16-q-rounded], [ws-short-prompts]
@@ -451,6 +452,7 @@ PROMPT_BATCHES = [
     ((700, 257, 1100, 1, 400, 900, 650, 1, 300, 1), (700, 257, 1100, 64, 400, 1000, 650, 129, 300, 500),
      32, 8, "float16", False),  # unlike lengths, decodes among them
     ((300,) * 14 + (1,) * 2, (300,) * 14 + (1000, 77), 32, 8, "bfloat16", True),  # over e4m3, q rounded
+    ((300,) * 14 + (1,) * 2, (301,) * 14 + (1000, 77), 32, 8, "float16", True),  # fp16 over e4m3, q rounded
 ]
 
 

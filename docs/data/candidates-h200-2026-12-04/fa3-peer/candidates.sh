@@ -2,10 +2,12 @@
 # A plan in three processes on nvidia-h200, each a fresh `perf.lab.candidates` (5 rounds) beside FlashAttention-3
 # (the reduced build of build.sh, carried as .fi/fa3/pkg):
 #   candidates.sh PLAN NAME    $OUT/NAME-<p>.txt (the log) and $OUT/NAME-<p>/candidates.json, p = 1-3
-# Three calls ran it, each from the repository root:
+# Four calls ran it, each from the repository root:
 #   plan-anchor.yaml anchor           this folder's anchor-<p>.* (its GPU in gpu-anchor.txt)
 #   plan-short-grid.yaml grid         this folder's grid-<p>.*
 #   ../mixed-prompts/plan.yaml run    ../mixed-prompts/: run-<p>.txt, each candidates.json kept as grid-<p>.json
+#   ../mixed-prompts/fp16-e4m3/plan.yaml fp16   ../mixed-prompts/fp16-e4m3/, kept as there (plan-fp16-e4m3.yaml
+#                                     when it ran)
 set -uo pipefail
 plan=${1:?usage: candidates.sh PLAN NAME}
 name=${2:?usage: candidates.sh PLAN NAME}
