@@ -56,9 +56,9 @@ WARP_SPECIALIZED_PROMPT = 1024
 # [ws-short-prompts] H200 2026-12-04, three processes: batches of alike whole prompts, heads of 128, 16-bit
 # caches, take the Gluon kernel from (queries a prompt, sequences) on: 512 x 4-32 0.85-0.94x, 256 x 16-64
 # 0.91-0.95x; lost at 256 x 8 (1.03x), 128 x 32 (1.02x), heads of 64 (1.21x); 1 x 512 even, 128 x 64-128
-# 0.98-0.99x; bf16 measured, fp16 (the same bytes), 257-511 queries, 9-15 sequences at 256, chunks and fp8
-# caches unmeasured
-WS_SHORT_PROMPTS = ((512, 4), (256, 16))
+# 0.98-0.99x; bf16 measured, fp16 (the same bytes), 257-511 queries unmeasured; its second bound, 256 x 16,
+# is [ws-large-batches]' since (4096 tokens, a mean of 256), so this one keeps (queries a prompt, sequences)
+WS_SHORT_PROMPTS = (512, 4)
 # [ws-large-batches] H200 2026-12-04, three processes and the pr / nightly gates: prefill batches, heads of
 # 128, of >= 4096 tokens and >= 256 queries a sequence on average take the Gluon kernel: decodes beside
 # prompts 0.76-0.99x, chunks of 256-512 after 1k-2k keys 0.74-0.84x, unlike lengths 0.83-0.98x (one 1.013x:
@@ -576,14 +576,15 @@ def short_prompts_prefill(f: Features) -> bool:
     """[ws-short-prompts]: a batch of whole prompts of alike lengths (no sequence sees more keys than the
     longest prompt has queries, counted in KV granules as `kv_len_class` does; the mean prompt at least 3/4
     of the longest, so decodes are a small share), heads of 128 over a 16-bit cache, of at least
-    WS_SHORT_PROMPTS' queries a prompt and sequences. Exact where the call passes `max_seqlen_q` and
+    WS_SHORT_PROMPTS' queries a prompt and sequences (alike prompts of 256 from 16 sequences are
+    `large_prefill_batch`'s). Exact where the call passes `max_seqlen_q` and
     `max_seqlen_k` (vLLM does); from shapes alone the bounds leave it off."""
     def granules(n: int) -> int:
         return -(-n // KV_GRANULE)
     return (f.head_size == 128 and not f.fp8_kv and not f.window
             and granules(f.max_kv_len) <= granules(f.max_query_len)
             and 4 * f.avg_query_len >= 3 * f.max_query_len
-            and any(f.avg_query_len >= q and f.num_seqs >= n for q, n in WS_SHORT_PROMPTS))
+            and f.avg_query_len >= WS_SHORT_PROMPTS[0] and f.num_seqs >= WS_SHORT_PROMPTS[1])
 
 
 def large_prefill_batch(f: Features) -> bool:

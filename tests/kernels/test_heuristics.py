@@ -583,8 +583,8 @@ def test_choices_read_the_kv_length_only_through_its_class(chooser):
 @pytest.mark.parametrize("prompts, kv, head, fp8, on", [
     ((512,) * 4, None, 128, False, True),  # 0.935x (H200 2026-12-04)
     ((512,) * 32, None, 128, False, True),  # 0.845x
-    ((256,) * 16, None, 128, False, True),  # 0.947x
-    ((256,) * 64, None, 128, False, True),  # 0.912x
+    ((256,) * 16, None, 128, False, False),  # 0.947x: [ws-large-batches]' (4096 tokens, a mean of 256)
+    ((256,) * 64, None, 128, False, False),  # 0.912x: [ws-large-batches]'
     ((256,) * 8, None, 128, False, False),  # lost 1.026x
     ((128,) * 128, None, 128, False, False),  # 0.975x, 128 x 32 lost 1.022x: not taken
     ((512,), None, 128, False, False),  # even

@@ -72,28 +72,49 @@ def test_the_planner_takes_the_kernel_on_sm90(hopper, dtype, head_size, block_si
     assert _kernels(batch, dataclasses.replace(WS, warp_specialized=False)) == ["q_block_kernel"]
 
 
-@pytest.mark.parametrize("dtype,fp8,prompts,kernel,q_parts", [
-    ("bfloat16", False, (2048,), "ws_prefill_kernel", None),
-    ("bfloat16", True, (2048,), "ws_prefill_kernel", 1),
-    ("bfloat16", True, (1024,) * 8, "ws_prefill_kernel", 1),
-    ("bfloat16", True, (512,) * 16, "ws_prefill_kernel", 1),  # [ws-large-batches] over e4m3
-    ("bfloat16", True, (512,) * 4, "q_block_kernel", None),  # short prompts over e4m3, too few tokens
-    ("bfloat16", False, (512,) * 16, "ws_prefill_kernel", None),  # [ws-short-prompts]
-    ("bfloat16", False, (128,) * 64, "q_block_kernel", None),  # prompts below its bound
-    ("float16", True, (2048,), "ws_prefill_kernel", 1),  # fp16 queries over e4m3: `ws_q_rounded`
-    ("float16", True, (512,) * 16, "ws_prefill_kernel", 1),  # [ws-large-batches], q rounded
-    ("float16", True, (512,) * 4, "q_block_kernel", None),  # too few tokens
+# (queries, keys, query heads, KV heads, dtype, e4m3 cache): batches the tree gives the Gluon kernel, of
+# lengths no tile divides
+PROMPT_BATCHES = [
+    ((520,) * 4, (520,) * 4, 32, 8, "bfloat16", False),  # [ws-short-prompts]: alike whole prompts
+    ((300,) * 16, (300,) * 16, 28, 4, "bfloat16", False),
+    ((257,) * 17, (257,) * 17, 32, 8, "float16", False),
+    # [ws-large-batches]
+    ((1000, 1, 1000, 1, 1000, 1, 1000, 1, 1000, 1), (1000, 900, 1000, 37, 1000, 1500, 1000, 900, 1000, 2000),
+     28, 4, "bfloat16", False),  # decodes beside prompts
+    ((300,) * 14, (1500, 1200, 301, 1999) * 3 + (300, 700), 32, 8, "bfloat16", False),  # chunks, contexts
+    ((700, 257, 1100, 1, 400, 900, 650, 1, 300, 1), (700, 257, 1100, 64, 400, 1000, 650, 129, 300, 500),
+     32, 8, "float16", False),  # unlike lengths, decodes among them
+    ((300,) * 14 + (1,) * 2, (300,) * 14 + (1000, 77), 32, 8, "bfloat16", True),  # over e4m3, q rounded
+    ((300,) * 14 + (1,) * 2, (301,) * 14 + (1000, 77), 32, 8, "float16", True),  # fp16 over e4m3, q rounded
+]
+
+
+def _prompts(dtype, fp8, prompts, kernel, q_parts):
+    return prompts, prompts, 32, 8, dtype, fp8, kernel, q_parts
+
+
+@pytest.mark.parametrize("queries,keys,q_heads,kv_heads,dtype,fp8,kernel,q_parts", [
+    _prompts("bfloat16", False, (2048,), "ws_prefill_kernel", None),
+    _prompts("bfloat16", True, (2048,), "ws_prefill_kernel", 1),
+    _prompts("bfloat16", True, (1024,) * 8, "ws_prefill_kernel", 1),
+    _prompts("bfloat16", True, (512,) * 4, "q_block_kernel", None),  # short prompts over e4m3, too few tokens
+    _prompts("bfloat16", False, (128,) * 64, "q_block_kernel", None),  # prompts below the bounds
+    _prompts("float16", True, (2048,), "ws_prefill_kernel", 1),  # fp16 queries over e4m3: `ws_q_rounded`
+    _prompts("float16", True, (512,) * 4, "q_block_kernel", None),  # too few tokens
+    # the batches of the GPU test below, q rounded to one e4m3 part over e4m3
+    *[(*batch, "ws_prefill_kernel", 1 if batch[-1] else None) for batch in PROMPT_BATCHES],
 ])
-def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, dtype, fp8, prompts, kernel, q_parts):
+def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, queries, keys, q_heads, kv_heads, dtype,
+                                                            fp8, kernel, q_parts):
     """[warp-specialized], [warp-specialized-e4m3], [ws-e4m3-fp16], [ws-fp16-q-rounded], [ws-short-prompts]
-    and [ws-large-batches] as the tree plans them, with no config hint (the lengths hinted, as vLLM passes
-    them)."""
-    spec = BatchSpec(prompts, prompts, num_q_heads=32, num_kv_heads=8, dtype=dtype, fp8_kv=fp8)
+    and [ws-large-batches] as the tree plans them on any machine as on sm_90, with no config hint (the
+    lengths hinted, as vLLM passes them)."""
+    spec = BatchSpec(queries, keys, num_q_heads=q_heads, num_kv_heads=kv_heads, dtype=dtype, fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     planning.release_buffers()
     _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
-                                               num_sms=132, max_seqlen_q=max(prompts),
-                                               max_seqlen_k=max(prompts), **batch.options)
+                                               num_sms=132, max_seqlen_q=max(queries),
+                                               max_seqlen_k=max(keys), **batch.options)
     assert [x.name for x in launches] == [kernel]
     assert launches[0].constexprs.get("Q_PARTS") == q_parts
 
@@ -437,38 +458,6 @@ def test_the_trees_prompt_is_the_kernel_on_sm90(dtype, fp8, device):
     assert (atol, rtol) == TOLERANCES["bfloat16"]
     VARIANTS["static_grid"](*batch.args(), out=out, **batch.options)
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
-
-
-# (queries, keys, query heads, KV heads, dtype, e4m3 cache): batches the tree gives the Gluon kernel, of
-# lengths no tile divides
-PROMPT_BATCHES = [
-    ((520,) * 4, (520,) * 4, 32, 8, "bfloat16", False),  # [ws-short-prompts]: alike whole prompts
-    ((300,) * 16, (300,) * 16, 28, 4, "bfloat16", False),
-    ((257,) * 17, (257,) * 17, 32, 8, "float16", False),
-    # [ws-large-batches]
-    ((1000, 1, 1000, 1, 1000, 1, 1000, 1, 1000, 1), (1000, 900, 1000, 37, 1000, 1500, 1000, 900, 1000, 2000),
-     28, 4, "bfloat16", False),  # decodes beside prompts
-    ((300,) * 14, (1500, 1200, 301, 1999) * 3 + (300, 700), 32, 8, "bfloat16", False),  # chunks, contexts
-    ((700, 257, 1100, 1, 400, 900, 650, 1, 300, 1), (700, 257, 1100, 64, 400, 1000, 650, 129, 300, 500),
-     32, 8, "float16", False),  # unlike lengths, decodes among them
-    ((300,) * 14 + (1,) * 2, (300,) * 14 + (1000, 77), 32, 8, "bfloat16", True),  # over e4m3, q rounded
-    ((300,) * 14 + (1,) * 2, (301,) * 14 + (1000, 77), 32, 8, "float16", True),  # fp16 over e4m3, q rounded
-]
-
-
-@pytest.mark.parametrize("queries,keys,q_heads,kv_heads,dtype,fp8", PROMPT_BATCHES)
-def test_the_tree_plans_the_kernel_for_batches_of_prompts(hopper, queries, keys, q_heads, kv_heads, dtype,
-                                                          fp8):
-    """The GPU test below, planned on any machine as on sm_90: the tree's choice with vLLM's hints is the
-    Gluon kernel, over e4m3 with q rounded to one part."""
-    spec = BatchSpec(queries, keys, num_q_heads=q_heads, num_kv_heads=kv_heads, dtype=dtype, fp8_kv=fp8)
-    batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
-    planning.release_buffers()
-    _, launches = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
-                                               num_sms=132, max_seqlen_q=max(queries),
-                                               max_seqlen_k=max(keys), **batch.options)
-    assert [x.name for x in launches] == ["ws_prefill_kernel"]
-    assert launches[0].constexprs.get("Q_PARTS") == (1 if fp8 else None)
 
 
 @pytest.mark.parametrize("queries,keys,q_heads,kv_heads,dtype,fp8", PROMPT_BATCHES)
