@@ -111,9 +111,12 @@ def candidates(stage: str, best, decode: bool, pv_fp16: bool = False, ocp_e4m3: 
                 C(tokens, qk_e4m3=not best.qk_e4m3)]
     if stage == "warp_specialized":  # the Gluon prefill kernel (sm_90) or the Q-block kernel
         # and over e4m3 where `qk_e4m3` is off, that kernel's q in one e4m3 part and in two
+        # and over 16-bit caches with and without its decodes' heads packed (`Config.ws_pack_gqa`)
         rounded = [C(best, warp_specialized=True, ws_q_rounded=not best.ws_q_rounded)] if (
             ocp_e4m3 and not best.qk_e4m3) else []
-        return [C(best, warp_specialized=w) for w in (False, True)] + rounded
+        packed = [] if pv_fp16 or ocp_e4m3 else [
+            C(best, warp_specialized=True, ws_pack_gqa=not best.ws_pack_gqa)]
+        return [C(best, warp_specialized=w) for w in (False, True)] + rounded + packed
     return []
 
 
@@ -202,7 +205,7 @@ def _short(c: dict) -> str:
             + (" rq" if c.get("reduce_by_query") else "") + (" pdl" if c.get("pdl_reduce") else "")
             + (" vp" if c.get("v_pairs") else "") + (" kp" if c.get("k_pairs") else "")
             + (" ws" if c.get("warp_specialized") else "") + (" q1" if c.get("ws_q_rounded") else "")
-            + (" tok" if c.get("ws_token_items") else "")
+            + (" tok" if c.get("ws_token_items") else "") + (" pk" if c.get("ws_pack_gqa") else "")
             + (f" rw{c['reduce_warps']}" if c.get("reduce_warps", 4) != 4 else ""))
 
 

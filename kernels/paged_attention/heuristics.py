@@ -148,7 +148,8 @@ CONFIG_INTS = (
 MATRIX_INSTR_NONKDIMS = (0, 4, 16, 32)
 CONFIG_FLAGS = ("read_ahead", "block_vector", "offsets_32", "seq_items", "decode_layout", "fused_reduce",
                 "reduce_by_query", "pv_fp16", "qk_fp16", "fp8_products", "qk_e4m3", "pdl_reduce",
-                "v_pairs", "k_pairs", "warp_specialized", "ws_q_rounded", "ws_token_items")
+                "v_pairs", "k_pairs", "warp_specialized", "ws_q_rounded", "ws_token_items",
+                "ws_pack_gqa")
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,12 @@ class Config:
     # heads of one KV head (a row each, one consumer warpgroup; `warp_specialized._token_item`), not a
     # Q-block of one query head. The planner ignores it where it does not apply (`planning.token_items_apply`)
     ws_token_items: bool = False
+    # with `warp_specialized` over a 16-bit cache, FlashAttention-3's PackGQA for a sequence whose queries'
+    # groups of heads fit 128 rows (a decode, a few queries): its work item is a KV head's, each query's group
+    # its rows (`warp_specialized._item`), where a Q-block of one query head reads the keys once a query head.
+    # The planner ignores it where it does not apply (`planning.pack_gqa_applies`); the NVIDIA tree sets it
+    # with `warp_specialized` ([ws-pack-gqa])
+    ws_pack_gqa: bool = False
     # warps of each program of a split launch's reduction (`common.reduce_segments_kernel`: one item's
     # segments, a few KB); 4 was Triton's default, the NVIDIA tree sets 1 where it won ([reduce-one-warp])
     reduce_warps: int = 4
@@ -644,8 +651,10 @@ def _nvidia(f: Features) -> Config:
     # [pdl-reduce] H200 2026-11-29, 1.00-1.05x: tune --suite spec-decode --scenarios '*batch1-kv1024-q8/*'
     # [e4m3-pairs] H200 2026-11-30, fp8 decodes 1.04-1.20x: tune --suite anchor --scenarios '*decode*fp8*'
     # [reduce-one-warp] H200 2026-11-30, 1.00-1.09x: tune --suite spec-decode --scenarios '*4-kv1024-q5/*'
+    # [ws-pack-gqa] H200 2026-12-04, 0.85-0.97x: tune --suite pr --scenarios '*/batch16-kv1024-var/*'
     config = _nvidia_branches(f)
-    return replace(config, pdl_reduce=True, v_pairs=True, reduce_warps=reduce_warps(f, config))
+    return replace(config, pdl_reduce=True, v_pairs=True, reduce_warps=reduce_warps(f, config),
+                   ws_pack_gqa=config.warp_specialized)
 
 
 def reduce_warps(f: Features, config: Config) -> int:

@@ -207,15 +207,21 @@ class WarpSpecializedPlan:
                                                       token_items=self.token_items)
         self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, **constants,
                                FP8_PRODUCTS=e4m3)
+        # `Config.ws_pack_gqa`: over a 16-bit cache, q's tokens one after another (`pack_gqa_applies`)
+        self.pack_gqa = (config.ws_pack_gqa and not e4m3 and not self.token_items
+                         and pack_gqa_applies(q, num_kv_heads))
+        self.args["pack_shift"] = ws.pack_shift(num_q_heads // num_kv_heads) if self.pack_gqa else 0
 
     def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,
                  options) -> list[KernelLaunch]:
-        q_desc, k_desc, v_desc = self.ws.descriptors(q, k_cache, v_cache, self.token_items)
+        q_desc, qh_desc, k_desc, v_desc = self.ws.descriptors(q, k_cache, v_cache, self.token_items,
+                                                              self.pack_gqa)
         dummy = placeholder(q.device)  # the scales of a 16-bit cache, never read
         scales = {name: options.get(name) if options.get(name) is not None else dummy
                   for name in ("k_scale", "v_scale")}
-        args = dict(q_desc=q_desc, k_desc=k_desc, v_desc=v_desc, out_ptr=out, v_cache_ptr=v_cache,
-                    block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q, seq_lens_ptr=seq_lens,
+        args = dict(q_desc=q_desc, qh_desc=qh_desc, k_desc=k_desc, v_desc=v_desc, out_ptr=out,
+                    v_cache_ptr=v_cache, block_table_ptr=block_table, cu_seqlens_q_ptr=cu_seqlens_q,
+                    seq_lens_ptr=seq_lens,
                     k_scale_ptr=scales["k_scale"], v_scale_ptr=scales["v_scale"], **self.args,
                     out_stride_t=out.stride(0), out_stride_h=out.stride(1), v_stride_row=v_cache.stride(1))
         return [KernelLaunch(self.ws.ws_prefill_kernel, self.grid, args, self.constexprs, num_warps=4,
@@ -263,6 +269,17 @@ def token_items_apply(q, k_cache, e4m3: bool) -> bool:
     num_tokens, num_q_heads, head_size = q.shape
     return (e4m3 and num_q_heads // k_cache.shape[2] <= ws.TOKEN_MAX_GROUP
             and q.stride(0) == num_q_heads * head_size and num_tokens * k_cache.shape[2] <= MAX_ITEMS)
+
+
+def pack_gqa_applies(q, num_kv_heads: int) -> bool:
+    """Where the Gluon kernel over a 16-bit cache can take `Config.ws_pack_gqa`: a KV head's query heads in at
+    most half a work item's rows (`warp_specialized.token_rows`, a consumer's 64) and q's tokens one after
+    another (a packed item's rows then come from one TMA tensor of [tokens x query heads, D])."""
+    from kernels.paged_attention import warp_specialized as ws
+
+    num_tokens, num_q_heads, head_size = q.shape
+    return (ws.token_rows(num_q_heads // num_kv_heads) <= ws.HALF.value
+            and q.stride(0) == num_q_heads * head_size and num_tokens * num_q_heads <= MAX_ITEMS)
 
 
 def tma_layout(q, k_cache, v_cache, block_table, out) -> bool:

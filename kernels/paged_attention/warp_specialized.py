@@ -45,6 +45,11 @@ prompts (8 x 1k, 16 x 512) and 0.94x on a mixed batch over e4m3 (NVIDIA H200, do
   each stage on, in order, and the first has the SM's tensor cores and issue slots to itself: mixed
   batches of 16 sequences up to 4k keys 0.95-0.98x the time, bf16 and e4m3, the same bits (H200,
   docs/lab/2026-11-30.md).
+- **Packed heads** (`Config.ws_pack_gqa`, 16-bit caches; FlashAttention-3's PackGQA): a sequence whose
+  queries' groups of heads fit the 128 rows (a decode, a few queries) takes one work item a KV head, each
+  query's heads its rows (`_item`), where a Q-block of one query head read the keys once a query head:
+  0.85-0.97x the time on batches of decodes beside prompts, 1.004-1.014x on chunks with no decode (NVIDIA
+  H200, docs/lab/2026-12-04.md).
 - **An OCP e4m3 cache** (FP8_PRODUCTS; bf16 or fp16 queries): each consumer rounds its rows of q
   to e4m3 once, after a power of two that the score scale takes back with k_scale (the next item's
   while the last P V of the item before runs, `_take_rounded`), and Q K^T runs
@@ -223,12 +228,20 @@ def _item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
     """Work item w: query head w % num_q_heads of Q-block num_q_blocks - 1 - w // num_q_heads (the
     longest causal rows first, a KV head's query heads side by side). Returns (head, its KV head's
     first column, the sequence's block-table row, first token, query count, first row in the sequence,
-    keys before the queries, keys, tiles)."""
+    keys before the queries, keys, tiles, packed).
+    Packed (`pack_shift` > 0, `ws_prefill_kernel`'s PackGQA): a sequence of so few queries that each
+    query's group of heads, 2^pack_shift rows apart, fits one item's 128 rows takes one item per KV head,
+    its first num_kv_heads heads' numbers; `head` is then the group's first query head, `packed` the shift
+    plus 256 x the group (0: not packed). Its other numbers are gaps, neither handed on nor copied."""
     (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
-     block_table_stride, max_blocks, causal, tickets_ptr) = work
+     block_table_stride, max_blocks, causal, tickets_ptr, pack_shift) = work
     head = w % num_q_heads
     q_block = num_q_blocks - 1 - w // num_q_heads
     seq, first, count, row = locate(cu_seqlens_q_ptr, q_block, num_seqs, num_tokens)
+    packed = (pack_shift > 0) & (count >= 1) & ((count << pack_shift) <= BLOCK_M)
+    gap = packed & (head >= num_q_heads // group)
+    head = gl.where(packed, head * group, head)
+    row = gl.where(gap, count, row)  # not a Q-block of queries: `_load_items` hands it on to no one
     seq_len = gl.load(seq_lens_ptr + seq)
     kv_len = gl.minimum(gl.maximum(seq_len, 0), max_blocks * BLOCK)
     # `common.keys_ok`: keys that cover the queries and fit the block-table row, else no tiles
@@ -240,7 +253,8 @@ def _item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexpr):
     keys = gl.minimum(gl.maximum(context + row + BLOCK_M, 0), kv_len)
     n_tiles = gl.where((row >= 0) & (row < count) & keys_fit, gl.cdiv(keys, TILE), 0)
     table = block_table_ptr + seq.to(gl.int64) * block_table_stride
-    return head, (head // group) * D, table, first, count, row, context, kv_len, n_tiles
+    return (head, (head // group) * D, table, first, count, row, context, kv_len, n_tiles,
+            gl.where(packed, pack_shift + 256 * group, 0))
 
 
 @gluon.jit
@@ -262,7 +276,7 @@ def _token_item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexp
     sequence is guessed first (a decode batch's token t is sequence t), and searched only where the guess
     is wrong: the search's dependent loads would otherwise hold up the item's first copies."""
     (num_q_heads, group, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks, block_table_ptr,
-     block_table_stride, max_blocks, causal, tickets_ptr) = work
+     block_table_stride, max_blocks, causal, tickets_ptr, pack_shift) = work
     num_kv_heads = num_q_heads // group
     token = w // num_kv_heads
     kv_head = w % num_kv_heads
@@ -297,7 +311,7 @@ def _token_item(w, work, TILE: gl.constexpr, BLOCK: gl.constexpr, D: gl.constexp
     n_tiles = gl.where(inside & keys_fit, gl.cdiv(keys, TILE), 0)
     table = block_table_ptr + seq.to(gl.int64) * block_table_stride
     return (kv_head * group, kv_head * D, table, token, gl.where(inside, group, 0), 0, position, kv_len,
-            n_tiles)
+            n_tiles, 0)
 
 
 @gluon.jit
@@ -341,27 +355,39 @@ def _leave(work):
         gl.atomic_xchg(tickets_ptr + 1, 0)
 
 
-INFO = gl.constexpr(8)  # a work item as the loader hands it on: head, first, count, row, context, keys, tiles
+# a work item as the loader hands it on: head, first, count, row, context, keys, tiles, packed (`_item`)
+INFO = gl.constexpr(8)
 
 
 @gluon.jit
-def _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len, n_tiles,
-             num_q_heads, TOKEN_ITEMS: gl.constexpr):
+def _hand_on(info, q_desc, qh_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
+             n_tiles, packed, num_q_heads, TOKEN_ITEMS: gl.constexpr, PACK: gl.constexpr):
     """The loader hands its n-th work item on (`_next_item` takes it), once every reader is done with the
     last one (q_empty): its numbers into `info`, and its q by TMA, both completing on q_bar. Tiles < 0: no
     items are left. TOKEN_ITEMS: q is [tokens x query heads, D] rows, the item's one box of `token_rows`
-    from its group's first head on (the group's heads, then whatever follows, never stored)."""
+    from its group's first head on (the group's heads, then whatever follows, never stored). A packed item
+    (PACK: `_item`) the same from `qh_desc`, a box for each of its queries, one after another from row 0."""
     D: gl.constexpr = q_desc.block_type.shape[1]
     layout: gl.constexpr = gl.BlockedLayout([INFO], [32], [1], [0])  # the loader's warp, every lane all
     field = gl.arange(0, INFO, layout)
     values = gl.where(field == 0, head, gl.where(field == 1, first, gl.where(field == 2, count, gl.where(
-        field == 3, row, gl.where(field == 4, context, gl.where(field == 5, kv_len, n_tiles))))))
+        field == 3, row, gl.where(field == 4, context, gl.where(field == 5, kv_len, gl.where(
+            field == 6, n_tiles, packed)))))))
     mbarrier.wait(q_empty, (n & 1) ^ 1)  # a fresh barrier passes phase 1
     info.store(values)
     gl.thread_barrier()  # every lane's stores, before the arrival that publishes them
     if TOKEN_ITEMS and n_tiles > 0:
         mbarrier.expect(q_bar, q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [first * num_q_heads + head, 0], q_bar, q_smem.index(0))
+    elif PACK and (packed > 0) & (n_tiles > 0):
+        ROWS: gl.constexpr = qh_desc.block_type.shape[0]
+        for t in gl.static_range(BLOCK_M // ROWS):
+            # one arrival with the bytes of `count` boxes: the expectation is a constant, so one of these
+            mbarrier.expect(q_bar, (t + 1) * qh_desc.block_type.nbytes, pred=count == t + 1)
+        for t in gl.static_range(BLOCK_M // ROWS):
+            tma.async_copy_global_to_shared(qh_desc, [(first + t) * num_q_heads + head, 0], q_bar,
+                                            q_smem.index(t * ROWS // HALF).slice(t * ROWS % HALF, ROWS),
+                                            pred=count > t)
     elif n_tiles > 0:
         mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [first + row, head * D], q_bar, q_smem.index(0))
@@ -373,7 +399,7 @@ def _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, c
 @gluon.jit
 def _next_item(info, q_bar, n):
     """The n-th work item the loader handed on (`_hand_on`), once its q has landed: (head, first, count,
-    row, context, kv_len, tiles), in a partition of 4 warps."""
+    row, context, kv_len, tiles, packed), in a partition of 4 warps."""
     mbarrier.wait(q_bar, n & 1)
     layout: gl.constexpr = gl.BlockedLayout([INFO], [32], [4], [0])  # every thread all of it
     values = info.load(layout)
@@ -381,7 +407,7 @@ def _next_item(info, q_bar, n):
     return (gl.sum(gl.where(field == 0, values, 0), axis=0), gl.sum(gl.where(field == 1, values, 0), axis=0),
             gl.sum(gl.where(field == 2, values, 0), axis=0), gl.sum(gl.where(field == 3, values, 0), axis=0),
             gl.sum(gl.where(field == 4, values, 0), axis=0), gl.sum(gl.where(field == 5, values, 0), axis=0),
-            gl.sum(gl.where(field == 6, values, 0), axis=0))
+            gl.sum(gl.where(field == 6, values, 0), axis=0), gl.sum(gl.where(field == 7, values, 0), axis=0))
 
 
 @gluon.jit
@@ -393,7 +419,7 @@ def _take_rounded(info, q_bar, q_empty, q_smem, q8_smem, n, HALF_INDEX: gl.const
     Taken under the last P V of the item before, not at the item's start, where the tensor cores waited
     for it: 0.977-0.995x the time of rounding there on the e4m3 rows, outputs the same bits (NVIDIA H200,
     one process, docs/lab/2026-11-30.md)."""
-    head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
+    head, first, count, row, context, kv_len, n_tiles, packed = _next_item(info, q_bar, n)
     shift = 0.0
     if (n_tiles > 0) & (count - row - HALF_INDEX * HALF > 0):
         shift = _rows_to_e4m3(q_smem.index(HALF_INDEX), q8_smem, HALF_INDEX, count - row - HALF_INDEX * HALF)
@@ -416,7 +442,8 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
              out_ptr, out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, scale_log2,
              HALF_INDEX: gl.constexpr):
     """Rows HALF_INDEX * 64.. of each work item the loader hands on, over every tile: one consumer
-    warpgroup's work."""
+    warpgroup's work. A packed item's rows (`_item`) are its queries' groups of heads, a group's first
+    row 2^rows_shift rows after the last's, the rows past the group's heads never stored."""
     STAGES_: gl.constexpr = k_bufs.type.shape[0]
     TILE_: gl.constexpr = k_bufs.type.shape[1]
     D: gl.constexpr = k_bufs.type.shape[2]
@@ -437,18 +464,21 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
         # each item's q is rounded under the last P V of the item before (below); the first's here
         head, first, count, row, context, kv_len, n_tiles, shift = _take_rounded(info, q_bar, q_empty, q_smem,
                                                                                  q8_smem, n, HALF_INDEX)
+        packed = count * 0  # e4m3 items are never packed (`planning.WarpSpecializedPlan`)
     else:
-        head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
+        head, first, count, row, context, kv_len, n_tiles, packed = _next_item(info, q_bar, n)
     while n_tiles >= 0:
+        rows_shift = packed & 255  # a packed item's rows a query, as a power of two (`_item`), else 0
         # the query positions of these rows: the sequence's queries are its last keys
-        top = context + row + HALF_INDEX * HALF
-        positions = top + gl.arange(0, HALF, rows_s)
+        here = row + HALF_INDEX * HALF  # the item's row at this half's first
+        top = context + (here >> rows_shift)
+        positions = context + ((here + gl.arange(0, HALF, rows_s)) >> rows_shift)
         # tiles before `unmasked` hold only keys every row sees
         unmasked = gl.minimum(top + 1, kv_len) // TILE_
         m = gl.full([HALF], float("-inf"), gl.float32, rows_s)
         total = gl.zeros([HALF], gl.float32, rows_s)
         acc = gl.zeros([HALF, D], gl.float32, o_layout)
-        mine = count - row - HALF_INDEX * HALF  # rows of this half that are the item's queries
+        mine = (count << rows_shift) - here  # rows of this half that are the item's queries
         if (n_tiles > 0) & (mine > 0):
             q = q_smem.index(HALF_INDEX)
             q_rest = q
@@ -521,39 +551,44 @@ def _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_e
         if E4M3:
             inverse = inverse * v_scale  # V entered P V as stored: its scale, once a row here
         o = acc * gl.expand_dims(inverse, 1)
-        local = row + HALF_INDEX * HALF + gl.arange(0, HALF, rows_o)
+        local = here + gl.arange(0, HALF, rows_o)
         cols = gl.arange(0, D, gl.SliceLayout(0, o_layout))
-        tokens = (first + local).to(gl.int64)
-        offsets = gl.expand_dims(tokens * out_stride_t, 1) + head * out_stride_h + gl.expand_dims(cols, 0)
-        rows_here = gl.expand_dims((local >= 0) & (local < count), 1)
-        gl.store(out_ptr + offsets, o.to(out_ptr.dtype.element_ty), mask=rows_here)
+        query = local >> rows_shift
+        within = local & ((1 << rows_shift) - 1)  # a packed row's head in its query's group, else 0
+        tokens = (first + query).to(gl.int64)
+        offsets = (gl.expand_dims(tokens * out_stride_t + (head + within) * out_stride_h, 1)
+                   + gl.expand_dims(cols, 0))
+        rows_here = (local >= 0) & (query < count) & (within < gl.maximum(packed >> 8, 1))
+        gl.store(out_ptr + offsets, o.to(out_ptr.dtype.element_ty), mask=gl.expand_dims(rows_here, 1))
         n += 1
         if E4M3:
             head, first, count, row = next_head, next_first, next_count, next_row
             context, kv_len, n_tiles, shift = next_context, next_kv_len, next_tiles, next_shift
         else:
-            head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
+            head, first, count, row, context, kv_len, n_tiles, packed = _next_item(info, q_bar, n)
 
 
 @gluon.jit
-def _consume_low(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-                 k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
-                 v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+def _consume_low(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+                 q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
+                 out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2,
+                 work):
     _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_empty, v_ready, v_empty,
              out_ptr, out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, scale_log2, 0)
 
 
 @gluon.jit
-def _consume_high(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-                  k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
-                  v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+def _consume_high(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+                  q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
+                  out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2,
+                  work):
     _consume(info, q_smem, q8_smem, k_bufs, v_bufs, q_bar, q_empty, k_ready, k_empty, v_ready, v_empty,
              out_ptr, out_stride_t, out_stride_h, k_scale_ptr, v_scale_ptr, scale_log2, 1)
 
 
 @gluon.jit
-def _consume_tokens(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-                    k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
+def _consume_tokens(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+                    q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
                     out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2,
                     work):
     """The consumer of token items (`_token_item`; one warpgroup). Its products are transposed, the keys as
@@ -762,27 +797,28 @@ def _copy_kv(k_desc, v_desc, k_bufs, v_bufs, v8_bufs, bars, j, t, kv_len, kv_row
 
 
 @gluon.jit
-def _load(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
-          k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
-          v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
-    _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-                k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row, kv_rows,
-                work, False)
+def _load(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+          k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
+          v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+    _load_items(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+                q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row,
+                kv_rows, work, False)
 
 
 @gluon.jit
-def _load_tokens(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-                 k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
-                 v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
-    _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-                k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row, kv_rows,
-                work, True)
+def _load_tokens(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+                 q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
+                 out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2,
+                 work):
+    _load_items(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+                q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row,
+                kv_rows, work, True)
 
 
 @gluon.jit
-def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-                k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row, kv_rows,
-                work, TOKEN_ITEMS: gl.constexpr):
+def _load_items(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+                q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, v_cache_ptr, v_stride_row,
+                kv_rows, work, TOKEN_ITEMS: gl.constexpr):
     """The loader (one warp): the program's work items in turn, each handed on with its Q-block (`_hand_on`),
     then K and V a tile at a time, a TMA copy per cache block. Over an e4m3 cache K as stored, for Q K^T on
     e4m3, and V as stored into one of the staging buffers that `_convert_v` empties."""
@@ -798,13 +834,14 @@ def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v
     w = gl.program_id(0)
     while w < items:
         if TOKEN_ITEMS:
-            head, col, table, first, count, row, context, kv_len, n_tiles = _token_item(w, work, TILE_, BLOCK,
-                                                                                         D)
+            head, col, table, first, count, row, context, kv_len, n_tiles, packed = _token_item(
+                w, work, TILE_, BLOCK, D)
         else:
-            head, col, table, first, count, row, context, kv_len, n_tiles = _item(w, work, TILE_, BLOCK, D)
+            head, col, table, first, count, row, context, kv_len, n_tiles, packed = _item(
+                w, work, TILE_, BLOCK, D)
         if (row >= 0) & (row < count):  # a Q-block of queries: the gaps in the numbering are not handed on
-            _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context, kv_len,
-                     n_tiles, work[0], TOKEN_ITEMS)
+            _hand_on(info, q_desc, qh_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context,
+                     kv_len, n_tiles, packed, work[0], TOKEN_ITEMS, not E4M3 and not TOKEN_ITEMS)
             n += 1
         # the cache block holding the last key, when keys follow it in that block (-1: none; a 16-bit V's)
         last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
@@ -832,19 +869,20 @@ def _load_items(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v
         done += n_tiles
         w = following
     _leave(work)
-    _hand_on(info, q_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1, 0, TOKEN_ITEMS)  # no items left
+    _hand_on(info, q_desc, qh_desc, q_smem, q_bar, q_empty, n, 0, 0, 0, 0, 0, 0, -1, 0, 0, TOKEN_ITEMS,
+             False)  # no items left
 
 
 @gluon.jit
-def _convert_v(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-               k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
-               v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
+def _convert_v(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+               q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
+               out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work):
     _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_ready, v8_empty, CONVERT_ROWS)
 
 
 @gluon.jit
-def _convert_v_tokens(q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
-                      k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
+def _convert_v_tokens(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar,
+                      q_empty, k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t,
                       out_stride_h, v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2,
                       work):
     _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_ready, v8_empty,
@@ -870,7 +908,7 @@ def _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_r
     layout: gl.constexpr = gl.BlockedLayout([1, 16], [8, 4], [2, 2], [0, 1])
     done = 0
     n = 0
-    head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
+    head, first, count, row, context, kv_len, n_tiles, packed = _next_item(info, q_bar, n)
     while n_tiles >= 0:
         mbarrier.arrive(q_empty, count=1)  # the item's numbers are read
         for j in range(n_tiles):
@@ -891,15 +929,16 @@ def _convert_tiles(info, v_bufs, v8_bufs, q_bar, q_empty, v_ready, v_empty, v8_r
             mbarrier.arrive(v_ready.index(stage), count=1)
         done += n_tiles
         n += 1
-        head, first, count, row, context, kv_len, n_tiles = _next_item(info, q_bar, n)
+        head, first, count, row, context, kv_len, n_tiles, packed = _next_item(info, q_bar, n)
 
 
 @gluon.jit
-def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_ptr, cu_seqlens_q_ptr,
-                      seq_lens_ptr, k_scale_ptr, v_scale_ptr, num_seqs, num_tokens, num_q_blocks, num_q_heads,
-                      block_table_stride, max_blocks, out_stride_t, out_stride_h, v_stride_row, kv_rows,
-                      scale_log2, tickets_ptr, GROUP: gl.constexpr, TILE: gl.constexpr, STAGES: gl.constexpr,
-                      CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+def ws_prefill_kernel(q_desc, qh_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_ptr,
+                      cu_seqlens_q_ptr, seq_lens_ptr, k_scale_ptr, v_scale_ptr, num_seqs, num_tokens,
+                      num_q_blocks, num_q_heads, block_table_stride, max_blocks, out_stride_t, out_stride_h,
+                      v_stride_row, kv_rows, scale_log2, tickets_ptr, pack_shift, GROUP: gl.constexpr,
+                      TILE: gl.constexpr,
+                      STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
                       FP8_PRODUCTS: gl.constexpr = False, CONVERTER_REGS: gl.constexpr = 0,
                       CAUSAL: gl.constexpr = True, Q_PARTS: gl.constexpr = 1,
                       TOKEN_ITEMS: gl.constexpr = False):
@@ -914,6 +953,10 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
     `perf.measure.check.rounds_q_to_e4m3`); k_scale_ptr and v_scale_ptr are then read. Q_PARTS (e4m3 caches):
     q rounded to one e4m3 part for Q K^T, or split into two whose products add up (`_rows_to_e4m3`): Q K^T
     then as exact as in 16 bits, over the same e4m3 K.
+    pack_shift > 0 (16-bit caches: FlashAttention-3's PackGQA for sequences of few queries, `_item`): such a
+    sequence's work item is a KV head's, its rows each query's group of heads 2^pack_shift rows apart,
+    copied from qh_desc, q as [tokens x query heads, D] in boxes of 2^pack_shift (`token_rows`) rows; 0:
+    none, and qh_desc is q_desc, never read.
     TOKEN_ITEMS (a decode over an e4m3 cache): work items of num_tokens x KV heads (`_token_item`), the
     query heads of one KV head at one token as the rows, q_desc then q as [tokens x query heads, D] in boxes
     of `token_rows`; one consumer (`_consume_tokens`), the converter and the loader."""
@@ -958,10 +1001,10 @@ def ws_prefill_kernel(q_desc, k_desc, v_desc, out_ptr, v_cache_ptr, block_table_
         mbarrier.init(v_empty.index(i), count=CONSUMERS)
     # what the loader needs to number and place its work items (`_item`)
     work = (num_q_heads, GROUP, cu_seqlens_q_ptr, seq_lens_ptr, num_seqs, num_tokens, num_q_blocks,
-            block_table_ptr, block_table_stride, max_blocks, 1 if CAUSAL else 0, tickets_ptr)
-    args = (q_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty, k_ready,
-            k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h, v_cache_ptr,
-            v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work)
+            block_table_ptr, block_table_stride, max_blocks, 1 if CAUSAL else 0, tickets_ptr, pack_shift)
+    args = (q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, v_bufs, v8_bufs, q_bar, q_empty,
+            k_ready, k_empty, v_ready, v_empty, v8_ready, v8_empty, out_ptr, out_stride_t, out_stride_h,
+            v_cache_ptr, v_stride_row, kv_rows, k_scale_ptr, v_scale_ptr, scale_log2, work)
     if TOKEN_ITEMS:
         gl.warp_specialize([(_consume_tokens, args), (_convert_v_tokens, args), (_load_tokens, args)], [4, 1],
                            [CONVERTER_REGS, LOADER_REGS])
@@ -978,11 +1021,12 @@ E4M3_HEAD_SIZES = (128,)  # an e4m3 row of 64 bytes would need the 64-byte swizz
 BLOCK_SIZES = (16, 32, 64, 128)  # whole cache blocks per tile, each a TMA box of >= 8 rows (1 KiB)
 
 
-def descriptors(q, k_cache, v_cache, token_items: bool = False):
+def descriptors(q, k_cache, v_cache, token_items: bool = False, pack_gqa: bool = False):
     """Host TMA descriptors: q as [tokens, query heads x D] in boxes of 64 rows (`token_items`: as
-    [tokens x query heads, D], its rows one after another: `planning.token_items_apply`), each cache as
-    [blocks x block size, KV heads x D] in boxes of one cache block (`planning.tma_layout`
-    holds the strides this needs); wgmma's 128-byte swizzle for every tile."""
+    [tokens x query heads, D], its rows one after another: `planning.token_items_apply`), q again as those
+    rows in boxes of `token_rows` for `pack_gqa`'s items (else q's first descriptor, never read;
+    `planning.pack_gqa_applies`), each cache as [blocks x block size, KV heads x D] in boxes of one cache
+    block (`planning.tma_layout` holds the strides this needs); wgmma's 128-byte swizzle for every tile."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     num_tokens, num_q_heads, head_size = q.shape
@@ -990,22 +1034,28 @@ def descriptors(q, k_cache, v_cache, token_items: bool = False):
     q_layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8 * q.element_size(), rank=2)
     cache_layout = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8 * k_cache.element_size(),
                                         rank=2)
-    if token_items:
-        q_desc = TensorDescriptor(q, [num_tokens * num_q_heads, head_size], [q.stride(1), 1],
-                                  [token_rows(num_q_heads // num_kv_heads), head_size], q_layout)
-    else:
-        q_desc = TensorDescriptor(q, [num_tokens, num_q_heads * head_size], [q.stride(0), 1],
-                                  [HALF.value, head_size], q_layout)
+    rows_desc = None
+    if token_items or pack_gqa:
+        rows_desc = TensorDescriptor(q, [num_tokens * num_q_heads, head_size], [q.stride(1), 1],
+                                     [token_rows(num_q_heads // num_kv_heads), head_size], q_layout)
+    q_desc = rows_desc if token_items else TensorDescriptor(
+        q, [num_tokens, num_q_heads * head_size], [q.stride(0), 1], [HALF.value, head_size], q_layout)
     rows = [num_blocks * block_size, num_kv_heads * head_size]
-    return (q_desc,
+    return (q_desc, rows_desc if pack_gqa else q_desc,
             TensorDescriptor(k_cache, rows, [k_cache.stride(1), 1], [block_size, head_size], cache_layout),
             TensorDescriptor(v_cache, rows, [v_cache.stride(1), 1], [block_size, head_size], cache_layout))
 
 
 def token_rows(group: int) -> int:
     """A token item's rows (wgmma's N of its transposed products, `_consume_tokens`): the group's query heads
-    and up to a power of two after them, at least 8 (wgmma's least N, and an 8-row swizzle atom)."""
+    and up to a power of two after them, at least 8 (wgmma's least N, and an 8-row swizzle atom). A packed
+    item's rows a query (`_item`) the same: each query's box of rows then starts on a swizzle atom."""
     return max(8, next_pow2(group))
+
+
+def pack_shift(group: int) -> int:
+    """`ws_prefill_kernel`'s pack_shift for `Config.ws_pack_gqa`: log2 of a packed item's rows a query."""
+    return token_rows(group).bit_length() - 1
 
 
 def launch_constants(e4m3: bool, q_parts: int = 1, token_items: bool = False) -> tuple[dict, int]:

@@ -1,18 +1,17 @@
 """`Config.warp_specialized`: the prefill through the Gluon kernel of
-`kernels.paged_attention.warp_specialized` (a TMA loader warp, two consumer warpgroups; over an OCP e4m3
-cache a converter warpgroup too) on NVIDIA sm_90.
-
-Where the planner and the NVIDIA tree take it (plans only, with the platform stood in for: dtypes,
-fp8 formats, heads, blocks, features, layouts, addresses, GPUs) and its persistent grid, what it
-compiles to for sm_90 on a CPU (the register split, the products and copies it was written for,
-shared memory within an SM's), then on an sm_90 GPU the kernel against the fp32 reference over
-awkward batches, 16-bit and e4m3 caches: several Q-blocks per sequence, contexts before the queries,
-decodes and partial Q-blocks, every cache block size it takes, the last cache block partly filled,
-outputs and unowned cache slots poisoned (NaN); and a sequence's output the same bits alone and in a
-batch. The same for its decode form over e4m3, `Config.ws_token_items` (a work item a token's query heads of
-one KV head): where the planner takes it, what it compiles to, and on the GPU decodes of awkward groups,
-blocks, contexts and query counts against the reference. Gluon has no interpreter mode, so on a CPU the GPU
-parts are skipped.
+`kernels.paged_attention.warp_specialized` (a TMA loader warp, two consumer warpgroups; over an OCP e4m3 cache
+a converter warpgroup too) on NVIDIA sm_90. Where the planner and the NVIDIA tree take it (plans only, with
+the platform stood in for: dtypes, fp8 formats, heads, blocks, features, layouts, addresses, GPUs) and its
+persistent grid, what it compiles to for sm_90 on a CPU (the register split, the products and copies it was
+written for, shared memory within an SM's), then on an sm_90 GPU the kernel against the fp32 reference over
+awkward batches, 16-bit and e4m3 caches: several Q-blocks per sequence, contexts before the queries, decodes
+and partial Q-blocks, every cache block size it takes, the last cache block partly filled, outputs and unowned
+cache slots poisoned (NaN); and a sequence's output the same bits alone and in a batch. With
+`Config.ws_pack_gqa`, a decode's (or a few-query sequence's) heads packed into one work item a KV head: where
+the planner takes it, and on the GPU groups of 4-64 heads against the reference. The same for its decode form
+over e4m3, `Config.ws_token_items` (a work item a token's query heads of one KV head): where the planner takes
+it, what it compiles to, and on the GPU decodes of awkward groups, blocks, contexts and query counts against
+the reference. Gluon has no interpreter mode, so on a CPU the GPU parts are skipped.
 """
 
 from __future__ import annotations
@@ -117,6 +116,50 @@ def test_the_nvidia_tree_takes_the_kernel_for_long_prefills(hopper, queries, key
                                                max_seqlen_k=max(keys), **batch.options)
     assert [x.name for x in launches] == [kernel]
     assert launches[0].constexprs.get("Q_PARTS") == q_parts
+    if kernel == "ws_prefill_kernel":  # [ws-pack-gqa]: over a 16-bit cache, each query's group in 8 rows
+        assert launches[0].args["pack_shift"] == (0 if fp8 else 3)
+
+
+WS_PACKED = dataclasses.replace(WS, ws_pack_gqa=True)
+
+
+@pytest.mark.parametrize("q_heads,kv_heads,head_size,shift", [
+    (28, 4, 128, 3), (32, 8, 128, 3), (8, 4, 64, 3), (32, 2, 128, 4), (64, 2, 64, 5), (64, 1, 64, 6)])
+def test_pack_gqa_plans_each_querys_heads_as_rows(hopper, q_heads, kv_heads, head_size, shift):
+    """`Config.ws_pack_gqa`: a packed item's rows are each query's group of heads in a power of two of rows,
+    at least 8 (a swizzle atom), at most a consumer's 64; q's second descriptor reads them, [tokens x query
+    heads, D] in boxes of that many rows."""
+    spec = BatchSpec((1, 300), (40, 700), num_q_heads=q_heads, num_kv_heads=kv_heads, head_size=head_size,
+                     dtype="bfloat16")
+    batch = build_batch(spec, "cpu", fill=False)
+    planning.release_buffers()
+    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS_PACKED,
+                                               vendor="nvidia", num_sms=132, **batch.options)
+    assert launch.name == "ws_prefill_kernel" and launch.args["pack_shift"] == shift
+    rows = launch.args["qh_desc"]
+    assert list(rows.shape) == [301 * q_heads, head_size]
+    assert list(rows.block_shape) == [2 ** shift, head_size]
+    planning.release_buffers()
+    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS,
+                                               vendor="nvidia", num_sms=132, **batch.options)
+    assert launch.args["pack_shift"] == 0 and launch.args["qh_desc"] is launch.args["q_desc"]
+
+
+@pytest.mark.parametrize("change", ["fp8", "padded_tokens", "group_of_128"])
+def test_what_pack_gqa_lacks_leaves_the_heads_apart(hopper, change):
+    """An e4m3 cache (the packed items are written for 16-bit ones), q's tokens apart (its rows are one TMA
+    tensor), a group of more heads than a consumer's 64 rows: the kernel's Q-blocks of one query head."""
+    q_heads, kv_heads, head_size = (128, 1, 64) if change == "group_of_128" else (32, 8, 128)
+    spec = BatchSpec((1, 300), (40, 700), num_q_heads=q_heads, num_kv_heads=kv_heads, head_size=head_size,
+                     dtype="bfloat16", fp8_kv=change == "fp8")
+    batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if change == "fp8" else {}))
+    q, *rest = batch.args()
+    if change == "padded_tokens":
+        q = torch.empty(q.shape[0], q.shape[1] + 2, q.shape[2], dtype=q.dtype)[:, :q.shape[1]]
+    planning.release_buffers()
+    _, [launch] = VARIANTS["static_grid"].plan(q, *rest, out=torch.empty_like(batch.q), config=WS_PACKED,
+                                               vendor="nvidia", num_sms=132, **batch.options)
+    assert launch.name == "ws_prefill_kernel" and launch.args["pack_shift"] == 0
 
 
 def test_an_e4m3_cache_plans_the_kernel_that_rounds_q_and_reads_the_scales(hopper):
@@ -272,11 +315,11 @@ def tile_loops(cubin):
 
 facts = {}
 # (head, block, e4m3 cache, q's e4m3 parts, query heads a KV head: token items, `Config.ws_token_items`,
-# sequences: one makes the JIT take the batch's counts equal to 1 as constants)
-for head, block, fp8, parts, tokens, seqs in (
-        (128, 16, False, 1, 0, 2), (64, 128, False, 1, 0, 2), (128, 16, True, 1, 0, 2),
-        (128, 16, True, 2, 0, 2), (128, 16, True, 2, 7, 2), (128, 16, True, 1, 16, 2),
-        (128, 16, False, 1, 0, 1), (128, 16, True, 2, 7, 1)):
+# sequences: one makes the JIT take the batch's counts equal to 1 as constants, `Config.ws_pack_gqa`)
+for head, block, fp8, parts, tokens, seqs, pack in (
+        (128, 16, False, 1, 0, 2, False), (64, 128, False, 1, 0, 2, False), (128, 16, True, 1, 0, 2, False),
+        (128, 16, True, 2, 0, 2, False), (128, 16, True, 2, 7, 2, False), (128, 16, True, 1, 16, 2, False),
+        (128, 16, False, 1, 0, 1, False), (128, 16, True, 2, 7, 1, False), (128, 16, False, 1, 0, 2, True)):
     if tokens:  # a decode
         spec = BatchSpec((1, 1)[:seqs], (300, 700)[:seqs], num_q_heads=4 * tokens, num_kv_heads=4,
                          head_size=head, block_size=block, dtype="bfloat16", fp8_kv=fp8)
@@ -285,7 +328,7 @@ for head, block, fp8, parts, tokens, seqs in (
                          block_size=block, dtype="bfloat16", fp8_kv=fp8)
     batch = build_batch(spec, "cpu", fill=False, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     config = Config(128, 128, 1, num_warps=8, num_stages=2, warp_specialized=True, qk_e4m3=parts == 1,
-                    ws_token_items=bool(tokens))
+                    ws_token_items=bool(tokens), ws_pack_gqa=pack)
     _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), vendor="nvidia",
                                                num_sms=132, config=config, **batch.options)
     # specialized as the launcher specializes it (ints equal to 1 as constants, alignments): an i32 signature
@@ -298,12 +341,14 @@ for head, block, fp8, parts, tokens, seqs in (
     ptx = compiled.asm["ptx"]
     regs = [line.split() for line in ptx.splitlines() if "setmaxnreg" in line]
     facts[f"{head}/{block}" + ("/e4m3" if fp8 else "") + ("x2" if parts == 2 else "")
-          + (f"/tokens{tokens}" if tokens else "") + ("/one" if seqs == 1 else "")] = dict(
+          + (f"/tokens{tokens}" if tokens else "") + ("/one" if seqs == 1 else "")
+          + ("/packed" if pack else "")] = dict(
         shared=compiled.metadata.shared, num_warps=compiled.metadata.num_warps,
         setmaxnreg=sorted({r[0].split(".")[1] + " " + r[-1].rstrip(";") for r in regs}),
         wgmma=ptx.count("wgmma.mma_async"), tma=ptx.count("cp.async.bulk.tensor"),
         e4m3_wgmma=ptx.count("e4m3.e4m3"), conversions=ptx.count("cvt.rn.f16x2.e4m3x2"),
         adds={sem: ptx.count(f"atom.global.gpu.{sem}.add") for sem in ("relaxed", "acq_rel")},
+        pack_shift=launch.args["pack_shift"],
         prefetches=ptx.count("prefetch.global.L1"),
         stack=int(m.group(1)) if (m := re.search(r"(\\d+) bytes stack frame", log.getvalue())) else 0,
         tile_loop_spills=tile_loops(compiled.asm["cubin"]))
@@ -351,9 +396,16 @@ def test_it_compiles_for_sm90_to_the_partitions_it_was_written_for(tmp_path):
     # loop. Since the output is scaled by one reciprocal a row, 24 B for 128/16: values stored before the
     # partitions start, loaded once in them; no spill in any tile loop (sm_90 SASS, triton 3.6.0, 2026-12-01)
     # Compiled as the launcher binds it (its alignments known), 64/128 has none and two e4m3 parts 16 B, where
-    # an i32 signature's compile took 8 B and 56 B (sm_90 SASS, triton 3.6.0, 2026-12-02)
-    assert facts["128/16"]["stack"] <= 24 and facts["64/128"]["stack"] == 0 and e4m3["stack"] <= 16, facts
-    assert two["stack"] <= 16, facts
+    # an i32 signature's compile took 8 B and 56 B (sm_90 SASS, triton 3.6.0, 2026-12-02). With q's second
+    # descriptor and each item's packed rows (`Config.ws_pack_gqa`), 32 B for 128/16, packed or not: seven
+    # words stored before the partitions start and loaded once in them (sm_90 SASS, triton 3.6.0, 2026-12-04)
+    assert facts["128/16"]["stack"] <= 32 and facts["64/128"]["stack"] == 0 and e4m3["stack"] <= 16, facts
+    assert two["stack"] <= 16 and facts["128/16/packed"]["stack"] <= 32, facts
+    # packed: the same products, a query's group of 4 heads in 8 rows, and q's copies by TMA a box a query
+    # (up to 16 of them) besides the Q-blocks' two
+    packed, apart = facts["128/16/packed"], facts["128/16"]
+    assert packed["pack_shift"] == 3 and apart["pack_shift"] == 0 and packed["wgmma"] == apart["wgmma"]
+    assert packed["tma"] > apart["tma"], (packed, apart)
     # a batch of one sequence (its counts constants to the JIT): the same products, no more stack
     every = {**facts, **tokens}
     for one, same in (("128/16/one", "128/16"), ("128/16/e4m3x2/tokens7/one", "128/16/e4m3x2/tokens7")):
@@ -444,6 +496,42 @@ def test_the_kernel_matches_the_reference(name, q_heads, kv_heads, head_size, bl
     torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
 
 
+# `Config.ws_pack_gqa` (16-bit caches): decodes and sequences of few queries beside prompts, groups of 4, 5,
+# 7, 16 and 64 heads (8, 8, 8, 16 and 64 rows a query: the group's heads, then the next group's, not stored),
+# sequences that just fit 128 rows (16 x 8, 8 x 16, 2 x 64: both consumers' rows) and just do not (17, 9, 3:
+# Q-blocks of one head), a key count of 1, of a partial last block and past a tile, every cache block size
+PACK_CASES = [
+    (28, 4, 128, 16, "bfloat16", (1, 300, 1, 16, 3, 17, 1), (1, 300, 4097, 200, 3, 1000, 129)),
+    (40, 8, 128, 32, "float16", (2, 1, 129, 8, 1), (700, 33, 463, 8, 2000)),
+    (32, 8, 64, 64, "bfloat16", (1, 1, 64, 1), (5000, 17, 64, 1)),
+    (32, 2, 128, 128, "bfloat16", (8, 1, 9, 300), (130, 255, 9, 300)),
+    (64, 1, 64, 16, "float16", (1, 2, 3), (100, 1000, 40)),
+]
+
+
+@pytest.mark.parametrize("q_heads,kv_heads,head_size,block_size,dtype,query_lens,kv_lens", PACK_CASES)
+def test_pack_gqa_matches_the_reference(q_heads, kv_heads, head_size, block_size, dtype, query_lens, kv_lens,
+                                        device):
+    """Each packed row stored at its own token and head, none past its group or its sequence's queries (the
+    output poisoned: an unwritten element fails, a stray write lands on another head's row), and the gaps the
+    packed items leave in the numbering drawn and counted out (the counters back at zero)."""
+    _on_sm90(device)
+    spec = BatchSpec(query_lens, kv_lens, num_q_heads=q_heads, num_kv_heads=kv_heads, head_size=head_size,
+                     block_size=block_size, dtype=dtype,
+                     seed=seed("warp_specialized_pack_gqa", q_heads, kv_heads, block_size, dtype))
+    batch = build_batch(spec, device, poison=True)
+    planning.release_buffers()
+    _, [launch] = VARIANTS["static_grid"].plan(*batch.args(), out=batch.new_output(), config=WS_PACKED,
+                                               **batch.options)
+    assert launch.name == "ws_prefill_kernel" and launch.args["pack_shift"] > 0
+    out = batch.new_output()
+    expected, (atol, rtol) = planned_check(VARIANTS["static_grid"], batch, out, config=WS_PACKED)
+    assert (atol, rtol) == TOLERANCES[dtype]
+    VARIANTS["static_grid"](*batch.args(), out=out, config=WS_PACKED, **batch.options)
+    torch.testing.assert_close(out.float(), expected.float(), atol=atol, rtol=rtol)
+    assert planning.ticket_counters(device).tolist() == [0, 0]
+
+
 @pytest.mark.parametrize("dtype,fp8", [("bfloat16", False), ("bfloat16", True), ("float16", True)])
 def test_the_trees_prompt_is_the_kernel_on_sm90(dtype, fp8, device):
     """As a serving engine calls it: the NVIDIA tree's own choice for a prompt of 2k tokens, over a 16-bit
@@ -500,25 +588,31 @@ def test_a_sequence_failing_keys_ok_gets_rows_of_zeros(corruption, fp8, device):
     torch.testing.assert_close(out[300:].float(), expected[300:].float(), atol=atol, rtol=rtol)
 
 
-@pytest.mark.parametrize("fp8", [False, True])
-def test_a_sequences_output_does_not_depend_on_its_batch(fp8, device):
+@pytest.mark.parametrize("fp8,config", [(False, WS), (True, WS), (False, WS_PACKED)])
+def test_a_sequences_output_does_not_depend_on_its_batch(fp8, config, device):
     """A Q-block's 128 rows of q run past its sequence's last query into the next sequence's; those rows must
     not change its output. Over an e4m3 cache they would set the power of two q is rounded under (the next
     sequence's q here is 1000 times larger), so the output of the sequence alone and within the batch must
     be the same bits."""
     _on_sm90(device)
-    spec = BatchSpec((100, 200), (100, 300), num_q_heads=8, num_kv_heads=2, dtype="bfloat16", fp8_kv=fp8,
-                     seed=seed("warp_specialized_batch_invariance", fp8))
+    spec = BatchSpec((100, 200, 3), (100, 300, 50), num_q_heads=8, num_kv_heads=2, dtype="bfloat16",
+                     fp8_kv=fp8, seed=seed("warp_specialized_batch_invariance", fp8))
     batch = build_batch(spec, device, poison=True, **({"fp8_dtype": OCP_E4M3} if fp8 else {}))
     q, k, v, table, cu_seqlens, seq_lens = batch.args()
     q[100:] *= 1000
     assert _kernels(batch, vendor=None) == ["ws_prefill_kernel"]
     together = batch.new_output()
-    VARIANTS["static_grid"](q, k, v, table, cu_seqlens, seq_lens, out=together, config=WS, **batch.options)
+    VARIANTS["static_grid"](q, k, v, table, cu_seqlens, seq_lens, out=together, config=config,
+                            **batch.options)
     alone = torch.full_like(together[:100], float("nan"))
-    VARIANTS["static_grid"](q[:100], k, v, table[:1], cu_seqlens[:2], seq_lens[:1], out=alone, config=WS,
+    VARIANTS["static_grid"](q[:100], k, v, table[:1], cu_seqlens[:2], seq_lens[:1], out=alone, config=config,
                             **batch.options)
     assert torch.equal(together[:100], alone)
+    # the last sequence's 3 queries (packed under `ws_pack_gqa`) alone, their rows at tokens 0-2
+    last = torch.full_like(together[300:], float("nan"))
+    VARIANTS["static_grid"](q[300:], k, v, table[2:], cu_seqlens[2:] - 300, seq_lens[2:], out=last,
+                            config=config, **batch.options)
+    assert torch.equal(together[300:], last)
 
 
 @pytest.mark.parametrize("fp8", [False, True])

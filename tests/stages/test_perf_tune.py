@@ -61,7 +61,9 @@ def test_stage_candidates_around_the_best_so_far():
     assert [(c.v_pairs, c.k_pairs) for c in tune.candidates("pairs", BASE, True, ocp_e4m3=True)] == [
         (False, False), (False, True), (True, False), (True, True)]
     assert tune.candidates("pairs", BASE, True) == []  # a cache that is not OCP e4m3: no pairs to read
-    assert [c.warp_specialized for c in tune.candidates("warp_specialized", BASE, False)] == [False, True]
+    # a 16-bit prefill: the Gluon kernel with a decode's heads packed and apart (`Config.ws_pack_gqa`)
+    assert [(c.warp_specialized, c.ws_pack_gqa) for c in tune.candidates(
+        "warp_specialized", BASE, False)] == [(False, False), (True, False), (True, True)]
     assert tune.candidates("warp_specialized", BASE, True) == []  # a 16-bit decode keeps the Q-block kernel
     # a decode over OCP e4m3: the Gluon kernel's token items, q in two e4m3 parts and in one
     assert [(c.warp_specialized, c.ws_token_items, c.qk_e4m3) for c in tune.candidates(

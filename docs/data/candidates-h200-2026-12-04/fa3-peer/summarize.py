@@ -3,6 +3,7 @@
     python summarize.py anchor > table.md        # anchor-N.json: ours against FlashAttention-3
     python summarize.py grid > grid-table.md     # grid-N.json: each candidate's time over the tree's
     python summarize.py grid ../mixed-prompts > ../mixed-prompts/table.md   # another folder's grid-N.json
+    python summarize.py grid ../pack-gqa > ../pack-gqa/table.md             # (two processes there)
 
 anchor: per scenario the medians of ours (the tree) and FlashAttention-3 over the processes, the range of the
 per-process ratios, in how many of the 15 rounds (5 a process) ours took longer, and the geometric means a
@@ -16,7 +17,7 @@ from pathlib import Path
 
 here = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).parent
 kind = sys.argv[1]
-runs = [json.loads((here / f"{kind}-{p}.json").read_text()) for p in (1, 2, 3)]
+runs = [json.loads((here / f"{kind}-{p}.json").read_text()) for p in (1, 2, 3) if (here / f"{kind}-{p}.json").exists()]
 names = list(runs[0]["rows"])
 copies = ", ".join(f"{r['limits']['copy_tb_s']:.2f}" for r in runs)
 if kind == "grid":

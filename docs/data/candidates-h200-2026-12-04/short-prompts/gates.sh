@@ -12,6 +12,10 @@
 #   BASE=3645557 SUITES="pr nightly" FILES="tests/kernels/test_warp_specialized.py tests/kernels/test_heuristics.py"
 #   and TAG unset for the rule's first bounds (plans 5 of 27, 14 of 186; the gates failed), TAG=2 for the kept
 #   bounds (plans 3 and 10); the anchor's plan was 0 of 27 both times, so it was not gated.
+# SCENARIOS (fnmatch globs, `perf gate --scenarios`) gates a part of each suite: [ws-pack-gqa] (main 86e8215 on the
+# device; plans 6 of 27 and 48 of 186) ran it in two calls, its files in ../pack-gqa/:
+#   BASE=86e8215 SUITES="pr nightly" SCENARIOS="*/prefill/*" TAG=-prefill gates.sh --gates-only   (pr's 2 prefills)
+#   BASE=86e8215 SUITES="pr nightly" SCENARIOS="*/mixed*/*" TAG=-mixed gates.sh --gates-only
 set -u
 export PYTHONPATH=$PWD
 tag=${TAG:-}
@@ -27,7 +31,8 @@ fi
 echo "tests done at $(( $(date +%s) - t0 )) s"
 for s in ${SUITES:-anchor pr nightly}; do
   timeout $(( 570 - ($(date +%s) - t0) )) python3 -m perf gate --base-ref "${BASE:-f840965}" --allow-dirty --suite $s \
-    --variants static_grid --metrics graph --out /tmp/gate-$s > "/tmp/gate-$s.log" 2>&1
+    --variants static_grid --metrics graph ${SCENARIOS:+--scenarios "$SCENARIOS"} --out /tmp/gate-$s \
+    > "/tmp/gate-$s.log" 2>&1
   echo "gate $s rc=$? at $(( $(date +%s) - t0 )) s"
   cp /tmp/gate-$s/report.md "$OUT/gate$tag-$s.md" 2>/dev/null
   tail -n 3 "/tmp/gate-$s.log"
