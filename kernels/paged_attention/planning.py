@@ -207,9 +207,8 @@ class WarpSpecializedPlan:
                                                       token_items=self.token_items)
         self.constexprs = dict(GROUP=num_q_heads // num_kv_heads, TILE=ws.TILE, **constants,
                                FP8_PRODUCTS=e4m3)
-        # `Config.ws_pack_gqa`: over a 16-bit cache, q's tokens one after another (`pack_gqa_applies`)
-        self.pack_gqa = (config.ws_pack_gqa and not e4m3 and not self.token_items
-                         and pack_gqa_applies(q, num_kv_heads))
+        # `Config.ws_pack_gqa`: over a 16-bit cache (token items are e4m3's), where `pack_gqa_applies`
+        self.pack_gqa = config.ws_pack_gqa and not e4m3 and pack_gqa_applies(q, num_kv_heads)
         self.args["pack_shift"] = ws.pack_shift(num_q_heads // num_kv_heads) if self.pack_gqa else 0
 
     def launches(self, q, k_cache, v_cache, block_table, cu_seqlens_q, seq_lens, out,

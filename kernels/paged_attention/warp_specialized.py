@@ -841,7 +841,7 @@ def _load_items(q_desc, qh_desc, k_desc, v_desc, info, q_smem, q8_smem, k_bufs, 
                 w, work, TILE_, BLOCK, D)
         if (row >= 0) & (row < count):  # a Q-block of queries: the gaps in the numbering are not handed on
             _hand_on(info, q_desc, qh_desc, q_smem, q_bar, q_empty, n, head, first, count, row, context,
-                     kv_len, n_tiles, packed, work[0], TOKEN_ITEMS, not E4M3 and not TOKEN_ITEMS)
+                     kv_len, n_tiles, packed, work[0], TOKEN_ITEMS, not E4M3)  # token items are e4m3's
             n += 1
         # the cache block holding the last key, when keys follow it in that block (-1: none; a 16-bit V's)
         last_partial = gl.where(kv_len % BLOCK != 0, kv_len // BLOCK, -1)
@@ -937,8 +937,8 @@ def ws_prefill_kernel(q_desc, qh_desc, k_desc, v_desc, out_ptr, v_cache_ptr, blo
                       cu_seqlens_q_ptr, seq_lens_ptr, k_scale_ptr, v_scale_ptr, num_seqs, num_tokens,
                       num_q_blocks, num_q_heads, block_table_stride, max_blocks, out_stride_t, out_stride_h,
                       v_stride_row, kv_rows, scale_log2, tickets_ptr, pack_shift, GROUP: gl.constexpr,
-                      TILE: gl.constexpr,
-                      STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, LOADER_REGS: gl.constexpr,
+                      TILE: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                      LOADER_REGS: gl.constexpr,
                       FP8_PRODUCTS: gl.constexpr = False, CONVERTER_REGS: gl.constexpr = 0,
                       CAUSAL: gl.constexpr = True, Q_PARTS: gl.constexpr = 1,
                       TOKEN_ITEMS: gl.constexpr = False):

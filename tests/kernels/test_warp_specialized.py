@@ -1,6 +1,8 @@
 """`Config.warp_specialized`: the prefill through the Gluon kernel of
 `kernels.paged_attention.warp_specialized` (a TMA loader warp, two consumer warpgroups; over an OCP e4m3 cache
-a converter warpgroup too) on NVIDIA sm_90. Where the planner and the NVIDIA tree take it (plans only, with
+a converter warpgroup too) on NVIDIA sm_90.
+
+Where the planner and the NVIDIA tree take it (plans only, with
 the platform stood in for: dtypes, fp8 formats, heads, blocks, features, layouts, addresses, GPUs) and its
 persistent grid, what it compiles to for sm_90 on a CPU (the register split, the products and copies it was
 written for, shared memory within an SM's), then on an sm_90 GPU the kernel against the fp32 reference over
